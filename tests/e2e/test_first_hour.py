@@ -138,3 +138,133 @@ def test_an_option_that_takes_one_value_given_twice_is_a_usage_error(
     expect(r, 0)
     assert json.loads(r.stdout)["nodes"]
     expect(run(runner, home, "-q", "verify", "cartpole-bc@2", "-q"), 0)
+
+
+def test_a_ledger_given_as_the_directory_that_holds_it_is_named_and_never_doubled(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``cd lab && trajledger init`` makes ``lab/.trajledger``; from the parent, ``--ledger lab``
+    said "no ledger here; run 'trajledger init'", and ``trajledger --ledger lab init`` then made
+    a second, empty ledger in ``lab`` that every command run in ``lab`` found first, hiding the
+    first one and all it recorded. Now the refusal names ``lab/.trajledger`` and init refuses."""
+    from trajledger.ledger.errors import LedgerError
+
+    lab = tmp_path / "lab"
+    inner = lab / ".trajledger"
+    expect(run(runner, inner, "init"), 0)
+    before = sorted(p.name for p in lab.iterdir())
+    named = (f"{lab}: no ledger here, but {inner} is one (made by 'trajledger init' in {lab}): "
+             f"give that (--ledger {inner}; Ledger.open({str(inner)!r}))")
+    expect(run(runner, lab, "log", "info"), 3, f"FAIL: {named}\n")
+    with pytest.raises(LedgerError) as e:
+        Ledger.open(lab)
+    assert str(e.value) == named
+    expect(run(runner, lab, "init"), 3,
+           f"FAIL: {lab}: holds the ledger {inner}: a second ledger here would hide it from every "
+           f"command run in {lab}; give --ledger {inner} to use it, or another directory for a "
+           "new ledger\n")
+    assert sorted(p.name for p in lab.iterdir()) == before == [".trajledger"]
+    with pytest.raises(LedgerError):
+        Ledger.init(lab)
+    assert sorted(p.name for p in lab.iterdir()) == [".trajledger"]
+    # Nothing near: the advice is unchanged.
+    expect(run(runner, tmp_path / "none", "log", "info"), 3,
+           f"FAIL: {tmp_path / 'none'}: no ledger here; run 'trajledger init' or pass --ledger "
+           "DIR\n")
+
+
+def test_a_column_under_gymnasiums_or_another_name_gets_the_schemas_name(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """A Gymnasium user writes ``observation`` and ``done``: the refusal said only "unknown
+    column ... keep other fields in 'extras'", and ``extras`` was the wrong advice. Now it names
+    the column of the schema meant (from a table of common names, else the closest name)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    size = Ledger.open(home).log.size
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(
+        {"episode_id": "e", "step": i, "observation": [0.1, 0.2, 0.3, 0.4], "action": 0,
+         "rewrd": 1.0, "terminated": i == 1, "truncated": False}) + "\n" for i in range(2)))
+    r = run(runner, home, "record", rows, "--env", "cartpole@1", "--policy", "p", "--key",
+            "vendor")
+    expect(r, 1)
+    assert r.stderr.splitlines()[1:] == [
+        "FAIL:   column 'observation': unknown step field: rollout schema v3 has no such column; "
+        "did you mean 'obs'? (keep other fields in 'extras')",
+        "FAIL:   column 'rewrd': unknown step field: rollout schema v3 has no such column; "
+        "did you mean 'reward'? (keep other fields in 'extras')"]
+    table = tmp_path / "steps.parquet"
+    pq.write_table(pa.table({
+        "episode_id": ["e", "e"], "step": [0, 1], "obs": [[0.1], [0.2]], "actions": [0, 1],
+        "reward": [1.0, 1.0], "done": [False, True], "colour": ["a", "b"]}), table)
+    r = run(runner, home, "record", table, "--env", "cartpole@1", "--policy", "p", "--key",
+            "vendor")
+    expect(r, 1)
+    assert r.stderr.splitlines()[1:4] == [
+        "FAIL:   column 'actions': unknown column: rollout schema v3 has no such column; did you "
+        "mean 'action'? (see schemas/rollout.v3.md; keep other fields in 'extras')",
+        "FAIL:   column 'done': unknown column: rollout schema v3 has no such column; did you "
+        "mean 'terminated' and 'truncated'? ('done' is either: give both) (see "
+        "schemas/rollout.v3.md; keep other fields in 'extras')",
+        "FAIL:   column 'colour': unknown column: rollout schema v3 has no such column (see "
+        "schemas/rollout.v3.md; keep other fields in 'extras')"]
+    assert Ledger.open(home).log.size == size
+
+
+def test_an_empty_reference_says_a_shell_variable_was_left_empty(
+    runner: CliRunner, home: Path
+) -> None:
+    """The tour keeps each digest in a variable (``BATCH=$(trajledger record ...)``): when that
+    command failed, the next one got ``--batch ""`` and said "FAIL: : no rollout-batch has this
+    name" (``verify ""``: "bundle .: is a directory"). Now it says the reference is empty, and
+    why it may be."""
+    size = Ledger.open(home).log.size
+    hint = ("a shell variable left empty? REF=$(trajledger ...) is empty when that command "
+            "failed; give NAME@VERSION, sha256:<hex> or a digest prefix of 6+ hex characters")
+    r = run(runner, home, "dataset", "create", "x", "--version", "1", "--split", "train",
+            "--batch", "", "--key", "vendor")
+    expect(r, 3, f"FAIL: an empty reference where a rollout-batch is wanted ({hint})\n")
+    for args in (["show", ""], ["lineage", " "], ["train", "--dataset", "", "--key", "trainer"]):
+        r = run(runner, home, *args)
+        expect(r, 3)
+        assert r.stderr.startswith("FAIL: an empty reference where ") and hint in r.stderr, args
+    r = run(runner, home, "verify", "")  # not "bundle .: is a directory"
+    expect(r, 3, f"FAIL: an empty reference where an artifact is wanted ({hint})\n")
+    assert Ledger.open(home).log.size == size
+
+
+def test_an_option_that_took_the_next_option_as_its_value_says_so(
+    runner: CliRunner, home: Path
+) -> None:
+    """``--batch $BATCH --key vendor`` with BATCH empty and unquoted: click took ``--key`` as
+    the batch and then said "Missing option '--key'", about the one option that was given. Now
+    the usage error names the option left without its value."""
+    size = Ledger.open(home).log.size
+    r = run(runner, home, "dataset", "create", "x", "--version", "1", "--split", "train",
+            "--batch", "--key", "vendor")
+    expect(r, 2)
+    assert r.stderr.splitlines()[-1] == (
+        "Error: --batch took the option --key as its value: give --batch a value first (an "
+        "unquoted shell variable left empty?)")
+    r = run(runner, home, "approve", "cartpole-train@2", "--expires", "--key", "approver-a")
+    expect(r, 2)
+    assert r.stderr.splitlines()[-1].startswith("Error: --expires took the option --key ")
+    assert Ledger.open(home).log.size == size
+
+
+def test_init_inside_a_ledger_directory_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    """README: 'cd demo' after the quickstart; 'trajledger init' there made demo/.trajledger, a
+    ledger inside the ledger that no command run in demo found, and in demo/keys one that every
+    command run there found instead of demo. Now both are refused, nothing made."""
+    demo = tmp_path / "demo"
+    expect(run(runner, demo, "init"), 0)
+    before = sorted(p.relative_to(demo) for p in demo.rglob("*"))
+    for where in (demo / ".trajledger", demo / "keys" / ".trajledger", demo / "log" / "x"):
+        expect(run(runner, where, "init"), 3,
+               f"FAIL: {where}: inside the ledger {demo}, which commands run there would find "
+               "first or which this one would hide: make a new ledger outside it (--ledger "
+               "DIR)\n")
+    assert sorted(p.relative_to(demo) for p in demo.rglob("*")) == before
+    expect(run(runner, tmp_path / "beside", "init"), 0)  # beside it: as before

@@ -128,8 +128,16 @@ def test_query_artifacts_columns(runner: CliRunner, home: Path) -> None:
             "success, judge_scores, judge_score, cost_usd, language, task_type, invalid, "
             "safety_interventions, modality, fingerprint\n",
         ),
+        (  # the README's 'stats ... --by policy_version', mistyped (user24)
+            ["stats", "chat-batch", "--by", "polcy_version"],
+            "FAIL: --by: no episode column 'polcy_version'; did you mean 'policy_version'? "
+            "columns are batch, batch_index, episode_id, task_id, env_version, policy_version, "
+            "seed, return, num_steps, termination_reason, success, judge_scores, judge_score, "
+            "cost_usd, language, task_type, invalid, safety_interventions, modality, "
+            "fingerprint\n",
+        ),
     ],
-    ids=["bad-sql", "bad-column", "bad-by"],
+    ids=["bad-sql", "bad-column", "bad-by", "bad-by-typo"],
 )
 def test_usage_errors_exit_2(runner: CliRunner, home: Path, args: list[str], stderr: str) -> None:
     result = run(runner, home, *args)

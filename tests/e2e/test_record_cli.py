@@ -852,7 +852,8 @@ def test_same_rollouts_with_other_metadata_refused(
         runner, home, record_args(src, "--env cart@1 --evaluator judge@1"), 1,
         f"FAIL: rollout batch {digest}: the same rollouts are already recorded at log "
         "index 2 as 'rollouts-cart@1-p0' with other metadata (evaluator); a batch digest "
-        "names one record\n",
+        f"names one record: use that one ('trajledger show {digest}' shows how it was "
+        "recorded)\n",
     )  # fmt: skip
 
 

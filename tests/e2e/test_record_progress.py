@@ -62,3 +62,26 @@ def test_no_bar_under_quiet_or_off_a_terminal(world: tuple[Path, Path]) -> None:
     code, err = record(home, chat, tty=False)
     assert code == 0, err
     assert "%" not in err and "recording" not in err
+
+
+def test_one_json_line_per_step_moves_the_bar_too(tmp_path: Path) -> None:
+    """The README's own format (one JSON line per step) gave its chunks no count of the bytes
+    read: the bar stood at 0% for the whole of a long ``record`` and closed there. Now each
+    chunk carries it, rising to the file's size, and the bar reaches 100%."""
+    from trajledger.ledger.rollouts import iter_rollout_chunks
+
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("".join(json.dumps(
+        {"episode_id": f"ep-{n // 10}", "step": n % 10, "obs": [0.5, n], "action": 1,
+         "reward": 1.0, "terminated": n % 10 == 9, "truncated": False}) + "\n"
+        for n in range(3000)))
+    reads = [c.read for c in iter_rollout_chunks(steps, None, 500)]
+    assert len(reads) == 6 and None not in reads
+    assert reads == sorted(reads) and 0 < reads[0] < reads[-1] == steps.stat().st_size
+    home = tmp_path / "home"
+    Ledger.init(home, origin="test/progress-steps")
+    ledger = Ledger.open(home)
+    register_environment(ledger, "tutor", "1", ledger.keys.create("producer", encrypt=False))
+    code, err = record(home, steps, tty=True)
+    assert code == 0, err
+    assert "100%" in err and "OK: batch of 300 episode(s), 3000 step(s)" in err

@@ -575,7 +575,8 @@ def _refuse_recorded_otherwise(
         raise PolicyError(
             f"rollout batch {manifest.digest}: the same rollouts are already recorded at log "
             f"index {index} {ref}with other metadata ({', '.join(differ) or 'unreadable record'}); "
-            "a batch digest names one record"
+            f"a batch digest names one record: use that one ('trajledger show "
+            f"{manifest.digest}' shows how it was recorded)"
         )
     return same
 

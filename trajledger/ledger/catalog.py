@@ -318,6 +318,11 @@ class Catalog:
     ) -> RefError:
         """`_not_found` for ``NAME@VERSION`` or a plain name: the name has other versions,
         needs a version, is another kind, is close to recorded names, or is unknown."""
+        if not ref.strip():  # the tour keeps digests in variables: one was left empty
+            return RefError(f"an empty reference where {_a(what)} is wanted (a shell variable "
+                            "left empty? REF=$(trajledger ...) is empty when that command "
+                            "failed; give NAME@VERSION, sha256:<hex> or a digest prefix of 6+ "
+                            "hex characters)", unknown=True)
         name, at, version = ref.rpartition("@") if "@" in ref else (ref, "", "")
         mine = [r for r in rows if r.kind in wanted]
         versions = sorted({r.version for r in mine if r.name == name and r.version},

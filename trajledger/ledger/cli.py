@@ -14,7 +14,6 @@ from pathlib import Path
 import click
 
 from .clikit import (
-    DEFAULT_HOME,
     HOME_ENV,
     JSON_OPTION,
     KEY_NAME,
@@ -67,7 +66,7 @@ def init(ctx: Context, origin: str | None, store: str, as_json: bool) -> None:
       TRAJLEDGER_PASSPHRASE_LOG=... trajledger --ledger ./ledger init --origin acme/rollouts
       TRAJLEDGER_PASSPHRASEFILE=~/.config/trajledger/pass trajledger init
     """
-    from .config import KEYS_PLAIN
+    from .config import DEFAULT_HOME, KEYS_PLAIN
     from .home import LedgerHome
 
     # init makes a new ledger here: a ledger found in a parent directory is not where it goes.

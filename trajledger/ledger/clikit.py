@@ -25,6 +25,7 @@ import click
 from trajledger._signals import Terminated
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
+from .config import DEFAULT_HOME
 from .errors import LedgerError
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 HOME_ENV = "TRAJLEDGER_HOME"
-DEFAULT_HOME = ".trajledger"
 
 
 @dataclass
@@ -529,15 +529,29 @@ def refuse_repeats(cmd: click.Command, ctx: click.Context, args: list[str]) -> N
     values (``multiple``), counts and flags may repeat. A line click cannot parse is left to
     click, which says what is wrong with it.
 
+    Also refuse an option whose value is another of the command's options: ``--batch $B --key
+    k`` with ``B`` empty took ``--key`` as the batch, and click then said "Missing option
+    '--key'".
+
     Raises:
-        click.UsageError: an option was given twice (exit 2).
+        click.UsageError: an option was given twice, or took an option as its value (exit 2).
     """
     if ctx.resilient_parsing:  # shell completion of a partial line
         return
     try:
-        _, _, order = cmd.make_parser(ctx).parse_args(list(args))
+        values, _, order = cmd.make_parser(ctx).parse_args(list(args))
     except click.UsageError:
         return
+    names = {o for p in cmd.get_params(ctx) for o in (*p.opts, *p.secondary_opts)}
+    for param in dict.fromkeys(order):
+        flag = not isinstance(param, click.Option) or param.is_flag
+        given = None if flag else values.get(param.name)
+        taken = [v for v in (given if isinstance(given, list | tuple) else [given])
+                 if isinstance(v, str) and v in names]
+        if taken:
+            raise click.UsageError(
+                f"{param.opts[0]} took the option {taken[0]} as its value: give {param.opts[0]} "
+                "a value first (an unquoted shell variable left empty?)", ctx)
     for param in dict.fromkeys(order):
         if (isinstance(param, click.Option) and not (param.multiple or param.count
                                                      or param.is_flag)

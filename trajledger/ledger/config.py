@@ -20,16 +20,21 @@ from .errors import LedgerError
 
 __all__ = [
     "CONFIG_NAME",
+    "DEFAULT_HOME",
     "FORMAT_VERSION",
     "KEYS_ENCRYPTED",
     "KEYS_PLAIN",
     "LedgerConfig",
     "default_origin",
+    "init_refusal",
+    "no_ledger",
     "setting_changes",
 ]
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "ledger.toml"
+DEFAULT_HOME = ".trajledger"
+"""The ledger directory ``trajledger init`` makes in the current directory."""
 KEYS_ENCRYPTED, KEYS_PLAIN = "encrypted", "plain"
 _SETTINGS = ("format", "origin", "store", "keys", "group_writable")
 """Every setting of ``[ledger]``."""
@@ -160,3 +165,40 @@ def setting_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]
         out.append("group_writable is true, but it was not when you last used this ledger "
                    "(members of its group could replace keys and evidence)")
     return out
+
+
+def _inner(root: Path) -> Path | None:
+    """``root/.trajledger`` when ``root`` is no ledger but holds one there (``trajledger init``
+    was run in ``root``)."""
+    inner = root / DEFAULT_HOME
+    return inner if not (root / CONFIG_NAME).exists() and (inner / CONFIG_NAME).is_file() else None
+
+
+def no_ledger(root: Path) -> str:
+    """Why no ledger opens at ``root``; it names ``root/.trajledger`` when that is one (given
+    ``--ledger lab`` for the ``lab/.trajledger`` that ``cd lab && trajledger init`` made)."""
+    inner = _inner(root)
+    if inner is None:
+        return f"{root}: no ledger here; run 'trajledger init' or pass --ledger DIR"
+    return (f"{root}: no ledger here, but {inner} is one (made by 'trajledger init' in {root}): "
+            f"give that (--ledger {inner}; Ledger.open({str(inner)!r}))")
+
+
+def init_refusal(root: Path) -> str | None:
+    """Why no ledger may be made at ``root``: one is there; ``root`` is inside a ledger's
+    directory (its ``.trajledger`` or ``keys/``), where one of the two would hide the other; or
+    one is in ``root/.trajledger``, which a ledger at ``root`` would hide from every command run
+    in ``root`` (they find ``root`` first). None when it may."""
+    if (root / CONFIG_NAME).exists():
+        return f"{root}: a ledger already exists here"
+    outer = next((d for d in root.absolute().parents
+                  if (d / CONFIG_NAME).is_file() and (d / "log").is_dir()), None)
+    if outer is not None:  # 'cd demo && trajledger init' after the quickstart
+        return (f"{root}: inside the ledger {outer}, which commands run there would find first "
+                "or which this one would hide: make a new ledger outside it (--ledger DIR)")
+    inner = _inner(root)
+    if inner is None:
+        return None
+    return (f"{root}: holds the ledger {inner}: a second ledger here would hide it from every "
+            f"command run in {root}; give --ledger {inner} to use it, or another directory for "
+            "a new ledger")

@@ -39,6 +39,8 @@ from .config import (
     KEYS_PLAIN,
     LedgerConfig,
     default_origin,
+    init_refusal,
+    no_ledger,
     setting_changes,
 )
 from .errors import AlreadyRecordedError, LedgerError, TamperError
@@ -863,8 +865,8 @@ class LedgerHome:
         from .trust_state import TrustState
 
         root = Path(root)
-        if (root / CONFIG_NAME).exists():
-            raise LedgerError(f"{root}: a ledger already exists here")
+        if (refused := init_refusal(root)) is not None:
+            raise LedgerError(refused)
         if root.exists() and not root.is_dir():
             raise LedgerError(f"{root}: exists and is not a directory")
         if origin is not None:
@@ -968,13 +970,11 @@ class LedgerHome:
             TamperError: the settings differ from this user's pin of them.
         """
         # (1)
-        root = Path(root)
-        path = root / CONFIG_NAME
+        path = (root := Path(root)) / CONFIG_NAME
         try:
             data = read_regular(path)
         except FileNotFoundError as e:
-            raise LedgerError(f"{root}: no ledger here; run 'trajledger init' or pass --ledger "
-                              "DIR") from e
+            raise LedgerError(no_ledger(root)) from e
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
         config = LedgerConfig.from_toml(data, path)

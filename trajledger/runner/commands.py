@@ -912,7 +912,7 @@ def verify(
     except LedgerError as e:  # no ledger here, or no such name: a directory meant as a bundle?
         from trajledger.ledger.catalog import RefError
 
-        if bundle.is_dir() and (ledger is None or isinstance(e, RefError)):
+        if bundle.is_dir() and targets[0].strip() and (ledger is None or isinstance(e, RefError)):
             raise LedgerError(f"bundle {bundle}: is a directory, want a .tar.zst bundle file "
                               f"(a model's files go with --files DIR); as a REF: {e}") from e
         raise

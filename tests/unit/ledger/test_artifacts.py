@@ -314,7 +314,8 @@ def test_same_rollouts_with_other_metadata_refused(
         PolicyError,
         match=rf"^rollout batch {first.digest}: the same rollouts are already recorded at log "
         rf"index 2 as 'rollouts-cart@1-p' with other metadata \({differ}\); a batch digest "
-        "names one record$",
+        rf"names one record: use that one \('trajledger show {first.digest}' shows how it was "
+        r"recorded\)$",
     ):
         record_batch(registered, rows(), env="cart@1", policy="p", signer=alice, **change)
     assert snapshot(registered) == before

@@ -21,8 +21,9 @@ INDEX_ORDER = ["schema", "rows", "tables", "stats", "__init__"]
 FEATURES = ["episode_vectors", "episode_features", "batch_features", "text_fingerprint",
             "step_windows", "window_cache", "contamination"]
 """In this order: each may import only those before it (and `BASE`)."""
-BASE = {"catalog", "errors", "fs", "hashing", "progress", "rollouts", "store"}
-"""Ledger modules below both (they import nothing that records or indexes)."""
+BASE = {"catalog", "errors", "fs", "hashing", "progress", "rollouts", "store", "suggestions"}
+"""Ledger modules below both (they import nothing that records or indexes; ``suggestions``,
+the "did you mean" that ``catalog`` uses too, only the standard library)."""
 
 
 def modules() -> list[Path]:

@@ -31,6 +31,7 @@ from trajledger.verify.predicates import Evaluator, Predicate
 from ..catalog import Catalog
 from ..errors import LedgerError
 from ..progress import ProgressFactory
+from ..suggestions import did_you_mean, suggest
 from .rows import statement_of
 from .schema import EPISODE_COLUMNS, EPISODES, QueryError
 from .tables import Index
@@ -338,9 +339,10 @@ def episode_stats(
     """
     bad = [c for c in by if c not in EPISODE_COLUMNS]
     if bad:
+        close = did_you_mean(suggest(bad[0], EPISODE_COLUMNS, limit=1))
         raise QueryError(
-            f"--by: no episode column {', '.join(map(repr, bad))}; columns are "
-            + ", ".join(EPISODE_COLUMNS)
+            f"--by: no episode column {', '.join(map(repr, bad))}; {close and close + ' '}"
+            "columns are " + ", ".join(EPISODE_COLUMNS)
         )
     needed = [
         "batch", "episode_id", "task_id", "return", "num_steps", "success", "invalid",

@@ -36,6 +36,7 @@ from .schema import (
     VECTOR_TYPE,
     canonical_space_field,
     conforms,
+    meant_column,
     space_field_problem,
     tensor_field,
     tensor_shape,
@@ -463,8 +464,9 @@ class StepNormaliser:
             if STEP_SCHEMA.get_field_index(name) < 0:
                 self._once(
                     f"unknown:{name}",
-                    "unknown column: rollout schema v3 has no such "
-                    "column (see schemas/rollout.v3.md; keep other fields in 'extras')",
+                    "unknown column: rollout schema v3 has no such column"
+                    f"{meant_column(name, STEP_SCHEMA)} (see schemas/rollout.v3.md; keep other "
+                    "fields in 'extras')",
                     name,
                 )
                 ok = False
@@ -607,7 +609,8 @@ def normalise_episodes(table: pa.Table | pa.RecordBatch) -> pa.Table:
         c.add("schema", "missing required column", column="episode_id")
     for name in names:
         if EPISODE_SCHEMA.get_field_index(name) < 0:
-            c.add("schema", "unknown column: rollout schema v3 has no such column", column=name)
+            c.add("schema", "unknown column: rollout schema v3 has no such column"
+                  + meant_column(name, EPISODE_SCHEMA), column=name)
     arrays: list[pa.Array | pa.ChunkedArray | None] = []
     tensors = TensorTypes()
     if not c.count:

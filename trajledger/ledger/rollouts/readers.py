@@ -327,8 +327,8 @@ def iter_rollout_chunks(
         return
     if kind == ROLLOUT_JSONL:
         first = True
-        for batch in _iter_rollout_jsonl(Path(path), batch_rows):
-            yield RolloutChunk(batch, attrs, meta if first else None)
+        for batch, read in _iter_rollout_jsonl(Path(path), batch_rows):
+            yield RolloutChunk(batch, attrs, meta if first else None, read)
             attrs, first = None, False
         if first:
             yield RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), attrs, meta)
@@ -584,9 +584,12 @@ def _json_rows(
     return rows
 
 
-def _iter_rollout_jsonl(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _iter_rollout_jsonl(path: Path, batch_rows: int) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """Step rows of a JSON-lines file, each batch with the bytes of the file read by then (for
+    ``record``'s progress bar)."""
     c = ProblemCollector()
     rows: list[dict[str, Any]] = []
+    position: list[Callable[[], int]] = []
 
     def flush() -> pa.RecordBatch | None:
         typed = ProblemCollector()
@@ -599,16 +602,16 @@ def _iter_rollout_jsonl(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]
             return None
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
-    for _, obj in jsonl_objects(path, c):
+    for _, obj in jsonl_objects(path, c, position):
         rows.append(obj)
         if len(rows) >= batch_rows:
             out = flush()
             if out is not None:
-                yield out
+                yield out, position[0]()
     if rows:
         out = flush()
         if out is not None:
-            yield out
+            yield out, path.stat().st_size
     problems = c.problems()
     if problems:
         raise RolloutValidationError(str(path), problems)

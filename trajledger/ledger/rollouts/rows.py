@@ -27,6 +27,7 @@ from .schema import (
     TENSOR_COLUMNS,
     TENSOR_VALUE_TYPES,
     VECTOR_TYPE,
+    meant_column,
     tensor_field,
 )
 from .space_values import space_column, stack_rows
@@ -203,8 +204,8 @@ def rows_to_columns(
                 if schema.get_field_index(key) < 0:
                     c.add(
                         f"unknown:{key}",
-                        f"unknown {what} field: rollout schema v3 has no such column "
-                        "(keep other fields in 'extras')",
+                        f"unknown {what} field: rollout schema v3 has no such column"
+                        f"{meant_column(key, schema)} (keep other fields in 'extras')",
                         row=i,
                         column=key,
                     )

@@ -25,6 +25,7 @@ This module imports pyarrow, so ``ledger.rollouts`` loads it lazily: only record
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterator, Sequence
 from typing import Final
@@ -59,6 +60,7 @@ __all__ = [
     "VECTOR_TYPE",
     "canonical_space_field",
     "conforms",
+    "meant_column",
     "parquet_float_paths",
     "schema_version",
     "space_field_problem",
@@ -448,3 +450,26 @@ def _parquet_leaves(path: str, t: pa.DataType) -> Iterator[tuple[str, pa.DataTyp
             yield from _parquet_leaves(f"{path}.{member.name}", member.type)
     else:
         yield path, t
+
+
+_OTHER_NAMES: Final = {
+    "observation": "obs", "observations": "obs", "state": "obs", "actions": "action",
+    "rewards": "reward", "terminal": "terminated", "terminals": "terminated",
+    "terminations": "terminated", "timeout": "truncated", "timeouts": "truncated",
+    "truncations": "truncated", "t": "step", "timestep": "step", "episode": "episode_id",
+    "infos": "info", "logprob": "action_logprob", "log_prob": "action_logprob",
+    "logprobs": "action_logprob", "length": "num_steps", "episode_return": "return",
+}
+"""The schema's column for a name Gymnasium, Minari, D4RL or a trainer gives it."""
+
+
+def meant_column(name: str, schema: pa.Schema) -> str:
+    """``; did you mean 'obs'?`` for a column ``schema`` has not, naming the column of
+    ``schema`` it is another name for (`_OTHER_NAMES`; ``done``: both flags) or, else, the
+    closest one; ``''`` when none is close."""
+    if name.lower() in ("done", "dones") and "terminated" in schema.names:
+        return f"; did you mean 'terminated' and 'truncated'? ({name!r} is either: give both)"
+    other = _OTHER_NAMES.get(name.lower())
+    close = [other] if other in schema.names else difflib.get_close_matches(
+        name, schema.names, 1, 0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
