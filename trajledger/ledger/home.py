@@ -62,6 +62,7 @@ from .user_state import (
     origin_dir,
     private_dir,
     read_state_file,
+    refuse_foreign,
     require_pin,
     scratch_dir,
     state_dir,
@@ -595,15 +596,13 @@ class LedgerHome:
         """
         import json
 
-        from .fs import refuse_writable
-
         config, pin, settings = self.root / CONFIG_NAME, self._pin_path(), self._settings_path()
         now = self._settings_pin()
         changes: list[str] = []
         try:
             for path in (pin, settings):
                 private_dir(path.parent)
-                refuse_writable(path)
+                refuse_foreign(path)
             known = not replace and pin.exists()
             if known:
                 doc = json.loads(read_state_file(pin))

@@ -72,6 +72,7 @@ from .user_state import (
     origin_dir,
     private_dir,
     read_state_file,
+    refuse_foreign,
     state_dir,
 )
 
@@ -268,14 +269,12 @@ class TrustState(TrustIndex):
         Raises:
             LedgerError: the state cannot be created or read.
         """
-        from .fs import refuse_writable
-
         vkey = one_spelling(vkey)
         root = private_dir(directory or state_dir(), parent=False)
         base = private_dir(private_dir(root / "logs") / log_id(vkey))
         file = base / "state.sqlite"
         for f in (file, base / "state.sqlite-wal", base / "state.sqlite-shm"):
-            refuse_writable(f)
+            refuse_foreign(f)
         try:
             new = not file.exists()
             db = sqlite3.connect(

@@ -1,0 +1,122 @@
+"""Where the user's state directory is, and whose it is (docs/SECURITY.md, review rev25).
+
+The state decides what a user trusts (the floors, the pins, the settings of each ledger). An
+outsider's cases: a state directory in a shared place that others may add to (sticky, like
+/tmp), one another user made or owns (a ``sudo`` run, a directory named in a shared place), and
+a state path that follows the current directory (a relative ``TRAJLEDGER_STATE_DIR``,
+``XDG_STATE_HOME`` or ``HOME``). Each through the CLI, with the forged ledger of another user.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from testkit import Party, new_runner
+
+from trajledger.runner.cli import main
+
+ORIGIN = "x.example/log"
+
+
+def run(home: Path, *args: str | Path, **env: str | None) -> Result:
+    """``trajledger --ledger HOME ARGS`` with ``env`` (None: unset)."""
+    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)], env=env)
+    assert "Traceback" not in r.output
+    return r
+
+
+def listing(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.fixture
+def forged(tmp_path: Path) -> Party:
+    """Another user's ledger, which the victim is handed."""
+    party = Party(tmp_path, "forged")
+    party.run("init", "--origin", ORIGIN)
+    return party
+
+
+def test_a_state_directory_others_may_add_to_is_refused(forged: Party, tmp_path: Path) -> None:
+    """A state directory in a sticky place (mode 1777, as /tmp): others cannot replace the
+    user's entries but may make the ones not yet made (a log's directory, a ledger's pin) and
+    own them. Before, it passed (the sticky bit excused it) and a first use was taken there."""
+    state = tmp_path / "shared-state"
+    state.mkdir()
+    state.chmod(0o1777)
+    r = run(forged.home, "log", "info", TRAJLEDGER_STATE_DIR=str(state))
+    assert r.exit_code == 3, r.output
+    assert r.stderr == (f"FAIL: {state}: writable by its group and other users (mode 1777); "
+                        f"run 'chmod go-w {state}'\n")
+    assert listing(state) == []  # nothing made in it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+def test_a_state_another_user_owns_is_refused(forged: Party, tmp_path: Path) -> None:
+    """Another user made the state directory the victim names (in a shared place, or the
+    victim runs as root on a user's state) and pinned their forged log's key in it: under
+    TRAJLEDGER_REQUIRE_PIN=1 the victim's first use of the forgery passed in silence. Now a
+    directory or file of the state that another user owns is refused (exit 3), nothing made."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    state = shared / "state"
+    forged.state = state
+    state.mkdir(mode=0o755)
+    forged.run("trust", forged.vkey())  # the attacker's pin of their own key
+    for p in (state, *state.rglob("*")):
+        os.chown(p, 65534, 65534)
+    before = listing(state)
+    r = run(forged.home, "log", "info", TRAJLEDGER_STATE_DIR=str(state),
+            TRAJLEDGER_REQUIRE_PIN="1")
+    assert r.exit_code == 3, r.output
+    assert r.stderr.startswith(f"FAIL: {state}") and ": owned by another user (uid 65534), " \
+        "who decides through it what you trust; nothing was read or changed: use a state " \
+        "directory of your own (TRAJLEDGER_STATE_DIR), or if it is yours run 'chown -R " \
+        in r.stderr, r.stderr  # fmt: skip
+    assert r.stderr.count("\n") == 1
+    assert listing(state) == before
+    # Only the database owned by another user (the rest the victim's): refused too.
+    for p in (state, *state.rglob("*")):
+        os.chown(p, 0, 0)
+    (db,) = state.glob("logs/*/state.sqlite")
+    os.chown(db, 65534, 65534)
+    r = run(forged.home, "log", "info", TRAJLEDGER_STATE_DIR=str(state),
+            TRAJLEDGER_REQUIRE_PIN="1")
+    assert r.exit_code == 3, r.output
+    assert r.stderr.startswith(f"FAIL: {db}: owned by another user (uid 65534), "), r.stderr
+
+
+def test_a_relative_state_directory_is_refused(
+    forged: Party, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative TRAJLEDGER_STATE_DIR (or HOME) put the state in the current directory: the
+    floors and pins changed with `cd` (a rollback seen from another directory was a first use),
+    and a state found in a directory someone handed over (an unpacked archive) was theirs.
+    Now refused (exit 3), nothing made; a relative XDG_STATE_HOME is ignored, as the XDG
+    specification says (the state is then under HOME)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    r = run(forged.home, "log", "info", TRAJLEDGER_STATE_DIR="state")
+    assert r.exit_code == 3, r.output
+    assert r.stderr == ("FAIL: your state directory state is not an absolute path "
+                        "(TRAJLEDGER_STATE_DIR='state'): it would follow the current directory; "
+                        "set TRAJLEDGER_STATE_DIR to an absolute path; nothing was read or "
+                        "changed\n")
+    r = run(forged.home, "log", "info", TRAJLEDGER_STATE_DIR=None, XDG_STATE_HOME=None,
+            HOME="home")
+    assert r.exit_code == 3, r.output
+    assert "(HOME='home'): it would follow the current directory" in r.stderr
+    assert listing(work) == []
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    r = run(forged.home, "log", "info", TRAJLEDGER_STATE_DIR=None, XDG_STATE_HOME="xdg",
+            HOME=str(home))
+    assert r.exit_code == 0, r.output
+    assert f"pinned for you at size 0 ({home}/.local/state/trajledger/logs/" in r.stderr, \
+        r.stderr
+    assert listing(work) == []
