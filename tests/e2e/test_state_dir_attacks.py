@@ -4,12 +4,14 @@ The state decides what a user trusts (the floors, the pins, the settings of each
 outsider's cases: a state directory in a shared place that others may add to (sticky, like
 /tmp), one another user made or owns (a ``sudo`` run, a directory named in a shared place), and
 a state path that follows the current directory (a relative ``TRAJLEDGER_STATE_DIR``,
-``XDG_STATE_HOME`` or ``HOME``). Each through the CLI, with the forged ledger of another user.
+``XDG_STATE_HOME`` or ``HOME``), a log's floor removed from a state that still notes its key.
+Each through the CLI.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,45 @@ def test_a_relative_state_directory_is_refused(
     assert f"pinned for you at size 0 ({home}/.local/state/trajledger/logs/" in r.stderr, \
         r.stderr
     assert listing(work) == []
+
+
+def test_a_floor_the_state_lost_is_no_first_use(tmp_path: Path) -> None:
+    """The state of a log the user has seen grow is removed (a "damaged" state's directory, as
+    its message advised, or ~/.local cleaned), while the state still notes the key under its
+    origin; the log is then rolled back (an older copy put in place). Before, that was a first
+    use: `NOTE: ... nothing earlier was known to check it against`, exit 0, and the rollback
+    (what was logged since, a revocation) was taken as found. Now refused (exit 1), the state
+    as it was, again on the next run; `trust VKEY --checkpoint` restores the floor, and the
+    rollback is refused as one; removing the note takes the log as it is (announced)."""
+    p = Party(tmp_path, "alice")
+    p.run("init", "--origin", ORIGIN)
+    p.run("key", "new", "alice", "--no-encrypt")
+    old = tmp_path / "old"
+    shutil.copytree(p.home, old, symlinks=True)
+    p.run("env", "register", "cart", "--version", "1", "--gym-id", "CartPole-v1", "--key", "alice")
+    vkey, checkpoint = p.vkey(), tmp_path / "checkpoint"
+    shutil.copy(p.home / "log" / "checkpoint", checkpoint)
+    (floor,) = p.state.glob("logs/*")
+    (note,) = p.state.glob(f"origins/*/{floor.name}")
+    shutil.rmtree(floor)
+    shutil.rmtree(p.home)
+    shutil.copytree(old, p.home, symlinks=True)  # rolled back
+    before = listing(p.state)
+    for _ in range(2):
+        r = p.run("log", "info", code=1)
+        assert r.stderr.startswith(f"FAIL: log {ORIGIN} ({p.home / 'log'}): your state noted "
+                                   f"its key {ORIGIN}+"), r.stderr
+        assert f"({note}) but holds no floor of it: its state was removed, so a rollback " \
+            "since cannot be seen; nothing was read or changed. Pin the checkpoint you trust: " \
+            f"'trajledger trust {vkey} --checkpoint FILE' (or verify under --policy FILE); " \
+            f"or, to take the log as it is now, remove {note} and run again\n" in r.stderr
+        assert r.stderr.count("\n") == 1 and listing(p.state) == before
+    lost = tmp_path / "lost"
+    shutil.copytree(p.state, lost)
+    p.run("trust", vkey, "--checkpoint", checkpoint)
+    r = p.run("log", "info", code=1)
+    assert "rollback: the signed checkpoint has size" in r.stderr, r.stderr
+    p.state = lost
+    (lost / note.relative_to(tmp_path / "alice-state")).unlink()
+    r = p.run("log", "info")
+    assert r.stderr.startswith(f"NOTE: first use of log {ORIGIN}: "), r.stderr
