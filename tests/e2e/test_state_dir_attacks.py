@@ -31,7 +31,9 @@ def run(home: Path, *args: str | Path, **env: str | None) -> Result:
 
 
 def listing(path: Path) -> list[str]:
-    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+    """The files and directories under ``path`` (SQLite's -wal and -shm files aside)."""
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")
+                  if not p.name.endswith(("-wal", "-shm")))
 
 
 @pytest.fixture
@@ -164,3 +166,31 @@ def test_a_floor_the_state_lost_is_no_first_use(tmp_path: Path) -> None:
     (lost / note.relative_to(tmp_path / "alice-state")).unlink()
     r = p.run("log", "info")
     assert r.stderr.startswith(f"NOTE: first use of log {ORIGIN}: "), r.stderr
+
+
+def test_the_state_of_another_log_copied_in_says_what_to_do(tmp_path: Path) -> None:
+    """Another log's state copied over this log's (a state directory put together from two
+    machines): refused (exit 3) as before, now naming whose it is and what to do next; the
+    way it names is taken (the note of the key is there: the floor must be pinned)."""
+    a, b = Party(tmp_path, "a"), Party(tmp_path, "b")
+    a.run("init", "--origin", ORIGIN)
+    b.run("init", "--origin", "y.example/log")
+    (mine,) = a.state.glob("logs/*")
+    (theirs,) = b.state.glob("logs/*")
+    shutil.rmtree(mine)
+    shutil.copytree(theirs, mine)
+    before = listing(a.state)
+    r = a.run("log", "info", code=3)
+    vkey = (a.home / "log" / "vkey").read_text().strip()
+    assert r.stderr == (
+        f"FAIL: trust state {mine}: holds the state of another log key (y.example/log+"
+        f"{b.vkey().split('+')[1]}+sha256:"
+    ) + r.stderr.split("+sha256:", 1)[1].split(")", 1)[0] + (
+        "), copied or moved here; nothing was read or changed: remove "
+        f"{mine}, then pin the checkpoint of {ORIGIN} you trust ('trajledger trust {vkey} "
+        "--checkpoint FILE')\n"), r.stderr
+    assert listing(a.state) == before
+    shutil.rmtree(mine)
+    a.run("log", "info", code=1)  # the floor is gone: pin it (test_a_floor_the_state_lost...)
+    a.run("trust", vkey, "--checkpoint", a.home / "log" / "checkpoint")
+    a.run("log", "info")

@@ -300,7 +300,14 @@ class TrustState(TrustIndex):
                 state._put("vkey", vkey.encode())
                 state._put("format", str(STATE_FORMAT).encode())
         elif stored.decode() != vkey:
-            raise LedgerError(f"trust state {base}: belongs to another log key")
+            db.close()
+            raise LedgerError(
+                f"trust state {base}: holds the state of another log key "
+                f"({fingerprint(stored.decode('utf-8', 'replace'))}), copied or moved here; "
+                f"nothing was read or changed: remove {base}, then pin the checkpoint of "
+                f"{verifier_from_vkey(vkey).name} you trust ('trajledger trust {vkey} "
+                "--checkpoint FILE')"
+            )
         elif state._meta("format") != str(STATE_FORMAT).encode():
             # An older state lacks what this version indexes: the log is read again (the floor
             # stays) at the first sync, in its transaction, which marks the format: a command
