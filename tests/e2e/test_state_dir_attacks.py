@@ -194,3 +194,27 @@ def test_the_state_of_another_log_copied_in_says_what_to_do(tmp_path: Path) -> N
     a.run("log", "info", code=1)  # the floor is gone: pin it (test_a_floor_the_state_lost...)
     a.run("trust", vkey, "--checkpoint", a.home / "log" / "checkpoint")
     a.run("log", "info")
+
+
+def test_a_damaged_state_says_to_pin_what_it_loses(tmp_path: Path) -> None:
+    """A damaged state's message said "remove the directory to rebuild it from the log":
+    removing it loses the floor, which the log cannot give back (finding 3). It now says to pin
+    a checkpoint the user trusts after removing it, and following it works."""
+    import sqlite3
+
+    p = Party(tmp_path, "alice")
+    p.run("init", "--origin", ORIGIN)
+    vkey, checkpoint = p.vkey(), tmp_path / "checkpoint"
+    shutil.copy(p.home / "log" / "checkpoint", checkpoint)
+    (floor,) = p.state.glob("logs/*")
+    db = sqlite3.connect(floor / "state.sqlite")
+    with db:
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('range', x'7b7d')")
+    db.close()
+    r = p.run("log", "info", code=3)
+    assert r.stderr.startswith(f"FAIL: trust state {floor}: damaged ("), r.stderr
+    assert r.stderr.endswith(f"); remove the directory, then pin a checkpoint you trust "
+                             f"('trajledger trust {vkey} --checkpoint FILE')\n"), r.stderr
+    shutil.rmtree(floor)
+    p.run("trust", vkey, "--checkpoint", checkpoint)
+    p.run("log", "info")

@@ -415,8 +415,8 @@ class TrustState(TrustIndex):
             last = bytes.fromhex(doc["last"])
         except (ValueError, KeyError, TypeError, ProvenanceError) as e:
             raise LedgerError(
-                f"trust state {self.path}: damaged ({e}); remove the directory to rebuild it "
-                "from the log"
+                f"trust state {self.path}: damaged ({e}); remove the directory, then pin a "
+                f"checkpoint you trust ('trajledger trust {self.vkey} --checkpoint FILE')"
             ) from e
         return rng.size, rng, self._meta("checkpoint"), last
 
