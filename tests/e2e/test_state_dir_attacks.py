@@ -218,3 +218,30 @@ def test_a_damaged_state_says_to_pin_what_it_loses(tmp_path: Path) -> None:
     shutil.rmtree(floor)
     p.run("trust", vkey, "--checkpoint", checkpoint)
     p.run("log", "info")
+
+
+def test_verify_bundle_refuses_a_log_whose_floor_the_state_lost(tmp_path: Path) -> None:
+    """`verify BUNDLE` applies the floor the user holds for the bundle's log: with the log's
+    state removed and its key still noted, an older bundle (exported before what the log
+    recorded since) passed in silence, exit 0, where finding 3 refuses the ledger's own use.
+    Now refused the same way (exit 1); with the state intact it is a rollback, as before."""
+    from test_updates import Vendor
+
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    policy, vkey = vendor.home / "policy.toml", vendor.vkey()
+    vendor.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key", "vendor")
+    r = vendor.run("verify", vendor.bundle, "--policy", policy, code=1)
+    assert "log fork or rollback: checkpoint rollback" in r.stderr, r.stderr
+    (floor,) = vendor.state.glob("logs/*")
+    (note,) = vendor.state.glob(f"origins/*/{floor.name}")
+    shutil.rmtree(floor)
+    before = listing(vendor.state)
+    r = vendor.run("verify", vendor.bundle, "--policy", policy, code=1)
+    assert r.stderr == (
+        f"FAIL: log vendor.example/log: your state noted its key {vendor.origin}+sha256:"
+        + r.stderr.split("+sha256:", 1)[1].split(" ", 1)[0]
+        + f" ({note}) but holds no floor of it: its state was removed, so a rollback since "
+        "cannot be seen; nothing was read or changed. Pin the checkpoint you trust: "
+        f"'trajledger trust {vkey} --checkpoint FILE'; or, to take the log as it is "
+        f"now, remove {note} and run again\n"), r.stderr
+    assert listing(vendor.state) == before

@@ -3,7 +3,8 @@
 Scope: whether such a log is taken as found (pinned now, and announced once: `announce`) or
 refused (`judge`): a key a policy the user holds names is pinned; ``TRAJLEDGER_REQUIRE_PIN=1``
 refuses the rest; so does a key this user's state noted under its origin whose floor is gone
-(`lost_floor`: a first use there would take a rolled-back log as found, review rev25).
+(`lost_floor`: a first use there would take a rolled-back log as found, review rev25), here
+and where a bundle is checked against the floor (`refuse_lost`).
 Non-scope: the floor itself and its comparisons (``trust_state``), following a key rotation
 (``trust_handover``), where the state lives and whose it is (``user_state``).
 """
@@ -11,7 +12,7 @@ Non-scope: the floor itself and its comparisons (``trust_state``), following a k
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from .errors import TamperError
 from .fs import remove_tree
@@ -22,17 +23,32 @@ if TYPE_CHECKING:
 
     from .trust_state import TrustState
 
-__all__ = ["announce", "judge", "lost_floor"]
+__all__ = ["announce", "judge", "lost_floor", "refuse_lost"]
 
 
-def lost_floor(vkey: str) -> Path | None:
+def lost_floor(vkey: str, directory: Path | None = None) -> Path | None:
     """The note of ``vkey`` under its origin in this user's state when the key's own state (its
     floor) is gone: removed by hand (a "damaged" state's directory, a cleaning of ~/.local),
     or lost with a restored home directory. Called before the state is opened (which makes
     it again, empty). None when the key was never noted, or its state is there."""
-    mark = origin_dir(vkey.split("+", 1)[0]) / log_id(vkey)
-    held = state_dir() / "logs" / log_id(vkey) / "state.sqlite"
+    mark = origin_dir(vkey.split("+", 1)[0], directory) / log_id(vkey)
+    held = (directory or state_dir()) / "logs" / log_id(vkey) / "state.sqlite"
     return mark if mark.is_file() and not held.exists() else None
+
+
+def refuse_lost(where: str, vkey: str, lost: Path, also: str = "") -> NoReturn:
+    """Refuse a log whose floor this user's state lost (`lost_floor`), saying how to go on.
+
+    Raises:
+        TamperError: always.
+    """
+    raise TamperError(
+        f"{where}: your state noted its key {fingerprint(vkey)} ({lost}) but holds no floor "
+        "of it: its state was removed, so a rollback since cannot be seen; nothing was read or "
+        f"changed. Pin the checkpoint you trust: 'trajledger trust {vkey} --checkpoint "
+        f"FILE'{also}; or, to take the log as it is now, remove {lost} and run again",
+        lost,
+    )
 
 
 def judge(state: TrustState, where: str, vkey_file: Path, *, pinned_ahead: Container[str],
@@ -58,14 +74,7 @@ def judge(state: TrustState, where: str, vkey_file: Path, *, pinned_ahead: Conta
     if lost is not None:
         state.close()
         remove_tree(state.path)
-        raise TamperError(
-            f"{where}: your state noted its key {fingerprint(state.vkey)} ({lost}) but holds "
-            "no floor of it: its state was removed, so a rollback since cannot be seen; "
-            "nothing was read or changed. Pin the checkpoint you trust: 'trajledger trust "
-            f"{state.vkey} --checkpoint FILE' (or verify under --policy FILE); or, to take "
-            f"the log as it is now, remove {lost} and run again",
-            lost,
-        )
+        refuse_lost(where, state.vkey, lost, " (or verify under --policy FILE)")
     if required:
         raise TamperError(
             f"{where}: first use, and its key {fingerprint(state.vkey)} was not pinned ahead "
