@@ -3,8 +3,8 @@
 Scope: whether such a log is taken as found (pinned now, and announced once: `announce`) or
 refused (`judge`): a key a policy the user holds names is pinned; ``TRAJLEDGER_REQUIRE_PIN=1``
 refuses the rest; so does a key this user's state noted under its origin whose floor is gone
-(`lost_floor`: a first use there would take a rolled-back log as found, review rev25), here
-and where a bundle is checked against the floor (`refuse_lost`).
+(`lost_floor`: a first use there would take a rolled-back log as found, review rev25), here,
+where a bundle is checked against the floor, and where a log is monitored (`refuse_lost`).
 Non-scope: the floor itself and its comparisons (``trust_state``), following a key rotation
 (``trust_handover``), where the state lives and whose it is (``user_state``).
 """
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from .trust_state import TrustState
 
-__all__ = ["announce", "judge", "lost_floor", "refuse_lost"]
+__all__ = ["announce", "drop_lost", "judge", "lost_floor", "refuse_lost"]
 
 
 def lost_floor(vkey: str, directory: Path | None = None) -> Path | None:
@@ -51,6 +51,18 @@ def refuse_lost(where: str, vkey: str, lost: Path, also: str = "") -> NoReturn:
     )
 
 
+def drop_lost(state: TrustState, where: str, lost: Path, also: str = "") -> NoReturn:
+    """Remove ``state``, just made again by its open though `lost_floor` found it lost (so that
+    the next use is refused too), and refuse its log (`refuse_lost`).
+
+    Raises:
+        TamperError: always.
+    """
+    state.close()
+    remove_tree(state.path)
+    refuse_lost(where, state.vkey, lost, also)
+
+
 def judge(state: TrustState, where: str, vkey_file: Path, *, pinned_ahead: Container[str],
           required: bool, lost: Path | None) -> bool:
     """Whether the first use of the log of ``state`` (no floor, not pinned) goes ahead, taken
@@ -72,9 +84,7 @@ def judge(state: TrustState, where: str, vkey_file: Path, *, pinned_ahead: Conta
         state.pin("a policy you hold names it")
         return False
     if lost is not None:
-        state.close()
-        remove_tree(state.path)
-        refuse_lost(where, state.vkey, lost, " (or verify under --policy FILE)")
+        drop_lost(state, where, lost, " (or verify under --policy FILE)")
     if required:
         raise TamperError(
             f"{where}: first use, and its key {fingerprint(state.vkey)} was not pinned ahead "
