@@ -241,8 +241,10 @@ def sweep(
                 continue
             copy.restore()
             # Putting the older ledger back is a rollback for the user who saw the newer one:
-            # each fault starts as a user who has not seen the work copy yet.
-            shutil.rmtree(state_dir() / "logs", ignore_errors=True)
+            # each fault starts as a user who has not seen the work copy yet: no state of the
+            # log, and no note of its key (a note without its state is a lost floor, rev25).
+            for part in ("logs", "origins"):
+                shutil.rmtree(state_dir() / part, ignore_errors=True)
             faults = Faults(str(work), fail_at=k, kill=kill, code=code or errno.EIO)
             where = f"{name} at call {k} ({counting.calls[k][0]} {counting.calls[k][1]})"
             if kill:

@@ -589,3 +589,25 @@ def test_monitor_warns_of_a_log_origin_off_the_grammar(
         "WARNING: the log's origin 'vendor\\u2010example/log' is off the grammar of log origins "
         "([A-Za-z0-9][A-Za-z0-9._/:-]{0,254}): it may pass for another log's; tell it by its "
         "key (--vkey)"], r.stderr
+
+
+def test_a_floor_the_state_lost_is_no_first_sight(
+    vendor: Vendor, serve: Callable[[Path], LogServer], tmp_path: Path
+) -> None:
+    """The monitor's state of the log removed while its key stays noted under its origin
+    (docs/SECURITY.md, review rev25, finding 3): a rolled-back view of the log was `first
+    seen: remembered`, exit 0, and became the floor. Now refused (exit 1), nothing kept, again
+    on the next run."""
+    from trajledger.ledger.user_state import log_id, state_dir
+
+    earlier = vendor.copy(tmp_path / "earlier")
+    vendor.add(2)
+    assert run("monitor", serve(vendor.home).url, "--vkey", vendor.vkey).exit_code == 0
+    floor = state_dir() / "logs" / log_id(vendor.vkey)
+    shutil.rmtree(floor)
+    for _ in range(2):
+        r = run("monitor", serve(earlier.home).url, "--vkey", vendor.vkey)
+        assert r.exit_code == 1, r.output
+        assert "but holds no floor of it: its state was removed, so a rollback since cannot " \
+            "be seen; nothing was read or changed" in r.stderr, r.stderr
+        assert not floor.exists()

@@ -327,7 +327,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.log", "trajledger.ledger.log.*",
         "trajledger.ledger.trust_rows", "trajledger.ledger.trust_index", "trajledger.ledger.names",
         "trajledger.ledger.trust_state",
-        "trajledger.ledger.trust_handover",
+        "trajledger.ledger.trust_handover", "trajledger.ledger.first_use",
     )),
     ("ledger handle: LedgerHome", ("trajledger.ledger.home",)),
     ("ledger services: they take the handle", (

@@ -731,7 +731,7 @@ def write_file_atomic(
         fsync_dir(path.parent)
 
 
-def refuse_writable(path: Path, *, group: bool = True, hint: str = "") -> None:
+def refuse_writable(path: Path, *, group: bool = True, hint: str = "", sticky: bool = True) -> None:
     """Refuse a file or directory that other users may write (and, unless ``group`` is False,
     members of its group): they could replace a key, a setting or evidence between a check and
     its use. A directory with the sticky bit set (like /tmp) only lets owners replace entries,
@@ -741,6 +741,8 @@ def refuse_writable(path: Path, *, group: bool = True, hint: str = "") -> None:
         path: the file or directory.
         group: refuse group write too (False: a team shares it through its group).
         hint: appended to the message (another way out than chmod).
+        sticky: a sticky directory passes (False: one that others may add entries to is
+            refused too, as the user's state directory, where a name they add first is theirs).
 
     Raises:
         LedgerError: it is writable by others (or the group); the message names the chmod.
@@ -749,7 +751,7 @@ def refuse_writable(path: Path, *, group: bool = True, hint: str = "") -> None:
         mode = path.stat().st_mode
     except OSError:
         return
-    if stat.S_ISDIR(mode) and mode & stat.S_ISVTX:
+    if sticky and stat.S_ISDIR(mode) and mode & stat.S_ISVTX:
         return
     bits = ("g" if group and mode & stat.S_IWGRP else "") + ("o" if mode & stat.S_IWOTH else "")
     if not bits:

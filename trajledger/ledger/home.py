@@ -44,6 +44,9 @@ from .config import (
     setting_changes,
 )
 from .errors import AlreadyRecordedError, LedgerError, TamperError
+from .first_use import announce as announce_first_use
+from .first_use import judge as first_use_judge
+from .first_use import lost_floor
 from .fs import (
     fsync_dir,
     is_stale,
@@ -64,6 +67,7 @@ from .user_state import (
     origin_dir,
     private_dir,
     read_state_file,
+    refuse_foreign,
     require_pin,
     scratch_dir,
     state_dir,
@@ -285,23 +289,19 @@ class LedgerHome:
                     self.log_dir / "vkey",
                 )
             # (2)
+            lost = lost_floor(state_key) if state_key is not None else None
             state = self.log_state(state_key) if state_key is not None else None
             if state is not None and state.floor() is None:
                 self._continue_trust(state)
             first_use = state is not None and state.floor() is None and not state.pinned()
             if first_use and state is not None:
-                if state.vkey in self._pinned_ahead:
-                    state.pin("a policy you hold names it")
-                    first_use = False
-                elif required:
-                    raise TamperError(
-                        f"log {self.config.origin} ({self.log_dir}): first use, and its key "
-                        f"{fingerprint(state.vkey)} was not pinned ahead ({REQUIRE_PIN_ENV}=1): "
-                        "nothing was read or changed. If this is the log you expect, pin its "
-                        "key: 'trajledger trust VKEY' (its owner gives you the vkey), or verify "
-                        "under a policy you hold (--policy FILE)",
-                        self.log_dir / "vkey",
-                    )
+                try:
+                    first_use = first_use_judge(
+                        state, f"log {self.config.origin} ({self.log_dir})", self.log_dir / "vkey",
+                        pinned_ahead=self._pinned_ahead, required=required, lost=lost)
+                except TamperError:
+                    self._state = None  # closed (and removed, when its floor was lost)
+                    raise
             # (3)
             self._refuse_plain_log_key()
             self._log = Log.open(
@@ -317,14 +317,7 @@ class LedgerHome:
                 frozenset(k.name for k in KINDS.values() if k.lineage), self._one_record)
             self._log.reload_signer = functools.partial(self._log_signer, ask=False)
             if first_use and state is not None:
-                pinned = self.trust_state()
-                notice(
-                    f"first use of log {self.config.origin}: its key {fingerprint(state.vkey)} "
-                    f"is now pinned for you at size {pinned.size} ({pinned.path}); nothing "
-                    "earlier was known to check it against. To pin a log ahead instead, run "
-                    f"'trajledger trust {state.vkey}' before its first use (or verify under "
-                    f"--policy FILE); {REQUIRE_PIN_ENV}=1 refuses logs not pinned ahead"
-                )
+                announce_first_use(self.config.origin, self.trust_state())
         return self._log
 
     def _one_record(self, spec: EntrySpec, same: Sequence[tuple[int, str]]) -> int | None:
@@ -597,15 +590,13 @@ class LedgerHome:
         """
         import json
 
-        from .fs import refuse_writable
-
         config, pin, settings = self.root / CONFIG_NAME, self._pin_path(), self._settings_path()
         now = self._settings_pin()
         changes: list[str] = []
         try:
             for path in (pin, settings):
                 private_dir(path.parent)
-                refuse_writable(path)
+                refuse_foreign(path)
             known = not replace and pin.exists()
             if known:
                 doc = json.loads(read_state_file(pin))

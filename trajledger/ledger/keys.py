@@ -771,9 +771,9 @@ class KeyStore:
             return serialization.load_pem_private_key(data, password=passphrase)
         except (ValueError, TypeError) as e:
             why = (
-                "wrong passphrase or corrupt key file"
-                if encrypted
-                else "corrupt or truncated key file"
+                "wrong passphrase or corrupt key file" if encrypted
+                else "it holds a public key, not the private one: put the private key there"
+                if b"-----BEGIN PUBLIC KEY-----" in data else "corrupt or truncated key file"
             )
             raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
 

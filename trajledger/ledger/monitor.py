@@ -431,9 +431,11 @@ def monitor(
         FormatError: a malformed checkpoint or tile.
         ProofError: the tiles do not give the signed root.
         LedgerError: the log cannot be fetched (see `HttpLog.fetch`).
+        TamperError: this user's state noted ``vkey`` but lost its floor (`first_use`).
     """
     from trajledger.verify.errors import ProofError
 
+    from .first_use import drop_lost, lost_floor
     from .trust_handover import continue_trust
     from .trust_state import TrustState
 
@@ -464,8 +466,11 @@ def monitor(
             f"signed checkpoint says {cp.root.hex()[:16]}…: the published tree is not the signed "
             "one"
         )
-    # (3)
+    # (3) A key noted in the state whose floor was removed is no first sight (rev25).
+    lost = lost_floor(given) if state is None else None
     state = state or TrustState.open(given)
+    if lost is not None and state.floor() is None:
+        drop_lost(state, what, lost)
     carried: Checkpoint | None = None
     if state.vkey != vkey:  # the key was rotated: this user's state of the new key
         before = state.floor_checkpoint()

@@ -115,8 +115,11 @@ def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None =
     Raises:
         LedgerError: a state exists and cannot be read, or a key noted for the log's origin
             cannot be read (its floor would be left out: fail closed).
+        TamperError: a key noted for the origin whose state was removed (`first_use.lost_floor`):
+            its floor is unknown (fail closed).
         ConsistencyError: ``tree`` is beyond ``vkey``'s handover.
     """
+    from .first_use import lost_floor, refuse_lost
     from .trust_state import TrustState
     from .user_state import origin_dir, read_state_file
 
@@ -143,6 +146,8 @@ def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None =
         note = TrustState.floor_seen(key, directory, tree if key == vkey else None)
         if note is not None:
             floors.append((verify_checkpoint(note, verifier_from_vkey(key)).size, note, key))
+        elif (lost := lost_floor(key, directory)) is not None:  # noted, its floor removed
+            refuse_lost(f"log {verifier_from_vkey(key).name}", key, lost)
     if not floors:
         return None
     size, note, key = max(floors)

@@ -72,6 +72,7 @@ from .user_state import (
     origin_dir,
     private_dir,
     read_state_file,
+    refuse_foreign,
     state_dir,
 )
 
@@ -268,14 +269,12 @@ class TrustState(TrustIndex):
         Raises:
             LedgerError: the state cannot be created or read.
         """
-        from .fs import refuse_writable
-
         vkey = one_spelling(vkey)
         root = private_dir(directory or state_dir(), parent=False)
         base = private_dir(private_dir(root / "logs") / log_id(vkey))
         file = base / "state.sqlite"
         for f in (file, base / "state.sqlite-wal", base / "state.sqlite-shm"):
-            refuse_writable(f)
+            refuse_foreign(f)
         try:
             new = not file.exists()
             db = sqlite3.connect(
@@ -301,7 +300,14 @@ class TrustState(TrustIndex):
                 state._put("vkey", vkey.encode())
                 state._put("format", str(STATE_FORMAT).encode())
         elif stored.decode() != vkey:
-            raise LedgerError(f"trust state {base}: belongs to another log key")
+            db.close()
+            raise LedgerError(
+                f"trust state {base}: holds the state of another log key "
+                f"({fingerprint(stored.decode('utf-8', 'replace'))}), copied or moved here; "
+                f"nothing was read or changed: remove {base}, then pin the checkpoint of "
+                f"{verifier_from_vkey(vkey).name} you trust ('trajledger trust {vkey} "
+                "--checkpoint FILE')"
+            )
         elif state._meta("format") != str(STATE_FORMAT).encode():
             # An older state lacks what this version indexes: the log is read again (the floor
             # stays) at the first sync, in its transaction, which marks the format: a command
@@ -409,8 +415,8 @@ class TrustState(TrustIndex):
             last = bytes.fromhex(doc["last"])
         except (ValueError, KeyError, TypeError, ProvenanceError) as e:
             raise LedgerError(
-                f"trust state {self.path}: damaged ({e}); remove the directory to rebuild it "
-                "from the log"
+                f"trust state {self.path}: damaged ({e}); remove the directory, then pin a "
+                f"checkpoint you trust ('trajledger trust {self.vkey} --checkpoint FILE')"
             ) from e
         return rng.size, rng, self._meta("checkpoint"), last
 

@@ -30,6 +30,7 @@ __all__ = [
     "origin_dir",
     "private_dir",
     "read_state_file",
+    "refuse_foreign",
     "require_pin",
     "scratch_dir",
     "state_dir",
@@ -73,14 +74,24 @@ def state_dir() -> Path:
     It holds what write access to a ledger directory must not be able to change: the newest
     checkpoint of each log this user has seen (a floor: the log only grows) and the status of
     each log derived from verified entries. ``$TRAJLEDGER_STATE_DIR``, else
-    ``$XDG_STATE_HOME/trajledger``, else ``~/.local/state/trajledger``.
+    ``$XDG_STATE_HOME/trajledger``, else ``~/.local/state/trajledger``. A relative
+    ``XDG_STATE_HOME`` is ignored, as the XDG specification says.
+
+    Raises:
+        LedgerError: the path is relative (``TRAJLEDGER_STATE_DIR`` or ``HOME``): the state,
+            and every floor and pin in it, would change with the current directory, and one
+            found in a directory someone handed over would be theirs (review rev25).
     """
     explicit = os.environ.get(STATE_DIR_ENV)
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "trajledger"
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    where = Path(explicit) if explicit else base / "trajledger"
+    if not where.is_absolute():
+        how = f"{STATE_DIR_ENV}={explicit!r}" if explicit else f"HOME={os.environ.get('HOME')!r}"
+        raise LedgerError(f"your state directory {where} is not an absolute path ({how}): it "
+                          "would follow the current directory; set "
+                          f"{STATE_DIR_ENV} to an absolute path; nothing was read or changed")
+    return where
 
 
 def fingerprint(vkey: str) -> str:
@@ -99,12 +110,16 @@ def fingerprint(vkey: str) -> str:
 
 def private_dir(path: Path, *, parent: bool = True) -> Path:
     """Make (mode 0700) or check a directory of the user's state: one that others or the
-    group may write is refused, since whoever writes it decides what this user trusts; so is
-    its parent unless ``parent`` is False (the state directory's own parent is not the state's).
+    group may write (sticky or not) or that another user owns is refused (`refuse_foreign`),
+    since whoever writes it decides what this user trusts; so is its parent unless ``parent``
+    is False (the state directory's own parent is not the state's).
 
     Raises:
-        LedgerError: it is writable by others (the message names the chmod), or cannot be made.
+        LedgerError: it is writable by others or owned by another user (the message says what
+            to do), or cannot be made.
     """
+    if parent:
+        refuse_foreign(path.parent)  # before anything is made in it
     missing = []
     here = path
     while not here.exists() and here != here.parent:
@@ -115,10 +130,31 @@ def private_dir(path: Path, *, parent: bool = True) -> Path:
             d.mkdir(mode=0o700, exist_ok=True)
     except OSError as e:
         raise LedgerError(f"trust state {path}: cannot create: {e.strerror or e}") from e
-    refuse_writable(path)
-    if parent:
-        refuse_writable(path.parent)
+    refuse_foreign(path)
     return path
+
+
+def refuse_foreign(path: Path) -> None:
+    """Refuse a file or directory of the user's state that is not theirs alone: owned by
+    another user (a state directory named in a shared place, a ``sudo`` run on another
+    user's state, a symbolic link to another user's directory), or writable by the group or
+    others, a sticky directory too (another user could make a name in it first, a log's
+    directory or a pin, and own it). A path that does not exist passes.
+
+    Raises:
+        LedgerError: the path, its owner or mode, and what to do.
+    """
+    try:
+        owner = path.stat().st_uid
+    except OSError:
+        return
+    if owner != os.geteuid():
+        raise LedgerError(
+            f"{path}: owned by another user (uid {owner}), who decides through it what you "
+            f"trust; nothing was read or changed: use a state directory of your own "
+            f"({STATE_DIR_ENV}), or if it is yours run 'chown -R {os.geteuid()} {path}'"
+        )
+    refuse_writable(path, sticky=False)
 
 
 def scratch_dir(ledger: Path, *, shared: bool) -> Path:
@@ -165,5 +201,7 @@ def read_state_file(path: Path, errors: str = "strict") -> str:
     Raises:
         OSError: it cannot be opened, is not a regular file, or cannot be read.
         UnicodeDecodeError: not UTF-8 (with ``errors="strict"``).
+        LedgerError: another user owns it, or others may write it (`refuse_foreign`).
     """
+    refuse_foreign(path)
     return read_regular(path, STATE_FILE_BYTES).decode("utf-8", errors)

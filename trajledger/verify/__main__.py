@@ -61,8 +61,8 @@ class _Version(argparse.Action):
 def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
     p = _Parser(
         prog=f"python -m {__package__ or 'verify'}",
-        description="Verify an evidence bundle exported by 'trajledger export': the artifact "
-        "and its whole lineage, offline, under your trust policy.",
+        description="Verify an evidence bundle exported by 'trajledger export' offline, under your "
+        "trust policy (its log keys are the ones trusted). Nothing is remembered between runs.",
         epilog="Exit codes: 0 ok, 1 verification failed, 2 usage, 3 operational problem.",
     )
     p.given = given
@@ -79,9 +79,9 @@ def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--known-checkpoint",
-        type=Path,
-        metavar="FILE",
-        help="a signed checkpoint of the same log seen before: the bundle's must extend it",
+        type=Path, metavar="FILE",
+        help="a checkpoint of the log you saw before: the bundle's must extend it (else: no "
+        "rollback or fork is seen, as nothing is remembered)",
     )
     p.add_argument(
         "--files",

@@ -101,9 +101,9 @@ class PublicKey:
         try:
             key = load(data)
         except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(
-                f"{what}: not a valid {form} public key (truncated, corrupt or not {form})"
-            ) from e
+            raise FormatError(f"{what}: not a valid {form} public key (" + (  # rev25, finding 6
+                "a PRIVATE key: give its public half, and replace it: whoever read it can sign"
+                if b"PRIVATE KEY" in data else f"truncated, corrupt or not {form}") + ")") from e
         if isinstance(key, ed25519.Ed25519PublicKey):
             algorithm = "ed25519"
             check_ed25519(key.public_bytes_raw(), what)

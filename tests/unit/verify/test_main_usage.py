@@ -40,3 +40,20 @@ def test_dash_v_names_the_installed_version(capsys: pytest.CaptureFixture[str]) 
         main(["-V"])
     assert e.value.code == 0
     assert capsys.readouterr().out.endswith(f"(trajledger {version('trajledger')})\n")
+
+
+def test_the_help_says_what_is_trusted_and_that_nothing_is_remembered(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user who knows `trajledger verify` (which holds a floor per log in their state) must
+    not believe that this verifier refuses a rollback of a log they saw: it keeps nothing, and
+    it trusts the log keys of the policy given (review rev25; the help said neither)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "under your trust policy (its log keys are the ones trusted). Nothing is remembered " \
+        "between runs." in out
+    assert "the bundle's must extend it (else: no rollback or fork is seen, as nothing is " \
+        "remembered)" in out
