@@ -48,16 +48,17 @@ The paths compared (`judge_history`): per checkpoint (R5) ``verify``, ``verify -
 ``verify --policy ROOT`` (ROOT: the ledger's first policy), ``lineage``, ``Ledger.verify``,
 ``Ledger.lineage``, its node in ``impact`` of its first batch, and ``export`` then ``verify
 BUNDLE --policy ROOT`` and ``python -m trajledger.verify BUNDLE --policy ROOT``; per dataset
-``verify DS`` and its bundle's two verifiers (R3), ``admit``, ``Ledger.admit`` and the
-in-process gate ``Ledger.training`` (R4); per batch ``verify BATCH`` (R2); and each step's
-outcome (write side). A disagreement is reported with the history minimised (`minimise`:
-steps dropped while the same path still disagrees) as a readable list of steps.
+``verify DS``, its own node in ``impact DS`` and its bundle's two verifiers (R3), ``admit``,
+``Ledger.admit`` and the in-process gate ``Ledger.training`` (R4); per batch ``verify BATCH``
+and its node in ``impact BATCH`` (R2); and each step's outcome (write side). A disagreement
+is reported with the history minimised (`minimise`: steps dropped while the same path still
+disagrees) as a readable list of steps.
 
 Not modelled (Left in docs/SECURITY.md, agree24): time (approval expiry and age), evaluations
 and releases, exchange (import, update bundles), tampering (test_paths_agree.py and the
 tamper kits cover those), contamination settings other than the default, sealed suites.
 
-Size: `SEEDS`, 24 histories in CI, about 19 CPU-s (16 s user, 3 s system, ``-n 0``);
+Size: `SEEDS`, 24 histories in CI, about 20 CPU-s (17 s user, 3 s system, ``-n 0``);
 ``TRAJLEDGER_AGREE_N=500`` runs seeds 0 to 499, ``TRAJLEDGER_AGREE_SEED=S`` seed S alone.
 """
 
@@ -502,15 +503,16 @@ def api_verdict(run: Run, call: Callable[[Ledger], Any]) -> tuple[bool, str]:
     return ok, "" if ok else report.failures()[0][:200]
 
 
-def impact_verdict(run: Run, batch: str, digest: str) -> tuple[bool, str]:
-    """The checkpoint's node in ``impact BATCH --json``: accepted when its status and lineage
-    are ``ok`` (``impact`` exits 0 whatever it lists)."""
-    r = run.cli("impact", batch, "--json")
+def impact_verdict(run: Run, subject: str, digest: str) -> tuple[bool, str]:
+    """The node of ``digest`` in ``impact SUBJECT --json`` (the subject's own, or one built
+    on it): accepted when its status and lineage are ``ok`` (``impact`` exits 0 whatever it
+    lists)."""
+    r = run.cli("impact", subject, "--json")
     if r.exit_code != 0 or not r.stdout:
         return False, first_problem(r.stderr) or f"impact: exit {r.exit_code}"
     node = next((n for n in json.loads(r.stdout)["nodes"] if n["id"] == digest), None)
     if node is None:
-        return False, "the checkpoint is not in the impact graph"
+        return False, "not in the impact graph"
     bad = [c for c in node["checks"] if c["status"] == "fail"]
     ok = node["status"] != "fail" and node["lineage"] == "ok"
     return ok, f"{bad[0]['what']}: {bad[0]['detail']}" if bad else "" if ok else \
@@ -584,10 +586,14 @@ def judge_history(run: Run) -> list[str]:
             out += [f"{a.label} {path}: {verdict(o)}, the rules say "
                     f"{'accept' if want else 'refuse'}" for path, o in use.items()
                     if o[0] != want]
-            got = {"verify DS": cli_verdict(run, "verify", a.digest), **bundle_paths(run, a)}
+            got = {"verify DS": cli_verdict(run, "verify", a.digest),
+                   "impact DS (its node)": impact_verdict(run, a.digest, a.digest),
+                   **bundle_paths(run, a)}
             want = m.record_ok(a)
         else:
-            want, got = m.batch_ok(a), {"verify BATCH": cli_verdict(run, "verify", a.digest)}
+            want, got = m.batch_ok(a), {
+                "verify BATCH": cli_verdict(run, "verify", a.digest),
+                "impact BATCH (its node)": impact_verdict(run, a.digest, a.digest)}
         for path, o in got.items():
             if o[0] != want:
                 out.append(f"{a.label} {path}: {verdict(o)}, the rules say "
