@@ -28,7 +28,8 @@ answer. The rules, each with where the design states it:
   use): R1, not revoked, every batch sound.
 - **R4 use of a dataset now** (``admit``; DESIGN.md 6 "The runner admits a dataset only
   if"): R3, split ``train``, no batch erased, no batch in a holdout dataset recorded (another
-  dataset), no episode a copy of a held-out one (the batches here are distinct: none; a
+  dataset whose record counts by R1: revoked, it still holds out; verify/judge.py
+  ``held_out``), no episode a copy of a held-out one (the batches here are distinct: none; a
   held-out batch erased has nothing left to compare with), and approvals of distinct
   approver keys reaching the threshold of the policy in force now. An approval cannot be
   revoked (approvals are not revocable artifacts: test_paths_agree.py, 'approval no longer
@@ -283,7 +284,7 @@ class Model:
     def held_out(self, d: Art, before: int) -> bool:
         return any(o.kind == "dataset" and o.split == "holdout" and o.label != d.label
                    and o.index < before and set(o.batches) & set(d.batches)
-                   for o in self.arts.values())
+                   and self.signer_ok(o) for o in self.arts.values())
 
     def approved(self, d: Art, before: int, threshold: int) -> bool:
         return len({who for who, i, _e in d.approvals if i < before}) >= threshold
