@@ -214,6 +214,12 @@ def admit(
     )
 
 
+def _erased(verifier: LineageVerifier, batch: str) -> bool:
+    """Whether a verified erasure (signed with authority over it) names ``batch``."""
+    return any(isinstance(verifier.record(i), Record)
+               for i in verifier.records(batch, "erasure"))
+
+
 def _contamination(
     ledger: LedgerHome,
     verifier: LineageVerifier,
@@ -258,6 +264,12 @@ def _contamination(
                 others.setdefault(b, []).append(f"{ds.split} {ds.name}@{ds.version}")
     for message in damaged:
         decision.fail(what, f"cannot be checked: a dataset record is damaged: {message}")
+    # A held-out batch erased by a verified erasure (consent withdrawn, say) has no data left
+    # to compare with, nor to evaluate on: it is said, not failed; failing it refused every
+    # train set of the ledger for good (agree24).
+    for b in [b for b in others if _erased(verifier, b)]:
+        decision.add(what, INFO, f"{' and '.join(others.pop(b))} batch {b[:19]}… is erased: "
+                     "nothing of it to compare with")
     if not others or not batches:
         if not damaged:
             decision.add(what, OK, "no holdout or regression data to compare with")

@@ -104,26 +104,34 @@ def _judge_use(verifier: LineageVerifier, node: Node) -> None:
 
 
 def _judge_rules(verifier: LineageVerifier, graph: set[str]) -> None:
-    """An evaluation or a release built on the subject, judged as `verify REF` judges it: it
-    is followed (once: `LineageVerifier.artifact`), which adds its rules (`verify.releases.
-    judge_use`: the suite is held out, the policy's ``[release]``), and a dependency it names
-    off this graph (an evaluation's suite, the checkpoint of an evaluation reached through its
-    suite) that does not verify, with its lineage, fails it, naming the first problem there.
-    Without this, an evaluation on a suite revoked since showed ``ok`` here where ``verify
-    EVAL`` exits 1 (left22, Left). A checkpoint's other datasets are judged by `_judge_use`."""
+    """Each artifact of the graph (the subject too) judged as `verify REF` judges it: a
+    dependency it names off this graph (the subject's environment, a downstream dataset's
+    other batches, a checkpoint's parent or other datasets, an evaluation's suite...) that
+    does not verify, with its lineage, fails it, naming the first problem there. An
+    evaluation or a release is followed first (once: `LineageVerifier.artifact`), which adds
+    its rules (`verify.releases.judge_use`: the suite is held out, the policy's
+    ``[release]``). Without this, an evaluation on a suite revoked since showed ``ok`` here
+    where ``verify EVAL`` exits 1 (left22, Left), and so did a batch whose environment was
+    revoked, and every checkpoint trained on it (agree24). A checkpoint's use of its datasets
+    is judged by `_judge_use`. Each dependency is verified once (memoised)."""
+    failing: dict[str, str | None] = {}
     for nid in sorted(graph):
         node = verifier.node(nid)
-        if node.kind not in ("evaluation", "release") or not isinstance(
+        if node.kind not in KINDS or not isinstance(
                 verifier.identity_record(nid, node.kind), Record):
             continue
-        verifier.artifact(nid, node.kind)
+        if node.kind in ("evaluation", "release"):
+            verifier.artifact(nid, node.kind)
         for dep in verifier.dependencies(nid):
             if dep.digest in graph or any(c.cause == dep.digest for c in node.checks):
                 continue
-            up = verifier.report(dep.digest, [dep.digest])
-            if dep.digest in up.failing():
-                node.fail(dep.role, f"{_short(dep.digest)} does not verify: "
-                          f"{up.failures()[0]}", dep.digest)
+            if dep.digest not in failing:
+                verifier.artifact(dep.digest, dep.kind)
+                up = verifier.report(dep.digest, [dep.digest])
+                failing[dep.digest] = (up.failures()[0] if dep.digest in up.failing()
+                                       else None)
+            if (why := failing[dep.digest]) is not None:
+                node.fail(dep.role, f"{_short(dep.digest)} does not verify: {why}", dep.digest)
 
 
 def with_records(verifier: LineageVerifier, report: Report) -> Report:
