@@ -722,6 +722,38 @@ def test_an_erased_holdout_batch_does_not_refuse_every_train_set(
     d2 = run.model.arts["d2"].digest
     r = run.cli("admit", d2)
     assert r.exit_code == 0, r.output
-    assert re.search(r"holdout d1@1 batch sha256:\w{12}… is erased: nothing of it to compare "
-                     "with", r.stdout + r.stderr), r.output
+    assert re.search(r"holdout d1@1 batch sha256:\w{12}… is erased by an approver: nothing of "
+                     "it to compare with", r.stdout + r.stderr), r.output
     assert training_verdict(run, d2) == (True, "")
+
+
+def test_a_producers_erasure_of_a_holdout_batch_does_not_end_the_comparison(
+    base: testkit.Template[None], tmp_path: Path
+) -> None:
+    """The lead, at the merge of agree24's finding 2: a producer may erase what it produced,
+    but a held-out batch is the approvers' test set. If its producer's erasure alone ended
+    the gate's comparison, whoever recorded the holdout could erase it and then train on
+    copies of it unseen. So the gate still fails the comparison ("cannot be checked") and
+    says that an approver's erasure ends it; after an approver erases it too, the train set
+    is admitted."""
+    steps = [Step("record", ("b1", "producer-a", "cartpole@1", False)),
+             Step("record", ("b2", "producer-a", "cartpole@1", False)),
+             Step("dataset", ("d1", "producer-a", ("b1",), "holdout")),
+             Step("dataset", ("d2", "producer-a", ("b2",), "train")),
+             Step("approve", ("d2", "approver-a"))]
+    run = run_history(tmp_path / "h", base, steps)
+    assert not run.problems, run.problems
+    b1, d2 = run.model.arts["b1"].digest, run.model.arts["d2"].digest
+    with run.as_user():
+        led = Ledger.open(run.home)
+        led.erase(b1, key="producer-a", reason="consent")
+    r = run.cli("admit", d2)
+    assert r.exit_code == 1, r.output
+    assert "cannot be checked" in r.output, r.output
+    assert re.search(r"held-out batch sha256:\w{12}… was erased by its producer only: it must "
+                     "still be compared; an approver's erasure of it ends that", r.output), r.output
+    with run.as_user():
+        Ledger.open(run.home).erase(b1, key="approver-a", reason="consent")
+    r = run.cli("admit", d2)
+    assert r.exit_code == 0, r.output
+    assert "is erased by an approver: nothing of it to compare with" in r.output, r.output

@@ -179,7 +179,11 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
         blobs = sorted(mine.difference(kept, listed))
         unfinished = sorted(b for b in mine.intersection(listed).difference(kept)
                             if ledger.store.exists(b))
-        if first is not None and not blobs:
+        # An approver may confirm a producer's erasure (nothing left to delete): the gate ends
+        # a held-out batch's comparison on an approver's erasure only (runner.admission).
+        confirm = (first is not None and not blobs and not unfinished
+                   and _approver_confirms(ledger, item.digest, signer))
+        if first is not None and not blobs and not confirm:
             if not unfinished:
                 held = (f" ({len(kept)} blob(s) still kept: also a file of "
                         f"{', '.join(sorted(set(kept.values())))}, not erased)" if kept else "")
@@ -397,6 +401,22 @@ def held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str
                 out[blob] = label(ledger, holder)
                 break
     return out
+
+
+def _approver_confirms(ledger: LedgerHome, subject: str, signer: Signer) -> bool:
+    """Whether ``signer`` is an approver of the policy in force and no erasure of ``subject``
+    here is signed by one yet (only its producer's): its erasure is then recorded again, as
+    the approvers' (listing no blob), which is what ends the admission gate's comparison with
+    a held-out batch."""
+    from .policy_state import current_policy
+
+    found = current_policy(ledger)
+    if found is None or not found[1].holds("approver", signer.keyid):
+        return False
+    approvers = found[1].role("approver").keyids
+    state = ledger.trust_state()
+    return not any((e := state.entry(i)) is not None and e.kind == "erasure"
+                   and not approvers.isdisjoint(e.signers) for i in state.about(subject))
 
 
 def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb: str) -> None:

@@ -214,10 +214,19 @@ def admit(
     )
 
 
-def _erased(verifier: LineageVerifier, batch: str) -> bool:
-    """Whether a verified erasure (signed with authority over it) names ``batch``."""
-    return any(isinstance(verifier.record(i), Record)
-               for i in verifier.records(batch, "erasure"))
+def _erased(verifier: LineageVerifier, batch: str) -> str | None:
+    """Who erased ``batch`` by a verified erasure: "approver", "producer" or None. A producer
+    may erase what it produced, but a held-out batch is the approvers' test set: its producer
+    alone must not be able to end the comparison (and then train on copies of it)."""
+    found = None
+    for i in verifier.records(batch, "erasure"):
+        rec = verifier.record(i)
+        if isinstance(rec, Record):
+            approver = verifier.policy.policy_at(rec.index).role("approver")
+            if rec.signers & approver.keyids or rec.identities & set(approver.identities):
+                return "approver"
+            found = "producer"
+    return found
 
 
 def _contamination(
@@ -264,24 +273,28 @@ def _contamination(
                 others.setdefault(b, []).append(f"{ds.split} {ds.name}@{ds.version}")
     for message in damaged:
         decision.fail(what, f"cannot be checked: a dataset record is damaged: {message}")
-    # A held-out batch erased by a verified erasure (consent withdrawn, say) has no data left
-    # to compare with, nor to evaluate on: it is said, not failed; failing it refused every
-    # train set of the ledger for good (agree24).
-    for b in [b for b in others if _erased(verifier, b)]:
-        decision.add(what, INFO, f"{' and '.join(others.pop(b))} batch {b[:19]}… is erased: "
-                     "nothing of it to compare with")
-    if not others or not batches:
-        if not damaged:
-            decision.add(what, OK, "no holdout or regression data to compare with")
-        return
     # A sealed held-out batch is compared by the fingerprints its verified record publishes:
-    # the gate needs no key to its bytes.
+    # the gate needs no key to its bytes (nor do they go with an erasure of its blobs).
     sealed = {}
     for b in others:
         found = verifier.identity_record(b, "rollout-batch")
         if (isinstance(found, Record) and isinstance(found.predicate, RolloutBatch)
                 and found.predicate.sealed is not None):
             sealed[b] = found.predicate.sealed
+    # A held-out batch an approver erased (consent withdrawn, say) has no data left to compare
+    # with, nor to evaluate on: it is said, not failed; failing it refused every train set of
+    # the ledger for good (agree24). Its producer's erasure alone still fails the check.
+    erased = {b: who for b in others if b not in sealed and (who := _erased(verifier, b))}
+    for b in [b for b, who in erased.items() if who == "approver"]:
+        decision.add(what, INFO, f"{' and '.join(others.pop(b))} batch {b[:19]}… is erased "
+                     "by an approver: nothing of it to compare with")
+    for b in [b for b, who in erased.items() if who == "producer"]:
+        decision.add(what, INFO, f"held-out batch {b[:19]}… was erased by its producer only: "
+                     "it must still be compared; an approver's erasure of it ends that")
+    if not others or not batches:
+        if not damaged:
+            decision.add(what, OK, "no holdout or regression data to compare with")
+        return
     refuse_near = rules is not None and rules.refuse == "near"
     report = verified_contamination(
         ledger.store,
