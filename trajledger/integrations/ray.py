@@ -143,11 +143,12 @@ class _Writer:
             return list(result)
         return result
 
-    def append(self, specs: list[EntrySpec], guard: tuple[list[str], int] | None = None
+    def append(self, specs: list[EntrySpec], guard: tuple[Any, ...] | None = None
                ) -> list[int]:
         """Queue the specs; whoever holds the log next appends every queued request at once.
-        ``guard``: the blobs a worker's record names and the log size it began at, checked
-        under the lock (`record.StillStored`) for every request of the group.
+        ``guard``: the blobs a worker's record names, the log size it began at, and a batch's
+        `NamedLineages` (its references and size) or None, checked under the lock
+        (`record.StillStored`) for every request of the group.
 
         Raises:
             PolicyError: an entry a worker may not append (see `_admit`); nothing is appended.
@@ -219,12 +220,15 @@ class _Writer:
 
     def _guards(self, batch: Sequence[tuple[Any, dict[str, Any]]]
                 ) -> Callable[[int], None] | None:
+        from trajledger.ledger.artifacts import NamedLineages
         from trajledger.ledger.record import StillStored
 
         # The writer's own key, judged again for each kind it appends (a worker says nothing
         # about who signs: `_admit` holds it to the writer's key).
         me = ((self.signer.name, self.signer.public.keyid),)
-        guards = [StillStored(self.ledger, frozenset(g[0]), g[1], None, me, specs[0].kind)
+        guards = [StillStored(self.ledger, frozenset(g[0]), g[1],
+                              NamedLineages(self.ledger, tuple(g[2][0]), g[2][1]) if g[2] else None,
+                              me, specs[0].kind)
                   for specs, slot in batch if (g := slot["guard"]) is not None and specs]
         if not guards:
             return None
@@ -280,11 +284,15 @@ class _LogProxy:
     def append(
         self, specs: Sequence[EntrySpec], check: Callable[[int], None] | None = None
     ) -> list[int]:
+        from trajledger.ledger.artifacts import NamedLineages
         from trajledger.ledger.record import StillStored
 
         guard = None
-        if isinstance(check, StillStored) and check.then is None:
-            guard = (sorted(check.blobs), check.since)  # (the actor runs it under its lock)
+        then = check.then if isinstance(check, StillStored) else None
+        if isinstance(check, StillStored) and (then is None or isinstance(then, NamedLineages)):
+            # (the actor runs it under its lock, a batch's lineages judged again there)
+            guard = (sorted(check.blobs), check.since,
+                     (then.refs, then.since) if isinstance(then, NamedLineages) else None)
         elif check is not None:
             # A precondition is a local callable: it cannot run in the writer actor's process.
             raise LedgerError("a ledger attached to a Ray writer appends without preconditions")

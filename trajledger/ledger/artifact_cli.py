@@ -356,14 +356,11 @@ def record(
     """
     from .artifacts import record_batch
     from .catalog import Catalog
-    from .record import judged_again
     from .rollouts.reader_process import freed_memory_returned
 
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column, paths, fmt)
     signer = _signer(ctx, key)
-    # Judged again under the log's lock if another writer appended while the input was read.
-    check = judged_again(ledger, lambda: _check_lineages(ledger, policy, env_ref, evaluator_ref))
     seal_to = ledger.seal_recipients() if seal else None
     with freed_memory_returned(), _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
@@ -383,7 +380,6 @@ def record(
             options=options,
             on_read=read,
             seal_to=seal_to,
-            check=check,
         )
     s = result.stats
     how = f", sealed to {len(seal_to)} evaluator key(s)" if seal_to else ""
@@ -396,56 +392,6 @@ def record(
                 recorded_json("rollout-batch", result.recorded, named)
                 | {"episodes": s["num_episodes"], "steps": s["num_steps"],
                    "sealed": bool(seal_to)})
-
-
-def _check_lineages(ledger: Any, policy: str, env_ref: str, evaluator_ref: str | None) -> None:
-    """What the batch names must verify under the policy in force (data sizes, not re-hashed),
-    or the batch fails from its first day: ``--policy CK``, the digest of a recorded checkpoint
-    (the lineage links it as what generated the batch; ``rollout`` refuses to play it), the
-    ``--env`` environment and the ``--evaluator``. A reference that names nothing recorded is
-    left to `record_batch` (a ``--policy`` that is no full digest names no checkpoint); with no
-    policy recorded, nothing is checked.
-
-    Raises:
-        PolicyError: a lineage fails: ``KIND REF: its lineage fails, N problem(s); nothing was
-            recorded``, then one line per problem, for each.
-    """
-    import re
-
-    from trajledger.verify.errors import PolicyError
-    from trajledger.verify.lineage import LineageVerifier
-
-    from .catalog import Catalog, RefError
-    from .evidence import ledger_evidence
-    from .policy_state import current_policy
-
-    found = current_policy(ledger)
-    if found is None:
-        return
-    catalog, items = Catalog(ledger), []
-    for ref, kind in ((policy, "checkpoint"), (env_ref, "environment"),
-                      (evaluator_ref, "evaluator")):
-        if ref is None or (kind == "checkpoint" and not re.fullmatch(r"sha256:[0-9a-f]{64}", ref)):
-            continue  # (a version that is not a digest names no checkpoint: `verify.kinds`)
-        try:
-            items.append(catalog.resolve(ref, {kind}))
-        except RefError:
-            continue
-    if not items:
-        return
-    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
-                               data="size")
-    problems: list[str] = []
-    try:
-        for item in items:
-            failures = verifier.verify(item.digest).failures()
-            if failures:
-                problems += [f"{item.kind} {item.ref}: its lineage fails, {len(failures)} "
-                             "problem(s); nothing was recorded", *failures]
-    finally:
-        verifier.close()
-    if problems:
-        raise PolicyError("\n".join(problems))
 
 
 @contextmanager

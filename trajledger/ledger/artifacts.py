@@ -15,7 +15,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +63,9 @@ if TYPE_CHECKING:
 __all__ = [
     "BatchResult",
     "DatasetResult",
+    "NamedLineages",
     "batch_files",
+    "check_lineages",
     "create_dataset",
     "environment_spaces",
     "record_batch",
@@ -379,14 +381,17 @@ def record_batch(
         failures_of: the evaluation whose failed episodes these are (``dataset create
             --from-failures``): a lineage edge to it.
         check: a precondition run under the log's lock just before the append
-            (`record.record_files`; `record.judged_again` judges a lineage there again).
+            (`record.record_files`); default `NamedLineages`: what the batch names (its
+            environment, evaluator and generating checkpoint) must verify, now and again
+            under the lock. A caller's own check replaces it (`runner.train.rollout`).
 
     Returns:
         The recorded batch, its statistics and the resolved references.
 
     Raises:
-        PolicyError: an unregistered environment or evaluator; the same rollouts erased, or
-            already recorded with other metadata.
+        PolicyError: an unregistered environment or evaluator, or one whose lineage fails (or
+            the generating checkpoint's); the same rollouts erased, or already recorded with
+            other metadata.
         RolloutValidationError: the data is invalid (every problem listed).
         FormatError: inconsistent arguments (episodes of the wrong kind, no rows, an empty
             policy).
@@ -403,6 +408,9 @@ def record_batch(
     catalog = Catalog(ledger)
     env_item = _registered(catalog, env, "environment")
     eval_item = _registered(catalog, evaluator, "evaluator") if evaluator else None
+    if check is None:  # (a caller's own ``check`` judged what the batch names: `rollout`)
+        check = NamedLineages.judged(ledger, policy, env_item.digest,
+                                     eval_item.digest if eval_item else None)
     if options is not None and options.workers > 1 and options.features is None:
         # The episode features computed by the reader's workers, from the steps they map.
         options = replace(options, features=whole_episode_features)
@@ -604,6 +612,77 @@ def resolve_registered(ledger: LedgerHome, ref: str, kind: str) -> CatalogItem:
             unknown reference is operational (exit 3), as everywhere.
     """
     return _registered(Catalog(ledger), ref, kind)
+
+
+@dataclass(frozen=True)
+class NamedLineages:
+    """A batch's `check_lineages`, judged when made (`judged`) and again, as ``check``
+    under the log's lock, when the log grew since (`record.judged_again`'s rule: a
+    revocation another writer appended meanwhile). A value rather than a closure, so that
+    a Ray writer actor judges its workers' batches under its lock (`integrations.ray`)."""
+
+    ledger: LedgerHome = field(repr=False)
+    refs: tuple[str, str, str | None]  # (policy, environment, evaluator)
+    since: int
+
+    @classmethod
+    def judged(cls, ledger: LedgerHome, policy: str, env: str,
+               evaluator: str | None) -> NamedLineages:
+        since = ledger.log.size  # (read before judging: an entry appended meanwhile counts)
+        check_lineages(ledger, policy, env, evaluator)
+        return cls(ledger, (policy, env, evaluator), since)
+
+    def __call__(self, size: int) -> None:
+        if size != self.since:
+            check_lineages(self.ledger, *self.refs)
+
+
+def check_lineages(ledger: LedgerHome, policy: str, env: str, evaluator: str | None) -> None:
+    """What a batch names must verify under the policy in force (data sizes, not re-hashed),
+    or the batch fails from its first day: ``policy``, the digest of a recorded checkpoint
+    (the lineage links it as what generated the batch; ``rollout`` refuses to play it), the
+    environment and the evaluator. A reference that names nothing recorded is left to
+    `record_batch` (a policy that is no full digest names no checkpoint); with no policy
+    recorded, nothing is checked.
+
+    Raises:
+        PolicyError: a lineage fails: ``KIND REF: its lineage fails, N problem(s); nothing was
+            recorded``, then one line per problem, for each.
+    """
+    import re
+
+    from trajledger.verify.lineage import LineageVerifier
+
+    from .catalog import RefError
+    from .evidence import ledger_evidence
+    from .policy_state import current_policy
+
+    found = current_policy(ledger)
+    if found is None:
+        return
+    catalog, items = Catalog(ledger), []
+    for ref, kind in ((policy, "checkpoint"), (env, "environment"), (evaluator, "evaluator")):
+        if ref is None or (kind == "checkpoint" and not re.fullmatch(r"sha256:[0-9a-f]{64}", ref)):
+            continue  # (a version that is not a digest names no checkpoint: `verify.kinds`)
+        try:
+            items.append(catalog.resolve(ref, {kind}))
+        except RefError:
+            continue
+    if not items:
+        return
+    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
+                               data="size")
+    problems: list[str] = []
+    try:
+        for item in items:
+            failures = verifier.verify(item.digest).failures()
+            if failures:
+                problems += [f"{item.kind} {item.ref}: its lineage fails, {len(failures)} "
+                             "problem(s); nothing was recorded", *failures]
+    finally:
+        verifier.close()
+    if problems:
+        raise PolicyError("\n".join(problems))
 
 
 def _registered(catalog: Catalog, ref: str, kind: str) -> CatalogItem:
