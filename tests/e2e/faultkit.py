@@ -1,5 +1,5 @@
 """The fault injection harness the fault tests share (tests/e2e/test_faults.py,
-tests/e2e/test_fault_sweep.py); they ``import faultkit``.
+tests/e2e/test_fault_sweep.py, tests/e2e/test_read_fault_sweep.py); they ``import faultkit``.
 
 Scope:
 
@@ -10,6 +10,8 @@ Scope:
   give (a SQLite statement: the ``sqlite3.OperationalError`` SQLite gives for it), or a real
   SIGKILL (`killed`: in a forked child; no ``finally`` runs). ``fsync`` is a fault point but
   is not performed: durability is not what is tested (a kill keeps the page cache).
+  With ``reads=True`` the points are the reads instead (opens for reading, SQLite SELECTs:
+  tests/e2e/test_read_fault_sweep.py).
 - `Restorer`: puts a work copy of a directory back to its pristine state between faults.
 
 Non-scope: what an operation must leave after a fault (each test module's checks).
@@ -61,8 +63,12 @@ class Faults:
     """Whether the statements that write of SQLite databases under the roots are fault points
     (SQLite's own writes are below Python: its statement fails as SQLite would fail it)."""
     where: str | None = None
-    """Fail the first write or fsync of a path containing this instead of call ``fail_at``
-    (a process other than the one that counted makes other calls before it)."""
+    """Fail the first write or fsync (``reads``: read) of a path containing this instead of
+    call ``fail_at`` (a process other than the one that counted makes other calls before it)."""
+    reads: bool = False
+    """Whether the fault points are the reads instead of the writes: opens for reading
+    (``os.open``, Python's ``open``; a ``read()`` follows each) and, with ``sqlite``, the
+    statements that read (SELECT): an EIO there is a disk that cannot give a file back."""
     calls: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -85,8 +91,9 @@ class Faults:
     def hit(self, kind: str, path: str) -> None:
         n = len(self.calls)
         self.calls.append((kind, self.rel(path)))
-        if n == self.fail_at or (self.where is not None and kind in ("write", "fsync")
-                                 and self.where in self.calls[-1][1]):
+        if n == self.fail_at or (self.where is not None and kind in (
+                ("read", "sqlite") if self.reads else ("write", "fsync"))
+                and self.where in self.calls[-1][1]):
             if self.kill:
                 os.kill(os.getpid(), signal.SIGKILL)
             if kind == "sqlite":
@@ -105,12 +112,12 @@ class Faults:
         faults = self
 
         def fopen(path: Any, flags: int, mode: int = 0o777, *a: Any, **kw: Any) -> int:
-            if flags & _WRITING and faults.inside(path):
-                faults.hit("open", os.fspath(path))
+            if bool(flags & _WRITING) != faults.reads and faults.inside(path):
+                faults.hit("read" if faults.reads else "open", os.fspath(path))
             return _real["open"](path, flags, mode, *a, **kw)  # type: ignore[no-any-return]
 
         def fwrite(fd: int, data: Any) -> int:
-            p = faults.path_of_fd(fd)
+            p = None if faults.reads else faults.path_of_fd(fd)
             if p is not None:
                 faults.hit("write", p)
             return _real["write"](fd, data)  # type: ignore[no-any-return]
@@ -119,26 +126,28 @@ class Faults:
             # A fault point; not performed: durability is not under test (a kill keeps the
             # page cache) and fsyncs would make the sweep slow.
             n = fd if isinstance(fd, int) else fd.fileno()
-            p = faults.path_of_fd(n)
+            p = None if faults.reads else faults.path_of_fd(n)
             if p is not None:
                 faults.hit("fsync", p)
 
         def frename(kind: str) -> Callable[..., None]:
             def f(src: Any, dst: Any, *a: Any, **kw: Any) -> None:
-                if faults.inside(dst):
+                if not faults.reads and faults.inside(dst):
                     faults.hit("rename", os.fspath(dst))
                 _real[kind](src, dst, *a, **kw)
 
             return f
 
         def fmkdir(path: Any, *a: Any, **kw: Any) -> None:
-            if faults.inside(path):
+            if not faults.reads and faults.inside(path):
                 faults.hit("mkdir", os.fspath(path))
             _real["mkdir"](path, *a, **kw)
 
         def bopen(file: Any, mode: str = "r", *a: Any, **kw: Any) -> Any:
             writing = any(c in mode for c in "wax+")
-            if writing and not isinstance(file, int) and faults.inside(file):
+            if faults.reads and not writing and not isinstance(file, int) and faults.inside(file):
+                faults.hit("read", os.fspath(file))
+            elif not faults.reads and writing and not isinstance(file, int) and faults.inside(file):
                 faults.hit("open", os.fspath(file))
                 real = _real["builtins.open"](file, mode, *a, **kw)
                 return _Writer(faults, os.fspath(file), real)
@@ -200,7 +209,7 @@ class _Connection:
 
     def _check(self, sql: str) -> None:
         verb = sql.lstrip().split(" ", 1)[0].upper()
-        if verb.startswith(_SQL_WRITES):
+        if verb == "SELECT" if self._faults.reads else verb.startswith(_SQL_WRITES):
             self._faults.hit("sqlite", f"{self._path} {verb}")
 
     def execute(self, sql: str, *a: Any) -> Any:

@@ -93,9 +93,12 @@ def temp_name(suffix: str = "") -> str:
 
 def temp_dir(parent: Path) -> tempfile.TemporaryDirectory[str]:
     """A temporary directory in ``parent`` (created if needed) named like `temp_name`, so the
-    next writer can tell a killed process's leftover from a live one's at once."""
+    next writer can tell a killed process's leftover from a live one's at once. A failure to
+    remove it at the end (a disk that cannot read it back: EIO) is not the command's: its work
+    is done, and the next writer sweeps what is left (`fsck.leftovers`)."""
     parent.mkdir(exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=temp_name(".d"), dir=parent)
+    return tempfile.TemporaryDirectory(prefix=temp_name(".d"), dir=parent,
+                                       ignore_cleanup_errors=True)
 
 
 def _pid_alive(pid: int) -> bool:

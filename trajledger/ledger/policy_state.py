@@ -56,6 +56,7 @@ def policy_records(ledger: LedgerHome) -> list[tuple[int, str, bytes]]:
 
     Raises:
         TamperError: a record's envelope is missing or does not hash to its entry.
+        StoreError, OSError: it cannot be read (an I/O error).
     """
     state = ledger.trust_state()
     store = ledger.store
@@ -66,7 +67,10 @@ def policy_records(ledger: LedgerHome) -> list[tuple[int, str, bytes]]:
         where = store.path_of(entry.envelope) if store.is_local else None
         try:
             data = store.get(entry.envelope) if store.exists(entry.envelope) else None
-        except (OSError, StoreError):
+        except (OSError, StoreError) as e:
+            cause = e if isinstance(e, OSError) else e.__cause__
+            if isinstance(cause, OSError) and not isinstance(cause, FileNotFoundError):
+                raise  # a disk that cannot give it back (EIO): exit 3, not "missing"
             data = None
         problem = "is missing" if data is None else (
             None if digest_bytes(data) == entry.envelope else "does not hash to its entry"

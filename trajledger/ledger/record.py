@@ -34,7 +34,7 @@ from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .encode import envelope_bytes
-from .errors import AlreadyRecordedError
+from .errors import AlreadyRecordedError, LedgerError, LogError
 from .files import collect_files, media_type_for
 from .keys import Signer
 from .log import EntrySpec
@@ -395,7 +395,6 @@ def _refuse_lost(ledger: LedgerHome, blobs: frozenset[str], since: int, size: in
     """
     from trajledger.verify.errors import PolicyError
 
-    from .errors import LedgerError
     from .home import envelope_statement
 
     for i in range(since, size):
@@ -519,6 +518,10 @@ def _sign_store_append(
         if not stored_before:
             ledger.store.delete(envelope_digest)
         raise
-    logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
+    try:
+        logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
+    except LogError as e:  # (recorded: it must not read as if it were not; tamper stays tamper)
+        raise LogError(f"{kind} of {subject_digest[:19]}… is recorded at log index {index}, but "
+                       f"its entry could not be read back: {e}") from e
     return Recorded(subject_digest, logged, index,
                     new=before is None and logged == envelope_digest)

@@ -1,0 +1,236 @@
+"""Read faults in the commands that judge a lineage (left25; lock24's Left: the write sweep,
+tests/e2e/test_fault_sweep.py, injects write errors and kills only).
+
+On a copy of test_approve_lineage.py's ledger (test_evaluations.py's CartPole ledger, train@1
+approved, a second batch ``b2``) with a checkpoint ``bc@1`` trained on train@1: `faultkit.Faults`
+with ``reads=True`` counts the reads a command makes in the ledger, its user state and its
+working directory (each open for reading, each SQLite SELECT), then each run fails one with EIO
+(the OS's ``OSError``; SQLite's ``disk I/O error``): the checkpoint note, a tile, an entry
+bundle, an envelope, a manifest, a key handover, the user state's databases. The rule: an I/O
+error is exit 3 with one ``FAIL:`` line, never exit 1 ("its lineage fails": a user would act on
+a false verdict), never OK (the check did not run), never a traceback; the ledger is left as it
+was (the log did not grow).
+
+CI runs a deterministic sample: of each command, `SPREAD` points spread over its reads (its
+last, then every ``len / SPREAD`` back, rounded up; ``TRAJLEDGER_FAULTS_SEED`` shifts them);
+``TRAJLEDGER_FAULTS=all`` runs every point of every command. The counts are printed (``-s``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import testkit
+from click.testing import Result
+from faultkit import Faults, Restorer
+from test_evaluations import cartpole_ledger
+
+from trajledger import Ledger
+from trajledger.runner.cli import main
+from trajledger.runner.rollouts import run_policy
+
+MODE = os.environ.get("TRAJLEDGER_FAULTS", "")
+SEED = int(os.environ.get("TRAJLEDGER_FAULTS_SEED", "0"))
+SPREAD = 4
+
+COMMANDS: dict[str, list[str]] = {
+    "verify": ["verify", "bc@1"],
+    "approve": ["approve", "b2", "--key", "approver"],
+    "admit": ["admit", "train@1"],
+    "record --policy CK": ["record", "@steps", "--env", "cartpole@1", "--policy", "@ck",
+                           "--key", "vendor"],
+    "lineage": ["lineage", "bc@1"],
+}
+
+
+class Work:
+    """The ledger, its user state and a working directory, put back before each fault."""
+
+    def __init__(self, root: Path) -> None:
+        live = root / "live"
+        self.home, self.state, self.files = live / "home", live / "state", live / "files"
+        self.runner = testkit.new_runner()
+        ledger = cartpole_ledger(self.home, 4)
+        played = run_policy(None, "CartPole-v1", 2, 50, policy_version="random")
+        ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                            policy="random", key="vendor", name="b2")
+        self.ck = ledger.train("train@1", key="trainer", name="bc", version="1", seed=1).digest
+        self.files.mkdir()
+        (self.files / "steps.jsonl").write_text("".join(
+            f'{{"episode_id": "f", "step": {t}, "obs": [{t}.0], "action": [0.0], '
+            f'"reward": 1.0, "terminated": {str(t == 3).lower()}, "truncated": false}}\n'
+            for t in range(4)))
+        for argv in COMMANDS.values():  # each passes without a fault (and the state caught up)
+            if argv[0] not in ("approve", "record"):
+                r = self.run(argv)
+                assert r.exit_code == 0, r.output
+        pristine = root / "pristine"
+        shutil.copytree(live, pristine, symlinks=True)
+        self.copies = [Restorer(pristine / d, live / d) for d in ("home", "state", "files")]
+
+    def run(self, argv: list[str]) -> Result:
+        values = {"@steps": str(self.files / "steps.jsonl"), "@ck": self.ck}
+        return self.runner.invoke(main, ["--ledger", str(self.home),
+                                         *[values.get(a, a) for a in argv]],
+                                  prog_name="trajledger")
+
+    def size(self) -> int:
+        return Ledger.open(self.home).log.size
+
+    def faults(self, **kw: object) -> Faults:
+        return Faults((str(self.home), str(self.state), str(self.files)), sqlite=True,
+                      reads=True, **kw)  # type: ignore[arg-type]
+
+    def restore(self) -> None:
+        import gc
+
+        gc.collect()  # (no connection of a command's ledger keeps a database put back)
+        for c in self.copies:
+            c.restore()
+
+
+def plan(points: int, mode: str = MODE, seed: int = SEED) -> list[int]:
+    """The read points failed (module docstring)."""
+    if mode == "all":
+        return list(range(points))
+    step = max(1, -(-points // SPREAD))
+    return sorted({(k - seed) % points for k in range(points - 1, -1, -step)[:SPREAD]})
+
+
+ABSORBED = {
+    r"/\.state/treeState$": "the reader's key of the log's state: an unreadable one makes it "
+                           "read the whole state again (`Log._state_now`), verified",
+    r"/tmp/\.tmp-[^/]*$": "the scratch directory, removed (`shutil.rmtree` opens it) after the "
+                         "record: the next writer sweeps it (`fs.temp_dir`)",
+}
+"""Reads whose failure the command absorbs (a pattern of the path), with why: exit 0 is
+right there."""
+
+
+def problem(r: Result, grew: bool, point: str) -> str | None:
+    """What breaks the rule in one run whose read ``point`` failed, or None."""
+    text = str(r.stdout) + str(r.stderr)
+    fails = [x for x in str(r.stderr).splitlines() if x.startswith("FAIL:")]
+    bad = f"exit {r.exit_code}{', the log grew' if grew else ''}: {text.strip()[-500:]}"
+    if "Traceback" in text or "BUG:" in text:
+        return bad
+    if r.exit_code == 0 and any(re.search(p, point) for p in ABSORBED):
+        return None
+    if r.exit_code != 3 or len(fails) != 1:
+        return bad
+    if grew and not (" is recorded" in fails[0] or " are recorded" in fails[0]):
+        return f"{bad} (recorded, but the line does not say so)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Work]:
+    root = tmp_path_factory.mktemp("read-faults")
+    (root / "live").mkdir()
+    with testkit.user_state(root / "live" / "state"):
+        yield Work(root)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_read_fault_in_a_judging_command_is_an_operational_error(
+        name: str, work: Work, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = COMMANDS[name]
+    with testkit.user_state(work.state):
+        work.restore()
+        counting = work.faults()
+        with counting.active():
+            r = work.run(argv)
+        assert r.exit_code == 0, r.output
+        calls, problems = counting.calls, []
+        for k in plan(len(calls)):
+            work.restore()
+            size = work.size()
+            with work.faults(fail_at=k, code=errno.EIO).active():
+                r = work.run(argv)
+            bad = problem(r, work.size() != size, calls[k][1])
+            if bad:
+                problems.append(f"{name}: EIO at {k} ({calls[k][0]} {calls[k][1]}): {bad}")
+        with capsys.disabled():
+            print(f"\n{name}: {len(calls)} read points, {len(plan(len(calls)))} faults, "
+                  f"{len(problems)} problems")
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_the_sample_spreads_over_the_reads() -> None:
+    assert plan(10, mode="") == [0, 3, 6, 9]
+    assert plan(3, mode="") == [0, 1, 2]
+    assert plan(10, mode="all") == list(range(10))
+    assert all(0 <= k < 10 for seed in range(12) for k in plan(10, mode="", seed=seed))
+
+
+def at_read(work: Work, name: str, where: str | None = None, last: bool = False) -> Result:
+    """``name`` run with its first read of a path containing ``where`` failed (EIO), or its
+    last read."""
+    work.restore()
+    fail_at = None
+    if last:
+        counting = work.faults()
+        with counting.active():
+            assert work.run(COMMANDS[name]).exit_code == 0
+        fail_at = len(counting.calls) - 1
+        work.restore()
+    with work.faults(where=where, fail_at=fail_at, code=errno.EIO).active():
+        return work.run(COMMANDS[name])
+
+
+def test_a_state_database_that_cannot_be_read_is_an_operational_error(work: Work) -> None:
+    """A SELECT of the user's state the disk fails (SQLite's ``disk I/O error``) was a bug
+    (exit 4, ``BUG: OperationalError``)."""
+    with testkit.user_state(work.state):
+        r = at_read(work, "admit", where="state.sqlite SELECT")
+    assert r.exit_code == 3, r.output
+    assert r.stderr.startswith("FAIL: database: disk I/O error (a read or write of the user's "
+                               "state or an index failed"), r.stderr
+    assert problem(r, False, "") is None
+
+
+def test_a_policy_envelope_that_cannot_be_read_is_not_missing(work: Work) -> None:
+    """The trust-policy record's envelope the disk cannot give back was "missing, so the policy
+    in force cannot be known; restore it with 'trajledger fsck --repair'" (exit 1)."""
+    from trajledger.verify.log_entry import LogEntry
+
+    with testkit.user_state(work.state):
+        ledger = Ledger.open(work.home)
+        envelope = LogEntry.from_bytes(ledger.log.entry(0)).envelope
+        r = at_read(work, "lineage", where=envelope.split(":")[1])
+    assert r.exit_code == 3, r.output
+    assert problem(r, False, "") is None, r.output
+    assert "Input/output error" in r.stderr and "missing" not in r.stderr, r.stderr
+
+
+def test_an_entry_that_cannot_be_read_back_says_it_was_recorded(work: Work) -> None:
+    """The approval was appended, then reading its entry back failed: the command said only
+    ``FAIL: log: cannot read …`` (exit 3), as if nothing had been recorded."""
+    with testkit.user_state(work.state):
+        work.restore()
+        size = work.size()
+        r = at_read(work, "approve", where=f"tile/entries/000.p/{size + 1}")
+        assert work.size() == size + 1
+    assert r.exit_code == 3, r.output
+    assert r.stderr.startswith("FAIL: approval of sha256:") and (
+        f"is recorded at log index {size}, but its entry could not be read back" in r.stderr
+    ), r.stderr
+
+
+def test_a_scratch_directory_that_cannot_be_removed_does_not_fail_a_recorded_batch(
+        work: Work) -> None:
+    """The batch was recorded; removing its scratch directory then failed (the last read:
+    ``shutil.rmtree`` opens it): exit 3 ``FAIL: …/tmp/.tmp-…: Input/output error``."""
+    with testkit.user_state(work.state):
+        work.restore()
+        size = work.size()
+        r = at_read(work, "record --policy CK", last=True)
+        assert work.size() == size + 1
+    assert r.exit_code == 0, r.output
