@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from test_approve_lineage import home  # noqa: F401 (a fixture)
-from test_lineage_under_lock import after_first_check, entries  # noqa: F401 (a fixture)
+from test_lineage_under_lock import after_first_check, entries, prepared  # noqa: F401 (a fixture)
 
 from trajledger import Ledger
 from trajledger.verify.errors import PolicyError
@@ -49,16 +49,6 @@ def by_gymnasium(ledger: Ledger) -> Any:
 
 
 WRITERS: dict[str, Callable[[Ledger], Any]] = {"api": by_api, "gymnasium": by_gymnasium}
-
-
-def prepared(home: Path, revoked: str | None) -> Ledger:  # noqa: F811
-    ledger = Ledger.open(home)
-    ledger.register_environment("cartpole-b", "1", key="vendor", gym_id="CartPole-v1")
-    ledger.register_evaluator("judge", "1", "deterministic", key="vendor")
-    if revoked is not None:
-        ledger.revoke("cartpole-b@1" if revoked == "environment" else "judge@1", key="vendor",
-                      reason="wrong physics")
-    return ledger
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))

@@ -119,17 +119,24 @@ def test_a_log_that_did_not_grow_is_not_judged_again(
 # -- record --env E / --evaluator V: what the batch names must verify -------------------------
 
 
-@pytest.mark.parametrize("revoked", ["environment", "evaluator", None])
-def test_a_batch_in_a_revoked_environment_or_by_a_revoked_evaluator_is_not_recorded(
-        runner: CliRunner, home: Path, tmp_path: Path, revoked: str | None) -> None:  # noqa: F811
-    """The batch names its environment and evaluator: with either revoked it failed from its
-    first day (`verify BATCH`), exit 0, as a batch of a failing ``--policy CK`` did."""
+def prepared(home: Path, revoked: str | None) -> Ledger:  # noqa: F811
+    """``home`` with a second environment cartpole-b@1 and an evaluator judge@1, the one named
+    by ``revoked`` (``environment``, ``evaluator``) revoked."""
     ledger = Ledger.open(home)
     ledger.register_environment("cartpole-b", "1", key="vendor", gym_id="CartPole-v1")
     ledger.register_evaluator("judge", "1", "deterministic", key="vendor")
     if revoked is not None:
         ledger.revoke("cartpole-b@1" if revoked == "environment" else "judge@1", key="vendor",
                       reason="wrong physics")
+    return ledger
+
+
+@pytest.mark.parametrize("revoked", ["environment", "evaluator", None])
+def test_a_batch_in_a_revoked_environment_or_by_a_revoked_evaluator_is_not_recorded(
+        runner: CliRunner, home: Path, tmp_path: Path, revoked: str | None) -> None:  # noqa: F811
+    """The batch names its environment and evaluator: with either revoked it failed from its
+    first day (`verify BATCH`), exit 0, as a batch of a failing ``--policy CK`` did."""
+    prepared(home, revoked)
     before = entries(home)
     r = run(runner, home, "record", steps_file(tmp_path), "--env", "cartpole-b@1",
             "--evaluator", "judge@1", "--policy", "random", "--key", "vendor")
