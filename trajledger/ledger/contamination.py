@@ -189,7 +189,8 @@ class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
     Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
-    step windows (24 bytes per step of a numeric episode), never the train side (but one
+    step windows (32 bytes a window, about 4 windows a step of a numeric episode in its
+    `step_windows.ORDERS`), never the train side (but one
     batch's windows at a time). The comparison is exact (blockwise matrix products, no
     approximate index), so nothing above a threshold is missed.
     """

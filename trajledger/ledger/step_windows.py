@@ -15,7 +15,9 @@ may change at will (rewards are rescaled, actions re-encoded), and the observati
 steps identify a trajectory of any environment whose state moves. A window is the hash of its
 `WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
 fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
-left out: such runs repeat in unrelated episodes. The gate computes them from the bytes it
+left out: such runs repeat in unrelated episodes. The held side also holds the windows of its
+steps reversed and of every 2nd and 3rd step (`ORDERS`: a reversed or frame-skipped copy's
+windows are those; the train side is compared as recorded). The gate computes them from the bytes it
 verified; ``dataset create`` keeps them in the derived cache (``window_cache``, bound to the
 step file's digest and ``window_cache.WINDOWS_VERSION``: a change here takes a new number),
 never in the kept features (``episode_features.FEATURE_VERSION`` is unchanged).
