@@ -55,7 +55,7 @@ from .episode_features import (
     parquet_batches,
 )
 from .progress import ProgressFactory, no_progress
-from .step_windows import WINDOW, WINDOW_COLUMNS, StepWindows, iter_windows
+from .step_windows import ORDERS, WINDOW, WINDOW_COLUMNS, StepWindows, held_steps, iter_windows
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 from .window_cache import cache_file, compute, keep, read_kept
 
@@ -95,6 +95,7 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
+_NTH = {2: "second", 3: "third"}
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,10 @@ class Finding:
     shared: tuple[int, int, int] | None = None
     """A train episode shares a run of observations with it (`step_windows`): its first and
     last step shared (counted from 1) and its number of steps; ``exact`` too."""
+    every: int = 1
+    """The run is of every ``every``-th of those steps (a frame-skipped copy)."""
+    reversed: bool = False
+    """The run is of those steps in reverse order (a copy reversed in time)."""
 
     def __str__(self) -> str:
         more = f" and {self.matches - 1} more" if self.matches > 1 else ""
@@ -134,11 +139,15 @@ class Finding:
         train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}"
         if self.shared is not None:
             a, b, n = self.shared
+            of = (f"every {_NTH.get(self.every, f'{self.every}th')} step of " if self.every > 1
+                  else "")
+            steps = f"steps {b}-{a}" if self.reversed else f"steps {a}-{b}"
             return (
-                f"{train} shares {b - a + 1} consecutive steps (steps {a}-{b} of {n} of held-out "
-                f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o})"
-                f"{more.replace(' more', ' more train episodes')}: a copy of a run of its "
+                f"{train} shares {(b - a) // self.every + 1} consecutive steps ({of}{steps} of "
+                f"{n} of held-out episode {self.other_episode} of batch {self.other_batch[:19]}…"
+                f"{o}){more.replace(' more', ' more train episodes')}: a copy of a run of its "
                 "observations (equal to 3 significant digits)"
+                + (", reversed in time" if self.reversed else "")
             )
         what = (
             "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
@@ -162,6 +171,9 @@ class Finding:
             del out["shared"]
         else:
             out["shared"] = list(self.shared)
+        for key, plain in (("every", 1), ("reversed", False)):
+            if out[key] == plain:
+                del out[key]  # the JSON of a run as recorded is what it was
         return out
 
 
@@ -177,7 +189,8 @@ class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
     Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
-    step windows (24 bytes per step of a numeric episode), never the train side (but one
+    step windows (32 bytes a window, about 4 windows a step of a numeric episode in its
+    `step_windows.ORDERS`), never the train side (but one
     batch's windows at a time). The comparison is exact (blockwise matrix products, no
     approximate index), so nothing above a threshold is missed.
     """
@@ -209,12 +222,12 @@ class Matcher:
         self._count: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._best_of: list[tuple[str, str] | None] = []
         self._runs: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64],
-                               npt.NDArray[np.int64]]] = []
+                               npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
         self._steps: dict[int, int] = {}
-        self._groups: npt.NDArray[np.int64] = np.zeros(1, dtype=np.int64)
         self._uniq: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
         self._group_trains: dict[int, dict[tuple[str, str], None]] = {}
-        self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int]]] | None = None
+        self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]] | None = (
+            None)
         self._frozen = False
 
     def hold(self, batch: str, chunk: FeatureChunk) -> None:
@@ -240,15 +253,17 @@ class Matcher:
 
     def hold_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
         """Add the step windows (`step_windows.iter_windows` with ``held``) of held episodes of
-        ``batch``, after `hold` of their features."""
+        ``batch``, after `hold` of their features; windows in another order of
+        `step_windows.ORDERS` after those in order 0."""
         for w in windows:
             where = np.array([self._where.get((batch, e), -1) for e in w.episode_ids], np.int64)
             for e, i in enumerate(where.tolist()):
-                if i >= 0:
+                if i >= 0 and not w.order:
                     self._steps[i] = int(w.lengths[e])
             i = where[w.episode]
             ok = i >= 0
-            self._runs.append((w.hashes[ok], i[ok], w.start[ok]))
+            self._runs.append((w.hashes[ok], i[ok], w.start[ok],
+                               np.full(int(ok.sum()), w.order, dtype=np.int64)))
 
     def feed_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
         """Match the step windows of train episodes of ``batch``: a train episode sharing a
@@ -269,23 +284,36 @@ class Matcher:
                 self._group_trains.setdefault(gi, {})[(batch, w.episode_ids[ti])] = None
         self._run_info = None
 
-    def _runs_of(self) -> dict[int, tuple[tuple[str, str], int, tuple[int, int, int]]]:
+    def _runs_of(self) -> dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]]:
         """Per held episode sharing a run with train episodes: the first train episode met
         (in the order fed), how many train episodes share a run with it, and the longest run
         it shares with the first (`_shared`). Groups are expanded to held episodes here, once."""
         if self._run_info is not None:
             return self._run_info
-        _hashes, rows, starts = self._runs[0]
+        if not self._group_trains:
+            self._run_info = {}
+            return self._run_info
+        hashes, rows, starts, orders = self._runs[0]
+        # The held windows of the groups hit, in one pass (the held side is not sorted: only
+        # its distinct hashes are, `_freeze`), each group's in the order held.
+        hit = np.array(sorted(self._group_trains), dtype=np.int64)
+        wanted = self._uniq[hit]
+        p = np.minimum(np.searchsorted(wanted, hashes), max(len(wanted) - 1, 0))
+        held = np.flatnonzero(wanted[p] == hashes) if len(wanted) else np.zeros(0, np.int64)
+        of_group: dict[int, list[int]] = {}
+        for g, j in zip(hit[p[held]].tolist(), held.tolist(), strict=True):
+            of_group.setdefault(g, []).append(j)
         # The first train episode met of each group is its dict's first: groups are ranked
         # by when that was, so a held episode's first train episode is its first group's.
         order = {g: k for k, g in enumerate(self._group_trains)}
         met: dict[int, list[int]] = {}  # held episode -> its groups hit
-        at: dict[int, list[tuple[int, int]]] = {}  # held episode -> (group, start)
+        at: dict[int, list[tuple[int, int, int]]] = {}  # held episode -> (group, order, start)
         for g in self._group_trains:
-            lo, hi = int(self._groups[g]), int(self._groups[g + 1])
-            for i, s in zip(rows[lo:hi].tolist(), starts[lo:hi].tolist(), strict=True):
+            js = of_group[g]
+            for i, s, o in zip(rows[js].tolist(), starts[js].tolist(), orders[js].tolist(),
+                               strict=True):
                 met.setdefault(i, []).append(g)
-                at.setdefault(i, []).append((g, s))
+                at.setdefault(i, []).append((g, o, s))
         firsts = {g: next(iter(trains)) for g, trains in self._group_trains.items()}
         union: dict[tuple[int, ...], int] = {}  # held episodes of the same groups: counted once
         out = {}
@@ -295,20 +323,27 @@ class Matcher:
             key = tuple(sorted(set(groups)))
             if key not in union:
                 union[key] = len(set().union(*(self._group_trains[g] for g in key)))
-            shared = {s for g, s in at[i] if te in self._group_trains[g]}
-            out[i] = (te, union[key], self._shared(shared, i))
+            shared = {(o, s) for g, o, s in at[i] if te in self._group_trains[g]}
+            out[i] = (te, union[key], *self._shared(shared, i))
         self._run_info = out
         return out
 
-    def _shared(self, starts: set[int], i: int) -> tuple[int, int, int]:
+    def _shared(self, starts: set[tuple[int, int]], i: int) -> tuple[tuple[int, int, int], int]:
         """The longest run of steps held episode ``i`` shares with its first train match (the
-        ``starts`` of its windows that train episode shares)."""
-        s = np.array(sorted(starts), dtype=np.int64)
-        breaks = np.flatnonzero(np.diff(s) != 1)
-        firsts = np.concatenate(([0], breaks + 1))
-        lasts = np.concatenate((breaks, [len(s) - 1]))
-        k = int(np.argmax(lasts - firsts))
-        return int(s[firsts[k]]) + 1, int(s[lasts[k]]) + WINDOW, self._steps.get(i, 0)
+        ``(order, start)`` of its windows that train episode shares; the first order of the
+        longest), and its order."""
+        best = (0, 0, 0, 0)  # steps, -order, first, last
+        for order in sorted({o for o, _ in starts}):
+            s = np.array(sorted(x for o, x in starts if o == order), dtype=np.int64)
+            breaks = np.flatnonzero(np.diff(s) != 1)
+            firsts = np.concatenate(([0], breaks + 1))
+            lasts = np.concatenate((breaks, [len(s) - 1]))
+            k = int(np.argmax(lasts - firsts))
+            first, last = int(s[firsts[k]]), int(s[lasts[k]])
+            best = max(best, (last - first + WINDOW, -order, first, last + WINDOW - 1))
+        _, order, first, last = best
+        n = self._steps.get(i, 0)
+        return (*held_steps(-order, n, first, last), n), -order
 
     def feed_normalised(self, batch: str, pairs: Iterable[tuple[str, str]]) -> None:
         """Match the normalised text fingerprints of train episodes of ``batch``."""
@@ -332,17 +367,16 @@ class Matcher:
         self._count = np.zeros(n, dtype=np.int64)
         self._best_of = [None] * n
         runs = self._runs or [(np.zeros(0, np.uint64), np.zeros(0, np.int64),
-                               np.zeros(0, np.int64))]
-        hashes = np.concatenate([r[0] for r in runs])
-        order = np.argsort(hashes, kind="stable")
-        hashes = hashes[order]
-        self._runs = [(hashes, np.concatenate([r[1] for r in runs])[order],
-                       np.concatenate([r[2] for r in runs])[order])]
-        # Groups of equal hashes: group g is rows _groups[g] to _groups[g + 1] - 1.
-        bounds = np.flatnonzero(np.diff(hashes) != 0) + 1
-        self._groups = (np.concatenate(([0], bounds, [len(hashes)])).astype(np.int64)
-                        if len(hashes) else np.zeros(1, dtype=np.int64))
-        self._uniq = hashes[self._groups[:-1]]  # each group's hash
+                               np.zeros(0, np.int64), np.zeros(0, np.int64))]
+        hashes, rows, starts, orders = (np.concatenate([r[k] for r in runs]) for k in range(4))
+        self._runs = [(hashes, rows, starts, orders)]
+        # Group g: the held windows of hash _uniq[g]. Only the distinct hashes are sorted (the
+        # windows of a group are found when findings are made, `_runs_of`): an argsort of
+        # every held window cost 0.66 s at 3.4 M (win25's orders, 10x the default holdout);
+        # np.unique, hashing first, 3.0 s.
+        ranked = np.sort(hashes)
+        self._uniq = ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))] if len(
+            ranked) else ranked
 
     def feed(self, batch: str, chunk: FeatureChunk) -> None:
         """Match train episodes of ``batch`` against every held episode."""
@@ -381,7 +415,7 @@ class Matcher:
         for i in range(len(self._episodes)):
             b, e = self._batches[i], self._episodes[i]
             normalised = i not in self._exact_first and i in self._norm_first
-            shared = None
+            shared, order = None, 0
             if i in self._exact_first:
                 tb, te = self._exact_first[i]
                 kind, sim, matches = "exact", 1.0, self._exact_count[i]
@@ -389,7 +423,7 @@ class Matcher:
                 tb, te = self._norm_first[i]
                 kind, sim, matches = "exact", 1.0, self._norm_count[i]
             elif i in runs:
-                (tb, te), matches, shared = runs[i]
+                (tb, te), matches, shared, order = runs[i]
                 kind, sim = "exact", 1.0
             elif self._count[i] > 0 and self._best_of[i] is not None:
                 tb, te = self._best_of[i]  # type: ignore[misc]
@@ -402,8 +436,9 @@ class Matcher:
                 continue
             train_labels = tuple(self.train_labels.get(tb, ()))
             other_labels = tuple(self.other_labels.get(b, ()))
+            k, _, back = ORDERS[order]
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
-                               normalised, shared))
+                               normalised, shared, k, back))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out
 
@@ -702,7 +737,7 @@ class _Reader:
                 return (_published_normalised(sealed) if sealed is not None else []), []
             steps = steps_file_of(pred) if pred is not None else None
             digest = steps[0] if steps else batch_files(self.ledger.store, f.batch)["steps.parquet"]
-            got, why = read_kept(self.cache, digest, wanted)
+            got, why = read_kept(self.cache, digest, (*wanted, held))
             if why:
                 problems.append(f"batch {f.batch[:19]}…: its kept runs of steps and normalised "
                                 f"text ({cache_file(self.cache, digest)}) cannot be used ({why}): "
@@ -710,7 +745,7 @@ class _Reader:
             if got is None:
                 path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
                 try:
-                    got = compute(path, wanted)
+                    got = compute(path, (*wanted, held))
                 finally:
                     if path.parent == self.workdir:
                         path.unlink(missing_ok=True)

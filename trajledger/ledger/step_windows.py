@@ -15,7 +15,9 @@ may change at will (rewards are rescaled, actions re-encoded), and the observati
 steps identify a trajectory of any environment whose state moves. A window is the hash of its
 `WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
 fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
-left out: such runs repeat in unrelated episodes. The gate computes them from the bytes it
+left out: such runs repeat in unrelated episodes. The held side also holds the windows of its
+steps reversed and of every 2nd and 3rd step (`ORDERS`: a reversed or frame-skipped copy's
+windows are those; the train side is compared as recorded). The gate computes them from the bytes it
 verified; ``dataset create`` keeps them in the derived cache (``window_cache``, bound to the
 step file's digest and ``window_cache.WINDOWS_VERSION``: a change here takes a new number),
 never in the kept features (``episode_features.FEATURE_VERSION`` is unchanged).
@@ -27,7 +29,7 @@ Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -37,8 +39,8 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .rollouts.space_values import leaf_arrays
 
-__all__ = ["MIN_DISTINCT", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "iter_marked", "iter_windows",
-           "kept", "step_hashes"]
+__all__ = ["MIN_DISTINCT", "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "held_steps",
+           "iter_marked", "iter_windows", "kept", "order_lengths", "step_hashes"]
 
 WINDOW = 16
 """Steps in a window: the shortest shared run found. Shorter runs (a fixed start, an opening)
@@ -47,6 +49,14 @@ MIN_DISTINCT = 8
 """Distinct steps a held-out window needs to be compared: padding and static frames are not."""
 WINDOW_COLUMNS = ("episode_id", "obs")
 """The step columns `iter_windows` reads."""
+ORDERS: tuple[tuple[int, int, bool], ...] = (
+    (1, 0, False), (1, 0, True), (2, 0, False), (2, 1, False), (3, 0, False), (3, 1, False),
+    (3, 2, False))  # fmt: skip
+"""The orders of a held-out episode's steps whose windows are held, each ``(k, phase,
+reversed)``: as recorded (order 0, the one order of the train side), reversed in time, and
+every k-th step from step ``phase`` (k = 2, 3: a frame-skipped copy). A train window is
+compared as recorded only: a reversed or subsampled copy of a held episode holds windows of
+the held episode's reversed or subsampled steps."""
 
 _U64 = np.uint64
 _SALT = _U64(0xD6E8FEB86659FD93)
@@ -162,6 +172,8 @@ class StepWindows:
         episode: the index (into ``episode_ids``) of each window's episode.
         start: each window's first step, counted from 0 within its episode.
         hashes: each window's hash.
+        order: the order of the steps (`ORDERS`): ``lengths`` and ``start`` count the steps
+            in that order (`order_lengths`, `held_steps`).
     """
 
     episode_ids: list[str]
@@ -169,11 +181,51 @@ class StepWindows:
     episode: npt.NDArray[np.int64]
     start: npt.NDArray[np.int64]
     hashes: npt.NDArray[np.uint64]
+    order: int = 0
 
 
 def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
     """The windows of ``w`` where ``keep`` is true (the episodes stay)."""
-    return StepWindows(w.episode_ids, w.lengths, w.episode[keep], w.start[keep], w.hashes[keep])
+    return replace(w, episode=w.episode[keep], start=w.start[keep], hashes=w.hashes[keep])
+
+
+def order_lengths(lengths: npt.NDArray[np.int64], order: int) -> npt.NDArray[np.int64]:
+    """The number of steps of episodes of ``lengths`` steps taken in order ``order``."""
+    k, phase, _ = ORDERS[order]
+    return np.asarray(np.maximum(lengths - phase + k - 1, 0) // k, dtype=np.int64)
+
+
+def held_steps(order: int, steps: int, first: int, last: int) -> tuple[int, int]:
+    """The first and last step (counted from 1, first <= last) of an episode of ``steps``
+    steps that positions ``first`` to ``last`` (from 0) of its steps in ``order`` are."""
+    k, phase, back = ORDERS[order]
+    if back:
+        return steps - last, steps - first
+    return phase + k * first + 1, phase + k * last + 1
+
+
+def _reordered(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
+               order: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+    """The step hashes ``h`` of whole episodes of ``lengths`` steps, in ``order``."""
+    k, phase, back = ORDERS[order]
+    first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    local = np.arange(len(h), dtype=np.int64) - first
+    if back:
+        idx = first + np.repeat(lengths, lengths) - 1 - local
+    else:
+        idx = np.flatnonzero((local >= phase) & ((local - phase) % k == 0))
+    return order_lengths(lengths, order), h[idx]
+
+
+def _all_orders(
+    ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], mark: bool,
+    orders: int
+) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
+    """`_marked` of the steps in each of the first ``orders`` `ORDERS`."""
+    yield _marked(ids, lengths, h, mark)
+    for order in range(1, orders):
+        w, few = _marked(ids, *_reordered(lengths, h, order), mark)
+        yield replace(w, order=order), few
 
 
 def _marked(
@@ -211,25 +263,27 @@ def _marked(
     return StepWindows(ids, lengths, episode[keep], start[keep], hashes[keep]), few[keep]
 
 
-def iter_marked(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[StepWindows,
-                                                                     npt.NDArray[np.bool_]]]:
+def iter_marked(batches: Iterable[pa.RecordBatch], *, orders: bool = False) -> Iterator[
+        tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """Every window of the episodes of step record batches, one `StepWindows` per batch of
-    whole episodes, each window with whether it has too few distinct steps for a held-out
-    one (`MIN_DISTINCT`): what `iter_windows` gives with ``held`` is the windows not so
-    marked. Every episode's windows are there, each start from 0 to its length - `WINDOW`."""
-    return _iter(batches, True)
+    whole episodes (``orders``: and per other order of `ORDERS`, after it), each window with
+    whether it has too few distinct steps for a held-out one (`MIN_DISTINCT`): what
+    `iter_windows` gives with ``held`` is the windows not so marked. Every episode's windows
+    are there, each start from 0 to its length (in that order) - `WINDOW`."""
+    return _iter(batches, True, len(ORDERS) if orders else 1)
 
 
 def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> Iterator[StepWindows]:
     """The windows of the episodes of step record batches (episodes contiguous, steps in
     order, as schema validation guarantees), one `StepWindows` per batch of whole episodes;
     an episode may run across record batches. Nothing for steps without numeric
-    observations. ``held``: leave out windows of too few distinct steps (`MIN_DISTINCT`)."""
-    for w, few in _iter(batches, held):
+    observations. ``held``: leave out windows of too few distinct steps (`MIN_DISTINCT`),
+    and add the windows of the steps in every other order of `ORDERS`."""
+    for w, few in _iter(batches, held, len(ORDERS) if held else 1):
         yield kept(w, ~few) if held else w
 
 
-def _iter(batches: Iterable[pa.RecordBatch], mark: bool) -> Iterator[tuple[
+def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterator[tuple[
         StepWindows, npt.NDArray[np.bool_]]]:
     carry_id: str | None = None
     carry = np.zeros(0, dtype=np.uint64)
@@ -255,6 +309,8 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool) -> Iterator[tuple[
             lengths = np.concatenate(([len(carry)], lengths))
         carry_id, carry = ids[-1], h[len(h) - int(lengths[-1]):]
         if len(ids) > 1:
-            yield _marked(ids[:-1], lengths[:-1], h[: len(h) - int(lengths[-1])], mark)
+            yield from _all_orders(ids[:-1], lengths[:-1], h[: len(h) - int(lengths[-1])], mark,
+                                   orders)
     if carry_id is not None:
-        yield _marked([carry_id], np.array([len(carry)], dtype=np.int64), carry, mark)
+        yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry, mark,
+                               orders)

@@ -13,8 +13,11 @@ The file: `MAGIC`, a 4-byte little-endian length, a JSON header (``steps``: the 
 digest, ``version``: `WINDOWS_VERSION`, ``parts``, the counts of each array and ``sha256``:
 the body's digest), then the body: the episodes' lengths (int64), every window's hash
 (uint64), one bit a window (too few distinct steps), the episode ids (UTF-8 and their int64
-offsets), the text episodes' ids and their 32-byte fingerprints. Which episode and start each
-window has follows from the lengths (every start from 0 to length - `step_windows.WINDOW`).
+offsets), the text episodes' ids and their 32-byte fingerprints, then (part ``orders``, kept
+once the batch was read as held out) per other order of `step_windows.ORDERS` its windows'
+hashes and bits. Which episode and start each window has follows from the lengths (every
+start from 0 to length - `step_windows.WINDOW`, the lengths in each order from
+`step_windows.order_lengths`).
 
 Trust: the same as the kept features' derived cache (``batch_features``): whoever writes the
 ledger's directory can write this file, so what ``dataset create`` reports from it is as
@@ -46,19 +49,30 @@ from trajledger.verify.ledger_dir import read_regular
 
 from .episode_features import parquet_batches
 from .fs import write_file_atomic
-from .step_windows import WINDOW, WINDOW_COLUMNS, StepWindows, iter_marked, kept
+from .step_windows import (
+    ORDERS,
+    WINDOW,
+    WINDOW_COLUMNS,
+    StepWindows,
+    iter_marked,
+    kept,
+    order_lengths,
+)
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 1
+WINDOWS_VERSION = 2
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
-and the files of other numbers are not read."""
+and the files of other numbers are not read. 2: the held side's other orders (win25)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
-_PARTS = ("windows", "normalised")
+_PARTS = ("windows", "normalised", "orders")
+Wanted = tuple[bool, bool, bool]
+"""The parts of a batch compared: normalised text fingerprints, windows, windows in other
+orders (of a held batch)."""
 
 
 @dataclass(frozen=True)
@@ -71,46 +85,70 @@ class Compared:
         few: per window, whether it has too few distinct steps to be compared as held out.
         normalised: ``(episode id, fingerprint)`` of its text episodes, or None when not
             computed.
+        orders: per other order of `step_windows.ORDERS` (1, 2, ...), every window's hash
+            and whether it has too few distinct steps; None when not computed.
     """
 
     windows: StepWindows | None
     few: npt.NDArray[np.bool_]
     normalised: list[tuple[str, str]] | None
+    orders: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]] | None = None
 
-    def has(self, wanted: tuple[bool, bool]) -> bool:
-        """Whether it holds the parts ``wanted`` (normalised text, windows)."""
-        return (not wanted[0] or self.normalised is not None) and (
-            not wanted[1] or self.windows is not None)
+    def has(self, wanted: Wanted) -> bool:
+        """Whether it holds the parts ``wanted``."""
+        return ((not wanted[0] or self.normalised is not None)
+                and (not wanted[1] or self.windows is not None)
+                and (not wanted[2] or self.windows is None or self.orders is not None))
 
     def step_windows(self, held: bool) -> list[StepWindows]:
-        """The windows to compare: all of them, or (``held``) those of enough distinct steps."""
+        """The windows to compare: all of them, or (``held``) those of enough distinct steps,
+        in every order kept."""
         if self.windows is None:
             return []
-        return [kept(self.windows, ~self.few) if held else self.windows]
+        if not held:
+            return [self.windows]
+        w = self.windows
+        out = [kept(w, ~self.few)]
+        for order, (hashes, few) in enumerate(self.orders or [], start=1):
+            lengths = order_lengths(w.lengths, order)
+            episode, start = _placed(lengths)
+            out.append(kept(StepWindows(w.episode_ids, lengths, episode, start, hashes, order),
+                            ~few))
+        return out
 
 
-def compute(path: Path, wanted: tuple[bool, bool]) -> Compared:
-    """The parts ``wanted`` (normalised text, windows) of the step file at ``path``."""
+def compute(path: Path, wanted: Wanted) -> Compared:
+    """The parts ``wanted`` of the step file at ``path``."""
     normalised = (list(normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS)))
                   if wanted[0] else None)  # fmt: skip
     if not wanted[1]:
         return Compared(None, np.zeros(0, dtype=bool), normalised)
     ids: list[str] = []
-    lengths, episode, start, hashes, few = [], [], [], [], []
-    for w, marks in iter_marked(parquet_batches(path, WINDOW_COLUMNS)):
+    lengths, episode, start = [], [], []
+    hashes: list[list[npt.NDArray[np.uint64]]] = [[] for _ in ORDERS]
+    few: list[list[npt.NDArray[np.bool_]]] = [[] for _ in ORDERS]
+    for w, marks in iter_marked(parquet_batches(path, WINDOW_COLUMNS), orders=wanted[2]):
+        hashes[w.order].append(w.hashes)
+        few[w.order].append(marks)
+        if w.order:
+            continue
         episode.append(w.episode + len(ids))
         ids += w.episode_ids
         lengths.append(w.lengths)
         start.append(w.start)
-        hashes.append(w.hashes)
-        few.append(marks)
 
     def cat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
         return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
-    windows = StepWindows(ids, cat(lengths), cat(episode), cat(start),
-                          np.concatenate(hashes) if hashes else np.zeros(0, np.uint64))
-    return Compared(windows, np.concatenate(few) if few else np.zeros(0, bool), normalised)
+    def h(o: int) -> npt.NDArray[np.uint64]:
+        return np.concatenate(hashes[o]) if hashes[o] else np.zeros(0, np.uint64)
+
+    def f(o: int) -> npt.NDArray[np.bool_]:
+        return np.concatenate(few[o]) if few[o] else np.zeros(0, bool)
+
+    windows = StepWindows(ids, cat(lengths), cat(episode), cat(start), h(0))
+    orders = [(h(o), f(o)) for o in range(1, len(ORDERS))] if wanted[2] else None
+    return Compared(windows, f(0), normalised, orders)
 
 
 def _placed(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
@@ -131,13 +169,17 @@ def _strings(values: list[str]) -> tuple[bytes, bytes]:
 def encode(c: Compared, steps: str) -> bytes | None:
     """The cache file of ``c``, computed from step file ``steps``; None when its windows are
     not every window of its episodes in order (then nothing is kept)."""
-    parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None),
-                                strict=True) if on]
+    parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None,
+                                         c.orders is not None), strict=True) if on]
     w = c.windows or StepWindows([], np.zeros(0, np.int64), np.zeros(0, np.int64),
                                  np.zeros(0, np.int64), np.zeros(0, np.uint64))
     episode, start = _placed(w.lengths)
+    orders = c.orders or []
     if not (np.array_equal(episode, w.episode) and np.array_equal(start, w.start)
-            and len(c.few) == len(w.hashes)):
+            and len(c.few) == len(w.hashes)) or (orders and not (
+                len(orders) == len(ORDERS) - 1 and all(
+                    len(hs) == len(fs) == _windows(order_lengths(w.lengths, o))
+                    for o, (hs, fs) in enumerate(orders, start=1)))):
         return None
     norm = c.normalised or []
     ids_at, ids = _strings(w.episode_ids)
@@ -145,7 +187,9 @@ def encode(c: Compared, steps: str) -> bytes | None:
     body = b"".join((
         w.lengths.astype("<i8").tobytes(), w.hashes.astype("<u8").tobytes(),
         np.packbits(c.few, bitorder="little").tobytes(), ids_at, ids, norm_at, norm_ids,
-        b"".join(bytes.fromhex(fp) for _, fp in norm)))  # fmt: skip
+        b"".join(bytes.fromhex(fp) for _, fp in norm),
+        *(p for hs, fs in orders for p in (hs.astype("<u8").tobytes(),
+                                           np.packbits(fs, bitorder="little").tobytes()))))
     header = {"steps": steps, "version": WINDOWS_VERSION, "parts": parts,
               "episodes": len(w.episode_ids), "windows": len(w.hashes), "ids": len(ids),
               "normalised": len(norm), "normalised_ids": len(norm_ids),
@@ -192,19 +236,24 @@ def decode(data: bytes, steps: str) -> Compared:
     body = memoryview(data)[at + size :]
     n = len(body)
     eps, w, k = (_count(header, key, n) for key in ("episodes", "windows", "normalised"))
-    sizes = (8 * eps, 8 * w, (w + 7) // 8, 8 * (eps + 1), _count(header, "ids", n), 8 * (k + 1),
-             _count(header, "normalised_ids", n), 32 * k)
+    sizes: tuple[int, ...] = (8 * eps, 8 * w, (w + 7) // 8, 8 * (eps + 1),
+                              _count(header, "ids", n), 8 * (k + 1),
+                              _count(header, "normalised_ids", n), 32 * k)
+    lengths = np.frombuffer(body[: 8 * eps] if 8 * eps <= n else b"", dtype="<i8").astype(
+        np.int64)
+    if len(lengths) != eps or (lengths < 1).any() or _windows(lengths) != w:
+        raise FormatError("its episodes' lengths do not give its number of windows")
+    counts = ([_windows(order_lengths(lengths, o)) for o in range(1, len(ORDERS))]
+              if "orders" in parts else [])  # fmt: skip
+    sizes += tuple(s for c in counts for s in (8 * c, (c + 7) // 8))
     if sum(sizes) != n:
         raise FormatError(f"a body of {n} bytes, want {sum(sizes)}")
     if hashlib.sha256(body).hexdigest() != header.get("sha256"):
         raise FormatError("its body does not hash to the digest its header gives")
     cuts = np.cumsum((0, *sizes))
     piece = [body[cuts[i] : cuts[i + 1]] for i in range(len(sizes))]
-    lengths = np.frombuffer(piece[0], dtype="<i8").astype(np.int64)
     hashes = np.frombuffer(piece[1], dtype="<u8").astype(np.uint64)
     few = np.unpackbits(np.frombuffer(piece[2], dtype=np.uint8), bitorder="little")[:w] == 1
-    if (lengths < 1).any() or int(np.maximum(lengths - (WINDOW - 1), 0).sum()) != w:
-        raise FormatError("its episodes' lengths do not give its number of windows")
     ids = _read_strings(piece[3], piece[4], eps)
     norm_ids = _read_strings(piece[5], piece[6], k)
     fps = bytes(piece[7])
@@ -212,7 +261,15 @@ def decode(data: bytes, steps: str) -> Compared:
     windows = StepWindows(ids, lengths, episode, start, hashes) if "windows" in parts else None
     normalised = ([(i, fps[32 * j : 32 * j + 32].hex()) for j, i in enumerate(norm_ids)]
                   if "normalised" in parts else None)  # fmt: skip
-    return Compared(windows, few, normalised)
+    orders = [(np.frombuffer(piece[8 + 2 * j], dtype="<u8").astype(np.uint64),
+               np.unpackbits(np.frombuffer(piece[9 + 2 * j], dtype=np.uint8),
+                             bitorder="little")[:c] == 1) for j, c in enumerate(counts)]
+    return Compared(windows, few, normalised, orders if "orders" in parts else None)
+
+
+def _windows(lengths: npt.NDArray[np.int64]) -> int:
+    """The number of windows of episodes of ``lengths`` steps."""
+    return int(np.maximum(lengths - (WINDOW - 1), 0).sum())
 
 
 def _read_strings(offsets: memoryview, data: memoryview, n: int) -> list[str]:
@@ -232,7 +289,7 @@ def cache_file(cache: Path, steps: str) -> Path:
     return cache / f"w{WINDOWS_VERSION}" / f"{parse_digest(steps, 'step file digest')}.windows"
 
 
-def read_kept(cache: Path, steps: str, wanted: tuple[bool, bool]) -> tuple[Compared | None, str]:
+def read_kept(cache: Path, steps: str, wanted: Wanted) -> tuple[Compared | None, str]:
     """The kept parts of step file ``steps``, when they hold what is ``wanted``; else None
     and why (empty when nothing is kept: no warning)."""
     try:

@@ -29,6 +29,7 @@ from trajledger.ledger.contamination import DatasetCheck, check_dataset, refusal
 from trajledger.ledger.policy_state import contamination_rules as policy_rules
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy
+from trajledger.ledger.window_cache import WINDOWS_VERSION
 from trajledger.runner.admission import DataRefusedError, admit
 from trajledger.verify import predicates
 from trajledger.verify.contamination_rules import ContaminationRules
@@ -112,6 +113,12 @@ NUMERIC: dict[str, Spec] = {
     "reversed": [(OBS[::-1], ACT[::-1])],
     "every other step": [(OBS[::2], ACT[::2])],
     "columns duplicated": [(np.hstack([OBS, OBS]), ACT)],
+    # win25: frame skip from either phase, reversed, and what is still not caught
+    "every other step from the second": [(OBS[1::2], ACT[1::2])],
+    "every third step, first dropped": [(OBS[::3][1:], ACT[::3][1:])],
+    "reversed, first step dropped": [(OBS[::-1][1:], ACT[::-1][1:])],
+    "reversed, every other step": [(OBS[::-2], ACT[::-2])],
+    "columns permuted": [(OBS[:, ::-1], ACT)],
 }
 
 
@@ -150,13 +157,20 @@ TRANSFORMS = [
     Row("numeric", "float32, 5 steps dropped", "nothing", "run"),
     Row("numeric", "inside unrelated steps", "nothing", "run"),
     Row("numeric", "actions and rewards changed", "nothing", "run"),
-    # Not caught (docs/SECURITY.md, twelfth round, holdout23's Left): rounding to 3 decimals
-    # moves values across the 3-significant-digit steps the windows compare at, and a
-    # reversed, subsampled or widened copy is another sequence of observations.
+    # Not caught (docs/SECURITY.md, twelfth round, holdout23's Left; thirteenth, win25's):
+    # rounding to 3 decimals moves values across the 3-significant-digit steps the windows
+    # compare at, and a widened or permuted copy is another sequence of observations.
     Row("numeric", "rounded 3 decimals, shifted", "nothing", "nothing"),
-    Row("numeric", "reversed", "nothing", "nothing"),
-    Row("numeric", "every other step", "nothing", "nothing"),
     Row("numeric", "columns duplicated", "nothing", "nothing"),
+    Row("numeric", "columns permuted", "nothing", "nothing"),
+    # win25: the held side's windows of its steps reversed and of every 2nd and 3rd step
+    # (`step_windows.ORDERS`); both reordered at once is not held.
+    Row("numeric", "reversed", "nothing", "run"),
+    Row("numeric", "reversed, first step dropped", "nothing", "run"),
+    Row("numeric", "every other step", "nothing", "run"),
+    Row("numeric", "every other step from the second", "nothing", "run"),
+    Row("numeric", "every third step, first dropped", "nothing", "run"),
+    Row("numeric", "reversed, every other step", "nothing", "nothing"),
 ]
 
 
@@ -409,6 +423,34 @@ def test_a_shared_run_of_steps_says_what_was_shared(
                        ledger.keys.signer("vendor"))
 
 
+def test_a_reordered_run_says_how_it_was_reordered(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """A frame-skipped or reversed copy: the message and the JSON say which steps of the held
+    episode, in which order (win25; before: nothing found)."""
+    [skip] = check_dataset(ledger, "train", [template.value["numeric every other step from "
+                                                            "the second"]]).findings
+    assert (skip.kind, skip.shared, skip.every, skip.reversed) == ("exact", (2, 60, 60), 2,
+                                                                   False)
+    assert "shares 30 consecutive steps (every second step of steps 2-60 of 60 of held-out " \
+           "episode held-num of batch sha256:" in str(skip)
+    assert str(skip).endswith("(equal to 3 significant digits)")
+    assert (skip.to_json()["every"], "reversed" in skip.to_json()) == (2, False)
+    [third] = check_dataset(ledger, "train", [template.value["numeric every third step, first "
+                                                             "dropped"]]).findings
+    assert "shares 19 consecutive steps (every third step of steps 4-58 of 60 " in str(third)
+    [back] = check_dataset(ledger, "train", [template.value["numeric reversed, first step "
+                                                            "dropped"]]).findings
+    assert (back.shared, back.every, back.reversed) == ((1, 59, 60), 1, True)
+    assert "shares 59 consecutive steps (steps 59-1 of 60 of held-out episode held-num" \
+           in str(back)
+    assert str(back).endswith(", reversed in time")
+    assert (back.to_json()["reversed"], "every" in back.to_json()) == (True, False)
+    [ahead] = check_dataset(ledger, "train", [template.value["numeric first step dropped"]]
+                            ).findings
+    assert {"every", "reversed"}.isdisjoint(ahead.to_json())  # as before
+
+
 def test_the_gate_refuses_a_shared_run_of_steps(
     template: testkit.Template[dict[str, str]], ledger: Ledger
 ) -> None:
@@ -421,6 +463,12 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     assert ("exact duplicate: train episode n7-0 of batch " in failure
             and "shares 50 consecutive steps (steps 1-50 of 60 of held-out episode held-num"
             in failure), failure
+    train_set(ledger, "skip", template.value["numeric every other step"])  # win25
+    with pytest.raises(DataRefusedError) as e:
+        admit(ledger, "skip@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+    [failure] = e.value.report.failures()
+    assert "shares 30 consecutive steps (every second step of steps 1-59 of 60 of held-out " \
+           "episode held-num" in failure, failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(
@@ -525,7 +573,7 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
     other = kept["held-chat,other-chat"].read_bytes()
     cut = template.value["numeric first step dropped"]
     for bad in (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:],
-                other, good.replace(b'"version":1', b'"version":7')):
+                other, good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')):
         held.write_bytes(bad)
         check = check_dataset(ledger, "train", [cut])
         assert check.findings == first[cut].findings
@@ -533,6 +581,16 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
         assert "its kept runs of steps and normalised text (" in warning
         assert "computed from its steps.parquet again" in warning
         assert held.read_bytes() == good  # rewritten
+    # A file kept by the previous version (win25: 2, the held side's other orders) is in its
+    # own directory: not read, no warning (not one a batch), computed again and kept anew.
+    held.unlink()
+    old = held.parent.parent / f"w{WINDOWS_VERSION - 1}" / held.name
+    old.parent.mkdir()
+    old.write_bytes(good.replace(b'"version":%d' % WINDOWS_VERSION,
+                                 b'"version":%d' % (WINDOWS_VERSION - 1)))
+    check = check_dataset(ledger, "train", [cut])
+    assert (check.findings, list(check.warnings)) == (first[cut].findings, [])
+    assert held.read_bytes() == good
 
 
 def test_a_forged_kept_file_does_not_reach_the_gate(
@@ -542,6 +600,7 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
     held episode's windows: ``dataset create`` trusts the derived cache as it trusts the
     cached features (docs/SECURITY.md, thirteenth round, cache24), but the gate computes the
     windows from the bytes it verified and still refuses the copy."""
+    from trajledger.ledger.step_windows import ORDERS
     from trajledger.ledger.window_cache import Compared, decode, encode
 
     cut = template.value["numeric first step dropped"]
@@ -553,7 +612,8 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
     none = dataclasses.replace(real.windows, episode_ids=[], lengths=real.windows.lengths[:0],
                                episode=real.windows.episode[:0], start=real.windows.start[:0],
                                hashes=real.windows.hashes[:0])
-    forged = encode(Compared(none, real.few[:0], real.normalised), steps)
+    forged = encode(Compared(none, real.few[:0], real.normalised,
+                             [(real.windows.hashes[:0], real.few[:0])] * (len(ORDERS) - 1)), steps)
     assert forged is not None
     held.write_bytes(forged)
     assert not [f for f in check_dataset(ledger, "train", [cut]).findings if f.shared]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from trajledger.ledger.step_windows import WINDOW, iter_windows, step_hashes
+from trajledger.ledger.step_windows import ORDERS, WINDOW, held_steps, iter_windows, step_hashes
 
 
 def batch(episodes: list[tuple[str, np.ndarray]], dtype: pa.DataType | None = None
@@ -51,6 +51,31 @@ def test_windows_do_not_depend_on_record_batches() -> None:
                   batch([("c", c[3:20])]), batch([("c", c[20:])]))
     assert whole == cut
     assert sorted(whole) == ["a", "c"] and len(whole["a"]) == 40 - WINDOW + 1  # b: too short
+
+
+def test_the_held_side_holds_its_steps_in_every_order() -> None:
+    """win25: a held episode's windows in order (k, phase, reversed) of `ORDERS` are the
+    windows of its steps reversed or of every k-th step from ``phase``, as a copy so made
+    gives them (on main, the held side held order 0 only); `held_steps` names the held steps
+    a window is; cut in record batches or not, the same."""
+    eps = {"a": walk(1, 50), "b": walk(2, 41), "c": walk(3, 20)}
+    whole = list(iter_windows([batch(list(eps.items()))], held=True))
+    cut = list(iter_windows([batch([("a", eps["a"][:9])]), batch([("a", eps["a"][9:]),
+                             ("b", eps["b"]), ("c", eps["c"])])], held=True))
+    assert sorted({w.order for w in whole}) == list(range(len(ORDERS)))
+    for order, (k, phase, back) in enumerate(ORDERS):
+        for e, obs in eps.items():
+            copy = obs[::-1] if back else obs[phase::k]
+            want = windows(batch([(e, copy)])).get(e, [])
+            for got in (whole, cut):
+                mine = [(int(s), int(h)) for w in got if w.order == order
+                        for i, s, h in zip(w.episode, w.start, w.hashes, strict=True)
+                        if w.episode_ids[i] == e]
+                assert [h for _, h in mine] == want, (order, e)
+            for s, _ in mine:
+                first, last = held_steps(order, len(obs), s, s + WINDOW - 1)
+                assert np.array_equal(copy[s], obs[last - 1 if back else first - 1])
+                assert np.array_equal(copy[s + WINDOW - 1], obs[first - 1 if back else last - 1])
 
 
 def test_unrelated_walks_share_no_window() -> None:

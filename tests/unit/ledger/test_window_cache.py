@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from trajledger.ledger import window_cache
-from trajledger.ledger.step_windows import WINDOW_COLUMNS, iter_windows
+from trajledger.ledger.step_windows import ORDERS, WINDOW_COLUMNS, iter_windows
 from trajledger.ledger.window_cache import MAGIC, Compared, compute, decode, encode, keep, read_kept
 from trajledger.verify.errors import FormatError
 
@@ -45,35 +45,47 @@ def step_file(tmp_path: Path) -> Path:
 def same(a: Compared, b: Compared) -> None:
     assert a.normalised == b.normalised
     for held in (False, True):
-        [x], [y] = a.step_windows(held), b.step_windows(held)
-        assert x.episode_ids == y.episode_ids
-        for f in ("lengths", "episode", "start", "hashes"):
-            assert np.array_equal(getattr(x, f), getattr(y, f)), f
+        xs, ys = a.step_windows(held), b.step_windows(held)
+        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1)
+        for x, y in zip(xs, ys, strict=True):
+            assert (x.episode_ids, x.order) == (y.episode_ids, y.order)
+            for f in ("lengths", "episode", "start", "hashes"):
+                assert np.array_equal(getattr(x, f), getattr(y, f)), f
 
 
 def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
     path = step_file(tmp_path)
-    got = compute(path, (True, True))
+    got = compute(path, (True, True, True))
     assert got.normalised is not None and [e for e, _ in got.normalised] == ["c-0", "c-1"]
-    # The windows are those `iter_windows` gives, held or not.
+    # The windows are those `iter_windows` gives, held (in every order) or not.
     for held in (False, True):
-        [w] = got.step_windows(held)
+        ws = got.step_windows(held)
         direct = list(iter_windows(pq.ParquetFile(path).iter_batches(
             batch_size=17, columns=list(WINDOW_COLUMNS)), held=held))
-        assert np.array_equal(w.hashes, np.concatenate([d.hashes for d in direct]))
+        assert [w.order for w in ws] == list(range(len(ORDERS) if held else 1))
+        for w in ws:
+            assert np.array_equal(w.hashes, np.concatenate(
+                [d.hashes for d in direct if d.order == w.order]))
+            assert np.array_equal(w.start, np.concatenate(
+                [d.start for d in direct if d.order == w.order]))
     assert got.few.any() and not got.few.all()  # e-2's padding
     data = encode(got, STEPS)
     assert data is not None and data.startswith(MAGIC)
     same(decode(data, STEPS), got)
     keep(tmp_path / "cache", STEPS, got)
-    kept, why = read_kept(tmp_path / "cache", STEPS, (True, True))
+    kept, why = read_kept(tmp_path / "cache", STEPS, (True, True, True))
     assert why == "" and kept is not None
     same(kept, got)
     # A part not kept is not there: computed again, silently.
-    only_text = compute(path, (True, False))
+    as_train = compute(path, (True, True, False))
+    assert as_train.orders is None and len(as_train.step_windows(True)) == 1
+    keep(tmp_path / "cache", STEPS, as_train)
+    same(read_kept(tmp_path / "cache", STEPS, (True, True, False))[0] or got, as_train)
+    assert read_kept(tmp_path / "cache", STEPS, (False, True, True)) == (None, "")  # as held
+    only_text = compute(path, (True, False, False))
     keep(tmp_path / "cache", STEPS, only_text)
-    assert read_kept(tmp_path / "cache", STEPS, (False, True)) == (None, "")
-    assert read_kept(tmp_path / "nothing", STEPS, (True, True)) == (None, "")
+    assert read_kept(tmp_path / "cache", STEPS, (False, True, False)) == (None, "")
+    assert read_kept(tmp_path / "nothing", STEPS, (True, True, True)) == (None, "")
 
 
 def edit_header(data: bytes, key: str, value: object) -> bytes:
@@ -89,7 +101,7 @@ def edit_header(data: bytes, key: str, value: object) -> bytes:
                                     "another version's", "more windows said", "not one",
                                     "empty", "resealed with an id out of range"])
 def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str) -> None:
-    got = compute(step_file(tmp_path), (True, True))
+    got = compute(step_file(tmp_path), (True, True, True))
     data = encode(got, STEPS)
     assert data is not None
     body_at = len(data) - 40
@@ -115,5 +127,5 @@ def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str) -> 
     where = window_cache.cache_file(tmp_path / "cache", STEPS)
     where.parent.mkdir(parents=True)
     where.write_bytes(bad)
-    kept, why = read_kept(tmp_path / "cache", STEPS, (True, True))
+    kept, why = read_kept(tmp_path / "cache", STEPS, (True, True, True))
     assert kept is None and why  # a reason, for the warning
