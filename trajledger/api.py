@@ -118,7 +118,7 @@ class Ledger(LedgerHome):
             seal: store the batch encrypted to the evaluator ``encryption_keys`` of the
                 policy in force (a sealed holdout or regression suite, `seal_recipients`).
             **options: ``name``, ``fmt``, ``consent``, ``licence``, ``retention``,
-                ``generator``, ``on_chunk`` (see `ledger.artifacts.record_batch`).
+                ``generator``, ``on_chunk``, ``check`` (see `ledger.artifacts.record_batch`).
 
         Returns:
             The recorded batch (``.digest``, ``.recorded.index``, ``.stats``).
@@ -126,9 +126,14 @@ class Ledger(LedgerHome):
         Raises:
             TypeError: neither or both of ``key`` and ``signer``.
             KeyError_: the key cannot be loaded.
+            PolicyError: ``env`` or ``evaluator`` (or ``policy``, a checkpoint's digest) names
+                a recorded artifact whose lineage fails (revoked, say): nothing is recorded,
+                as the ``record`` command.
             PolicyError, RolloutValidationError, FormatError: as `record_batch`.
         """
+        from trajledger.ledger.artifact_cli import check_batch_lineages
         from trajledger.ledger.artifacts import record_batch
+        from trajledger.ledger.record import judged_again
 
         if (key is None) == (signer is None):
             raise TypeError("record_batch: give exactly one of key= (a key name) or signer=")
@@ -137,6 +142,10 @@ class Ledger(LedgerHome):
             signer = self.keys.signer(key)
         if seal:
             options["seal_to"] = self.seal_recipients()
+        # As the record command: what the batch names must verify now, and again under the
+        # log's lock unless the caller gives its own ``check`` (None: a Ray worker's view).
+        again = judged_again(self, lambda: check_batch_lineages(self, policy, env, evaluator))
+        options.setdefault("check", again)
         return record_batch(
             self,
             table_or_rows,

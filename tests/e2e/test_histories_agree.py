@@ -42,8 +42,11 @@ answer. The rules, each with where the design states it:
   parent (if any) sound by R5. Erased data leaves it sound.
 - **Write side**: ``train`` and ``Ledger.training`` admit by R4 and refuse a parent R5
   refuses; ``approve`` refuses data whose record fails R3 (SECURITY.md approve23); a
-  producer key out of its role records nothing. Other operations may succeed or be refused
-  (a refused step changes nothing; the model then drops it).
+  producer key out of its role records nothing; a batch naming a revoked environment or
+  evaluator is refused (R2 would fail it from its first day: SECURITY.md lock24 finding 2,
+  agree25 finding 1; docs/cli.md ``record``), and the steps naming it are skipped. Other
+  operations may succeed or be refused (a refused step changes nothing; the model then drops
+  it).
 
 The paths compared (`judge_history`): per checkpoint (R5) ``verify``, ``verify --skip-data``,
 ``verify --policy ROOT`` (ROOT: the ledger's first policy), ``lineage``, ``Ledger.verify``,
@@ -343,7 +346,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "record":
         _label, signer, env, evaluator = a
         if env in m.revoked or (evaluator and "judge@1" in m.revoked):
-            return None if producing(signer) else False
+            return False  # R2 from its first day: refused (lock24 finding 2; agree25)
         return producing(signer)
     if s.op == "dataset":
         _label, signer, members, split = a
@@ -757,3 +760,21 @@ def test_a_producers_erasure_of_a_holdout_batch_does_not_end_the_comparison(
     r = run.cli("admit", d2)
     assert r.exit_code == 0, r.output
     assert "is erased by an approver: nothing of it to compare with" in r.output, r.output
+
+
+@pytest.mark.parametrize("revoked", ["revoke-env", "revoke-evaluator"])
+def test_the_library_records_no_batch_in_a_revoked_environment_or_by_a_revoked_evaluator(
+    revoked: str, base: testkit.Template[None], tmp_path: Path
+) -> None:
+    """agree25 finding 1: lock24 made ``record --env E`` / ``--evaluator V`` refuse E or V
+    revoked (a batch that fails from its first day), but `Ledger.record_batch`, the library's
+    way to record (docs/api.md), recorded it: ``OK``, a batch every path then refuses. The
+    write-side rule now says refuse; the batch's later steps are skipped (`replay`)."""
+    steps = [Step(revoked, ("cartpole@2",) if revoked == "revoke-env" else ("judge@1",)),
+             Step("record", ("b1", "producer-a", "cartpole@2", True)),
+             Step("dataset", ("d1", "producer-a", ("b1",), "train"))]
+    run = run_history(tmp_path / "h", base, steps)
+    assert not run.problems, run.problems
+    assert "b1" not in run.model.arts
+    assert re.search(r"record\(b1, .*\) -> refused: PolicyError: .*(revoked|lineage fails)",
+                     "\n".join(run.ran)), run.ran

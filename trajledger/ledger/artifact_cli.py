@@ -35,7 +35,7 @@ from .clikit import (
     warn,
 )
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "check_batch_lineages"]
 
 INPUT_FORMATS = (
     "parquet",
@@ -363,7 +363,8 @@ def record(
     options = _reader_options(reward_weights, reward_column, paths, fmt)
     signer = _signer(ctx, key)
     # Judged again under the log's lock if another writer appended while the input was read.
-    check = judged_again(ledger, lambda: _check_lineages(ledger, policy, env_ref, evaluator_ref))
+    check = judged_again(ledger, lambda: check_batch_lineages(ledger, policy, env_ref,
+                                                              evaluator_ref))
     seal_to = ledger.seal_recipients() if seal else None
     with freed_memory_returned(), _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
@@ -398,7 +399,8 @@ def record(
                    "sealed": bool(seal_to)})
 
 
-def _check_lineages(ledger: Any, policy: str, env_ref: str, evaluator_ref: str | None) -> None:
+def check_batch_lineages(ledger: Any, policy: str, env_ref: str,
+                         evaluator_ref: str | None) -> None:
     """What the batch names must verify under the policy in force (data sizes, not re-hashed),
     or the batch fails from its first day: ``--policy CK``, the digest of a recorded checkpoint
     (the lineage links it as what generated the batch; ``rollout`` refuses to play it), the
