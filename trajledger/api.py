@@ -131,8 +131,7 @@ class Ledger(LedgerHome):
                 as the ``record`` command.
             PolicyError, RolloutValidationError, FormatError: as `record_batch`.
         """
-        from trajledger.ledger.artifact_cli import check_batch_lineages
-        from trajledger.ledger.artifacts import record_batch
+        from trajledger.ledger.artifacts import check_batch_lineages, record_batch
         from trajledger.ledger.record import judged_again
 
         if (key is None) == (signer is None):

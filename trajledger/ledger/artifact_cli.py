@@ -35,7 +35,7 @@ from .clikit import (
     warn,
 )
 
-__all__ = ["COMMANDS", "check_batch_lineages"]
+__all__ = ["COMMANDS"]
 
 INPUT_FORMATS = (
     "parquet",
@@ -354,7 +354,7 @@ def record(
       trajledger record chats.jsonl --format chat-jsonl --env shop@2 --evaluator judge@3 \\
           --policy sft-7 --licence CC-BY-4.0 --key vendor
     """
-    from .artifacts import record_batch
+    from .artifacts import check_batch_lineages, record_batch
     from .catalog import Catalog
     from .record import judged_again
     from .rollouts.reader_process import freed_memory_returned
@@ -397,57 +397,6 @@ def record(
                 recorded_json("rollout-batch", result.recorded, named)
                 | {"episodes": s["num_episodes"], "steps": s["num_steps"],
                    "sealed": bool(seal_to)})
-
-
-def check_batch_lineages(ledger: Any, policy: str, env_ref: str,
-                         evaluator_ref: str | None) -> None:
-    """What the batch names must verify under the policy in force (data sizes, not re-hashed),
-    or the batch fails from its first day: ``--policy CK``, the digest of a recorded checkpoint
-    (the lineage links it as what generated the batch; ``rollout`` refuses to play it), the
-    ``--env`` environment and the ``--evaluator``. A reference that names nothing recorded is
-    left to `record_batch` (a ``--policy`` that is no full digest names no checkpoint); with no
-    policy recorded, nothing is checked.
-
-    Raises:
-        PolicyError: a lineage fails: ``KIND REF: its lineage fails, N problem(s); nothing was
-            recorded``, then one line per problem, for each.
-    """
-    import re
-
-    from trajledger.verify.errors import PolicyError
-    from trajledger.verify.lineage import LineageVerifier
-
-    from .catalog import Catalog, RefError
-    from .evidence import ledger_evidence
-    from .policy_state import current_policy
-
-    found = current_policy(ledger)
-    if found is None:
-        return
-    catalog, items = Catalog(ledger), []
-    for ref, kind in ((policy, "checkpoint"), (env_ref, "environment"),
-                      (evaluator_ref, "evaluator")):
-        if ref is None or (kind == "checkpoint" and not re.fullmatch(r"sha256:[0-9a-f]{64}", ref)):
-            continue  # (a version that is not a digest names no checkpoint: `verify.kinds`)
-        try:
-            items.append(catalog.resolve(ref, {kind}))
-        except RefError:
-            continue
-    if not items:
-        return
-    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
-                               data="size")
-    problems: list[str] = []
-    try:
-        for item in items:
-            failures = verifier.verify(item.digest).failures()
-            if failures:
-                problems += [f"{item.kind} {item.ref}: its lineage fails, {len(failures)} "
-                             "problem(s); nothing was recorded", *failures]
-    finally:
-        verifier.close()
-    if problems:
-        raise PolicyError("\n".join(problems))
 
 
 @contextmanager
