@@ -8,11 +8,13 @@ the library, on a copy of one small ledger (`build_base`): producers ``producer-
 environments ``cartpole@1`` and ``cartpole@2`` and evaluator ``judge@1`` (producer-a's).
 The operations: record a batch (producer a or b, either environment, with or without the
 evaluator), create a dataset of one or two batches (a train split, or now and then a holdout),
-approve it, "un-approve" it (revoke the approval's record), revoke a batch, a dataset, an
-environment or the evaluator, erase a batch, train a checkpoint (the built-in trainer) on a
-dataset, with or without a parent checkpoint, and record a successor policy that drops
-producer-b from its role, rotates it to producer-c, declares producer-b's key compromised
-(since the start, or since an earlier step), or sets the approver threshold to 1 or 2.
+approve it (for 1, 5 or 30 days), "un-approve" it (revoke the approval's record), revoke a
+batch, a dataset, an environment or the evaluator, erase a batch, train a checkpoint (the
+built-in trainer) on a dataset, with or without a parent checkpoint, and record a successor
+policy that drops producer-b from its role, rotates it to producer-c, declares producer-b's
+key compromised (since the start, or since an earlier step), sets the approver threshold to 1
+or 2 or the maximum approval age to 3 or 20 days (90 before); a ``clock`` step moves the verifiers'
+clock 2, 9 or 40 days ahead (agree25; the log's writer keeps the real time).
 
 `Model` replays the same history and says, from the rules alone, what each judging path must
 answer. The rules, each with where the design states it:
@@ -31,19 +33,29 @@ answer. The rules, each with where the design states it:
   dataset whose record counts by R1: revoked, it still holds out; verify/judge.py
   ``held_out``), no episode a copy of a held-out one (the batches here are distinct: none; a
   held-out batch erased has nothing left to compare with), and approvals of distinct
-  approver keys reaching the threshold of the policy in force now. An approval cannot be
-  revoked (approvals are not revocable artifacts: test_paths_agree.py, 'approval no longer
-  counts'): ``revoke`` of its record is refused.
+  approver keys reaching the threshold of the policy in force now (each unexpired: R6). An
+  approval cannot be revoked (approvals are not revocable artifacts: test_paths_agree.py,
+  'approval no longer counts'): ``revoke`` of its record is refused.
 - **R5 checkpoint** (``verify CK``; verify/lineage.py ``dataset_use``, verify/judge.py
   ``approvals``): R1 for the trainer, not revoked, its dataset's record sound now (R3: a
   revocation after training fails it), split ``train``, no batch in a holdout dataset recorded
   before it, approvals logged before it reaching the threshold of the policy in force at it
   (a successor that raises the threshold does not fail what was trained before), and its
   parent (if any) sound by R5. Erased data leaves it sound.
+- **R6 time** (DESIGN.md 6 "approved by threshold approvers for the purpose, unexpired",
+  "times that decide (age, expiry, compromise) are the log's"; verify/judge.py ``approvals``;
+  SECURITY.md rev13 finding 4): an approval counts for a use at time T while T is before its
+  expiry (its log time plus the lifetime it was given) and T minus its log time is within
+  the maximum approval age of the policy in force at the use. A use now (R4) is judged at the
+  verifiers' clock, a checkpoint (R5) at its own log time: time that passes after training
+  never fails a checkpoint.
 - **Write side**: ``train`` and ``Ledger.training`` admit by R4 and refuse a parent R5
   refuses; ``approve`` refuses data whose record fails R3 (SECURITY.md approve23); a
-  producer key out of its role records nothing. Other operations may succeed or be refused
-  (a refused step changes nothing; the model then drops it).
+  producer key out of its role records nothing; a batch naming a revoked environment or
+  evaluator is refused (R2 would fail it from its first day: SECURITY.md lock24 finding 2,
+  agree25 finding 1; docs/cli.md ``record``), and the steps naming it are skipped. Other
+  operations may succeed or be refused (a refused step changes nothing; the model then drops
+  it).
 
 The paths compared (`judge_history`): per checkpoint (R5) ``verify``, ``verify --skip-data``,
 ``verify --policy ROOT`` (ROOT: the ledger's first policy), ``lineage``, ``Ledger.verify``,
@@ -55,23 +67,26 @@ and its node in ``impact BATCH`` (R2); and each step's outcome (write side). A d
 is reported with the history minimised (`minimise`: steps dropped while the same path still
 disagrees) as a readable list of steps.
 
-Not modelled (Left in docs/SECURITY.md, agree24): time (approval expiry and age), evaluations
-and releases, exchange (import, update bundles), tampering (test_paths_agree.py and the
-tamper kits cover those), contamination settings other than the default, sealed suites.
+Not modelled (Left in docs/SECURITY.md, agree24 and agree25): evaluations and releases,
+exchange (import, update bundles), tampering (test_paths_agree.py and the tamper kits cover
+those), contamination settings other than the default, sealed suites.
 
-Size: `SEEDS`, 24 histories in CI, about 20 CPU-s (17 s user, 3 s system, ``-n 0``);
+Size: `SEEDS`, 24 histories in CI; the whole file about 17 CPU-s (14 s user, 2.6 s system,
+``-n 0``, agree25);
 ``TRAJLEDGER_AGREE_N=500`` runs seeds 0 to 499, ``TRAJLEDGER_AGREE_SEED=S`` seed S alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import io
 import json
 import os
 import random
 import re
 import shutil
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,16 +104,21 @@ ROTATED = "producer-c"
 """The key producer-b is rotated to (a successor policy); in no role before."""
 APPROVERS = ("approver-a", "approver-b")
 ENVS = ("cartpole@1", "cartpole@2")
+EXPIRES = (1, 5, 30, 30)
+"""An approval's lifetime in days (``approve --expires``; 30 the default)."""
+AHEAD = (2, 9, 40)
+"""Days a ``clock`` step moves the verifiers' clock ahead (test_paths_agree.py's
+`set_clock_ahead`); the log's own times stay real."""
 
 
 # -- the base ledger -----------------------------------------------------------------------------
 
 
 def policy_text(home: Path, serial: int, threshold: int, producers: tuple[str, ...],
-                compromised_since: int | None) -> str:
+                compromised_since: int | None, max_age: int = 90) -> str:
     """The trust policy of serial ``serial``: ``producers`` as the producer role, approvers
-    a and b at ``threshold``, the trainer, and producer-b's key compromised since a log index
-    (None: not)."""
+    a and b at ``threshold``, the trainer, producer-b's key compromised since a log index
+    (None: not), and a maximum approval age of ``max_age`` days."""
     from trajledger.ledger.policy_state import policy_toml
 
     led = Ledger.open(home)
@@ -108,7 +128,8 @@ def policy_text(home: Path, serial: int, threshold: int, producers: tuple[str, .
         "approver": ([(n, pub[n]) for n in APPROVERS], threshold, ""),
         "trainer": ([("trainer", pub["trainer"])], 1, ""),
     }
-    text = policy_toml("agree", roles, led.log.vkey, header="# agree24").replace(
+    text = policy_toml("agree", roles, led.log.vkey, header="# agree24",
+                       max_approval_age=f"{max_age}d").replace(
         "serial = 1", f"serial = {serial}")
     if compromised_since is not None:
         keyid = pub["producer-b"].keyid
@@ -173,7 +194,7 @@ def generate(seed: int) -> list[Step]:
 
     for _ in range(rnd.randint(6, 12)):
         weights = {"record": 2 if n["b"] else 9, "revoke-env": 0.3, "revoke-evaluator": 0.3,
-                   "policy": 1.2}
+                   "policy": 1.2, "clock": 0.5 if approved else 0}
         if n["b"]:
             weights.update({"dataset": 2.5 if n["d"] else 9, "revoke-batch": 0.7,
                             "erase": 0.5})
@@ -193,7 +214,7 @@ def generate(seed: int) -> list[Step]:
         elif op == "approve":
             ds = pick("d", True)
             who = [a for a in APPROVERS if a not in approved.get(ds, set())] or list(APPROVERS)
-            steps.append(Step(op, (ds, rnd.choice(who))))
+            steps.append(Step(op, (ds, rnd.choice(who), rnd.choice(EXPIRES))))
             approved.setdefault(ds, set()).add(steps[-1].args[1])
         elif op == "unapprove":
             steps.append(Step(op, (pick("d"), rnd.choice(APPROVERS))))
@@ -211,9 +232,12 @@ def generate(seed: int) -> list[Step]:
             steps.append(Step(op, (rnd.choice(ENVS),)))
         elif op == "revoke-evaluator":
             steps.append(Step(op, ("judge@1",)))
+        elif op == "clock":
+            steps.append(Step(op, (rnd.choice(AHEAD),)))
         else:
             change = rnd.choice(["drop-b", "rotate-b", "compromise-b-0", "compromise-b-step",
-                                 "threshold-1", "threshold-2", "threshold-2"])
+                                 "threshold-1", "threshold-2", "threshold-2", "max-age-3",
+                                 "max-age-20"])
             steps.append(Step(op, (change, rnd.randint(0, len(steps)))))
             if change != "rotate-b" and not change.startswith("threshold"):
                 in_role = [p for p in in_role if p != "producer-b"]
@@ -240,8 +264,9 @@ class Art:
     parent: str | None = None
     revoked: bool = False
     erased: bool = False
-    approvals: list[tuple[str, int, str]] = field(default_factory=list)
-    """(approver, log index, envelope digest) of each approval recorded."""
+    approvals: list[tuple[str, int, str, int]] = field(default_factory=list)
+    """(approver, log index, envelope digest, lifetime in days) of each approval recorded
+    (every log time is real: an approval is ``ahead`` days old for a use now)."""
     digest: str = ""
 
 
@@ -252,18 +277,21 @@ class Model:
     arts: dict[str, Art] = field(default_factory=dict)
     revoked: set[str] = field(default_factory=set)
     """Revoked environments and evaluators."""
-    policies: list[tuple[int, tuple[str, ...], int]] = field(
-        default_factory=lambda: [(0, PRODUCERS, 1)])
-    """(log index it takes effect from, producers, approver threshold)."""
+    policies: list[tuple[int, tuple[str, ...], int, int]] = field(
+        default_factory=lambda: [(0, PRODUCERS, 1, 90)])
+    """(log index it takes effect from, producers, approver threshold, maximum approval age
+    in days)."""
+    ahead: int = 0
+    """Days the verifiers' clock is ahead of the log's (every log time is real: now)."""
     compromised_since: int | None = None
     """Log index from which producer-b's signatures count for nothing."""
 
-    def policy_at(self, index: int) -> tuple[tuple[str, ...], int]:
-        producers, threshold = PRODUCERS, 1
-        for since, p, t in self.policies:
+    def policy_at(self, index: int) -> tuple[tuple[str, ...], int, int]:
+        producers, threshold, max_age = PRODUCERS, 1, 90
+        for since, p, t, age in self.policies:
             if since <= index:
-                producers, threshold = p, t
-        return producers, threshold
+                producers, threshold, max_age = p, t, age
+        return producers, threshold, max_age
 
     def signer_ok(self, a: Art) -> bool:  # R1
         if a.signer == "trainer":
@@ -286,20 +314,27 @@ class Model:
                    and o.index < before and set(o.batches) & set(d.batches)
                    and self.signer_ok(o) for o in self.arts.values())
 
-    def approved(self, d: Art, before: int, threshold: int) -> bool:
-        return len({who for who, i, _e in d.approvals if i < before}) >= threshold
+    def approved(self, d: Art, before: int, at: int | None = None) -> bool:
+        """R4/R5 approvals: of distinct keys, logged before ``before``, reaching the threshold
+        of the policy in force at ``before``; for a use now (``at``: the days the clock is
+        ahead; None: at a checkpoint's own log time, hours at most after every approval),
+        each unexpired (its lifetime more than ``at`` days on) and not older than that
+        policy's maximum approval age (R6)."""
+        _p, threshold, max_age = self.policy_at(before)
+        return len({who for who, i, _e, days in d.approvals if i < before and (
+            at is None or (at < days and at < max_age))}) >= threshold
 
     def admit(self, d: Art, now: int) -> bool:  # R4
         return (self.record_ok(d) and d.split == "train"
                 and not any(self.arts[b].erased for b in d.batches)
                 and not self.held_out(d, now)
-                and self.approved(d, now, self.policy_at(now)[1]))
+                and self.approved(d, now, self.ahead))
 
     def checkpoint_ok(self, c: Art) -> bool:  # R5
         d = self.arts[c.dataset]
         return (not c.revoked and self.record_ok(d) and d.split == "train"
                 and not self.held_out(d, c.index)
-                and self.approved(d, c.index, self.policy_at(c.index)[1])
+                and self.approved(d, c.index)
                 and (c.parent is None or self.checkpoint_ok(self.arts[c.parent])))
 
 
@@ -322,14 +357,33 @@ class Run:
 
     @contextlib.contextmanager
     def as_user(self) -> Iterator[None]:
-        with pytest.MonkeyPatch.context() as m:
+        with pytest.MonkeyPatch.context() as m, self.clock():
             m.setenv(testkit.STATE_ENV, str(self.state))
             yield
 
+    @contextlib.contextmanager
+    def clock(self) -> Iterator[None]:
+        """The verifiers' clock `Model.ahead` days ahead, read at each use (test_paths_agree.py
+        `set_clock_ahead`, whose offset is fixed); the log's writer keeps the real time."""
+        from trajledger.verify import lineage
+
+        run = self
+
+        class Ahead(dt.datetime):
+            @classmethod
+            def now(cls, tz: dt.tzinfo | None = None) -> Ahead:  # type: ignore[override]
+                return super().now(tz) + dt.timedelta(days=run.model.ahead)
+
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(lineage, "dt", types.SimpleNamespace(
+                datetime=Ahead, UTC=dt.UTC, timedelta=dt.timedelta, timezone=dt.timezone))
+            yield
+
     def cli(self, *args: str | Path) -> Any:
-        return testkit.new_runner().invoke(
-            main, ["--ledger", str(self.home), *map(str, args)],
-            env={testkit.STATE_ENV: str(self.state)})
+        with self.clock():
+            return testkit.new_runner().invoke(
+                main, ["--ledger", str(self.home), *map(str, args)],
+                env={testkit.STATE_ENV: str(self.state)})
 
 
 def expect(m: Model, s: Step, size: int) -> bool | None:
@@ -343,7 +397,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "record":
         _label, signer, env, evaluator = a
         if env in m.revoked or (evaluator and "judge@1" in m.revoked):
-            return None if producing(signer) else False
+            return False  # R2 from its first day: refused (lock24 finding 2; agree25)
         return producing(signer)
     if s.op == "dataset":
         _label, signer, members, split = a
@@ -359,7 +413,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         _label, ds, parent = a
         if parent is not None and not m.checkpoint_ok(arts[parent]):
             return False
-        return m.admit(arts[ds], size)
+        return m.admit(arts[ds], size)  # judged now: the clock's time (R6)
     if s.op == "erase":
         return None if arts[a[0]].erased else True
     return True  # revocations by approver-a, policies signed by both approvers
@@ -396,9 +450,9 @@ def perform(run: Run, led: Ledger, s: Step, size: int, steps: list[Step]) -> Non
         arts[label] = Art(label, "dataset", signer, size, batches=members, split=split,
                           digest=r.recorded.digest)
     elif s.op == "approve":
-        label, who = a
-        rec = led.approve(arts[label].digest, key=who)
-        arts[label].approvals.append((who, size, rec.envelope_digest))
+        label, who, days = (*a, 30)[:3]
+        rec = led.approve(arts[label].digest, key=who, expires=f"{days}d")
+        arts[label].approvals.append((who, size, rec.envelope_digest, days))
     elif s.op == "unapprove":
         label, who = a
         led.revoke(arts[label].approvals[-1][2], key=who, reason="un-approve")
@@ -415,12 +469,14 @@ def perform(run: Run, led: Ledger, s: Step, size: int, steps: list[Step]) -> Non
     elif s.op == "erase":
         led.erase(arts[a[0]].digest, key="approver-a", reason="consent")
         arts[a[0]].erased = True
+    elif s.op == "clock":
+        m.ahead += a[0]
     elif s.op in ("revoke-env", "revoke-evaluator"):
         led.revoke(a[0], key="approver-a", reason="agree24")
         m.revoked.add(a[0])
     elif s.op == "policy":
         change, at = a
-        producers, threshold = m.policy_at(size)
+        producers, threshold, max_age = m.policy_at(size)
         since = m.compromised_since
         if change == "drop-b" or change.startswith("compromise"):
             producers = tuple(p for p in producers if p != "producer-b")
@@ -434,11 +490,13 @@ def perform(run: Run, led: Ledger, s: Step, size: int, steps: list[Step]) -> Non
             since = at_size if since is None else min(since, at_size)
         elif change.startswith("threshold"):
             threshold = int(change[-1])
+        elif change.startswith("max-age"):
+            max_age = int(change.split("-")[-1])
         serial = len(m.policies) + 1
         path = run.work / f"policy-{serial}.toml"
-        path.write_text(policy_text(run.home, serial, threshold, producers, since))
+        path.write_text(policy_text(run.home, serial, threshold, producers, since, max_age))
         led.set_policy(path, keys=list(APPROVERS))
-        m.policies.append((size, producers, threshold))
+        m.policies.append((size, producers, threshold, max_age))
         m.compromised_since = since
     else:
         raise AssertionError(s.op)
@@ -524,7 +582,8 @@ def standalone(run: Run, bundle: Path, policy: Path) -> tuple[bool, str]:
     from trajledger.verify.__main__ import main as verify_main
 
     err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
+            run.clock():
         code = verify_main([str(bundle), "--policy", str(policy)])
     if code not in (0, 1):
         run.problems.append(f"python -m trajledger.verify: exit {code}\n{err.getvalue()[-600:]}")
@@ -757,3 +816,45 @@ def test_a_producers_erasure_of_a_holdout_batch_does_not_end_the_comparison(
     r = run.cli("admit", d2)
     assert r.exit_code == 0, r.output
     assert "is erased by an approver: nothing of it to compare with" in r.output, r.output
+
+
+@pytest.mark.parametrize("revoked", ["revoke-env", "revoke-evaluator"])
+def test_the_library_records_no_batch_in_a_revoked_environment_or_by_a_revoked_evaluator(
+    revoked: str, base: testkit.Template[None], tmp_path: Path
+) -> None:
+    """agree25 finding 1: lock24 made ``record --env E`` / ``--evaluator V`` refuse E or V
+    revoked (a batch that fails from its first day), but `Ledger.record_batch`, the library's
+    way to record (docs/api.md), recorded it: ``OK``, a batch every path then refuses. The
+    write-side rule now says refuse; the batch's later steps are skipped (`replay`)."""
+    steps = [Step(revoked, ("cartpole@2",) if revoked == "revoke-env" else ("judge@1",)),
+             Step("record", ("b1", "producer-a", "cartpole@2", True)),
+             Step("dataset", ("d1", "producer-a", ("b1",), "train"))]
+    run = run_history(tmp_path / "h", base, steps)
+    assert not run.problems, run.problems
+    assert "b1" not in run.model.arts
+    assert re.search(r"record\(b1, .*\) -> refused: PolicyError: .*(revoked|lineage fails)",
+                     "\n".join(run.ran)), run.ran
+
+
+def test_time_ends_an_approval_for_a_use_now_not_for_a_checkpoint(
+    base: testkit.Template[None], tmp_path: Path
+) -> None:
+    """R6 as the histories use it: an approval of 5 days holds 2 days on, not 9 days on (its
+    expiry), and not 4 days on once a successor policy's maximum approval age is 3 days; a
+    checkpoint trained while it held stays sound. Every path agrees with the model at each
+    point (`judge_history`), and the model's answer does change (the clock is moved)."""
+    steps = [Step("record", ("b1", "producer-a", "cartpole@1", False)),
+             Step("dataset", ("d1", "producer-a", ("b1",), "train")),
+             Step("approve", ("d1", "approver-a", 5)),
+             Step("clock", (2,)),
+             Step("train", ("c1", "d1", None))]
+    for extra, admitted in (((), True), ((Step("clock", (9,)),), False),
+                            ((Step("policy", ("max-age-3", 0)), Step("clock", (2,))), False)):
+        run = run_history(tmp_path / f"h{len(extra)}{admitted}", base, [*steps, *extra])
+        assert not run.problems, run.problems
+        m = run.model
+        assert "c1" in m.arts and m.checkpoint_ok(m.arts["c1"]), run.ran
+        with run.as_user(), Ledger.open(run.home) as led:
+            now = led.log.size
+        assert m.admit(m.arts["d1"], now) is admitted, (extra, run.ran)
+        assert judge_history(run) == [], (extra, run.ran)
