@@ -32,7 +32,7 @@ _NATIVE_POOLS = ("pyarrow", "lancedb")
 def main() -> None:
     """Load the command line and run it."""
     from trajledger._platform import UnsupportedPlatformError
-    from trajledger._signals import Terminated, stop_on_termination
+    from trajledger._signals import Terminated, stop_on_termination, stopped_line
 
     _standard_streams()
     stop_on_termination()
@@ -40,10 +40,10 @@ def main() -> None:
     try:
         from trajledger.runner.cli import main as command
     except Terminated as e:
-        sys.stderr.write(f"FAIL: stopped by {e.name}; nothing was half-written\n")
+        sys.stderr.write(stopped_line(f"stopped by {e.name}") + "\n")
         raise SystemExit(e.status) from None
     except KeyboardInterrupt:
-        sys.stderr.write("FAIL: interrupted; nothing was half-written\n")
+        sys.stderr.write(stopped_line("interrupted") + "\n")
         raise SystemExit(130) from None
     except UnsupportedPlatformError as e:
         sys.stderr.write(f"FAIL: {e}\n")

@@ -15,6 +15,12 @@ as soon as their parent is gone, however it went (SIGKILL, the kernel's out-of-m
 ``concurrent.futures`` worker otherwise waits for its next task for ever, because every worker
 holds the writing end of the queue it reads.
 
+What the line says: the log writer notes each append of this process before its commit and
+after its publication (`appending`, `Append.published`), so that the line answers "was it
+recorded?" (`stopped_line`): nothing; entries i..j of a log (published before the stop: readers
+see them); or, stopped between the two, which entries the next writer of that log completes
+(committed: it publishes them) or drops (not committed).
+
 Non-scope: a library user's process. Only the command's entry point installs the handlers
 (`stop_on_termination`); a signal a user's program already ignores (``nohup`` ignores SIGHUP)
 stays ignored.
@@ -27,7 +33,8 @@ import signal
 import threading
 from types import FrameType
 
-__all__ = ["STOPPING", "Terminated", "default_stops", "exit_with_parent", "stop_on_termination"]
+__all__ = ["STOPPING", "Append", "Terminated", "appending", "default_stops", "exit_with_parent",
+           "forget_appends", "stop_on_termination", "stopped_line"]
 
 STOPPING = (signal.SIGTERM, signal.SIGHUP)
 """The signals that stop the command as Ctrl-C does."""
@@ -49,6 +56,61 @@ class Terminated(KeyboardInterrupt):
     def status(self) -> int:
         """The exit status a shell reports for a process this signal ended: 128 + its number."""
         return 128 + self.signum
+
+
+class Append:
+    """One append of this process to a log: entries ``first`` to ``end - 1`` of ``origin``,
+    ``done`` once published (`Append.published`)."""
+
+    def __init__(self, origin: str, first: int, end: int) -> None:
+        self.origin, self.first, self.end, self.done = origin, first, end, False
+
+    def published(self) -> None:
+        """The entries are in the log and readers see them: the checkpoint's rename returned."""
+        self.done = True
+
+    def failed(self) -> None:
+        """The commit failed before its rename (an I/O error): nothing of it to report."""
+        _APPENDS.remove(self)
+
+    def entries(self) -> str:
+        """E.g. ``entries 5..7 of log example.org/log``."""
+        last = self.end - 1
+        span = f"entry {last}" if last == self.first else f"entries {self.first}..{last}"
+        return f"{span} of log {self.origin}"
+
+
+_APPENDS: list[Append] = []
+"""This process's appends, in order (a command makes a few: no bound needed)."""
+
+
+def appending(origin: str, first: int, end: int) -> Append:
+    """Note, just before its commit, an append of entries ``first``..``end - 1`` to ``origin``;
+    the writer calls `Append.published` when the new checkpoint's rename returned."""
+    append = Append(origin, first, end)
+    _APPENDS.append(append)
+    return append
+
+
+def forget_appends() -> None:
+    """Forget the appends noted so far: a command line starts (many run in one process under
+    a test runner), or what they recorded was removed (an unfinished quickstart's demo)."""
+    _APPENDS.clear()
+
+
+def stopped_line(how: str) -> str:
+    """The line a command stopped by ``how`` (``interrupted``, ``stopped by SIGTERM``) prints:
+    whether it recorded anything (`appending`), and that nothing was half-written (every write
+    is a temporary file renamed into place, an append commits all or nothing)."""
+    unsure = [a for a in _APPENDS if not a.done]
+    if unsure:
+        a = unsure[-1]
+        return (f"FAIL: {how} while recording {a.entries()}; nothing was half-written: the "
+                "next command that writes to that log completes or drops them")
+    if _APPENDS:
+        done = "; ".join(a.entries() for a in _APPENDS)
+        return f"FAIL: {how} after recording {done}; nothing was half-written"
+    return f"FAIL: {how}; nothing was recorded or half-written"
 
 
 def stop_on_termination() -> None:

@@ -1,6 +1,7 @@
 """Exit codes that are rules of the whole command line (DESIGN §8), one test per rule.
 
-- Ctrl-C exits 130 (128 + SIGINT) at once, saying nothing was half-written, and leaves nothing
+- Ctrl-C exits 130 (128 + SIGINT) at once, saying nothing was half-written and what was
+  recorded (`_signals.stopped_line`), and leaves nothing
   behind: the output file is not written and the ledger still verifies. SIGTERM and SIGHUP (a
   scheduler's stop, a closed terminal) do the same with 143 and 129; a signal the command was
   started with ignored (``nohup``) stays ignored. A command's worker processes end with it,
@@ -56,9 +57,9 @@ def _to_a_worker_thread(pid: int, sig: int) -> None:
     assert rc == 0, os.strerror(ctypes.get_errno())
 
 
-STOPS = [(signal.SIGINT, 130, "FAIL: interrupted; nothing was half-written\n"),
-         (signal.SIGTERM, 143, "FAIL: stopped by SIGTERM; nothing was half-written\n"),
-         (signal.SIGHUP, 129, "FAIL: stopped by SIGHUP; nothing was half-written\n")]
+STOPS = [(signal.SIGINT, 130, "FAIL: interrupted; nothing was recorded or half-written\n"),
+         (signal.SIGTERM, 143, "FAIL: stopped by SIGTERM; nothing was recorded or half-written\n"),
+         (signal.SIGHUP, 129, "FAIL: stopped by SIGHUP; nothing was recorded or half-written\n")]
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
@@ -152,7 +153,7 @@ def test_a_commands_worker_processes_end_with_it(
     assert testkit.snapshot(home) == before
     if sig == signal.SIGTERM:
         assert proc.returncode == 143, err
-        assert err.endswith("FAIL: stopped by SIGTERM; nothing was half-written\n"), err
+        assert err.endswith("FAIL: stopped by SIGTERM; nothing was recorded or half-written\n"), err
         assert not list((home / "tmp").iterdir())
 
 
@@ -245,7 +246,7 @@ def test_ctrl_c_while_the_command_loads_exits_130(monkeypatch: pytest.MonkeyPatc
             gc.unfreeze()
     assert gc.isenabled()  # the collector is back on after an interrupted start-up
     assert e.value.code == 130
-    assert capsys.readouterr().err == "FAIL: interrupted; nothing was half-written\n"
+    assert capsys.readouterr().err == "FAIL: interrupted; nothing was recorded or half-written\n"
 
 
 _EXITS = """
@@ -558,3 +559,75 @@ def test_a_terminal_that_cannot_show_the_marks_gets_them_escaped(
         assert "BUG" not in shown and "OK" in shown, shown
         if encoding == "latin-1":  # (click writes UTF-8 where a stream says ASCII)
             assert "\\u2713" in shown, shown
+
+
+def _register_stopped(runner: testkit.CliRunner, home: Path, version: int) -> tuple[int, str]:
+    from trajledger.runner.cli import main
+
+    r = runner.invoke(main, ["--ledger", str(home), "env", "register", "cart", "--version",
+                             str(version), "--gym-id", "CartPole-v1", "--key", "alice"])
+    return r.exit_code, r.stderr
+
+
+def _log_size(home: Path) -> int:
+    from trajledger import Ledger
+
+    return Ledger.open(home).log.size
+
+
+def test_the_stop_line_says_what_was_recorded(alice_home: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """The one line of a stopped command answers "was it recorded?" (FIRST_HOUR.md's Left):
+    stopped after an append's publication, it names the entries recorded; stopped between its
+    commit and its publication, or in its commit, the entries the next writer completes or
+    drops; stopped before, nothing; and a command line does not report what an earlier one of
+    the same process recorded."""
+    from trajledger.ledger.log.writer import Log
+
+    runner = testkit.new_runner()
+    size = _log_size(alice_home)
+    real_tell, real_publish, real_inflight = Log._tell_published, Log._publish, Log._mark_inflight
+
+    assert _register_stopped(runner, alice_home, 2)[0] == 0
+    assert _log_size(alice_home) == size + 1
+
+    def tell(self: Log, note: bytes, done: str) -> None:
+        raise KeyboardInterrupt  # after the publication
+
+    monkeypatch.setattr(Log, "_tell_published", tell)
+    assert _register_stopped(runner, alice_home, 3) == (
+        130, f"FAIL: interrupted after recording entry {size + 1} of log test/e2e; nothing was "
+        "half-written\n")
+    monkeypatch.setattr(Log, "_tell_published", real_tell)
+    assert _log_size(alice_home) == size + 2  # published: readers see it
+
+    def publish(self: Log, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # after the commit, before the publication
+
+    monkeypatch.setattr(Log, "_publish", publish)
+    assert _register_stopped(runner, alice_home, 4) == (
+        130, f"FAIL: interrupted while recording entry {size + 2} of log test/e2e; nothing was "
+        "half-written: the next command that writes to that log completes or drops them\n")
+    monkeypatch.setattr(Log, "_publish", real_publish)
+    assert _log_size(alice_home) == size + 2  # committed, not yet published...
+
+    def inflight(self: Log, on: bool) -> None:
+        if on:
+            raise KeyboardInterrupt  # the commit under way
+        real_inflight(self, on)
+
+    monkeypatch.setattr(Log, "_mark_inflight", inflight)
+    assert _register_stopped(runner, alice_home, 5) == (  # ...which this writer completes
+        130, f"FAIL: interrupted while recording entry {size + 3} of log test/e2e; nothing was "
+        "half-written: the next command that writes to that log completes or drops them\n")
+    monkeypatch.setattr(Log, "_mark_inflight", real_inflight)
+    assert _log_size(alice_home) == size + 3  # cart@4 published; cart@5 not committed: dropped
+
+    assert _register_stopped(runner, alice_home, 5)[0] == 0  # this process recorded it...
+
+    def signer(self: Log) -> None:
+        raise KeyboardInterrupt  # before anything is written
+
+    monkeypatch.setattr(Log, "_get_signer", signer)
+    assert _register_stopped(runner, alice_home, 6) == (  # ...but not this command line
+        130, "FAIL: interrupted; nothing was recorded or half-written\n")

@@ -117,7 +117,7 @@ def test_an_interrupted_import_leaves_orphans_the_next_import_adopts(
     parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert failed_import(parties, monkeypatch, 3, KeyboardInterrupt(), 130) == (
-        "FAIL: interrupted; nothing was half-written\n")
+        "FAIL: interrupted; nothing was recorded or half-written\n")
     vendor, buyer = parties
     r = buyer.run("fsck")
     assert "orphans\t2\n" in r.stdout  # the two objects moved before the interruption

@@ -125,7 +125,7 @@ def test_an_interrupted_quickstart_leaves_no_half_made_demo(
     assert r.exit_code == 130, r.output
     assert r.stderr.splitlines()[-2:] == [
         f"NOTE: the unfinished demo in {demo} was removed; run the command again",
-        "FAIL: interrupted; nothing was half-written"]
+        "FAIL: interrupted; nothing was recorded or half-written"]
     assert not demo.exists()
     demo.mkdir()
     r = run(runner, "quickstart", demo)

@@ -531,7 +531,7 @@ def test_ctrl_c_stops_the_launcher_and_its_workers_and_records_nothing(
             proc.kill()
     assert proc.returncode == 130, err
     assert out == ""
-    assert err.splitlines()[-1] == "FAIL: interrupted; nothing was half-written"
+    assert err.splitlines()[-1] == "FAIL: interrupted; nothing was recorded or half-written"
     # The launcher does not pass signals on: its workers got Ctrl-C from the process group.
     assert (launcher / "launcher.signal").read_text() == "INT"
     assert (launcher / "worker0.signal").read_text() == "SIGINT"

@@ -55,6 +55,14 @@ SEAMS: dict[tuple[str, str], str] = {
         "a revocation run again within one second of its first run (its statement's time)",
     ("e2e/test_insider_races.py", "_locked"):
         "a group member removes the log's lock file just after a command took it (fix12)",
+    ("e2e/test_exit_codes.py", "_publish"):
+        "Ctrl-C between an append's commit and its publication: the line names the entries",
+    ("e2e/test_exit_codes.py", "_tell_published"):
+        "Ctrl-C just after an append's publication: the line says they were recorded",
+    ("e2e/test_exit_codes.py", "_mark_inflight"):
+        "Ctrl-C as an append's commit starts: the next writer drops it, as the line says",
+    ("e2e/test_exit_codes.py", "_get_signer"):
+        "Ctrl-C before an append writes anything: the line says nothing was recorded",
 }
 """``(test file from tests/, private name): why`` for the private seams reached from a test
 file that does not own them."""

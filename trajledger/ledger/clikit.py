@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from trajledger._signals import Terminated
+from trajledger._signals import Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME
@@ -566,6 +566,7 @@ class Group(click.Group):
     def main(self, args: Any = None, *rest: Any, **kw: Any) -> Any:
         """Run the command line (global options are accepted after the subcommand too)."""
         argv = list(sys.argv[1:] if args is None else args)
+        forget_appends()  # what this command line records (`stopped_line`)
         return super().main(hoist_global_options(argv), *rest, **kw)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -602,13 +603,13 @@ class Group(click.Group):
         except click.NoSuchOption as e:  # a subcommand's option mistyped
             raise _closest(e) from None
         except Terminated as e:  # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them
-            click.echo(f"FAIL: stopped by {e.name}; nothing was half-written", err=True)
+            click.echo(stopped_line(f"stopped by {e.name}"), err=True)
             raise click.exceptions.Exit(e.status) from e
         except (KeyboardInterrupt, click.exceptions.Abort) as e:
             # Ctrl-C (or an aborted prompt): every write is a temp file renamed into place and an
             # append commits all or nothing, so stopping anywhere leaves no half-written state;
             # the next writer removes the temporary files. 130 = 128 + SIGINT, as shells say.
-            click.echo("FAIL: interrupted; nothing was half-written", err=True)
+            click.echo(stopped_line("interrupted"), err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from e
         except (click.exceptions.Exit, click.ClickException):
             raise

@@ -77,6 +77,9 @@ def _remove_unfinished(directory: Path, made: bool) -> None:
     empty) its contents."""
     import shutil
 
+    from trajledger._signals import forget_appends
+
+    forget_appends()  # what it recorded goes with it
     if made:
         shutil.rmtree(directory, ignore_errors=True)
     elif directory.is_dir():

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Self
 
+from trajledger._signals import appending
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import read_regular
@@ -316,6 +317,7 @@ class Log(LogReader):
         ts_tmp = self.directory / STATE_DIR / (TMP_PREFIX + "treeState")
         cp_tmp = self.directory / (TMP_PREFIX + CHECKPOINT_FILE)
         self.check_lock_held()
+        append = appending(self.origin, edge.size, new_edge.size)  # for an interruption's line
         try:
             self._mark_inflight(True)
             # (5)
@@ -332,6 +334,7 @@ class Log(LogReader):
                 self.check_lock_held()
             os.replace(ts_tmp, self.directory / TREE_STATE_FILE)
         except OSError as e:
+            append.failed()
             for tmp in (ts_tmp, cp_tmp):
                 unlink(tmp)
             raise LogError(f"log {self.origin}: cannot append: {e.strerror or e}") from e
@@ -357,6 +360,7 @@ class Log(LogReader):
                 f"could not be published or confirmed durable: {e.strerror or e}; the next "
                 "command publishes them"
             ) from e
+        append.published()
         # After publication: housekeeping whose failure changes nothing.
         with contextlib.suppress(OSError):
             self._mark_inflight(False)
