@@ -1,8 +1,11 @@
 """Read faults in the commands that judge a lineage (left25; lock24's Left: the write sweep,
-tests/e2e/test_fault_sweep.py, injects write errors and kills only).
+tests/e2e/test_fault_sweep.py, injects write errors and kills only), and in those that judge
+data before they record or release (lead26: ``impact``, ``export``, ``train``, ``dataset
+create``, ``eval``, ``release``).
 
 On a copy of test_approve_lineage.py's ledger (test_evaluations.py's CartPole ledger, train@1
-approved, a second batch ``b2``) with a checkpoint ``bc@1`` trained on train@1: `faultkit.Faults`
+approved, a second batch ``b2``) with a checkpoint ``bc@1`` trained on train@1, a regression
+set ``regression@1`` and an evaluation of bc@1 on it: `faultkit.Faults`
 with ``reads=True`` counts the reads a command makes in the ledger, its user state and its
 working directory (each open for reading, each SQLite SELECT), then each run fails one with EIO
 (the OS's ``OSError``; SQLite's ``disk I/O error``): the checkpoint note, a tile, an entry
@@ -32,8 +35,10 @@ from faultkit import Faults, Restorer
 from test_evaluations import cartpole_ledger
 
 from trajledger import Ledger
+from trajledger.ledger.batch_features import batch_files
 from trajledger.runner.cli import main
 from trajledger.runner.rollouts import run_policy
+from trajledger.verify.log_entry import LogEntry
 
 MODE = os.environ.get("TRAJLEDGER_FAULTS", "")
 SEED = int(os.environ.get("TRAJLEDGER_FAULTS_SEED", "0"))
@@ -46,7 +51,18 @@ COMMANDS: dict[str, list[str]] = {
     "record --policy CK": ["record", "@steps", "--env", "cartpole@1", "--policy", "@ck",
                            "--key", "vendor"],
     "lineage": ["lineage", "bc@1"],
+    "impact": ["impact", "b2"],
+    "export": ["export", "bc@1", "--out", "@bundle"],
+    "train": ["train", "--dataset", "train@1", "--key", "trainer", "--name", "bc", "--version",
+              "2", "--seed", "1"],
+    "dataset create": ["dataset", "create", "d2", "--version", "1", "--split", "train",
+                       "--batch", "b2", "--key", "vendor"],
+    "eval": ["eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+             "--pass-return", "10"],
+    "release": ["release", "bc@1", "--key", "approver"],
 }
+WRITERS = ("approve", "record", "train", "dataset", "eval", "release")
+"""Commands that record: run only under faults (a second run is refused as already done)."""
 
 
 class Work:
@@ -58,16 +74,29 @@ class Work:
         self.runner = testkit.new_runner()
         ledger = cartpole_ledger(self.home, 4)
         played = run_policy(None, "CartPole-v1", 2, 50, policy_version="random")
-        ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
-                            policy="random", key="vendor", name="b2")
-        self.ck = ledger.train("train@1", key="trainer", name="bc", version="1", seed=1).digest
+        b2 = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                                 policy="random", key="vendor", name="b2")
+        ck = ledger.train("train@1", key="trainer", name="bc", version="1", seed=1)
+        self.ck = ck.digest
+        reg = run_policy(None, "CartPole-v1", 2, 1000, policy_version="random")
+        rb = ledger.record_batch(reg.steps, episodes=reg.episodes, env="cartpole@1",
+                                 policy="random", key="vendor", name="regression-batch")
+        regression = ledger.create_dataset("regression", "1", "regression", [rb.digest],
+                                           key="vendor")
+        self.b2 = b2.recorded.digest
+        self.envelopes = {"b2": b2.recorded.envelope_digest,
+                          "bc@1": LogEntry.from_bytes(ledger.log.entry(ck.index)).envelope,
+                          "regression@1": regression.recorded.envelope_digest}
+        self.held_steps = batch_files(ledger.store, rb.digest)["steps.parquet"]
         self.files.mkdir()
         (self.files / "steps.jsonl").write_text("".join(
             f'{{"episode_id": "f", "step": {t}, "obs": [{t}.0], "action": [0.0], '
             f'"reward": 1.0, "terminated": {str(t == 3).lower()}, "truncated": false}}\n'
             for t in range(4)))
+        r = self.run(COMMANDS["eval"])  # an evaluation for `release` (eval records another)
+        assert r.exit_code == 0, r.output
         for argv in COMMANDS.values():  # each passes without a fault (and the state caught up)
-            if argv[0] not in ("approve", "record"):
+            if argv[0] not in WRITERS:
                 r = self.run(argv)
                 assert r.exit_code == 0, r.output
         pristine = root / "pristine"
@@ -75,7 +104,8 @@ class Work:
         self.copies = [Restorer(pristine / d, live / d) for d in ("home", "state", "files")]
 
     def run(self, argv: list[str]) -> Result:
-        values = {"@steps": str(self.files / "steps.jsonl"), "@ck": self.ck}
+        values = {"@steps": str(self.files / "steps.jsonl"), "@ck": self.ck,
+                  "@bundle": str(self.files / "bc-1.tar.zst")}
         return self.runner.invoke(main, ["--ledger", str(self.home),
                                          *[values.get(a, a) for a in argv]],
                                   prog_name="trajledger")
@@ -112,6 +142,11 @@ ABSORBED = {
 """Reads whose failure the command absorbs (a pattern of the path), with why: exit 0 is
 right there."""
 
+RECOMPUTED = re.compile(r"^WARNING: .* computed from its steps\.parquet (instead|again)", re.M)
+"""A failure absorbed by saying so: kept features or runs of steps (derived from a batch's
+step file, kept to save time) that cannot be read are computed again from the verified step
+file (`batch_features`, `window_cache`): the same answer, and a WARNING line (lead26)."""
+
 
 def problem(r: Result, grew: bool, point: str) -> str | None:
     """What breaks the rule in one run whose read ``point`` failed, or None."""
@@ -120,7 +155,8 @@ def problem(r: Result, grew: bool, point: str) -> str | None:
     bad = f"exit {r.exit_code}{', the log grew' if grew else ''}: {text.strip()[-500:]}"
     if "Traceback" in text or "BUG:" in text:
         return bad
-    if r.exit_code == 0 and any(re.search(p, point) for p in ABSORBED):
+    if r.exit_code == 0 and (any(re.search(p, point) for p in ABSORBED)
+                             or RECOMPUTED.search(str(r.stderr))):
         return None
     if r.exit_code != 3 or len(fails) != 1:
         return bad
@@ -234,3 +270,61 @@ def test_a_scratch_directory_that_cannot_be_removed_does_not_fail_a_recorded_bat
         r = at_read(work, "record --policy CK", last=True)
         assert work.size() == size + 1
     assert r.exit_code == 0, r.output
+
+
+def _blob(digest: str) -> str:
+    """The store path's tail of blob ``digest``: where `Faults` finds its reads."""
+    return digest.split(":")[1]
+
+
+@pytest.mark.parametrize("name", ["admit", "train"])
+def test_a_held_out_batch_that_cannot_be_read_is_no_refusal(work: Work, name: str) -> None:
+    """The gate meeting EIO on a regression batch's step file refused the dataset, exit 1
+    ("cannot be checked"), and ``train`` signed a refusal of it into the log: a disk's fault
+    recorded for good as the data's (review lead26). Now the check did not run: exit 3, the
+    object and the error named, nothing recorded."""
+    with testkit.user_state(work.state):
+        size = (work.restore(), work.size())[1]
+        r = at_read(work, name, where=_blob(work.held_steps))
+        assert (r.exit_code, work.size()) == (3, size), r.output
+    assert re.fullmatch(rf"FAIL: object {work.held_steps}: cannot read: \[Errno 5\] Input/output "
+                        r"error: '\S+'\n", r.stderr), r.stderr
+
+
+@pytest.mark.parametrize(("name", "record"), [
+    ("dataset create", "regression@1"),  # was: a holdout's record passed over, recorded
+    ("train", "bc@1"),  # was: "already recorded ... with other signed metadata", exit 1
+])
+def test_a_record_that_cannot_be_read_is_not_taken_as_absent_or_different(
+        work: Work, name: str, record: str) -> None:
+    """An envelope the disk cannot give back was read as "not a statement": ``dataset create``
+    took a batch as not sealed, or passed over a regression dataset whose duplicates it would
+    refuse, and recorded the dataset (exit 0); ``train`` of the same files as ``bc@1`` said its
+    record had other signed metadata (exit 1). Now each is exit 3, nothing recorded (review
+    lead26, `errors.read_failure`)."""
+    envelope = work.envelopes[record]
+    with testkit.user_state(work.state):
+        size = (work.restore(), work.size())[1]
+        r = at_read(work, name, where=_blob(envelope))
+        assert (r.exit_code, work.size()) == (3, size), r.output
+    assert r.stderr.startswith(f"FAIL: object {envelope}: cannot read: [Errno 5]"), r.stderr
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
+def test_a_train_batch_whose_record_is_missing_is_not_taken_as_not_sealed(work: Work) -> None:
+    """A train set's batch whose envelope is not in the store was taken as not sealed (its
+    statement "not one"), and the dataset recorded: a sealed batch (held-out data, stored
+    encrypted for evaluators) could be put in a train set by removing its envelope (named by
+    its digest: a name is confirmed from the statement). Now ``dataset create`` refuses, exit
+    3, saying what to run (review lead26)."""
+    envelope = work.envelopes["b2"].split(":")[1]
+    with testkit.user_state(work.state):
+        size = (work.restore(), work.size())[1]
+        blob = work.home / "objects" / "sha256" / envelope[:2] / envelope[2:4] / envelope
+        blob.unlink()
+        r = work.run([work.b2 if a == "b2" else a for a in COMMANDS["dataset create"]])
+        assert (r.exit_code, work.size()) == (3, size), r.output
+    assert r.stderr == (
+        f"FAIL: dataset d2@1 (train): batch {work.b2[:19]}…: its record's envelope "
+        "is missing or damaged, so whether it is sealed is unknown; run 'trajledger fsck' and "
+        "repair the store\n")

@@ -868,8 +868,15 @@ def create_dataset(
             f"dataset {name}@{version}: split {split!r}, want one of {', '.join(SPLITS)}"
         )
     if split == "train":
-        sealed = [b for b in batches if (st := envelope_statement(ledger, b.envelope))
-                  is not None and "sealed" in st.predicate]
+        statements = [(b, envelope_statement(ledger, b.envelope)) for b in batches]
+        unknown = sorted(b.digest for b, st in statements if st is None)
+        if unknown:  # a sealed batch's record would say so: fail closed (review lead26)
+            raise LedgerError(
+                f"dataset {name}@{version} (train): batch {unknown[0][:19]}…: its record's "
+                "envelope is missing or damaged, so whether it is sealed is unknown; run "
+                "'trajledger fsck' and repair the store"
+            )
+        sealed = [b for b, st in statements if st is not None and "sealed" in st.predicate]
         if sealed:
             raise PolicyError(
                 f"dataset {name}@{version} (train): batch {sealed[0].digest[:19]}… is sealed "

@@ -77,7 +77,7 @@ from .episode_features import (
     whole_episodes,
 )
 from .episode_vectors import VECTOR_DIM
-from .errors import LedgerError
+from .errors import LedgerError, read_failure
 from .fs import write_file_atomic
 from .hashing import copy_hashing
 
@@ -478,7 +478,12 @@ def cache_path(cache: Path, steps: str) -> Path:
 def batch_predicate(store: ObjectStore, envelope: str) -> RolloutBatch | None:
     """A batch's rollout-batch predicate, read from its envelope (whose bytes must hash to
     ``envelope``; the signature is not checked: for derived data only). None when the
-    envelope is missing, altered or not a rollout batch's."""
+    envelope is missing, altered or not a rollout batch's.
+
+    Raises:
+        StoreError: the disk failed its read (`errors.read_failure`): whether the batch is
+            sealed, and which features it keeps, is unknown (lead26).
+    """
     from trajledger.verify.dsse import Envelope
     from trajledger.verify.kinds import KINDS
     from trajledger.verify.predicates import RolloutBatch
@@ -487,7 +492,9 @@ def batch_predicate(store: ObjectStore, envelope: str) -> RolloutBatch | None:
     try:
         statement = Statement.from_bytes(Envelope.from_bytes(store.get_verified(envelope)).payload)
         pred = KINDS["rollout-batch"].read(statement, "rollout-batch")
-    except (ProvenanceError, LedgerError):
+    except (ProvenanceError, LedgerError) as e:
+        if read_failure(e):
+            raise
         return None
     return pred if isinstance(pred, RolloutBatch) else None
 
@@ -566,6 +573,8 @@ def batch_features(
         try:
             steps = (batch_files(store, batch)["steps.parquet"], -1)
         except _UNREADABLE as e:
+            if read_failure(e):  # not compared because the disk failed: no finding (lead26)
+                raise
             return BatchFeatures(batch, None, "none", (
                 f"{short}: its record and manifest cannot be read ({_reason(e)}): its "
                 "episodes were not compared",))  # fmt: skip
@@ -595,6 +604,8 @@ def batch_features(
         try:
             chunk, source = _from_steps(store, digest, size, workdir), "computed"
         except _UNREADABLE as e:
+            if read_failure(e):
+                raise
             why = f"{kept}, and " if kept else ""
             return BatchFeatures(batch, None, "none", (
                 f"{short}: {why}its steps.parquet cannot be read ({_reason(e)}): its episodes "

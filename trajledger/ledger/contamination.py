@@ -54,6 +54,7 @@ from .episode_features import (
     iter_step_features,
     parquet_batches,
 )
+from .errors import read_failure
 from .progress import ProgressFactory, no_progress
 from .step_windows import ORDERS, WINDOW, WINDOW_COLUMNS, StepWindows, held_steps, iter_windows
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
@@ -590,6 +591,8 @@ def verified_contamination(
                 else:
                     chunks = list(_verified_chunks(store, batch, Path(tmp), pairs, windows, True))
             except unusable as e:
+                if read_failure(e):  # the check did not run: operational, not a finding
+                    raise
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
                 continue
             for chunk in chunks:
@@ -622,6 +625,8 @@ def verified_contamination(
                 matcher.feed_normalised(batch, pairs)
                 matcher.feed_windows(batch, windows)
             except unusable as e:
+                if read_failure(e):
+                    raise
                 unchecked.append(f"train batch {batch[:19]}…: {e}")
     return ContaminationReport(tuple(matcher.findings()), tuple(unchecked), (held, fed))
 
@@ -638,8 +643,9 @@ class DatasetCheck:
         duplicates: one line per episode of the set whose content equals an earlier one's
             (`duplicate_lines`).
         findings: one per other-side episode duplicated across splits (exact or near).
-        warnings: one line per batch whose episodes could not all be compared (its data
-            cannot be read), or whose kept features could not be used.
+        warnings: one line per batch whose episodes could not all be compared (its data is
+            missing or damaged), or whose kept features could not be used. A read the disk
+            fails (`errors.read_failure`) is no warning: it ends the check (exit 3).
         sources: batch digest -> where its features came from (``recorded``, ``cache``,
             ``computed``, ``sealed``: the fingerprints a sealed batch publishes, ``none``).
     """
@@ -698,7 +704,9 @@ class _Reader:
         try:
             envelope = Envelope.from_bytes(self.ledger.store.get_verified(entry.envelope))
             return KINDS[kind].read(Statement.from_bytes(envelope.payload), f"log entry {index}")
-        except (ProvenanceError, LedgerError):
+        except (ProvenanceError, LedgerError) as e:
+            if read_failure(e):  # a holdout's record passed over would hide its duplicates
+                raise
             return None
 
     def batch(self, digest: str) -> RolloutBatch | None:
@@ -752,6 +760,8 @@ class _Reader:
                 keep(self.cache, digest, got)
             return got.normalised or [], got.step_windows(held)
         except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
+            if read_failure(e):  # the check did not run: operational (lead26)
+                raise
             what = " and ".join(w for w, on in zip(("text episodes were not compared once "
                                                     "normalised", "numeric episodes were not "
                                                     "compared by runs of steps"), wanted,
@@ -813,6 +823,8 @@ def check_dataset(
 
     Raises:
         FormatError: an unknown split.
+        StoreError / OSError: the disk failed a read of a record or a batch's data (EIO,
+            EACCES: `errors.read_failure`): the check did not run.
     """
     from trajledger.verify.errors import FormatError
 

@@ -6,6 +6,7 @@ unknown or undecryptable key. The CLI maps them to exit code 3.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 from trajledger.verify.errors import ProvenanceError, VerificationError
@@ -17,6 +18,7 @@ __all__ = [
     "LogError",
     "StoreError",
     "TamperError",
+    "read_failure",
 ]
 
 
@@ -63,3 +65,24 @@ class AlreadyRecordedError(LedgerError, VerificationError):
     def __init__(self, message: str, index: int) -> None:
         super().__init__(message)
         self.index = index
+
+
+_NOT_THERE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR})
+"""What a read of a ledger file meets when the file is not there (or a directory is in its
+place, lock24): a finding about the ledger (missing), not about the machine."""
+
+
+def read_failure(e: BaseException) -> OSError | None:
+    """The system's failure to read behind ``e`` (``e`` itself, or an error it was raised from,
+    as `StoreError` is from the ``OSError`` of its read): an error number other than a file not
+    being there (`_NOT_THERE`), e.g. EIO or EACCES; else None.
+
+    A check that meets one did not run: it must end the command as an operational error (exit
+    3), never be taken as the data failing (exit 1) or be passed over (review lead26). A
+    format error has no error number (pyarrow's, say), and is not one."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno is not None and seen.errno not in _NOT_THERE:
+            return seen
+        seen = seen.__cause__
+    return None

@@ -158,15 +158,24 @@ def _inside(store: str) -> bool:
 
 def envelope_statement(ledger: LedgerHome, envelope: str) -> Statement | None:
     """The statement of the stored envelope ``envelope``, parsed but not verified; None when it
-    is not one (a caller comparing records treats it as different)."""
+    is not one, or not in the store (a caller comparing records treats it as different).
+
+    Raises:
+        StoreError: the store could not read it (`errors.read_failure`: EIO, EACCES): nothing
+            is known of it, and a caller must not take it as different.
+    """
     from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
     from trajledger.verify.errors import ProvenanceError
     from trajledger.verify.statement import Statement
 
+    from .errors import read_failure
+
     try:
         return Statement.from_bytes(Envelope.from_bytes(
             ledger.store.get(envelope, limit=MAX_ENVELOPE_BYTES)).payload)
-    except ProvenanceError:
+    except ProvenanceError as e:
+        if read_failure(e):
+            raise
         return None
 
 

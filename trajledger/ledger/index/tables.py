@@ -570,7 +570,10 @@ class Index:
         nothing of its ciphertexts is read.
         """
         store = self.ledger.store
-        pred = batch_predicate(store, row["envelope"])
+        try:
+            pred = batch_predicate(store, row["envelope"])
+        except UNUSABLE:  # the disk failed the read: indexed as if it were missing
+            pred = None
         with private_workdir(self._tmp_root) as tmp:
             if pred is not None and pred.sealed is not None:
                 found = batch_features(store, row["digest"], pred, workdir=Path(tmp))
@@ -594,8 +597,11 @@ class Index:
                 )
             except UNUSABLE:
                 return "missing", 0
-            found = batch_features(store, row["digest"], pred, workdir=Path(tmp),
-                                   cache=self._features_cache)  # fmt: skip
+            try:  # (a step file the disk cannot read: skipped here, as one that is missing)
+                found = batch_features(store, row["digest"], pred, workdir=Path(tmp),
+                                       cache=self._features_cache)  # fmt: skip
+            except UNUSABLE:
+                return "missing", 0
             if found.chunk is not None:
                 try:
                     return "indexed", self._stream_batch(row, ep_path, found.chunk, advance)
