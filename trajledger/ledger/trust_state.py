@@ -44,6 +44,7 @@ queries answered from the index and the connection threads share (``trust_index.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import sqlite3
@@ -58,6 +59,7 @@ from trajledger.verify.errors import FormatError, ProvenanceError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
+from trajledger.verify.times import format_time, parse_time
 
 from .errors import LedgerError, TamperError
 from .fs import drop_stale_temps, write_file_atomic
@@ -129,6 +131,9 @@ WAIT_LIMIT = 1800.0
 
 _QUIET_WAIT = 5.0
 """Seconds a process waits for another one's write before it says it is waiting."""
+
+USED_EVERY = dt.timedelta(minutes=1)
+"""How often the time a state is used at is noted (`TrustState.used_at`)."""
 
 _READING = "reading"
 """The file beside the state where a process reading many entries keeps ``done total``."""
@@ -303,6 +308,25 @@ class TrustState(TrustIndex):
         """Why this key is trusted ahead of its first use, or None."""
         raw = self._meta("pinned")
         return None if raw is None else raw.decode("utf-8", "replace")
+
+    def used_at(self, now: dt.datetime) -> dt.datetime | None:
+        """The newest time this state was used at before (a verifier's clock: `runner.
+        verification.ledger_verifier`), noting ``now`` when newer by `USED_EVERY` (a write
+        a minute at most): a clock set back later is judged no earlier (review state26,
+        finding 3). A stored time that does not parse is none (a writer of the state could
+        remove it as well)."""
+        def stored() -> dt.datetime | None:
+            raw = self._meta("used_at")
+            with contextlib.suppress(FormatError, UnicodeDecodeError):
+                return None if raw is None else parse_time(raw.decode(), "used_at")
+            return None
+
+        seen = stored()
+        if seen is None or now - seen >= USED_EVERY:
+            with self._write():
+                if (newest := stored()) is None or now > newest:
+                    self._put("used_at", format_time(now).encode())
+        return seen
 
     def retire(self, handover: bytes) -> None:
         """Note that this key handed the log over (``handover``, a key handover note from it
