@@ -115,6 +115,8 @@ def test_a_rollback_restored_on_purpose_is_accepted_when_restated(tmp_path: Path
 
     assert "HELD:NOW" in refused("--checkpoint", cp, "--accept-rollback", "yes", code=2)
     assert "--checkpoint" in refused("--accept-rollback", "3:1", code=2)
+    assert "no --settings" in refused("--checkpoint", cp, "--accept-rollback", "3:1",
+                                      "--settings", code=2)
     fp = "x.example/log+" + vkey.split("+")[1]
     assert refused("--checkpoint", cp, "--accept-rollback", "2:1").startswith(
         f"FAIL: log {ORIGIN}: your floor of its key {fp}+sha256:")

@@ -89,9 +89,9 @@ def trust(
         raise click.UsageError("--json applies to showing what you trust (no VKEY, no "
                                "--settings)")
     if rollback is not None:
-        if vkey is None or checkpoint is None:
+        if vkey is None or checkpoint is None or settings:
             raise click.UsageError("--accept-rollback needs the log's VKEY and the checkpoint "
-                                   "accepted (--checkpoint FILE)")
+                                   "accepted (--checkpoint FILE), and no --settings")
         from .trust_pins import accept_rollback
 
         done = accept_rollback(vkey, checkpoint.read_bytes(), *rollback, str(checkpoint))
