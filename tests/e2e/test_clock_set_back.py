@@ -54,3 +54,43 @@ def test_an_expired_approval_stays_expired_when_the_clock_is_set_back(
     expect(r, 1)
     assert "approvals: 0 of 1 required approver(s) for 'train'; approval" in r.stderr
     assert "expired at" in r.stderr
+
+
+class _Ahead(dt.datetime):
+    @classmethod
+    def now(cls, tz: dt.tzinfo | None = None) -> _Ahead:  # type: ignore[override]
+        return super().now(tz) + dt.timedelta(days=1)
+
+
+def test_a_clock_set_back_on_a_quiet_log_does_not_revive_an_expired_approval(
+    chat_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quiet log (rev25's Left, docs/SECURITY.md review state26 finding 3): nothing logged
+    after the approval, so the log's last entry tells no later time. Yesterday's run (the
+    clock a day ahead of the approval's writer) found it expired; today the clock is set back
+    a day (here: the real clock). Before, `admit` counted the approval again (exit 0). Now the
+    user's state remembers the newest time it was used at: a use is judged no earlier, and a
+    clock behind it by more than five minutes is said, with what to do."""
+    ledger = Ledger.open(chat_home)
+    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
+                 if LogEntry.from_bytes(e).kind == "rollout-batch")
+    ledger.create_dataset("chat", "2", "train", [batch], key="vendor")
+    ledger.approve("chat@2", key="approver", expires="1h")  # the log's last entry
+    ahead = types.SimpleNamespace(datetime=_Ahead, UTC=dt.UTC, timedelta=dt.timedelta,
+                                  timezone=dt.timezone)
+    with monkeypatch.context() as m:
+        m.setattr(lineage, "dt", ahead)
+        r = CliRunner().invoke(main, ["--ledger", str(chat_home), "admit", "chat@2"],
+                               prog_name="trajledger")
+        expect(r, 1)  # a day later: expired
+        assert "expired at" in r.stderr
+    r = CliRunner().invoke(main, ["--ledger", str(chat_home), "admit", "chat@2"],
+                           prog_name="trajledger")
+    expect(r, 1)
+    assert "expired at" in r.stderr
+    (note,) = [ln for ln in r.stderr.splitlines() if ln.startswith("NOTE: your clock")]
+    assert note.startswith("NOTE: your clock reads 20"), note
+    assert " is 23 h 59 min behind the newest time your state of log " in note \
+        or " is 1 d 0 h 0 min behind the newest time your state of log " in note, note
+    assert note.endswith(": set it right (NTP, 'timedatectl'); until then what expires or "
+                         "rotates is judged as of that time"), note

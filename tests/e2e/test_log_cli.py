@@ -243,7 +243,8 @@ def test_cosign_follows_the_log_and_refuses_rollback_and_fork(
         run(runner, home, "log", "cosign", "--key", "witness"),
         1,
         f"FAIL: {home / 'log/checkpoint'}: rollback: the signed checkpoint has size 1, but size 3 "
-        f"(root {root3}…) was seen before; the log was rolled back or replaced; nothing was "
+        f"(root {root3}…) was seen before; the log was rolled back or replaced (a copy you "
+        "restored on purpose: 'trajledger trust --help', --accept-rollback); nothing was "
         "changed; run 'trajledger log verify' for every problem and restore the log from a copy "
         "you trust\n",
     )

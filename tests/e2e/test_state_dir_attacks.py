@@ -154,7 +154,7 @@ def test_a_floor_the_state_lost_is_no_first_use(tmp_path: Path) -> None:
                                    f"its key {ORIGIN}+"), r.stderr
         assert f"({note}) but holds no floor of it: its state was removed, so a rollback " \
             "since cannot be seen; nothing was read or changed. Pin the checkpoint you trust: " \
-            f"'trajledger trust {vkey} --checkpoint FILE' (or verify under --policy FILE); " \
+            f"'trajledger trust {vkey} --checkpoint FILE'; " \
             f"or, to take the log as it is now, remove {note} and run again\n" in r.stderr
         assert r.stderr.count("\n") == 1 and listing(p.state) == before
     lost = tmp_path / "lost"

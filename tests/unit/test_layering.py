@@ -328,6 +328,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.trust_rows", "trajledger.ledger.trust_index", "trajledger.ledger.names",
         "trajledger.ledger.trust_state",
         "trajledger.ledger.trust_handover", "trajledger.ledger.first_use",
+        "trajledger.ledger.trust_pins",
     )),
     ("ledger handle: LedgerHome", ("trajledger.ledger.home",)),
     ("ledger services: they take the handle", (

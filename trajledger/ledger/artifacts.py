@@ -45,7 +45,7 @@ from .fs import temp_dir
 from .home import envelope_statement
 from .keys import Signer
 from .names import check_new
-from .record import Recorded, record_files
+from .record import JudgedAgain, Recorded, judged_now, record_files
 from .validate_files import check_inputs
 
 if TYPE_CHECKING:
@@ -615,11 +615,11 @@ def resolve_registered(ledger: LedgerHome, ref: str, kind: str) -> CatalogItem:
 
 
 @dataclass(frozen=True)
-class NamedLineages:
-    """A batch's `check_lineages`, judged when made (`judged`) and again, as ``check``
-    under the log's lock, when the log grew since (`record.judged_again`'s rule: a
-    revocation another writer appended meanwhile). A value rather than a closure, so that
-    a Ray writer actor judges its workers' batches under its lock (`integrations.ray`)."""
+class NamedLineages(JudgedAgain):
+    """A batch's `check_lineages`, judged when made (`judged`) and again, as ``check`` under
+    the log's lock, when the log grew since (`record.JudgedAgain`'s rule). A value rather
+    than a closure, so that a Ray writer actor judges its workers' batches under its lock
+    (`integrations.ray`)."""
 
     ledger: LedgerHome = field(repr=False)
     refs: tuple[str, str, str | None]  # (policy, environment, evaluator)
@@ -628,13 +628,10 @@ class NamedLineages:
     @classmethod
     def judged(cls, ledger: LedgerHome, policy: str, env: str,
                evaluator: str | None) -> NamedLineages:
-        since = ledger.log.size  # (read before judging: an entry appended meanwhile counts)
-        check_lineages(ledger, policy, env, evaluator)
-        return cls(ledger, (policy, env, evaluator), since)
+        return judged_now(ledger, lambda since: cls(ledger, (policy, env, evaluator), since))
 
-    def __call__(self, size: int) -> None:
-        if size != self.since:
-            check_lineages(self.ledger, *self.refs)
+    def judge(self) -> None:
+        check_lineages(self.ledger, *self.refs)
 
 
 def check_lineages(ledger: LedgerHome, policy: str, env: str, evaluator: str | None) -> None:

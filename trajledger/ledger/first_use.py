@@ -1,10 +1,11 @@
 """The first use of a log by this user: their state holds no floor of it and no pin.
 
 Scope: whether such a log is taken as found (pinned now, and announced once: `announce`) or
-refused (`judge`): a key a policy the user holds names is pinned; ``TRAJLEDGER_REQUIRE_PIN=1``
-refuses the rest; so does a key this user's state noted under its origin whose floor is gone
+refused (`judge`): a key this user's state noted under its origin whose floor is gone is refused
 (`lost_floor`: a first use there would take a rolled-back log as found, review rev25), here,
-where a bundle is checked against the floor, and where a log is monitored (`refuse_lost`).
+where a bundle is checked against the floor, and where a log is monitored (`refuse_lost`),
+whatever policy names the key (a policy holds keys, never a size: state26); else a key a policy
+the user holds names is pinned; ``TRAJLEDGER_REQUIRE_PIN=1`` refuses the rest.
 Non-scope: the floor itself and its comparisons (``trust_state``), following a key rotation
 (``trust_handover``), where the state lives and whose it is (``user_state``).
 """
@@ -68,6 +69,10 @@ def judge(state: TrustState, where: str, vkey_file: Path, *, pinned_ahead: Conta
     """Whether the first use of the log of ``state`` (no floor, not pinned) goes ahead, taken
     as found: False when a policy the user holds names its key (it is pinned now).
 
+    The lost floor is judged first: a policy names the log's keys, never how large the log
+    was, so it cannot tell a rolled-back log from the one the user saw (review state26,
+    finding 1); only a checkpoint pinned ('trajledger trust VKEY --checkpoint') can.
+
     Args:
         state: this user's state of the log, just opened.
         where: the log as the messages name it (``log ORIGIN (DIRECTORY)``).
@@ -80,11 +85,11 @@ def judge(state: TrustState, where: str, vkey_file: Path, *, pinned_ahead: Conta
         TamperError: the state noted the key but lost its floor (the state made by this open
             is removed again, so the next use is refused too), or a pin is required.
     """
+    if lost is not None:
+        drop_lost(state, where, lost)
     if state.vkey in pinned_ahead:
         state.pin("a policy you hold names it")
         return False
-    if lost is not None:
-        drop_lost(state, where, lost, " (or verify under --policy FILE)")
     if required:
         raise TamperError(
             f"{where}: first use, and its key {fingerprint(state.vkey)} was not pinned ahead "

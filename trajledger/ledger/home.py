@@ -682,12 +682,14 @@ class LedgerHome:
             "vkey": vkey,
             "pinned": None,
             "floor": None,
+            "rollbacks": [],
         }
         if vkey is not None:
             state = self.log_state(vkey)
             floor = state.floor_checkpoint()
             out["pinned"] = state.pinned()
             out["floor"] = floor.size if floor is not None else None
+            out["rollbacks"] = state.rollbacks()  # accepted ('trust --accept-rollback')
         return out
 
     def upgrade(self, *, plain: bool = False) -> list[str]:

@@ -356,6 +356,7 @@ class MonitorResult:
         witness_vkey: the witness's verifier key (when cosigning).
         vkey: the log's key that signed the checkpoint: the one given, or the key it was
             handed over to (then pass this one from now on).
+        rollbacks: the rollbacks of this log the user accepted (`TrustIndex.rollbacks`).
     """
 
     url: str
@@ -370,6 +371,7 @@ class MonitorResult:
     cosigned: bytes | None = None
     witness_vkey: str | None = None
     vkey: str = ""
+    rollbacks: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``--json`` form."""
@@ -386,6 +388,7 @@ class MonitorResult:
             "cosigned_checkpoint": None if self.cosigned is None else self.cosigned.decode(),
             "witness_vkey": self.witness_vkey,
             "vkey": self.vkey,
+            "accepted_rollbacks": list(self.rollbacks),
         }
 
 
@@ -511,7 +514,7 @@ def monitor(
     return MonitorResult(
         log.url, cp.origin, cp.size, cp.root, None if old is None else old.size,
         None if old is None else old.root, advanced, log.fetched, note, cosigned, witness_key,
-        vkey,
+        vkey, tuple(state.rollbacks()),
     )  # fmt: skip
 
 

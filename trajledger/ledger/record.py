@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trajledger.verify import kinds, predicates
 from trajledger.verify.digest import FileDigest, digest_bytes, parse_digest, result_of
@@ -44,9 +44,18 @@ if TYPE_CHECKING:
     from .home import LedgerHome
 
 __all__ = [
-    "KIND_BY_PREDICATE", "LOOKALIKE_SCRIPTS", "Recorded", "StillStored", "check_subject_name",
-    "judged_again", "kind_for", "lookalike",
-    "record_files", "record_statement",
+    "KIND_BY_PREDICATE",
+    "LOOKALIKE_SCRIPTS",
+    "JudgedAgain",
+    "Recorded",
+    "StillStored",
+    "check_subject_name",
+    "judged_again",
+    "judged_now",
+    "kind_for",
+    "lookalike",
+    "record_files",
+    "record_statement",
 ]
 
 KIND_BY_PREDICATE: dict[str, str] = {}
@@ -369,17 +378,54 @@ class StillStored:
             self.then(size)
 
 
+class JudgedAgain:
+    """The rule of a check judged before a record is made and again under the log's lock
+    (`judged_now` makes one): ``judge`` runs now, and the ``check`` (run by `Log.append` under
+    the writer lock, as `record_files` / `record_statement` take it) runs it again only when
+    the committed size is not ``since``, the size read before judging: a revocation or a
+    successor policy that another writer appended between this check and the append (a few
+    milliseconds, or the whole time an input is read) is then judged before the record lands
+    over it, and an entry appended while judging counts; a log that did not grow costs
+    nothing. A subclass that is a value (`artifacts.NamedLineages`) crosses to a Ray writer
+    actor, which judges its workers' records under its own lock (`integrations.ray`)."""
+
+    since: int
+
+    def judge(self) -> None:
+        """The check: raises when it fails."""
+        raise NotImplementedError
+
+    def __call__(self, size: int) -> None:
+        if size != self.since:
+            self.judge()
+
+
+J = TypeVar("J", bound=JudgedAgain)
+
+
+def judged_now(ledger: LedgerHome, make: Callable[[int], J]) -> J:
+    """``make(size)``, the log's size read first, judged now (`JudgedAgain`)."""
+    check = make(ledger.log.size)
+    check.judge()
+    return check
+
+
+@dataclass(frozen=True)
+class _Judged(JudgedAgain):
+    """`JudgedAgain` of a callable (`judged_again`)."""
+
+    fn: Callable[[], None]
+    since: int
+
+    def judge(self) -> None:
+        self.fn()
+
+
 def judged_again(ledger: LedgerHome, judge: Callable[[], None]) -> Callable[[int], None]:
     """Run ``judge`` (a check that raises, such as a lineage verification) now, and return a
-    ``check`` for `record_files` / `record_statement` that runs it again under the log's lock
-    when the log grew meanwhile: a revocation or a successor policy that another writer
-    appended between this check and the append (a few milliseconds, or the whole time an
-    input is read) is then judged before the record lands over it. The size is read before
-    judging, so an entry appended while judging counts; a log that did not grow costs nothing.
-    """
-    size = ledger.log.size
-    judge()
-    return lambda now: judge() if now != size else None
+    ``check`` that runs it again under the log's lock when the log grew meanwhile
+    (`JudgedAgain`'s rule)."""
+    return judged_now(ledger, lambda since: _Judged(judge, since))
 
 
 def _refuse_lost(ledger: LedgerHome, blobs: frozenset[str], since: int, size: int) -> None:

@@ -20,6 +20,18 @@ from .clikit import VKEY, Context, emit_json, ok, pass_ctx
 __all__ = ["COMMANDS"]
 
 
+def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None
+           ) -> tuple[int, int] | None:
+    """``HELD:NOW`` as two sizes."""
+    if value is None:
+        return None
+    held, _, now = value.partition(":")
+    if not (held.isdigit() and now.isdigit()):
+        raise click.BadParameter(f"{value!r}: want HELD:NOW, the size of your floor and the "
+                                 "checkpoint's (e.g. 22:21)")
+    return int(held), int(now)
+
+
 @click.command()
 @click.argument("vkey", required=False, type=VKEY)
 @click.option(
@@ -34,10 +46,21 @@ __all__ = ["COMMANDS"]
     help="Accept this ledger's current settings (a store you moved, group sharing you set) "
     "after a deliberate change that is refused otherwise.",
 )
+@click.option(
+    "--accept-rollback",
+    "rollback",
+    metavar="HELD:NOW",
+    callback=_sizes,
+    help="With VKEY and --checkpoint: accept that the log is now that older checkpoint (a "
+    "backup restored on purpose), restating the size of your floor and the checkpoint's "
+    "(e.g. 22:21). It must be an older copy of the log you saw, not another history; your "
+    "state keeps the record. Refused under TRAJLEDGER_REQUIRE_PIN=1.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (when showing).")
 @pass_ctx
 def trust(
-    ctx: Context, vkey: str | None, checkpoint: Path | None, settings: bool, as_json: bool
+    ctx: Context, vkey: str | None, checkpoint: Path | None, settings: bool,
+    rollback: tuple[int, int] | None, as_json: bool
 ) -> None:
     """Pin a log's key ahead of its first use, accept a deliberate change of this ledger's
     settings, or show what you trust about this ledger.
@@ -47,10 +70,16 @@ def trust(
     vkey from the log's owner ('trajledger log info' prints it) and pin it before you use a
     copy of their ledger. Your pins live in your state directory, never in a ledger.
 
+    A backup of a log restored on purpose is refused as a rollback until you accept the
+    loss: give the restored log's checkpoint and restate the floor you hold and its size
+    ('trust' shows your floor); 'trust' and 'monitor' say later that you did, and when.
+
     \b
     Examples:
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...='
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --checkpoint checkpoint.txt
+      trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --checkpoint ledger/log/checkpoint \\
+          --accept-rollback 22:21
       trajledger --ledger ./ledger trust --settings
       trajledger --ledger ./ledger trust --json
     """
@@ -59,10 +88,21 @@ def trust(
     if as_json and (vkey is not None or settings):
         raise click.UsageError("--json applies to showing what you trust (no VKEY, no "
                                "--settings)")
+    if rollback is not None:
+        if vkey is None or checkpoint is None or settings:
+            raise click.UsageError("--accept-rollback needs the log's VKEY and the checkpoint "
+                                   "accepted (--checkpoint FILE), and no --settings")
+        from .trust_pins import accept_rollback
+
+        done = accept_rollback(vkey, checkpoint.read_bytes(), *rollback, str(checkpoint))
+        ok(f"log {done.origin}: the rollback of key {done.fingerprint} from size {done.held} "
+           f"to size {done.now} is accepted ({done.at}); your floor is size {done.now}, and "
+           "your state keeps the record of it")
+        return
     if vkey is not None:
         if settings:
             raise click.UsageError("give a VKEY to pin, or --settings, not both")
-        from .trust_state import pin_log_key
+        from .trust_pins import pin_log_key
 
         pinned = pin_log_key(vkey, checkpoint.read_bytes() if checkpoint is not None else None)
         ok(f"log {pinned.origin}: key {pinned.fingerprint} pinned" + (
@@ -80,7 +120,10 @@ def trust(
         emit_json(info)
         return
     for k, v in info.items():
-        click.echo(f"{k}\t{v}")
+        if k != "rollbacks":
+            click.echo(f"{k}\t{v}")
+    for r in info["rollbacks"]:
+        click.echo(f"rollback accepted\t{r['at']}: size {r['from']} to size {r['to']}")
 
 
 @click.command()

@@ -82,6 +82,14 @@ class TrustIndex:
     _size: int
     """The number of entries indexed: every answer stops below it."""
 
+    def rollbacks(self) -> list[dict[str, Any]]:
+        """The rollbacks of this log the user accepted (`trust_loss.accept_rollback`), oldest
+        first: ``{"at", "from", "from_root", "to", "to_root"}`` (sizes, roots in hex)."""
+        import json
+
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'rollbacks'").fetchone()
+        return [] if row is None else list(json.loads(bytes(row[0])))
+
     # -- the LogIndex protocol --------------------------------------------------------------------
 
     def entry(self, index: int) -> LogEntry | None:

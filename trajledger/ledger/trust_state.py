@@ -44,12 +44,12 @@ queries answered from the index and the connection threads share (``trust_index.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,7 @@ from trajledger.verify.errors import FormatError, ProvenanceError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
+from trajledger.verify.times import format_time, parse_time
 
 from .errors import LedgerError, TamperError
 from .fs import drop_stale_temps, write_file_atomic
@@ -80,10 +81,8 @@ if TYPE_CHECKING:
     from .progress import ProgressFactory
 
 __all__ = [
-    "Pinned",
     "TrustState",
     "one_spelling",
-    "pin_log_key",
 ]
 
 STATE_FORMAT = 3
@@ -133,6 +132,9 @@ WAIT_LIMIT = 1800.0
 _QUIET_WAIT = 5.0
 """Seconds a process waits for another one's write before it says it is waiting."""
 
+USED_EVERY = dt.timedelta(minutes=1)
+"""How often the time a state is used at is noted (`TrustState.used_at`)."""
+
 _READING = "reading"
 """The file beside the state where a process reading many entries keeps ``done total``."""
 
@@ -166,40 +168,6 @@ def _wal(db: sqlite3.Connection, wait: float = _BUSY_TIMEOUT) -> None:
             if "locked" not in str(e) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
-
-
-@dataclass(frozen=True)
-class Pinned:
-    """A log key pinned ahead (`pin_log_key`): its origin, fingerprint, and the floor's size
-    when a checkpoint was pinned with it."""
-
-    origin: str
-    fingerprint: str
-    size: int | None
-
-
-def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | None = None
-                ) -> Pinned:
-    """Pin a log's key ahead of its first use (``trajledger trust VKEY``), and, given a signed
-    checkpoint of it, that checkpoint as the floor.
-
-    Raises:
-        FormatError: ``vkey`` is not a verifier key.
-        ConsistencyError, SignatureError: the checkpoint is not signed by the key, or is behind
-            or forks from a floor already held.
-    """
-    verifier = verifier_from_vkey(vkey)
-    if checkpoint is not None:
-        verify_checkpoint(checkpoint, verifier)  # before anything is pinned
-    state = TrustState.open(vkey, directory)
-    try:
-        state.pin("pinned ahead ('trajledger trust')")
-        if checkpoint is not None:
-            state.advance_floor(checkpoint, what="checkpoint given to 'trajledger trust'")
-        floor = state.floor_checkpoint()
-        return Pinned(verifier.name, fingerprint(vkey), floor.size if floor else None)
-    finally:
-        state.close()
 
 
 def one_spelling(vkey: str) -> str:
@@ -340,6 +308,25 @@ class TrustState(TrustIndex):
         """Why this key is trusted ahead of its first use, or None."""
         raw = self._meta("pinned")
         return None if raw is None else raw.decode("utf-8", "replace")
+
+    def used_at(self, now: dt.datetime) -> dt.datetime | None:
+        """The newest time this state was used at before (a verifier's clock: `runner.
+        verification.ledger_verifier`), noting ``now`` when newer by `USED_EVERY` (a write
+        a minute at most): a clock set back later is judged no earlier (review state26,
+        finding 3). A stored time that does not parse is none (a writer of the state could
+        remove it as well)."""
+        def stored() -> dt.datetime | None:
+            raw = self._meta("used_at")
+            with contextlib.suppress(FormatError, UnicodeDecodeError):
+                return None if raw is None else parse_time(raw.decode(), "used_at")
+            return None
+
+        seen = stored()
+        if seen is None or now - seen >= USED_EVERY:
+            with self._write():
+                if (newest := stored()) is None or now > newest:
+                    self._put("used_at", format_time(now).encode())
+        return seen
 
     def retire(self, handover: bytes) -> None:
         """Note that this key handed the log over (``handover``, a key handover note from it
@@ -659,11 +646,53 @@ class TrustState(TrustIndex):
                     self._db.execute(statement)
             self._retry_unreadable(read_blob)
             self._store_counts()
-            self._put("range", json.dumps(
-                {"size": rng.size, "hashes": [h.hex() for h in rng.hashes], "last": last.hex()}
-            ).encode())
-            self._put("checkpoint", note)
-            self._size, self._range, self._note, self._last = rng.size, rng, note, last
+            self._put_floor(note, rng, last)
+
+    def _put_floor(self, note: bytes, rng: CompactRange, last: bytes) -> None:
+        """Store the floor ``note`` and the indexed range under it, in the caller's transaction."""
+        self._put("range", json.dumps(
+            {"size": rng.size, "hashes": [h.hex() for h in rng.hashes], "last": last.hex()}
+        ).encode())
+        self._put("checkpoint", note)
+        self._size, self._range, self._note, self._last = rng.size, rng, note, last
+
+    def accept_rollback(self, note: bytes, held: bytes, record: dict[str, Any]) -> None:
+        """`trust_loss.accept_rollback`'s change, in one transaction: the floor, still ``held``,
+        lowered to ``note`` (signed by the log's key), which must be the root of the first
+        entries this state indexed (an older copy of the log seen, not another history); the
+        rows of the entries beyond forgotten; ``record`` appended to `rollbacks`.
+
+        Raises:
+            TamperError: the floor changed meanwhile, the state indexed fewer entries than
+                ``note`` holds, or they give another root (a fork); nothing was changed.
+        """
+        cp = verify_checkpoint(note, self.verifier)
+        with self._write():
+            self._size, self._range, self._note, self._last = self._read_meta()
+            self._check_counts()
+            raws = [bytes(r[0]) for r in self._db.execute(
+                "SELECT raw FROM entries WHERE idx < ? ORDER BY idx", (cp.size,)).fetchall()]
+            rng = CompactRange().extend([leaf_hash(r) for r in raws])
+            why = ("cannot be accepted: your floor changed meanwhile (another process of "
+                   "yours); nothing was changed: run this again" if self._note != held else
+                   f"cannot be told from another history: your state holds only {len(raws)} "
+                   "entries of the log (seen through bundles or a monitor); nothing was changed"
+                   if len(raws) != cp.size else
+                   f"is not the first {cp.size} entries of the log you saw (their root is "
+                   f"{rng.root().hex()[:16]}…): another history, not an older copy of it; "
+                   "nothing was changed: keep the checkpoint as evidence"
+                   if rng.root() != cp.root else None)
+            if why is not None:
+                raise TamperError(f"the checkpoint of size {cp.size} (root "
+                                  f"{cp.root.hex()[:16]}…) {why}", self.path)
+            for table in _TABLES:
+                self._db.execute(f"DELETE FROM {table} WHERE idx >= ?", (cp.size,))
+            self._store_counts()
+            self._put_floor(note, rng, leaf_hash(raws[-1]) if raws else
+                            bytes.fromhex(GENESIS_PREV))
+            if (self.applied() or 0) > cp.size:
+                self._put("applied", str(cp.size).encode())
+            self._put("rollbacks", json.dumps([*self.rollbacks(), record]).encode())
 
     def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
                       root_at: Callable[[int], bytes | None] | None = None) -> bool:

@@ -23,6 +23,7 @@ from .fs import refuse_writable
 __all__ = [
     "REQUIRE_PIN_ENV",
     "STATE_DIR_ENV",
+    "check_enclosing",
     "fingerprint",
     "known_origin",
     "log_id",
@@ -80,7 +81,8 @@ def state_dir() -> Path:
     Raises:
         LedgerError: the path is relative (``TRAJLEDGER_STATE_DIR`` or ``HOME``): the state,
             and every floor and pin in it, would change with the current directory, and one
-            found in a directory someone handed over would be theirs (review rev25).
+            found in a directory someone handed over would be theirs (review rev25); a
+            directory enclosing it is another user's to rename (`check_enclosing`).
     """
     explicit = os.environ.get(STATE_DIR_ENV)
     xdg = os.environ.get("XDG_STATE_HOME", "")
@@ -91,6 +93,7 @@ def state_dir() -> Path:
         raise LedgerError(f"your state directory {where} is not an absolute path ({how}): it "
                           "would follow the current directory; set "
                           f"{STATE_DIR_ENV} to an absolute path; nothing was read or changed")
+    check_enclosing(where)
     return where
 
 
@@ -120,6 +123,8 @@ def private_dir(path: Path, *, parent: bool = True) -> Path:
     """
     if parent:
         refuse_foreign(path.parent)  # before anything is made in it
+    else:
+        check_enclosing(path)
     missing = []
     here = path
     while not here.exists() and here != here.parent:
@@ -155,6 +160,62 @@ def refuse_foreign(path: Path) -> None:
             f"({STATE_DIR_ENV}), or if it is yours run 'chown -R {os.geteuid()} {path}'"
         )
     refuse_writable(path, sticky=False)
+
+
+_SAID: set[Path] = set()
+"""The group-writable enclosing directories `check_enclosing` has said (once a process)."""
+
+
+def check_enclosing(state: Path) -> None:
+    """Check the directories enclosing the state directory ``state``, as ssh does those above
+    ``~/.ssh`` and gpg those above its home (review state26, finding 4): whoever may write one
+    can rename the state directory away (the next use is then a first use) or put another in
+    its place. One that others may write and that is not sticky, or that a user other than
+    this one and root owns, is refused; one its group may write is said once (gpg's "unsafe
+    enclosing directory permissions"), not refused: umask 002 systems make ``~/.local/state``
+    0775; and passes in silence when that group is the user's own (a user-private group: its
+    name is the user's, no other member), as Debian's ssh allows. Missing ones pass (they are
+    made 0700).
+
+    Raises:
+        LedgerError: a parent others may write, or another user owns (exit 3).
+    """
+    import grp
+    import pwd
+    import stat
+
+    me = os.geteuid()
+    for parent in state.parents:
+        try:
+            st = parent.stat()
+        except OSError:
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        sticky = bool(st.st_mode & stat.S_ISVTX)
+        if st.st_uid not in (me, 0):
+            raise LedgerError(
+                f"{parent}: owned by another user (uid {st.st_uid}), who can rename your state "
+                f"directory {state} away or put theirs in its place; nothing was read or "
+                f"changed: use a state directory elsewhere ({STATE_DIR_ENV})")
+        if mode & stat.S_IWOTH and not sticky:
+            raise LedgerError(
+                f"{parent}: writable by other users (mode {mode:04o}), not sticky: another user "
+                f"can rename your state directory {state} away or put theirs in its place; "
+                f"nothing was read or changed: run 'chmod o-w {parent}', or use a state "
+                f"directory elsewhere ({STATE_DIR_ENV})")
+        if not mode & stat.S_IWGRP or sticky or parent in _SAID:
+            continue
+        try:
+            group, user = grp.getgrgid(st.st_gid), pwd.getpwuid(me).pw_name
+            if group.gr_name == user and set(group.gr_mem) <= {user}:
+                continue  # the user's own group
+            name = group.gr_name
+        except KeyError:
+            name = str(st.st_gid)
+        _SAID.add(parent)
+        notice(f"{parent}: writable by its group {name} (mode {mode:04o}): a member can rename "
+               f"your state directory {state} away (the next use is then a first use); run "
+               f"'chmod g-w {parent}' unless you share it on purpose")
 
 
 def scratch_dir(ledger: Path, *, shared: bool) -> Path:

@@ -186,6 +186,7 @@ def monitor(
     from .fs import write_file_atomic
     from .monitor import FetchLimits, HttpLog, watch_updates
     from .monitor import monitor as run_monitor
+    from .user_state import notice
 
     if out is not None and cosign_key is None:
         raise click.UsageError("--out writes the cosigned checkpoint: it needs --cosign-key")
@@ -227,6 +228,10 @@ def monitor(
     else:
         how = "unchanged since last seen"
     ok(f"log {result.origin} at {result.url}: size {result.size}, {how}")
+    for r in result.rollbacks:  # (the user's own decision, kept in the state: said each time)
+        notice(f"log {result.origin}: you accepted a rollback of it on {r['at']}, from size "
+               f"{r['from']} to size {r['to']} ('trajledger trust --accept-rollback'): what "
+               "it held beyond was lost")
     warn_origin(result.origin)
     if result.vkey != vkey:
         warn(f"the log's key was rotated: the key you gave handed over to {result.vkey}; "

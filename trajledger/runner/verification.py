@@ -8,6 +8,7 @@ does not grow with the log), and name the artifact's files (or check a directory
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +20,11 @@ if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
+__all__ = ["CLOCK_TOLERANCE", "decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
+
+CLOCK_TOLERANCE = dt.timedelta(minutes=5)
+"""How far behind the newest time the user's state was used at a clock may read unsaid
+(`ledger_verifier`: a use is judged no earlier than that time either way)."""
 
 
 def ledger_verifier(
@@ -29,8 +34,9 @@ def ledger_verifier(
     command's own process, the blobs of a local store re-hashed by forked workers
     (`ledger.rehash`), else on threads. Its ``now`` (a use now, the gate's) is no earlier
     than the log's last entry."""
+    from trajledger.ledger.user_state import notice
     from trajledger.verify.blobs import BlobHasher
-    from trajledger.verify.times import parse_time
+    from trajledger.verify.times import format_time, parse_time
 
     state = ledger.trust_state()
     evidence = ledger_evidence(ledger)
@@ -41,13 +47,22 @@ def ledger_verifier(
         from trajledger.ledger.rehash import ForkedHasher as hasher
     verifier = LineageVerifier(evidence, policy, index=state, data=data,
                                blobs=hasher(evidence, progress=ledger.progress))
-    # A use now (the gate) is judged no earlier than the log's last entry: a clock set back
-    # behind the log does not make an expired approval valid again.
+    # A use now (the gate) is judged no earlier than the log's last entry, nor than the newest
+    # time this user's state was used at: a clock set back behind either does not make an
+    # expired approval valid again (rev6; on a quiet log, state26 finding 3).
     # (No verified checkpoint: no entry is trusted, and the log's check fails the report.)
+    seen = state.used_at(verifier.now)
+    if seen is not None and verifier.now < seen - CLOCK_TOLERANCE:
+        minutes = int((seen - verifier.now).total_seconds() // 60)
+        notice(f"your clock reads {format_time(verifier.now)}, is "
+               f"{f'{minutes // 1440} d ' if minutes >= 1440 else ''}{minutes // 60 % 24} h "
+               f"{minutes % 60} min behind the newest time your state of log "
+               f"{ledger.config.origin} was used at ({format_time(seen)}): set it right (NTP, "
+               "'timedatectl'); until then what expires or rotates is judged as of that time")
     cp = verifier.checkpoint
     last = verifier.entry(cp.size - 1) if cp is not None and cp.size else None
-    if last is not None:
-        verifier.now = max(verifier.now, parse_time(last.time))
+    verifier.now = max(verifier.now, seen or verifier.now,
+                       parse_time(last.time) if last is not None else verifier.now)
     return verifier
 
 

@@ -328,7 +328,7 @@ def test_first_use_is_announced_once_or_refused_when_a_pin_is_required(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from trajledger.ledger.errors import TamperError
-    from trajledger.ledger.trust_state import pin_log_key
+    from trajledger.ledger.trust_pins import pin_log_key
 
     root = tmp_path / "led"
     made = Ledger.init(root, origin="test/first")

@@ -399,7 +399,7 @@ def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) 
 
 
 def test_pins_and_forgetting(tmp_path: Path) -> None:
-    from trajledger.ledger.trust_state import pin_log_key
+    from trajledger.ledger.trust_pins import pin_log_key
     from trajledger.ledger.user_state import fingerprint, known_origin
 
     root = tmp_path / "led"

@@ -266,7 +266,8 @@ def check_floor(
         raise tamper(
             cp_path,
             f"rollback: the signed checkpoint has size {cp.size}, but size {floor.size} (root "
-            f"{floor.root.hex()[:16]}…) was seen before; the log was rolled back or replaced",
+            f"{floor.root.hex()[:16]}…) was seen before; the log was rolled back or replaced "
+            "(a copy you restored on purpose: 'trajledger trust --help', --accept-rollback)",
         )
     if cp.size == floor.size and cp.root != floor.root:
         raise tamper(

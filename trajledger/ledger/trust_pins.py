@@ -1,0 +1,137 @@
+"""What a user decides about a log in their state, by hand: pinning its key (and a checkpoint)
+ahead of its first use, and accepting a known loss (a backup of the log restored on purpose).
+
+Scope: ``trajledger trust VKEY [--checkpoint FILE]`` (`pin_log_key`) and ``trajledger trust
+VKEY --checkpoint FILE --accept-rollback HELD:NOW`` (`accept_rollback`): the floor lowered to
+an older tree of the log this user saw, never another history, restated by the user, and
+kept on record in the state (`TrustIndex.rollbacks`), which ``trust`` and ``monitor`` show.
+Non-scope: the floor and its checks (``trust_state``), the first use (``first_use``).
+Spec: docs/SECURITY.md ("First use, and pinning ahead"; review state26, finding 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from trajledger.verify.checkpoint import verify_checkpoint
+from trajledger.verify.errors import PolicyError
+from trajledger.verify.note import verifier_from_vkey
+
+from .trust_state import TrustState
+from .user_state import REQUIRE_PIN_ENV, fingerprint, require_pin
+
+__all__ = ["Accepted", "Pinned", "accept_rollback", "pin_log_key"]
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A log key pinned ahead (`pin_log_key`): its origin, fingerprint, and the floor's size
+    when a checkpoint was pinned with it."""
+
+    origin: str
+    fingerprint: str
+    size: int | None
+
+
+def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | None = None
+                ) -> Pinned:
+    """Pin a log's key ahead of its first use (``trajledger trust VKEY``), and, given a signed
+    checkpoint of it, that checkpoint as the floor.
+
+    Raises:
+        FormatError: ``vkey`` is not a verifier key.
+        ConsistencyError, SignatureError: the checkpoint is not signed by the key, or is behind
+            or forks from a floor already held.
+    """
+    verifier = verifier_from_vkey(vkey)
+    if checkpoint is not None:
+        verify_checkpoint(checkpoint, verifier)  # before anything is pinned
+    state = TrustState.open(vkey, directory)
+    try:
+        state.pin("pinned ahead ('trajledger trust')")
+        if checkpoint is not None:
+            state.advance_floor(checkpoint, what="checkpoint given to 'trajledger trust'")
+        floor = state.floor_checkpoint()
+        return Pinned(verifier.name, fingerprint(vkey), floor.size if floor else None)
+    finally:
+        state.close()
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A rollback accepted (`accept_rollback`): the log, its key's fingerprint, the floor
+    held, the size accepted, and when (UTC, ISO 8601)."""
+
+    origin: str
+    fingerprint: str
+    held: int
+    now: int
+    at: str
+
+
+def _now() -> dt.datetime:
+    """The time a rollback is accepted at (a seam for tests)."""
+    return dt.datetime.now(dt.UTC)
+
+
+def accept_rollback(vkey: str, checkpoint: bytes, held: int, now: int, what: str,
+                    directory: Path | None = None) -> Accepted:
+    """Accept that the log of ``vkey`` is now the older tree ``checkpoint`` (a backup restored
+    on purpose): the floor is lowered to it, and the acceptance (when, from what, to what) is
+    kept in the state. ``held`` and ``now`` restate the floor's size and the checkpoint's: the
+    user says what is lost, and a script cannot accept whatever loss comes next.
+
+    Steps:
+        1. Refused under ``TRAJLEDGER_REQUIRE_PIN=1``: it marks runs nobody watches, and
+           accepting a loss takes a smaller log than the user saw as theirs.
+        2. ``checkpoint`` must be signed by ``vkey`` and smaller than the floor held, and the
+           sizes restated must be the floor's and its.
+        3. `TrustState.accept_rollback`: it must be the root of the first entries the state
+           indexed (an older copy of what was seen, not another history).
+
+    Args:
+        what: names ``checkpoint`` in messages (its file).
+
+    Raises:
+        PolicyError: refused (steps 1 and 2); nothing was changed.
+        TamperError: refused (step 3); nothing was changed.
+        FormatError, SignatureError: the checkpoint is malformed, or not signed by ``vkey``.
+        LedgerError: the state cannot be read or written.
+    """
+    # (1)
+    if require_pin():
+        raise PolicyError(
+            f"accepting a rollback takes a smaller log than you saw as yours, which "
+            f"{REQUIRE_PIN_ENV}=1 (unattended runs) never does; nothing was changed: run it "
+            "by hand without that setting")
+    # (2)
+    verifier = verifier_from_vkey(vkey)
+    cp = verify_checkpoint(checkpoint, verifier)
+    where = f"log {verifier.name}: your floor of its key {fingerprint(vkey)}"
+    none = PolicyError(f"{where}: there is none, so no rollback to accept; nothing was "
+                       f"changed: pin the checkpoint ('trajledger trust {vkey} --checkpoint "
+                       f"{what}')")
+    if TrustState.floor_seen(vkey, directory) is None:  # (no state made)
+        raise none
+    state = TrustState.open(vkey, directory)
+    try:
+        if (old := state.floor_checkpoint()) is None:
+            raise none
+        if cp.size >= old.size:
+            raise PolicyError(f"{where}: {what} has size {cp.size}, which is not smaller than "
+                              f"your floor (size {old.size}): no rollback to accept; nothing "
+                              "was changed")
+        if (held, now) != (old.size, cp.size):
+            raise PolicyError(f"{where} is at size {old.size} and {what} has size {cp.size}: "
+                              f"'--accept-rollback {held}:{now}' restates another loss; "
+                              "nothing was changed")
+        at = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        # (3)
+        state.accept_rollback(checkpoint, state.floor() or b"", {
+            "at": at, "from": old.size, "from_root": old.root.hex(), "to": cp.size,
+            "to_root": cp.root.hex()})
+    finally:
+        state.close()
+    return Accepted(verifier.name, fingerprint(vkey), old.size, cp.size, at)
