@@ -24,7 +24,7 @@ from .catalog import Catalog, Origins, RefError
 if TYPE_CHECKING:
     from .home import LedgerHome
 
-__all__ = ["describe"]
+__all__ = ["describe", "envelope_entry"]
 
 STATUS_KINDS = ("approval", "revocation", "erasure", "refusal")
 
@@ -42,7 +42,7 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
     try:
         item = catalog.resolve(ref)
     except RefError:
-        index = _envelope_entry(ledger, ref)
+        index = envelope_entry(ledger, ref)
         if index is None:
             raise
         return _describe_record(ledger, catalog, index)
@@ -91,7 +91,7 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
     return info
 
 
-def _envelope_entry(ledger: LedgerHome, ref: str) -> int | None:
+def envelope_entry(ledger: LedgerHome, ref: str) -> int | None:
     """The log index of the record whose envelope is the full digest ``ref``, or None."""
     ref = ref.strip()
     if not ref.startswith("sha256:") or len(ref) != len("sha256:") + 64:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "approve", "delete_erased", "erasable_blobs", "erase", "erased_before", "files_here",
     "held_elsewhere", "kept_blobs", "label", "record_policy", "revocations", "revoke",
+    "withdraw",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -97,7 +98,9 @@ def approve(
 
 
 def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Recorded:
-    """Record that ``ref`` must no longer be used (its lineage then fails verification).
+    """Record that ``ref`` must no longer be used (its lineage then fails verification), or,
+    when ``ref`` is an approval's envelope digest (what ``approve`` prints), that the approval
+    is withdrawn (`withdraw`).
 
     The signer must hold the producer or approver role of the policy in force, when there is
     one.
@@ -105,16 +108,54 @@ def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Reco
     Raises:
         RefError: ``ref`` names nothing recorded.
         FormatError: an empty reason.
-        PolicyError: the signer is neither a producer nor an approver of the policy in force.
+        PolicyError: the signer is neither a producer nor an approver of the policy in force;
+            a producer withdrawing an approval.
     """
     if not reason.strip():
         raise FormatError("--reason: say why the artifact is revoked")
+    from .show import envelope_entry
+
+    index = envelope_entry(ledger, ref)
+    entry = ledger.trust_state().entry(index) if index is not None else None
+    if index is not None and entry is not None and entry.kind == "approval":
+        return withdraw(ledger, index, entry.envelope, signer, reason=reason)
     item = _item(ledger, ref)
     _check_authority(ledger, item, signer, "revoke")
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
         predicate.to_predicate(), signer, action=f"revoke {item.ref}",
+    )
+
+
+def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: Signer, *, reason: str
+             ) -> Recorded:
+    """Withdraw the approval at log index ``index`` (its envelope digest ``envelope``): a
+    revocation whose subject is that digest, after which verifiers count the approval for
+    nothing, for uses before it too (`trajledger.verify.withdrawals`).
+
+    Under the policy in force, an approver may withdraw any approval, the key that signed it
+    its own; a producer may not (it revokes its data instead): verifiers apply the same rule
+    (`trajledger.verify.retractions.authority`), so such a record would count for nothing.
+
+    Raises:
+        PolicyError: the signer may not withdraw it (nothing signed).
+    """
+    from .policy_state import current_policy
+
+    entry = ledger.trust_state().entry(index)
+    found = current_policy(ledger)
+    if found is not None and entry is not None and not found[1].holds(
+            "approver", signer.keyid) and signer.keyid not in entry.signers:
+        raise PolicyError(
+            f"approval at log index {index}: key {signer.name} ({signer.keyid[:12]}) is no "
+            "approver of the policy in force and did not sign it: only an approver may "
+            "withdraw an approval (a producer revokes its data instead); nothing was signed"
+        )
+    predicate = Revocation(reason, format_time(_now()))
+    return record_statement(
+        ledger, f"approval at log index {index}", envelope, predicates.REVOCATION,
+        predicate.to_predicate(), signer, action=f"withdraw the approval at log index {index}",
     )
 
 

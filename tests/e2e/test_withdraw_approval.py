@@ -1,0 +1,141 @@
+"""An approval can be withdrawn (withdraw26): ``trajledger revoke APPROVAL`` takes the digest
+``approve`` printed, and every judging path counts the approval for nothing from then on.
+
+On the quickstart ledger (the session's ``quickstart_template``: dataset cartpole-train@2,
+approved by approver-a and approver-b, 2 of 2 required, and checkpoint 2 trained on it). The
+rules (docs/SECURITY.md, "fourteenth round (withdraw26)"; ``verify.withdrawals``):
+
+- an approver withdraws any approval, the key that signed it its own; a producer may not: the
+  write side refuses it, and a producer's withdrawal forced into the log is ignored (shown,
+  not failed closed);
+- a withdrawal withdraws the signed statement: the approval replayed into the log in an
+  envelope encoded anew still counts for nothing; a new approval counts;
+- a withdrawal whose envelope is lost fails closed: the approval it names does not count.
+
+tests/e2e/test_paths_agree.py ("approval withdrawn") runs every path on a withdrawal;
+tests/e2e/test_histories_agree.py models it in generated histories (R7).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import testkit
+from click.testing import Result
+
+from trajledger import Ledger
+from trajledger.runner.cli import main
+
+DATASET = "cartpole-train@2"
+
+
+def run(home: Path, *args: str | Path) -> Result:
+    return testkit.new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+
+
+@pytest.fixture
+def home(quickstart_template: testkit.Template[str], tmp_path: Path) -> Path:
+    return testkit.copy_template(quickstart_template, tmp_path / "home")
+
+
+def approval(home: Path, approver: str) -> tuple[int, str]:
+    """The log index and envelope digest of ``approver``'s approval of `DATASET`."""
+    from trajledger.ledger.catalog import Catalog
+
+    led = Ledger.open(home)
+    try:
+        digest, keyid = Catalog(led).resolve(DATASET).digest, led.keys.public(approver).keyid
+        state = led.trust_state()
+        return next((i, e.envelope) for i in state.about(digest)
+                    if (e := state.entry(i)) is not None and e.kind == "approval"
+                    and keyid in e.signers)
+    finally:
+        led.close()
+
+
+def size(home: Path) -> int:
+    led = Ledger.open(home)
+    try:
+        return led.log.size
+    finally:
+        led.close()
+
+
+def test_an_approver_withdraws_an_approval_and_a_new_one_counts(home: Path) -> None:
+    index, envelope = approval(home, "approver-a")
+    assert run(home, "admit", DATASET).exit_code == 0
+    r = run(home, "revoke", envelope, "--key", "approver-b", "--reason", "the wrong version")
+    assert r.exit_code == 0, r.output
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1
+    assert (f"approvals: 1 of 2 required approver(s) for 'train'; approval {index} does not "
+            f"count: withdrawn by revocation record {size(home) - 1} (the wrong version)"
+            in r.stderr)
+    # approver-a approves again: a new statement, signed anew, counts.
+    r = run(home, "approve", DATASET, "--key", "approver-a")
+    assert r.exit_code == 0, r.output
+    assert run(home, "admit", DATASET).exit_code == 0
+
+
+def test_a_producer_may_not_withdraw_an_approval(home: Path) -> None:
+    _index, envelope = approval(home, "approver-a")
+    before = size(home)
+    r = run(home, "revoke", envelope, "--key", "vendor", "--reason", "nuisance")
+    assert r.exit_code == 1
+    assert "only an approver may withdraw an approval" in r.stderr
+    assert size(home) == before
+    # Forced into the log past the write side's check: shown, ignored, the approval counts.
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+
+    led = Ledger.open(home)
+    try:
+        body = predicates.Revocation("nuisance", "2026-01-01T00:00:00Z").to_predicate()
+        record_statement(led, "approval", envelope, predicates.REVOCATION, body,
+                         led.keys.signer("vendor"))
+    finally:
+        led.close()
+    assert run(home, "admit", DATASET).exit_code == 0
+    r = run(home, "lineage", DATASET)
+    assert r.exit_code == 0, r.output
+    # Its own signer may withdraw it: here an approver too.
+    r = run(home, "revoke", envelope, "--key", "approver-a", "--reason", "mine")
+    assert r.exit_code == 0, r.output
+    assert run(home, "admit", DATASET).exit_code == 1
+
+
+def test_a_replayed_approval_stays_withdrawn(home: Path) -> None:
+    index, envelope = approval(home, "approver-a")
+    r = run(home, "revoke", envelope, "--key", "approver-a", "--reason", "obtained by fraud")
+    assert r.exit_code == 0, r.output
+    # The same signed statement, its envelope encoded anew (other bytes, another digest),
+    # logged again as another approval record.
+    from trajledger.ledger.log.spec import EntrySpec
+
+    led = Ledger.open(home)
+    try:
+        entry = led.trust_state().entry(index)
+        assert entry is not None
+        data = json.dumps(json.loads(led.read_blob(envelope)), indent=2).encode()
+        again = led.store.put_bytes(data)
+        assert again != envelope
+        (replayed,) = led.log.append([EntrySpec("approval", entry.subject, again,
+                                                entry.signers)], foreign=True)
+    finally:
+        led.close()
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1
+    assert f"approval {replayed} does not count: withdrawn by revocation record" in r.stderr
+
+
+def test_a_withdrawal_that_cannot_be_read_fails_closed(home: Path) -> None:
+    _index, envelope = approval(home, "approver-a")
+    r = run(home, "revoke", envelope, "--key", "approver-b", "--reason", "the wrong version")
+    assert r.exit_code == 0, r.output
+    withdrawal = r.stdout.strip()
+    (home / "objects" / "sha256" / withdrawal[7:9] / withdrawal[9:11] / withdrawal[7:]).unlink()
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1
+    assert "names it but cannot be read, so it may withdraw it" in r.stderr
