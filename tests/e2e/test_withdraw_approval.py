@@ -139,3 +139,28 @@ def test_a_withdrawal_that_cannot_be_read_fails_closed(home: Path) -> None:
     r = run(home, "admit", DATASET)
     assert r.exit_code == 1
     assert "names it but cannot be read, so it may withdraw it" in r.stderr
+
+
+def test_an_approval_made_again_as_the_withdrawn_one_is_refused(home: Path) -> None:
+    """The same approver, purpose, expiry and note in the same second sign the same statement
+    (Ed25519 is deterministic): the log finds that record, withdrawn. ``approve`` said OK and
+    the approval counted for nothing; it now says so, and how to approve again."""
+    import datetime as dt
+
+    from trajledger.ledger.status import approve
+    from trajledger.verify.errors import PolicyError
+
+    when = dt.datetime(2026, 12, 4, 12, 0, 0, tzinfo=dt.UTC)
+    led = Ledger.open(home)
+    try:
+        signer = led.keys.signer("approver-a")
+        first = approve(led, DATASET, signer, now=when, note="once")
+        assert first.new
+        led.revoke(first.envelope_digest, key="approver-b", reason="the wrong version")
+        with pytest.raises(PolicyError, match=rf"this is the approval at log index "
+                           rf"{first.index}, withdrawn .* approve again a second later"):
+            approve(led, DATASET, signer, now=when, note="once")
+        assert approve(led, DATASET, signer, now=when + dt.timedelta(seconds=1),
+                       note="once").new
+    finally:
+        led.close()

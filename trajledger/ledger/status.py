@@ -71,7 +71,8 @@ def approve(
     Raises:
         RefError: ``ref`` names no dataset or batch.
         FormatError: a bad duration or purpose.
-        PolicyError: the signer is not an approver of the policy in force.
+        PolicyError: the signer is not an approver of the policy in force; the approval
+            signed is one withdrawn (the same statement, made again in the same second).
     """
     item = _item(ledger, ref, APPROVABLE)
     when = now or _now()
@@ -91,10 +92,21 @@ def approve(
         note,
         validation_report,
     )
-    return record_statement(
+    rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
         predicate.to_predicate(), signer, action=f"approve {item.ref}", check=check,
     )
+    state = ledger.trust_state()
+    gone = [] if rec.new else [i for i in state.about(rec.envelope_digest)
+                               if (e := state.entry(i)) is not None and e.kind == "revocation"]
+    if gone:  # the same signed approval, withdrawn: made again within the same second
+        raise PolicyError(
+            f"approve {item.ref}: this is the approval at log index {rec.index}, withdrawn (the "
+            f"revocation at log index {gone[0]} names it): the same approver, purpose, expiry "
+            "and note in the same second sign the same statement; approve again a second "
+            "later, or with another --expires or --note; nothing new was recorded"
+        )
+    return rec
 
 
 def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Recorded:
