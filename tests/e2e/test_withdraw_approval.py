@@ -19,6 +19,7 @@ tests/e2e/test_histories_agree.py models it in generated histories (R7).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,10 @@ def test_an_approver_withdraws_an_approval_and_a_new_one_counts(home: Path) -> N
     assert (f"approvals: 1 of 2 required approver(s) for 'train'; approval {index} does not "
             f"count: withdrawn by revocation record {size(home) - 1} (the wrong version)"
             in r.stderr)
+    # The lineage's picture says so beside the dataset (its records: `verify.impact`).
+    r = run(home, "lineage", DATASET)
+    assert re.search(rf"approval at log index {index}, signed by \w+ — ignored: withdrawn by "
+                     r"revocation record \d+ \(the wrong version\)", r.stdout), r.stdout
     # approver-a approves again: a new statement, signed anew, counts.
     r = run(home, "approve", DATASET, "--key", "approver-a")
     assert r.exit_code == 0, r.output
