@@ -25,6 +25,12 @@ from pathlib import Path
 import pytest
 import testkit
 from click.testing import Result
+from test_paths_agree import (
+    World,
+    quickstart,  # noqa: F401  (the fixture)
+    quickstart_world,
+    withdrawn_approval,
+)
 
 from trajledger import Ledger
 from trajledger.runner.cli import main
@@ -169,3 +175,34 @@ def test_an_approval_made_again_as_the_withdrawn_one_is_refused(home: Path) -> N
                        note="once").new
     finally:
         led.close()
+
+
+def test_a_withdrawal_reaches_a_buyer_by_an_update_bundle(
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A buyer whose policy holds the vendor's approvers (testkit.BUYER_POLICY) imported the
+    vendor's checkpoint; the vendor then withdraws an approval of its dataset and sends an
+    update bundle (``export --updates-since``). The buyer takes the withdrawal in and its
+    ``verify`` of the checkpoint fails, as the vendor's does. It was not taken in: an update
+    takes the entries about what the buyer holds, and an approval's envelope is no artifact."""
+    w = quickstart_world(quickstart, tmp_path)
+    assert w.buyer is not None
+    home, state = w.buyer
+    bundle, update = w.work / "ck.tar.zst", w.work / "update.tar.zst"
+    assert w.run("export", w.checkpoint, "--out", bundle).exit_code == 0
+    applied = size(w.home)
+    buyer = World(home, state, w.checkpoint, "", "", w.work, home / "policy.toml",
+                  passphrase=testkit.TEST_PASSPHRASE)
+    assert buyer.run("import", bundle, "--key", "b1", "--key", "b2").exit_code == 0
+    assert buyer.run("verify", w.checkpoint).exit_code == 0
+    withdrawn_approval(w)
+    r = w.run("export", "--updates-since", str(applied), "--out", update)
+    assert r.exit_code == 0, r.output
+    r = buyer.run("import", update, "--key", "b1", "--key", "b2")
+    assert r.exit_code == 0, r.output
+    assert re.search(r"WARNING: revoked by \S+: approval at log index \d+ \(sha256:\w{12}…\): "
+                     "the wrong version", r.stderr), r.stderr
+    r = buyer.run("verify", w.checkpoint)
+    assert r.exit_code == 1, r.output
+    assert "does not count: withdrawn by revocation record" in r.stderr, r.stderr

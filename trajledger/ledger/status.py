@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.verify import predicates
+from trajledger.verify.digest import DIGEST_PREFIX, HEX64
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
 from trajledger.verify.policy import TrustPolicy, parse_duration
 from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
@@ -397,7 +398,8 @@ def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | 
 
 
 def label(ledger: LedgerHome, digest: str) -> str:
-    """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, or the digest."""
+    """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, ``approval at log index N
+    (sha256:…)`` of an approval's envelope, or the digest."""
     from trajledger.verify.kinds import KINDS, name_version
     from trajledger.verify.log_index import read_record
 
@@ -412,6 +414,12 @@ def label(ledger: LedgerHome, digest: str) -> str:
             break
         n, v = name_version(e.kind, st)
         return f"{e.kind} {n}{'@' + v if v else ''} ({digest[:19]}…)"
+    # No artifact: an approval's record, named by its envelope (one withdrawn, say)?
+    index = (ledger.log.find_envelope(digest) if digest.startswith(DIGEST_PREFIX)
+             and HEX64.fullmatch(digest, 7) else None)
+    e = state.entry(index) if index is not None else None
+    if e is not None and e.kind == "approval":
+        return f"approval at log index {index} ({digest[:19]}…)"
     return digest
 
 
