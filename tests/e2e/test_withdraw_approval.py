@@ -84,6 +84,11 @@ def test_an_approver_withdraws_an_approval_and_a_new_one_counts(home: Path) -> N
     r = run(home, "lineage", DATASET)
     assert re.search(rf"approval at log index {index}, signed by \w+ — ignored: withdrawn by "
                      r"revocation record \d+ \(the wrong version\)", r.stdout), r.stdout
+    # 'show' says which revocation names it, of the dataset and of the approval.
+    shown = json.loads(run(home, "show", DATASET, "--json").stdout)["status"]
+    named = f"revocation at log index {size(home) - 1} names it (withdrawn, if it counts)"
+    assert f"approval at log index {index} " in shown[0] and shown[0].endswith(named), shown
+    assert json.loads(run(home, "show", envelope, "--json").stdout)["status"] == [named]
     # approver-a approves again: a new statement, signed anew, counts.
     r = run(home, "approve", DATASET, "--key", "approver-a")
     assert r.exit_code == 0, r.output

@@ -86,9 +86,20 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
         record = LogEntry.from_bytes(ledger.log.entry(i))
         if record.kind in STATUS_KINDS:
             by = ", ".join(s[:12] for s in record.signers)
-            status.append(f"{record.kind} at log index {i} ({record.time}) by {by}")
+            status.append(f"{record.kind} at log index {i} ({record.time}) by {by}"
+                          + "".join(_withdrawals(ledger, record)))
     info["status"] = status
     return info
+
+
+def _withdrawals(ledger: LedgerHome, record: LogEntry) -> list[str]:
+    """``; revocation at log index N names it`` for each revocation of an approval's record
+    (a withdrawal: whether it counts, verifiers judge: ``admit``, ``verify``)."""
+    if record.kind != "approval":
+        return []
+    return [f"; revocation at log index {j} names it (withdrawn, if it counts)"
+            for j in ledger.log.find_subject(record.envelope)
+            if LogEntry.from_bytes(ledger.log.entry(j)).kind == "revocation"]
 
 
 def envelope_entry(ledger: LedgerHome, ref: str) -> int | None:
@@ -128,5 +139,5 @@ def _describe_record(ledger: LedgerHome, catalog: Catalog, index: int) -> dict[s
         "origins": Origins(ledger).names(index),
         "predicateType": statement.predicate_type,
         "predicate": statement.predicate,
-        "status": [],
+        "status": [w.removeprefix("; ") for w in _withdrawals(ledger, entry)],
     }
