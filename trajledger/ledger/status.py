@@ -97,9 +97,11 @@ def approve(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
         predicate.to_predicate(), signer, action=f"approve {item.ref}", check=check,
     )
+    if rec.new:  # (read nothing more once the log grew: a fault here would say it did not)
+        return rec
     state = ledger.trust_state()
-    gone = [] if rec.new else [i for i in state.about(rec.envelope_digest)
-                               if (e := state.entry(i)) is not None and e.kind == "revocation"]
+    gone = [i for i in state.about(rec.envelope_digest)
+            if (e := state.entry(i)) is not None and e.kind == "revocation"]
     if gone:  # the same signed approval, withdrawn: made again within the same second
         raise PolicyError(
             f"approve {item.ref}: this is the approval at log index {rec.index}, withdrawn (the "
