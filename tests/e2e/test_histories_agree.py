@@ -8,7 +8,8 @@ the library, on a copy of one small ledger (`build_base`): producers ``producer-
 environments ``cartpole@1`` and ``cartpole@2`` and evaluator ``judge@1`` (producer-a's).
 The operations: record a batch (producer a or b, either environment, with or without the
 evaluator), create a dataset of one or two batches (a train split, or now and then a holdout),
-approve it (for 1, 5 or 30 days), "un-approve" it (revoke the approval's record), revoke a
+approve it (for 1, 5 or 30 days), "un-approve" it (an approver withdraws its newest approval:
+``revoke`` of the approval's record, R7), revoke a
 batch, a dataset, an environment or the evaluator, erase a batch, train a checkpoint (the
 built-in trainer) on a dataset, with or without a parent checkpoint, and record a successor
 policy that drops producer-b from its role, rotates it to producer-c, declares producer-b's
@@ -33,9 +34,8 @@ answer. The rules, each with where the design states it:
   dataset whose record counts by R1: revoked, it still holds out; verify/judge.py
   ``held_out``), no episode a copy of a held-out one (the batches here are distinct: none; a
   held-out batch erased has nothing left to compare with), and approvals of distinct
-  approver keys reaching the threshold of the policy in force now (each unexpired: R6). An
-  approval cannot be revoked (approvals are not revocable artifacts: test_paths_agree.py,
-  'approval no longer counts'): ``revoke`` of its record is refused.
+  approver keys reaching the threshold of the policy in force now (each unexpired: R6, not
+  withdrawn: R7).
 - **R5 checkpoint** (``verify CK``; verify/lineage.py ``dataset_use``, verify/judge.py
   ``approvals``): R1 for the trainer, not revoked, its dataset's record sound now (R3: a
   revocation after training fails it), split ``train``, no batch in a holdout dataset recorded
@@ -49,6 +49,11 @@ answer. The rules, each with where the design states it:
   the maximum approval age of the policy in force at the use. A use now (R4) is judged at the
   verifiers' clock, a checkpoint (R5) at its own log time: time that passes after training
   never fails a checkpoint.
+- **R7 withdrawal** (withdraw26; docs/SECURITY.md, "fourteenth round (withdraw26)";
+  verify/withdrawals.py): any approver may withdraw any approval (``revoke`` of its record);
+  a withdrawn approval counts for no use, before the withdrawal too (as R3's revocation of
+  the data it approves fails a checkpoint trained before it), in R4 and R5 alike; the same
+  signed approval logged twice is one approval, withdrawn with it. A new approval counts.
 - **Write side**: ``train`` and ``Ledger.training`` admit by R4 and refuse a parent R5
   refuses; ``approve`` refuses data whose record fails R3 (SECURITY.md approve23); a
   producer key out of its role records nothing; a batch naming a revoked environment or
@@ -408,7 +413,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "approve":
         return m.record_ok(arts[a[0]])
     if s.op == "unapprove":
-        return False
+        return True  # R7: by an approver
     if s.op == "train":
         _label, ds, parent = a
         if parent is not None and not m.checkpoint_ok(arts[parent]):
@@ -451,11 +456,14 @@ def perform(run: Run, led: Ledger, s: Step, size: int, steps: list[Step]) -> Non
                           digest=r.recorded.digest)
     elif s.op == "approve":
         label, who, days = (*a, 30)[:3]
-        rec = led.approve(arts[label].digest, key=who, expires=f"{days}d")
+        # A note of its own: an approval made again in the same second is another (R7).
+        rec = led.approve(arts[label].digest, key=who, expires=f"{days}d", note=f"at {size}")
         arts[label].approvals.append((who, size, rec.envelope_digest, days))
     elif s.op == "unapprove":
         label, who = a
-        led.revoke(arts[label].approvals[-1][2], key=who, reason="un-approve")
+        envelope = arts[label].approvals[-1][2]
+        led.revoke(envelope, key=who, reason="un-approve")
+        arts[label].approvals = [x for x in arts[label].approvals if x[2] != envelope]  # R7
     elif s.op == "train":
         label, ds, parent = a
         # A seed of its own: the same bytes trained twice are one checkpoint (its digest).
@@ -854,6 +862,32 @@ def test_time_ends_an_approval_for_a_use_now_not_for_a_checkpoint(
         assert not run.problems, run.problems
         m = run.model
         assert "c1" in m.arts and m.checkpoint_ok(m.arts["c1"]), run.ran
+        with run.as_user(), Ledger.open(run.home) as led:
+            now = led.log.size
+        assert m.admit(m.arts["d1"], now) is admitted, (extra, run.ran)
+        assert judge_history(run) == [], (extra, run.ran)
+
+
+def test_a_withdrawn_approval_counts_for_no_use(
+    base: testkit.Template[None], tmp_path: Path
+) -> None:
+    """R7 (withdraw26): approver-a withdraws approver-b's approval of a dataset two approvals
+    were needed for, after a checkpoint was trained on it: the checkpoint fails (as it would
+    had the data been revoked) and the dataset is no longer admitted, on every path; a new
+    approval by approver-b counts again for a use now, not for the checkpoint."""
+    steps = [Step("record", ("b1", "producer-a", "cartpole@1", False)),
+             Step("dataset", ("d1", "producer-a", ("b1",), "train")),
+             Step("policy", ("threshold-2", 0)),
+             Step("approve", ("d1", "approver-a")),
+             Step("approve", ("d1", "approver-b")),
+             Step("train", ("c1", "d1", None)),
+             Step("unapprove", ("d1", "approver-a"))]
+    for extra, admitted in (((), False), ((Step("approve", ("d1", "approver-b")),), True)):
+        run = run_history(tmp_path / f"h{len(extra)}", base, [*steps, *extra])
+        assert not run.problems, run.problems
+        m = run.model
+        assert "unapprove(d1, approver-a) -> ok" in run.ran, run.ran
+        assert not m.checkpoint_ok(m.arts["c1"]), run.ran
         with run.as_user(), Ledger.open(run.home) as led:
             now = led.log.size
         assert m.admit(m.arts["d1"], now) is admitted, (extra, run.ran)

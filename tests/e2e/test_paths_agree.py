@@ -655,6 +655,31 @@ def void_approval(w: World) -> None:
     w.approver = "approver-b"
 
 
+def approval_of(w: World, ref: str, approver: str) -> str:
+    """The envelope digest of ``approver``'s approval of ``ref`` (what ``approve`` printed)."""
+    from trajledger.ledger.catalog import Catalog
+
+    with w.as_user():
+        led = Ledger.open(w.home)
+        try:
+            digest, keyid = Catalog(led).resolve(ref).digest, led.keys.public(approver).keyid
+            state = led.trust_state()
+            return next(e.envelope for i in state.about(digest)
+                        if (e := state.entry(i)) is not None and e.kind == "approval"
+                        and keyid in e.signers)
+        finally:
+            led.close()
+
+
+def withdrawn_approval(w: World) -> None:
+    """approver-a withdraws its approval of the checkpoint's dataset (2 of 2 required), after
+    the checkpoint was trained on it: as a revocation of the data would, it fails the
+    checkpoint, and the dataset has one approval of the two its use needs (withdraw26)."""
+    envelope = approval_of(w, w.dataset, "approver-a")
+    r = w.run("revoke", envelope, "--key", "approver-a", "--reason", "the wrong version")
+    assert r.exit_code == 0, r.output
+
+
 def replaced_policy_draft(w: World) -> None:
     """The attacker writes ``policy.toml`` (the user's draft): a policy that trusts nothing.
     Decisions apply the signed policy in force."""
@@ -732,6 +757,7 @@ SCENARIOS = [
     Scenario("replaced policy draft", "quickstart", replaced_policy_draft, True, True),
     Scenario("producer key compromised", "quickstart", compromised_producer_key, False, False),
     Scenario("approval no longer counts", "quickstart", void_approval, False, False),
+    Scenario("approval withdrawn", "quickstart", withdrawn_approval, False, False),
     Scenario("rotated log key, then trained", "quickstart", rotated_then_trained, True, True),
     Scenario("imported from a vendor", "exchange", nothing, True, True),
     Scenario("vendor revocation after import", "exchange", vendor_revokes_after_import, False,

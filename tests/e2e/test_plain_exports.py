@@ -24,11 +24,13 @@ from test_paths_agree import (
     quickstart,  # noqa: F401  (the fixture)
     quickstart_world,
     void_approval,
+    withdrawn_approval,
 )
 
 CASES = {
     "trainer key compromised": (compromised_trainer_key, "checkpoint", ["sigstore"]),
     "approval no longer counts": (void_approval, "checkpoint", ["sigstore"]),
+    "approval withdrawn": (withdrawn_approval, "checkpoint", ["sigstore"]),
     "producer key compromised": (compromised_producer_key, "batch",
                                  ["sigstore", "parquet", "jsonl"]),
 }

@@ -24,7 +24,7 @@ from .catalog import Catalog, Origins, RefError
 if TYPE_CHECKING:
     from .home import LedgerHome
 
-__all__ = ["describe"]
+__all__ = ["describe", "envelope_entry"]
 
 STATUS_KINDS = ("approval", "revocation", "erasure", "refusal")
 
@@ -42,7 +42,7 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
     try:
         item = catalog.resolve(ref)
     except RefError:
-        index = _envelope_entry(ledger, ref)
+        index = envelope_entry(ledger, ref)
         if index is None:
             raise
         return _describe_record(ledger, catalog, index)
@@ -86,12 +86,23 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
         record = LogEntry.from_bytes(ledger.log.entry(i))
         if record.kind in STATUS_KINDS:
             by = ", ".join(s[:12] for s in record.signers)
-            status.append(f"{record.kind} at log index {i} ({record.time}) by {by}")
+            status.append(f"{record.kind} at log index {i} ({record.time}) by {by}"
+                          + "".join(_withdrawals(ledger, record)))
     info["status"] = status
     return info
 
 
-def _envelope_entry(ledger: LedgerHome, ref: str) -> int | None:
+def _withdrawals(ledger: LedgerHome, record: LogEntry) -> list[str]:
+    """``; revocation at log index N names it`` for each revocation of an approval's record
+    (a withdrawal: whether it counts, verifiers judge: ``admit``, ``verify``)."""
+    if record.kind != "approval":
+        return []
+    return [f"; revocation at log index {j} names it (withdrawn, if it counts)"
+            for j in ledger.log.find_subject(record.envelope)
+            if LogEntry.from_bytes(ledger.log.entry(j)).kind == "revocation"]
+
+
+def envelope_entry(ledger: LedgerHome, ref: str) -> int | None:
     """The log index of the record whose envelope is the full digest ``ref``, or None."""
     ref = ref.strip()
     if not ref.startswith("sha256:") or len(ref) != len("sha256:") + 64:
@@ -128,5 +139,5 @@ def _describe_record(ledger: LedgerHome, catalog: Catalog, index: int) -> dict[s
         "origins": Origins(ledger).names(index),
         "predicateType": statement.predicate_type,
         "predicate": statement.predicate,
-        "status": [],
+        "status": [w.removeprefix("; ") for w in _withdrawals(ledger, entry)],
     }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.verify import predicates
+from trajledger.verify.digest import DIGEST_PREFIX, HEX64
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
 from trajledger.verify.policy import TrustPolicy, parse_duration
 from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "approve", "delete_erased", "erasable_blobs", "erase", "erased_before", "files_here",
     "held_elsewhere", "kept_blobs", "label", "record_policy", "revocations", "revoke",
+    "withdraw",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -70,7 +72,8 @@ def approve(
     Raises:
         RefError: ``ref`` names no dataset or batch.
         FormatError: a bad duration or purpose.
-        PolicyError: the signer is not an approver of the policy in force.
+        PolicyError: the signer is not an approver of the policy in force; the approval
+            signed is one withdrawn (the same statement, made again in the same second).
     """
     item = _item(ledger, ref, APPROVABLE)
     when = now or _now()
@@ -90,14 +93,29 @@ def approve(
         note,
         validation_report,
     )
-    return record_statement(
+    rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
         predicate.to_predicate(), signer, action=f"approve {item.ref}", check=check,
     )
+    if rec.new:  # (read nothing more once the log grew: a fault here would say it did not)
+        return rec
+    state = ledger.trust_state()
+    gone = [i for i in state.about(rec.envelope_digest)
+            if (e := state.entry(i)) is not None and e.kind == "revocation"]
+    if gone:  # the same signed approval, withdrawn: made again within the same second
+        raise PolicyError(
+            f"approve {item.ref}: this is the approval at log index {rec.index}, withdrawn (the "
+            f"revocation at log index {gone[0]} names it): the same approver, purpose, expiry "
+            "and note in the same second sign the same statement; approve again a second "
+            "later, or with another --expires or --note; nothing new was recorded"
+        )
+    return rec
 
 
 def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Recorded:
-    """Record that ``ref`` must no longer be used (its lineage then fails verification).
+    """Record that ``ref`` must no longer be used (its lineage then fails verification), or,
+    when ``ref`` is an approval's envelope digest (what ``approve`` prints), that the approval
+    is withdrawn (`withdraw`).
 
     The signer must hold the producer or approver role of the policy in force, when there is
     one.
@@ -105,16 +123,54 @@ def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Reco
     Raises:
         RefError: ``ref`` names nothing recorded.
         FormatError: an empty reason.
-        PolicyError: the signer is neither a producer nor an approver of the policy in force.
+        PolicyError: the signer is neither a producer nor an approver of the policy in force;
+            a producer withdrawing an approval.
     """
     if not reason.strip():
         raise FormatError("--reason: say why the artifact is revoked")
+    from .show import envelope_entry
+
+    index = envelope_entry(ledger, ref)
+    entry = ledger.trust_state().entry(index) if index is not None else None
+    if index is not None and entry is not None and entry.kind == "approval":
+        return withdraw(ledger, index, entry.envelope, signer, reason=reason)
     item = _item(ledger, ref)
     _check_authority(ledger, item, signer, "revoke")
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
         predicate.to_predicate(), signer, action=f"revoke {item.ref}",
+    )
+
+
+def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: Signer, *, reason: str
+             ) -> Recorded:
+    """Withdraw the approval at log index ``index`` (its envelope digest ``envelope``): a
+    revocation whose subject is that digest, after which verifiers count the approval for
+    nothing, for uses before it too (`trajledger.verify.withdrawals`).
+
+    Under the policy in force, an approver may withdraw any approval, the key that signed it
+    its own; a producer may not (it revokes its data instead): verifiers apply the same rule
+    (`trajledger.verify.retractions.authority`), so such a record would count for nothing.
+
+    Raises:
+        PolicyError: the signer may not withdraw it (nothing signed).
+    """
+    from .policy_state import current_policy
+
+    entry = ledger.trust_state().entry(index)
+    found = current_policy(ledger)
+    if found is not None and entry is not None and not found[1].holds(
+            "approver", signer.keyid) and signer.keyid not in entry.signers:
+        raise PolicyError(
+            f"approval at log index {index}: key {signer.name} ({signer.keyid[:12]}) is no "
+            "approver of the policy in force and did not sign it: only an approver may "
+            "withdraw an approval (a producer revokes its data instead); nothing was signed"
+        )
+    predicate = Revocation(reason, format_time(_now()))
+    return record_statement(
+        ledger, f"approval at log index {index}", envelope, predicates.REVOCATION,
+        predicate.to_predicate(), signer, action=f"withdraw the approval at log index {index}",
     )
 
 
@@ -344,7 +400,8 @@ def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | 
 
 
 def label(ledger: LedgerHome, digest: str) -> str:
-    """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, or the digest."""
+    """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, ``approval at log index N
+    (sha256:…)`` of an approval's envelope, or the digest."""
     from trajledger.verify.kinds import KINDS, name_version
     from trajledger.verify.log_index import read_record
 
@@ -359,6 +416,12 @@ def label(ledger: LedgerHome, digest: str) -> str:
             break
         n, v = name_version(e.kind, st)
         return f"{e.kind} {n}{'@' + v if v else ''} ({digest[:19]}…)"
+    # No artifact: an approval's record, named by its envelope (one withdrawn, say)?
+    index = (ledger.log.find_envelope(digest) if digest.startswith(DIGEST_PREFIX)
+             and HEX64.fullmatch(digest, 7) else None)
+    e = state.entry(index) if index is not None else None
+    if e is not None and e.kind == "approval":
+        return f"approval at log index {index} ({digest[:19]}…)"
     return digest
 
 

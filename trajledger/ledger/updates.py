@@ -88,6 +88,7 @@ __all__ = [
     "label",
     "origin_state",
     "select",
+    "withdraws",
 ]
 
 NOT_TAKEN = frozenset({"trust-policy", "import", "refusal"})
@@ -324,6 +325,17 @@ def held(ledger: LedgerHome, digest: str) -> bool:
                for i in state.about(digest))
 
 
+def withdraws(ledger: LedgerHome, entry: LogEntry) -> bool:
+    """True when ``entry`` is a revocation of an approval record this ledger holds (its
+    subject is that record's envelope digest): a withdrawal (`trajledger.verify.withdrawals`),
+    which the approval's holder must take in as a revocation of what it holds."""
+    if entry.kind != "revocation":
+        return False
+    index = ledger.log.find_envelope(entry.subject)
+    found = ledger.trust_state().entry(index) if index is not None else None
+    return found is not None and found.kind == "approval"
+
+
 def from_log(ledger: LedgerHome, digest: str, logs: Collection[str]) -> bool:
     """True when this ledger holds a record of the artifact ``digest`` that an import brought
     from the log of one of the verifier keys ``logs``."""
@@ -344,7 +356,8 @@ def select(
         2. An entry below the extension is of the lineage asked for: taken in (as every import
            always did).
         3. An entry of the extension is taken in when it is about an artifact asked for or
-           held here (`held`), with its envelope (``have``), or without it when it can stop a
+           held here (`held`), or withdraws an approval held here (`withdraws`), with its
+           envelope (``have``), or without it when it can stop a
            use of data (a revocation or erasure whose envelope the party did not publish:
            then it fails closed here) of an artifact asked for or brought from this very log
            (``logs``: its verifier keys; `from_log`): a party cannot make decisions about
@@ -368,7 +381,7 @@ def select(
             continue
         # (3)
         asked_for = entry.subject in asked
-        if not (asked_for or held(ledger, entry.subject)):
+        if not (asked_for or held(ledger, entry.subject) or withdraws(ledger, entry)):
             continue
         if have(entry.envelope) or (KINDS[entry.kind].restricts and (
                 asked_for or from_log(ledger, entry.subject, logs))):

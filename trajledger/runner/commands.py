@@ -451,11 +451,13 @@ def approve(
 @JSON_OPTION
 @pass_ctx
 def revoke(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
-    """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'.
+    """Revoke an artifact (its lineage fails verification; see 'trajledger impact') or an
+    approval (REF: the digest 'approve' printed; it no longer counts, for earlier uses too).
 
     \b
     Example:
       trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
+      trajledger revoke sha256:4df1… --key approver-a --reason "approved the wrong version"
     """
     rec = ctx.ledger().revoke(ref, key=key, reason=reason)
     ok(f"{ref} revoked (log index {rec.index})")

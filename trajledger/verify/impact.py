@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .digest import parse_digest
-from .judge import REPAIR_HINT, Record
+from .judge import REPAIR_HINT, Record, RecordFailure
 from .kinds import KINDS
 from .marks import Mark
 from .report import FAIL, INFO, OK, Direction, Edge, Node, Report
@@ -165,6 +165,8 @@ def with_records(verifier: LineageVerifier, report: Report) -> Report:
         rec = verifier.record(i)
         entry = verifier.entry(i)
         assert entry is not None
+        if isinstance(rec, Record) and entry.kind == "approval":
+            rec = _withdrawn(verifier, rec)
         if isinstance(rec, Record):
             status, detail = OK, gist(rec.statement.predicate)
             signers = tuple(sorted(rec.signers))
@@ -176,6 +178,18 @@ def with_records(verifier: LineageVerifier, report: Report) -> Report:
                           detail))
     return Report(report.subject, report.roots, report.nodes, report.edges,
                   Direction(report.direction), marks)
+
+
+def _withdrawn(verifier: LineageVerifier, rec: Record) -> Record | RecordFailure:
+    """An approval's record, or why it counts for nothing when it is withdrawn
+    (`verify.withdrawals.withdrawn`, among the approvals of its subject: a replay too)."""
+    found = [verifier.record(j) for j in verifier.records(rec.entry.subject, "approval")]
+    if not any(verifier.records(r.entry.envelope, "revocation") for r in found
+               if isinstance(r, Record)):
+        return rec
+    from .withdrawals import withdrawn
+
+    return next(r for r in withdrawn(verifier, found) if r.index == rec.index)
 
 
 _GIST_CHARS = 160

@@ -219,8 +219,8 @@ class LineageVerifier:
             1. The entry is included under the checkpoint.
             2. Its envelope, read from the evidence, is judged (`verify.judge.judge_record`:
                digest, signatures by the roles its kind requires, predicate type, subject).
-            3. A revocation or erasure must have authority over its subject
-               (`verify.retractions.authority`).
+            3. A revocation or erasure must have authority over its subject (an artifact, or
+               an approval's record: `verify.retractions.with_authority`).
         """
         if index not in self._records:
             self._records[index] = self._record(index)
@@ -242,13 +242,9 @@ class LineageVerifier:
         rec = judge_record(index, entry, data, self.policy, self.evidence.blob)
         # (3)
         if isinstance(rec, Record) and entry.kind in ("revocation", "erasure"):
-            from .retractions import authority  # loaded only for a revocation or an erasure
+            from .retractions import with_authority  # loaded only for a revocation or an erasure
 
-            kind = self.primary_kind(entry.subject)
-            made = self.identity_record(entry.subject, kind) if kind is not None else None
-            problem = authority(rec, self.policy, kind, made)
-            if problem is not None:  # no record of the subject to judge by: unknown (fail closed)
-                return RecordFailure(index, problem, made is None)
+            return with_authority(self, rec)
         return rec
 
     def node(self, digest: str) -> Node:
@@ -553,8 +549,14 @@ class LineageVerifier:
     ) -> set[str]:
         """Count the valid approvals of ``digest`` for ``purpose`` recorded before ``before``
         (`verify.judge.approvals`), adding an ``approvals`` check to ``node``; returns the
-        approvers that counted."""
-        found = (self.record(i) for i in self.records(digest, "approval"))
+        approvers that counted. One a revocation of its record names is withdrawn, whenever
+        that was logged (`verify.withdrawals.withdrawn`, loaded only then)."""
+        found = [self.record(i) for i in self.records(digest, "approval")]
+        if any(self.records(r.entry.envelope, "revocation") for r in found
+               if isinstance(r, Record)):
+            from .withdrawals import withdrawn
+
+            found = withdrawn(self, found)
         return approvals(node, label, found, self.policy, purpose, before, at_time)
 
     # -- reports -----------------------------------------------------------------------------------

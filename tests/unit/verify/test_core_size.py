@@ -45,7 +45,11 @@ exporter left evidence out (loaded on a failure, ``verify.left_out``), paid by a
 members read in order without a set of names seen and ``verify.bundle``'s ``__all__`` on one
 line; 4,479 after holdout22's ``[contamination]`` (a field and a type-only import in
 ``verify.policy``; its parser, ``verify.contamination_rules``, loads on use), paid by
-``verify.policy``'s ``__all__`` on two lines.
+``verify.policy``'s ``__all__`` on two lines; 4,499 in 33 both before and after withdraw26's
+withdrawn approvals (the look-up of an approval's withdrawals in
+``LineageVerifier.approvals``, four lines; their judgement, ``verify.withdrawals``, loads on
+use), paid by a revocation's or an erasure's authority judged where it loads
+(``verify.retractions.with_authority``: four lines fewer in ``LineageVerifier._record``).
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
           "record_json", "blame", "untrusted_key", "left_out",
-          "contamination_rules")
+          "contamination_rules", "withdrawals")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -89,7 +93,7 @@ ciphertexts), the predicates of kinds a checkpoint's lineage does not hold (eval
 releases, unsealings, imports, refusals, model signatures), the writer of records' JSON, the
 root causes of a report that fails, the node of a key the policy does not hold, why an
 exporter left evidence out, a policy's ``[contamination]`` (read by dataset create and the
-gate, never by the verifier of a bundle)."""
+gate, never by the verifier of a bundle), withdrawn approvals."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 

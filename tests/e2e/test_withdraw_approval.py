@@ -1,0 +1,213 @@
+"""An approval can be withdrawn (withdraw26): ``trajledger revoke APPROVAL`` takes the digest
+``approve`` printed, and every judging path counts the approval for nothing from then on.
+
+On the quickstart ledger (the session's ``quickstart_template``: dataset cartpole-train@2,
+approved by approver-a and approver-b, 2 of 2 required, and checkpoint 2 trained on it). The
+rules (docs/SECURITY.md, "fourteenth round (withdraw26)"; ``verify.withdrawals``):
+
+- an approver withdraws any approval, the key that signed it its own; a producer may not: the
+  write side refuses it, and a producer's withdrawal forced into the log is ignored (shown,
+  not failed closed);
+- a withdrawal withdraws the signed statement: the approval replayed into the log in an
+  envelope encoded anew still counts for nothing; a new approval counts;
+- a withdrawal whose envelope is lost fails closed: the approval it names does not count.
+
+tests/e2e/test_paths_agree.py ("approval withdrawn") runs every path on a withdrawal;
+tests/e2e/test_histories_agree.py models it in generated histories (R7).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import testkit
+from click.testing import Result
+from test_paths_agree import (
+    World,
+    quickstart,  # noqa: F401  (the fixture)
+    quickstart_world,
+    withdrawn_approval,
+)
+
+from trajledger import Ledger
+from trajledger.runner.cli import main
+
+DATASET = "cartpole-train@2"
+
+
+def run(home: Path, *args: str | Path) -> Result:
+    return testkit.new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+
+
+@pytest.fixture
+def home(quickstart_template: testkit.Template[str], tmp_path: Path) -> Path:
+    return testkit.copy_template(quickstart_template, tmp_path / "home")
+
+
+def approval(home: Path, approver: str) -> tuple[int, str]:
+    """The log index and envelope digest of ``approver``'s approval of `DATASET`."""
+    from trajledger.ledger.catalog import Catalog
+
+    led = Ledger.open(home)
+    try:
+        digest, keyid = Catalog(led).resolve(DATASET).digest, led.keys.public(approver).keyid
+        state = led.trust_state()
+        return next((i, e.envelope) for i in state.about(digest)
+                    if (e := state.entry(i)) is not None and e.kind == "approval"
+                    and keyid in e.signers)
+    finally:
+        led.close()
+
+
+def size(home: Path) -> int:
+    led = Ledger.open(home)
+    try:
+        return led.log.size
+    finally:
+        led.close()
+
+
+def test_an_approver_withdraws_an_approval_and_a_new_one_counts(home: Path) -> None:
+    index, envelope = approval(home, "approver-a")
+    assert run(home, "admit", DATASET).exit_code == 0
+    r = run(home, "revoke", envelope, "--key", "approver-b", "--reason", "the wrong version")
+    assert r.exit_code == 0, r.output
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1
+    assert (f"approvals: 1 of 2 required approver(s) for 'train'; approval {index} does not "
+            f"count: withdrawn by revocation record {size(home) - 1} (the wrong version)"
+            in r.stderr)
+    # The lineage's picture says so beside the dataset (its records: `verify.impact`).
+    r = run(home, "lineage", DATASET)
+    assert re.search(rf"approval at log index {index}, signed by \w+ — ignored: withdrawn by "
+                     r"revocation record \d+ \(the wrong version\)", r.stdout), r.stdout
+    # 'show' says which revocation names it, of the dataset and of the approval.
+    shown = json.loads(run(home, "show", DATASET, "--json").stdout)["status"]
+    named = f"revocation at log index {size(home) - 1} names it (withdrawn, if it counts)"
+    assert f"approval at log index {index} " in shown[0] and shown[0].endswith(named), shown
+    assert json.loads(run(home, "show", envelope, "--json").stdout)["status"] == [named]
+    # approver-a approves again: a new statement, signed anew, counts.
+    r = run(home, "approve", DATASET, "--key", "approver-a")
+    assert r.exit_code == 0, r.output
+    assert run(home, "admit", DATASET).exit_code == 0
+
+
+def test_a_producer_may_not_withdraw_an_approval(home: Path) -> None:
+    _index, envelope = approval(home, "approver-a")
+    before = size(home)
+    r = run(home, "revoke", envelope, "--key", "vendor", "--reason", "nuisance")
+    assert r.exit_code == 1
+    assert "only an approver may withdraw an approval" in r.stderr
+    assert size(home) == before
+    # Forced into the log past the write side's check: shown, ignored, the approval counts.
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+
+    led = Ledger.open(home)
+    try:
+        body = predicates.Revocation("nuisance", "2026-01-01T00:00:00Z").to_predicate()
+        record_statement(led, "approval", envelope, predicates.REVOCATION, body,
+                         led.keys.signer("vendor"))
+    finally:
+        led.close()
+    assert run(home, "admit", DATASET).exit_code == 0
+    r = run(home, "lineage", DATASET)
+    assert r.exit_code == 0, r.output
+    # Its own signer may withdraw it: here an approver too.
+    r = run(home, "revoke", envelope, "--key", "approver-a", "--reason", "mine")
+    assert r.exit_code == 0, r.output
+    assert run(home, "admit", DATASET).exit_code == 1
+
+
+def test_a_replayed_approval_stays_withdrawn(home: Path) -> None:
+    index, envelope = approval(home, "approver-a")
+    r = run(home, "revoke", envelope, "--key", "approver-a", "--reason", "obtained by fraud")
+    assert r.exit_code == 0, r.output
+    # The same signed statement, its envelope encoded anew (other bytes, another digest),
+    # logged again as another approval record.
+    from trajledger.ledger.log.spec import EntrySpec
+
+    led = Ledger.open(home)
+    try:
+        entry = led.trust_state().entry(index)
+        assert entry is not None
+        data = json.dumps(json.loads(led.read_blob(envelope)), indent=2).encode()
+        again = led.store.put_bytes(data)
+        assert again != envelope
+        (replayed,) = led.log.append([EntrySpec("approval", entry.subject, again,
+                                                entry.signers)], foreign=True)
+    finally:
+        led.close()
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1
+    assert f"approval {replayed} does not count: withdrawn by revocation record" in r.stderr
+
+
+def test_a_withdrawal_that_cannot_be_read_fails_closed(home: Path) -> None:
+    _index, envelope = approval(home, "approver-a")
+    r = run(home, "revoke", envelope, "--key", "approver-b", "--reason", "the wrong version")
+    assert r.exit_code == 0, r.output
+    withdrawal = r.stdout.strip()
+    (home / "objects" / "sha256" / withdrawal[7:9] / withdrawal[9:11] / withdrawal[7:]).unlink()
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1
+    assert "names it but cannot be read, so it may withdraw it" in r.stderr
+
+
+def test_an_approval_made_again_as_the_withdrawn_one_is_refused(home: Path) -> None:
+    """The same approver, purpose, expiry and note in the same second sign the same statement
+    (Ed25519 is deterministic): the log finds that record, withdrawn. ``approve`` said OK and
+    the approval counted for nothing; it now says so, and how to approve again."""
+    import datetime as dt
+
+    from trajledger.ledger.status import approve
+    from trajledger.verify.errors import PolicyError
+
+    when = dt.datetime(2026, 12, 4, 12, 0, 0, tzinfo=dt.UTC)
+    led = Ledger.open(home)
+    try:
+        signer = led.keys.signer("approver-a")
+        first = approve(led, DATASET, signer, now=when, note="once")
+        assert first.new
+        led.revoke(first.envelope_digest, key="approver-b", reason="the wrong version")
+        with pytest.raises(PolicyError, match=rf"this is the approval at log index "
+                           rf"{first.index}, withdrawn .* approve again a second later"):
+            approve(led, DATASET, signer, now=when, note="once")
+        assert approve(led, DATASET, signer, now=when + dt.timedelta(seconds=1),
+                       note="once").new
+    finally:
+        led.close()
+
+
+def test_a_withdrawal_reaches_a_buyer_by_an_update_bundle(
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A buyer whose policy holds the vendor's approvers (testkit.BUYER_POLICY) imported the
+    vendor's checkpoint; the vendor then withdraws an approval of its dataset and sends an
+    update bundle (``export --updates-since``). The buyer takes the withdrawal in and its
+    ``verify`` of the checkpoint fails, as the vendor's does. It was not taken in: an update
+    takes the entries about what the buyer holds, and an approval's envelope is no artifact."""
+    w = quickstart_world(quickstart, tmp_path)
+    assert w.buyer is not None
+    home, state = w.buyer
+    bundle, update = w.work / "ck.tar.zst", w.work / "update.tar.zst"
+    assert w.run("export", w.checkpoint, "--out", bundle).exit_code == 0
+    applied = size(w.home)
+    buyer = World(home, state, w.checkpoint, "", "", w.work, home / "policy.toml",
+                  passphrase=testkit.TEST_PASSPHRASE)
+    assert buyer.run("import", bundle, "--key", "b1", "--key", "b2").exit_code == 0
+    assert buyer.run("verify", w.checkpoint).exit_code == 0
+    withdrawn_approval(w)
+    r = w.run("export", "--updates-since", str(applied), "--out", update)
+    assert r.exit_code == 0, r.output
+    r = buyer.run("import", update, "--key", "b1", "--key", "b2")
+    assert r.exit_code == 0, r.output
+    assert re.search(r"WARNING: revoked by \S+: approval at log index \d+ \(sha256:\w{12}…\): "
+                     "the wrong version", r.stderr), r.stderr
+    r = buyer.run("verify", w.checkpoint)
+    assert r.exit_code == 1, r.output
+    assert "does not count: withdrawn by revocation record" in r.stderr, r.stderr
