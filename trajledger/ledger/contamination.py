@@ -95,7 +95,7 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
-_NTH = {2: "second", 3: "third"}
+_NTH = {2: "second", 3: "third", 4: "fourth"}
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
     Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
-    step windows (32 bytes a window, about 4 windows a step of a numeric episode in its
+    step windows (32 bytes a window, about 6 windows a step of a numeric episode in its
     `step_windows.ORDERS`), never the train side (but one
     batch's windows at a time). The comparison is exact (blockwise matrix products, no
     approximate index), so nothing above a threshold is missed.
