@@ -96,7 +96,9 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
-_NTH = {2: "second", 3: "third"}
+_NTH = {2: "second", 3: "third", 4: "fourth"}
+_PENDING = 1 << 20
+"""Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 
 
 @dataclass(frozen=True)
@@ -190,10 +192,11 @@ class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
     Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
-    step windows (32 bytes a window, about 4 windows a step of a numeric episode in its
-    `step_windows.ORDERS`), never the train side (but one
-    batch's windows at a time). The comparison is exact (blockwise matrix products, no
-    approximate index), so nothing above a threshold is missed.
+    step windows (32 bytes a window, about 6 windows a step of a numeric episode in its
+    `step_windows.ORDERS`), never the train side (but the hashes and episodes of up to
+    `_PENDING` train windows, 16 bytes each, matched together). The comparison is exact
+    (blockwise matrix products, no approximate index), so nothing above a threshold is
+    missed.
     """
 
     def __init__(
@@ -225,8 +228,10 @@ class Matcher:
         self._runs: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64],
                                npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
         self._steps: dict[int, int] = {}
-        self._uniq: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
-        self._group_trains: dict[int, dict[tuple[str, str], None]] = {}
+        self._pending: list[tuple[str, list[str], npt.NDArray[np.uint64],
+                                  npt.NDArray[np.int64]]] = []
+        self._hits: dict[int, list[npt.NDArray[np.int64]]] = {}  # held run -> windows hit
+        self._group_trains: dict[int, dict[tuple[str, str], None]] = {}  # by window hash
         self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]] | None = (
             None)
         self._frozen = False
@@ -270,20 +275,49 @@ class Matcher:
         """Match the step windows of train episodes of ``batch``: a train episode sharing a
         window with a held one shares a run of `step_windows.WINDOW` steps with it. Held
         windows are grouped by hash: a train window costs one step per group it hits, never
-        one per held episode holding it (a deterministic environment's identical episodes)."""
+        one per held episode holding it (a deterministic environment's identical episodes).
+        Matched in `_match`, up to `_PENDING` train windows at once."""
         self._freeze()
-        uniq = self._uniq
         for w in windows:
-            g = np.searchsorted(uniq, w.hashes)
-            hit = g < len(uniq)
-            hit[hit] = uniq[g[hit]] == w.hashes[hit]
-            g, t = g[hit], w.episode[hit]
-            # Each (group, train episode) once, in the order the train windows meet them.
-            _, first = np.unique(g * max(len(w.episode_ids), 1) + t, return_index=True)
-            first.sort()
-            for gi, ti in zip(g[first].tolist(), t[first].tolist(), strict=True):
-                self._group_trains.setdefault(gi, {})[(batch, w.episode_ids[ti])] = None
+            if len(w.hashes):
+                self._pending.append((batch, w.episode_ids, w.hashes, w.episode))
+        if sum(len(p[2]) for p in self._pending) >= _PENDING:
+            self._match()
         self._run_info = None
+
+    def _match(self) -> None:
+        """Match the train windows fed since the last call. One pass over the held windows
+        finds those of a hash some of them has (a table of the train hashes' first bits, then
+        exactly: no sort of the held side, copy26; sorting 42 M held windows cost 7.8 CPU-s);
+        then each train window hitting a group (the held windows of one hash) records (group,
+        train episode) once, in the order fed."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        train = np.unique(np.concatenate([p[2] for p in pending]))
+        bits = max(16, len(train).bit_length() + 4)  # at most 1/16 of the table is set
+        shift = np.uint64(64 - bits)
+        table = np.zeros(1 << bits, dtype=bool)
+        table[train >> shift] = True
+        found = []
+        for r, (hashes, _rows, _starts, _orders) in enumerate(self._runs):
+            maybe = np.flatnonzero(table[hashes >> shift])
+            at = np.minimum(np.searchsorted(train, hashes[maybe]), len(train) - 1)
+            hit = maybe[train[at] == hashes[maybe]]
+            if len(hit):
+                self._hits.setdefault(r, []).append(hit)
+                found.append(hashes[hit])
+        uniq = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
+        for batch, ids, hashes, episode in pending:
+            g = np.searchsorted(uniq, hashes)
+            hit = g < len(uniq)
+            hit[hit] = uniq[g[hit]] == hashes[hit]
+            g, t = g[hit], episode[hit]
+            # Each (group, train episode) once, in the order the train windows meet them.
+            _, first = np.unique(g * max(len(ids), 1) + t, return_index=True)
+            first.sort()
+            for h, ti in zip(uniq[g[first]].tolist(), t[first].tolist(), strict=True):
+                self._group_trains.setdefault(h, {})[(batch, ids[ti])] = None
 
     def _runs_of(self) -> dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]]:
         """Per held episode sharing a run with train episodes: the first train episode met
@@ -291,28 +325,26 @@ class Matcher:
         it shares with the first (`_shared`). Groups are expanded to held episodes here, once."""
         if self._run_info is not None:
             return self._run_info
+        self._match()
         if not self._group_trains:
             self._run_info = {}
             return self._run_info
-        hashes, rows, starts, orders = self._runs[0]
-        # The held windows of the groups hit, in one pass (the held side is not sorted: only
-        # its distinct hashes are, `_freeze`), each group's in the order held.
-        hit = np.array(sorted(self._group_trains), dtype=np.int64)
-        wanted = self._uniq[hit]
-        p = np.minimum(np.searchsorted(wanted, hashes), max(len(wanted) - 1, 0))
-        held = np.flatnonzero(wanted[p] == hashes) if len(wanted) else np.zeros(0, np.int64)
-        of_group: dict[int, list[int]] = {}
-        for g, j in zip(hit[p[held]].tolist(), held.tolist(), strict=True):
-            of_group.setdefault(g, []).append(j)
+        # The held windows of the groups hit (found by `_match`), each group's in the order
+        # held: (held episode, start, order).
+        of_group: dict[int, list[tuple[int, int, int]]] = {}
+        for r in sorted(self._hits):
+            hashes, rows, starts, orders = self._runs[r]
+            js = np.unique(np.concatenate(self._hits[r]))
+            for g, i, s, o in zip(hashes[js].tolist(), rows[js].tolist(), starts[js].tolist(),
+                                  orders[js].tolist(), strict=True):
+                of_group.setdefault(g, []).append((i, s, o))
         # The first train episode met of each group is its dict's first: groups are ranked
         # by when that was, so a held episode's first train episode is its first group's.
         order = {g: k for k, g in enumerate(self._group_trains)}
         met: dict[int, list[int]] = {}  # held episode -> its groups hit
         at: dict[int, list[tuple[int, int, int]]] = {}  # held episode -> (group, order, start)
         for g in self._group_trains:
-            js = of_group[g]
-            for i, s, o in zip(rows[js].tolist(), starts[js].tolist(), orders[js].tolist(),
-                               strict=True):
+            for i, s, o in of_group[g]:
                 met.setdefault(i, []).append(g)
                 at.setdefault(i, []).append((g, o, s))
         firsts = {g: next(iter(trains)) for g, trains in self._group_trains.items()}
@@ -367,17 +399,7 @@ class Matcher:
         self._best = np.full(n, -2.0)
         self._count = np.zeros(n, dtype=np.int64)
         self._best_of = [None] * n
-        runs = self._runs or [(np.zeros(0, np.uint64), np.zeros(0, np.int64),
-                               np.zeros(0, np.int64), np.zeros(0, np.int64))]
-        hashes, rows, starts, orders = (np.concatenate([r[k] for r in runs]) for k in range(4))
-        self._runs = [(hashes, rows, starts, orders)]
-        # Group g: the held windows of hash _uniq[g]. Only the distinct hashes are sorted (the
-        # windows of a group are found when findings are made, `_runs_of`): an argsort of
-        # every held window cost 0.66 s at 3.4 M (win25's orders, 10x the default holdout);
-        # np.unique, hashing first, 3.0 s.
-        ranked = np.sort(hashes)
-        self._uniq = ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))] if len(
-            ranked) else ranked
+        # The held windows stay as held, never sorted nor grouped (`_match`).
 
     def feed(self, batch: str, chunk: FeatureChunk) -> None:
         """Match train episodes of ``batch`` against every held episode."""

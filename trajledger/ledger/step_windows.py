@@ -16,11 +16,12 @@ steps identify a trajectory of any environment whose state moves. A window is th
 `WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
 fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
 left out: such runs repeat in unrelated episodes. The held side also holds the windows of its
-steps reversed and of every 2nd and 3rd step (`ORDERS`: a reversed or frame-skipped copy's
-windows are those; the train side is compared as recorded). The gate computes them from the bytes it
-verified; ``dataset create`` keeps them in the derived cache (``window_cache``, bound to the
-step file's digest and ``window_cache.WINDOWS_VERSION``: a change here takes a new number),
-never in the kept features (``episode_features.FEATURE_VERSION`` is unchanged).
+steps reversed, of every 2nd, 3rd and 4th step, and of every 2nd step reversed (`ORDERS`: a
+reversed or frame-skipped copy's windows are those; the train side is compared as recorded).
+The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
+derived cache (``window_cache``, bound to the step file's digest and
+``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
+features (``episode_features.FEATURE_VERSION`` is unchanged).
 Non-scope: comparing (``ledger.contamination.Matcher``); episodes shorter than `WINDOW` (their
 exact fingerprint only); observations that are not numbers (strings).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
@@ -51,12 +52,15 @@ WINDOW_COLUMNS = ("episode_id", "obs")
 """The step columns `iter_windows` reads."""
 ORDERS: tuple[tuple[int, int, bool], ...] = (
     (1, 0, False), (1, 0, True), (2, 0, False), (2, 1, False), (3, 0, False), (3, 1, False),
-    (3, 2, False))  # fmt: skip
+    (3, 2, False), (2, 0, True), (2, 1, True), (4, 0, False), (4, 1, False), (4, 2, False),
+    (4, 3, False))  # fmt: skip
 """The orders of a held-out episode's steps whose windows are held, each ``(k, phase,
-reversed)``: as recorded (order 0, the one order of the train side), reversed in time, and
-every k-th step from step ``phase`` (k = 2, 3: a frame-skipped copy). A train window is
-compared as recorded only: a reversed or subsampled copy of a held episode holds windows of
-the held episode's reversed or subsampled steps."""
+reversed)``: every k-th step from step ``phase`` (from 0), then reversed in time or not: as
+recorded (order 0, the one order of the train side), reversed, every 2nd, 3rd or 4th step (a
+frame-skipped copy; win25 2 and 3, copy26 4), every 2nd step reversed (copy26). A train window
+is compared as recorded only: a reversed or subsampled copy of a held episode holds windows of
+the held episode's reversed or subsampled steps. Each line costs about ``1 / k`` window a held
+step (a held step has about 6 windows)."""
 
 _U64 = np.uint64
 _SALT = _U64(0xD6E8FEB86659FD93)
@@ -199,8 +203,9 @@ def held_steps(order: int, steps: int, first: int, last: int) -> tuple[int, int]
     """The first and last step (counted from 1, first <= last) of an episode of ``steps``
     steps that positions ``first`` to ``last`` (from 0) of its steps in ``order`` are."""
     k, phase, back = ORDERS[order]
-    if back:
-        return steps - last, steps - first
+    if back:  # position p is the (m - 1 - p)-th of the m steps taken forward
+        m = int(order_lengths(np.array([steps], dtype=np.int64), order)[0])
+        first, last = m - 1 - last, m - 1 - first
     return phase + k * first + 1, phase + k * last + 1
 
 
@@ -210,11 +215,14 @@ def _reordered(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
     k, phase, back = ORDERS[order]
     first = np.repeat(np.cumsum(lengths) - lengths, lengths)
     local = np.arange(len(h), dtype=np.int64) - first
-    if back:
-        idx = first + np.repeat(lengths, lengths) - 1 - local
-    else:
-        idx = np.flatnonzero((local >= phase) & ((local - phase) % k == 0))
-    return order_lengths(lengths, order), h[idx]
+    if k > 1:  # every k-th step from step ``phase``
+        h = h[(local >= phase) & ((local - phase) % k == 0)]
+        lengths = order_lengths(lengths, order)
+        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        local = np.arange(len(h), dtype=np.int64) - first
+    if back:  # then in reverse, within each episode
+        h = h[first + np.repeat(lengths, lengths) - 1 - local]
+    return lengths, h
 
 
 def _all_orders(

@@ -79,6 +79,8 @@ STEPS = 60
 OBS = np.cumsum(np.random.default_rng(1).normal(0, 0.05, size=(STEPS, 4)), axis=0)
 ACT = [int(a) for a in np.random.default_rng(9).integers(2, size=STEPS)]
 MORE = np.cumsum(np.random.default_rng(2).normal(0, 0.05, size=(10, 4)), axis=0) + OBS[-1]
+LONG = np.cumsum(np.random.default_rng(3).normal(0, 0.05, size=(128, 4)), axis=0)
+"""A longer held episode (held-long): every fourth of its steps is more than a window."""
 
 Spec = Any  # a chat (role, content) list, or a list of numeric episodes (obs, actions)
 CHAT: dict[str, Spec] = {
@@ -119,6 +121,10 @@ NUMERIC: dict[str, Spec] = {
     "reversed, first step dropped": [(OBS[::-1][1:], ACT[::-1][1:])],
     "reversed, every other step": [(OBS[::-2], ACT[::-2])],
     "columns permuted": [(OBS[:, ::-1], ACT)],
+    # copy26: reversed and subsampled at once, every fourth step
+    "reversed, every other step from the second": [(OBS[-2::-2], ACT[-2::-2])],
+    "every fourth step": [(OBS[::4], ACT[::4])],
+    "every fourth step of 128, from the second": [(LONG[1::4], [0] * 32)],
 }
 
 
@@ -132,6 +138,8 @@ class Row:
     name: str
     before: str
     now: str
+    of: str = "held-num"
+    """The held episode a numeric copy is of."""
 
 
 TRANSFORMS = [
@@ -164,13 +172,18 @@ TRANSFORMS = [
     Row("numeric", "columns duplicated", "nothing", "nothing"),
     Row("numeric", "columns permuted", "nothing", "nothing"),
     # win25: the held side's windows of its steps reversed and of every 2nd and 3rd step
-    # (`step_windows.ORDERS`); both reordered at once is not held.
+    # (`step_windows.ORDERS`).
     Row("numeric", "reversed", "nothing", "run"),
     Row("numeric", "reversed, first step dropped", "nothing", "run"),
     Row("numeric", "every other step", "nothing", "run"),
     Row("numeric", "every other step from the second", "nothing", "run"),
     Row("numeric", "every third step, first dropped", "nothing", "run"),
-    Row("numeric", "reversed, every other step", "nothing", "nothing"),
+    # copy26: every second step reversed, every fourth step (`ORDERS`); every fourth step of
+    # a 60-step episode is 15 steps, under a window: only its exact fingerprint would match.
+    Row("numeric", "reversed, every other step", "nothing", "run"),
+    Row("numeric", "reversed, every other step from the second", "nothing", "run"),
+    Row("numeric", "every fourth step", "nothing", "nothing"),
+    Row("numeric", "every fourth step of 128, from the second", "nothing", "run", "held-long"),
 ]
 
 
@@ -201,7 +214,8 @@ def build(home: Path) -> dict[str, str]:
                         name="held-text").recorded.digest
     other = np.cumsum(np.random.default_rng(5).normal(0, 0.05, size=(STEPS, 4)), axis=0)
     numeric = record_batch(ledger, numeric_rows("held-num", OBS, ACT)
-                           + numeric_rows("other-num", other, ACT), env="grid@1", policy="p",
+                           + numeric_rows("other-num", other, ACT)
+                           + numeric_rows("held-long", LONG, [0] * 128), env="grid@1", policy="p",
                            signer=keys["vendor"], name="held-num").recorded.digest
     create_dataset(ledger, "held", "1", "holdout", [text, numeric], keys["vendor"])
     out = {}
@@ -264,7 +278,7 @@ def test_each_transform_of_a_held_out_episode(
     assert got == ([] if row.now == "nothing" else [row.now])
     if found.findings:
         assert found.findings[0].other_episode == ("held-chat" if row.modality == "text"
-                                                   else "held-num")
+                                                   else row.of)
     default = refusal("d", found.findings, ContaminationRules())
     near = refusal("d", found.findings, ContaminationRules("near"))
     assert (default is not None) == (row.now in ("exact", "normalised", "run"))
@@ -446,6 +460,16 @@ def test_a_reordered_run_says_how_it_was_reordered(
            in str(back)
     assert str(back).endswith(", reversed in time")
     assert (back.to_json()["reversed"], "every" in back.to_json()) == (True, False)
+    [both] = check_dataset(ledger, "train", [template.value["numeric reversed, every other "
+                                                            "step"]]).findings  # copy26
+    assert (both.shared, both.every, both.reversed) == ((2, 60, 60), 2, True)
+    assert "shares 30 consecutive steps (every second step of steps 60-2 of 60 of held-out " \
+           "episode held-num" in str(both) and str(both).endswith(", reversed in time")
+    assert (both.to_json()["reversed"], both.to_json()["every"]) == (True, 2)
+    [fourth] = check_dataset(ledger, "train", [template.value["numeric every fourth step of "
+                                                              "128, from the second"]]).findings
+    assert "shares 32 consecutive steps (every fourth step of steps 2-126 of 128 of held-out " \
+           "episode held-long" in str(fourth)
     [ahead] = check_dataset(ledger, "train", [template.value["numeric first step dropped"]]
                             ).findings
     assert {"every", "reversed"}.isdisjoint(ahead.to_json())  # as before
@@ -561,8 +585,9 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
 
     first = each()  # keeps the train side's
     kept = kept_files(ledger)
-    held = kept["held-num,other-num"]
-    assert {"held-chat,other-chat", "held-num,other-num"} <= set(kept) and len(kept) > 2
+    name = "held-num,other-num,held-long"
+    held = kept[name]
+    assert {"held-chat,other-chat", name} <= set(kept) and len(kept) > 2
     found = [f for c in first.values() for f in c.findings]
     assert [f for f in found if f.shared] and [f for f in found if f.normalised]
     assert each() == first  # everything from the kept files
@@ -581,8 +606,9 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
         assert "its kept runs of steps and normalised text (" in warning
         assert "computed from its steps.parquet again" in warning
         assert held.read_bytes() == good  # rewritten
-    # A file kept by the previous version (win25: 2, the held side's other orders) is in its
-    # own directory: not read, no warning (not one a batch), computed again and kept anew.
+    # A file kept by the previous version (win25: 2, the held side's other orders; copy26: 3,
+    # more orders) is in its own directory: not read, no warning (not one a batch), computed
+    # again and kept anew.
     held.unlink()
     old = held.parent.parent / f"w{WINDOWS_VERSION - 1}" / held.name
     old.parent.mkdir()
@@ -605,7 +631,7 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
 
     cut = template.value["numeric first step dropped"]
     assert [f for f in check_dataset(ledger, "train", [cut]).findings if f.shared]
-    held = kept_files(ledger)["held-num,other-num"]
+    held = kept_files(ledger)["held-num,other-num,held-long"]
     steps = "sha256:" + held.stem
     real = decode(held.read_bytes(), steps)
     assert real.windows is not None

@@ -55,17 +55,18 @@ def test_windows_do_not_depend_on_record_batches() -> None:
 
 def test_the_held_side_holds_its_steps_in_every_order() -> None:
     """win25: a held episode's windows in order (k, phase, reversed) of `ORDERS` are the
-    windows of its steps reversed or of every k-th step from ``phase``, as a copy so made
-    gives them (on main, the held side held order 0 only); `held_steps` names the held steps
-    a window is; cut in record batches or not, the same."""
-    eps = {"a": walk(1, 50), "b": walk(2, 41), "c": walk(3, 20)}
+    windows of every k-th step from ``phase``, reversed or not, as a copy so made gives them
+    (on main, the held side held order 0 only; copy26: every fourth step, and every second
+    reversed); `held_steps` names the held steps a window is; cut in record batches or not,
+    the same."""
+    eps = {"a": walk(1, 70), "b": walk(2, 41), "c": walk(3, 20)}
     whole = list(iter_windows([batch(list(eps.items()))], held=True))
     cut = list(iter_windows([batch([("a", eps["a"][:9])]), batch([("a", eps["a"][9:]),
                              ("b", eps["b"]), ("c", eps["c"])])], held=True))
     assert sorted({w.order for w in whole}) == list(range(len(ORDERS)))
     for order, (k, phase, back) in enumerate(ORDERS):
         for e, obs in eps.items():
-            copy = obs[::-1] if back else obs[phase::k]
+            copy = obs[phase::k][::-1] if back else obs[phase::k]
             want = windows(batch([(e, copy)])).get(e, [])
             for got in (whole, cut):
                 mine = [(int(s), int(h)) for w in got if w.order == order
@@ -76,6 +77,7 @@ def test_the_held_side_holds_its_steps_in_every_order() -> None:
                 first, last = held_steps(order, len(obs), s, s + WINDOW - 1)
                 assert np.array_equal(copy[s], obs[last - 1 if back else first - 1])
                 assert np.array_equal(copy[s + WINDOW - 1], obs[first - 1 if back else last - 1])
+                assert np.array_equal(copy[s + 1], obs[last - 1 - k if back else first - 1 + k])
 
 
 def test_unrelated_walks_share_no_window() -> None:
