@@ -158,12 +158,8 @@ def _inside(store: str) -> bool:
 
 def envelope_statement(ledger: LedgerHome, envelope: str) -> Statement | None:
     """The statement of the stored envelope ``envelope``, parsed but not verified; None when it
-    is not one, or not in the store (a caller comparing records treats it as different).
-
-    Raises:
-        StoreError: the store could not read it (`errors.read_failure`: EIO, EACCES): nothing
-            is known of it, and a caller must not take it as different.
-    """
+    is not one, or not in the store (a caller comparing records treats it as different). A read
+    the disk failed (`errors.read_failure`) raises its `StoreError`: nothing is known of it."""
     from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
     from trajledger.verify.errors import ProvenanceError
     from trajledger.verify.statement import Statement
