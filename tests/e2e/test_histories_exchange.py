@@ -77,6 +77,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -731,3 +732,26 @@ def test_generated_exchange_histories_agree_with_the_rules(chunk: int, tmp_path:
         failures += check(tmp_path / f"h{seed}", seed)
     assert not failures, "\n".join(failures)
 
+
+def test_an_erased_suite_is_refused_by_eval_not_read(tmp_path: Path) -> None:
+    """agree26 finding 1 (history S6, minimised): the vendor erases the batch of the buyer's
+    suite, the buyer takes the erasure in (an update bundle) and its copy of the bytes is
+    deleted; ``eval CK --suite suite@1`` then verified the suite (an erasure keeps the
+    digests) and went on to read it: ``FAIL: object sha256:…: not in the store``, exit 3, an
+    operational failure that names no erasure. It now refuses before reading, exit 1, naming
+    the erasure, as ``train`` refuses erased data; `judge_history` agrees with the model
+    (R8, R9) on every path."""
+    steps = [Step("vrecord", ("v1", 0)), Step("vrecord", ("v2", 0)), Step("ship", ("v1",)),
+             Step("ship", ("v2",)), Step("bdataset", ("suite", ("v2",), "holdout")),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("verase", ("v2",)), Step("update"),
+             Step("beval", ("e1", "c1"))]
+    run = run_history(tmp_path / "h", steps)
+    assert run.ran[-1].startswith("beval(e1, c1) -> refused: "), run.ran
+    r = run.buyer.cli("eval", "c1@1", "--suite", "suite@1", "--key", "evaluator", "--",
+                      sys.executable, run.root / "judge.py")
+    assert r.exit_code == 1, r.output
+    assert re.search(r"FAIL: evaluation of c1@1 on suite@1 > suite: dataset suite@1 \(sha256:"
+                     r"\w{12}…\): batch sha256:\w{12}… is erased: consent \(log index \d+\): "
+                     "nothing of it to evaluate on", r.stderr), r.stderr
+    assert judge_history(run) == []
