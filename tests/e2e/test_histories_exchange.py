@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import random
 import re
@@ -84,32 +83,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from test_histories_agree import Step, impact_verdict
 from test_paths_agree import first_problem
-from test_updates import BUYER_POLICY
+from test_updates import BUYER_POLICY, rollouts
 from testkit import Party
-
-
-def rollouts(path: Path, seed: int, tag: str) -> Path:
-    """tests/e2e/test_updates.py's four episodes of ``seed``, their ids made of ``tag``: two
-    batches of one seed hold exact copies of each other's episodes (holdout22's "id
-    changed") in files of their own."""
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "episode_id", "step", "obs", "action", "reward", "terminated", "truncated")}
-    for e in range(4):
-        for s in range(4):
-            cols["episode_id"].append(f"ep-{tag}-{e}")
-            cols["step"].append(s)
-            cols["obs"].append([float(seed), float(e), s / 4])
-            cols["action"].append([float((e + s) % 2)])
-            cols["reward"].append(float(e % 3))
-            cols["terminated"].append(s == 3)
-            cols["truncated"].append(False)
-    pq.write_table(pa.table(cols), path)
-    return path
-
 
 # -- the parties ---------------------------------------------------------------------------------
 
@@ -187,15 +165,6 @@ def make_parties(root: Path) -> tuple[Side, Side]:
 
 
 # -- histories -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    op: str
-    args: tuple[Any, ...] = ()
-
-    def __str__(self) -> str:
-        return f"{self.op}({', '.join(map(str, self.args))})"
 
 
 def generate(seed: int) -> list[Step]:
@@ -495,13 +464,16 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         if r.exit_code == 0:
             m.vendor[label] = Art(label, "batch", data=data, digest=digest_of(r))
         return ok(r)
-    if s.op == "vdataset":
+    if s.op in ("vdataset", "bdataset"):
         label, members, split = a
-        r = v.cli("dataset", "create", label, "--version", "1", "--split", split,
-                  *[x for mb in members for x in ("--batch", m.vendor[mb].digest)],
-                  "--key", "vendor")
+        side, arts, key = (v, m.vendor, "vendor") if s.op == "vdataset" else (
+            b, m.buyer, "producer")
+        r = side.cli("dataset", "create", label, "--version", "1", "--split", split,
+                     *[x for mb in members for x in ("--batch", arts[mb].digest)],
+                     "--key", key)
         if r.exit_code == 0:
-            m.vendor[label] = Art(label, "dataset", members, split, digest=digest_of(r))
+            arts[label] = Art(label, "dataset", members, split, digest=digest_of(r),
+                              index=size if side is b else 0)
         return ok(r)
     if s.op == "vrevoke":
         r = v.cli("revoke", m.vendor[a[0]].digest, "--reason", "agree26", "--key", "vendor")
@@ -531,15 +503,6 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                          digest=art.digest, index=size)
             m.applied = vsize
             m.learn()
-        return ok(r)
-    if s.op == "bdataset":
-        label, members, split = a
-        r = b.cli("dataset", "create", label, "--version", "1", "--split", split,
-                  *[x for mb in members for x in ("--batch", m.buyer[mb].digest)],
-                  "--key", "producer")
-        if r.exit_code == 0:
-            m.buyer[label] = Art(label, "dataset", members, split, digest=digest_of(r),
-                                 index=size)
         return ok(r)
     if s.op == "bapprove":
         r = b.cli("approve", m.buyer[a[0]].digest, "--key", "approver")
@@ -593,19 +556,6 @@ def replay(run: Run, steps: list[Step]) -> None:
 def cli_verdict(side: Side, *args: str | Path) -> tuple[bool, str]:
     r = side.cli(*args)
     return r.exit_code == 0, first_problem(r.stderr)
-
-
-def impact_verdict(side: Side, subject: str, digest: str) -> tuple[bool, str]:
-    r = side.cli("impact", subject, "--json")
-    if r.exit_code != 0 or not r.stdout:
-        return False, first_problem(r.stderr) or f"impact: exit {r.exit_code}"
-    node = next((n for n in json.loads(r.stdout)["nodes"] if n["id"] == digest), None)
-    if node is None:
-        return False, "not in the impact graph"
-    bad = [c for c in node["checks"] if c["status"] == "fail"]
-    good = node["status"] != "fail" and node["lineage"] == "ok"
-    return good, f"{bad[0]['what']}: {bad[0]['detail']}" if bad else "" if good else \
-        "its lineage fails"
 
 
 def bundle_verdicts(run: Run, side: Side, digest: str, tag: str) -> dict[str, tuple[bool, str]]:
