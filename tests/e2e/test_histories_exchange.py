@@ -333,7 +333,7 @@ class Model:
     def admit(self, label: str, now: int) -> bool:  # R4, R7, R8
         d = self.buyer[label]
         return (self.record_ok(label) and d.split == "train"
-                and not any(b in self.known_erased for b in d.batches)
+                and not any(b in self.known_erased for b in (label, *d.batches))
                 and not self.held_out(d, now) and not self.copies(d, now)
                 and not self.erased_held_out(d, now) and d.approved is not None)
 
