@@ -35,12 +35,15 @@ from testkit import Party
 from trajledger.verify.__main__ import main as verify_main
 
 
-def rollouts(path: Path, seed: int) -> Path:
+def rollouts(path: Path, seed: int, tag: str | None = None) -> Path:
+    """Four episodes of four steps made of ``seed``, their ids of ``tag`` (default: the
+    seed): two files of one seed and two tags hold exact copies of each other's episodes
+    (holdout22's "id changed"; tests/e2e/test_histories_exchange.py)."""
     cols: dict[str, list[Any]] = {k: [] for k in (
         "episode_id", "step", "obs", "action", "reward", "terminated", "truncated")}  # fmt: skip
     for e in range(4):
         for s in range(4):
-            cols["episode_id"].append(f"ep-{seed}-{e}")
+            cols["episode_id"].append(f"ep-{seed if tag is None else tag}-{e}")
             cols["step"].append(s)
             cols["obs"].append([float(seed), float(e), s / 4])
             cols["action"].append([float((e + s) % 2)])

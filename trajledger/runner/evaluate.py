@@ -362,6 +362,7 @@ def _judge(
         if split not in predicates.HELD_OUT:
             decision.fail("suite", f"{suite_node.label} is a {split!r} split; evaluate on a "
                           "holdout or regression dataset (training data proves nothing)")
+        _refuse_erased(verifier, decision, suite.digest, suite_node.label)
         return links
 
     return verifier, decide(verifier, decision, ck.digest, walk)
@@ -391,6 +392,27 @@ def _check_still_valid(
             f"evaluation of {ck.ref} on {suite.ref}: refused when it was to be recorded (the "
             f"rules changed during the run), {len(failures)} problem(s); nothing was "
             "recorded\n" + "\n".join(failures))
+
+
+def _refuse_erased(verifier: Any, decision: Any, suite: str, label: str) -> None:
+    """An erased suite, or one with an erased batch (a verified erasure: consent withdrawn
+    here, or a vendor's taken in by an import), has nothing to evaluate on: refuse it, as
+    the gate refuses erased data (`admission.refuse_erased`), rather than fail reading the
+    deleted bytes ("not in the store", exit 3; agree26)."""
+    from trajledger.verify.lineage import Record
+    from trajledger.verify.predicates import Erasure
+
+    rec = verifier.identity_record(suite, "dataset")
+    batches = rec.predicate.batches if isinstance(rec, Record) and isinstance(
+        rec.predicate, predicates.Dataset) else []
+    for digest in (suite, *batches):
+        for i in verifier.records(digest, "erasure"):
+            r = verifier.record(i)
+            if isinstance(r, Record) and isinstance(r.predicate, Erasure):
+                what = label if digest == suite else f"{label}: batch {digest[:19]}…"
+                decision.fail("suite", f"{what} is erased: {r.predicate.reason} (log index "
+                              f"{r.index}): nothing of it to evaluate on")
+                break
 
 
 def _split(verifier: Any, suite: str) -> str:
