@@ -21,9 +21,10 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policies and
-no clock), and the one this module adds:
+no clock), and the ones this module adds, numbered from R10 (R7 is test_histories_agree.py's
+withdrawal of an approval):
 
-- **R7 what the buyer knows** (docs/third-party.md "Updates between organisations", "What an
+- **R10 what the buyer knows** (docs/third-party.md "Updates between organisations", "What an
   import adds to your ledger"; DESIGN.md 5 "the ledger records what happened; a revocation
   is a record"): the buyer's ledger judges by what its own log holds. A vendor's revocation
   or erasure reaches it with the next import of the vendor's log extension (an update bundle
@@ -32,7 +33,7 @@ no clock), and the one this module adds:
   buyer's ledger still accepts it (the buyer learns of it by ``monitor`` or an update: the
   vendor's newest bundle, verified under the buyer's policy, already refuses it). An erasure
   taken in leaves a checkpoint sound and refuses a use now (R4), as a local one.
-- **R8 held out across ledgers** (DESIGN.md 6 "The runner admits a dataset only if";
+- **R11 held out across ledgers** (DESIGN.md 6 "The runner admits a dataset only if";
   SECURITY.md holdout22): a holdout dataset counts at the buyer once it is in the buyer's
   log (its own, or a vendor's it imported), and a train set whose batch is in it, or whose
   episodes are exact copies of a held-out batch's, is refused for a use now; a checkpoint is
@@ -42,7 +43,7 @@ no clock), and the one this module adds:
   thirteenth round, lead: only an approver's erasure ends the comparison; the buyer's
   ``erase`` by an approver is not a step here).
 
-- **R9 evaluations and releases** (docs/evaluations.md "``trajledger eval``", "``trajledger
+- **R12 evaluations and releases** (docs/evaluations.md "``trajledger eval``", "``trajledger
   release``"; the buyer's policy: an evaluator role and one ``[[release.require]]`` on
   ``suite@1``, a holdout of a vendor batch of its own, with a judge that passes every
   episode): an evaluation holds while its checkpoint (R5) and its suite's record (R3) do; a
@@ -51,8 +52,8 @@ no clock), and the one this module adds:
   data is read); ``brelease`` when the checkpoint and its latest evaluation hold.
 
 Write side: ``bdataset`` is done (None when it names a held-out batch, or copies one);
-``bapprove`` is done when the dataset's record holds (R3 with R7); ``btrain`` as the gate
-(R4 with R7, R8) and its parent (R5); an ``update`` is done whenever the buyer has applied
+``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
+(R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has applied
 some of the vendor's log; a ``ship`` of what holds at the vendor is done (one of something
 revoked there may be refused: then nothing changes at the buyer).
 
@@ -299,11 +300,11 @@ class Model:
     checkpoints."""
     known_revoked: set[str] = field(default_factory=set)
     known_erased: set[str] = field(default_factory=set)
-    """What the buyer's log took in of the vendor's revocations and erasures (R7)."""
+    """What the buyer's log took in of the vendor's revocations and erasures (R10)."""
     applied: int = 0
     """The vendor's log size the buyer applied (0: nothing imported yet)."""
 
-    def learn(self) -> None:  # R7: an import takes in the whole extension
+    def learn(self) -> None:  # R10: an import takes in the whole extension
         self.known_revoked, self.known_erased = set(self.revoked), set(self.erased)
 
     # The vendor's view (its newest bundle): R2, R3 with all it knows.
@@ -312,10 +313,10 @@ class Model:
         return label not in self.revoked and all(b not in self.revoked for b in a.batches)
 
     # The buyer's view.
-    def batch_ok(self, label: str) -> bool:  # R2, R7
+    def batch_ok(self, label: str) -> bool:  # R2, R10
         return label not in self.known_revoked
 
-    def record_ok(self, label: str) -> bool:  # R3, R7
+    def record_ok(self, label: str) -> bool:  # R3, R10
         a = self.buyer[label]
         return label not in self.known_revoked and all(self.batch_ok(b) for b in a.batches)
 
@@ -323,24 +324,24 @@ class Model:
         return [o for o in self.buyer.values() if o.kind == "dataset" and o.split == "holdout"
                 and o.label != d.label and o.index < before]
 
-    def held_out(self, d: Art, before: int) -> bool:  # R8, membership
+    def held_out(self, d: Art, before: int) -> bool:  # R11, membership
         return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before))
 
-    def copies(self, d: Art, before: int) -> bool:  # R8, exact copies of held-out episodes
+    def copies(self, d: Art, before: int) -> bool:  # R11, exact copies of held-out episodes
         held = {self.buyer[b].data for o in self.holdouts(d, before) for b in o.batches}
         return any(self.buyer[b].data in held for b in d.batches)
 
-    def admit(self, label: str, now: int) -> bool:  # R4, R7, R8
+    def admit(self, label: str, now: int) -> bool:  # R4, R10, R11
         d = self.buyer[label]
         return (self.record_ok(label) and d.split == "train"
                 and not any(b in self.known_erased for b in (label, *d.batches))
                 and not self.held_out(d, now) and not self.copies(d, now)
                 and not self.erased_held_out(d, now) and d.approved is not None)
 
-    def erased_held_out(self, d: Art, now: int) -> bool:  # R8: the vendor's erasure only
+    def erased_held_out(self, d: Art, now: int) -> bool:  # R11: the vendor's erasure only
         return any(b in self.known_erased for o in self.holdouts(d, now) for b in o.batches)
 
-    def evaluation_ok(self, label: str) -> bool:  # R9
+    def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
         return self.checkpoint_ok(e.dataset) and self.record_ok("suite")
 
@@ -349,12 +350,12 @@ class Model:
                  and e.dataset == ck]
         return evals[-1] if evals else None
 
-    def release_ok(self, label: str) -> bool:  # R9
+    def release_ok(self, label: str) -> bool:  # R12
         r = self.buyer[label]
         return self.checkpoint_ok(r.dataset) and r.parent is not None and \
             self.evaluation_ok(r.parent)
 
-    def checkpoint_ok(self, label: str) -> bool:  # R5, R7, R8
+    def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
         c = self.buyer[label]
         d = self.buyer[c.dataset]
         return (self.record_ok(d.label) and d.split == "train"
@@ -690,7 +691,7 @@ def test_an_erased_suite_is_refused_by_eval_not_read(tmp_path: Path) -> None:
     digests) and went on to read it: ``FAIL: object sha256:…: not in the store``, exit 3, an
     operational failure that names no erasure. It now refuses before reading, exit 1, naming
     the erasure, as ``train`` refuses erased data; `judge_history` agrees with the model
-    (R8, R9) on every path."""
+    (R11, R12) on every path."""
     steps = [Step("vrecord", ("v1", 0)), Step("vrecord", ("v2", 0)), Step("ship", ("v1",)),
              Step("ship", ("v2",)), Step("bdataset", ("suite", ("v2",), "holdout")),
              Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
