@@ -387,6 +387,8 @@ def record(
         f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) "
         f"{result.recorded.where}{how}"
     )
+    for line in result.warnings:  # a sealed batch whose published sketches give it away
+        warn(line)
     named = Catalog(ledger).resolve(result.recorded.digest).name if as_json else ""
     emit_result(as_json, result.recorded.digest,
                 recorded_json("rollout-batch", result.recorded, named)
