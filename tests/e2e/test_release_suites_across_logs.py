@@ -19,29 +19,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_updates import Vendor, rollouts
+from test_evaluations import POLICY as EVALS_POLICY
+from test_updates import BUYER_POLICY, Vendor, rollouts
 from testkit import Party
 
-POLICY = """\
-format = 2
-name = "buyer"
-accepted_licences = ["CC-BY-4.0"]
-[roles.producer]
-keys = ["trust/vendor.pub", "keys/producer.pub"]
-[roles.approver]
-keys = ["keys/approver.pub"]
-[roles.trainer]
-keys = ["keys/trainer.pub"]
-[roles.evaluator]
-keys = ["keys/evaluator.pub"]
-[roles.log]
-vkeys = ["{vendor}", "{buyer}"]
-[release]
-approvals = 1
-[[release.require]]
-suite = "regression@1"
-min = 0.9
-"""
+RELEASE = EVALS_POLICY[EVALS_POLICY.index("[release]"):]
+POLICY = "format = 2\n" + BUYER_POLICY + '[roles.evaluator]\nkeys = ["keys/evaluator.pub"]\n' + (
+    RELEASE.replace("min = 0.5\nmax_drop = 0.1", "min = 0.9"))
+"""The buyer's policy of tests/e2e/test_updates.py, format 2, with an evaluator and the
+release rule of tests/e2e/test_evaluations.py: success_rate >= 0.9 on regression@1."""
 
 EVALUATE = textwrap.dedent(
     """
@@ -81,8 +67,9 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
     (buyer.home / "trust").mkdir()
     (buyer.home / "trust" / "vendor.pub").write_bytes(
         (vendor.home / "keys" / "vendor.pub").read_bytes())
-    (buyer.home / "policy.toml").write_text(POLICY.format(vendor=vendor.vkey(),
-                                                          buyer=buyer.vkey()))
+    (buyer.home / "policy.toml").write_text(POLICY.format(
+        producers='"trust/vendor.pub", "keys/producer.pub"',
+        vkeys=f'"{vendor.vkey()}", "{buyer.vkey()}"'))
     buyer.run("policy", "set", buyer.home / "policy.toml", "--key", "approver", "--yes")
     buyer.run("import", bundle, "--key", "approver")
     buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",

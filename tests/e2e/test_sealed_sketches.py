@@ -21,26 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from test_runner_cli import expect, run  # tests/e2e is on sys.path (its conftest)
-
-POLICY = """\
-format = 2
-name = "sealed"
-serial = 1
-
-[roles.producer]
-keys = ["keys/vendor.pub"]
-
-[roles.approver]
-keys = ["keys/approver.pub"]
-
-[roles.evaluator]
-keys = ["keys/evaluator.pub"]
-encryption_keys = ["keys/x25519/evaluator.pub"]
-
-[roles.log]
-vkeys = ["{vkey}"]
-"""
+from test_evaluations import POLICY  # tests/e2e is on sys.path (its conftest)
+from test_runner_cli import expect, run
 
 
 def steps(path: Path, episodes: int, length: int) -> Path:
@@ -60,9 +42,9 @@ def home(tmp_path: Path) -> Path:
 
     home = tmp_path / "home"
     ledger = Ledger.init(home, origin="test/sealed-sketches")
-    for k in ("vendor", "approver", "evaluator"):
+    for k in ("vendor", "approver", "trainer", "evaluator"):
         ledger.keys.create(k, encrypt=False)
-    ledger.keys.create_encryption_key("evaluator", encrypt=False)
+    ledger.keys.create_encryption_key("evaluator", encrypt=False)  # the policy's evaluator
     (home / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
     ledger.set_policy(home / "policy.toml", keys=["approver"])
     ledger.register_environment("grid", "1", key="vendor", source="sim")
