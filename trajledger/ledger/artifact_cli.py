@@ -543,7 +543,7 @@ def dataset_create(
         ledger = ctx.ledger()
         recorded, made = ledger.suite_from_failures(
             evaluation, name, version, key=_signer(ctx, key), split=split or "regression",
-            batches=batches, evaluator_key=evaluator_key,
+            batches=batches, evaluator_key=evaluator_key, on_warning=warn,
         )
         ok(f"dataset {name}@{version} ({split or 'regression'}) of the failures of "
            f"{evaluation}: {len(made)} new batch(es) recorded; the dataset "
