@@ -28,7 +28,7 @@ Non-scope: what the methods do (the modules they call, named in each docstring).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -309,16 +309,19 @@ class Ledger(LedgerHome):
         evaluator_key: str | Signer | None = None,
         split: str = "regression",
         batches: Sequence[str] = (),
+        on_warning: Callable[[str], None] | None = None,
     ) -> tuple[Recorded, list[str]]:
         """``trajledger dataset create NAME --from-failures EVALUATION``: a regression suite
         of the evaluation's failed episodes; ``evaluator_key`` opens a sealed suite (its
-        unsealing is logged). See `trajledger.ledger.suites.suite_from_failures`."""
+        unsealing is logged); ``on_warning`` gets each line to show the user. See
+        `trajledger.ledger.suites.suite_from_failures`."""
         from trajledger.ledger.suites import Unsealer, suite_from_failures
 
         unsealer = (Unsealer.load(self, self._key(evaluator_key))
                     if evaluator_key is not None else None)
         return suite_from_failures(self, evaluation, name, version, self._key(key),
-                                   unsealer=unsealer, split=split, extra_batches=batches)
+                                   unsealer=unsealer, split=split, extra_batches=batches,
+                                   on_warning=on_warning)
 
     def approve(
         self,

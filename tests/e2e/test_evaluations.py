@@ -1186,6 +1186,9 @@ def test_failures_of_a_sealed_suite_stay_sealed(runner: CliRunner, home: Path) -
     r = run(runner, home, "dataset", "create", "hard", "--version", "1", "--from-failures",
             evaluation, "--key", "vendor", "--evaluator-key", "evaluator")
     expect(r, 0)
+    # Sealed again, and as short as the suite's: what their published sketches give back is
+    # said as `record --seal` says it (rev26; tests/e2e/test_sealed_sketches.py).
+    assert "WARNING: sealed batch failures-of-bc@1-" in r.stderr, r.stderr
     log = entries(home)
     assert [e.kind for e in log[size:]] == ["unsealing", "rollout-batch", "dataset"]
     batch = predicate(home, log[size + 1].subject, "rollout-batch")

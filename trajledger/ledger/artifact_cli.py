@@ -387,6 +387,8 @@ def record(
         f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) "
         f"{result.recorded.where}{how}"
     )
+    for line in result.warnings:  # a sealed batch whose published sketches give it away
+        warn(line)
     named = Catalog(ledger).resolve(result.recorded.digest).name if as_json else ""
     emit_result(as_json, result.recorded.digest,
                 recorded_json("rollout-batch", result.recorded, named)
@@ -541,7 +543,7 @@ def dataset_create(
         ledger = ctx.ledger()
         recorded, made = ledger.suite_from_failures(
             evaluation, name, version, key=_signer(ctx, key), split=split or "regression",
-            batches=batches, evaluator_key=evaluator_key,
+            batches=batches, evaluator_key=evaluator_key, on_warning=warn,
         )
         ok(f"dataset {name}@{version} ({split or 'regression'}) of the failures of "
            f"{evaluation}: {len(made)} new batch(es) recorded; the dataset "

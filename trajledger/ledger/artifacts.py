@@ -296,12 +296,15 @@ class BatchResult:
         stats: the summary statistics (`WriteStats.summary`).
         environment: the registered environment the batch names.
         evaluator: the registered evaluator, if any.
+        warnings: lines to show the user (a sealed batch whose published sketches give its
+            episodes back, `sealing.sparse_sketches`).
     """
 
     recorded: Recorded
     stats: dict[str, Any]
     environment: CatalogItem
     evaluator: CatalogItem | None
+    warnings: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -463,9 +466,11 @@ def record_batch(
         ).written("rollout-batch")
         files = {"steps.parquet": stats.steps_file, "episodes.parquet": stats.episodes_file}
         ciphertexts: dict[str, FileDigest] = {}
+        label = name or f"rollouts-{env_item.ref}-{policy}"
+        sparse = None
         if seal_to is not None:
             from .batch_features import decode_features, published_episodes
-            from .sealing import seal_files
+            from .sealing import seal_files, sparse_sketches
             from .text_fingerprint import normalised_of
 
             wrapped, ciphertexts = seal_files(_manifest_of(files).digest, files, seal_to,
@@ -478,10 +483,10 @@ def record_batch(
                                                if "text" in chunk.modality else None),
                             FEATURE_VERSION)
             predicate = {**predicate, "sealed": sealed.to_json()}
+            sparse = sparse_sketches(label, sealed.episodes)
         if failures_of is not None:
             predicate = {**predicate, "failuresOf": failures_of}
         predicate = RolloutBatch.from_predicate(predicate).written("rollout-batch")
-        label = name or f"rollouts-{env_item.ref}-{policy}"
         since = ledger.log.size  # (an erasure from here on is checked again under the lock)
         earlier = _refuse_recorded_otherwise(ledger, files, label, predicate)
         if earlier is not None:
@@ -501,7 +506,7 @@ def record_batch(
             ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label,
             store_files=seal_to is None, holds=holds, since=since, check=check,
         )
-    return BatchResult(recorded, summary, env_item, eval_item)
+    return BatchResult(recorded, summary, env_item, eval_item, (sparse,) if sparse else ())
 
 
 def _manifest_of(files: Mapping[str, FileDigest]) -> Manifest:

@@ -59,6 +59,7 @@ __all__ = [
     "open_file",
     "seal_files",
     "seal_recipients",
+    "sparse_sketches",
     "unwrap_key",
 ]
 
@@ -291,6 +292,33 @@ def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, 
     except (OSError, BombError, pa.ArrowException) as e:
         raise FormatError(f"steps.parquet: cannot be read for fingerprints: {e}") from e
     return published_episodes(chunk, normalised)
+
+
+SPARSE_BUCKETS = 32
+"""A published sketch with at least this many of its 128 buckets empty (zero) is sparse: its
+episode has few values (an episode of about 180 numeric values or fewer, or of as many distinct
+words and word pairs), a quarter or more of them alone in their bucket, where whoever reads the
+record reads them back (docs/SECURITY.md, rev26)."""
+
+
+def sparse_sketches(name: str, episodes: Sequence[SealedEpisode]) -> str | None:
+    """The warning a sealed batch ``name`` needs when the near-duplicate sketches its record
+    publishes give its episodes' values back (`SPARSE_BUCKETS`); None when none does. Every
+    (step, feature) of a numeric episode, and every word or word pair of a text, goes to one
+    bucket with one sign, both public: a value alone in its bucket is that bucket."""
+    import numpy as np
+
+    sparse = sum(1 for ep in episodes if ep.sketch is not None and int(np.count_nonzero(
+        np.frombuffer(base64.b64decode(ep.sketch), "<f4") == 0)) >= SPARSE_BUCKETS)
+    if not sparse:
+        return None
+    return (f"sealed batch {name}: {sparse} of its {len(episodes)} episode(s) are short: the "
+            "near-duplicate sketches its record publishes (so that the gate needs no key) leave "
+            f"at least {SPARSE_BUCKETS} of their 128 buckets empty, and whoever reads the ledger "
+            "or a bundle of it can read many of their values back (each value alone in its "
+            "bucket: a numeric step's obs, action or reward; a text's words by trying a "
+            "dictionary); seal longer episodes, or keep the suite out of a shared ledger "
+            "(docs/SECURITY.md, section 8)")
 
 
 def seal_recipients(policy: TrustPolicy) -> tuple[EncryptionKey, ...]:

@@ -21,7 +21,7 @@ Non-scope: verifying the suite's lineage (the caller verifies it first: ``runner
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -270,8 +270,11 @@ def suite_from_failures(
     unsealer: Unsealer | None = None,
     split: str = "regression",
     extra_batches: Sequence[str] = (),
+    on_warning: Callable[[str], None] | None = None,
 ) -> tuple[Recorded, list[str]]:
-    """Record a regression suite of the failed episodes of ``evaluation``.
+    """Record a regression suite of the failed episodes of ``evaluation``; ``on_warning`` is
+    given each line to show the user (a batch sealed again whose published sketches give its
+    episodes back, `sealing.sparse_sketches`).
 
     Steps:
         1. Verify the evaluation and its lineage under the policy in force; it must have
@@ -357,6 +360,9 @@ def suite_from_failures(
             failures_of=item.digest,
         )
         made.append(result.digest)
+        if on_warning is not None:
+            for line in result.warnings:
+                on_warning(line)
     # (4)
     ds = create_dataset(ledger, name, version, split, [*made, *extra_batches], signer)
     return ds.recorded, made

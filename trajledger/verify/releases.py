@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["Walk", "evaluation_problems", "judge_use", "release_named", "release_requirement",
-           "release_rules", "release_suite"]
+__all__ = ["Walk", "brought_by", "evaluation_problems", "judge_use", "release_named",
+           "release_requirement", "release_rules", "release_suite"]
 
 
 class Walk(Protocol):
@@ -195,6 +195,7 @@ def release_rules(
     rules = v.policy.release
     assert v.checkpoint is not None
     until = v.checkpoint.size if before is None else before
+    origin = frozenset() if before is None else brought_by(v, before)
     used: set[str] = set()
     # (1)
     if rules is None:
@@ -207,7 +208,7 @@ def release_rules(
     parents = [d.digest for d in v.dependencies(checkpoint) if d.role == "base-checkpoint"]
     for req in rules.require:
         # (2)
-        suite, problem = release_suite(v, req, until)
+        suite, problem = release_suite(v, req, until, origin)
         if problem is not None:
             node.fail(f"{req.metric} on {req.suite}", problem)
             continue
@@ -220,18 +221,29 @@ def release_rules(
     return used
 
 
-def release_suite(v: Walk, req: Requirement,
-                  before: int) -> tuple[str | None, str | None]:
+def release_suite(v: Walk, req: Requirement, before: int,
+                  origin: frozenset[str] = frozenset()) -> tuple[str | None, str | None]:
     """The digest of a requirement's suite logged before ``before`` (None: none) and why a
     pinned one is refused (None: it is not). Unpinned, the suite is the first verified holdout
-    or regression dataset of its ``NAME@VERSION`` (versions are immutable: a later record of
-    the name is another suite, whoever signed it); pinned (``digest``), it is that dataset,
-    which must carry the name and be held out, and no other record of the name counts."""
+    or regression dataset of its ``NAME@VERSION`` that the release's own log recorded
+    (``origin``, `brought_by`: none, this log's own; or one of the logs an import brought the
+    release from): another log's dataset of the name, imported here, is not this log's suite
+    (a vendor names its datasets at will; rev26). Versions are immutable: a later record of
+    the name is another suite, whoever signed it. Pinned (``digest``), it is that dataset,
+    whichever log recorded it, which must carry the name and be held out, and no other record
+    of the name counts."""
     if req.digest is None:
-        return next((r.entry.subject for i in v.index.held_out() if i < before
-                     and isinstance(r := v.record(i), Record)
-                     and isinstance(p := r.predicate, Dataset)
-                     and f"{p.name}@{p.version}" == req.suite), None), None
+        named = [(i, r.entry.subject) for i in v.index.held_out() if i < before
+                 and isinstance(r := v.record(i), Record)
+                 and isinstance(p := r.predicate, Dataset) and f"{p.name}@{p.version}" == req.suite]
+        own = next((d for i, d in named if _same_log(origin, brought_by(v, i))), None)
+        if own is not None or not named:
+            return own, None
+        at, theirs = named[0]
+        return None, (f"no holdout or regression dataset {req.suite} of the release's own log "
+                      f"is logged before it; {theirs} (log index {at}) came from another log, "
+                      "by import, and is not its suite: to release on it, pin it in "
+                      f"[[release.require]] (digest = \"{theirs}\")")
     pinned = f"the suite is pinned to {req.digest}: "
     found = [i for i in v.records(req.digest, "dataset") if i < before]
     if not found:
@@ -248,6 +260,30 @@ def release_suite(v: Walk, req: Requirement,
     if f"{ds.name}@{ds.version}" != req.suite:
         return None, pinned + f"found dataset {ds.name}@{ds.version}, not {req.suite}"
     return req.digest, None
+
+
+def brought_by(v: Walk, index: int) -> frozenset[str]:
+    """The logs an import brought the record at ``index`` from (the log keys of the import
+    records that list its envelope); empty for a record of this log's own. An import record
+    that does not verify names no log: ``?`` (fail closed: it is no own record)."""
+    from .other_predicates import Import
+
+    entry = v.entry(index)
+    if entry is None:
+        return frozenset({"?"})
+    out = set()
+    for j in v.index.listing(entry.envelope):
+        if (e := v.entry(j)) is not None and e.kind == "import":
+            rec = v.record(j)
+            pred = rec.predicate if isinstance(rec, Record) else None
+            out.add(str(pred.log["vkey"]) if isinstance(pred, Import) else "?")
+    return frozenset(out)
+
+
+def _same_log(release: frozenset[str], suite: frozenset[str]) -> bool:
+    """Whether a suite `brought_by` ``suite`` is of the release's log (`brought_by`
+    ``release``): both this log's own, or brought from one log by both."""
+    return bool((release & suite) - {"?"}) if release else not suite
 
 
 def _latest_evaluation(
