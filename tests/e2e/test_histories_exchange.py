@@ -87,7 +87,7 @@ from typing import Any
 import pytest
 from test_histories_agree import Step, impact_verdict
 from test_paths_agree import first_problem
-from test_updates import BUYER_POLICY, rollouts
+from test_updates import BUYER_POLICY, make_buyer, rollouts
 from testkit import Party
 
 # -- the parties ---------------------------------------------------------------------------------
@@ -151,17 +151,8 @@ def make_parties(root: Path) -> tuple[Side, Side]:
     vendor.run("policy", "set", vendor.home / "policy.toml", "--key", "vendor", "--yes")
     vendor.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
     buyer = Side(root, "buyer")
-    buyer.run("init", "--origin", "buyer.example/log")
-    for k in ("approver", "trainer", "producer", "evaluator"):
-        buyer.run("key", "new", k, "--no-encrypt")
-    (buyer.home / "trust").mkdir()
-    (buyer.home / "trust" / "vendor.pub").write_bytes(
-        (vendor.home / "keys" / "vendor.pub").read_bytes())
-    (buyer.home / "policy.toml").write_text("format = 2\n" + BUYER_POLICY.format(
-        producers='"trust/vendor.pub", "keys/producer.pub"',
-        vkeys=f'"{vendor.vkey()}", "{buyer.vkey()}"') + RELEASE)
+    make_buyer(buyer, [vendor], "format = 2\n" + BUYER_POLICY + RELEASE, evaluator=True)
     (root / "judge.py").write_text(JUDGE)
-    buyer.run("policy", "set", buyer.home / "policy.toml", "--key", "approver", "--yes")
     return vendor, buyer
 
 

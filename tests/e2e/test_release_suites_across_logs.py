@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from test_evaluations import POLICY as EVALS_POLICY
-from test_updates import BUYER_POLICY, Vendor, rollouts
+from test_updates import BUYER_POLICY, Vendor, make_buyer, rollouts
 from testkit import Party
 
 RELEASE = EVALS_POLICY[EVALS_POLICY.index("[release]"):]
@@ -61,16 +61,7 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
     vendor.run("export", "regression@1", "--out", bundle)
 
     buyer = Party(tmp_path, "buyer")
-    buyer.run("init", "--origin", "buyer.example/log")
-    for k in ("approver", "trainer", "producer", "evaluator"):
-        buyer.run("key", "new", k, "--no-encrypt")
-    (buyer.home / "trust").mkdir()
-    (buyer.home / "trust" / "vendor.pub").write_bytes(
-        (vendor.home / "keys" / "vendor.pub").read_bytes())
-    (buyer.home / "policy.toml").write_text(POLICY.format(
-        producers='"trust/vendor.pub", "keys/producer.pub"',
-        vkeys=f'"{vendor.vkey()}", "{buyer.vkey()}"'))
-    buyer.run("policy", "set", buyer.home / "policy.toml", "--key", "approver", "--yes")
+    make_buyer(buyer, [vendor], POLICY, evaluator=True)
     buyer.run("import", bundle, "--key", "approver")
     buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
               "producer")  # fmt: skip

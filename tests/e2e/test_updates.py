@@ -23,7 +23,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,22 +95,31 @@ vkeys = [{vkeys}]
 """
 
 
+def make_buyer(buyer: Party, vendors: Sequence[Party], policy: str = BUYER_POLICY, *,
+               evaluator: bool = False) -> None:
+    """Set ``buyer`` up as the buyer of ``vendors``: its ledger, its keys (approver, trainer,
+    producer; evaluator when asked), each vendor's key ``vendor`` under ``trust/`` as
+    ``NAME.pub``, and ``policy`` (`BUYER_POLICY`'s ``{producers}`` and ``{vkeys}`` filled in:
+    the vendors' keys and the buyer's producer, every party's log key) set by its approver."""
+    buyer.run("init", "--origin", "buyer.example/log")
+    for k in ("approver", "trainer", "producer", *(("evaluator",) if evaluator else ())):
+        buyer.run("key", "new", k, "--no-encrypt")
+    trust = buyer.home / "trust"
+    trust.mkdir()
+    pems = [f"trust/{v.name}.pub" for v in vendors] + ["keys/producer.pub"]
+    for v in vendors:
+        (trust / f"{v.name}.pub").write_bytes((v.home / "keys" / "vendor.pub").read_bytes())
+    vkeys = [v.vkey() for v in vendors] + [buyer.vkey()]
+    (buyer.home / "policy.toml").write_text(policy.format(
+        producers=", ".join(f'"{p}"' for p in pems),
+        vkeys=", ".join(f'"{k}"' for k in vkeys)))  # fmt: skip
+    buyer.run("policy", "set", buyer.home / "policy.toml", "--key", "approver", "--yes")
+
+
 class Buyer(Party):
     def __init__(self, root: Path, vendors: list[Vendor], *, own: bool = False) -> None:
         super().__init__(root, "buyer")
-        self.run("init", "--origin", "buyer.example/log")
-        for k in ("approver", "trainer", "producer"):
-            self.run("key", "new", k, "--no-encrypt")
-        trust = self.home / "trust"
-        trust.mkdir()
-        pems = [f"trust/{v.name}.pub" for v in vendors] + ["keys/producer.pub"]
-        for v in vendors:
-            (trust / f"{v.name}.pub").write_bytes((v.home / "keys" / "vendor.pub").read_bytes())
-        vkeys = [v.vkey() for v in vendors] + [self.vkey()]
-        (self.home / "policy.toml").write_text(BUYER_POLICY.format(
-            producers=", ".join(f'"{p}"' for p in pems),
-            vkeys=", ".join(f'"{k}"' for k in vkeys)))  # fmt: skip
-        self.run("policy", "set", self.home / "policy.toml", "--key", "approver", "--yes")
+        make_buyer(self, vendors)
         if own:  # the buyer's own dataset, named like the vendors'
             self.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
                      "producer")  # fmt: skip
