@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import testkit
 from click.testing import Result
-from faultkit import Faults, Restorer
-from test_read_fault_sweep import plan, problem
+from faultkit import Restorer
+from test_read_fault_sweep import Copies, plan, sweep
 from test_updates import Buyer, Vendor
 
 from trajledger import Ledger
@@ -32,7 +32,7 @@ from trajledger.runner.cli import main
 from trajledger.verify.log_entry import LogEntry
 
 
-class ImportWork:
+class ImportWork(Copies):
     """The buyer's ledger and user state and the vendor's bundle, put back before each fault."""
 
     def __init__(self, root: Path) -> None:
@@ -55,20 +55,6 @@ class ImportWork:
         return self.runner.invoke(main, ["--ledger", str(self.home), "import", str(self.bundle),
                                          "--key", "approver"], prog_name="trajledger",
                                   env={"TRAJLEDGER_STATE_DIR": str(self.state)})
-
-    def size(self) -> int:
-        return Ledger.open(self.home).log.size
-
-    def faults(self, **kw: object) -> Faults:
-        return Faults((str(self.home), str(self.state), str(self.files)), sqlite=True,
-                      reads=True, **kw)  # type: ignore[arg-type]
-
-    def restore(self) -> None:
-        import gc
-
-        gc.collect()
-        for c in self.copies:
-            c.restore()
 
 
 IMPORT_ABSORBED = {
@@ -101,27 +87,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImportWork]:
 @pytest.mark.slow
 def test_a_read_fault_in_import_is_an_operational_error(
         work: ImportWork, capsys: pytest.CaptureFixture[str]) -> None:
-    work.restore()
-    counting = work.faults()
-    with counting.active():
-        r = work.run()
-    assert r.exit_code == 0, r.output
-    problems, left = [], 0
-    for k in plan(len(counting.calls)):
-        work.restore()
-        size = work.size()
-        with (faulted := work.faults(fail_at=k, code=errno.EIO)).active():
-            r = work.run()
-        failed = faulted.calls[k] if k < len(faulted.calls) else ("none", "(no read k)")
-        bad = problem(r, work.size() != size, failed[1])
-        if bad and r.exit_code == 0 and any(
-                re.search(p, failed[1]) for p in (*IMPORT_ABSORBED, *LEFT)):
-            bad, left = None, left + 1
-        if bad:
-            problems.append(f"import: EIO at {k} ({failed[0]} {failed[1]}): {bad}")
+    points, problems, over = sweep(work, work.run, "import", (*IMPORT_ABSORBED, *LEFT))
     with capsys.disabled():
-        print(f"\nimport: {len(counting.calls)} read points, {len(plan(len(counting.calls)))} "
-              f"faults, {len(problems)} problems, {left} passed over (`LEFT` or absorbed)")
+        print(f"\nimport: {points} read points, {len(plan(points))} faults, {len(problems)} "
+              f"problems, {over} passed over (`LEFT` or absorbed)")
     assert not problems, "\n".join(problems[:20])
 
 
