@@ -504,7 +504,8 @@ def apply_update(
         return Applied(recorded.index, True, logged, changes)
     except Exception as e:  # after an append, the line says what is recorded (fault27)
         if (not logged and done[0] < 0) or isinstance(e, VerificationError) or not (
-                isinstance(e, (LedgerError, OSError)) or disk_error(e)):
+                isinstance(e, (LedgerError, OSError)) or disk_error(e)) or (
+                " is recorded" in str(e)):  # (a line that says it already stands)
             raise
         raise LedgerError(_recorded_then(what, logged, done[0], e)) from e
 
