@@ -26,7 +26,7 @@ from trajledger._signals import Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME
-from .errors import LedgerError
+from .errors import LedgerError, disk_error
 
 __all__ = [
     "EXIT_BUG",
@@ -631,7 +631,7 @@ class Group(click.Group):
                  "(give the command more memory, or smaller input)")
             raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
         except Exception as e:
-            if _disk_error(e):  # a database's read or write the disk failed: not a bug
+            if disk_error(e):  # a database's read or write the disk failed: not a bug
                 fail(f"database: {e} (a read or write of the user's state or an index failed; "
                      "the disk, not the ledger's contents)")
                 raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
@@ -644,18 +644,6 @@ class Group(click.Group):
                 err=True,
             )
             raise click.exceptions.Exit(EXIT_BUG) from e
-
-
-def _disk_error(e: BaseException) -> bool:
-    """A SQLite error the disk caused (I/O error, disk full, cannot open), not a bug's SQL."""
-    import sqlite3
-
-    if not isinstance(e, sqlite3.DatabaseError):
-        return False
-    code = getattr(e, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (10, 13, 14)  # SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
-    return str(e) in ("disk I/O error", "database or disk is full", "unable to open database file")
 
 
 def default_home() -> Path:

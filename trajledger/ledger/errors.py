@@ -18,6 +18,7 @@ __all__ = [
     "LogError",
     "StoreError",
     "TamperError",
+    "disk_error",
     "read_failure",
 ]
 
@@ -86,3 +87,15 @@ def read_failure(e: BaseException) -> OSError | None:
             return seen
         seen = seen.__cause__
     return None
+
+
+def disk_error(e: BaseException) -> bool:
+    """A SQLite error the disk caused (I/O error, disk full, cannot open), not a bug's SQL."""
+    import sqlite3
+
+    if not isinstance(e, sqlite3.DatabaseError):
+        return False
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (10, 13, 14)  # SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
+    return str(e) in ("disk I/O error", "database or disk is full", "unable to open database file")

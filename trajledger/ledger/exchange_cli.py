@@ -436,6 +436,11 @@ def import_(
     Example:
       trajledger import cartpole-train-2.tar.zst --key approver
     """
+    import sqlite3
+
+    from trajledger.verify.errors import VerificationError
+
+    from .errors import LedgerError, disk_error
     from .exchange import import_bundle, max_bundle_file
     from .fs import temp_dir
     from .remote import download, is_uri
@@ -470,7 +475,14 @@ def import_(
     if changes is not None:
         show_changes(changes)
     warn_origin(result.origin)
-    _warn_lookalikes(ledger, result.report)
+    try:
+        _warn_lookalikes(ledger, result.report)
+    except (LedgerError, OSError, sqlite3.Error) as e:  # after the OK line: say so (fault27)
+        if not result.recorded or isinstance(e, VerificationError) or (
+                isinstance(e, sqlite3.Error) and not disk_error(e)):
+            raise
+        raise LedgerError(f"{what}: the import is recorded (log index {result.index}), but "
+                          f"its names could not then be checked for look-alikes: {e}") from e
     if not as_json and result.digest:
         click.echo(result.digest)
 

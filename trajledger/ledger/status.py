@@ -24,7 +24,7 @@ from trajledger.verify.succession import check_successor
 from trajledger.verify.times import format_time
 
 from .catalog import Catalog, CatalogItem
-from .errors import LedgerError
+from .errors import LedgerError, read_failure
 from .keys import Signer
 from .record import Recorded, record_statement
 
@@ -440,7 +440,9 @@ def files_here(ledger: LedgerHome) -> dict[str, set[str]]:
             seen.add(entry.subject)
             try:
                 blobs = erasable_blobs(ledger, entry.subject, (entry.kind, entry.envelope))
-            except (ProvenanceError, LedgerError):
+            except (ProvenanceError, LedgerError) as e:
+                if read_failure(e):  # unknown, not "lists none": its blobs would go (fault27)
+                    raise
                 continue  # not a manifest here: lists no file
             for blob in blobs:
                 out.setdefault(blob, set()).add(entry.subject)

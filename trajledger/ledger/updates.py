@@ -52,7 +52,7 @@ from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import FileDigest
 from trajledger.verify.dsse import MAX_ENVELOPE_BYTES
-from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.errors import ProvenanceError, VerificationError
 from trajledger.verify.impact import impact
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.lineage import LineageVerifier, Record
@@ -65,7 +65,7 @@ from trajledger.verify.policy_history import follow_history
 from trajledger.verify.predicates import Erasure, Revocation
 
 from .catalog import Origins, origin_name
-from .errors import StoreError, TamperError
+from .errors import LedgerError, StoreError, TamperError, disk_error, read_failure
 from .evidence import ledger_evidence
 from .keys import Signer
 from .log import EntrySpec
@@ -261,6 +261,8 @@ def _imports(ledger: LedgerHome, vkey: str | None = None) -> list[tuple[int, Imp
             data = ledger.store.get(entry.envelope, limit=MAX_ENVELOPE_BYTES)
             _st, pred = read_record(entry, data, f"import record at log index {i}")
         except (ProvenanceError, StoreError) as e:
+            if read_failure(e):  # the disk's, not a record gone: exit 3, no repair (fault27)
+                raise
             raise TamperError(
                 f"import record at log index {i}: cannot be read ({e}), so what was accepted "
                 "from other logs cannot be known; restore it with 'trajledger fsck --repair "
@@ -452,51 +454,73 @@ def apply_update(
     specs = [EntrySpec(e.kind, e.subject, e.envelope, e.signers) for e in foreign.values()]
     before = ledger.log.size
     logged = tuple(ledger.log.append(specs, foreign=True)) if specs else ()
-    here = dict(zip(foreign, logged, strict=True))
-    # (3)
-    subject, name = _import_subject(update, cp)
-    earlier = _earlier_import(ledger, subject, (cp.origin, cp.size, cp.root))
-    if earlier is not None and ledger.log.size == before:
+    done: list[int] = [-1]  # the import record's index, once appended
+    try:
+        here = dict(zip(foreign, logged, strict=True))
+        # (3)
+        subject, name = _import_subject(update, cp)
+        earlier = _earlier_import(ledger, subject, (cp.origin, cp.size, cp.root))
+        if earlier is not None and ledger.log.size == before:
+            if floor is not None:
+                if locked:
+                    ledger.log.check_lock_held(f"nothing was imported (imported before: log index "
+                                               f"{earlier})")
+                floor()
+            # Steps 4 and 5 again (each does what is not done yet, and says what counts): an
+            # import stopped after its record (killed, or the lock check) left them undone.
+            _compromises(ledger, policy, signers, update, here, changes, foreign)
+            _judge(ledger, policy, foreign, here, changes, earlier)
+            return Applied(earlier, False, logged, changes)
+        predicate: dict[str, Any] = {
+            "log": {"origin": cp.origin, "vkey": update.vkey,
+                    "checkpoint": update.note.decode("utf-8")},
+            "entries": [
+                {"index": i, "entry": update.entries[i].decode("utf-8"),
+                 "inclusion": [base64.b64encode(h).decode("ascii") for h in update.inclusion(i)]}
+                for i in sorted({*update.taken, *update.consulted})
+            ],
+            "dataIncluded": update.data_included,
+            "applied": update.applied,
+        }
+        if update.artifact is not None:
+            predicate["artifact"] = dict(update.artifact)
+        recorded = record_statement(ledger, name, subject, predicates.IMPORT, predicate,
+                                    list(signers), kind="import")
+        done[0] = recorded.index
+        if locked:
+            ledger.log.check_lock_held(
+                f"the import is recorded (log index {recorded.index}), nothing after it was done "
+                "(the size applied noted; key compromises, revocations and erasures judged here)")
         if floor is not None:
-            if locked:
-                ledger.log.check_lock_held(f"nothing was imported (imported before: log index "
-                                           f"{earlier})")
             floor()
-        # Steps 4 and 5 again (each does what is not done yet, and says what counts): an
-        # import stopped after its record (killed, or the lock check) left them undone.
+        # (4)
         _compromises(ledger, policy, signers, update, here, changes, foreign)
-        _judge(ledger, policy, foreign, here, changes, earlier)
-        return Applied(earlier, False, logged, changes)
-    predicate: dict[str, Any] = {
-        "log": {"origin": cp.origin, "vkey": update.vkey,
-                "checkpoint": update.note.decode("utf-8")},
-        "entries": [
-            {"index": i, "entry": update.entries[i].decode("utf-8"),
-             "inclusion": [base64.b64encode(h).decode("ascii") for h in update.inclusion(i)]}
-            for i in sorted({*update.taken, *update.consulted})
-        ],
-        "dataIncluded": update.data_included,
-        "applied": update.applied,
-    }
-    if update.artifact is not None:
-        predicate["artifact"] = dict(update.artifact)
-    recorded = record_statement(ledger, name, subject, predicates.IMPORT, predicate,
-                                list(signers), kind="import")
-    if locked:
-        ledger.log.check_lock_held(
-            f"the import is recorded (log index {recorded.index}), nothing after it was done "
-            "(the size applied noted; key compromises, revocations and erasures judged here)")
-    if floor is not None:
-        floor()
-    # (4)
-    _compromises(ledger, policy, signers, update, here, changes, foreign)
-    # (5)
-    for i in sorted(fresh):
-        e = foreign[i]
-        changes.new.setdefault(e.kind, []).append(e.subject)
-    _judge(ledger, policy, foreign, here, changes, recorded.index)
-    _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
-    return Applied(recorded.index, True, logged, changes)
+        # (5)
+        for i in sorted(fresh):
+            e = foreign[i]
+            changes.new.setdefault(e.kind, []).append(e.subject)
+        _judge(ledger, policy, foreign, here, changes, recorded.index)
+        _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
+        return Applied(recorded.index, True, logged, changes)
+    except Exception as e:  # after an append, the line says what is recorded (fault27)
+        if (not logged and done[0] < 0) or isinstance(e, VerificationError) or not (
+                isinstance(e, (LedgerError, OSError)) or disk_error(e)) or (
+                " is recorded" in str(e)):  # (a line that says it already stands)
+            raise
+        raise LedgerError(_recorded_then(what, logged, done[0], e)) from e
+
+
+def _recorded_then(what: str, logged: Sequence[int], index: int, e: BaseException) -> str:
+    """The line of an update stopped by an operational error after it appended: what it
+    recorded, the error, and that running it again finishes it (`apply_update` does what is
+    not done yet: records taken in before are not logged twice)."""
+    parts = [f"its {len(logged)} foreign record(s) are recorded at log indices "
+             f"{logged[0]}..{logged[-1]}"] if logged else []
+    if index >= 0:
+        parts.append(f"the import record is recorded at log index {index}")
+    return (f"{what}: {' and '.join(parts)}, but then it stopped: "
+            f"{e if not isinstance(e, OSError) else f'{e.strerror}: {e.filename}'}; "
+            "run it again: it finishes what is not done")
 
 
 def _import_subject(update: Update, cp: Checkpoint) -> tuple[str, str]:
