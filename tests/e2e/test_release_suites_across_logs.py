@@ -95,9 +95,9 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
     buyer.run("import", bundle, "--key", "approver")
     at = int(json.loads(buyer.run("show", theirs, "--json").stdout)["index"])
     # The buyer has no regression@1 of its own yet: the name finds the vendor's, and a run on
-    # it passes, warned before it runs (left27). Before rev26's fix the release was recorded.
+    # it passes, said before it runs (left27). Before rev26's fix the release was recorded.
     r = evaluate("regression@1", "pass")
-    assert (f"WARNING: suite regression@1 ({theirs}): an evaluation on it does not count "
+    assert (f"NOTE: suite regression@1 ({theirs}): an evaluation on it does not count "
             "for policy 'buyer''s release rule success_rate on regression@1: no holdout or "
             "regression dataset regression@1 of the release's own log is logged before it; "
             f"{theirs} (log index {at}) came from another log") in r.stderr, r.stderr
@@ -118,7 +118,7 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
     r = buyer.run("release", "pol@1", "--key", "approver", code=1)
     assert "> success_rate on regression@1: success_rate 0 is below the minimum 0.9" in (
         r.stderr), r.stderr
-    assert "WARNING" not in evaluate("regression@1", "pass").stderr  # the buyer's own suite
+    assert "NOTE: suite" not in evaluate("regression@1", "pass").stderr  # the buyer's own suite
     release = buyer.last("release", "pol@1", "--key", "approver")
     # The release's node is labelled once as a release (it said 'release release of pol@1').
     shown = buyer.run("verify", release).stdout

@@ -339,13 +339,13 @@ def _check_env_modules(
 
 
 def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem) -> None:
-    """Warn, before the run, when ``suite`` is not the suite a ``[[release.require]]`` of its
+    """Say, before the run, when ``suite`` is not the suite a ``[[release.require]]`` of its
     ``NAME@VERSION`` counts (`verify.releases.release_suite`, as `release` and every verifier
     judge it: unpinned, the release's own log's dataset of the name; rev26): a bare name
     resolves to another log's dataset when this log has none of its own, and an evaluation on
-    it never counts for a release here (left27). Warned, not refused: an evaluation on another
-    log's suite is still a signed fact (a vendor's benchmark)."""
-    from trajledger.ledger.clikit import warn
+    it never counts for a release here (left27). Said (``NOTE:``), not refused: an evaluation
+    on another log's suite is still a signed fact (a vendor's benchmark)."""
+    from trajledger.ledger.user_state import notice
     from trajledger.verify.releases import release_suite
 
     named, cp = f"{suite.name}@{suite.version}", verifier.checkpoint
@@ -354,7 +354,7 @@ def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogIte
             continue
         found, problem = release_suite(verifier, req, cp.size)
         if found != suite.digest:
-            warn(f"suite {named} ({suite.digest}): an evaluation on it does not count for "
+            notice(f"suite {named} ({suite.digest}): an evaluation on it does not count for "
                  f"policy {policy.name!r}'s release rule {req.metric} on {named}: "
                  + (problem or f"the release's suite is {found}, of this log's own"))
             return
