@@ -62,6 +62,22 @@ class _Ahead(dt.datetime):
         return super().now(tz) + dt.timedelta(days=1)
 
 
+AHEAD = types.SimpleNamespace(datetime=_Ahead, UTC=dt.UTC, timedelta=dt.timedelta,
+                              timezone=dt.timezone)
+"""`lineage.dt` with its clock a day ahead."""
+
+
+def approved_for_an_hour(chat_home: Path) -> Ledger:
+    """The chat ledger with ``chat@2`` (its batch) approved for an hour, the log's last entry
+    (a quiet log)."""
+    ledger = Ledger.open(chat_home)
+    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
+                 if LogEntry.from_bytes(e).kind == "rollout-batch")
+    ledger.create_dataset("chat", "2", "train", [batch], key="vendor")
+    ledger.approve("chat@2", key="approver", expires="1h")
+    return ledger
+
+
 def test_a_clock_set_back_on_a_quiet_log_does_not_revive_an_expired_approval(
     chat_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -71,15 +87,9 @@ def test_a_clock_set_back_on_a_quiet_log_does_not_revive_an_expired_approval(
     a day (here: the real clock). Before, `admit` counted the approval again (exit 0). Now the
     user's state remembers the newest time it was used at: a use is judged no earlier, and a
     clock behind it by more than five minutes is said, with what to do."""
-    ledger = Ledger.open(chat_home)
-    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
-                 if LogEntry.from_bytes(e).kind == "rollout-batch")
-    ledger.create_dataset("chat", "2", "train", [batch], key="vendor")
-    ledger.approve("chat@2", key="approver", expires="1h")  # the log's last entry
-    ahead = types.SimpleNamespace(datetime=_Ahead, UTC=dt.UTC, timedelta=dt.timedelta,
-                                  timezone=dt.timezone)
+    approved_for_an_hour(chat_home)
     with monkeypatch.context() as m:
-        m.setattr(lineage, "dt", ahead)
+        m.setattr(lineage, "dt", AHEAD)
         r = CliRunner().invoke(main, ["--ledger", str(chat_home), "admit", "chat@2"],
                                prog_name="trajledger")
         expect(r, 1)  # a day later: expired
@@ -94,3 +104,21 @@ def test_a_clock_set_back_on_a_quiet_log_does_not_revive_an_expired_approval(
         or " is 1 d 0 h 0 min behind the newest time your state of log " in note, note
     assert note.endswith(": set it right (NTP, 'timedatectl'); until then what expires or "
                          "rotates is judged as of that time"), note
+
+
+def test_a_time_given_to_the_admission_is_floored_too(
+    chat_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`runner.admission.admit(..., now=T)` (the Python admission; a time to judge at) set the
+    verifier's time to T after `ledger_verifier` had floored it: a T behind the newest time
+    the user's state was used at counted an approval that run found expired (admitted; left27).
+    Now a given time only makes the judgement later, as the floor does."""
+    from trajledger.runner.admission import DataRefusedError, admit
+
+    ledger = approved_for_an_hour(chat_home)
+    with monkeypatch.context() as m:
+        m.setattr(lineage, "dt", AHEAD)
+        with pytest.raises(DataRefusedError, match="expired at"):
+            admit(ledger, "chat@2", ledger.policy())  # a day later: expired, and noted
+    with pytest.raises(DataRefusedError, match="expired at"):
+        admit(ledger, "chat@2", ledger.policy(), now=dt.datetime.now(dt.UTC))

@@ -12,11 +12,14 @@ one the release's own log recorded; another log's counts only pinned by its dige
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_evaluations import POLICY as EVALS_POLICY
@@ -62,7 +65,6 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
 
     buyer = Party(tmp_path, "buyer")
     make_buyer(buyer, [vendor], POLICY, evaluator=True)
-    buyer.run("import", bundle, "--key", "approver")
     buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
               "producer")  # fmt: skip
     train = buyer.last("record", rollouts(tmp_path / "train.parquet", 21), "--env", "grid@1",
@@ -76,18 +78,34 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
     script = tmp_path / "evaluate.py"
     script.write_text(EVALUATE)
 
-    def evaluate(suite: str, mode: str) -> None:
-        buyer.run("eval", "pol@1", "--suite", suite, "--key", "evaluator", "--", sys.executable,
-                  script, mode)  # fmt: skip
+    def evaluate(suite: str, mode: str) -> Any:
+        return buyer.run("eval", "pol@1", "--suite", suite, "--key", "evaluator", "--",
+                         sys.executable, script, mode)  # fmt: skip
 
+    # No regression@1 at all: the release says to record the suite in its own log (left27;
+    # before, it said to run 'eval --suite regression@1', which finds no suite, or another
+    # log's once one is imported).
+    r = buyer.run("release", "pol@1", "--key", "approver", code=1)
+    assert re.search(
+        r"> success_rate on regression@1: missing: no holdout or regression dataset regression@1 "
+        r"of the release's own log is logged before it: record the suite in this log "
+        r"\('trajledger dataset create regression --version 1 --split regression --batch …'\), "
+        r"or pin another log's in \[\[release\.require\]\] \(digest = \"sha256:…\"\); then run "
+        r"'trajledger eval sha256:[0-9a-f]{64} --suite regression@1'$", r.stderr), r.stderr
+    buyer.run("import", bundle, "--key", "approver")
+    at = int(json.loads(buyer.run("show", theirs, "--json").stdout)["index"])
     # The buyer has no regression@1 of its own yet: the name finds the vendor's, and a run on
-    # it passes. Before the fix the release was recorded (exit 0).
-    evaluate("regression@1", "pass")
+    # it passes, said before it runs (left27). Before rev26's fix the release was recorded.
+    r = evaluate("regression@1", "pass")
+    assert (f"NOTE: suite regression@1 ({theirs}): an evaluation on it does not count "
+            "for policy 'buyer''s release rule success_rate on regression@1: no holdout or "
+            "regression dataset regression@1 of the release's own log is logged before it; "
+            f"{theirs} (log index {at}) came from another log") in r.stderr, r.stderr
     r = buyer.run("release", "pol@1", "--key", "approver", code=1)
     assert r.stderr.splitlines()[-1].endswith(
         f"> success_rate on regression@1: no holdout or regression dataset regression@1 of the "
-        f"release's own log is logged before it; {theirs} (log index 3) came from another log, "
-        "by import, and is not its suite: to release on it, pin it in [[release.require]] "
+        f"release's own log is logged before it; {theirs} (log index {at}) came from another "
+        "log, by import, and is not its suite: to release on it, pin it in [[release.require]] "
         f'(digest = "{theirs}")'), r.stderr
     # The buyer's own suite is the suite: a failing run on it refuses the release (before the
     # fix: "missing: … run 'trajledger eval … --suite regression@1'", which ran on this one).
@@ -100,8 +118,11 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
     r = buyer.run("release", "pol@1", "--key", "approver", code=1)
     assert "> success_rate on regression@1: success_rate 0 is below the minimum 0.9" in (
         r.stderr), r.stderr
-    evaluate("regression@1", "pass")
+    assert "NOTE: suite" not in evaluate("regression@1", "pass").stderr  # the buyer's own suite
     release = buyer.last("release", "pol@1", "--key", "approver")
+    # The release's node is labelled once as a release (it said 'release release of pol@1').
+    shown = buyer.run("verify", release).stdout
+    assert "release of pol@1 (" in shown and "release release" not in shown, shown
     # The buyer's bundle of the release verifies offline as the ledger judged it.
     out = tmp_path / "release.tar.zst"
     buyer.run("export", release, "--out", out)

@@ -211,3 +211,25 @@ def test_a_withdrawal_reaches_a_buyer_by_an_update_bundle(
     r = buyer.run("verify", w.checkpoint)
     assert r.exit_code == 1, r.output
     assert "does not count: withdrawn by revocation record" in r.stderr, r.stderr
+
+
+def test_a_card_does_not_claim_a_withdrawn_approval(home: Path, tmp_path: Path) -> None:
+    """A dataset card (``trajledger card``) lists the approvals that count; a withdrawn one is
+    listed apart, as withdrawn, naming the revocation (left27; withdraw26's Left)."""
+    index, envelope = approval(home, "approver-a")
+    assert run(home, "revoke", envelope, "--key", "approver-b", "--reason",
+               "the wrong version").exit_code == 0
+    withdrawal = size(home) - 1
+    out = tmp_path / "README.md"
+    r = run(home, "card", DATASET, "--format", "hf", "--out", out)
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    block = json.loads(run(home, "card", DATASET, "--format", "croissant").stdout)
+    provenance = next(v for k, v in block.items() if k.endswith("provenance"))
+    assert index not in [a["logIndex"] for a in provenance["approvals"]], provenance
+    gone = provenance["withdrawnApprovals"]
+    assert [(a["logIndex"], a["withdrawn"]) for a in gone] == [
+        (index, f"withdrawn by revocation record {withdrawal} (the wrong version)")]
+    assert (f"**withdrawn** (does not count): withdrawn by revocation record {withdrawal} "
+            f"(the wrong version) — log index {index}") in text, text
+    assert "**Revoked.**" not in text  # the data is not revoked: one approval is withdrawn

@@ -259,6 +259,8 @@ def _status_lines(items: Iterable[Any], what: str) -> str:
         if s.kind == "approval":
             detail = (f"for `{_cell(f['purpose'])}`, approved {f['approvedAt']}, expires "
                       f"{f['expires']}")
+            if "withdrawn" in f:
+                detail += f", **withdrawn** (does not count): {_cell(f['withdrawn'])}"
         elif s.kind == "revocation":
             detail = f"**revoked** {f['revokedAt']}: {_cell(f['reason'])}"
         else:
@@ -461,6 +463,7 @@ def hf_card(facts: CardFacts) -> str:
         "### Approvals",
         "",
         _status_lines(facts.approvals, "approval"),
+        *(["", _status_lines(facts.withdrawn, "approval")] if facts.withdrawn else []),
         "",
         "### Revocations",
         "",

@@ -496,7 +496,9 @@ class CardFacts:
             card was erased (``card_erased``).
         batches: the member batches, by digest.
         environments, evaluators: the versions the batches name, by digest.
-        approvals: verified approvals of the dataset and its batches.
+        approvals: verified approvals of the dataset and its batches that count.
+        withdrawn: those a revocation of their record withdraws (``fields["withdrawn"]``
+            says which): listed apart, never as approvals (review left27).
         revocations, erasures: verified ones of anything in the dataset's lineage.
         origin, size, root, vkey: the log checkpoint every record was verified under.
         policy: ``name``, ``serial`` and ``digest`` of the trust policy applied.
@@ -523,6 +525,7 @@ class CardFacts:
     vkey: str
     policy: Mapping[str, Any]
     data: str
+    withdrawn: tuple[StatusFacts, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -566,6 +569,7 @@ class CardFacts:
             "environments": [e.to_json() for e in self.environments],
             "evaluators": [e.to_json() for e in self.evaluators],
             "approvals": [a.to_json() for a in self.approvals],
+            "withdrawnApprovals": [a.to_json() for a in self.withdrawn],
             "revocations": [r.to_json() for r in self.revocations],
             "erasures": [e.to_json() for e in self.erasures],
         }
@@ -582,13 +586,17 @@ def _status(
     verifier: LineageVerifier, subject: str, about: str, kinds: tuple[str, ...]
 ) -> list[StatusFacts]:
     """The verified records of ``kinds`` (approval, revocation, erasure) about ``subject``
-    (others are left out, as verification ignores them: not signed under the policy)."""
+    (others are left out, as verification ignores them: not signed under the policy). An
+    approval a revocation of its record withdraws (`verify.withdrawals`, as every verifier
+    judges it) carries ``withdrawn``: why it does not count."""
     from trajledger.verify.lineage import Record
+    from trajledger.verify.withdrawals import withdrawn
 
     out = []
     for kind in kinds:
-        for i in verifier.records(subject, kind):
-            r = verifier.record(i)
+        found = [verifier.record(i) for i in verifier.records(subject, kind)]
+        judged = withdrawn(verifier, found) if kind == "approval" else found
+        for r, w in zip(found, judged, strict=True):
             if not isinstance(r, Record):
                 continue
             p = r.predicate
@@ -596,6 +604,8 @@ def _status(
             if isinstance(p, Approval):
                 fields = {"purpose": p.purpose, "approvedAt": p.approved_at,
                           "expires": p.expires}
+                if not isinstance(w, Record):
+                    fields["withdrawn"] = w.message
             elif isinstance(p, Revocation):
                 fields = {"reason": p.reason, "revokedAt": p.revoked_at}
             else:
@@ -603,7 +613,7 @@ def _status(
                 fields = {"reason": p.reason, "erasedAt": p.erased_at, "blobs": len(p.blobs)}
             signers = tuple(sorted(r.signers)) + tuple(
                 sorted(f"{ident.issuer} {ident.subject}" for ident in r.identities))
-            out.append(StatusFacts(kind, subject, about, i, r.entry.time, signers, fields))
+            out.append(StatusFacts(kind, subject, about, r.index, r.entry.time, signers, fields))
     return out
 
 
@@ -706,7 +716,8 @@ def dataset_card(
         batches=tuple(batches),
         environments=tuple(envs[d] for d in sorted(envs)),
         evaluators=tuple(evals[d] for d in sorted(evals)),
-        approvals=tuple(s for s in status if s.kind == "approval"),
+        approvals=tuple(s for s in status if s.kind == "approval" and "withdrawn" not in s.fields),
+        withdrawn=tuple(s for s in status if s.kind == "approval" and "withdrawn" in s.fields),
         revocations=tuple(s for s in status if s.kind == "revocation"),
         erasures=tuple(s for s in status if s.kind == "erasure"),
         origin=cp.origin,

@@ -138,7 +138,9 @@ def admit(
         dataset_ref: ``NAME@VERSION``, a digest or a digest prefix.
         policy: the trust policy to apply.
         purpose: the purpose approvals must name (default the dataset's own purpose).
-        now: the time approvals are judged at (default: now).
+        now: the time approvals are judged at (default: now); no earlier than the floor
+            `runner.verification.ledger_verifier` sets (the log's last entry, the newest
+            time the user's state was used at): a time behind it is judged as of the floor.
 
     Raises:
         DataRefusedError: any rule fails (the report lists all of them).
@@ -155,8 +157,8 @@ def admit(
     # Batch blobs are hashed below as they are read into memory for training (the bytes used
     # are the bytes hashed); the verifier re-hashes every other file of the lineage.
     verifier.caller_hashes = frozenset({"rollout-batch"})
-    if now is not None:
-        verifier.now = now
+    if now is not None:  # later only: never behind `ledger_verifier`'s floor (review left27)
+        verifier.now = max(verifier.now, now)
     decision = Node(f"admission:{item.digest}", "admission",
                     name=f"admission of dataset {item.ref} ({item.digest[:19]}…)")
     # A walk that raises (Ctrl-C) must stop the blobs still being re-hashed.

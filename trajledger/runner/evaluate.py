@@ -278,6 +278,7 @@ def evaluate(
         raise VerificationError(f"evaluation of {ck.ref} on {suite.ref}: refused, "
                                 f"{len(failures)} problem(s); nothing was read\n"
                                 + "\n".join(failures))
+    _not_the_release_suite(verifier, policy, suite)
     if sealed and keep_logs:
         raise PolicyError(
             f"suite {suite.ref}: sealed, and --keep-logs would store the command's output in "
@@ -335,6 +336,28 @@ def _check_env_modules(
                 and env.predicate.gymnasium_id):
             check_env_module(ledger, env.index, env.predicate.gymnasium_id, allowed,
                              f"environment {ref.name}@{ref.version}")
+
+
+def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem) -> None:
+    """Say, before the run, when ``suite`` is not the suite a ``[[release.require]]`` of its
+    ``NAME@VERSION`` counts (`verify.releases.release_suite`, as `release` and every verifier
+    judge it: unpinned, the release's own log's dataset of the name; rev26): a bare name
+    resolves to another log's dataset when this log has none of its own, and an evaluation on
+    it never counts for a release here (left27). Said (``NOTE:``), not refused: an evaluation
+    on another log's suite is still a signed fact (a vendor's benchmark)."""
+    from trajledger.ledger.user_state import notice
+    from trajledger.verify.releases import release_suite
+
+    named, cp = f"{suite.name}@{suite.version}", verifier.checkpoint
+    for req in policy.release.require if policy.release is not None and cp is not None else ():
+        if req.suite != named:
+            continue
+        found, problem = release_suite(verifier, req, cp.size)
+        if found != suite.digest:
+            notice(f"suite {named} ({suite.digest}): an evaluation on it does not count for "
+                 f"policy {policy.name!r}'s release rule {req.metric} on {named}: "
+                 + (problem or f"the release's suite is {found}, of this log's own"))
+            return
 
 
 def _judge(

@@ -33,7 +33,13 @@ def ledger_verifier(
     """A lineage verifier over the live ledger, indexed by the user's trust state; in a
     command's own process, the blobs of a local store re-hashed by forked workers
     (`ledger.rehash`), else on threads. Its ``now`` (a use now, the gate's) is no earlier
-    than the log's last entry."""
+    than the log's last entry nor than the newest time the user's state was used at.
+
+    The one floor of the clock: ``LineageVerifier.now`` is read only to judge a use now
+    (`LineageVerifier.dataset_use` without a use record: `admit`, `train`), and those build
+    their verifier here. The verifiers other commands build (cards, exports, imports and
+    updates, `dataset create --from-failures`, erase, revoke, the policy's pinned suites)
+    judge records at their own log times and read no clock (review left27)."""
     from trajledger.ledger.user_state import notice
     from trajledger.verify.blobs import BlobHasher
     from trajledger.verify.times import format_time, parse_time

@@ -114,13 +114,13 @@ class Node:
 
     @property
     def label(self) -> str:
-        """``kind name@version (sha256:1234abcd…)`` (or the node's own name), escaped (`HIDDEN`):
-        messages name nodes by it."""
+        """``kind name@version (sha256:1234abcd…)`` (or the node's own name; a name that
+        begins with the kind once: ``release of X``), escaped (`HIDDEN`): messages name nodes
+        by it."""
         if self.kind in KINDS:
             ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(HIDDEN)
-            if not ref:
-                return f"{self.kind} {short(self.id)}"
-            return f"{self.kind} {ref} ({short(self.id)})"
+            kind = "" if ref.startswith(f"{self.kind} ") else f"{self.kind} "  # "release of X"
+            return f"{kind}{ref} ({short(self.id)})" if ref else f"{self.kind} {short(self.id)}"
         return (self.name or self.kind).translate(HIDDEN)
 
 

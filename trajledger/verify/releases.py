@@ -209,6 +209,14 @@ def release_rules(
     for req in rules.require:
         # (2)
         suite, problem = release_suite(v, req, until, origin)
+        if suite is None and problem is None:  # unpinned, and no dataset of the name at all
+            name, _, version = req.suite.rpartition("@")
+            problem = (f"missing: no holdout or regression dataset {req.suite} of the "
+                       "release's own log is logged before it: record the suite in this log "
+                       f"('trajledger dataset create {name} --version {version} --split "
+                       "regression --batch …'), or pin another log's in [[release.require]] "
+                       "(digest = \"sha256:…\"); then run 'trajledger eval "
+                       f"{checkpoint} --suite {req.suite}'")
         if problem is not None:
             node.fail(f"{req.metric} on {req.suite}", problem)
             continue
