@@ -657,7 +657,7 @@ class TrustState(TrustIndex):
         self._size, self._range, self._note, self._last = rng.size, rng, note, last
 
     def accept_rollback(self, note: bytes, held: bytes, record: dict[str, Any]) -> None:
-        """`trust_loss.accept_rollback`'s change, in one transaction: the floor, still ``held``,
+        """`trust_pins.accept_rollback`'s change, in one transaction: the floor, still ``held``,
         lowered to ``note`` (signed by the log's key), which must be the root of the first
         entries this state indexed (an older copy of the log seen, not another history); the
         rows of the entries beyond forgotten; ``record`` appended to `rollbacks`.
@@ -673,15 +673,18 @@ class TrustState(TrustIndex):
             raws = [bytes(r[0]) for r in self._db.execute(
                 "SELECT raw FROM entries WHERE idx < ? ORDER BY idx", (cp.size,)).fetchall()]
             rng = CompactRange().extend([leaf_hash(r) for r in raws])
-            why = ("cannot be accepted: your floor changed meanwhile (another process of "
-                   "yours); nothing was changed: run this again" if self._note != held else
-                   f"cannot be told from another history: your state holds only {len(raws)} "
-                   "entries of the log (seen through bundles or a monitor); nothing was changed"
-                   if len(raws) != cp.size else
-                   f"is not the first {cp.size} entries of the log you saw (their root is "
-                   f"{rng.root().hex()[:16]}…): another history, not an older copy of it; "
-                   "nothing was changed: keep the checkpoint as evidence"
-                   if rng.root() != cp.root else None)
+            why = None
+            if self._note != held:
+                why = ("cannot be accepted: your floor changed meanwhile (another process of "
+                       "yours); nothing was changed: run this again")
+            elif len(raws) != cp.size:
+                why = (f"cannot be told from another history: your state holds only "
+                       f"{len(raws)} entries of the log (seen through bundles or a monitor); "
+                       "nothing was changed")
+            elif rng.root() != cp.root:
+                why = (f"is not the first {cp.size} entries of the log you saw (their root is "
+                       f"{rng.root().hex()[:16]}…): another history, not an older copy of it; "
+                       "nothing was changed: keep the checkpoint as evidence")
             if why is not None:
                 raise TamperError(f"the checkpoint of size {cp.size} (root "
                                   f"{cp.root.hex()[:16]}…) {why}", self.path)

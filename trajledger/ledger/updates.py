@@ -454,7 +454,7 @@ def apply_update(
     specs = [EntrySpec(e.kind, e.subject, e.envelope, e.signers) for e in foreign.values()]
     before = ledger.log.size
     logged = tuple(ledger.log.append(specs, foreign=True)) if specs else ()
-    done: list[int] = [-1]  # the import record's index, once appended
+    done = -1  # the import record's index, once appended
     try:
         here = dict(zip(foreign, logged, strict=True))
         # (3)
@@ -486,7 +486,7 @@ def apply_update(
             predicate["artifact"] = dict(update.artifact)
         recorded = record_statement(ledger, name, subject, predicates.IMPORT, predicate,
                                     list(signers), kind="import")
-        done[0] = recorded.index
+        done = recorded.index
         if locked:
             ledger.log.check_lock_held(
                 f"the import is recorded (log index {recorded.index}), nothing after it was done "
@@ -503,11 +503,11 @@ def apply_update(
         _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
         return Applied(recorded.index, True, logged, changes)
     except Exception as e:  # after an append, the line says what is recorded (fault27)
-        if (not logged and done[0] < 0) or isinstance(e, VerificationError) or not (
+        if (not logged and done < 0) or isinstance(e, VerificationError) or not (
                 isinstance(e, (LedgerError, OSError)) or disk_error(e)) or (
                 " is recorded" in str(e)):  # (a line that says it already stands)
             raise
-        raise LedgerError(_recorded_then(what, logged, done[0], e)) from e
+        raise LedgerError(_recorded_then(what, logged, done, e)) from e
 
 
 def _recorded_then(what: str, logged: Sequence[int], index: int, e: BaseException) -> str:
