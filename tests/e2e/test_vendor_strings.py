@@ -158,7 +158,11 @@ def test_a_buyer_importing_it_reads_every_line_as_written(
     ("cafe\u0301", "is not in Unicode normal form NFKC (U+0065, U+0301)"),
     ("\uff43\uff41\uff52\uff54", "is not in Unicode normal form NFKC"),
     ("\u00b5P", "is not in Unicode normal form NFKC (U+00B5)"),
-    ("\u0441\u0440\u0435\u0434\u0430", None),  # Cyrillic alone
+    ("\u0441\u043e\u0440", "is written in Cyrillic letters drawn like Latin ones: "
+     "'\u0441\u043e\u0440' reads as the Latin 'cop'"),
+    ("\u0435\u0445\u043e-train", "'\u0435\u0445\u043e' reads as the Latin 'exo'"),
+    ("\u0391\u0392\u0395-v1", "is written in Greek letters drawn like Latin ones"),
+    ("\u0441\u0440\u0435\u0434\u0430", None),  # Cyrillic alone, a letter of its own ('д')
     ("\u03ba\u03b1\u03bb\u03b7-v1", None),  # a Greek word and a Latin one
     ("\u8bad\u7ec3v2", None),  # Han beside Latin: no shapes in common
     ("caf\u00e9", None),
@@ -183,8 +187,14 @@ def test_a_name_that_can_pass_for_another_is_refused(
         assert "spell it in one script, in NFKC form" in out, out
 
 
+@pytest.mark.parametrize(("name", "said"), [
+    ("c\u0430rtpole-train", "mixes letters of the Cyrillic and Latin scripts in 'c\u0430rtpole', "
+     "whose shapes look alike (Cyrillic '\u0430', Latin 'a'):"),
+    ("\u0441\u043e\u0440-train", "is written in Cyrillic letters drawn like Latin ones: "
+     "'\u0441\u043e\u0440' reads as the Latin 'cop', so"),
+])
 def test_a_buyer_is_warned_of_a_vendor_name_that_can_pass_for_another(
-    quickstart_template: testkit.Template[str], tmp_path: Path
+    quickstart_template: testkit.Template[str], tmp_path: Path, name: str, said: str
 ) -> None:
     """A vendor's software that does not refuse such a name signs it: the buyer takes the
     batch in as signed, warned once, and told to refer to it by its digest."""
@@ -193,7 +203,7 @@ def test_a_buyer_is_warned_of_a_vendor_name_that_can_pass_for_another(
     with pytest.MonkeyPatch.context() as m:
         m.setattr(record, "check_subject_name", lambda _name: None)
         code, out = run(home, "record", steps, "--env", "cartpole@1", "--policy", "random",
-                        "--key", "vendor", "--name", "c\u0430rtpole-train")
+                        "--key", "vendor", "--name", name)
     assert code == 0, out
     digest = out.strip().splitlines()[-1]
     bundle = tmp_path / "b.tar.zst"
@@ -212,7 +222,5 @@ def test_a_buyer_is_warned_of_a_vendor_name_that_can_pass_for_another(
                     "--key", "b2")
     assert code == 0, out
     warned = [line for line in out.splitlines() if "can pass for another name" in line]
-    assert warned == ["WARNING: imported name 'c\u0430rtpole-train' mixes letters of the "
-                      "Cyrillic and Latin scripts in 'c\u0430rtpole', whose shapes look alike "
-                      "(Cyrillic '\u0430', Latin 'a'): it can pass for another name; refer to "
-                      "it by its digest"], out
+    assert warned == [f"WARNING: imported name {name!r} {said} it can pass for another "
+                      "name; refer to it by its digest"], out

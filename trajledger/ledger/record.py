@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KIND_BY_PREDICATE",
+    "LATIN_SHAPES",
     "LOOKALIKE_SCRIPTS",
     "JudgedAgain",
     "Recorded",
@@ -137,7 +138,8 @@ def check_subject_name(name: str) -> None:
         raise FormatError(f"subject name {name!r} holds a control character")
     problem = lookalike(name)
     if problem:
-        raise FormatError(f"subject name {name!r} {problem}; spell it in one script, in NFKC form")
+        raise FormatError(f"subject name {name!r} {problem}; spell it in one script, in NFKC form, "
+                          "in words that do not read as Latin ones")
 
 
 LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
@@ -145,15 +147,27 @@ LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROK
 mixing them can be made to look like another (UTS #39's "moderately restrictive" profile)."""
 
 
+LATIN_SHAPES = dict(zip(
+    "асԁеһіјӏорԛѕԝхуүѵАВСЕНІЈӀКМОРԚЅТԜХУҮ"  # Cyrillic
+    "αικνορυΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"  # Greek
+    "հոսօզՍՕ",  # Armenian
+    "acdehijlopqswxyyvABCEHIJlKMOPQSTWXYY"
+    "aikvopuABEZHIKMNOPTYX"
+    "hnuoqUO", strict=True))
+"""Letters of other scripts drawn like a Latin letter (UTS #39's confusables, the whole-script
+ones a browser's IDN rule uses): a word wholly of them reads as Latin (``сор`` as ``cop``)."""
+
+
 def lookalike(name: str) -> str:
     """Why ``name`` could pass for another name, or ``""``.
 
-    Names are told apart by people reading listings, approvals and reports. Two spellings of
+    Names are told apart by people reading listings, approvals and reports. Three spellings of
     one look are refused: a name not in Unicode normal form NFKC (``café`` with a combining
-    accent beside ``café``; fullwidth ``ｃａｒｔｐｏｌｅ``), and one with a word (a run of
+    accent beside ``café``; fullwidth ``ｃａｒｔｐｏｌｅ``), one with a word (a run of
     letters) that mixes scripts that share shapes (``cаrtpole`` with a Cyrillic ``а``, beside
-    ``cartpole``). Words each in one script (``среда@v1``), or Latin beside any script outside
-    `LOOKALIKE_SCRIPTS` (``训练v2``), pass.
+    ``cartpole``), and a word of another script drawn wholly with `LATIN_SHAPES` (Cyrillic
+    ``сор``, read as ``cop``). Words each in one script with a letter of its own (``среда@v1``),
+    or Latin beside any script outside `LOOKALIKE_SCRIPTS` (``训练v2``), pass.
     """
     import unicodedata
 
@@ -173,6 +187,10 @@ def lookalike(name: str) -> str:
             return (f"mixes letters of the {' and '.join(s.title() for s in mixed)} scripts in "
                     f"{word!r}, whose shapes look alike (Cyrillic 'а', Latin 'a'): it can pass "
                     "for another name")
+        if mixed and mixed != ["LATIN"] and all(letter in LATIN_SHAPES for letter in word):
+            latin = "".join(LATIN_SHAPES[letter] for letter in word)
+            return (f"is written in {mixed[0].title()} letters drawn like Latin ones: "
+                    f"{word!r} reads as the Latin {latin!r}, so it can pass for another name")
         word = ""
     return ""
 

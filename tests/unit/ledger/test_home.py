@@ -456,3 +456,20 @@ def test_upgrade_refuses_a_key_file_that_is_a_link(
     assert "keys =" not in toml.read_text()
     with pytest.raises(KeyError_, match="is a symbolic link"):  # nor through 'key encrypt'
         Ledger.open(root).keys.encrypt("vendor")
+
+
+def test_the_letters_drawn_like_latin_ones_are_other_scripts_letters() -> None:
+    """`record.LATIN_SHAPES` lists letters of the look-alike scripts other than Latin, each
+    in NFKC form and read as one ASCII letter: a wrong entry would refuse a name for nothing
+    (a Latin letter) or never match (a decomposed one)."""
+    import unicodedata
+
+    from trajledger.ledger.record import LATIN_SHAPES, LOOKALIKE_SCRIPTS, lookalike
+
+    for letter, latin in LATIN_SHAPES.items():
+        script = unicodedata.name(letter).split(" ", 1)[0]
+        assert script in LOOKALIKE_SCRIPTS - {"LATIN"}, letter
+        assert unicodedata.normalize("NFKC", letter) == letter and latin.isascii(), letter
+        assert latin.isalpha() and len(latin) == 1, letter
+    assert lookalike("\u0440\u0435\u0440") and not lookalike("\u0440\u0435\u0434")  # 'д' is its own
+    assert lookalike("\u03bf") and not lookalike("\u03bb")  # Greek omicron, lambda
