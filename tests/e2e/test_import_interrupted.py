@@ -87,3 +87,34 @@ def _entries(party: Party) -> list[bytes]:
     log = Ledger.open(party.home).log
     return [log.entry(i) for i in range(log.size)]
 
+
+def test_an_error_naming_a_path_that_says_is_recorded_still_says_what_the_import_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operational error after the import's append says what is recorded (fault27), unless
+    its line says so already. That was told by the text " is recorded" in the error: an I/O
+    error on a file whose path holds those words (a directory ``what is recorded``) went out
+    alone, as if nothing had been imported. Now a typed error says it
+    (`errors.StoppedAfterRecordError`)."""
+    from test_updates import Buyer, Vendor
+
+    from trajledger.ledger import updates
+
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    size = buyer.size()
+    where = str(tmp_path / "what is recorded" / "features")
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "Input/output error", where)
+
+    monkeypatch.setattr(updates, "_compromises", failing)
+    r = buyer.run("import", vendor.bundle, "--key", "approver", code=3)
+    monkeypatch.undo()
+    assert r.stderr == (
+        f"FAIL: import {vendor.bundle.name}: its 4 foreign record(s) are recorded at log indices "
+        f"{size}..{size + 3} and the import record is recorded at log index {size + 4}, but then "
+        f"it stopped: Input/output error: {where}; run it again: it finishes what is not "
+        "done\n"), r.stderr
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    assert buyer.size() == size + 5

@@ -34,7 +34,7 @@ from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .encode import envelope_bytes
-from .errors import AlreadyRecordedError, LedgerError, LogError
+from .errors import AlreadyRecordedError, LedgerError, LogError, StoppedAfterRecordError
 from .files import collect_files, media_type_for
 from .keys import Signer
 from .log import EntrySpec
@@ -599,7 +599,8 @@ def _sign_store_append(
     try:
         logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
     except LogError as e:  # (recorded: it must not read as if it were not; tamper stays tamper)
-        raise LogError(f"{kind} of {subject_digest[:19]}… is recorded at log index {index}, but "
-                       f"its entry could not be read back: {e}") from e
+        raise StoppedAfterRecordError(f"{kind} of {subject_digest[:19]}… is recorded at log "
+                                      f"index {index}, but its entry could not be read back: "
+                                      f"{e}") from e
     return Recorded(subject_digest, logged, index,
                     new=before is None and logged == envelope_digest)

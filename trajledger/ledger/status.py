@@ -341,13 +341,13 @@ def kept_blobs(ledger: LedgerHome, subject: str, blobs: set[str]) -> dict[str, s
         verifier.close()
 
 
-def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[int], str]
-                  ) -> int:
+def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[int], str],
+                  recorded: bool = False) -> int:
     """Delete erased blobs from the store, and the episode features cached from any of them
     (nothing derived from erased data is kept); how many blobs were deleted. The caller holds
     the log's lock (`Log.exclusive`): before each deletion it must still be the lock file's
     (`Log.check_lock_held`, fix13), else a writer may be naming the blob meanwhile; the
-    refusal says ``done(n)``, n blobs deleted.
+    refusal says ``done(n)``, n blobs deleted (``recorded``: it says what is recorded).
 
     Raises:
         LogError: the lock file was removed or replaced (nothing more deleted).
@@ -356,7 +356,7 @@ def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[i
 
     deleted = 0
     for d in sorted(blobs):
-        ledger.log.check_lock_held(done(deleted))
+        ledger.log.check_lock_held(done(deleted), recorded=recorded)
         deleted += ledger.store.delete(d)
         forget_cached(ledger.cache_dir / "features", d)
     return deleted

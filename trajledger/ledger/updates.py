@@ -65,7 +65,14 @@ from trajledger.verify.policy_history import follow_history
 from trajledger.verify.predicates import Erasure, Revocation
 
 from .catalog import Origins, origin_name
-from .errors import LedgerError, StoreError, TamperError, disk_error, read_failure
+from .errors import (
+    LedgerError,
+    StoppedAfterRecordError,
+    StoreError,
+    TamperError,
+    disk_error,
+    read_failure,
+)
 from .evidence import ledger_evidence
 from .keys import Signer
 from .log import EntrySpec
@@ -497,7 +504,8 @@ def apply_update(
         if locked:
             ledger.log.check_lock_held(
                 f"the import is recorded (log index {done}), nothing after it was done "
-                "(the size applied noted; key compromises, revocations and erasures judged here)")
+                "(the size applied noted; key compromises, revocations and erasures judged here)",
+                recorded=True)
         if floor is not None:
             floor()
         # (4)
@@ -510,9 +518,9 @@ def apply_update(
         _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
         return Applied(done, True, logged, changes)
     except Exception as e:  # after an append, the line says what is recorded (fault27)
-        if (not logged and done < 0) or isinstance(e, VerificationError) or not (
-                isinstance(e, (LedgerError, OSError)) or disk_error(e)) or (
-                " is recorded" in str(e)):  # (a line that says it already stands)
+        if (not logged and done < 0) or isinstance(e, (VerificationError,
+                                                        StoppedAfterRecordError)) or not (
+                isinstance(e, (LedgerError, OSError)) or disk_error(e)):
             raise
         raise LedgerError(_recorded_then(what, logged, done, e)) from e
 
@@ -598,7 +606,8 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                         told = (f"the import is recorded (log index {recorded}) and {{}} of "
                                 f"the {len(gone)} blob(s) its erasure of {name} deletes here "
                                 "are deleted, nothing more")
-                        facts["deleted"] = delete_erased(ledger, gone, done=told.format)
+                        facts["deleted"] = delete_erased(ledger, gone, done=told.format,
+                                                         recorded=True)
                         facts["kept"] = sorted(set(kept.values()))
                         facts["keptBlobs"] = len(kept)
                         changes.erased.append(facts)
