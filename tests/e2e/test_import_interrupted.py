@@ -32,17 +32,17 @@ def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
 
 
-def the_import_records_commit_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The log commit that would add an import record fails before it writes anything (as
-    an I/O error or a kill there would leave it)."""
-    real = Log._commit
+def the_import_records_append_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The append that would add an import record fails before it writes anything (as an I/O
+    error or a kill before its commit would leave it)."""
+    real = Log.append
 
-    def commit(self: Log, st: Any, specs: Sequence[EntrySpec], signer: Any) -> None:
+    def append(self: Log, specs: Sequence[EntrySpec], **kw: Any) -> list[int]:
         if any(s.kind == "import" for s in specs):
             raise OSError(errno.EIO, "Input/output error", str(self.directory / "checkpoint"))
-        real(self, st, specs, signer)
+        return real(self, specs, **kw)
 
-    monkeypatch.setattr(Log, "_commit", commit)
+    monkeypatch.setattr(Log, "append", append)
 
 
 def test_an_import_stopped_before_its_record_leaves_no_foreign_record_as_ours(
@@ -51,7 +51,7 @@ def test_an_import_stopped_before_its_record_leaves_no_foreign_record_as_ours(
     theirs, bundle, buyer = vendor_suite_and_buyer(tmp_path)
     size = buyer.size()
 
-    the_import_records_commit_fails(monkeypatch)
+    the_import_records_append_fails(monkeypatch)
     r = buyer.run("import", bundle, "--key", "approver", code=3)
     monkeypatch.undo()
     # Before: the vendor's records stayed in the log (size + 3), no import record listing
@@ -98,17 +98,21 @@ def test_an_error_naming_a_path_that_says_is_recorded_still_says_what_the_import
     (`errors.StoppedAfterRecordError`)."""
     from test_updates import Buyer, Vendor
 
-    from trajledger.ledger import updates
+    from trajledger.ledger.trust_state import TrustState
 
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     size = buyer.size()
     where = str(tmp_path / "what is recorded" / "features")
 
-    def failing(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.EIO, "Input/output error", where)
+    real = TrustState.advance_floor
 
-    monkeypatch.setattr(updates, "_compromises", failing)
+    def failing(self: TrustState, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("applied") is not None:  # the size applied, noted after the append
+            raise OSError(errno.EIO, "Input/output error", where)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(TrustState, "advance_floor", failing)
     r = buyer.run("import", vendor.bundle, "--key", "approver", code=3)
     monkeypatch.undo()
     assert r.stderr == (
