@@ -27,16 +27,10 @@ __all__ = ["approve", "erase", "revoke"]
 @click.command()
 @click.argument("ref")
 @click.option("--key", required=True, type=KEY_NAME, help="Approver key.")
-@click.option(
-    "--purpose", default="train", show_default=True, help="What the data is approved for."
-)
-@click.option(
-    "--expires",
-    type=DURATION,
-    default="30d",
-    show_default=True,
-    help="How long the approval lasts (e.g. 30d, 12h).",
-)
+@click.option("--purpose", default="train", show_default=True,
+              help="What the data is approved for.")
+@click.option("--expires", type=DURATION, default="30d", show_default=True,
+              help="How long the approval lasts (e.g. 30d, 12h).")
 @click.option("--note", help="Free text kept with the approval.")
 @JSON_OPTION
 @pass_ctx
@@ -60,19 +54,32 @@ def approve(
 @click.argument("ref")
 @click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
 @click.option("--reason", required=True, help="Why it must no longer be used.")
+@click.option("--approval", is_flag=True,
+              help="Withdraw REF's approval (REF: the dataset or batch), not REF itself.")
+@click.option("--by", metavar="KEYID",
+              help="With --approval: the one this key signed (a keyid or its prefix).")
 @JSON_OPTION
 @pass_ctx
-def revoke(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
-    """Revoke an artifact (its lineage fails verification; see 'trajledger impact') or an
-    approval (REF: the digest 'approve' printed; it no longer counts, for earlier uses too).
+def revoke(ctx: Context, ref: str, key: str, reason: str, approval: bool, by: str | None,
+           as_json: bool) -> None:
+    """Revoke an artifact (its lineage fails verification; see 'trajledger impact') or withdraw
+    an approval (REF: the digest 'approve' printed, or, with --approval, the dataset or batch
+    it approves; it no longer counts, for earlier uses too).
 
     \b
     Example:
       trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
-      trajledger revoke sha256:4df1… --key approver-a --reason "approved the wrong version"
+      trajledger revoke cartpole-train@1 --approval --by 3f2a… --key approver-a --reason \
+        "approved the wrong version"
     """
-    rec = ctx.ledger().revoke(ref, key=key, reason=reason)
-    ok(f"{ref} revoked (log index {rec.index})")
+    if by is not None and not approval:
+        raise click.UsageError("--by is for --approval (whose approval to withdraw)")
+    if approval:
+        index, rec = ctx.ledger().withdraw(ref, key=key, reason=reason, by=by)
+        ok(f"{ref}: approval at log index {index} withdrawn (log index {rec.index})")
+    else:
+        rec = ctx.ledger().revoke(ref, key=key, reason=reason)
+        ok(f"{ref} revoked (log index {rec.index})")
     emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
 
 
