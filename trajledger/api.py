@@ -362,6 +362,14 @@ class Ledger(LedgerHome):
 
         return revoke(self, ref, self._key(key), reason=reason)
 
+    def withdraw(self, ref: str, *, key: str | Signer, reason: str, by: str | None = None
+                 ) -> tuple[int, Recorded]:
+        """``trajledger revoke REF --approval [--by KEYID]``: the approval's log index and its
+        withdrawal; see `trajledger.ledger.status.withdraw_of`."""
+        from trajledger.ledger.status import withdraw_of
+
+        return withdraw_of(self, ref, self._key(key), reason=reason, by=by)
+
     def erase(self, ref: str, *, key: str | Signer, reason: str
               ) -> tuple[Recorded, int, dict[str, str]]:
         """``trajledger erase``: the erasure record (an earlier one, ``new`` False, when the

@@ -457,13 +457,14 @@ def test_an_import_notes_nothing_after_its_record_once_the_log_lock_is_removed(
     """After the import record, still under the lock, the import notes the size applied of
     the vendor's log (the floor's mark) and judges what it brings. With the lock file removed
     once the record is appended, it writes nothing more and says so. Before the fix (fix13)
-    it noted the size applied (exit 0). Run again, it notes it."""
-    from trajledger.ledger import updates
+    it noted the size applied (exit 0). Run again, it notes it. (The records and the import
+    record are one append since left28: the lock goes once it returns.)"""
+    from trajledger.ledger.log.writer import Log
 
     vendor, buyer = _vendor_and_buyer(tmp_path)
     vkey = vendor.vkey()
     with pytest.MonkeyPatch.context() as insider:
-        _remove_the_lock_after(insider, buyer.home, updates, "record_statement")
+        _remove_the_lock_after(insider, buyer.home, Log, "append")
         r = buyer.run("import", vendor.bundle, "--key", "approver", code=3)
     _refused_run(r, f"the import is recorded (log index {buyer.size() - 1}), nothing after it "
                  "was done (the size applied noted; key compromises, revocations and erasures "

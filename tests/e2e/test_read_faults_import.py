@@ -98,17 +98,18 @@ def test_an_import_stopped_after_it_appended_says_what_is_recorded(work: ImportW
     """The vendor's four records were appended to the buyer's log, then a read failed (the
     log's new tile): ``FAIL: log: cannot read …: Input/output error``, exit 3, as if nothing
     had been imported. Now the line says what is recorded and to run it again, which
-    finishes the import (review fault27)."""
+    finishes the import (review fault27). The records and the import record are one
+    append since left28: the read of the new tile after it fails."""
     work.restore()
     size = work.size()
-    with work.faults(where=f"tile/entries/000.p/{size + 4}", code=errno.EIO).active():
+    with work.faults(where=f"tile/entries/000.p/{size + 5}", code=errno.EIO).active():
         r = work.run()
-    assert (r.exit_code, work.size()) == (3, size + 4), r.output
+    assert (r.exit_code, work.size()) == (3, size + 5), r.output
     assert r.stderr == (
         f"FAIL: import bh-1.tar.zst: its 4 foreign record(s) are recorded at log indices "
-        f"{size}..{size + 3}, but then it stopped: log: cannot read "
-        f"{work.home}/log/tile/entries/000.p/{size + 4}: Input/output error; run it again: it "
-        "finishes what is not done\n"), r.stderr
+        f"{size}..{size + 3} and the import record is recorded at log index {size + 4}, but "
+        f"then it stopped: log: cannot read {work.home}/log/tile/entries/000.p/{size + 5}: "
+        "Input/output error; run it again: it finishes what is not done\n"), r.stderr
     again = work.run()
     assert (again.exit_code, work.size()) == (0, size + 5), again.output
 

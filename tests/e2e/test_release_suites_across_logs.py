@@ -53,7 +53,9 @@ def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
 
 
-def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_path: Path) -> None:
+def vendor_suite_and_buyer(tmp_path: Path) -> tuple[str, Path, Party]:
+    """A vendor's ``regression@1`` (its digest, its bundle) and a buyer with a checkpoint
+    ``pol@1`` trained on its own ``train@1``, the vendor's suite not imported."""
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
     easy = vendor.last("record", rollouts(tmp_path / "easy.parquet", 11), "--env", "grid@1",
                        "--policy", "easy", "--name", "easy", "--licence", "CC-BY-4.0", "--key",
@@ -75,6 +77,11 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
     buyer.run("approve", "train@1", "--key", "approver")
     buyer.run("train", "--dataset", "train@1", "--key", "trainer", "--name", "pol", "--version",
               "1")  # fmt: skip
+    return theirs, bundle, buyer
+
+
+def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_path: Path) -> None:
+    theirs, bundle, buyer = vendor_suite_and_buyer(tmp_path)
     script = tmp_path / "evaluate.py"
     script.write_text(EVALUATE)
 

@@ -537,3 +537,83 @@ def test_a_revoked_identity_is_judged_by_the_time_sigstore_verified_too(
     # Both times before the compromise: the signature counts.
     policy(3, vendor, revoked(now + timedelta(days=1)))
     ok("verify", digest)
+
+
+def test_a_keyless_approval_is_withdrawn_by_an_approver_identity_not_a_producer_one(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """Withdrawals (withdraw26) with keyless signatures (left28): an approval ALICE, an
+    approver identity, signed keylessly counts; a withdrawal BOB, a producer identity, signed
+    keylessly is shown and ignored (a producer may not withdraw an approval); one ALICE signed
+    keylessly makes the approval count for nothing. The CLI signs withdrawals with keys only
+    (``revoke --key``): these are made through the library, as another tool would."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+    from trajledger.verify.predicates import Approval, Revocation
+
+    config, root = trust_files
+    home = tmp_path / "ledger"
+    _ledger(runner, home)
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+
+    def run(*args: str, code: int = 0) -> Any:
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == code, r.output
+        return r
+
+    run("key", "new", "a", "--no-encrypt")
+    vkey, keys = Ledger.open(home).log.vkey, home / "keys"
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        f'name = "keyless"\nsigstore_trusted_root = "{root}"\n'
+        'accepted_licences = ["CC-BY-4.0"]\n'
+        f'[roles.producer]\nkeys = ["{keys / "vendor.pub"}"]\n'
+        f'identities = [{{issuer = "{ISSUER}", subject = "bob@example.com"}}]\n'
+        f'[roles.approver]\nkeys = ["{keys / "a.pub"}"]\n'
+        f'identities = [{{issuer = "{ISSUER}", subject = "{ALICE}"}}]\n'
+        f'[roles.log]\nvkeys = ["{vkey}"]\n'
+    )
+    run("policy", "set", str(policy), "--key", "a", "--yes")
+    run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
+    steps = tmp_path / "steps.parquet"
+    pq.write_table(pa.table({"episode_id": ["e0", "e0"], "step": [0, 1],
+                             "obs": [[0.0], [1.0]], "action": [[0.0], [1.0]],
+                             "reward": [0.0, 1.0], "terminated": [False, True],
+                             "truncated": [False, False]}), steps)  # fmt: skip
+    batch = run("record", str(steps), "--env", "grid@1", "--policy", "p", "--name", "b",
+                "--licence", "CC-BY-4.0", "--key", "vendor").stdout.strip().splitlines()[-1]
+    run("dataset", "create", "d", "--version", "1", "--split", "train", "--batch", batch,
+        "--key", "vendor")  # fmt: skip
+
+    def keyless(who: str) -> KeylessSigner:
+        return KeylessSigner(sigstore_instance.token(who), trust_config=config)
+
+    ledger = Ledger.open(home)
+    dataset = Catalog(ledger).resolve("d@1").digest
+    approval = record_statement(
+        ledger, "d@1", dataset, predicates.APPROVAL,
+        Approval("train", "2026-01-01T00:00:00Z", "2999-01-01T00:00:00Z").to_predicate(),
+        [keyless(ALICE)])  # fmt: skip
+    run("admit", "d@1")  # ALICE's keyless approval counts: 1 of 1
+
+    def withdrawal(who: str) -> int:
+        return record_statement(
+            ledger, f"approval at log index {approval.index}", approval.envelope_digest,
+            predicates.REVOCATION,
+            Revocation("approved the wrong version", "2026-01-02T00:00:00Z").to_predicate(),
+            [keyless(who)]).index  # fmt: skip
+
+    by_bob = withdrawal("bob@example.com")
+    r = run("admit", "d@1")  # a producer identity's withdrawal counts for nothing
+    assert "approvals — 1 of 1 required approver(s) for 'train'" in r.output, r.output
+    by_alice = withdrawal(ALICE)
+    r = run("admit", "d@1", code=1)
+    assert (f"approval {approval.index} does not count: withdrawn by revocation record "
+            f"{by_alice} (approved the wrong version)") in r.output, r.output
+    assert by_bob < by_alice

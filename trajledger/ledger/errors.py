@@ -16,6 +16,7 @@ __all__ = [
     "KeyError_",
     "LedgerError",
     "LogError",
+    "StoppedAfterRecordError",
     "StoreError",
     "TamperError",
     "disk_error",
@@ -33,6 +34,11 @@ class StoreError(LedgerError):
 
 class LogError(LedgerError):
     """The log cannot be opened, locked or appended to."""
+
+
+class StoppedAfterRecordError(LogError):
+    """A command stopped after it recorded: its line says what is recorded and what was not
+    done, so that a caller adds no second line of it (`updates.apply_update`)."""
 
 
 class KeyError_(LedgerError):

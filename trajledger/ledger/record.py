@@ -34,7 +34,7 @@ from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .encode import envelope_bytes
-from .errors import AlreadyRecordedError, LedgerError, LogError
+from .errors import AlreadyRecordedError, LedgerError, LogError, StoppedAfterRecordError
 from .files import collect_files, media_type_for
 from .keys import Signer
 from .log import EntrySpec
@@ -57,6 +57,7 @@ __all__ = [
     "lookalike",
     "record_files",
     "record_statement",
+    "statement_entry",
 ]
 
 KIND_BY_PREDICATE: dict[str, str] = {}
@@ -543,17 +544,32 @@ def record_statement(
     )
 
 
-def _sign_store_append(
-    ledger: LedgerHome,
-    subjects: Sequence[tuple[str, str]],
-    subject_digest: str,
-    predicate_type: str,
-    predicate: dict[str, Any],
-    signers: Sequence[AnySigner],
-    kind: str,
-    *,
-    check: Callable[[int], None] | None = None,
-) -> Recorded:
+def statement_entry(
+    ledger: LedgerHome, subject_name: str, subject_digest: str, predicate_type: str,
+    predicate: Mapping[str, Any], signers: Sequence[AnySigner], kind: str,
+) -> tuple[EntrySpec, StillStored]:
+    """`record_statement` but the append: the statement checked, signed and its envelope
+    stored; its log entry and the check to run under the log's lock, for a caller that
+    appends it in one group commit with the entries it names (`updates.apply_update`: an
+    import record and the other log's records it lists, in the log whole or not at all)."""
+    keys = _signers(signers)
+    parse_digest(subject_digest, "subject digest")
+    entry_kind = _check_kind(predicate_type, kind)
+    _check_json(predicate, "predicate")
+    ledger.log.require_signer()
+    since = ledger.log.size
+    _check_signers(ledger, entry_kind, keys, None)
+    spec, _ = _sign_store(ledger, [(subject_name, subject_digest)], subject_digest,
+                          predicate_type, dict(predicate), keys, entry_kind)
+    return spec, StillStored(ledger, frozenset(), since, None, _signer_ids(keys), entry_kind)
+
+
+def _sign_store(
+    ledger: LedgerHome, subjects: Sequence[tuple[str, str]], subject_digest: str,
+    predicate_type: str, predicate: dict[str, Any], signers: Sequence[AnySigner], kind: str,
+) -> tuple[EntrySpec, bool]:
+    """The signed statement's envelope stored; its log entry, and whether the store held
+    those bytes before."""
     # The first subject is the artifact's identity: the log entry's subject.
     assert subjects[0][1] == subject_digest
     # Keyless signatures' Sigstore bundles are stored before the envelope that names them.
@@ -566,13 +582,29 @@ def _sign_store_append(
     )
     data = envelope_bytes(envelope)
     stored_before = ledger.store.exists(digest_bytes(data))
-    envelope_digest = ledger.store.put_bytes(data)
     spec = EntrySpec(
         kind=kind,
         subject=subject_digest,
-        envelope=envelope_digest,
+        envelope=ledger.store.put_bytes(data),
         signers=tuple(s.keyid for s in envelope.signatures),
     )
+    return spec, stored_before
+
+
+def _sign_store_append(
+    ledger: LedgerHome,
+    subjects: Sequence[tuple[str, str]],
+    subject_digest: str,
+    predicate_type: str,
+    predicate: dict[str, Any],
+    signers: Sequence[AnySigner],
+    kind: str,
+    *,
+    check: Callable[[int], None] | None = None,
+) -> Recorded:
+    spec, stored_before = _sign_store(ledger, subjects, subject_digest, predicate_type,
+                                      predicate, signers, kind)
+    envelope_digest = spec.envelope
     before = ledger.log.find_envelope(envelope_digest)
     try:
         (index,) = ledger.log.append([spec], check=check)
@@ -585,7 +617,8 @@ def _sign_store_append(
     try:
         logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
     except LogError as e:  # (recorded: it must not read as if it were not; tamper stays tamper)
-        raise LogError(f"{kind} of {subject_digest[:19]}… is recorded at log index {index}, but "
-                       f"its entry could not be read back: {e}") from e
+        raise StoppedAfterRecordError(f"{kind} of {subject_digest[:19]}… is recorded at log "
+                                      f"index {index}, but its entry could not be read back: "
+                                      f"{e}") from e
     return Recorded(subject_digest, logged, index,
                     new=before is None and logged == envelope_digest)

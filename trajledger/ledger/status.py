@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "approve", "delete_erased", "erasable_blobs", "erase", "erased_before", "files_here",
     "held_elsewhere", "kept_blobs", "label", "record_policy", "revocations", "revoke",
-    "withdraw",
+    "withdraw", "withdraw_of",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -172,6 +172,40 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: Signer, *, r
         ledger, f"approval at log index {index}", envelope, predicates.REVOCATION,
         predicate.to_predicate(), signer, action=f"withdraw the approval at log index {index}",
     )
+
+
+def withdraw_of(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str,
+                by: str | None = None) -> tuple[int, Recorded]:
+    """Withdraw the approval of ``ref`` (a dataset or batch) that ``by`` signed (a keyid or its
+    prefix; None: any signer), of those not withdrawn yet: ``trajledger revoke REF --approval``,
+    the readable form of `withdraw`. Returns the approval's log index and the withdrawal.
+
+    Raises:
+        RefError: ``ref`` names nothing recorded.
+        FormatError: an empty reason.
+        PolicyError: no such approval, or more than one (each named, with its digest); the
+            signer may not withdraw it (`withdraw`). Nothing is signed.
+    """
+    if not reason.strip():
+        raise FormatError("--reason: say why the approval is withdrawn")
+    item, state = _item(ledger, ref, APPROVABLE), ledger.trust_state()
+    what = f"revoke {ref} --approval"
+    found = [(i, e) for i in state.about(item.digest) if (e := state.entry(i)) is not None
+             and e.kind == "approval" and (by is None or any(k.startswith(by.lower())
+                                                             for k in e.signers))
+             and not any((x := state.entry(j)) is not None and x.kind == "revocation"
+                         for j in state.about(e.envelope))]
+    if len(found) != 1:
+        raise PolicyError(
+            f"{what}: " + (f"no approval of it{f' signed by {by}' if by else ''} is in force "
+                           "here (none, or withdrawn already)" if not found else
+                           f"{len(found)} approvals of it could be meant: " + ", ".join(
+                               f"log index {i} signed by {','.join(k[:16] for k in e.signers)} "
+                               f"({e.envelope})" for i, e in found)
+                           + "; name one with --by KEYID, or revoke its digest")
+            + "; nothing was signed")
+    index, entry = found[0]
+    return index, withdraw(ledger, index, entry.envelope, signer, reason=reason)
 
 
 def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
@@ -341,13 +375,13 @@ def kept_blobs(ledger: LedgerHome, subject: str, blobs: set[str]) -> dict[str, s
         verifier.close()
 
 
-def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[int], str]
-                  ) -> int:
+def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[int], str],
+                  recorded: bool = False) -> int:
     """Delete erased blobs from the store, and the episode features cached from any of them
     (nothing derived from erased data is kept); how many blobs were deleted. The caller holds
     the log's lock (`Log.exclusive`): before each deletion it must still be the lock file's
     (`Log.check_lock_held`, fix13), else a writer may be naming the blob meanwhile; the
-    refusal says ``done(n)``, n blobs deleted.
+    refusal says ``done(n)``, n blobs deleted (``recorded``: it says what is recorded).
 
     Raises:
         LogError: the lock file was removed or replaced (nothing more deleted).
@@ -356,7 +390,7 @@ def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[i
 
     deleted = 0
     for d in sorted(blobs):
-        ledger.log.check_lock_held(done(deleted))
+        ledger.log.check_lock_held(done(deleted), recorded=recorded)
         deleted += ledger.store.delete(d)
         forget_cached(ledger.cache_dir / "features", d)
     return deleted

@@ -65,11 +65,18 @@ from trajledger.verify.policy_history import follow_history
 from trajledger.verify.predicates import Erasure, Revocation
 
 from .catalog import Origins, origin_name
-from .errors import LedgerError, StoreError, TamperError, disk_error, read_failure
+from .errors import (
+    LedgerError,
+    StoppedAfterRecordError,
+    StoreError,
+    TamperError,
+    disk_error,
+    read_failure,
+)
 from .evidence import ledger_evidence
 from .keys import Signer
 from .log import EntrySpec
-from .record import record_statement
+from .record import statement_entry
 from .status import delete_erased, erasable_blobs, files_here, held_elsewhere, label
 
 if TYPE_CHECKING:
@@ -405,14 +412,16 @@ def apply_update(
         1. Store the objects (content-addressed): bytes are hashed as stored; staged files,
            hashed as they were written, are moved in with one durability pass
            (`store.ObjectStore.adopt_files`).
-        2. Log the entries taken in, in their log's order (one group commit, idempotent by
-           envelope: a retry adds nothing twice).
-        3. Unless an import record of the same thing under the same tree exists (and nothing
-           new was logged), record one signed by ``signers``: the artifact (if any), the log
-           and its checkpoint, each entry taken in or consulted with its inclusion proof, the
-           size applied. ``floor`` (advancing the marks) runs right after it. When one exists,
-           steps 4 and 5 still run: an import stopped after its record left them undone, and
-           each does only what is not done yet.
+        2. The entries taken in, in their log's order (idempotent by envelope: a retry adds
+           nothing twice), and
+        3. unless an import record of the same thing under the same tree exists (and every
+           entry taken in is logged), an import record signed by ``signers``: the artifact (if
+           any), the log and its checkpoint, each entry taken in or consulted with its
+           inclusion proof, the size applied; both in one group commit (in the log whole or
+           not at all: never another log's records without the record that says so).
+           ``floor`` (advancing the marks) runs right after it. When one exists, steps 4 and 5
+           still run: an import stopped after its record left them undone, and each does only
+           what is not done yet.
         4. The other party's key compromises: each held artifact it says a compromised key
            signed from then on is revoked here.
         5. Judge what was taken in under ``policy`` in this ledger: revocations and erasures
@@ -452,15 +461,18 @@ def apply_update(
              and not any((x := state.entry(j)) is not None and x.kind == e.kind
                          for j in state.about(e.subject))}
     specs = [EntrySpec(e.kind, e.subject, e.envelope, e.signers) for e in foreign.values()]
-    before = ledger.log.size
-    logged = tuple(ledger.log.append(specs, foreign=True)) if specs else ()
+    # (3) One group commit takes in the other log's records and the import record that lists
+    # them: stopped between two appends, this log held another's records as if its own, until
+    # the import ran again (`verify.releases.brought_by`; left28).
+    subject, name = _import_subject(update, cp)
+    earlier = _earlier_import(ledger, subject, (cp.origin, cp.size, cp.root))
     done = -1  # the import record's index, once appended
+    logged: tuple[int, ...] = ()
     try:
-        here = dict(zip(foreign, logged, strict=True))
-        # (3)
-        subject, name = _import_subject(update, cp)
-        earlier = _earlier_import(ledger, subject, (cp.origin, cp.size, cp.root))
-        if earlier is not None and ledger.log.size == before:
+        if earlier is not None and all(ledger.log.find_envelope(s.envelope) is not None
+                                       for s in specs):
+            logged = tuple(ledger.log.append(specs, foreign=True)) if specs else ()
+            here = dict(zip(foreign, logged, strict=True))
             if floor is not None:
                 if locked:
                     ledger.log.check_lock_held(f"nothing was imported (imported before: log index "
@@ -484,13 +496,16 @@ def apply_update(
         }
         if update.artifact is not None:
             predicate["artifact"] = dict(update.artifact)
-        recorded = record_statement(ledger, name, subject, predicates.IMPORT, predicate,
-                                    list(signers), kind="import")
-        done = recorded.index
+        spec, check = statement_entry(ledger, name, subject, predicates.IMPORT, predicate,
+                                      list(signers), "import")
+        *appended, done = ledger.log.append([*specs, spec], check=check, foreign=True)
+        logged = tuple(appended)
+        here = dict(zip(foreign, logged, strict=True))
         if locked:
             ledger.log.check_lock_held(
-                f"the import is recorded (log index {recorded.index}), nothing after it was done "
-                "(the size applied noted; key compromises, revocations and erasures judged here)")
+                f"the import is recorded (log index {done}), nothing after it was done "
+                "(the size applied noted; key compromises, revocations and erasures judged here)",
+                recorded=True)
         if floor is not None:
             floor()
         # (4)
@@ -499,13 +514,13 @@ def apply_update(
         for i in sorted(fresh):
             e = foreign[i]
             changes.new.setdefault(e.kind, []).append(e.subject)
-        _judge(ledger, policy, foreign, here, changes, recorded.index)
+        _judge(ledger, policy, foreign, here, changes, done)
         _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
-        return Applied(recorded.index, True, logged, changes)
+        return Applied(done, True, logged, changes)
     except Exception as e:  # after an append, the line says what is recorded (fault27)
-        if (not logged and done < 0) or isinstance(e, VerificationError) or not (
-                isinstance(e, (LedgerError, OSError)) or disk_error(e)) or (
-                " is recorded" in str(e)):  # (a line that says it already stands)
+        if (not logged and done < 0) or isinstance(e, (VerificationError,
+                                                        StoppedAfterRecordError)) or not (
+                isinstance(e, (LedgerError, OSError)) or disk_error(e)):
             raise
         raise LedgerError(_recorded_then(what, logged, done, e)) from e
 
@@ -591,7 +606,8 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                         told = (f"the import is recorded (log index {recorded}) and {{}} of "
                                 f"the {len(gone)} blob(s) its erasure of {name} deletes here "
                                 "are deleted, nothing more")
-                        facts["deleted"] = delete_erased(ledger, gone, done=told.format)
+                        facts["deleted"] = delete_erased(ledger, gone, done=told.format,
+                                                         recorded=True)
                         facts["kept"] = sorted(set(kept.values()))
                         facts["keptBlobs"] = len(kept)
                         changes.erased.append(facts)

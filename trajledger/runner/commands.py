@@ -1,4 +1,5 @@
-"""The runner's commands: policy, approve, revoke, erase, admit, train, rollout, verify.
+"""The runner's commands: policy, admit, train, rollout, verify; approve, revoke and erase are
+``runner.status_cli``'s, listed here among them.
 
 Each parses its options, calls one library function and renders the result; heavy modules load
 inside the commands.
@@ -12,7 +13,6 @@ from typing import Any
 import click
 
 from trajledger.ledger.clikit import (
-    DURATION,
     JSON_OPTION,
     KEY_NAME,
     NEW_NAME,
@@ -31,6 +31,8 @@ from trajledger.ledger.clikit import (
     warn,
 )
 from trajledger.ledger.errors import AlreadyRecordedError, LedgerError
+
+from .status_cli import approve, erase, revoke
 
 __all__ = ["COMMANDS"]
 
@@ -410,98 +412,6 @@ def policy_show(ctx: Context, as_json: bool) -> None:
     click.echo("history:")
     for n in notes:
         click.echo(f"  {n}")
-
-
-@click.command()
-@click.argument("ref")
-@click.option("--key", required=True, type=KEY_NAME, help="Approver key.")
-@click.option(
-    "--purpose", default="train", show_default=True, help="What the data is approved for."
-)
-@click.option(
-    "--expires",
-    type=DURATION,
-    default="30d",
-    show_default=True,
-    help="How long the approval lasts (e.g. 30d, 12h).",
-)
-@click.option("--note", help="Free text kept with the approval.")
-@JSON_OPTION
-@pass_ctx
-def approve(
-    ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None, as_json: bool
-) -> None:
-    """Approve a dataset or batch for a purpose, until an expiry; prints the approval's
-    envelope digest.
-
-    \b
-    Example:
-      trajledger approve cartpole-train@1 --key approver-a --expires 30d
-    """
-    rec = ctx.ledger().approve(ref, key=key, purpose=purpose, expires=expires, note=note)
-    ok(f"{ref} approved for {purpose!r} by {key} for {expires} (log index {rec.index})")
-    emit_result(as_json, rec.envelope_digest,
-                _status_json("approval", rec) | {"purpose": purpose, "expires": expires})
-
-
-@click.command()
-@click.argument("ref")
-@click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
-@click.option("--reason", required=True, help="Why it must no longer be used.")
-@JSON_OPTION
-@pass_ctx
-def revoke(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
-    """Revoke an artifact (its lineage fails verification; see 'trajledger impact') or an
-    approval (REF: the digest 'approve' printed; it no longer counts, for earlier uses too).
-
-    \b
-    Example:
-      trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
-      trajledger revoke sha256:4df1… --key approver-a --reason "approved the wrong version"
-    """
-    rec = ctx.ledger().revoke(ref, key=key, reason=reason)
-    ok(f"{ref} revoked (log index {rec.index})")
-    emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
-
-
-@click.command()
-@click.argument("ref")
-@click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
-@click.option(
-    "--reason",
-    required=True,
-    type=click.Choice(["retention", "consent", "legal"]),
-    help="Why the data is erased.",
-)
-@JSON_OPTION
-@pass_ctx
-def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
-    """Erase an artifact's data: blobs deleted, digests and signed records kept.
-
-    \b
-    Example:
-      trajledger erase cartpole-random --key approver-a --reason consent
-    """
-    rec, deleted, kept = ctx.ledger().erase(ref, key=key, reason=reason)
-    if kept:
-        holders = sorted(set(kept.values()))
-        warn(f"{ref}: {len(kept)} blob(s) kept: also a file of {', '.join(holders)} (not erased; "
-             "the store keeps one blob per content): erase that too to delete them")
-    if rec.new:
-        ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
-    else:  # an erase that had not finished: its record stands, no second one
-        ok(f"{ref} erased: {deleted} blob(s) deleted that the erasure at log index {rec.index} "
-           "lists and the store still held (nothing new recorded)")
-    emit_result(as_json, rec.envelope_digest,
-                _status_json("erasure", rec) | {"reason": reason, "deleted": deleted,
-                                                "kept": {b: kept[b] for b in sorted(kept)}})
-
-
-def _status_json(kind: str, rec: Any) -> dict[str, Any]:
-    """``--json`` of a record about an artifact (approval, revocation, erasure): stdout's
-    text is its envelope digest (what 'trajledger show' takes)."""
-    return {"kind": kind, "subject": rec.digest, "envelope": rec.envelope_digest,
-            "logIndex": rec.index, "new": rec.new}
 
 
 @click.command()

@@ -57,7 +57,7 @@ from trajledger.verify.note import (
 )
 
 from ..encode import checkpoint_text, format_signature_line, verifier_vkey, vkey_string
-from ..errors import KeyError_, LedgerError, LogError, TamperError
+from ..errors import KeyError_, LedgerError, LogError, StoppedAfterRecordError, TamperError
 from ..fs import TMP_PREFIX, fsync_dir, open_dirs_below, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
@@ -635,7 +635,8 @@ class Log(LogReader):
             return False
         return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
-    def check_lock_held(self, nothing: str = "nothing was appended") -> None:
+    def check_lock_held(self, nothing: str = "nothing was appended", *,
+                        recorded: bool = False) -> None:
         """Under the lock, before each write of its holder (an append's first write and its
         commit; `rotate_key`'s and `add_cosignature`'s; each removal of ``gc --yes``, which
         holds `exclusive`): no one removed or replaced the lock file meanwhile. Whoever may
@@ -645,12 +646,14 @@ class Log(LogReader):
 
         Args:
             nothing: what the refusal says was not done.
+            recorded: ``nothing`` says what its holder recorded before (a
+                `StoppedAfterRecordError`).
 
         Raises:
             LogError: the lock file is not the one this object locked; nothing is written.
         """
         if not self._lock_is_the_files():
-            raise LogError(
+            raise (StoppedAfterRecordError if recorded else LogError)(
                 f"{self.directory / LOCK_FILE}: the log's lock file was removed or replaced "
                 f"while this command held it, so another command may be appending; {nothing}: "
                 "find who writes this ledger's files, then run the command again"

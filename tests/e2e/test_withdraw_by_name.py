@@ -1,0 +1,78 @@
+"""A withdrawal named by what it withdraws (fifteenth review round, left28; docs/SECURITY.md
+"Review of 2026-12-05, fifteenth round (left28)"): ``trajledger revoke NAME@VERSION --approval
+[--by KEYID]`` withdraws the approval of the dataset or batch (the one ``--by`` signed); before,
+only ``revoke APPROVAL-DIGEST`` did, a digest the user had to find in ``approve``'s output or
+the log. Two approvals it could mean are refused, listing each one's digest.
+
+On the quickstart ledger (tests/e2e/test_withdraw_approval.py's: cartpole-train@2, approved by
+approver-a and approver-b, 2 of 2 required).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import testkit
+from test_withdraw_approval import DATASET, approval, run, size
+
+from trajledger import Ledger
+
+
+@pytest.fixture
+def quick(quickstart_template: testkit.Template[str], tmp_path: Path) -> Path:
+    return testkit.copy_template(quickstart_template, tmp_path / "home")
+
+
+def keyid(home: Path, name: str) -> str:
+    led = Ledger.open(home)
+    try:
+        return led.keys.public(name).keyid
+    finally:
+        led.close()
+
+
+def test_an_approval_is_withdrawn_by_the_dataset_and_its_signer(quick: Path) -> None:
+    home = quick
+    a_index, a_envelope = approval(home, "approver-a")
+    b_index, b_envelope = approval(home, "approver-b")
+    before = size(home)
+    # Two approvals: refused, each named (on main: no such option, exit 2).
+    named = ", ".join(f"log index {i} signed by {keyid(home, k)[:16]} ({env})"
+                      for i, env, k in [(a_index, a_envelope, "approver-a"),
+                                        (b_index, b_envelope, "approver-b")])
+    r = run(home, "revoke", DATASET, "--approval", "--key", "approver-b", "--reason", "wrong")
+    assert (r.exit_code, r.stderr) == (1, (
+        f"FAIL: revoke {DATASET} --approval: 2 approvals of it could be meant: {named}; name "
+        "one with --by KEYID, or revoke its digest; nothing was signed\n")), r.output
+    assert size(home) == before
+    # --by a key that signed none: refused.
+    r = run(home, "revoke", DATASET, "--approval", "--by", "00ff", "--key", "approver-b",
+            "--reason", "wrong")  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert r.stderr == (f"FAIL: revoke {DATASET} --approval: no approval of it signed by "
+                        "00ff is in force here (none, or withdrawn already); nothing was "
+                        "signed\n"), r.stderr
+    # --by names approver-a's: withdrawn, as 'revoke DIGEST' would.
+    r = run(home, "revoke", DATASET, "--approval", "--by", keyid(home, "approver-a")[:12],
+            "--key", "approver-b", "--reason", "the wrong version")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip().startswith("sha256:"), r.output
+    led = Ledger.open(home)
+    try:
+        state = led.trust_state()
+        (withdrawal,) = [i for i in state.about(a_envelope)
+                         if (e := state.entry(i)) is not None and e.kind == "revocation"]
+    finally:
+        led.close()
+    assert withdrawal == before
+    assert f"approval at log index {a_index} withdrawn (log index {before})" in r.stderr, r.stderr
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1 and f"approval {a_index} does not count" in r.output, r.output
+    # One left in force: '--approval' alone now means it.
+    r = run(home, "revoke", DATASET, "--approval", "--key", "approver-b", "--reason", "too")
+    assert r.exit_code == 0, r.output
+    assert f"approval at log index {b_index} withdrawn" in r.stderr, r.stderr
+    # '--by' is for '--approval' only.
+    r = run(home, "revoke", DATASET, "--by", "00ff", "--key", "approver-b", "--reason", "x")
+    assert r.exit_code == 2 and "--by is for --approval" in r.output, r.output
