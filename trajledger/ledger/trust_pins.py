@@ -1,12 +1,15 @@
 """What a user decides about a log in their state, by hand: pinning its key (and a checkpoint)
 ahead of its first use, and accepting a known loss (a backup of the log restored on purpose).
 
-Scope: ``trajledger trust VKEY [--checkpoint FILE]`` (`pin_log_key`) and ``trajledger trust
+Scope: ``trajledger trust VKEY [--checkpoint FILE]`` (`pin_log_key`), ``trajledger trust
 VKEY --checkpoint FILE --accept-rollback HELD:NOW`` (`accept_rollback`): the floor lowered to
 an older tree of the log this user saw, never another history, restated by the user, and
-kept on record in the state (`TrustIndex.rollbacks`), which ``trust`` and ``monitor`` show.
+kept on record in the state (`TrustIndex.rollbacks`), which ``trust`` and ``monitor`` show;
+and ``trajledger trust VKEY --clock-ahead TIME`` (`forget_clock_ahead`): the time the state
+noted its use at, ahead of the clock, forgotten (a clock that ran ahead once).
 Non-scope: the floor and its checks (``trust_state``), the first use (``first_use``).
-Spec: docs/SECURITY.md ("First use, and pinning ahead"; review state26, finding 2).
+Spec: docs/SECURITY.md ("First use, and pinning ahead"; review state26, finding 2; review
+rev27, finding 1).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from trajledger.verify.note import verifier_from_vkey
 from .trust_state import TrustState
 from .user_state import REQUIRE_PIN_ENV, fingerprint, require_pin
 
-__all__ = ["Accepted", "Pinned", "accept_rollback", "pin_log_key"]
+__all__ = ["Accepted", "Pinned", "accept_rollback", "forget_clock_ahead", "pin_log_key"]
 
 
 @dataclass(frozen=True)
@@ -135,3 +138,49 @@ def accept_rollback(vkey: str, checkpoint: bytes, held: int, now: int, what: str
     finally:
         state.close()
     return Accepted(verifier.name, fingerprint(vkey), old.size, cp.size, at)
+
+
+def forget_clock_ahead(vkey: str, stated: str, tolerance: dt.timedelta,
+                       directory: Path | None = None) -> str:
+    """Forget the time the state of ``vkey``'s log noted its use at (`TrustState.used_at`),
+    ahead of the clock by more than ``tolerance``: a clock that ran ahead once, or a state
+    copied from such a machine, judged every approval as of that time (a fresh one expired
+    too), with no way out but removing the state (review rev27, finding 1). The clock's time
+    is noted instead. ``stated`` restates the time noted, as the clock note prints it: a
+    script cannot forget whatever time comes next. Returns the time forgotten.
+
+    Raises:
+        PolicyError: under ``TRAJLEDGER_REQUIRE_PIN=1``, ``stated`` is not the time noted, or
+            the time noted is not ahead of the clock; nothing was changed.
+        FormatError: ``vkey`` is not a verifier key.
+        LedgerError: the state cannot be read or written.
+    """
+    from trajledger.verify.times import format_time
+
+    if require_pin():
+        raise PolicyError(
+            f"forgetting the time your state was used at lets a clock set back judge what "
+            f"expires, which {REQUIRE_PIN_ENV}=1 (unattended runs) never does; nothing was "
+            "changed: run it by hand without that setting")
+    where = f"your state of log {verifier_from_vkey(vkey).name}"
+    if TrustState.floor_seen(vkey, directory) is None:  # (no state made)
+        raise PolicyError(f"{where}: there is none; nothing was changed")
+    now = _now().replace(microsecond=0)
+    state = TrustState.open(vkey, directory)
+    try:
+        seen = state.used_at(now)
+        noted = format_time(seen) if seen is not None else "never"
+        if seen is None or seen <= now + tolerance:
+            raise PolicyError(f"{where} was last used at {noted}, which is not ahead of your "
+                              f"clock ({format_time(now)}); nothing was changed")
+        if noted != stated:
+            raise PolicyError(f"{where} was last used at {noted}, not {stated}: "
+                              f"'--clock-ahead {stated}' restates another time; nothing was "
+                              "changed")
+        state.used_at(now, ahead=seen)
+        if (after := state.used_at(now)) is not None and after > now + tolerance:
+            raise PolicyError(f"{where}: the time it was used at changed meanwhile (another "
+                              "process of yours); nothing was changed: run this again")
+    finally:
+        state.close()
+    return noted

@@ -64,7 +64,10 @@ def ledger_verifier(
                f"{f'{minutes // 1440} d ' if minutes >= 1440 else ''}{minutes // 60 % 24} h "
                f"{minutes % 60} min behind the newest time your state of log "
                f"{ledger.config.origin} was used at ({format_time(seen)}): set it right (NTP, "
-               "'timedatectl'); until then what expires or rotates is judged as of that time")
+               "'timedatectl'); until then what expires or rotates is judged as of that time; "
+               "if your clock is right and that time is not (a clock that ran ahead once, a "
+               f"state copied from another machine): 'trajledger trust {state.vkey} "
+               f"--clock-ahead {format_time(seen)}'")
     cp = verifier.checkpoint
     last = verifier.entry(cp.size - 1) if cp is not None and cp.size else None
     verifier.now = max(verifier.now, seen or verifier.now,
