@@ -102,3 +102,55 @@ def test_a_parent_another_user_owns_is_refused(home: Path, tmp_path: Path) -> No
         f"directory {state} away or put theirs in its place; nothing was read or changed: "
         "use a state directory elsewhere (TRAJLEDGER_STATE_DIR)\n"), r.stderr
     assert os.listdir(theirs) == []
+
+
+def test_a_state_directory_reached_through_a_link_is_checked_where_it_is(
+    home: Path, tmp_path: Path
+) -> None:
+    """Review rev27, finding 2. The state directory a link (``~/.local/state`` moved to
+    another disk and linked back, say) to a directory in a parent of mode 0777: only the
+    parents of the path as given were looked at, which are the user's, so it was taken (exit
+    0), and any user could rename it away. Now the parents of where it is are looked at too."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "state").mkdir(mode=0o700)
+    shared.chmod(0o777)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    state = mine / "state"
+    state.symlink_to(shared / "state")
+    r = use(home, state)
+    assert r.exit_code == 3, r.output
+    assert r.stderr == (
+        f"FAIL: {shared}: writable by other users (mode 0777), not sticky: another user can "
+        f"rename your state directory {state} away or put theirs in its place; nothing was "
+        f"read or changed: run 'chmod o-w {shared}', or use a state directory elsewhere "
+        "(TRAJLEDGER_STATE_DIR)\n"), r.stderr
+    assert os.listdir(shared / "state") == []
+    shared.chmod(0o755)
+    r = use(home, state)
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link of another user needs root to make")
+def test_a_link_another_user_owns_on_the_way_is_refused(home: Path, tmp_path: Path) -> None:
+    """Review rev27, finding 2. A link in a sticky directory (``/tmp``) owned by another
+    user, on the way to the state directory: its owner may point it elsewhere at any time
+    (they may replace what they own there), and the state with it. Taken before (exit 0: every
+    directory on the way and where it points were in order); refused now, exit 3."""
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    link = sticky / "link"
+    link.symlink_to(mine)
+    os.lchown(link, 65534, -1)
+    state = link / "state"
+    r = use(home, state)
+    assert r.exit_code == 3, r.output
+    assert r.stderr == (
+        f"FAIL: {link}: a link owned by another user (uid 65534), who can point it, and your "
+        f"state directory {state} with it, elsewhere; nothing was read or changed: use a "
+        f"state directory elsewhere (TRAJLEDGER_STATE_DIR), e.g. {mine / 'state'}\n"), r.stderr
+    assert os.listdir(mine) == []
