@@ -189,16 +189,15 @@ def check_enclosing(state: Path) -> None:
     import stat
 
     me = os.geteuid()
-    for link in (state, *state.parents):
+    real = Path(os.path.realpath(state))
+    for link in (state, *state.parents) if real != state else ():  # (no link on the way)
         with contextlib.suppress(OSError):
             if link.is_symlink() and (uid := link.lstat().st_uid) not in (me, 0):
                 raise LedgerError(
                     f"{link}: a link owned by another user (uid {uid}), who can point it, and "
                     f"your state directory {state} with it, elsewhere; nothing was read or "
-                    f"changed: use a state directory elsewhere ({STATE_DIR_ENV}), e.g. "
-                    f"{os.path.realpath(state)}")
-    real = Path(os.path.realpath(state)).parents
-    for parent in [*state.parents, *(p for p in real if p not in state.parents)]:
+                    f"changed: use a state directory elsewhere ({STATE_DIR_ENV}), e.g. {real}")
+    for parent in [*state.parents, *(p for p in real.parents if p not in state.parents)]:
         try:
             st = parent.stat()
         except OSError:
