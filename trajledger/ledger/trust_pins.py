@@ -168,9 +168,10 @@ def forget_clock_ahead(vkey: str, stated: str, tolerance: dt.timedelta,
     now = _now().replace(microsecond=0)
     state = TrustState.open(vkey, directory)
     try:
-        seen = state.used_at(now)
-        noted = format_time(seen) if seen is not None else "never"
-        if seen is None or seen <= now + tolerance:
+        if (seen := state.used_at(None)) is None:
+            raise PolicyError(f"{where}: notes no time it was used at; nothing was changed")
+        noted = format_time(seen)
+        if seen <= now + tolerance:
             raise PolicyError(f"{where} was last used at {noted}, which is not ahead of your "
                               f"clock ({format_time(now)}); nothing was changed")
         if noted != stated:
@@ -178,7 +179,7 @@ def forget_clock_ahead(vkey: str, stated: str, tolerance: dt.timedelta,
                               f"'--clock-ahead {stated}' restates another time; nothing was "
                               "changed")
         state.used_at(now, ahead=seen)
-        if (after := state.used_at(now)) is not None and after > now + tolerance:
+        if (after := state.used_at(None)) is None or after > now + tolerance:
             raise PolicyError(f"{where}: the time it was used at changed meanwhile (another "
                               "process of yours); nothing was changed: run this again")
     finally:
