@@ -34,6 +34,14 @@ def use(home: Path, state: Path) -> Result:
     return r
 
 
+def others_may_write(shared: Path, state: Path) -> str:
+    """The refusal of ``state`` under ``shared``, of mode 0777."""
+    return (f"FAIL: {shared}: writable by other users (mode 0777), not sticky: another user "
+            f"can rename your state directory {state} away or put theirs in its place; nothing "
+            f"was read or changed: run 'chmod o-w {shared}', or use a state directory "
+            "elsewhere (TRAJLEDGER_STATE_DIR)\n")
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     p = Party(tmp_path, "alice")
@@ -51,11 +59,7 @@ def test_a_parent_others_may_write_is_refused(home: Path, tmp_path: Path, depth:
     state = shared / "deep" / "state" if depth == 2 else shared / "state"
     r = use(home, state)
     assert r.exit_code == 3, r.output
-    assert r.stderr == (
-        f"FAIL: {shared}: writable by other users (mode 0777), not sticky: another user can "
-        f"rename your state directory {state} away or put theirs in its place; nothing was "
-        f"read or changed: run 'chmod o-w {shared}', or use a state directory elsewhere "
-        "(TRAJLEDGER_STATE_DIR)\n"), r.stderr
+    assert r.stderr == others_may_write(shared, state), r.stderr
     assert os.listdir(shared) == []
     shared.chmod(0o1777)  # sticky: only its owner renames the state directory
     r = use(home, state)
@@ -121,11 +125,7 @@ def test_a_state_directory_reached_through_a_link_is_checked_where_it_is(
     state.symlink_to(shared / "state")
     r = use(home, state)
     assert r.exit_code == 3, r.output
-    assert r.stderr == (
-        f"FAIL: {shared}: writable by other users (mode 0777), not sticky: another user can "
-        f"rename your state directory {state} away or put theirs in its place; nothing was "
-        f"read or changed: run 'chmod o-w {shared}', or use a state directory elsewhere "
-        "(TRAJLEDGER_STATE_DIR)\n"), r.stderr
+    assert r.stderr == others_may_write(shared, state), r.stderr
     assert os.listdir(shared / "state") == []
     shared.chmod(0o755)
     r = use(home, state)

@@ -74,6 +74,18 @@ class Accepted:
     at: str
 
 
+def _by_hand(what: str) -> None:
+    """Refuse ``what`` (a decision a person takes) under ``TRAJLEDGER_REQUIRE_PIN=1``, which
+    marks runs nobody watches.
+
+    Raises:
+        PolicyError: it is set; nothing was changed.
+    """
+    if require_pin():
+        raise PolicyError(f"{what}, which {REQUIRE_PIN_ENV}=1 (unattended runs) never does; "
+                          "nothing was changed: run it by hand without that setting")
+
+
 def _now() -> dt.datetime:
     """The time a rollback is accepted at (a seam for tests)."""
     return dt.datetime.now(dt.UTC)
@@ -104,11 +116,7 @@ def accept_rollback(vkey: str, checkpoint: bytes, held: int, now: int, what: str
         LedgerError: the state cannot be read or written.
     """
     # (1)
-    if require_pin():
-        raise PolicyError(
-            f"accepting a rollback takes a smaller log than you saw as yours, which "
-            f"{REQUIRE_PIN_ENV}=1 (unattended runs) never does; nothing was changed: run it "
-            "by hand without that setting")
+    _by_hand("accepting a rollback takes a smaller log than you saw as yours")
     # (2)
     verifier = verifier_from_vkey(vkey)
     cp = verify_checkpoint(checkpoint, verifier)
@@ -157,11 +165,8 @@ def forget_clock_ahead(vkey: str, stated: str, tolerance: dt.timedelta,
     """
     from trajledger.verify.times import format_time
 
-    if require_pin():
-        raise PolicyError(
-            f"forgetting the time your state was used at lets a clock set back judge what "
-            f"expires, which {REQUIRE_PIN_ENV}=1 (unattended runs) never does; nothing was "
-            "changed: run it by hand without that setting")
+    _by_hand("forgetting the time your state was used at lets a clock set back judge what "
+             "expires")
     where = f"your state of log {verifier_from_vkey(vkey).name}"
     if TrustState.floor_seen(vkey, directory) is None:  # (no state made)
         raise PolicyError(f"{where}: there is none; nothing was changed")
