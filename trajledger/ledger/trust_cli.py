@@ -81,12 +81,18 @@ def trust(
     loss: give the restored log's checkpoint and restate the floor you hold and its size
     ('trust' shows your floor); 'trust' and 'monitor' say later that you did, and when.
 
+    Your state remembers the newest time it was used at, and judges what expires no earlier.
+    When a clock that ran ahead once (or a state copied from another machine) left that time
+    ahead of your clock, which is right, forget it with --clock-ahead, restating that time as
+    the clock note prints it.
+
     \b
     Examples:
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...='
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --checkpoint checkpoint.txt
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --checkpoint ledger/log/checkpoint \\
           --accept-rollback 22:21
+      trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --clock-ahead 2028-01-09T02:23:22Z
       trajledger --ledger ./ledger trust --settings
       trajledger --ledger ./ledger trust --json
     """
