@@ -104,11 +104,9 @@ def trust(
     if clock_ahead is not None:
         if vkey is None or checkpoint is not None or settings or rollback is not None:
             raise click.UsageError("--clock-ahead needs the log's VKEY, and nothing else")
-        from trajledger.runner.verification import CLOCK_TOLERANCE
-
         from .trust_pins import forget_clock_ahead
 
-        forget_clock_ahead(vkey, clock_ahead, CLOCK_TOLERANCE)
+        forget_clock_ahead(vkey, clock_ahead)
         ok(f"log {vkey.split('+')[0]}: the time your state noted, {clock_ahead}, is forgotten "
            "as a clock running ahead; what expires is judged by your clock again")
         return

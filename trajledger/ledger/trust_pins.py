@@ -25,7 +25,13 @@ from trajledger.verify.note import verifier_from_vkey
 from .trust_state import TrustState
 from .user_state import REQUIRE_PIN_ENV, fingerprint, require_pin
 
-__all__ = ["Accepted", "Pinned", "accept_rollback", "forget_clock_ahead", "pin_log_key"]
+__all__ = ["CLOCK_TOLERANCE", "Accepted", "Pinned", "accept_rollback", "forget_clock_ahead",
+           "pin_log_key"]
+
+CLOCK_TOLERANCE = dt.timedelta(minutes=5)
+"""How far behind the newest time the user's state was used at a clock may read unsaid
+(`runner.verification.ledger_verifier`: a use is judged no earlier than that time either way),
+and how far ahead of the clock that time must be to be forgotten (`forget_clock_ahead`)."""
 
 
 @dataclass(frozen=True)
@@ -148,10 +154,9 @@ def accept_rollback(vkey: str, checkpoint: bytes, held: int, now: int, what: str
     return Accepted(verifier.name, fingerprint(vkey), old.size, cp.size, at)
 
 
-def forget_clock_ahead(vkey: str, stated: str, tolerance: dt.timedelta,
-                       directory: Path | None = None) -> str:
+def forget_clock_ahead(vkey: str, stated: str, directory: Path | None = None) -> str:
     """Forget the time the state of ``vkey``'s log noted its use at (`TrustState.used_at`),
-    ahead of the clock by more than ``tolerance``: a clock that ran ahead once, or a state
+    ahead of the clock by more than `CLOCK_TOLERANCE`: a clock that ran ahead once, or a state
     copied from such a machine, judged every approval as of that time (a fresh one expired
     too), with no way out but removing the state (review rev27, finding 1). The clock's time
     is noted instead. ``stated`` restates the time noted, as the clock note prints it: a
@@ -176,7 +181,7 @@ def forget_clock_ahead(vkey: str, stated: str, tolerance: dt.timedelta,
         if (seen := state.used_at(None)) is None:
             raise PolicyError(f"{where}: notes no time it was used at; nothing was changed")
         noted = format_time(seen)
-        if seen <= now + tolerance:
+        if seen <= now + CLOCK_TOLERANCE:
             raise PolicyError(f"{where} was last used at {noted}, which is not ahead of your "
                               f"clock ({format_time(now)}); nothing was changed")
         if noted != stated:
@@ -184,7 +189,7 @@ def forget_clock_ahead(vkey: str, stated: str, tolerance: dt.timedelta,
                               f"'--clock-ahead {stated}' restates another time; nothing was "
                               "changed")
         state.used_at(now, ahead=seen)
-        if (after := state.used_at(None)) is None or after > now + tolerance:
+        if (after := state.used_at(None)) is None or after > now + CLOCK_TOLERANCE:
             raise PolicyError(f"{where}: the time it was used at changed meanwhile (another "
                               "process of yours); nothing was changed: run this again")
     finally:
