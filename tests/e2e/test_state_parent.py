@@ -34,6 +34,14 @@ def use(home: Path, state: Path) -> Result:
     return r
 
 
+def refused(home: Path, state: Path, untouched: Path, message: str) -> None:
+    """``state`` refused, exit 3, with ``message`` alone; nothing made in ``untouched``."""
+    r = use(home, state)
+    assert r.exit_code == 3, r.output
+    assert r.stderr == message, r.stderr
+    assert os.listdir(untouched) == []
+
+
 def others_may_write(shared: Path, state: Path) -> str:
     """The refusal of ``state`` under ``shared``, of mode 0777."""
     return (f"FAIL: {shared}: writable by other users (mode 0777), not sticky: another user "
@@ -99,13 +107,10 @@ def test_a_parent_another_user_owns_is_refused(home: Path, tmp_path: Path) -> No
     theirs.mkdir()
     os.chown(theirs, 65534, -1)
     state = theirs / "state"
-    r = use(home, state)
-    assert r.exit_code == 3, r.output
-    assert r.stderr == (
+    refused(home, state, theirs, (
         f"FAIL: {theirs}: owned by another user (uid 65534), who can rename your state "
         f"directory {state} away or put theirs in its place; nothing was read or changed: "
-        "use a state directory elsewhere (TRAJLEDGER_STATE_DIR)\n"), r.stderr
-    assert os.listdir(theirs) == []
+        "use a state directory elsewhere (TRAJLEDGER_STATE_DIR)\n"))
 
 
 def test_a_state_directory_reached_through_a_link_is_checked_where_it_is(
@@ -147,10 +152,7 @@ def test_a_link_another_user_owns_on_the_way_is_refused(home: Path, tmp_path: Pa
     link.symlink_to(mine)
     os.lchown(link, 65534, -1)
     state = link / "state"
-    r = use(home, state)
-    assert r.exit_code == 3, r.output
-    assert r.stderr == (
+    refused(home, state, mine, (
         f"FAIL: {link}: a link owned by another user (uid 65534), who can point it, and your "
         f"state directory {state} with it, elsewhere; nothing was read or changed: use a "
-        f"state directory elsewhere (TRAJLEDGER_STATE_DIR), e.g. {mine / 'state'}\n"), r.stderr
-    assert os.listdir(mine) == []
+        f"state directory elsewhere (TRAJLEDGER_STATE_DIR), e.g. {mine / 'state'}\n"))
