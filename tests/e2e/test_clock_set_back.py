@@ -102,8 +102,8 @@ def test_a_clock_set_back_on_a_quiet_log_does_not_revive_an_expired_approval(
     assert note.startswith("NOTE: your clock reads 20"), note
     assert " is 23 h 59 min behind the newest time your state of log " in note \
         or " is 1 d 0 h 0 min behind the newest time your state of log " in note, note
-    assert note.endswith(": set it right (NTP, 'timedatectl'); until then what expires or "
-                         "rotates is judged as of that time"), note
+    assert (": set it right (NTP, 'timedatectl'); until then what expires or rotates is "
+            "judged as of that time; ") in note, note
 
 
 def test_a_time_given_to_the_admission_is_floored_too(
@@ -122,3 +122,67 @@ def test_a_time_given_to_the_admission_is_floored_too(
             admit(ledger, "chat@2", ledger.policy())  # a day later: expired, and noted
     with pytest.raises(DataRefusedError, match="expired at"):
         admit(ledger, "chat@2", ledger.policy(), now=dt.datetime.now(dt.UTC))
+
+
+class _YearAhead(dt.datetime):
+    @classmethod
+    def now(cls, tz: dt.tzinfo | None = None) -> _YearAhead:  # type: ignore[override]
+        return super().now(tz) + dt.timedelta(days=400)
+
+
+def test_a_time_noted_ahead_by_a_wrong_clock_can_be_forgotten_by_hand(
+    chat_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock that ran ahead once (a VM started with a wrong clock, a state directory copied
+    from such a machine) left the state's memory of its use 400 days ahead (review rev27,
+    finding 1). Every approval, a fresh one too, was then judged 400 days on, expired: `admit`
+    refused everything until that day, and the note's advice ("set it right") was to fix a
+    clock that is right. The only way out was removing the state, which loses every floor.
+    Now the note names the way out, `trust VKEY --clock-ahead TIME` restating the time noted;
+    refused (exit 1, the state unchanged) under TRAJLEDGER_REQUIRE_PIN=1, for another time,
+    or when nothing is ahead."""
+    ledger = approved_for_an_hour(chat_home)
+    run = CliRunner().invoke
+    home = ["--ledger", str(chat_home)]
+    with monkeypatch.context() as m:
+        m.setattr(lineage, "dt", types.SimpleNamespace(
+            datetime=_YearAhead, UTC=dt.UTC, timedelta=dt.timedelta, timezone=dt.timezone))
+        expect(run(main, [*home, "admit", "chat@2"], prog_name="trajledger"), 1)
+    ledger.approve("chat@2", key="approver", note="again, today")  # a fresh approval, 30 days
+    r = run(main, [*home, "admit", "chat@2"], prog_name="trajledger")
+    expect(r, 1)  # judged 400 days on: the fresh approval expired too
+    (note,) = [ln for ln in r.stderr.splitlines() if ln.startswith("NOTE: your clock")]
+    vkey = ledger.log_vkey()
+    assert vkey is not None
+    origin = vkey.split("+")[0]
+    ahead = note.split("was used at (")[1].split(")")[0]
+    assert note.endswith(
+        f"; if your clock is right and that time is not (a clock that ran ahead once, a "
+        f"state copied from another machine): 'trajledger trust {vkey} --clock-ahead "
+        f"{ahead}'"), note
+
+    def trust(*args: str) -> object:
+        return run(main, [*home, "trust", vkey, *args], prog_name="trajledger")
+
+    r = trust("--clock-ahead", "2020-01-01T00:00:00Z")
+    expect(r, 1)
+    assert f"your state of log {origin} was last used at {ahead}, not " \
+           "2020-01-01T00:00:00Z: '--clock-ahead 2020-01-01T00:00:00Z' restates another " \
+           "time; nothing was changed" in r.stderr, r.stderr
+    monkeypatch.setenv("TRAJLEDGER_REQUIRE_PIN", "1")
+    r = trust("--clock-ahead", ahead)
+    expect(r, 1)
+    assert "TRAJLEDGER_REQUIRE_PIN=1" in r.stderr
+    monkeypatch.delenv("TRAJLEDGER_REQUIRE_PIN")
+    expect(run(main, [*home, "admit", "chat@2"], prog_name="trajledger"), 1)  # unchanged
+    r = trust("--clock-ahead", ahead)
+    expect(r, 0)
+    assert f"OK: log {origin}: the time your state noted, {ahead}, is " \
+           "forgotten as a clock running ahead; what expires is judged by your clock again" \
+           in r.output, r.output
+    r = run(main, [*home, "admit", "chat@2"], prog_name="trajledger")
+    expect(r, 0)
+    assert "NOTE: your clock" not in r.stderr
+    r = trust("--clock-ahead", ahead)  # once: nothing ahead now
+    expect(r, 1)
+    assert "is not ahead of your clock" in r.stderr, r.stderr

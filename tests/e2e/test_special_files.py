@@ -291,3 +291,35 @@ def _child() -> None:
 
 if __name__ == "__main__":
     _child()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_special_file_in_place_of_held_out_data_is_not_waited_on(
+    pristine: tuple[Path, str], tmp_path: Path, kind: str
+) -> None:
+    """Review rev27, finding 3. The gate copies each held-out batch's step file out of the
+    store to compare it (`batch_features.verified_local_copy`, through
+    `ObjectStore.open_input`), and opened it with a blocking ``open``: a FIFO planted in its
+    place made ``admit`` wait for ever (redo21 made the other readers of the store
+    non-blocking; this one was left). Now it is refused before a byte is read: one line
+    naming the object, exit 3 (as a store object that is not a regular file is everywhere),
+    nothing recorded."""
+    from trajledger.ledger.batch_features import batch_files
+
+    source, _ref = pristine
+    home = tmp_path / "ledger"
+    shutil.copytree(source, home, symlinks=True)
+    ledger = Ledger.open(home)
+    held = Catalog(ledger).resolve("cartpole-holdout").digest
+    steps = batch_files(ledger.store, held)["steps.parquet"]
+    where = ledger.store.path_of(steps)
+    size = ledger.log.size
+    _plant(where.parent, where.name, kind)
+    [r] = _run([["--ledger", str(home), "admit", "cartpole-train@2"]])
+    assert not r["hung"], "admit: hung"
+    assert r["exit"] == 3, r["stderr"]
+    fails = [x for x in r["stderr"].splitlines() if x.startswith("FAIL: ")]
+    assert len(fails) == 1 and steps in fails[0], r["stderr"]
+    assert "not a regular file" in fails[0], r["stderr"]
+    assert Ledger.open(home).log.size == size

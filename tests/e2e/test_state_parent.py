@@ -34,6 +34,22 @@ def use(home: Path, state: Path) -> Result:
     return r
 
 
+def refused(home: Path, state: Path, untouched: Path, message: str) -> None:
+    """``state`` refused, exit 3, with ``message`` alone; nothing made in ``untouched``."""
+    r = use(home, state)
+    assert r.exit_code == 3, r.output
+    assert r.stderr == message, r.stderr
+    assert os.listdir(untouched) == []
+
+
+def others_may_write(shared: Path, state: Path) -> str:
+    """The refusal of ``state`` under ``shared``, of mode 0777."""
+    return (f"FAIL: {shared}: writable by other users (mode 0777), not sticky: another user "
+            f"can rename your state directory {state} away or put theirs in its place; nothing "
+            f"was read or changed: run 'chmod o-w {shared}', or use a state directory "
+            "elsewhere (TRAJLEDGER_STATE_DIR)\n")
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     p = Party(tmp_path, "alice")
@@ -51,11 +67,7 @@ def test_a_parent_others_may_write_is_refused(home: Path, tmp_path: Path, depth:
     state = shared / "deep" / "state" if depth == 2 else shared / "state"
     r = use(home, state)
     assert r.exit_code == 3, r.output
-    assert r.stderr == (
-        f"FAIL: {shared}: writable by other users (mode 0777), not sticky: another user can "
-        f"rename your state directory {state} away or put theirs in its place; nothing was "
-        f"read or changed: run 'chmod o-w {shared}', or use a state directory elsewhere "
-        "(TRAJLEDGER_STATE_DIR)\n"), r.stderr
+    assert r.stderr == others_may_write(shared, state), r.stderr
     assert os.listdir(shared) == []
     shared.chmod(0o1777)  # sticky: only its owner renames the state directory
     r = use(home, state)
@@ -95,10 +107,52 @@ def test_a_parent_another_user_owns_is_refused(home: Path, tmp_path: Path) -> No
     theirs.mkdir()
     os.chown(theirs, 65534, -1)
     state = theirs / "state"
-    r = use(home, state)
-    assert r.exit_code == 3, r.output
-    assert r.stderr == (
+    refused(home, state, theirs, (
         f"FAIL: {theirs}: owned by another user (uid 65534), who can rename your state "
         f"directory {state} away or put theirs in its place; nothing was read or changed: "
-        "use a state directory elsewhere (TRAJLEDGER_STATE_DIR)\n"), r.stderr
-    assert os.listdir(theirs) == []
+        "use a state directory elsewhere (TRAJLEDGER_STATE_DIR)\n"))
+
+
+def test_a_state_directory_reached_through_a_link_is_checked_where_it_is(
+    home: Path, tmp_path: Path
+) -> None:
+    """Review rev27, finding 2. The state directory a link (``~/.local/state`` moved to
+    another disk and linked back, say) to a directory in a parent of mode 0777: only the
+    parents of the path as given were looked at, which are the user's, so it was taken (exit
+    0), and any user could rename it away. Now the parents of where it is are looked at too."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "state").mkdir(mode=0o700)
+    shared.chmod(0o777)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    state = mine / "state"
+    state.symlink_to(shared / "state")
+    r = use(home, state)
+    assert r.exit_code == 3, r.output
+    assert r.stderr == others_may_write(shared, state), r.stderr
+    assert os.listdir(shared / "state") == []
+    shared.chmod(0o755)
+    r = use(home, state)
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link of another user needs root to make")
+def test_a_link_another_user_owns_on_the_way_is_refused(home: Path, tmp_path: Path) -> None:
+    """Review rev27, finding 2. A link in a sticky directory (``/tmp``) owned by another
+    user, on the way to the state directory: its owner may point it elsewhere at any time
+    (they may replace what they own there), and the state with it. Taken before (exit 0: every
+    directory on the way and where it points were in order); refused now, exit 3."""
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    link = sticky / "link"
+    link.symlink_to(mine)
+    os.lchown(link, 65534, -1)
+    state = link / "state"
+    refused(home, state, mine, (
+        f"FAIL: {link}: a link owned by another user (uid 65534), who can point it, and your "
+        f"state directory {state} with it, elsewhere; nothing was read or changed: use a "
+        f"state directory elsewhere (TRAJLEDGER_STATE_DIR), e.g. {mine / 'state'}\n"))

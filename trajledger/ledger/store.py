@@ -610,14 +610,18 @@ class ObjectStore:
 
     @contextlib.contextmanager
     def open_input(self, digest: str) -> Iterator[IO[bytes]]:
-        """A stream of the blob's bytes, unchecked (the reader hashes what it reads).
+        """A stream of the blob's bytes, unchecked (the reader hashes what it reads). A local
+        blob that is not a regular file (a FIFO or a device planted) is refused before a byte
+        is read, without waiting (`verify.ledger_dir.open_regular`; review rev27).
 
         Raises:
             StoreError: absent or unreadable.
         """
+        from trajledger.verify.ledger_dir import open_regular
+
         try:
             if self._fs is None:
-                f: Any = open(self.path_of(digest), "rb")  # noqa: SIM115 - closed below
+                f: Any = open_regular(self.path_of(digest))
             else:
                 f = self._fs.open_input_stream(self._location(digest))
         except FileNotFoundError as e:

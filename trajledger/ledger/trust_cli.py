@@ -56,11 +56,18 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None
     "(e.g. 22:21). It must be an older copy of the log you saw, not another history; your "
     "state keeps the record. Refused under TRAJLEDGER_REQUIRE_PIN=1.",
 )
+@click.option(
+    "--clock-ahead",
+    metavar="TIME",
+    help="With VKEY: the time your state noted it was used at (TIME, as the clock note prints "
+    "it) was a clock running ahead, not yours now: forget it, so that what expires is judged by "
+    "your clock again. Refused under TRAJLEDGER_REQUIRE_PIN=1.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (when showing).")
 @pass_ctx
 def trust(
     ctx: Context, vkey: str | None, checkpoint: Path | None, settings: bool,
-    rollback: tuple[int, int] | None, as_json: bool
+    rollback: tuple[int, int] | None, clock_ahead: str | None, as_json: bool
 ) -> None:
     """Pin a log's key ahead of its first use, accept a deliberate change of this ledger's
     settings, or show what you trust about this ledger.
@@ -74,12 +81,18 @@ def trust(
     loss: give the restored log's checkpoint and restate the floor you hold and its size
     ('trust' shows your floor); 'trust' and 'monitor' say later that you did, and when.
 
+    Your state remembers the newest time it was used at, and judges what expires no earlier.
+    When a clock that ran ahead once (or a state copied from another machine) left that time
+    ahead of your clock, which is right, forget it with --clock-ahead, restating that time as
+    the clock note prints it.
+
     \b
     Examples:
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...='
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --checkpoint checkpoint.txt
       trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --checkpoint ledger/log/checkpoint \\
           --accept-rollback 22:21
+      trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --clock-ahead 2028-01-09T02:23:22Z
       trajledger --ledger ./ledger trust --settings
       trajledger --ledger ./ledger trust --json
     """
@@ -88,6 +101,15 @@ def trust(
     if as_json and (vkey is not None or settings):
         raise click.UsageError("--json applies to showing what you trust (no VKEY, no "
                                "--settings)")
+    if clock_ahead is not None:
+        if vkey is None or checkpoint is not None or settings or rollback is not None:
+            raise click.UsageError("--clock-ahead needs the log's VKEY, and nothing else")
+        from .trust_pins import forget_clock_ahead
+
+        forget_clock_ahead(vkey, clock_ahead)
+        ok(f"log {vkey.split('+')[0]}: the time your state noted, {clock_ahead}, is forgotten "
+           "as a clock running ahead; what expires is judged by your clock again")
+        return
     if rollback is not None:
         if vkey is None or checkpoint is None or settings:
             raise click.UsageError("--accept-rollback needs the log's VKEY and the checkpoint "

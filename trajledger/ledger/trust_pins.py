@@ -1,12 +1,15 @@
 """What a user decides about a log in their state, by hand: pinning its key (and a checkpoint)
 ahead of its first use, and accepting a known loss (a backup of the log restored on purpose).
 
-Scope: ``trajledger trust VKEY [--checkpoint FILE]`` (`pin_log_key`) and ``trajledger trust
+Scope: ``trajledger trust VKEY [--checkpoint FILE]`` (`pin_log_key`), ``trajledger trust
 VKEY --checkpoint FILE --accept-rollback HELD:NOW`` (`accept_rollback`): the floor lowered to
 an older tree of the log this user saw, never another history, restated by the user, and
-kept on record in the state (`TrustIndex.rollbacks`), which ``trust`` and ``monitor`` show.
+kept on record in the state (`TrustIndex.rollbacks`), which ``trust`` and ``monitor`` show;
+and ``trajledger trust VKEY --clock-ahead TIME`` (`forget_clock_ahead`): the time the state
+noted its use at, ahead of the clock, forgotten (a clock that ran ahead once).
 Non-scope: the floor and its checks (``trust_state``), the first use (``first_use``).
-Spec: docs/SECURITY.md ("First use, and pinning ahead"; review state26, finding 2).
+Spec: docs/SECURITY.md ("First use, and pinning ahead"; review state26, finding 2; review
+rev27, finding 1).
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from trajledger.verify.note import verifier_from_vkey
 from .trust_state import TrustState
 from .user_state import REQUIRE_PIN_ENV, fingerprint, require_pin
 
-__all__ = ["Accepted", "Pinned", "accept_rollback", "pin_log_key"]
+__all__ = ["CLOCK_TOLERANCE", "Accepted", "Pinned", "accept_rollback", "forget_clock_ahead",
+           "pin_log_key"]
+
+CLOCK_TOLERANCE = dt.timedelta(minutes=5)
+"""How far behind the newest time the user's state was used at a clock may read unsaid
+(`runner.verification.ledger_verifier`: a use is judged no earlier than that time either way),
+and how far ahead of the clock that time must be to be forgotten (`forget_clock_ahead`)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,18 @@ class Accepted:
     at: str
 
 
+def _by_hand(what: str) -> None:
+    """Refuse ``what`` (a decision a person takes) under ``TRAJLEDGER_REQUIRE_PIN=1``, which
+    marks runs nobody watches.
+
+    Raises:
+        PolicyError: it is set; nothing was changed.
+    """
+    if require_pin():
+        raise PolicyError(f"{what}, which {REQUIRE_PIN_ENV}=1 (unattended runs) never does; "
+                          "nothing was changed: run it by hand without that setting")
+
+
 def _now() -> dt.datetime:
     """The time a rollback is accepted at (a seam for tests)."""
     return dt.datetime.now(dt.UTC)
@@ -101,11 +122,7 @@ def accept_rollback(vkey: str, checkpoint: bytes, held: int, now: int, what: str
         LedgerError: the state cannot be read or written.
     """
     # (1)
-    if require_pin():
-        raise PolicyError(
-            f"accepting a rollback takes a smaller log than you saw as yours, which "
-            f"{REQUIRE_PIN_ENV}=1 (unattended runs) never does; nothing was changed: run it "
-            "by hand without that setting")
+    _by_hand("accepting a rollback takes a smaller log than you saw as yours")
     # (2)
     verifier = verifier_from_vkey(vkey)
     cp = verify_checkpoint(checkpoint, verifier)
@@ -135,3 +152,46 @@ def accept_rollback(vkey: str, checkpoint: bytes, held: int, now: int, what: str
     finally:
         state.close()
     return Accepted(verifier.name, fingerprint(vkey), old.size, cp.size, at)
+
+
+def forget_clock_ahead(vkey: str, stated: str, directory: Path | None = None) -> str:
+    """Forget the time the state of ``vkey``'s log noted its use at (`TrustState.used_at`),
+    ahead of the clock by more than `CLOCK_TOLERANCE`: a clock that ran ahead once, or a state
+    copied from such a machine, judged every approval as of that time (a fresh one expired
+    too), with no way out but removing the state (review rev27, finding 1). The clock's time
+    is noted instead. ``stated`` restates the time noted, as the clock note prints it: a
+    script cannot forget whatever time comes next. Returns the time forgotten.
+
+    Raises:
+        PolicyError: under ``TRAJLEDGER_REQUIRE_PIN=1``, ``stated`` is not the time noted, or
+            the time noted is not ahead of the clock; nothing was changed.
+        FormatError: ``vkey`` is not a verifier key.
+        LedgerError: the state cannot be read or written.
+    """
+    from trajledger.verify.times import format_time
+
+    _by_hand("forgetting the time your state was used at lets a clock set back judge what "
+             "expires")
+    where = f"your state of log {verifier_from_vkey(vkey).name}"
+    if TrustState.floor_seen(vkey, directory) is None:  # (no state made)
+        raise PolicyError(f"{where}: there is none; nothing was changed")
+    now = _now().replace(microsecond=0)
+    state = TrustState.open(vkey, directory)
+    try:
+        if (seen := state.used_at(None)) is None:
+            raise PolicyError(f"{where}: notes no time it was used at; nothing was changed")
+        noted = format_time(seen)
+        if seen <= now + CLOCK_TOLERANCE:
+            raise PolicyError(f"{where} was last used at {noted}, which is not ahead of your "
+                              f"clock ({format_time(now)}); nothing was changed")
+        if noted != stated:
+            raise PolicyError(f"{where} was last used at {noted}, not {stated}: "
+                              f"'--clock-ahead {stated}' restates another time; nothing was "
+                              "changed")
+        state.used_at(now, ahead=seen)
+        if (after := state.used_at(None)) is None or after > now + CLOCK_TOLERANCE:
+            raise PolicyError(f"{where}: the time it was used at changed meanwhile (another "
+                              "process of yours); nothing was changed: run this again")
+    finally:
+        state.close()
+    return noted

@@ -309,12 +309,12 @@ class TrustState(TrustIndex):
         raw = self._meta("pinned")
         return None if raw is None else raw.decode("utf-8", "replace")
 
-    def used_at(self, now: dt.datetime) -> dt.datetime | None:
-        """The newest time this state was used at before (a verifier's clock: `runner.
-        verification.ledger_verifier`), noting ``now`` when newer by `USED_EVERY` (a write
-        a minute at most): a clock set back later is judged no earlier (review state26,
-        finding 3). A stored time that does not parse is none (a writer of the state could
-        remove it as well)."""
+    def used_at(self, now: dt.datetime | None, ahead: dt.datetime | None = None
+                ) -> dt.datetime | None:
+        """The newest time this state was used at before (a verifier's clock: `runner.verification.
+        ledger_verifier`), noting ``now`` (None: only read) when newer by `USED_EVERY`: a clock
+        set back later is judged no earlier (state26 finding 3); given ``ahead`` (rev27:
+        `trust_pins.forget_clock_ahead`), in its place only. A time not parsed is none."""
         def stored() -> dt.datetime | None:
             raw = self._meta("used_at")
             with contextlib.suppress(FormatError, UnicodeDecodeError):
@@ -322,9 +322,9 @@ class TrustState(TrustIndex):
             return None
 
         seen = stored()
-        if seen is None or now - seen >= USED_EVERY:
+        if now is not None and (seen is None or now - seen >= USED_EVERY or ahead):
             with self._write():
-                if (newest := stored()) is None or now > newest:
+                if stored() == ahead if ahead else (newest := stored()) is None or now > newest:
                     self._put("used_at", format_time(now).encode())
         return seen
 

@@ -10,6 +10,7 @@ Non-scope: what is kept inside (``trust_state``, ``home``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -175,17 +176,28 @@ def check_enclosing(state: Path) -> None:
     enclosing directory permissions"), not refused: umask 002 systems make ``~/.local/state``
     0775; and passes in silence when that group is the user's own (a user-private group: its
     name is the user's, no other member), as Debian's ssh allows. Missing ones pass (they are
-    made 0700).
+    made 0700). A state directory reached through links is checked where it is too (the
+    parents of its real path, as ssh checks a ``realpath``), and a link on the way that another
+    user owns is refused: they may point it elsewhere (review rev27, finding 2).
 
     Raises:
-        LedgerError: a parent others may write, or another user owns (exit 3).
+        LedgerError: a parent others may write, or another user owns, or a link on the way
+            another user owns (exit 3).
     """
     import grp
     import pwd
     import stat
 
     me = os.geteuid()
-    for parent in state.parents:
+    real = Path(os.path.realpath(state))
+    for link in (state, *state.parents) if real != state else ():  # (no link on the way)
+        with contextlib.suppress(OSError):
+            if link.is_symlink() and (uid := link.lstat().st_uid) not in (me, 0):
+                raise LedgerError(
+                    f"{link}: a link owned by another user (uid {uid}), who can point it, and "
+                    f"your state directory {state} with it, elsewhere; nothing was read or "
+                    f"changed: use a state directory elsewhere ({STATE_DIR_ENV}), e.g. {real}")
+    for parent in [*state.parents, *(p for p in real.parents if p not in state.parents)]:
         try:
             st = parent.stat()
         except OSError:

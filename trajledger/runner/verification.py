@@ -8,7 +8,6 @@ does not grow with the log), and name the artifact's files (or check a directory
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,11 +19,7 @@ if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["CLOCK_TOLERANCE", "decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
-
-CLOCK_TOLERANCE = dt.timedelta(minutes=5)
-"""How far behind the newest time the user's state was used at a clock may read unsaid
-(`ledger_verifier`: a use is judged no earlier than that time either way)."""
+__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
 
 
 def ledger_verifier(
@@ -40,6 +35,7 @@ def ledger_verifier(
     their verifier here. The verifiers other commands build (cards, exports, imports and
     updates, `dataset create --from-failures`, erase, revoke, the policy's pinned suites)
     judge records at their own log times and read no clock (review left27)."""
+    from trajledger.ledger.trust_pins import CLOCK_TOLERANCE
     from trajledger.ledger.user_state import notice
     from trajledger.verify.blobs import BlobHasher
     from trajledger.verify.times import format_time, parse_time
@@ -64,7 +60,10 @@ def ledger_verifier(
                f"{f'{minutes // 1440} d ' if minutes >= 1440 else ''}{minutes // 60 % 24} h "
                f"{minutes % 60} min behind the newest time your state of log "
                f"{ledger.config.origin} was used at ({format_time(seen)}): set it right (NTP, "
-               "'timedatectl'); until then what expires or rotates is judged as of that time")
+               "'timedatectl'); until then what expires or rotates is judged as of that time; "
+               "if your clock is right and that time is not (a clock that ran ahead once, a "
+               f"state copied from another machine): 'trajledger trust {state.vkey} "
+               f"--clock-ahead {format_time(seen)}'")
     cp = verifier.checkpoint
     last = verifier.entry(cp.size - 1) if cp is not None and cp.size else None
     verifier.now = max(verifier.now, seen or verifier.now,
