@@ -67,6 +67,9 @@ COMMANDS: dict[str, list[str]] = {
     "revoke APPROVAL": ["revoke", "@approval", "--key", "approver", "--reason", "wrong one"],
     "rollout": ["rollout", "--checkpoint", "bc@1", "--env", "cartpole@1", "--episodes", "1",
                 "--max-steps", "5", "--key", "vendor"],
+    "export --updates-since": ["export", "--updates-since", "2", "--out", "@updates"],
+    "dataset create --from-failures": ["dataset", "create", "again", "--version", "1",
+                                       "--from-failures", "@evaluation", "--key", "vendor"],
 }
 WRITERS = ("approve", "record", "train", "dataset", "eval", "release", "erase", "revoke",
            "rollout")
@@ -105,6 +108,7 @@ class Work(Copies):
         live = root / "live"
         self.home, self.state, self.files = live / "home", live / "state", live / "files"
         self.runner = testkit.new_runner()
+        self.evaluation = ""  # (`eval`'s, below)
         ledger = cartpole_ledger(self.home, 4)
         self.approval = LogEntry.from_bytes(ledger.log.entry(ledger.log.size - 1)).envelope
         played = run_policy(None, "CartPole-v1", 2, 50, policy_version="random")
@@ -127,8 +131,12 @@ class Work(Copies):
             f'{{"episode_id": "f", "step": {t}, "obs": [{t}.0], "action": [0.0], '
             f'"reward": 1.0, "terminated": {str(t == 3).lower()}, "truncated": false}}\n'
             for t in range(4)))
-        r = self.run(COMMANDS["eval"])  # an evaluation for `release` (eval records another)
+        failing = [*COMMANDS["eval"][:-1], "1000"]  # (no episode of CartPole returns that)
+        r = self.run(failing)  # failed episodes for `dataset create --from-failures`
         assert r.exit_code == 0, r.output
+        self.evaluation = r.stdout.split()[-1]
+        r = self.run(COMMANDS["eval"])  # an evaluation for `release`, the newest (eval records
+        assert r.exit_code == 0, r.output  # another)
         for argv in COMMANDS.values():  # each passes without a fault (and the state caught up)
             if argv[0] not in WRITERS:
                 r = self.run(argv)
@@ -140,6 +148,8 @@ class Work(Copies):
     def run(self, argv: list[str]) -> Result:
         values = {"@steps": str(self.files / "steps.jsonl"), "@ck": self.ck,
                   "@bundle": str(self.files / "bc-1.tar.zst"),
+                  "@updates": str(self.files / "updates.tar.zst"),
+                  "@evaluation": self.evaluation,
                   "@approval": self.approval}
         return self.runner.invoke(main, ["--ledger", str(self.home),
                                          *[values.get(a, a) for a in argv]],
@@ -391,3 +401,48 @@ def test_an_unreadable_manifest_does_not_let_erase_delete_a_shared_blob(work: Wo
         assert Ledger.open(work.home).store.exists(shared)
     assert r.stderr.startswith(f"FAIL: object {digests[1]}: cannot read: [Errno 5]"), r.stderr
     assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
+def test_a_suite_of_failures_stopped_after_its_batches_says_they_are_recorded(
+        work: Work, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dataset create --from-failures`` records a batch of each suite batch's failed
+    episodes, then the dataset; the user state's read failing in between (the sweep's
+    ``state.sqlite SELECT``) said ``FAIL: trust state …: cannot write: disk I/O error; nothing
+    was changed in it``, exit 3, the new batch in the log: read as if nothing had been
+    recorded. Now the line says what is recorded, and running it again records the dataset
+    (review fault28)."""
+    import sqlite3
+
+    from trajledger.ledger import artifacts
+
+    def failing(*a: object, **kw: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    argv = COMMANDS["dataset create --from-failures"]
+    with testkit.user_state(work.state):
+        size = (work.restore(), work.size())[1]
+        with monkeypatch.context() as m:
+            m.setattr(artifacts, "create_dataset", failing)
+            r = work.run(argv)
+        assert (r.exit_code, work.size()) == (3, size + 1), r.output
+        assert r.stderr == (
+            f"FAIL: dataset again@1: its 1 new batch(es) of failures are recorded (log indices "
+            f"{size}), but then it stopped: disk I/O error; run it again: it records what is "
+            "not done\n"), r.stderr
+        again = work.run(argv)
+        assert (again.exit_code, work.size()) == (0, size + 2), again.output
+
+
+def test_a_suite_of_failures_says_what_its_dataset_noticed(work: Work) -> None:
+    """``dataset create --from-failures`` dropped what recording its dataset noticed
+    (`DatasetResult`'s warnings, duplicates, near duplicates): kept runs of steps it could not
+    read were computed again from the step file without a word, where ``dataset create`` says
+    so (the sweep: exit 0, no WARNING), and near duplicates across splits were not reported at
+    all. Now each is a WARNING line, as ``dataset create``'s (review fault28)."""
+    with testkit.user_state(work.state):
+        size = (work.restore(), work.size())[1]
+        with work.faults(where="index/features/", code=errno.EIO).active():
+            r = work.run(COMMANDS["dataset create --from-failures"])
+        assert (r.exit_code, work.size()) == (0, size + 2), r.output
+    assert RECOMPUTED.search(r.stderr), r.stderr
+    assert problem(r, True, "") is None
