@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import errno
 import gc
-import shutil
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import testkit
 from click.testing import Result
-from faultkit import Restorer
-from test_read_fault_sweep import Copies, plan, sweep
+from test_read_fault_sweep import Copies, sweep_and_report
 from test_updates import train_a_buyer
 
 from trajledger import Ledger
@@ -55,11 +52,7 @@ class MonitorWork(Copies):
                     0, ledger.log.size)) if e.kind == "revocation")
         self.home, self.state, self.files = buyer.home, buyer.state, vendor.home
         self.runner = testkit.new_runner()
-        pristine = root / "pristine"
-        for d in (self.home, self.state, self.files):
-            shutil.copytree(d, pristine / d.name, symlinks=True)
-        self.copies = [Restorer(pristine / d.name, d) for d in (self.home, self.state,
-                                                                self.files)]
+        self.keep(root / "pristine")
 
     def run(self, *extra: str, keys: tuple[str, ...] = ("--key", "approver")) -> Result:
         """``monitor`` of the vendor's log, served for this run (a new server: nothing of an
@@ -97,18 +90,15 @@ round."""
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MonitorWork]:
-    yield MonitorWork(tmp_path_factory.mktemp("read-faults-monitor"))
+def work(tmp_path_factory: pytest.TempPathFactory) -> MonitorWork:
+    """The module's set-up, made once (each test puts it back first)."""
+    return MonitorWork(tmp_path_factory.mktemp("read-faults-monitor"))
 
 
 @pytest.mark.slow
 def test_a_read_fault_in_monitor_is_an_operational_error(
         work: MonitorWork, capsys: pytest.CaptureFixture[str]) -> None:
-    points, problems, over = sweep(work, work.run, "monitor", LEFT)
-    with capsys.disabled():
-        print(f"\nmonitor: {points} read points, {len(plan(points))} faults, {len(problems)} "
-              f"problems, {over} passed over (`LEFT`)")
-    assert not problems, "\n".join(problems[:40])
+    sweep_and_report(work, work.run, "monitor", LEFT, capsys)
 
 
 def _served_fault(work: MonitorWork, where: str, **kw: object) -> Result:
