@@ -3,7 +3,9 @@ tests/e2e/test_fault_sweep.py, injects write errors and kills only), and in thos
 data before they record or release (lead26: ``impact``, ``export``, ``train``, ``dataset
 create``, ``eval``, ``release``), and in those that delete or withdraw, or record what a
 checkpoint played (fault27: ``erase``, ``revoke`` of a batch and of an approval, ``rollout``;
-``import``, which needs a second ledger, is test_read_faults_import.py's).
+``import``, which needs a second ledger, is test_read_faults_import.py's), and ``export
+--updates-since`` and ``dataset create --from-failures`` (fault28; ``monitor``, a buyer watching
+a vendor's served log, is test_read_faults_monitor.py's).
 
 On a copy of test_approve_lineage.py's ledger (test_evaluations.py's CartPole ledger, train@1
 approved, a second batch ``b2``) with a checkpoint ``bc@1`` trained on train@1, a regression
