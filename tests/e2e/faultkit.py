@@ -115,8 +115,12 @@ class Faults:
         faults = self
 
         def fopen(path: Any, flags: int, mode: int = 0o777, *a: Any, **kw: Any) -> int:
-            if bool(flags & _WRITING) != faults.reads and faults.inside(path):
-                faults.hit("read" if faults.reads else "open", os.fspath(path))
+            full = path
+            if faults.reads and kw.get("dir_fd") is not None:  # (a read beneath a directory:
+                # `serve._open_beneath`'s, one component at a time)
+                full = os.path.join(os.readlink(f"/proc/self/fd/{kw['dir_fd']}"), path)
+            if bool(flags & _WRITING) != faults.reads and faults.inside(full):
+                faults.hit("read" if faults.reads else "open", os.fspath(full))
             return _real["open"](path, flags, mode, *a, **kw)  # type: ignore[no-any-return]
 
         def fwrite(fd: int, data: Any) -> int:

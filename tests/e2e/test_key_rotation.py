@@ -683,6 +683,35 @@ def test_a_reader_opened_before_a_rotation_follows_its_handover(world: World) ->
     expect(run(world.home, "log", "verify"), 0)
 
 
+def test_a_reader_opened_before_a_rotation_that_cannot_read_its_handover_is_no_tamper(
+        world: World) -> None:
+    """A reader opened under the old key follows the handover to read a checkpoint signed by
+    the new key only; a handover its disk failed (EIO) was taken for none, and the rotation
+    for a replaced key: `TamperError` "not a checkpoint signed by the log key" (exit 1), the
+    log accused for a fault of the disk (`LogReader._follow_rotation`, fault27's Left). Now
+    the read's error, operational (exit 3), and nothing followed (review fault28)."""
+    import errno
+
+    from faultkit import Faults
+
+    reader = world.ledger
+    reader.trust_state()
+    reader.log.require_signer()
+    rotate(world.home)
+    world.batch("vendor")  # signed by the new key only
+    with Faults(str(world.home), reads=True, where="key-handovers/1",
+                code=errno.EIO).active(), pytest.raises(LogError) as failed:
+        reader.log.checkpoint()
+    assert not isinstance(failed.value, TamperError)
+    assert str(failed.value) == (
+        f"log {ORIGIN}: its checkpoint is not signed by the key this command opened it with, "
+        "and whether the key was rotated cannot be read: key handover "
+        f"{world.home / 'log' / 'key-handovers' / '1'}: cannot read: Input/output error")
+    assert reader.log.vkey == world.v1
+    reader.log.checkpoint()  # the disk reads it again: followed
+    assert reader.log.vkey != world.v1
+
+
 def _log_files(home: Path) -> dict[str, bytes]:
     return {str(p.relative_to(home / "log")): p.read_bytes()
             for p in sorted((home / "log").rglob("*")) if p.is_file() and p.name != "lock"}

@@ -15,6 +15,10 @@ keys, objects) can be named, nor a tile or bundle beyond the checkpoint on disk 
 them before it publishes them). A file is served only when it is a regular file inside the log
 directory (symbolic links are refused) and no larger than the spec allows (a full tile is 8,192
 bytes; an entry bundle at most 256 entries of at most 65,535 bytes). The server never writes.
+A file it cannot read (an I/O error, a permission: `errors.read_failure`) is ``503``, never
+``404``: a client takes a 404 for "the log has none" (a missing tile is a log that does not
+give its signed root, a missing handover the end of the key's chain, a missing envelope one
+not published), a verdict on the log for a fault of this machine (review fault28).
 
 Connections: a fixed number of worker threads (`WORKERS`) answer requests; a connection waiting
 for its next request (HTTP/1.1 keep-alive) or for its first holds no thread (one selector
@@ -43,6 +47,7 @@ Spec: c2sp.org/tlog-tiles (paths, content types, caching), c2sp.org/tlog-checkpo
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import os
@@ -64,6 +69,7 @@ from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.tiles import MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH, TileReader
 
+from .errors import read_failure
 from .log.layout import parse_tile_rel
 
 __all__ = [
@@ -221,8 +227,15 @@ class _Handler(BaseHTTPRequestHandler):
         if kind is None:
             self._status(404, "not a tlog-tiles resource")
             return
-        data = (self.server.read(rel, kind) if kind != "envelope"
-                else self.server.envelope("sha256:" + rel.rsplit("/", 1)[1]))
+        try:
+            data = (self.server.read(rel, kind) if kind != "envelope"
+                    else self.server.envelope("sha256:" + rel.rsplit("/", 1)[1]))
+        except (OSError, ProvenanceError) as e:
+            failed = read_failure(e)
+            if failed is None:
+                raise
+            self._status(503, f"the server cannot read it: {failed.strerror}; try again later")
+            return
         if data is None:
             self._status(404, "not found")
             return
@@ -310,7 +323,11 @@ class LogServer(HTTPServer):
     def read(self, rel: str, kind: str) -> bytes | None:
         """The bytes of a resource: a regular file under the directory, within its size cap;
         None when there is none (a missing, linked, special or oversized file, or a tile or
-        entry bundle the published checkpoint does not cover)."""
+        entry bundle the published checkpoint does not cover).
+
+        Raises:
+            OSError: the file, or the checkpoint, cannot be read (`errors.read_failure`).
+        """
         if kind in ("tile", "entries") and not self._published(rel):
             return None
         fd = _open_beneath(self.directory, rel)
@@ -322,7 +339,9 @@ class LogServer(HTTPServer):
                 return None
             with os.fdopen(os.dup(fd), "rb") as fh:
                 data = fh.read(max_size(kind) + 1)
-        except OSError:
+        except OSError as e:
+            if read_failure(e) is not None:
+                raise
             return None
         finally:
             os.close(fd)
@@ -396,11 +415,17 @@ def _open_beneath(directory: Path, rel: str) -> int | None:
     a component is missing or a link, a directory on the way is not a directory, or it cannot
     be opened (a FIFO planted there opens without waiting for a writer, and is then refused
     as not a regular file). ``rel``: a resource path of the spec's grammar (no ``..`` nor
-    empty part)."""
+    empty part).
+
+    Raises:
+        OSError: a component that is there cannot be opened (`errors.read_failure`; a link,
+            ``ELOOP``, and a socket, ``ENXIO``, are none).
+    """
     *parents, name = rel.split("/")
     try:
         at = os.open(directory, _NOFOLLOW | os.O_DIRECTORY)
-    except OSError:
+    except OSError as e:
+        _raise_failure(e)
         return None
     try:
         for part in parents:
@@ -408,19 +433,35 @@ def _open_beneath(directory: Path, rel: str) -> int | None:
             os.close(at)
             at = nxt
         return os.open(name, _NOFOLLOW | os.O_NONBLOCK, dir_fd=at)  # (a FIFO: no wait)
-    except OSError:
+    except OSError as e:
+        _raise_failure(e)
         return None
     finally:
         os.close(at)
 
 
+def _raise_failure(e: OSError) -> None:
+    """``e`` raised again when the system failed to read what is there; an open that found
+    nothing to serve (missing, a link, a socket) returns."""
+    if e.errno not in (errno.ELOOP, errno.ENXIO) and read_failure(e) is not None:
+        raise e
+
+
 def published_size(directory: Path) -> int:
     """The size the log directory's published checkpoint states (read, not verified: a client
-    verifies); 0 when it cannot be read."""
+    verifies); 0 when there is none.
+
+    Raises:
+        OSError: it cannot be read (`errors.read_failure`).
+    """
     try:
         with open(directory / "checkpoint", "rb") as f:
             size_line = f.read(_MAX_CHECKPOINT).split(b"\n", 2)[1]
-    except (OSError, IndexError):
+    except OSError as e:
+        if read_failure(e) is not None:
+            raise
+        return 0
+    except IndexError:
         return 0
     return int(size_line) if size_line.isdigit() else 0
 
@@ -434,7 +475,8 @@ class Published:
 
     def __init__(self, directory: Path, read_blob: Callable[[str], bytes | None],
                  kinds: Collection[str]) -> None:
-        """Publish from the log ``directory``, reading blobs with ``read_blob``."""
+        """Publish from the log ``directory``, reading blobs with ``read_blob`` (None or an
+        error for a missing one; an error for one it cannot read, `errors.read_failure`)."""
         self.directory = directory
         self.kinds = frozenset(kinds)
         self._read_blob = read_blob
@@ -443,12 +485,22 @@ class Published:
         self._envelopes: set[str] = set()
 
     def __call__(self, digest: str) -> bytes | None:
-        """The envelope ``digest``, when the log publishes it."""
+        """The envelope ``digest``, when the log publishes it.
+
+        Raises:
+            OSError, ProvenanceError: the log, or the envelope (``read_blob``'s error), cannot
+                be read (`errors.read_failure`).
+        """
         with self._lock:
             self._catch_up()
             if digest not in self._envelopes:
                 return None
-        data = self._read_blob(digest)
+        try:
+            data = self._read_blob(digest)
+        except (OSError, ProvenanceError) as e:
+            if read_failure(e) is not None:
+                raise
+            return None
         if data is None or len(data) > MAX_ENVELOPE or digest_bytes(data) != digest:
             return None
         return data
@@ -464,7 +516,9 @@ class Published:
                     entry = LogEntry.from_bytes(raw)
                     if entry.kind in self.kinds:
                         self._envelopes.add(entry.envelope)
-        except (OSError, ProvenanceError):
+        except (OSError, ProvenanceError) as e:
+            if read_failure(e) is not None:
+                raise
             return  # a log being rewritten under us: try again on the next request
         self._size = size
 

@@ -34,7 +34,7 @@ from trajledger.verify.predicates import Dataset, RolloutBatch
 from trajledger.verify.strict_json import load_object
 from trajledger.verify.times import now
 
-from .errors import LedgerError
+from .errors import LedgerError, disk_error
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -274,7 +274,8 @@ def suite_from_failures(
 ) -> tuple[Recorded, list[str]]:
     """Record a regression suite of the failed episodes of ``evaluation``; ``on_warning`` is
     given each line to show the user (a batch sealed again whose published sketches give its
-    episodes back, `sealing.sparse_sketches`).
+    episodes back, `sealing.sparse_sketches`; what `artifacts.create_dataset` noticed: kept
+    features computed again, duplicates, near duplicates across splits).
 
     Steps:
         1. Verify the evaluation and its lineage under the policy in force; it must have
@@ -333,36 +334,52 @@ def suite_from_failures(
                        f"{item.ref}")
     recipients = policy.role("evaluator").encryption_keys
     # (3)
-    made = []
-    for sb in suite:
-        keep = sorted(failed.get(sb.digest, ()))
-        if not keep:
-            continue
-        steps = read_parquet(sb.files["steps.parquet"])
-        episodes = read_parquet(sb.files["episodes.parquet"])
-        absent = set(keep) - set(episodes.column("episode_id").to_pylist())
-        if absent:
-            raise FormatError(f"evaluation {item.ref}: failed episode {sorted(absent)[0]!r} is "
-                              f"not in batch {sb.digest[:19]}… of its suite")
-        wanted = pa.array(keep, pa.string())
-        p = sb.predicate
-        result = record_batch(
-            ledger,
-            steps.filter(pc.is_in(steps.column("episode_id"), wanted)),
-            episodes=_marked(episodes.filter(pc.is_in(episodes.column("episode_id"), wanted)),
-                             item.digest),
-            env=p.environment.digest, policy=p.policy_version, signer=signer,
-            evaluator=p.evaluator.digest if p.evaluator else None,
-            name=f"failures-of-{ev.checkpoint.name}@{ev.checkpoint.version}-{sb.digest[7:19]}",
-            generator="trajledger dataset create --from-failures",
-            consent=p.consent, licence=p.licence, retention=p.retention,
-            seal_to=recipients if p.sealed is not None else None,
-            failures_of=item.digest,
-        )
-        made.append(result.digest)
-        if on_warning is not None:
-            for line in result.warnings:
+    made: list[str] = []
+    at: list[int] = []
+    try:
+        for sb in suite:
+            keep = sorted(failed.get(sb.digest, ()))
+            if not keep:
+                continue
+            steps = read_parquet(sb.files["steps.parquet"])
+            episodes = read_parquet(sb.files["episodes.parquet"])
+            absent = set(keep) - set(episodes.column("episode_id").to_pylist())
+            if absent:
+                raise FormatError(f"evaluation {item.ref}: failed episode "
+                                  f"{sorted(absent)[0]!r} is not in batch {sb.digest[:19]}… of "
+                                  "its suite")
+            wanted = pa.array(keep, pa.string())
+            p = sb.predicate
+            result = record_batch(
+                ledger,
+                steps.filter(pc.is_in(steps.column("episode_id"), wanted)),
+                episodes=_marked(episodes.filter(pc.is_in(episodes.column("episode_id"),
+                                                          wanted)), item.digest),
+                env=p.environment.digest, policy=p.policy_version, signer=signer,
+                evaluator=p.evaluator.digest if p.evaluator else None,
+                name=(f"failures-of-{ev.checkpoint.name}@{ev.checkpoint.version}-"
+                      f"{sb.digest[7:19]}"),
+                generator="trajledger dataset create --from-failures",
+                consent=p.consent, licence=p.licence, retention=p.retention,
+                seal_to=recipients if p.sealed is not None else None,
+                failures_of=item.digest,
+            )
+            made.append(result.digest)
+            at.append(result.recorded.index)
+            if on_warning is not None:
+                for line in result.warnings:
+                    on_warning(line)
+        # (4)
+        ds = create_dataset(ledger, name, version, split, [*made, *extra_batches], signer)
+        for line in (*ds.warnings, *ds.duplicate_episodes, *ds.near_duplicates):
+            if on_warning is not None:  # (what it noticed: said as `dataset create` says it)
                 on_warning(line)
-    # (4)
-    ds = create_dataset(ledger, name, version, split, [*made, *extra_batches], signer)
+    except Exception as e:  # after an append, the line says what is recorded (fault28)
+        if not made or isinstance(e, VerificationError) or not (
+                isinstance(e, (LedgerError, OSError)) or disk_error(e)):
+            raise
+        raise LedgerError(
+            f"dataset {name}@{version}: its {len(made)} new batch(es) of failures are recorded "
+            f"(log indices {', '.join(map(str, at))}), but then it stopped: {e}; run it again: "
+            "it records what is not done") from e
     return ds.recorded, made

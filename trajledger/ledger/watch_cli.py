@@ -76,7 +76,8 @@ def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
     if not loopback:
         warn(f"serving on {host}: anyone who can reach it can read the log (it is public by "
              "design: entries name digests, not data); use TLS in front of it")  # fmt: skip
-    published = Published(ledger.log.directory, ledger.read_blob, kinds)
+    # (the store's error, not `read_blob`'s None: one it cannot read is no envelope missing)
+    published = Published(ledger.log.directory, ledger.store.get, kinds)
     try:
         server = LogServer(ledger.log.directory, host, port, verbose=ctx.verbose,
                            published=published)

@@ -33,7 +33,7 @@ from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from ..encode import verifier_vkey
-from ..errors import LogError, TamperError
+from ..errors import LogError, TamperError, read_failure
 from ..keys import Signer
 from .layout import CHECKPOINT_FILE, TREE_STATE_FILE, VKEY_FILE
 from .lookup import CACHE_DIR, Lookup
@@ -254,6 +254,8 @@ class LogReader:
         Raises:
             TamperError: the new key's checkpoint does not verify, or a handover's tree is not
                 the log's.
+            LogError: the ``vkey`` file or a handover cannot be read (`errors.read_failure`:
+                not a replaced key, exit 3).
         """
         from trajledger.verify.errors import ProvenanceError
         from trajledger.verify.log_key import key_chain
@@ -262,7 +264,11 @@ class LogReader:
         try:
             own = read_regular(self.directory / VKEY_FILE).decode("utf-8").strip()
             chain = key_chain(self.vkey, self.key_handovers())
-        except (OSError, UnicodeDecodeError, ProvenanceError, LogError):
+        except (OSError, UnicodeDecodeError, ProvenanceError, LogError) as e:
+            if read_failure(e) is not None:  # (not a replaced key: one this could not read)
+                raise LogError(f"log {self.origin}: its checkpoint is not signed by the key this "
+                               f"command opened it with, and whether the key was rotated "
+                               f"cannot be read: {e}") from e
             return None
         reached = [h.new for h in chain]
         if own == self.vkey or own not in reached:
