@@ -104,7 +104,7 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
-_NTH = {2: "second", 3: "third", 4: "fourth"}
+_NTH = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _PENDING = 1 << 20
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 
@@ -204,7 +204,7 @@ class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
     Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
-    step windows (32 bytes a window, about 7 windows a step of a numeric episode in its
+    step windows (32 bytes a window, about 9 windows a step of a numeric episode in its
     `step_windows.ORDERS` and `step_windows.COLUMNS`), never the train side (but the hashes
     and episodes of up to `_PENDING` train windows, 16 bytes each, matched together). The
     comparison is exact (blockwise matrix products, no approximate index), so nothing above

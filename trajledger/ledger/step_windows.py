@@ -16,8 +16,9 @@ steps identify a trajectory of any environment whose state moves. A window is th
 `WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
 fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
 left out: such runs repeat in unrelated episodes. The held side also holds the windows of its
-steps reversed, of every 2nd, 3rd and 4th step, and of every 2nd step reversed (`ORDERS`: a
-reversed or frame-skipped copy's windows are those; the train side is compared as recorded).
+steps reversed, of every 2nd, 3rd, 4th and 5th step, and of every 2nd and 3rd step reversed
+(`ORDERS`: a reversed or frame-skipped copy's windows are those; the train side is compared
+as recorded).
 Both sides also hold a second kind of window (`COLUMNS`, copy28): per window, the set of the
 series its observation's columns take over its steps (a copy with its columns permuted or
 duplicated has the same set), for observations of 2 to `MAX_COLUMNS` numbers a step; a held
@@ -58,14 +59,16 @@ WINDOW_COLUMNS = ("episode_id", "obs")
 ORDERS: tuple[tuple[int, int, bool], ...] = (
     (1, 0, False), (1, 0, True), (2, 0, False), (2, 1, False), (3, 0, False), (3, 1, False),
     (3, 2, False), (2, 0, True), (2, 1, True), (4, 0, False), (4, 1, False), (4, 2, False),
-    (4, 3, False))  # fmt: skip
+    (4, 3, False), (3, 0, True), (3, 1, True), (3, 2, True), (5, 0, False), (5, 1, False),
+    (5, 2, False), (5, 3, False), (5, 4, False))  # fmt: skip
 """The orders of a held-out episode's steps whose windows are held, each ``(k, phase,
 reversed)``: every k-th step from step ``phase`` (from 0), then reversed in time or not: as
 recorded (order 0, the one order of the train side), reversed, every 2nd, 3rd or 4th step (a
-frame-skipped copy; win25 2 and 3, copy26 4), every 2nd step reversed (copy26). A train window
+frame-skipped copy; win25 2 and 3, copy26 4, copy28 5), every 2nd step reversed (copy26),
+every 3rd step reversed (copy28). A train window
 is compared as recorded only: a reversed or subsampled copy of a held episode holds windows of
 the held episode's reversed or subsampled steps. Each line costs about ``1 / k`` window a held
-step (a held step has about 6 windows)."""
+step (a held step has about 8 windows, with `COLUMNS`)."""
 COLUMNS = len(ORDERS)
 """The order (``StepWindows.order``) of the windows of the set of their columns' series, on
 both sides (`columns_windows`): their steps as recorded, after every order of `ORDERS`."""

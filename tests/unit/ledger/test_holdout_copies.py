@@ -128,6 +128,10 @@ NUMERIC: dict[str, Spec] = {
     # copy28: columns permuted or duplicated, and cut too
     "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
     "one column duplicated, permuted": [(OBS[:, [3, 1, 1, 0, 2]], ACT)],
+    "reversed, every third step": [(OBS[::-3], ACT[::-3])],
+    "reversed, every third step from the second": [(OBS[-2::-3], ACT[-2::-3])],
+    "every fifth step of 128": [(LONG[::5], [0] * 26)],
+    "every fifth step of 128, from the fifth": [(LONG[4::5], [0] * 25)],
 }
 
 
@@ -190,6 +194,11 @@ TRANSFORMS = [
     Row("numeric", "columns permuted", "nothing", "run"),
     Row("numeric", "columns permuted, first 10 steps dropped", "nothing", "run"),
     Row("numeric", "one column duplicated, permuted", "nothing", "run"),
+    # copy28: every third step reversed, every fifth step (`ORDERS`)
+    Row("numeric", "reversed, every third step", "nothing", "run"),
+    Row("numeric", "reversed, every third step from the second", "nothing", "run"),
+    Row("numeric", "every fifth step of 128", "nothing", "run", "held-long"),
+    Row("numeric", "every fifth step of 128, from the fifth", "nothing", "run", "held-long"),
 ]
 
 
@@ -491,6 +500,15 @@ def test_a_reordered_run_says_how_it_was_reordered(
                                   "duplicated")
         assert (cols.to_json()["columns"], {"every", "reversed"} & set(cols.to_json())) == (
             True, set())
+    [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
+                                                             "step"]]).findings  # copy28
+    assert (third.shared, third.every, third.reversed) == ((3, 60, 60), 3, True)
+    assert "shares 20 consecutive steps (every third step of steps 60-3 of 60 of held-out " \
+           "episode held-num" in str(third) and str(third).endswith(", reversed in time")
+    [fifth] = check_dataset(ledger, "train", [template.value["numeric every fifth step of 128, "
+                                                             "from the fifth"]]).findings
+    assert "shares 25 consecutive steps (every fifth step of steps 5-125 of 128 of held-out " \
+           "episode held-long" in str(fifth) and fifth.to_json()["every"] == 5
 
 
 def test_the_gate_refuses_a_shared_run_of_steps(
