@@ -256,21 +256,21 @@ def _all_orders(
     for order in range(1, orders):
         w, more = _marked(ids, *_reordered(lengths, h, order), mark)
         yield replace(w, order=order), more
-    hashes, two = columns_windows(q, lengths, first.episode, first.start)
+    hashes, two = columns_windows(q, lengths, first.episode, first.start, mark)
     yield replace(first, hashes=hashes, order=COLUMNS), few | two if mark else few
 
 
 def columns_windows(
     q: npt.NDArray[np.uint32] | None, lengths: npt.NDArray[np.int64],
-    episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64]
+    episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64], mark: bool = True
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The `COLUMNS` hash of each window (``start`` steps into ``episode``, of `_marked`) of
     the steps of episodes of ``lengths`` steps whose quantised observations are ``q`` (a row
     a step): each column's series over the window's steps hashed (a polynomial of its mixed
     values, unsalted by the column), the distinct ones summed mixed, so that permuting or
     repeating columns keeps it; and per window whether it has too few distinct values to be
-    compared as held out (`_few_values`). 0 and true when ``q`` is None (no such
-    observations)."""
+    compared as held out (`_few_values`; without ``mark``, all false: the train side). 0 and
+    true when ``q`` is None (no such observations)."""
     m, n = len(episode), int(lengths.sum())
     if q is None or n < WINDOW or not m:
         return np.zeros(m, dtype=np.uint64), np.ones(m, dtype=bool)
@@ -285,7 +285,7 @@ def columns_windows(
     mixed[:, 1:][acc[:, 1:] == acc[:, :-1]] = 0  # a repeated column once
     with np.errstate(over="ignore"):
         hashes = splitmix64(mixed.sum(axis=1, dtype=np.uint64) + _COLUMN_SALT)
-    return hashes, _few_values(v)[at]
+    return hashes, _few_values(v)[at] if mark else np.zeros(m, dtype=bool)
 
 
 def _few_values(v: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
