@@ -56,7 +56,15 @@ from .episode_features import (
 )
 from .errors import read_failure
 from .progress import ProgressFactory, no_progress
-from .step_windows import ORDERS, WINDOW, WINDOW_COLUMNS, StepWindows, held_steps, iter_windows
+from .step_windows import (
+    COLUMNS,
+    WINDOW,
+    WINDOW_COLUMNS,
+    StepWindows,
+    held_steps,
+    iter_windows,
+    order_steps,
+)
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 from .window_cache import cache_file, compute, keep, read_kept
 
@@ -96,7 +104,7 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
-_NTH = {2: "second", 3: "third", 4: "fourth"}
+_NTH = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _PENDING = 1 << 20
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 
@@ -134,6 +142,9 @@ class Finding:
     """The run is of every ``every``-th of those steps (a frame-skipped copy)."""
     reversed: bool = False
     """The run is of those steps in reverse order (a copy reversed in time)."""
+    columns: bool = False
+    """The run is of those steps with their observation's columns reordered or some repeated
+    (`step_windows.COLUMNS`)."""
 
     def __str__(self) -> str:
         more = f" and {self.matches - 1} more" if self.matches > 1 else ""
@@ -151,6 +162,7 @@ class Finding:
                 f"{o}){more.replace(' more', ' more train episodes')}: a copy of a run of its "
                 "observations (equal to 3 significant digits)"
                 + (", reversed in time" if self.reversed else "")
+                + (", its columns reordered or duplicated" if self.columns else "")
             )
         what = (
             "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
@@ -174,7 +186,7 @@ class Finding:
             del out["shared"]
         else:
             out["shared"] = list(self.shared)
-        for key, plain in (("every", 1), ("reversed", False)):
+        for key, plain in (("every", 1), ("reversed", False), ("columns", False)):
             if out[key] == plain:
                 del out[key]  # the JSON of a run as recorded is what it was
         return out
@@ -192,11 +204,11 @@ class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
     Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
-    step windows (32 bytes a window, about 6 windows a step of a numeric episode in its
-    `step_windows.ORDERS`), never the train side (but the hashes and episodes of up to
-    `_PENDING` train windows, 16 bytes each, matched together). The comparison is exact
-    (blockwise matrix products, no approximate index), so nothing above a threshold is
-    missed.
+    step windows (32 bytes a window, about 9 windows a step of a numeric episode in its
+    `step_windows.ORDERS` and `step_windows.COLUMNS`), never the train side (but the hashes
+    and episodes of up to `_PENDING` train windows, 16 bytes each, matched together). The
+    comparison is exact (blockwise matrix products, no approximate index), so nothing above
+    a threshold is missed.
     """
 
     def __init__(
@@ -260,7 +272,7 @@ class Matcher:
     def hold_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
         """Add the step windows (`step_windows.iter_windows` with ``held``) of held episodes of
         ``batch``, after `hold` of their features; windows in another order of
-        `step_windows.ORDERS` after those in order 0."""
+        `step_windows.ORDERS` (or `step_windows.COLUMNS`) after those in order 0."""
         for w in windows:
             where = np.array([self._where.get((batch, e), -1) for e in w.episode_ids], np.int64)
             for e, i in enumerate(where.tolist()):
@@ -459,9 +471,9 @@ class Matcher:
                 continue
             train_labels = tuple(self.train_labels.get(tb, ()))
             other_labels = tuple(self.other_labels.get(b, ()))
-            k, _, back = ORDERS[order]
+            k, _, back = order_steps(order)
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
-                               normalised, shared, k, back))
+                               normalised, shared, k, back, order == COLUMNS))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out
 

@@ -16,8 +16,13 @@ steps identify a trajectory of any environment whose state moves. A window is th
 `WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
 fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
 left out: such runs repeat in unrelated episodes. The held side also holds the windows of its
-steps reversed, of every 2nd, 3rd and 4th step, and of every 2nd step reversed (`ORDERS`: a
-reversed or frame-skipped copy's windows are those; the train side is compared as recorded).
+steps reversed, of every 2nd, 3rd, 4th and 5th step, and of every 2nd and 3rd step reversed
+(`ORDERS`: a reversed or frame-skipped copy's windows are those; the train side is compared
+as recorded).
+Both sides also hold a second kind of window (`COLUMNS`, copy28): per window, the set of the
+series its observation's columns take over its steps (a copy with its columns permuted or
+duplicated has the same set), for observations of 2 to `MAX_COLUMNS` numbers a step; a held
+one is compared only when it has at least `MIN_DISTINCT` distinct values (`columns_windows`).
 The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
@@ -40,8 +45,9 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .rollouts.space_values import leaf_arrays
 
-__all__ = ["MIN_DISTINCT", "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "held_steps",
-           "iter_marked", "iter_windows", "kept", "order_lengths", "step_hashes"]
+__all__ = ["COLUMNS", "MAX_COLUMNS", "MIN_DISTINCT", "ORDERS", "WINDOW", "WINDOW_COLUMNS",
+           "StepWindows", "columns_kept", "columns_windows", "held_steps", "iter_marked",
+           "iter_windows", "kept", "order_lengths", "order_steps", "step_hashes"]
 
 WINDOW = 16
 """Steps in a window: the shortest shared run found. Shorter runs (a fixed start, an opening)
@@ -53,20 +59,29 @@ WINDOW_COLUMNS = ("episode_id", "obs")
 ORDERS: tuple[tuple[int, int, bool], ...] = (
     (1, 0, False), (1, 0, True), (2, 0, False), (2, 1, False), (3, 0, False), (3, 1, False),
     (3, 2, False), (2, 0, True), (2, 1, True), (4, 0, False), (4, 1, False), (4, 2, False),
-    (4, 3, False))  # fmt: skip
+    (4, 3, False), (3, 0, True), (3, 1, True), (3, 2, True), (5, 0, False), (5, 1, False),
+    (5, 2, False), (5, 3, False), (5, 4, False))  # fmt: skip
 """The orders of a held-out episode's steps whose windows are held, each ``(k, phase,
 reversed)``: every k-th step from step ``phase`` (from 0), then reversed in time or not: as
 recorded (order 0, the one order of the train side), reversed, every 2nd, 3rd or 4th step (a
-frame-skipped copy; win25 2 and 3, copy26 4), every 2nd step reversed (copy26). A train window
+frame-skipped copy; win25 2 and 3, copy26 4, copy28 5), every 2nd step reversed (copy26),
+every 3rd step reversed (copy28). A train window
 is compared as recorded only: a reversed or subsampled copy of a held episode holds windows of
 the held episode's reversed or subsampled steps. Each line costs about ``1 / k`` window a held
-step (a held step has about 6 windows)."""
+step (a held step has about 8 windows, with `COLUMNS`)."""
+COLUMNS = len(ORDERS)
+"""The order (``StepWindows.order``) of the windows of the set of their columns' series, on
+both sides (`columns_windows`): their steps as recorded, after every order of `ORDERS`."""
+MAX_COLUMNS = 256
+"""The most numbers a step's observation may have for its `COLUMNS` windows (each window
+costs a sort of its columns); wider ones (images) have none."""
 
 _U64 = np.uint64
 _SALT = _U64(0xD6E8FEB86659FD93)
 _POLY = _U64(0x100000001B3)  # odd: the window polynomial's base
 _ROUND = np.uint32(1 << 12)  # half of the 13 mantissa bits dropped
 _KEEP = np.uint32(0xFFFFE000)
+_COLUMN_SALT = _U64(0x9E3779B97F4A7C15)
 
 
 def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
@@ -193,16 +208,21 @@ def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
     return replace(w, episode=w.episode[keep], start=w.start[keep], hashes=w.hashes[keep])
 
 
+def order_steps(order: int) -> tuple[int, int, bool]:
+    """``(k, phase, reversed)`` of order ``order`` (`ORDERS`; `COLUMNS`: as recorded)."""
+    return ORDERS[order] if order < len(ORDERS) else ORDERS[0]
+
+
 def order_lengths(lengths: npt.NDArray[np.int64], order: int) -> npt.NDArray[np.int64]:
     """The number of steps of episodes of ``lengths`` steps taken in order ``order``."""
-    k, phase, _ = ORDERS[order]
+    k, phase, _ = order_steps(order)
     return np.asarray(np.maximum(lengths - phase + k - 1, 0) // k, dtype=np.int64)
 
 
 def held_steps(order: int, steps: int, first: int, last: int) -> tuple[int, int]:
     """The first and last step (counted from 1, first <= last) of an episode of ``steps``
     steps that positions ``first`` to ``last`` (from 0) of its steps in ``order`` are."""
-    k, phase, back = ORDERS[order]
+    k, phase, back = order_steps(order)
     if back:  # position p is the (m - 1 - p)-th of the m steps taken forward
         m = int(order_lengths(np.array([steps], dtype=np.int64), order)[0])
         first, last = m - 1 - last, m - 1 - first
@@ -226,14 +246,63 @@ def _reordered(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
 
 
 def _all_orders(
-    ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], mark: bool,
-    orders: int
+    ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
+    q: npt.NDArray[np.uint32] | None, mark: bool, orders: int
 ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
-    """`_marked` of the steps in each of the first ``orders`` `ORDERS`."""
-    yield _marked(ids, lengths, h, mark)
+    """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
+    windows (``q``: the quantised observations, a row a step, or None)."""
+    first, few = _marked(ids, lengths, h, mark)
+    yield first, few
     for order in range(1, orders):
-        w, few = _marked(ids, *_reordered(lengths, h, order), mark)
-        yield replace(w, order=order), few
+        w, more = _marked(ids, *_reordered(lengths, h, order), mark)
+        yield replace(w, order=order), more
+    hashes, two = columns_windows(q, lengths, first.episode, first.start, mark)
+    yield replace(first, hashes=hashes, order=COLUMNS), few | two if mark else few
+
+
+def columns_windows(
+    q: npt.NDArray[np.uint32] | None, lengths: npt.NDArray[np.int64],
+    episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64], mark: bool = True
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """The `COLUMNS` hash of each window (``start`` steps into ``episode``, of `_marked`) of
+    the steps of episodes of ``lengths`` steps whose quantised observations are ``q`` (a row
+    a step): each column's series over the window's steps hashed (a polynomial of its mixed
+    values, unsalted by the column), the distinct ones summed mixed, so that permuting or
+    repeating columns keeps it; and per window whether it has too few distinct values to be
+    compared as held out (`_few_values`; without ``mark``, all false: the train side). 0 and
+    true when ``q`` is None (no such observations)."""
+    m, n = len(episode), int(lengths.sum())
+    if q is None or n < WINDOW or not m:
+        return np.zeros(m, dtype=np.uint64), np.ones(m, dtype=bool)
+    at = (np.cumsum(lengths) - lengths)[episode] + start  # the windows kept
+    with np.errstate(over="ignore"):
+        v = splitmix64(q.astype(np.uint64) ^ _COLUMN_SALT)
+        acc = np.zeros((n - WINDOW + 1, q.shape[1]), dtype=np.uint64)
+        for k in range(WINDOW):
+            acc = acc * _POLY + v[k : k + len(acc)]
+    acc = np.sort(acc[at], axis=1)
+    mixed = splitmix64(acc ^ _COLUMN_SALT)
+    mixed[:, 1:][acc[:, 1:] == acc[:, :-1]] = 0  # a repeated column once
+    with np.errstate(over="ignore"):
+        hashes = splitmix64(mixed.sum(axis=1, dtype=np.uint64) + _COLUMN_SALT)
+    return hashes, _few_values(v)[at] if mark else np.zeros(m, dtype=bool)
+
+
+def _few_values(v: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+    """Per window of steps of mixed values ``v`` (a row a step): whether its values set fewer
+    than `MIN_DISTINCT` of 64 bits, one bit a value by its top 6 bits (so fewer than that
+    many distinct values, or a few more alike there). With few values, unrelated windows
+    relabel into each other: a one-hot observation (0 and 1) of any walk over distinct cells
+    has the columns of any other's, a grid walk's (x, y) those of its transpose."""
+    bits = np.bitwise_or.reduce(_U64(1) << (v >> _U64(58)), axis=1)
+    seen = bits[: len(bits) - WINDOW + 1].copy()
+    for k in range(1, WINDOW):
+        seen |= bits[k : k + len(seen)]
+    with np.errstate(over="ignore"):  # the bits set (SWAR popcount)
+        seen -= (seen >> _U64(1)) & _U64(0x5555555555555555)
+        seen = (seen & _U64(0x3333333333333333)) + ((seen >> _U64(2)) & _U64(0x3333333333333333))
+        seen = (seen + (seen >> _U64(4))) & _U64(0x0F0F0F0F0F0F0F0F)
+        return np.asarray((seen * _U64(0x0101010101010101)) >> _U64(56) < MIN_DISTINCT)
 
 
 def _marked(
@@ -274,8 +343,9 @@ def _marked(
 def iter_marked(batches: Iterable[pa.RecordBatch], *, orders: bool = False) -> Iterator[
         tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """Every window of the episodes of step record batches, one `StepWindows` per batch of
-    whole episodes (``orders``: and per other order of `ORDERS`, after it), each window with
-    whether it has too few distinct steps for a held-out one (`MIN_DISTINCT`): what
+    whole episodes (``orders``: and per other order of `ORDERS`, after it; then its
+    `COLUMNS` windows), each window with whether it has too few distinct steps for a
+    held-out one (`MIN_DISTINCT`; `COLUMNS`: or no such hash, `columns_windows`): what
     `iter_windows` gives with ``held`` is the windows not so marked. Every episode's windows
     are there, each start from 0 to its length (in that order) - `WINDOW`."""
     return _iter(batches, True, len(ORDERS) if orders else 1)
@@ -285,16 +355,40 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
     """The windows of the episodes of step record batches (episodes contiguous, steps in
     order, as schema validation guarantees), one `StepWindows` per batch of whole episodes;
     an episode may run across record batches. Nothing for steps without numeric
-    observations. ``held``: leave out windows of too few distinct steps (`MIN_DISTINCT`),
-    and add the windows of the steps in every other order of `ORDERS`."""
+    observations; after each its `COLUMNS` windows (those it has). ``held``: leave out
+    windows of too few distinct steps (`MIN_DISTINCT`), and add the windows of the steps in
+    every other order of `ORDERS`."""
     for w, few in _iter(batches, held, len(ORDERS) if held else 1):
-        yield kept(w, ~few) if held else w
+        yield kept(w, ~few) if held else columns_kept(w)
+
+
+def columns_kept(w: StepWindows) -> StepWindows:
+    """``w``, but of `COLUMNS` windows those with a hash (not 0: `columns_windows`)."""
+    return kept(w, w.hashes != 0) if w.order == COLUMNS else w
+
+
+def _columns(obs: pa.Array) -> npt.NDArray[np.uint32] | None:
+    """The quantised observations of a column of 2 to `MAX_COLUMNS` numbers a row (a matrix,
+    a row a step; `_quantised`), else None (`COLUMNS`)."""
+    width = _width(obs)
+    if width is None or not 2 <= width <= MAX_COLUMNS:
+        return None
+    return _quantised(pc.list_flatten(obs)).reshape(len(obs), width)
+
+
+def _joined(a: npt.NDArray[np.uint32] | None,
+            b: npt.NDArray[np.uint32] | None) -> npt.NDArray[np.uint32] | None:
+    """The rows of ``a`` then ``b`` (None when either is, or their widths differ)."""
+    if a is None or b is None or a.shape[1] != b.shape[1]:
+        return None
+    return np.vstack((a, b))
 
 
 def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterator[tuple[
         StepWindows, npt.NDArray[np.bool_]]]:
     carry_id: str | None = None
     carry = np.zeros(0, dtype=np.uint64)
+    carry_q: npt.NDArray[np.uint32] | None = None
     for batch in batches:
         if "obs" not in batch.schema.names or not batch.num_rows:
             continue
@@ -302,23 +396,25 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         h = step_hashes(obs) if obs.null_count < len(obs) else None
         if h is None:
             continue
+        q = _columns(obs)
         eids = batch.column("episode_id").cast(pa.string())
         change = np.flatnonzero(np.asarray(
             pc.not_equal(eids[1:], eids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1
         firsts = np.concatenate(([0], change)).astype(np.int64)
         ids = [str(eids[int(i)].as_py()) for i in firsts]
         lengths = np.diff(np.concatenate((firsts, [len(h)]))).astype(np.int64)
-        if carry_id is not None and ids[0] == carry_id:
-            h = np.concatenate((carry, h))
-            lengths[0] += len(carry)
-        elif carry_id is not None:
-            h = np.concatenate((carry, h))
-            ids.insert(0, carry_id)
-            lengths = np.concatenate(([len(carry)], lengths))
-        carry_id, carry = ids[-1], h[len(h) - int(lengths[-1]):]
+        if carry_id is not None:
+            h, q = np.concatenate((carry, h)), _joined(carry_q, q)
+            if ids[0] == carry_id:
+                lengths[0] += len(carry)
+            else:
+                ids.insert(0, carry_id)
+                lengths = np.concatenate(([len(carry)], lengths))
+        cut = len(h) - int(lengths[-1])
+        carry_id, carry, carry_q = ids[-1], h[cut:], None if q is None else q[cut:]
         if len(ids) > 1:
-            yield from _all_orders(ids[:-1], lengths[:-1], h[: len(h) - int(lengths[-1])], mark,
-                                   orders)
+            yield from _all_orders(ids[:-1], lengths[:-1], h[:cut],
+                                   None if q is None else q[:cut], mark, orders)
     if carry_id is not None:
-        yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry, mark,
-                               orders)
+        yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
+                               carry_q, mark, orders)

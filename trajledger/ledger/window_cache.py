@@ -15,9 +15,10 @@ the body's digest), then the body: the episodes' lengths (int64), every window's
 (uint64), one bit a window (too few distinct steps), the episode ids (UTF-8 and their int64
 offsets), the text episodes' ids and their 32-byte fingerprints, then (part ``orders``, kept
 once the batch was read as held out) per other order of `step_windows.ORDERS` its windows'
-hashes and bits. Which episode and start each window has follows from the lengths (every
-start from 0 to length - `step_windows.WINDOW`, the lengths in each order from
-`step_windows.order_lengths`).
+hashes and bits, then (part ``columns``) every window's `step_windows.COLUMNS` hash and bit
+(no such hash or too few distinct steps). Which episode and start each window has follows
+from the lengths (every start from 0 to length - `step_windows.WINDOW`, the lengths in each
+order from `step_windows.order_lengths`).
 
 Trust: the same as the kept features' derived cache (``batch_features``): whoever writes the
 ledger's directory can write this file, so what ``dataset create`` reports from it is as
@@ -50,10 +51,12 @@ from trajledger.verify.ledger_dir import read_regular
 from .episode_features import parquet_batches
 from .fs import write_file_atomic
 from .step_windows import (
+    COLUMNS,
     ORDERS,
     WINDOW,
     WINDOW_COLUMNS,
     StepWindows,
+    columns_kept,
     iter_marked,
     kept,
     order_lengths,
@@ -63,14 +66,15 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 3
+WINDOWS_VERSION = 4
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
-second step reversed and every fourth step (copy26)."""
+second step reversed and every fourth step (copy26); 4: the windows of the set of their
+columns (`step_windows.COLUMNS`, copy28)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
-_PARTS = ("windows", "normalised", "orders")
+_PARTS = ("windows", "normalised", "orders", "columns")
 Wanted = tuple[bool, bool, bool]
 """The parts of a batch compared: normalised text fingerprints, windows, windows in other
 orders (of a held batch)."""
@@ -88,34 +92,39 @@ class Compared:
             computed.
         orders: per other order of `step_windows.ORDERS` (1, 2, ...), every window's hash
             and whether it has too few distinct steps; None when not computed.
+        columns: every window's `step_windows.COLUMNS` hash and whether it is not compared
+            as held out (`step_windows.columns_windows`); None with ``windows``.
     """
 
     windows: StepWindows | None
     few: npt.NDArray[np.bool_]
     normalised: list[tuple[str, str]] | None
     orders: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]] | None = None
+    columns: tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]] | None = None
 
     def has(self, wanted: Wanted) -> bool:
         """Whether it holds the parts ``wanted``."""
         return ((not wanted[0] or self.normalised is not None)
-                and (not wanted[1] or self.windows is not None)
+                and (not wanted[1] or (self.windows is not None and self.columns is not None))
                 and (not wanted[2] or self.windows is None or self.orders is not None))
 
     def step_windows(self, held: bool) -> list[StepWindows]:
         """The windows to compare: all of them, or (``held``) those of enough distinct steps,
-        in every order kept."""
+        in every order kept; then the `step_windows.COLUMNS` ones."""
         if self.windows is None:
             return []
-        if not held:
-            return [self.windows]
         w = self.windows
+        columns = [] if self.columns is None else [
+            StepWindows(w.episode_ids, w.lengths, w.episode, w.start, self.columns[0], COLUMNS)]
+        if not held:
+            return [w, *map(columns_kept, columns)]
         out = [kept(w, ~self.few)]
         for order, (hashes, few) in enumerate(self.orders or [], start=1):
             lengths = order_lengths(w.lengths, order)
             episode, start = _placed(lengths)
             out.append(kept(StepWindows(w.episode_ids, lengths, episode, start, hashes, order),
                             ~few))
-        return out
+        return out + [kept(c, ~self.columns[1]) for c in columns if self.columns is not None]
 
 
 def compute(path: Path, wanted: Wanted) -> Compared:
@@ -126,8 +135,8 @@ def compute(path: Path, wanted: Wanted) -> Compared:
         return Compared(None, np.zeros(0, dtype=bool), normalised)
     ids: list[str] = []
     lengths, episode, start = [], [], []
-    hashes: list[list[npt.NDArray[np.uint64]]] = [[] for _ in ORDERS]
-    few: list[list[npt.NDArray[np.bool_]]] = [[] for _ in ORDERS]
+    hashes: list[list[npt.NDArray[np.uint64]]] = [[] for _ in range(COLUMNS + 1)]
+    few: list[list[npt.NDArray[np.bool_]]] = [[] for _ in range(COLUMNS + 1)]
     for w, marks in iter_marked(parquet_batches(path, WINDOW_COLUMNS), orders=wanted[2]):
         hashes[w.order].append(w.hashes)
         few[w.order].append(marks)
@@ -149,7 +158,7 @@ def compute(path: Path, wanted: Wanted) -> Compared:
 
     windows = StepWindows(ids, cat(lengths), cat(episode), cat(start), h(0))
     orders = [(h(o), f(o)) for o in range(1, len(ORDERS))] if wanted[2] else None
-    return Compared(windows, f(0), normalised, orders)
+    return Compared(windows, f(0), normalised, orders, (h(COLUMNS), f(COLUMNS)))
 
 
 def _placed(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
@@ -171,13 +180,16 @@ def encode(c: Compared, steps: str) -> bytes | None:
     """The cache file of ``c``, computed from step file ``steps``; None when its windows are
     not every window of its episodes in order (then nothing is kept)."""
     parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None,
-                                         c.orders is not None), strict=True) if on]
+                                         c.orders is not None, c.columns is not None),
+                                strict=True) if on]
     w = c.windows or StepWindows([], np.zeros(0, np.int64), np.zeros(0, np.int64),
                                  np.zeros(0, np.int64), np.zeros(0, np.uint64))
     episode, start = _placed(w.lengths)
     orders = c.orders or []
+    columns = [] if c.columns is None else [c.columns]
     if not (np.array_equal(episode, w.episode) and np.array_equal(start, w.start)
-            and len(c.few) == len(w.hashes)) or (orders and not (
+            and len(c.few) == len(w.hashes)
+            and all(len(hs) == len(fs) == len(w.hashes) for hs, fs in columns)) or (orders and not (
                 len(orders) == len(ORDERS) - 1 and all(
                     len(hs) == len(fs) == _windows(order_lengths(w.lengths, o))
                     for o, (hs, fs) in enumerate(orders, start=1)))):
@@ -190,7 +202,9 @@ def encode(c: Compared, steps: str) -> bytes | None:
         np.packbits(c.few, bitorder="little").tobytes(), ids_at, ids, norm_at, norm_ids,
         b"".join(bytes.fromhex(fp) for _, fp in norm),
         *(p for hs, fs in orders for p in (hs.astype("<u8").tobytes(),
-                                           np.packbits(fs, bitorder="little").tobytes()))))
+                                           np.packbits(fs, bitorder="little").tobytes())),
+        *(p for hs, fs in columns for p in (hs.astype("<u8").tobytes(),
+                                            np.packbits(fs, bitorder="little").tobytes()))))
     header = {"steps": steps, "version": WINDOWS_VERSION, "parts": parts,
               "episodes": len(w.episode_ids), "windows": len(w.hashes), "ids": len(ids),
               "normalised": len(norm), "normalised_ids": len(norm_ids),
@@ -247,6 +261,8 @@ def decode(data: bytes, steps: str) -> Compared:
     counts = ([_windows(order_lengths(lengths, o)) for o in range(1, len(ORDERS))]
               if "orders" in parts else [])  # fmt: skip
     sizes += tuple(s for c in counts for s in (8 * c, (c + 7) // 8))
+    if "columns" in parts:
+        sizes += (8 * w, (w + 7) // 8)
     if sum(sizes) != n:
         raise FormatError(f"a body of {n} bytes, want {sum(sizes)}")
     if hashlib.sha256(body).hexdigest() != header.get("sha256"):
@@ -265,7 +281,12 @@ def decode(data: bytes, steps: str) -> Compared:
     orders = [(np.frombuffer(piece[8 + 2 * j], dtype="<u8").astype(np.uint64),
                np.unpackbits(np.frombuffer(piece[9 + 2 * j], dtype=np.uint8),
                              bitorder="little")[:c] == 1) for j, c in enumerate(counts)]
-    return Compared(windows, few, normalised, orders if "orders" in parts else None)
+    columns = None
+    if "columns" in parts:
+        c = piece[8 + 2 * len(counts)], piece[9 + 2 * len(counts)]
+        columns = (np.frombuffer(c[0], dtype="<u8").astype(np.uint64),
+                   np.unpackbits(np.frombuffer(c[1], dtype=np.uint8), bitorder="little")[:w] == 1)
+    return Compared(windows, few, normalised, orders if "orders" in parts else None, columns)
 
 
 def _windows(lengths: npt.NDArray[np.int64]) -> int:

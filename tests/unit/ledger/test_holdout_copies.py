@@ -125,6 +125,13 @@ NUMERIC: dict[str, Spec] = {
     "reversed, every other step from the second": [(OBS[-2::-2], ACT[-2::-2])],
     "every fourth step": [(OBS[::4], ACT[::4])],
     "every fourth step of 128, from the second": [(LONG[1::4], [0] * 32)],
+    # copy28: columns permuted or duplicated, and cut too
+    "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
+    "one column duplicated, permuted": [(OBS[:, [3, 1, 1, 0, 2]], ACT)],
+    "reversed, every third step": [(OBS[::-3], ACT[::-3])],
+    "reversed, every third step from the second": [(OBS[-2::-3], ACT[-2::-3])],
+    "every fifth step of 128": [(LONG[::5], [0] * 26)],
+    "every fifth step of 128, from the fifth": [(LONG[4::5], [0] * 25)],
 }
 
 
@@ -167,10 +174,8 @@ TRANSFORMS = [
     Row("numeric", "actions and rewards changed", "nothing", "run"),
     # Not caught (docs/SECURITY.md, twelfth round, holdout23's Left; thirteenth, win25's):
     # rounding to 3 decimals moves values across the 3-significant-digit steps the windows
-    # compare at, and a widened or permuted copy is another sequence of observations.
+    # compare at.
     Row("numeric", "rounded 3 decimals, shifted", "nothing", "nothing"),
-    Row("numeric", "columns duplicated", "nothing", "nothing"),
-    Row("numeric", "columns permuted", "nothing", "nothing"),
     # win25: the held side's windows of its steps reversed and of every 2nd and 3rd step
     # (`step_windows.ORDERS`).
     Row("numeric", "reversed", "nothing", "run"),
@@ -184,6 +189,16 @@ TRANSFORMS = [
     Row("numeric", "reversed, every other step from the second", "nothing", "run"),
     Row("numeric", "every fourth step", "nothing", "nothing"),
     Row("numeric", "every fourth step of 128, from the second", "nothing", "run", "held-long"),
+    # copy28: the windows of each step's columns as a set (`step_windows.COLUMNS`), both
+    # sides; every third step reversed, every fifth step (`ORDERS`). Nothing found before.
+    *(Row("numeric", name, "nothing", "run", of) for name, of in (
+        ("columns duplicated", "held-num"), ("columns permuted", "held-num"),
+        ("columns permuted, first 10 steps dropped", "held-num"),
+        ("one column duplicated, permuted", "held-num"),
+        ("reversed, every third step", "held-num"),
+        ("reversed, every third step from the second", "held-num"),
+        ("every fifth step of 128", "held-long"),
+        ("every fifth step of 128, from the fifth", "held-long"))),
 ]
 
 
@@ -472,7 +487,28 @@ def test_a_reordered_run_says_how_it_was_reordered(
            "episode held-long" in str(fourth)
     [ahead] = check_dataset(ledger, "train", [template.value["numeric first step dropped"]]
                             ).findings
-    assert {"every", "reversed"}.isdisjoint(ahead.to_json())  # as before
+    assert {"every", "reversed", "columns"}.isdisjoint(ahead.to_json())  # as before
+    for name, shared in (("columns permuted", (1, 60, 60)),  # copy28
+                         ("columns permuted, first 10 steps dropped", (11, 60, 60)),
+                         ("one column duplicated, permuted", (1, 60, 60))):
+        [cols] = check_dataset(ledger, "train", [template.value[f"numeric {name}"]]).findings
+        assert (cols.shared, cols.every, cols.reversed, cols.columns) == (shared, 1, False, True)
+        a, b, _ = shared
+        assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of 60 of held-out episode " \
+               "held-num" in str(cols), name
+        assert str(cols).endswith("(equal to 3 significant digits), its columns reordered or "
+                                  "duplicated")
+        assert (cols.to_json()["columns"], {"every", "reversed"} & set(cols.to_json())) == (
+            True, set())
+    [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
+                                                             "step"]]).findings  # copy28
+    assert (third.shared, third.every, third.reversed) == ((3, 60, 60), 3, True)
+    assert "shares 20 consecutive steps (every third step of steps 60-3 of 60 of held-out " \
+           "episode held-num" in str(third) and str(third).endswith(", reversed in time")
+    [fifth] = check_dataset(ledger, "train", [template.value["numeric every fifth step of 128, "
+                                                             "from the fifth"]]).findings
+    assert "shares 25 consecutive steps (every fifth step of steps 5-125 of 128 of held-out " \
+           "episode held-long" in str(fifth) and fifth.to_json()["every"] == 5
 
 
 def test_the_gate_refuses_a_shared_run_of_steps(
@@ -493,6 +529,12 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     [failure] = e.value.report.failures()
     assert "shares 30 consecutive steps (every second step of steps 1-59 of 60 of held-out " \
            "episode held-num" in failure, failure
+    train_set(ledger, "cols", template.value["numeric one column duplicated, permuted"])
+    with pytest.raises(DataRefusedError) as e:  # copy28
+        admit(ledger, "cols@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+    [failure] = e.value.report.failures()
+    assert "shares 60 consecutive steps (steps 1-60 of 60 of held-out episode held-num" \
+           in failure and failure.endswith(", its columns reordered or duplicated"), failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(
@@ -639,7 +681,8 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
                                episode=real.windows.episode[:0], start=real.windows.start[:0],
                                hashes=real.windows.hashes[:0])
     forged = encode(Compared(none, real.few[:0], real.normalised,
-                             [(real.windows.hashes[:0], real.few[:0])] * (len(ORDERS) - 1)), steps)
+                             [(real.windows.hashes[:0], real.few[:0])] * (len(ORDERS) - 1),
+                             (real.windows.hashes[:0], real.few[:0])), steps)
     assert forged is not None
     held.write_bytes(forged)
     assert not [f for f in check_dataset(ledger, "train", [cut]).findings if f.shared]

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from trajledger.ledger.step_windows import ORDERS, WINDOW, held_steps, iter_windows, step_hashes
+from trajledger.ledger.step_windows import (
+    COLUMNS,
+    ORDERS,
+    WINDOW,
+    held_steps,
+    iter_windows,
+    step_hashes,
+)
 
 
 def batch(episodes: list[tuple[str, np.ndarray]], dtype: pa.DataType | None = None
@@ -22,9 +29,13 @@ def walk(seed: int, n: int = 40) -> np.ndarray:
     return np.cumsum(np.random.default_rng(seed).normal(0, 0.05, size=(n, 4)), axis=0)
 
 
-def windows(*batches: pa.RecordBatch, held: bool = False) -> dict[str, list[int]]:
+def windows(*batches: pa.RecordBatch, held: bool = False,
+            columns: bool = False) -> dict[str, list[int]]:
+    """Each episode's window hashes (``columns``: its `COLUMNS` ones, else the others)."""
     out: dict[str, list[int]] = {}
     for w in iter_windows(batches, held=held):
+        if (w.order == COLUMNS) != columns:
+            continue
         for e, h in zip(w.episode.tolist(), w.hashes.tolist(), strict=True):
             out.setdefault(w.episode_ids[e], []).append(h)
     return out
@@ -63,7 +74,7 @@ def test_the_held_side_holds_its_steps_in_every_order() -> None:
     whole = list(iter_windows([batch(list(eps.items()))], held=True))
     cut = list(iter_windows([batch([("a", eps["a"][:9])]), batch([("a", eps["a"][9:]),
                              ("b", eps["b"]), ("c", eps["c"])])], held=True))
-    assert sorted({w.order for w in whole}) == list(range(len(ORDERS)))
+    assert sorted({w.order for w in whole}) == [*range(len(ORDERS)), COLUMNS]
     for order, (k, phase, back) in enumerate(ORDERS):
         for e, obs in eps.items():
             copy = obs[phase::k][::-1] if back else obs[phase::k]
@@ -99,3 +110,26 @@ def test_a_tensor_column_hashes_as_any_list_of_the_same_values() -> None:
         assert fixed.tolist() == lists.tolist() == ragged[:-1].tolist()
     a, b = step_hashes(pa.array([[1.0, 2.0], [1.0, 2.0, 0.0]])).tolist()  # type: ignore[union-attr]
     assert a != b
+
+
+def test_columns_windows_keep_a_copy_with_its_columns_permuted_or_repeated() -> None:
+    """copy28: the `COLUMNS` windows of a copy whose observation's columns are permuted, some
+    repeated, are the held episode's, on the train side as on the held side, cut in record
+    batches or not; they are no window of the steps as recorded (order 0); a one-hot
+    observation (values 0 and 1 alone) and a 1-number one hold none."""
+    a, b = walk(1, 40), walk(2, 30)
+    held = windows(batch([("a", a), ("b", b)]), held=True, columns=True)
+    assert len(held["a"]) == 40 - WINDOW + 1 and len(held["b"]) == 30 - WINDOW + 1
+    for cols in ([2, 0, 3, 1], [3, 1, 1, 0, 2], [0, 1, 2, 3, 0, 1, 2, 3]):
+        copy = a[:, cols]
+        assert windows(batch([("a", copy)]), columns=True)["a"] == held["a"]
+        cut = windows(batch([("a", copy[:7])]), batch([("a", copy[7:]), ("b", b[:, cols])]),
+                      columns=True)
+        assert cut["a"] == held["a"] and cut["b"] == held["b"]
+        assert not set(windows(batch([("a", copy)]))["a"]) & set(windows(batch([("a", a)]))["a"])
+    assert not set(windows(batch([("a", a[:, ::-1] * 1.01)]), columns=True)["a"]) & set(held["a"])
+    cells = np.random.default_rng(4).permutation(40) % 9
+    one_hot = np.eye(9)[cells]
+    assert windows(batch([("h", one_hot)]), held=True, columns=True) == {}
+    assert len(windows(batch([("h", one_hot)]), columns=True)["h"]) == 40 - WINDOW + 1  # train
+    assert windows(batch([("a", a[:, :1])]), columns=True) == {}

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from trajledger.ledger import window_cache
-from trajledger.ledger.step_windows import ORDERS, WINDOW_COLUMNS, iter_windows
+from trajledger.ledger.step_windows import COLUMNS, ORDERS, WINDOW_COLUMNS, iter_windows
 from trajledger.ledger.window_cache import MAGIC, Compared, compute, decode, encode, keep, read_kept
 from trajledger.verify.errors import FormatError
 
@@ -46,7 +46,7 @@ def same(a: Compared, b: Compared) -> None:
     assert a.normalised == b.normalised
     for held in (False, True):
         xs, ys = a.step_windows(held), b.step_windows(held)
-        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1)
+        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1) + 1
         for x, y in zip(xs, ys, strict=True):
             assert (x.episode_ids, x.order) == (y.episode_ids, y.order)
             for f in ("lengths", "episode", "start", "hashes"):
@@ -62,7 +62,7 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
         ws = got.step_windows(held)
         direct = list(iter_windows(pq.ParquetFile(path).iter_batches(
             batch_size=17, columns=list(WINDOW_COLUMNS)), held=held))
-        assert [w.order for w in ws] == list(range(len(ORDERS) if held else 1))
+        assert [w.order for w in ws] == [*range(len(ORDERS) if held else 1), COLUMNS]
         for w in ws:
             assert np.array_equal(w.hashes, np.concatenate(
                 [d.hashes for d in direct if d.order == w.order]))
@@ -78,7 +78,7 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
     same(kept, got)
     # A part not kept is not there: computed again, silently.
     as_train = compute(path, (True, True, False))
-    assert as_train.orders is None and len(as_train.step_windows(True)) == 1
+    assert as_train.orders is None and len(as_train.step_windows(True)) == 2  # and COLUMNS
     keep(tmp_path / "cache", STEPS, as_train)
     same(read_kept(tmp_path / "cache", STEPS, (True, True, False))[0] or got, as_train)
     assert read_kept(tmp_path / "cache", STEPS, (False, True, True)) == (None, "")  # as held
