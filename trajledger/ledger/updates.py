@@ -635,12 +635,13 @@ def _erased_before(ledger: LedgerHome, verifier: LineageVerifier, brought: set[s
     stored again (the same bundle imported again, a dataset of the erased batch shipped
     anew), deletes them again, as `status.erase` run again would: an import never brings
     back erased bytes (hist28). Blobs another artifact here holds are kept, as at the
-    erasure."""
+    erasure. Only an erasure whose subject's manifest the update carries is read (a bundle
+    carries the manifest of every artifact whose files it carries)."""
     state = ledger.trust_state()
     files: dict[str, set[str]] | None = None
     for i in state.of_kind("erasure"):
         e = state.entry(i)
-        if i in taken or e is None:
+        if i in taken or e is None or e.subject not in brought:  # its manifest comes too
             continue
         back = {b for b in erasable_blobs(ledger, e.subject) & brought
                 if ledger.store.exists(b)}
