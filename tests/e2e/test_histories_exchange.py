@@ -18,7 +18,8 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   parent (``btrain``), makes its suite (``suite@1``, a holdout of a vendor batch of its own),
   evaluates a checkpoint on it (``beval``, a judge COMMAND) and releases it (``brelease``);
   most histories end so, then the vendor revokes or erases something and sends an update;
-- drawn from streams of their own (`own_step`; a seed's other steps stay as they were), the
+- drawn from streams of their own (`own_step`; a seed's other steps stay as they were): in half
+  the histories the buyer's release requirement has a ``max_drop`` (R16), and the
   buyer's approver withdraws its newest approval of a dataset (``bwithdraw``: ``revoke`` of
   the approval), revokes a batch or dataset it holds (``brevoke``) or erases a batch it holds
   (``berase``); the vendor's approver (``vapprover``, named by the buyer's policy as an
@@ -81,6 +82,11 @@ test_histories_agree.py's withdrawal of an approval):
   buyer's policy refuse what that key signed at or after ``compromised_since``; the buyer's
   import of the extension that carries the successor revokes each artifact it holds from the
   vendor that the key signed since (then R10 as for a revocation).
+- **R16 ``max_drop``** (docs/evaluations.md "``trajledger release``": "with ``max_drop`` and a
+  parent checkpoint, the parent's latest evaluation on the same suite must exist"; a judge that
+  passes every episode never drops): in half the histories the buyer's requirement has
+  ``max_drop = 0.5``; a release of a checkpoint with a parent then also needs an evaluation of
+  the parent recorded before it.
 
 Write side: ``bdataset`` is done (None when it names a held-out batch, or copies one);
 ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
@@ -176,7 +182,7 @@ for batch in json.loads((suite / "manifest.json").read_text())["batches"]:
 """A judge that passes every episode of the suite (docs/evaluations.md's, simplified)."""
 
 
-def make_parties(root: Path) -> tuple[Side, Side]:
+def make_parties(root: Path, max_drop: bool = False) -> tuple[Side, Side]:
     vendor = Side(root, "vendor")
     vendor.run("init", "--origin", "vendor.example/log")
     vendor.run("key", "new", "vendor", "--no-encrypt")
@@ -191,7 +197,8 @@ def make_parties(root: Path) -> tuple[Side, Side]:
     text = BUYER_POLICY.replace('keys = ["keys/approver.pub"]',
                                 f'keys = ["keys/approver.pub", """{pem}"""]')
     assert text != BUYER_POLICY
-    make_buyer(buyer, [vendor], "format = 2\n" + text + RELEASE, evaluator=True)
+    release = RELEASE + ("max_drop = 0.5\n" if max_drop else "")  # R16
+    make_buyer(buyer, [vendor], "format = 2\n" + text + release, evaluator=True)
     (root / "judge.py").write_text(JUDGE)
     return vendor, buyer
 
@@ -208,6 +215,8 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     vend, vapproved = random.Random(f"vendor approvals {seed}"), list[str]()
     compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
     steps: list[Step] = []
+    if extra and random.Random(f"policy {seed}").random() < MAX_DROP:  # R16
+        steps.append(Step("max_drop"))
     n = {"v": 0, "w": 0, "d": 0, "c": 0, "e": 0, "r": 0}
     shipped: list[str] = []
     approved: list[str] = []
@@ -316,6 +325,9 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     return steps
 
 
+MAX_DROP = 0.5
+"""The share of histories (with the steps of R13 to R16) whose buyer's release requirement
+has a ``max_drop`` (a ``max_drop`` step first: the policy the buyer starts with)."""
 COMPROMISE = 0.025
 """The chance, before each step once the vendor recorded something, of its key compromise
 (``vcompromise``, once a history)."""
@@ -383,6 +395,8 @@ class Model:
     vapprovals: dict[str, list[list[Any]]] = field(default_factory=dict)
     """At the vendor: ``[envelope digest, withdrawn]`` per approval of a dataset, by label;
     none reaches the buyer (R14)."""
+    max_drop: bool = False
+    """The buyer's release requirement has a ``max_drop`` (R16)."""
     compromised_since: int | None = None
     """The vendor's log index from which its policy declares its key ``vendor`` compromised
     (R15)."""
@@ -448,10 +462,16 @@ class Model:
                  and e.dataset == ck]
         return evals[-1] if evals else None
 
-    def release_ok(self, label: str) -> bool:  # R12
+    def release_ok(self, label: str) -> bool:  # R12, R16
         r = self.buyer[label]
         return self.checkpoint_ok(r.dataset) and r.parent is not None and \
-            self.evaluation_ok(r.parent)
+            self.evaluation_ok(r.parent) and self.parent_evaluated(r.dataset, r.index)
+
+    def parent_evaluated(self, ck: str, before: int) -> bool:  # R16
+        parent = self.buyer[ck].parent
+        return not self.max_drop or parent is None or any(
+            e.kind == "evaluation" and e.dataset == parent and e.index < before
+            for e in self.buyer.values())
 
     def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
         c = self.buyer[label]
@@ -512,7 +532,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
             m.erased_here(b) for b in m.buyer["suite"].batches)
     if s.op == "brelease":
         e = m.latest(a[1])
-        return m.checkpoint_ok(a[1]) and e is not None and m.evaluation_ok(e)
+        return m.checkpoint_ok(a[1]) and e is not None and m.evaluation_ok(e) and \
+            m.parent_evaluated(a[1], size)
     if s.op == "btrain":
         _label, ds, parent = a
         if parent is not None and not m.checkpoint_ok(parent):
@@ -700,7 +721,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
 
 def replay(run: Run, steps: list[Step]) -> None:
     for s in steps:
-        if not refs(run.model, s):
+        if s.op == "max_drop" or not refs(run.model, s):
             continue
         size = run.buyer.size()
         want = expect(run.model, s, size)
@@ -805,8 +826,10 @@ def run_history(root: Path, steps: list[Step]) -> Run:
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    vendor, buyer = make_parties(root)
+    max_drop = any(s.op == "max_drop" for s in steps)
+    vendor, buyer = make_parties(root, max_drop)
     run = Run(vendor, buyer, root)
+    run.model.max_drop = max_drop
     replay(run, steps)
     return run
 
