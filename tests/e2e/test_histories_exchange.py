@@ -18,15 +18,15 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   parent (``btrain``), makes its suite (``suite@1``, a holdout of a vendor batch of its own),
   evaluates a checkpoint on it (``beval``, a judge COMMAND) and releases it (``brelease``);
   most histories end so, then the vendor revokes or erases something and sends an update;
-- drawn from streams of their own (`own_step`; a seed's other steps stay as they were): in half
-  the histories the buyer's release requirement has a ``max_drop`` (R16), and the
-  buyer's approver withdraws its newest approval of a dataset (``bwithdraw``: ``revoke`` of
-  the approval), revokes a batch or dataset it holds (``brevoke``) or erases a batch it holds
-  (``berase``); the vendor's approver (``vapprover``, named by the buyer's policy as an
-  approver too) approves a vendor dataset (``vapprove``) or withdraws its newest approval
-  (``vwithdraw``); once a history at most, the vendor declares its key ``vendor`` compromised
-  (``vcompromise``: a successor policy signed by ``vapprover``, producer ``vendor2``, and
-  ``[[revoked_keys]]`` since a vendor record's log index, or since its log's size then).
+- drawn from streams of their own (`own_step`; a seed's other steps stay as they were): in half the
+  histories the buyer's release requirement has a ``max_drop`` (R16), in four in ten it requires a
+  second suite (R17), and the buyer's approver withdraws its newest approval of a dataset
+  (``bwithdraw``: ``revoke`` of the approval), revokes a batch or dataset it holds (``brevoke``)
+  or erases a batch it holds (``berase``); the vendor's approver (``vapprover``, named by the
+  buyer's policy as an approver too) approves a vendor dataset (``vapprove``) or withdraws its
+  newest approval (``vwithdraw``); once a history at most, the vendor declares its key ``vendor``
+  compromised (``vcompromise``: a successor policy signed by ``vapprover``, producer ``vendor2``,
+  and ``[[revoked_keys]]`` since a vendor record's log index, or since its log's size then).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -87,6 +87,12 @@ test_histories_agree.py's withdrawal of an approval):
   passes every episode never drops): in half the histories the buyer's requirement has
   ``max_drop = 0.5``; a release of a checkpoint with a parent then also needs an evaluation of
   the parent recorded before it.
+- **R17 more than one suite** (docs/evaluations.md "``trajledger release``": every
+  requirement must be met; each evaluation is on one suite): in four histories in ten with
+  those steps the buyer also requires ``suite2@1`` (a second holdout of a vendor batch of its
+  own, made with the first); ``beval`` names either suite; a release needs, for each suite,
+  the checkpoint's latest evaluation on it to hold (R12) and, with ``max_drop``, the parent's
+  evaluation on that suite (R16); an evaluation holds while its own suite's record does.
 
 Write side: ``bdataset`` is done (None when it names a held-out batch, or copies one);
 ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
@@ -182,7 +188,17 @@ for batch in json.loads((suite / "manifest.json").read_text())["batches"]:
 """A judge that passes every episode of the suite (docs/evaluations.md's, simplified)."""
 
 
-def make_parties(root: Path, max_drop: bool = False) -> tuple[Side, Side]:
+def release_text(max_drop: bool, suites: tuple[str, ...]) -> str:
+    """`RELEASE`, with ``max_drop = 0.5`` in each requirement (R16) and one requirement per
+    suite (R17)."""
+    extra = "max_drop = 0.5\n" if max_drop else ""
+    return RELEASE + extra + "".join(
+        RELEASE[RELEASE.index("[[release.require]]"):].replace("suite@1", f"{x}@1") + extra
+        for x in suites[1:])
+
+
+def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = ("suite",)
+                 ) -> tuple[Side, Side]:
     vendor = Side(root, "vendor")
     vendor.run("init", "--origin", "vendor.example/log")
     vendor.run("key", "new", "vendor", "--no-encrypt")
@@ -197,8 +213,8 @@ def make_parties(root: Path, max_drop: bool = False) -> tuple[Side, Side]:
     text = BUYER_POLICY.replace('keys = ["keys/approver.pub"]',
                                 f'keys = ["keys/approver.pub", """{pem}"""]')
     assert text != BUYER_POLICY
-    release = RELEASE + ("max_drop = 0.5\n" if max_drop else "")  # R16
-    make_buyer(buyer, [vendor], "format = 2\n" + text + release, evaluator=True)
+    make_buyer(buyer, [vendor], "format = 2\n" + text + release_text(max_drop, suites),
+               evaluator=True)
     (root / "judge.py").write_text(JUDGE)
     return vendor, buyer
 
@@ -215,8 +231,12 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     vend, vapproved = random.Random(f"vendor approvals {seed}"), list[str]()
     compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
     steps: list[Step] = []
-    if extra and random.Random(f"policy {seed}").random() < MAX_DROP:  # R16
+    policy = random.Random(f"policy {seed}")
+    if extra and policy.random() < MAX_DROP:  # R16
         steps.append(Step("max_drop"))
+    two = extra and policy.random() < TWO_SUITES  # R17
+    if two:
+        steps.append(Step("two_suites"))
     n = {"v": 0, "w": 0, "d": 0, "c": 0, "e": 0, "r": 0}
     shipped: list[str] = []
     approved: list[str] = []
@@ -287,10 +307,14 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
             n["v"] += 1  # a batch of its own (one in a train set cannot be held out)
             steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
+            if two:
+                n["v"] += 1
+                steps += suite2(n["v"])
         elif op == "beval":
             n["e"] += 1
             evaluated.append(f"c{rnd.randint(max(1, n['c'] - 1), n['c'])}")
-            steps.append(Step(op, (f"e{n['e']}", evaluated[-1])))
+            on = (rnd.choice(["suite", "suite2"]),) if two else ()
+            steps.append(Step(op, (f"e{n['e']}", evaluated[-1], *on)))
         elif op == "brelease":
             n["r"] += 1
             steps.append(Step(op, (f"r{n['r']}", rnd.choice(evaluated))))
@@ -313,8 +337,14 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
             n["v"] += 1
             steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
+            if two:
+                n["v"] += 1
+                steps += suite2(n["v"])
         ck = f"c{rnd.randint(1, n['c'])}"
-        steps += [Step("beval", (f"e{n['e'] + 1}", ck)), Step("brelease", (f"r{n['r'] + 1}", ck))]
+        steps += [Step("beval", (f"e{n['e'] + 1}", ck))]
+        if two:
+            steps += [Step("beval", (f"e{n['e'] + 2}", ck, "suite2"))]
+        steps += [Step("brelease", (f"r{n['r'] + 1}", ck))]
         if rnd.random() < 0.6:
             pool = [f"v{i}" for i in range(1, n["v"] + 1)] + [f"w{i}" for i in range(1, n["w"] + 1)]
             steps.append(Step(rnd.choice(["vrevoke", "vrevoke", "verase"]), (rnd.choice(pool),)))
@@ -326,6 +356,9 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
 
 
 MAX_DROP = 0.5
+TWO_SUITES = 0.4
+"""The share of those histories whose buyer requires evaluations on two suites for a release,
+``suite@1`` and ``suite2@1`` (a ``two_suites`` step first; R17)."""
 """The share of histories (with the steps of R13 to R16) whose buyer's release requirement
 has a ``max_drop`` (a ``max_drop`` step first: the policy the buyer starts with)."""
 COMPROMISE = 0.025
@@ -339,6 +372,12 @@ if "TRAJLEDGER_EXCHANGE_OWN" in os.environ:
     OWN = float(os.environ["TRAJLEDGER_EXCHANGE_OWN"])
 
 
+def suite2(v: int) -> list[Step]:
+    """The steps that make the second suite ``suite2@1`` of a vendor batch ``v{v}`` (R17)."""
+    return [Step("vrecord", (f"v{v}", 0)), Step("ship", (f"v{v}",)),
+            Step("bdataset", ("suite2", (f"v{v}",), "holdout"))]
+
+
 def own_step(rnd: random.Random, batches: list[str], approved: list[str], datasets: int) -> Step:
     """One of the buyer's own steps (R13): its approver withdraws its newest approval of a
     dataset (``bwithdraw``), revokes a batch or dataset it holds (``brevoke``) or erases a
@@ -349,7 +388,7 @@ def own_step(rnd: random.Random, batches: list[str], approved: list[str], datase
         return Step(op, (rnd.choice(approved),))
     if op == "berase":
         return Step(op, (rnd.choice(batches),))
-    pool = batches + [f"d{i}" for i in range(1, datasets + 1)] + ["suite"]
+    pool = batches + [f"d{i}" for i in range(1, datasets + 1)] + ["suite", "suite2"]
     return Step(op, (rnd.choice(pool or ["suite"]),))
 
 
@@ -372,6 +411,10 @@ class Art:
     """At the buyer: the buyer's log size before the step that brought it in."""
     vindex: int = 0
     """At the vendor: its record's index in the vendor's log."""
+    suite: str = "suite"
+    """An evaluation's suite."""
+    evals: tuple[str | None, ...] = ()
+    """A release's latest evaluation on each required suite when it was made."""
     approvals: list[list[Any]] = field(default_factory=list)
     """At the buyer: ``[log size before it, envelope digest, withdrawn]`` per approval."""
 
@@ -397,6 +440,8 @@ class Model:
     none reaches the buyer (R14)."""
     max_drop: bool = False
     """The buyer's release requirement has a ``max_drop`` (R16)."""
+    suites: tuple[str, ...] = ("suite",)
+    """The suites the buyer's release requires (R17)."""
     compromised_since: int | None = None
     """The vendor's log index from which its policy declares its key ``vendor`` compromised
     (R15)."""
@@ -455,23 +500,29 @@ class Model:
 
     def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
-        return self.checkpoint_ok(e.dataset) and self.record_ok("suite")
+        return self.checkpoint_ok(e.dataset) and self.record_ok(e.suite)
 
-    def latest(self, ck: str) -> str | None:
+    def latest(self, ck: str, suite: str = "suite") -> str | None:
         evals = [e.label for e in self.buyer.values() if e.kind == "evaluation"
-                 and e.dataset == ck]
+                 and e.dataset == ck and e.suite == suite]
         return evals[-1] if evals else None
 
-    def release_ok(self, label: str) -> bool:  # R12, R16
+    def release_ok(self, label: str) -> bool:  # R12, R16, R17
         r = self.buyer[label]
-        return self.checkpoint_ok(r.dataset) and r.parent is not None and \
-            self.evaluation_ok(r.parent) and self.parent_evaluated(r.dataset, r.index)
+        return self.checkpoint_ok(r.dataset) and all(
+            e is not None and self.evaluation_ok(e) for e in r.evals) and all(
+            self.parent_evaluated(r.dataset, r.index, x) for x in self.suites)
 
-    def parent_evaluated(self, ck: str, before: int) -> bool:  # R16
+    def releasable(self, ck: str, now: int) -> bool:  # R12, R16, R17: a release now
+        return self.checkpoint_ok(ck) and all(
+            (e := self.latest(ck, x)) is not None and self.evaluation_ok(e)
+            and self.parent_evaluated(ck, now, x) for x in self.suites)
+
+    def parent_evaluated(self, ck: str, before: int, suite: str) -> bool:  # R16
         parent = self.buyer[ck].parent
         return not self.max_drop or parent is None or any(
-            e.kind == "evaluation" and e.dataset == parent and e.index < before
-            for e in self.buyer.values())
+            e.kind == "evaluation" and e.dataset == parent and e.suite == suite
+            and e.index < before for e in self.buyer.values())
 
     def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
         c = self.buyer[label]
@@ -528,12 +579,11 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bapprove":
         return m.record_ok(a[0])
     if s.op == "beval":
-        return m.checkpoint_ok(a[1]) and m.record_ok("suite") and not any(
-            m.erased_here(b) for b in m.buyer["suite"].batches)
+        suite = a[2] if len(a) > 2 else "suite"
+        return m.checkpoint_ok(a[1]) and m.record_ok(suite) and not any(
+            m.erased_here(b) for b in m.buyer[suite].batches)
     if s.op == "brelease":
-        e = m.latest(a[1])
-        return m.checkpoint_ok(a[1]) and e is not None and m.evaluation_ok(e) and \
-            m.parent_evaluated(a[1], size)
+        return m.releasable(a[1], size)
     if s.op == "btrain":
         _label, ds, parent = a
         if parent is not None and not m.checkpoint_ok(parent):
@@ -568,7 +618,7 @@ def refs(m: Model, s: Step) -> bool:
     if s.op == "btrain":
         return a[1] in m.buyer and (a[2] is None or a[2] in m.buyer)
     if s.op == "beval":  # a released checkpoint is not evaluated again here (Left)
-        return a[1] in m.buyer and "suite" in m.buyer and not any(
+        return a[1] in m.buyer and (a[2] if len(a) > 2 else "suite") in m.buyer and not any(
             r.kind == "release" and r.dataset == a[1] for r in m.buyer.values())
     if s.op == "brelease":
         return a[1] in m.buyer
@@ -692,19 +742,19 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
             done.add(a[0])
         return ok(r)
     if s.op == "beval":
-        label, ck = a
-        r = b.cli("eval", m.buyer[ck].digest, "--suite", "suite@1", "--key", "evaluator", "--",
-                  sys.executable, run.root / "judge.py")
+        label, ck, suite = (*a, "suite")[:3]
+        r = b.cli("eval", m.buyer[ck].digest, "--suite", f"{suite}@1", "--key", "evaluator",
+                  "--", sys.executable, run.root / "judge.py")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "evaluation", dataset=ck, digest=digest_of(r),
-                                 index=size)
+                                 index=size, suite=suite)
         return ok(r)
     if s.op == "brelease":
         label, ck = a
-        latest = m.latest(ck)
+        evals = tuple(m.latest(ck, x) for x in m.suites)
         r = b.cli("release", m.buyer[ck].digest, "--key", "approver")
         if r.exit_code == 0:
-            m.buyer[label] = Art(label, "release", dataset=ck, parent=latest,
+            m.buyer[label] = Art(label, "release", dataset=ck, evals=evals,
                                  digest=digest_of(r), index=size)
         return ok(r)
     if s.op == "btrain":
@@ -721,7 +771,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
 
 def replay(run: Run, steps: list[Step]) -> None:
     for s in steps:
-        if s.op == "max_drop" or not refs(run.model, s):
+        if s.op in ("max_drop", "two_suites") or not refs(run.model, s):
             continue
         size = run.buyer.size()
         want = expect(run.model, s, size)
@@ -827,9 +877,10 @@ def run_history(root: Path, steps: list[Step]) -> Run:
         shutil.rmtree(root)
     root.mkdir(parents=True)
     max_drop = any(s.op == "max_drop" for s in steps)
-    vendor, buyer = make_parties(root, max_drop)
+    suites = ("suite", "suite2") if any(s.op == "two_suites" for s in steps) else ("suite",)
+    vendor, buyer = make_parties(root, max_drop, suites)
     run = Run(vendor, buyer, root)
-    run.model.max_drop = max_drop
+    run.model.max_drop, run.model.suites = max_drop, suites
     replay(run, steps)
     return run
 
