@@ -64,19 +64,3 @@ def test_an_import_again_does_not_restore_what_the_buyer_erased(tmp_path: Path) 
     # The other batch's files, not erased, stayed.
     assert files_of(buyer, vendor.batches[1]) <= stored(buyer)
 
-
-def test_an_old_bundle_does_not_restore_what_a_vendor_erased(tmp_path: Path) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    buyer = Buyer(tmp_path, [vendor])
-    buyer.run("import", vendor.bundle, "--key", "approver")
-    applied, batch = vendor.size(), vendor.batches[1]
-    erased = files_of(buyer, batch)
-    vendor.run("erase", batch, "--reason", "consent", "--key", "vendor")
-    update = tmp_path / "update.tar.zst"
-    vendor.run("export", "--updates-since", str(applied), "--out", update)
-    buyer.run("import", update, "--key", "approver")
-    assert not erased & stored(buyer)
-    # The first bundle, kept on disk: refused as a rollback, before anything is stored.
-    r = buyer.run("import", vendor.bundle, "--key", "approver", code=1)
-    assert "rollback" in r.stderr, r.stderr
-    assert not erased & stored(buyer), "the vendor's older bundle put the erased files back"

@@ -110,8 +110,8 @@ newest bundle (``export REF`` at the vendor) verified under the buyer's policy b
 verifiers (R2/R3 with all the vendor knows).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (without the steps of R13 to R15) and
-`CI_EXTRA` with them: 9 histories, the file about 15 CPU-s (12.9 s user, 2.4 s system, ``-n
-0``; agree26's 6, 11.3 CPU-s at the same load); ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to
+`CI_EXTRA` with them: 9 histories, the file about 19 CPU-s (16.4 s user, 3.0 s system, ``-n
+0``; agree26's 6, 12.6 CPU-s at the same load, 9.6); ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to
 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S alone, each with those steps
 (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the vendor's approvals left out).
 """
@@ -912,11 +912,12 @@ CI_SEEDS = (6, 11, 12, 15, 16, 20)
 """The histories CI runs: each reaches checkpoints (two each), 12 and 15 evaluate and
 release, 6, 15, 16 and 20 take a vendor's revocation or erasure in, 16 and 20 end with one
 the buyer has not taken in."""
-CI_EXTRA = (331, 351, 376)
-"""The histories with the steps of R13 to R15 CI runs (hist28), chosen from seeds 300 to 399
+CI_EXTRA = (331, 376, 767)
+"""The histories with the steps of R13 to R17 CI runs (hist28), chosen from seeds 300 to 850
 (one in ten of which trains a checkpoint): 331 takes in the vendor's key compromise after
-training on what the key signed, and releases; 351 and 376 withdraw the approval a checkpoint
-was trained under (376 also erases a batch at the buyer)."""
+training on what the key signed, and releases; 376 withdraws the approval a checkpoint was
+trained under, erases a batch at the buyer and requires two suites; 767 releases under
+``max_drop`` on two suites."""
 N = os.environ.get("TRAJLEDGER_EXCHANGE_N")
 ONE = os.environ.get("TRAJLEDGER_EXCHANGE_SEED")
 SEEDS = [(int(ONE), True)] if ONE else [(s, True) for s in range(int(N))] if N else [
