@@ -17,12 +17,21 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   holdout), approves a dataset (``bapprove``), trains a checkpoint on one, with or without a
   parent (``btrain``), makes its suite (``suite@1``, a holdout of a vendor batch of its own),
   evaluates a checkpoint on it (``beval``, a judge COMMAND) and releases it (``brelease``);
-  most histories end so, then the vendor revokes or erases something and sends an update.
+  most histories end so, then the vendor revokes or erases something and sends an update;
+- drawn from streams of their own (`own_step`; a seed's other steps stay as they were): in half the
+  histories the buyer's release requirement has a ``max_drop`` (R16), in four in ten it requires a
+  second suite (R17), and the buyer's approver withdraws its newest approval of a dataset
+  (``bwithdraw``: ``revoke`` of the approval), revokes a batch or dataset it holds (``brevoke``)
+  or erases a batch it holds (``berase``); the vendor's approver (``vapprover``, named by the
+  buyer's policy as an approver too) approves a vendor dataset (``vapprove``) or withdraws its
+  newest approval (``vwithdraw``); once a history at most, the vendor declares its key ``vendor``
+  compromised (``vcompromise``: a successor policy signed by ``vapprover``, producer ``vendor2``,
+  and ``[[revoked_keys]]`` since a vendor record's log index, or since its log's size then).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
-test_histories_agree.py, R1 to R6, here with one signer per role, no successor policies and
-no clock), and the ones this module adds, numbered from R10 (R7 is test_histories_agree.py's
-withdrawal of an approval):
+test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
+the buyer and no clock), and the ones this module adds, numbered from R10 (R7 is
+test_histories_agree.py's withdrawal of an approval):
 
 - **R10 what the buyer knows** (docs/third-party.md "Updates between organisations", "What an
   import adds to your ledger"; DESIGN.md 5 "the ledger records what happened; a revocation
@@ -51,6 +60,40 @@ withdrawal of an approval):
   done when the checkpoint and the suite hold and no batch of the suite is erased (the suite's
   data is read); ``brelease`` when the checkpoint and its latest evaluation hold.
 
+- **R13 the buyer's own word** (DESIGN.md 5 "a revocation is a record", "erasure deletes
+  blobs but keeps digests"; docs/cli.md "Withdrawing an approval"; SECURITY.md withdraw26,
+  thirteenth round (lead)): the buyer's approver may revoke, erase or withdraw an approval of
+  anything it holds, the vendor's too; each counts at once in the buyer's ledger as the
+  vendor's does once taken in (R2 to R5, R7: a withdrawn approval counts for no use, before
+  it too), never in the vendor's bundles. An erasure by the buyer's approver of a held-out
+  batch ends the comparison with it (nothing left to compare: neither "cannot be checked"
+  nor copies); its files stay deleted whatever is imported after (hist28 finding 1: the
+  store's files of every batch erased here are checked).
+- **R14 a vendor's approvals** (schemas/bundle.v1.md "Which members": a bundle carries what
+  verifying its subject checks, and a dataset's record is verified without its approvals;
+  keys/README.md ``publish``: an update carries revocations', erasures' and policies'
+  envelopes only): a vendor's approval of its dataset never reaches the buyer with the
+  dataset or an update (only a checkpoint's bundle carries approvals; the vendor trains
+  nothing here), so it counts for nothing there although the buyer's policy names its
+  approver, and its withdrawal changes nothing there.
+- **R15 a vendor's key compromise** (docs/third-party.md "Updates between organisations";
+  SECURITY.md 5 "Which records stay valid"): from the successor on, the vendor cannot sign
+  with ``vendor`` (every vendor step that would is refused); its newest bundles under the
+  buyer's policy refuse what that key signed at or after ``compromised_since``; the buyer's
+  import of the extension that carries the successor revokes each artifact it holds from the
+  vendor that the key signed since (then R10 as for a revocation).
+- **R16 ``max_drop``** (docs/evaluations.md "``trajledger release``": "with ``max_drop`` and a
+  parent checkpoint, the parent's latest evaluation on the same suite must exist"; a judge that
+  passes every episode never drops): in half the histories the buyer's requirement has
+  ``max_drop = 0.5``; a release of a checkpoint with a parent then also needs an evaluation of
+  the parent recorded before it.
+- **R17 more than one suite** (docs/evaluations.md "``trajledger release``": every
+  requirement must be met; each evaluation is on one suite): in four histories in ten with
+  those steps the buyer also requires ``suite2@1`` (a second holdout of a vendor batch of its
+  own, made with the first); ``beval`` names either suite; a release needs, for each suite,
+  the checkpoint's latest evaluation on it to hold (R12) and, with ``max_drop``, the parent's
+  evaluation on that suite (R16); an evaluation holds while its own suite's record does.
+
 Write side: ``bdataset`` is done (None when it names a held-out batch, or copies one);
 ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
 (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has applied
@@ -66,9 +109,11 @@ release the same and its bundle's two verifiers; and per vendor artifact the ven
 newest bundle (``export REF`` at the vendor) verified under the buyer's policy by both
 verifiers (R2/R3 with all the vendor knows).
 
-Size: `CI_SEEDS`, 6 histories in CI (about 10 CPU-s: 8.6 s user, 1.5 s system, ``-n 0``;
-55 s wall at load 8); ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199,
-``TRAJLEDGER_EXCHANGE_SEED=S`` seed S alone.
+Size: CI runs `CI_SEEDS` as agree26 chose them (without the steps of R13 to R15) and
+`CI_EXTRA` with them: 9 histories, the file about 19 CPU-s (16.4 s user, 3.0 s system, ``-n
+0``; agree26's 6, 12.6 CPU-s at the same load, 9.6); ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to
+199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S alone, each with those steps
+(``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the vendor's approvals left out).
 """
 
 from __future__ import annotations
@@ -143,15 +188,33 @@ for batch in json.loads((suite / "manifest.json").read_text())["batches"]:
 """A judge that passes every episode of the suite (docs/evaluations.md's, simplified)."""
 
 
-def make_parties(root: Path) -> tuple[Side, Side]:
+def release_text(max_drop: bool, suites: tuple[str, ...]) -> str:
+    """`RELEASE`, with ``max_drop = 0.5`` in each requirement (R16) and one requirement per
+    suite (R17)."""
+    extra = "max_drop = 0.5\n" if max_drop else ""
+    return RELEASE + extra + "".join(
+        RELEASE[RELEASE.index("[[release.require]]"):].replace("suite@1", f"{x}@1") + extra
+        for x in suites[1:])
+
+
+def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = ("suite",)
+                 ) -> tuple[Side, Side]:
     vendor = Side(root, "vendor")
     vendor.run("init", "--origin", "vendor.example/log")
     vendor.run("key", "new", "vendor", "--no-encrypt")
-    vendor.run("policy", "init", "--roles", "producer", "--out", vendor.home / "policy.toml")
-    vendor.run("policy", "set", vendor.home / "policy.toml", "--key", "vendor", "--yes")
+    vendor.run("key", "new", "vapprover", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
+               "--approver", "vapprover", "--out", vendor.home / "policy.toml")
+    vendor.run("policy", "set", vendor.home / "policy.toml", "--key", "vapprover", "--yes")
     vendor.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
     buyer = Side(root, "buyer")
-    make_buyer(buyer, [vendor], "format = 2\n" + BUYER_POLICY + RELEASE, evaluator=True)
+    # R14: the buyer's policy names the vendor's approver too (inline), threshold 1.
+    pem = (vendor.home / "keys" / "vapprover.pub").read_text()
+    text = BUYER_POLICY.replace('keys = ["keys/approver.pub"]',
+                                f'keys = ["keys/approver.pub", """{pem}"""]')
+    assert text != BUYER_POLICY
+    make_buyer(buyer, [vendor], "format = 2\n" + text + release_text(max_drop, suites),
+               evaluator=True)
     (root / "judge.py").write_text(JUDGE)
     return vendor, buyer
 
@@ -159,12 +222,21 @@ def make_parties(root: Path) -> tuple[Side, Side]:
 # -- histories -----------------------------------------------------------------------------------
 
 
-def generate(seed: int) -> list[Step]:
+def generate(seed: int, extra: bool = True) -> list[Step]:
     """9 to 16 steps, leaning to what the rules allow (a ship before the buyer's steps, an
     approval before training); labels: vendor batches ``v1``..., vendor datasets ``w1``...,
-    buyer datasets ``d1``..., checkpoints ``c1``..."""
-    rnd = random.Random(seed)
+    buyer datasets ``d1``..., checkpoints ``c1``...; ``extra`` False: without the steps of
+    the streams of their own (R13 to R15), agree26's history of ``seed``."""
+    rnd, own = random.Random(seed), random.Random(f"own {seed}")
+    vend, vapproved = random.Random(f"vendor approvals {seed}"), list[str]()
+    compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
     steps: list[Step] = []
+    policy = random.Random(f"policy {seed}")
+    if extra and policy.random() < MAX_DROP:  # R16
+        steps.append(Step("max_drop"))
+    two = extra and policy.random() < TWO_SUITES  # R17
+    if two:
+        steps.append(Step("two_suites"))
     n = {"v": 0, "w": 0, "d": 0, "c": 0, "e": 0, "r": 0}
     shipped: list[str] = []
     approved: list[str] = []
@@ -185,6 +257,19 @@ def generate(seed: int) -> list[Step]:
         if n["c"] and suite:
             w.update({"beval": 3, "brelease": 3 if evaluated else 0})
         op = rnd.choices(list(w), list(w.values()))[0]
+        if shipped and own.random() < own_p:  # R13: the buyer's own word on what it holds
+            steps.append(own_step(own, sorted(at_buyer), approved, n["d"]))
+        if n["v"] and not compromise and vend.random() < comp_p:  # R15
+            compromise = True
+            pool = [f"v{i}" for i in range(1, n["v"] + 1)] + [f"w{i}" for i in range(1, n["w"] + 1)]
+            steps.append(Step("vcompromise", (vend.choice([*pool, None]),)))
+        if n["w"] and vend.random() < own_p:  # R14: the vendor's approver (its own stream)
+            if vapproved and vend.random() < 0.4:
+                steps.append(Step("vwithdraw", (vend.choice(vapproved),)))
+            else:
+                vapproved.append(f"w{vend.randint(1, n['w'])}")
+                approved.append(vapproved[-1])
+                steps.append(Step("vapprove", (vapproved[-1],)))
         if op == "vrecord":
             n["v"] += 1
             copy = rnd.randint(1, n["v"] - 1) if n["v"] > 1 and rnd.random() < 0.25 else 0
@@ -222,10 +307,14 @@ def generate(seed: int) -> list[Step]:
             n["v"] += 1  # a batch of its own (one in a train set cannot be held out)
             steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
+            if two:
+                n["v"] += 1
+                steps += suite2(n["v"])
         elif op == "beval":
             n["e"] += 1
             evaluated.append(f"c{rnd.randint(max(1, n['c'] - 1), n['c'])}")
-            steps.append(Step(op, (f"e{n['e']}", evaluated[-1])))
+            on = (rnd.choice(["suite", "suite2"]),) if two else ()
+            steps.append(Step(op, (f"e{n['e']}", evaluated[-1], *on)))
         elif op == "brelease":
             n["r"] += 1
             steps.append(Step(op, (f"r{n['r']}", rnd.choice(evaluated))))
@@ -248,14 +337,59 @@ def generate(seed: int) -> list[Step]:
             n["v"] += 1
             steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
+            if two:
+                n["v"] += 1
+                steps += suite2(n["v"])
         ck = f"c{rnd.randint(1, n['c'])}"
-        steps += [Step("beval", (f"e{n['e'] + 1}", ck)), Step("brelease", (f"r{n['r'] + 1}", ck))]
+        steps += [Step("beval", (f"e{n['e'] + 1}", ck))]
+        if two:
+            steps += [Step("beval", (f"e{n['e'] + 2}", ck, "suite2"))]
+        steps += [Step("brelease", (f"r{n['r'] + 1}", ck))]
         if rnd.random() < 0.6:
             pool = [f"v{i}" for i in range(1, n["v"] + 1)] + [f"w{i}" for i in range(1, n["w"] + 1)]
             steps.append(Step(rnd.choice(["vrevoke", "vrevoke", "verase"]), (rnd.choice(pool),)))
             if rnd.random() < 0.7:
                 steps.append(Step("update"))
+    if shipped and own.random() < own_p:
+        steps.append(own_step(own, sorted(at_buyer), approved, n["d"]))
     return steps
+
+
+MAX_DROP = 0.5
+TWO_SUITES = 0.4
+"""The share of those histories whose buyer requires evaluations on two suites for a release,
+``suite@1`` and ``suite2@1`` (a ``two_suites`` step first; R17)."""
+"""The share of histories (with the steps of R13 to R16) whose buyer's release requirement
+has a ``max_drop`` (a ``max_drop`` step first: the policy the buyer starts with)."""
+COMPROMISE = 0.025
+"""The chance, before each step once the vendor recorded something, of its key compromise
+(``vcompromise``, once a history)."""
+OWN = 0.15
+"""The chance, before each step once something was shipped (and after the last), of one of the
+buyer's own steps (`own_step`), drawn from a stream of its own: a seed's other steps are
+the same with them or without (``TRAJLEDGER_EXCHANGE_OWN=0``)."""
+if "TRAJLEDGER_EXCHANGE_OWN" in os.environ:
+    OWN = float(os.environ["TRAJLEDGER_EXCHANGE_OWN"])
+
+
+def suite2(v: int) -> list[Step]:
+    """The steps that make the second suite ``suite2@1`` of a vendor batch ``v{v}`` (R17)."""
+    return [Step("vrecord", (f"v{v}", 0)), Step("ship", (f"v{v}",)),
+            Step("bdataset", ("suite2", (f"v{v}",), "holdout"))]
+
+
+def own_step(rnd: random.Random, batches: list[str], approved: list[str], datasets: int) -> Step:
+    """One of the buyer's own steps (R13): its approver withdraws its newest approval of a
+    dataset (``bwithdraw``), revokes a batch or dataset it holds (``brevoke``) or erases a
+    batch it holds (``berase``)."""
+    op = rnd.choices(["bwithdraw", "brevoke", "berase"],
+                     [3 if approved else 0, 1, 1 if batches else 0])[0]
+    if op == "bwithdraw":
+        return Step(op, (rnd.choice(approved),))
+    if op == "berase":
+        return Step(op, (rnd.choice(batches),))
+    pool = batches + [f"d{i}" for i in range(1, datasets + 1)] + ["suite", "suite2"]
+    return Step(op, (rnd.choice(pool or ["suite"]),))
 
 
 # -- the model -----------------------------------------------------------------------------------
@@ -275,8 +409,17 @@ class Art:
     digest: str = ""
     index: int = 0
     """At the buyer: the buyer's log size before the step that brought it in."""
-    approved: int | None = None
-    """The buyer's log size before its first approval there."""
+    vindex: int = 0
+    """At the vendor: its record's index in the vendor's log."""
+    suite: str = "suite"
+    """An evaluation's suite."""
+    evals: tuple[str | None, ...] = ()
+    """A release's latest evaluation on each required suite when it was made."""
+    approvals: list[list[Any]] = field(default_factory=list)
+    """At the buyer: ``[log size before it, envelope digest, withdrawn]`` per approval."""
+
+    def approved_before(self, before: int) -> bool:  # R7: a withdrawn one counts for nothing
+        return any(i < before and not out for i, _d, out in self.approvals)
 
 
 @dataclass
@@ -292,24 +435,45 @@ class Model:
     known_revoked: set[str] = field(default_factory=set)
     known_erased: set[str] = field(default_factory=set)
     """What the buyer's log took in of the vendor's revocations and erasures (R10)."""
+    vapprovals: dict[str, list[list[Any]]] = field(default_factory=dict)
+    """At the vendor: ``[envelope digest, withdrawn]`` per approval of a dataset, by label;
+    none reaches the buyer (R14)."""
+    max_drop: bool = False
+    """The buyer's release requirement has a ``max_drop`` (R16)."""
+    suites: tuple[str, ...] = ("suite",)
+    """The suites the buyer's release requires (R17)."""
+    compromised_since: int | None = None
+    """The vendor's log index from which its policy declares its key ``vendor`` compromised
+    (R15)."""
+    own_revoked: set[str] = field(default_factory=set)
+    own_erased: set[str] = field(default_factory=set)
+    """What the buyer's approver revoked and erased (R13)."""
     applied: int = 0
     """The vendor's log size the buyer applied (0: nothing imported yet)."""
 
-    def learn(self) -> None:  # R10: an import takes in the whole extension
+    def learn(self) -> None:  # R10: an import takes in the whole extension (R14: no approval)
         self.known_revoked, self.known_erased = set(self.revoked), set(self.erased)
+        self.known_revoked |= {x for x in self.buyer if x in self.vendor and self.stolen(x)}
+
+    def stolen(self, label: str) -> bool:  # R15: signed by the vendor's key since its theft
+        k = self.compromised_since
+        return k is not None and self.vendor[label].vindex >= k
 
     # The vendor's view (its newest bundle): R2, R3 with all it knows.
     def v_ok(self, label: str) -> bool:
         a = self.vendor[label]
-        return label not in self.revoked and all(b not in self.revoked for b in a.batches)
+        return all(x not in self.revoked and not self.stolen(x) for x in (label, *a.batches))
 
     # The buyer's view.
-    def batch_ok(self, label: str) -> bool:  # R2, R10
-        return label not in self.known_revoked
+    def batch_ok(self, label: str) -> bool:  # R2, R10, R13
+        return label not in self.known_revoked | self.own_revoked
 
-    def record_ok(self, label: str) -> bool:  # R3, R10
+    def record_ok(self, label: str) -> bool:  # R3, R10, R13
         a = self.buyer[label]
-        return label not in self.known_revoked and all(self.batch_ok(b) for b in a.batches)
+        return self.batch_ok(label) and all(self.batch_ok(b) for b in a.batches)
+
+    def erased_here(self, label: str) -> bool:  # R4, R10, R13: its bytes gone at the buyer
+        return label in self.known_erased | self.own_erased
 
     def holdouts(self, d: Art, before: int) -> list[Art]:
         return [o for o in self.buyer.values() if o.kind == "dataset" and o.split == "holdout"
@@ -319,39 +483,53 @@ class Model:
         return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before))
 
     def copies(self, d: Art, before: int) -> bool:  # R11, exact copies of held-out episodes
-        held = {self.buyer[b].data for o in self.holdouts(d, before) for b in o.batches}
+        held = {self.buyer[b].data for o in self.holdouts(d, before) for b in o.batches
+                if not self.erased_here(b)}  # an erased held-out batch: nothing to compare
         return any(self.buyer[b].data in held for b in d.batches)
 
     def admit(self, label: str, now: int) -> bool:  # R4, R10, R11
         d = self.buyer[label]
         return (self.record_ok(label) and d.split == "train"
-                and not any(b in self.known_erased for b in (label, *d.batches))
+                and not any(self.erased_here(b) for b in (label, *d.batches))
                 and not self.held_out(d, now) and not self.copies(d, now)
-                and not self.erased_held_out(d, now) and d.approved is not None)
+                and not self.erased_held_out(d, now) and d.approved_before(now + 1))
 
     def erased_held_out(self, d: Art, now: int) -> bool:  # R11: the vendor's erasure only
-        return any(b in self.known_erased for o in self.holdouts(d, now) for b in o.batches)
+        return any(b in self.known_erased - self.own_erased for o in self.holdouts(d, now)
+                   for b in o.batches)
 
     def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
-        return self.checkpoint_ok(e.dataset) and self.record_ok("suite")
+        return self.checkpoint_ok(e.dataset) and self.record_ok(e.suite)
 
-    def latest(self, ck: str) -> str | None:
+    def latest(self, ck: str, suite: str = "suite") -> str | None:
         evals = [e.label for e in self.buyer.values() if e.kind == "evaluation"
-                 and e.dataset == ck]
+                 and e.dataset == ck and e.suite == suite]
         return evals[-1] if evals else None
 
-    def release_ok(self, label: str) -> bool:  # R12
+    def release_ok(self, label: str) -> bool:  # R12, R16, R17
         r = self.buyer[label]
-        return self.checkpoint_ok(r.dataset) and r.parent is not None and \
-            self.evaluation_ok(r.parent)
+        return self.checkpoint_ok(r.dataset) and all(
+            e is not None and self.evaluation_ok(e) for e in r.evals) and all(
+            self.parent_evaluated(r.dataset, r.index, x) for x in self.suites)
+
+    def releasable(self, ck: str, now: int) -> bool:  # R12, R16, R17: a release now
+        return self.checkpoint_ok(ck) and all(
+            (e := self.latest(ck, x)) is not None and self.evaluation_ok(e)
+            and self.parent_evaluated(ck, now, x) for x in self.suites)
+
+    def parent_evaluated(self, ck: str, before: int, suite: str) -> bool:  # R16
+        parent = self.buyer[ck].parent
+        return not self.max_drop or parent is None or any(
+            e.kind == "evaluation" and e.dataset == parent and e.suite == suite
+            and e.index < before for e in self.buyer.values())
 
     def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
         c = self.buyer[label]
         d = self.buyer[c.dataset]
         return (self.record_ok(d.label) and d.split == "train"
                 and not self.held_out(d, c.index)
-                and d.approved is not None and d.approved < c.index
+                and d.approved_before(c.index)
                 and (c.parent is None or self.checkpoint_ok(c.parent)))
 
 
@@ -379,9 +557,13 @@ def lineage(m: Model, label: str) -> list[str]:
 
 def expect(m: Model, s: Step, size: int) -> bool | None:
     a = s.args
+    if s.op in ("vrecord", "vdataset", "vrevoke", "verase") and m.compromised_since is not None:
+        return False  # R15: signing with a key declared compromised is refused
     if s.op == "vdataset":  # the vendor's own gate may refuse a copy of its holdout
         return None if any(o.split == "holdout" for o in m.vendor.values()) or \
             a[2] == "holdout" else True
+    if s.op == "vcompromise":
+        return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
     if s.op == "verase":
@@ -397,16 +579,24 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bapprove":
         return m.record_ok(a[0])
     if s.op == "beval":
-        return m.checkpoint_ok(a[1]) and m.record_ok("suite") and not any(
-            b in m.known_erased for b in m.buyer["suite"].batches)
+        suite = a[2] if len(a) > 2 else "suite"
+        return m.checkpoint_ok(a[1]) and m.record_ok(suite) and not any(
+            m.erased_here(b) for b in m.buyer[suite].batches)
     if s.op == "brelease":
-        e = m.latest(a[1])
-        return m.checkpoint_ok(a[1]) and e is not None and m.evaluation_ok(e)
+        return m.releasable(a[1], size)
     if s.op == "btrain":
         _label, ds, parent = a
         if parent is not None and not m.checkpoint_ok(parent):
             return False
         return m.admit(ds, size)
+    if s.op in ("bwithdraw", "vwithdraw"):
+        return True
+    if s.op == "vapprove":  # the vendor's approve: its record holds there (R3)
+        return m.v_ok(a[0])
+    if s.op == "brevoke":
+        return None if a[0] in m.own_revoked else True
+    if s.op == "berase":
+        return None if a[0] in m.own_erased else True
     raise AssertionError(s.op)
 
 
@@ -417,6 +607,8 @@ def refs(m: Model, s: Step) -> bool:
         return all(b in m.vendor for b in a[1])
     if s.op in ("ship", "vrevoke", "verase"):
         return a[0] in m.vendor
+    if s.op == "vcompromise":
+        return a[0] is None or a[0] in m.vendor
     if s.op == "update":
         return m.applied > 0
     if s.op == "bdataset":
@@ -426,10 +618,18 @@ def refs(m: Model, s: Step) -> bool:
     if s.op == "btrain":
         return a[1] in m.buyer and (a[2] is None or a[2] in m.buyer)
     if s.op == "beval":  # a released checkpoint is not evaluated again here (Left)
-        return a[1] in m.buyer and "suite" in m.buyer and not any(
+        return a[1] in m.buyer and (a[2] if len(a) > 2 else "suite") in m.buyer and not any(
             r.kind == "release" and r.dataset == a[1] for r in m.buyer.values())
     if s.op == "brelease":
         return a[1] in m.buyer
+    if s.op == "bwithdraw":
+        return a[0] in m.buyer and any(not out for _i, _d, out in m.buyer[a[0]].approvals)
+    if s.op == "vapprove":
+        return a[0] in m.vendor
+    if s.op == "vwithdraw":
+        return any(not out for _d, out in m.vapprovals.get(a[0], []))
+    if s.op in ("brevoke", "berase"):
+        return a[0] in m.buyer
     return True
 
 
@@ -454,7 +654,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("record", path, "--env", "grid@1", "--policy", "scripted", "--name", label,
                   "--licence", "CC-BY-4.0", "--key", "vendor")
         if r.exit_code == 0:
-            m.vendor[label] = Art(label, "batch", data=data, digest=digest_of(r))
+            m.vendor[label] = Art(label, "batch", data=data, digest=digest_of(r),
+                                  vindex=v.size() - 1)
         return ok(r)
     if s.op in ("vdataset", "bdataset"):
         label, members, split = a
@@ -465,7 +666,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                      "--key", key)
         if r.exit_code == 0:
             arts[label] = Art(label, "dataset", members, split, digest=digest_of(r),
-                              index=size if side is b else 0)
+                              index=size if side is b else 0, vindex=v.size() - 1)
         return ok(r)
     if s.op == "vrevoke":
         r = v.cli("revoke", m.vendor[a[0]].digest, "--reason", "agree26", "--key", "vendor")
@@ -497,24 +698,63 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
             m.learn()
         return ok(r)
     if s.op == "bapprove":
-        r = b.cli("approve", m.buyer[a[0]].digest, "--key", "approver")
-        if r.exit_code == 0 and m.buyer[a[0]].approved is None:
-            m.buyer[a[0]].approved = size
+        r = b.cli("approve", m.buyer[a[0]].digest, "--key", "approver", "--note",
+                  f"step {len(run.ran)}")  # one statement a step (withdraw26 finding 3)
+        if r.exit_code == 0:
+            m.buyer[a[0]].approvals.append([size, digest_of(r), False])
+        return ok(r)
+    if s.op == "vcompromise":  # a successor: vendor2 produces, vendor compromised since K
+        since = m.vendor[a[0]].vindex if a[0] else v.size()
+        v.cli("key", "new", "vendor2", "--no-encrypt")
+        old, new = ((v.home / "keys" / f"{k}.pub").read_text() for k in ("vendor", "vendor2"))
+        text = (v.home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+        assert old in text
+        (v.home / "successor.toml").write_text(
+            text.replace(old, new) + f'\n[[revoked_keys]]\nkey = """{old}"""\n'
+            f'compromised_since = {since}\nreason = "hist28: stolen laptop"\n')
+        r = v.cli("policy", "set", v.home / "successor.toml", "--key", "vapprover", "--yes")
+        if r.exit_code == 0:
+            m.compromised_since = since
+        return ok(r)
+    if s.op == "vapprove":
+        r = v.cli("approve", m.vendor[a[0]].digest, "--key", "vapprover", "--note",
+                  f"step {len(run.ran)}")
+        if r.exit_code == 0:
+            m.vapprovals.setdefault(a[0], []).append([digest_of(r), False])
+        return ok(r)
+    if s.op == "vwithdraw":
+        newest = [x for x in m.vapprovals[a[0]] if not x[1]][-1]
+        r = v.cli("revoke", newest[0], "--reason", "hist28 withdraws", "--key", "vapprover")
+        if r.exit_code == 0:
+            newest[1] = True
+        return ok(r)
+    if s.op == "bwithdraw":  # its newest that counts
+        newest = [x for x in m.buyer[a[0]].approvals if not x[2]][-1]
+        r = b.cli("revoke", newest[1], "--reason", "hist28 withdraws", "--key", "approver")
+        if r.exit_code == 0:
+            newest[2] = True
+        return ok(r)
+    if s.op in ("brevoke", "berase"):
+        verb, why, done = ("revoke", "hist28", m.own_revoked) if s.op == "brevoke" else (
+            "erase", "consent", m.own_erased)
+        r = b.cli(verb, m.buyer[a[0]].digest, "--reason", why, "--key", "approver")
+        if r.exit_code == 0:
+            done.add(a[0])
         return ok(r)
     if s.op == "beval":
-        label, ck = a
-        r = b.cli("eval", m.buyer[ck].digest, "--suite", "suite@1", "--key", "evaluator", "--",
-                  sys.executable, run.root / "judge.py")
+        label, ck, suite = (*a, "suite")[:3]
+        r = b.cli("eval", m.buyer[ck].digest, "--suite", f"{suite}@1", "--key", "evaluator",
+                  "--", sys.executable, run.root / "judge.py")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "evaluation", dataset=ck, digest=digest_of(r),
-                                 index=size)
+                                 index=size, suite=suite)
         return ok(r)
     if s.op == "brelease":
         label, ck = a
-        latest = m.latest(ck)
+        evals = tuple(m.latest(ck, x) for x in m.suites)
         r = b.cli("release", m.buyer[ck].digest, "--key", "approver")
         if r.exit_code == 0:
-            m.buyer[label] = Art(label, "release", dataset=ck, parent=latest,
+            m.buyer[label] = Art(label, "release", dataset=ck, evals=evals,
                                  digest=digest_of(r), index=size)
         return ok(r)
     if s.op == "btrain":
@@ -531,7 +771,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
 
 def replay(run: Run, steps: list[Step]) -> None:
     for s in steps:
-        if not refs(run.model, s):
+        if s.op in ("max_drop", "two_suites") or not refs(run.model, s):
             continue
         size = run.buyer.size()
         want = expect(run.model, s, size)
@@ -571,6 +811,17 @@ def bundle_verdicts(run: Run, side: Side, digest: str, tag: str) -> dict[str, tu
     return {f"{tag} verify BUNDLE": cli_verdict(run.buyer, "verify", bundle, "--policy",
                                                 run.policy),
             f"{tag} python -m trajledger.verify": (code == 0, first_problem(err.getvalue()))}
+
+
+def files_of(side: Side, digest: str) -> set[str]:
+    """The files the manifest ``digest`` lists that ``side``'s store holds."""
+    import json
+
+    def path(d: str) -> Path:
+        return side.home / "objects" / "sha256" / d[7:9] / d[9:11] / d[7:]
+
+    listed = json.loads(path(digest).read_text())["files"]
+    return {d for f in listed if path(d := "sha256:" + f["digest"]["sha256"]).exists()}
 
 
 def judge_history(run: Run) -> list[str]:
@@ -615,6 +866,9 @@ def judge_history(run: Run) -> list[str]:
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
                 m.v_ok(a.label))
+    for a in m.buyer.values():  # R13: erased bytes stay gone (hist28 finding 1)
+        if a.kind == "batch" and m.erased_here(a.label) and (back := files_of(b, a.digest)):
+            out.append(f"{a.label} store: {len(back)} file(s) of it are back after its erasure")
     return out + run.problems + run.vendor.problems + run.buyer.problems
 
 
@@ -622,14 +876,17 @@ def run_history(root: Path, steps: list[Step]) -> Run:
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    vendor, buyer = make_parties(root)
+    max_drop = any(s.op == "max_drop" for s in steps)
+    suites = ("suite", "suite2") if any(s.op == "two_suites" for s in steps) else ("suite",)
+    vendor, buyer = make_parties(root, max_drop, suites)
     run = Run(vendor, buyer, root)
+    run.model.max_drop, run.model.suites = max_drop, suites
     replay(run, steps)
     return run
 
 
-def check(root: Path, seed: int) -> list[str]:
-    steps = generate(seed)
+def check(root: Path, seed: int, extra: bool = True) -> list[str]:
+    steps = generate(seed, extra)
     run = run_history(root, steps)
     problems = judge_history(run)
     if not problems:
@@ -655,9 +912,16 @@ CI_SEEDS = (6, 11, 12, 15, 16, 20)
 """The histories CI runs: each reaches checkpoints (two each), 12 and 15 evaluate and
 release, 6, 15, 16 and 20 take a vendor's revocation or erasure in, 16 and 20 end with one
 the buyer has not taken in."""
+CI_EXTRA = (331, 376, 767)
+"""The histories with the steps of R13 to R17 CI runs (hist28), chosen from seeds 300 to 850
+(one in ten of which trains a checkpoint): 331 takes in the vendor's key compromise after
+training on what the key signed, and releases; 376 withdraws the approval a checkpoint was
+trained under, erases a batch at the buyer and requires two suites; 767 releases under
+``max_drop`` on two suites."""
 N = os.environ.get("TRAJLEDGER_EXCHANGE_N")
 ONE = os.environ.get("TRAJLEDGER_EXCHANGE_SEED")
-SEEDS = [int(ONE)] if ONE else list(range(int(N))) if N else list(CI_SEEDS)
+SEEDS = [(int(ONE), True)] if ONE else [(s, True) for s in range(int(N))] if N else [
+    *((s, False) for s in CI_SEEDS), *((s, True) for s in CI_EXTRA)]
 
 
 @pytest.fixture(autouse=True)
@@ -670,8 +934,8 @@ def test_generated_exchange_histories_agree_with_the_rules(chunk: int, tmp_path:
     """Each seed of `SEEDS` (half per test, for ``-n 2``): every path of the buyer, and the
     vendor's newest bundles under the buyer's policy, answer as `Model` says."""
     failures: list[str] = []
-    for seed in SEEDS[chunk::2]:
-        failures += check(tmp_path / f"h{seed}", seed)
+    for seed, extra in SEEDS[chunk::2]:
+        failures += check(tmp_path / f"h{seed}", seed, extra)
     assert not failures, "\n".join(failures)
 
 

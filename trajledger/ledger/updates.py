@@ -124,6 +124,8 @@ class Changes:
             not take in (no approver key to sign the import).
         suspect: records just taken in that a key signed which another log here declares
             compromised (`_declared_elsewhere`): warned of, not revoked.
+        deleted_again: erasures recorded here before, whose files the update brought back
+            (`_erased_before`): deleted again.
     """
 
     origin: str
@@ -137,6 +139,7 @@ class Changes:
     clashes: list[str] = field(default_factory=list)
     pending: list[dict[str, Any]] = field(default_factory=list)
     suspect: list[dict[str, Any]] = field(default_factory=list)
+    deleted_again: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def stopped(self) -> bool:
@@ -178,6 +181,9 @@ class Changes:
             out.append(("warning", f"affected here: {a['label']} is built on {a['because']} — "
                         f"see 'trajledger impact {a['becauseDigest']}'"))
         out += [("warning", c) for c in self.clashes]
+        out += [("note", f"erased here: {r['label']} (erasure at log index {r['logIndex']}): "
+                 f"the {r['deleted']} file(s) of it this import brought are deleted again")
+                for r in self.deleted_again]
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -186,7 +192,7 @@ class Changes:
                 "erased": self.erased, "compromised": self.compromised,
                 "unreadable": self.unreadable, "ignored": self.ignored,
                 "affected": self.affected, "clashes": self.clashes, "pending": self.pending,
-                "suspect": self.suspect}
+                "suspect": self.suspect, "deletedAgain": self.deleted_again}
 
 
 @dataclass(frozen=True)
@@ -481,7 +487,7 @@ def apply_update(
             # Steps 4 and 5 again (each does what is not done yet, and says what counts): an
             # import stopped after its record (killed, or the lock check) left them undone.
             _compromises(ledger, policy, signers, update, here, changes, foreign)
-            _judge(ledger, policy, foreign, here, changes, earlier)
+            _judge(ledger, policy, foreign, here, changes, earlier, set(update.objects))
             return Applied(earlier, False, logged, changes)
         predicate: dict[str, Any] = {
             "log": {"origin": cp.origin, "vkey": update.vkey,
@@ -514,7 +520,7 @@ def apply_update(
         for i in sorted(fresh):
             e = foreign[i]
             changes.new.setdefault(e.kind, []).append(e.subject)
-        _judge(ledger, policy, foreign, here, changes, done)
+        _judge(ledger, policy, foreign, here, changes, done, set(update.objects))
         _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
         return Applied(done, True, logged, changes)
     except Exception as e:  # after an append, the line says what is recorded (fault27)
@@ -574,11 +580,13 @@ def _note_text(note: str) -> bytes:
 
 
 def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
-           here: Mapping[int, int], changes: Changes, recorded: int) -> None:
-    """Step 5 of `apply_update` (``recorded``: the import record's index): each revocation and
-    erasure taken in, verified in this ledger under ``policy``; an erasure that counts deletes
-    this ledger's copy of its subject's files; then what of this ledger's own is built on what
-    stopped."""
+           here: Mapping[int, int], changes: Changes, recorded: int, brought: set[str]) -> None:
+    """Step 5 of `apply_update` (``recorded``: the import record's index; ``brought``: the
+    objects the update stored): each revocation and erasure taken in, verified in this
+    ledger under ``policy``; an erasure that counts deletes this ledger's copy of its
+    subject's files; an erasure recorded here before deletes again the files of its subject
+    the update brought back (`_erased_before`); then what of this ledger's own is built on
+    what stopped."""
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     stopped: dict[str, str] = {}
@@ -619,6 +627,7 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                     stopped[e.subject] = name
                 else:
                     changes.ignored.append(facts | {"why": rec.message})
+            _erased_before(ledger, verifier, brought, set(here.values()), changes, recorded)
         for c in changes.compromised:
             stopped.update({d: label(ledger, d) for d in c["revokedHere"]})
         origins = Origins(ledger)
@@ -633,6 +642,39 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                                              "becauseDigest": digest, "because": because})
     finally:
         verifier.close()
+
+
+def _erased_before(ledger: LedgerHome, verifier: LineageVerifier, brought: set[str],
+                   taken: set[int], changes: Changes, recorded: int) -> None:
+    """Part of step 5 (under the log's lock): an erasure logged here before this update (this
+    ledger's own, or one taken in earlier) that counts, of an artifact whose files the update
+    stored again (the same bundle imported again, a dataset of the erased batch shipped
+    anew), deletes them again, as `status.erase` run again would: an import never brings
+    back erased bytes (hist28). Blobs another artifact here holds are kept, as at the
+    erasure. Only an erasure whose subject's manifest the update carries is read (a bundle
+    carries the manifest of every artifact whose files it carries)."""
+    state = ledger.trust_state()
+    files: dict[str, set[str]] | None = None
+    for i in state.of_kind("erasure"):
+        e = state.entry(i)
+        if i in taken or e is None or e.subject not in brought:  # its manifest comes too
+            continue
+        back = {b for b in erasable_blobs(ledger, e.subject) & brought
+                if ledger.store.exists(b)}
+        rec = verifier.record(i) if back else None
+        if not isinstance(rec, Record) or not isinstance(rec.predicate, Erasure):
+            continue
+        back &= set(rec.predicate.blobs)
+        if back and files is None:
+            files = files_here(ledger)
+        gone = back.difference(held_elsewhere(ledger, verifier, back, e.subject, files or {}))
+        if gone:
+            name = label(ledger, e.subject)
+            told = (f"the import is recorded (log index {recorded}) and {{}} of the {len(gone)} "
+                    f"erased file(s) of {name} it brought back are deleted again, nothing more")
+            changes.deleted_again.append({"digest": e.subject, "label": name, "logIndex": i,
+                                          "deleted": delete_erased(ledger, gone,
+                                                                   done=told.format)})
 
 
 def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],

@@ -1,0 +1,66 @@
+"""An import never brings back the bytes of what this ledger erased (hist28 finding 1).
+
+A buyer that erased data it imported (its approver's ``erase``: consent withdrawn, a legal
+request) or took a vendor's erasure in had its copy of the files deleted (docs/third-party.md
+"What an import adds to your ledger"; DESIGN.md 5 "erasure deletes blobs but keeps
+digests"). An import stored every object its bundle carried before anything else: the same
+bundle imported again (a retry, a script run twice), an older bundle of the vendor's, or a
+new ship of a dataset of that batch put the erased files back in the store, with the erasure
+still recorded and nothing said. Found by tests/e2e/test_histories_exchange.py's own steps
+of the buyer (R13).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_updates import Buyer, Vendor
+
+pytestmark = pytest.mark.usefixtures("_no_shared_state")
+
+
+@pytest.fixture
+def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
+
+
+def files_of(party: Buyer | Vendor, digest: str) -> set[str]:
+    """The digests of the files the manifest ``digest`` lists (what an erasure deletes)."""
+    import json
+
+    blob = party.home / "objects" / "sha256" / digest[7:9] / digest[9:11] / digest[7:]
+    return {"sha256:" + f["digest"]["sha256"] for f in json.loads(blob.read_text())["files"]}
+
+
+def stored(party: Buyer | Vendor) -> set[str]:
+    return {"sha256:" + p.name for p in (party.home / "objects").rglob("*") if p.is_file()}
+
+
+def test_an_import_again_does_not_restore_what_the_buyer_erased(tmp_path: Path) -> None:
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    batch = vendor.batches[0]
+    erased = files_of(buyer, batch)
+    buyer.run("erase", batch, "--reason", "consent", "--key", "approver")
+    assert not erased & stored(buyer)
+    # The same bundle again, and a new ship of a dataset of the erased batch.
+    r = buyer.run("import", vendor.bundle, "--key", "approver")
+    assert not erased & stored(buyer), "the same bundle again put the erased files back"
+    assert "already imported at log index" in r.stderr, r.stderr
+    assert re.search(r"NOTE: erased here: rollout-batch vendor-1 \(sha256:\w{12}…\) \(erasure at "
+                     r"log index \d+\): the 2 file\(s\) of it this import brought are deleted "
+                     "again", r.stderr), r.stderr
+    size = buyer.size()
+    vendor.run("dataset", "create", "again", "--version", "1", "--split", "train", "--batch",
+               batch, "--key", "vendor")
+    ship = tmp_path / "again.tar.zst"
+    vendor.run("export", "again@1", "--updates-since", str(vendor.size() - 1), "--out", ship)
+    buyer.run("import", ship, "--key", "approver")
+    assert buyer.size() > size
+    assert not erased & stored(buyer), "a ship of a dataset of it put the erased files back"
+    # The other batch's files, not erased, stayed.
+    assert files_of(buyer, vendor.batches[1]) <= stored(buyer)
+
