@@ -116,8 +116,10 @@ class Faults:
 
         def fopen(path: Any, flags: int, mode: int = 0o777, *a: Any, **kw: Any) -> int:
             full = path
-            if faults.reads and kw.get("dir_fd") is not None:  # (a read beneath a directory:
-                # `serve._open_beneath`'s, one component at a time)
+            if (faults.reads and kw.get("dir_fd") is not None and flags & os.O_NOFOLLOW
+                    and not flags & os.O_DIRECTORY):  # (a file read beneath a directory:
+                # `serve._open_beneath`'s last component; not a directory's, `shutil.rmtree`'s
+                # or `fs.open_dirs_below`'s, whose number varies from run to run)
                 full = os.path.join(os.readlink(f"/proc/self/fd/{kw['dir_fd']}"), path)
             if bool(flags & _WRITING) != faults.reads and faults.inside(full):
                 faults.hit("read" if faults.reads else "open", os.fspath(full))
