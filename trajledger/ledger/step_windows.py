@@ -82,6 +82,7 @@ _POLY = _U64(0x100000001B3)  # odd: the window polynomial's base
 _ROUND = np.uint32(1 << 12)  # half of the 13 mantissa bits dropped
 _KEEP = np.uint32(0xFFFFE000)
 _COLUMN_SALT = _U64(0x9E3779B97F4A7C15)
+_COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 
 
 def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
@@ -274,18 +275,25 @@ def columns_windows(
     m, n = len(episode), int(lengths.sum())
     if q is None or n < WINDOW or not m:
         return np.zeros(m, dtype=np.uint64), np.ones(m, dtype=bool)
-    at = (np.cumsum(lengths) - lengths)[episode] + start  # the windows kept
-    with np.errstate(over="ignore"):
-        v = splitmix64(q.astype(np.uint64) ^ _COLUMN_SALT)
-        acc = np.zeros((n - WINDOW + 1, q.shape[1]), dtype=np.uint64)
-        for k in range(WINDOW):
-            acc = acc * _POLY + v[k : k + len(acc)]
-    acc = np.sort(acc[at], axis=1)
-    mixed = splitmix64(acc ^ _COLUMN_SALT)
-    mixed[:, 1:][acc[:, 1:] == acc[:, :-1]] = 0  # a repeated column once
-    with np.errstate(over="ignore"):
-        hashes = splitmix64(mixed.sum(axis=1, dtype=np.uint64) + _COLUMN_SALT)
-    return hashes, _few_values(v)[at] if mark else np.zeros(m, dtype=bool)
+    at = (np.cumsum(lengths) - lengths)[episode] + start  # the windows kept, ascending
+    hashes, few = np.empty(m, dtype=np.uint64), np.zeros(m, dtype=bool)
+    for lo in range(0, m, _COLUMN_BLOCK):  # a block of windows at a time: bounded memory
+        rows = at[lo : lo + _COLUMN_BLOCK]
+        first = int(rows[0])
+        with np.errstate(over="ignore"):
+            v = splitmix64(q[first : int(rows[-1]) + WINDOW].astype(np.uint64) ^ _COLUMN_SALT)
+            acc = np.zeros((len(v) - WINDOW + 1, q.shape[1]), dtype=np.uint64)
+            for k in range(WINDOW):
+                acc = acc * _POLY + v[k : k + len(acc)]
+        acc = np.sort(acc[rows - first], axis=1)
+        mixed = splitmix64(acc ^ _COLUMN_SALT)
+        mixed[:, 1:][acc[:, 1:] == acc[:, :-1]] = 0  # a repeated column once
+        with np.errstate(over="ignore"):
+            hashes[lo : lo + len(rows)] = splitmix64(mixed.sum(axis=1, dtype=np.uint64)
+                                                     + _COLUMN_SALT)
+        if mark:
+            few[lo : lo + len(rows)] = _few_values(v)[rows - first]
+    return hashes, few
 
 
 def _few_values(v: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
