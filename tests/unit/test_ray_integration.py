@@ -8,6 +8,8 @@ is stored; a ledger it cannot open fails at start with a clear error.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ import pytest
 import ray
 
 from trajledger import Ledger
-from trajledger.integrations.ray import LedgerWriter, _parse_pae
+from trajledger.integrations.ray import LedgerWriter, _parse_pae, private_root
 from trajledger.ledger.artifacts import register_environment
 from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.log.spec import EntrySpec
@@ -307,3 +309,36 @@ def test_the_writer_serves_only_log_reads(fleet: dict[str, Any], tmp_path: Path)
         with pytest.raises(ray.exceptions.RayTaskError, match=f"does not serve log.{name}$"):
             ray.get(writer.actor.log_call.remote(name, (tmp_path / "log", "x/y", None), {}))
     assert not (tmp_path / "log").exists()
+
+
+_MAKE_ROOT = ("import os, sys, time; from pathlib import Path; "
+              "from trajledger.integrations.ray import private_root; "
+              "print(private_root(Path(sys.argv[1])), flush=True); "
+              "time.sleep(600) if sys.argv[2] == 'live' else os._exit(0)")
+
+
+def test_a_workers_directory_left_behind_is_removed_by_the_next(tmp_path: Path) -> None:
+    """Ray ends its workers without their exit handlers: each worker's private directory
+    (the derived caches of its view of the ledger) was left in /tmp, one a worker a job
+    (760 on this machine in a day). The next worker now removes those whose process is
+    gone (nobody holds their lock), never a live process's, nor one without a lock file."""
+    def made(mode: str) -> tuple[subprocess.Popen[str], Path]:
+        p = subprocess.Popen([sys.executable, "-c", _MAKE_ROOT, str(tmp_path), mode],
+                             stdout=subprocess.PIPE, text=True)
+        assert p.stdout is not None
+        return p, Path(p.stdout.readline().strip())
+
+    gone, left = made("exit")
+    assert gone.wait(timeout=60) == 0 and left.is_dir()  # no exit handler ran
+    live, alive = made("live")
+    try:
+        older = tmp_path / "trajledger-ray-older"  # an older version's: no lock file
+        older.mkdir()
+        mine = private_root(tmp_path)
+        assert not left.exists()
+        assert alive.is_dir() and older.is_dir() and mine.is_dir()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            [alive.name, older.name, mine.name])
+    finally:
+        live.kill()
+        live.wait()

@@ -327,6 +327,55 @@ _VIEWS: dict[str, tuple[Ledger, Signer]] = {}
 _VIEWS_LOCK = threading.Lock()
 
 
+_ROOT_PREFIX = "trajledger-ray-"
+_HELD: list[int] = []  # the lock of this process's own directory, open for its life
+
+
+def private_root(parent: Path | None = None) -> Path:
+    """A private directory for this process's derived caches, removed at its exit.
+
+    Ray ends its workers without running their exit handlers, so each directory is locked
+    (``flock``) by its process for its life, and a new one first removes those of this user
+    whose lock nobody holds: abandoned (before, each worker of each job left one behind).
+    The lock file is locked before it takes its name, so a directory being made is never
+    taken for abandoned; one without a lock file (an older version's) is left alone.
+    """
+    import fcntl
+
+    parent = parent or Path(tempfile.gettempdir())
+    for other in parent.glob(_ROOT_PREFIX + "*"):
+        _remove_if_abandoned(other)
+    root = Path(tempfile.mkdtemp(prefix=_ROOT_PREFIX, dir=parent))
+    fd = os.open(root / ".lock-new", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(root / ".lock-new", root / ".lock")
+    _HELD.append(fd)
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+def _remove_if_abandoned(path: Path) -> None:
+    import fcntl
+    import stat
+
+    try:
+        st = path.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            return
+        fd = os.open(path / ".lock", os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:  # no lock file: an older version's, or not ours to judge
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: its process is alive
+        os.close(fd)
+        return
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(fd)
+
+
 class LedgerWriter:
     """A handle on the writer actor of one ledger; pass it to Ray tasks and actors.
 
@@ -416,8 +465,7 @@ class LedgerWriter:
         with _VIEWS_LOCK:
             if key not in _VIEWS:
                 info = self.describe()
-                root = Path(tempfile.mkdtemp(prefix="trajledger-ray-"))
-                atexit.register(shutil.rmtree, root, ignore_errors=True)
+                root = private_root()
                 config = LedgerConfig(info["origin"], info["store"])
                 ledger = Ledger.attached(root, config, cast("Log", _LogProxy(self.actor)))
                 signer = _WriterSigner(
