@@ -849,12 +849,18 @@ def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
     """Step 1 of `_compromises` for one log: its policy in force, followed by its own rules
     from its policy records among ``seen`` (None when it declares no key compromised), and the
     keys its own policies held (a party declares compromised only those: not another party's
-    whose records it imported into its log)."""
+    whose records it imported into its log). A policy record whose envelope is not here is
+    passed over; one the disk fails to read ends the command (exit 3, `errors.read_failure`):
+    passed over, a key it declares compromised went unnamed (left29 finding 2)."""
     records = []
     for i, e in sorted(seen.items()):
-        data = ledger.read_blob(e.envelope) if e.kind == "trust-policy" else None
-        if data is not None:
-            records.append((i, e.subject, data))
+        if e.kind != "trust-policy":
+            continue
+        try:
+            records.append((i, e.subject, ledger.store.get(e.envelope, limit=MAX_ENVELOPE_BYTES)))
+        except (OSError, LedgerError) as x:
+            if read_failure(x):
+                raise
     theirs = follow_history(None, records)[0] if records else None
     if theirs is None or not theirs.revoked_keys:
         return None, set()
