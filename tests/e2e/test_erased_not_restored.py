@@ -38,13 +38,20 @@ def stored(party: Buyer | Vendor) -> set[str]:
     return {"sha256:" + p.name for p in (party.home / "objects").rglob("*") if p.is_file()}
 
 
-def test_an_import_again_does_not_restore_what_the_buyer_erased(tmp_path: Path) -> None:
+def an_erased_import(tmp_path: Path) -> tuple[Vendor, Buyer, str, set[str]]:
+    """The vendor's bundle imported, its first batch erased by the buyer's approver: the
+    parties, the batch and the digests of its files."""
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     batch = vendor.batches[0]
     erased = files_of(buyer, batch)
     buyer.run("erase", batch, "--reason", "consent", "--key", "approver")
+    return vendor, buyer, batch, erased
+
+
+def test_an_import_again_does_not_restore_what_the_buyer_erased(tmp_path: Path) -> None:
+    vendor, buyer, batch, erased = an_erased_import(tmp_path)
     assert not erased & stored(buyer)
     # The same bundle again, and a new ship of a dataset of the erased batch.
     r = buyer.run("import", vendor.bundle, "--key", "approver")
@@ -75,12 +82,7 @@ def test_an_import_stopped_after_its_log_commit_leaves_no_erased_bytes(
 
     from trajledger.ledger import updates
 
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    buyer = Buyer(tmp_path, [vendor])
-    buyer.run("import", vendor.bundle, "--key", "approver")
-    batch = vendor.batches[0]
-    erased = files_of(buyer, batch)
-    buyer.run("erase", batch, "--reason", "consent", "--key", "approver")
+    vendor, buyer, batch, erased = an_erased_import(tmp_path)
     vendor.run("dataset", "create", "again", "--version", "1", "--split", "train", "--batch",
                batch, "--key", "vendor")
     ship = tmp_path / "again.tar.zst"
