@@ -729,7 +729,7 @@ def _left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: 
             rec = verifier.record(i)
             if not isinstance(rec, Record) or not isinstance(rec.predicate, Erasure):
                 continue
-            back = back.intersection(rec.predicate.blobs) - listed
+            back = back.intersection(rec.predicate.blobs) - listed - skip  # said once
             if back and files is None:
                 files = files_here(ledger)
             gone = back.difference(held_elsewhere(ledger, verifier, back, subject, files or {}))
