@@ -38,21 +38,28 @@ def stored(party: Buyer | Vendor) -> set[str]:
     return {"sha256:" + p.name for p in (party.home / "objects").rglob("*") if p.is_file()}
 
 
-def test_an_import_again_does_not_restore_what_the_buyer_erased(tmp_path: Path) -> None:
+def an_erased_import(tmp_path: Path) -> tuple[Vendor, Buyer, str, set[str]]:
+    """The vendor's bundle imported, its first batch erased by the buyer's approver: the
+    parties, the batch and the digests of its files."""
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     batch = vendor.batches[0]
     erased = files_of(buyer, batch)
     buyer.run("erase", batch, "--reason", "consent", "--key", "approver")
+    return vendor, buyer, batch, erased
+
+
+def test_an_import_again_does_not_restore_what_the_buyer_erased(tmp_path: Path) -> None:
+    vendor, buyer, batch, erased = an_erased_import(tmp_path)
     assert not erased & stored(buyer)
     # The same bundle again, and a new ship of a dataset of the erased batch.
     r = buyer.run("import", vendor.bundle, "--key", "approver")
     assert not erased & stored(buyer), "the same bundle again put the erased files back"
     assert "already imported at log index" in r.stderr, r.stderr
     assert re.search(r"NOTE: erased here: rollout-batch vendor-1 \(sha256:\w{12}…\) \(erasure at "
-                     r"log index \d+\): the 2 file\(s\) of it this import brought are deleted "
-                     "again", r.stderr), r.stderr
+                     r"log index \d+\): the 2 file\(s\) of it this import carries are not "
+                     "stored", r.stderr), r.stderr
     size = buyer.size()
     vendor.run("dataset", "create", "again", "--version", "1", "--split", "train", "--batch",
                batch, "--key", "vendor")
@@ -64,3 +71,33 @@ def test_an_import_again_does_not_restore_what_the_buyer_erased(tmp_path: Path) 
     # The other batch's files, not erased, stayed.
     assert files_of(buyer, vendor.batches[1]) <= stored(buyer)
 
+
+
+def test_an_import_stopped_after_its_log_commit_leaves_no_erased_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """left29 finding 1: the erased files were stored at step 1 and deleted again at step 5,
+    so an import stopped between (the log committed; a kill, an EIO) left them in the store
+    until it ran again, and nothing said so. They are never stored now."""
+    import errno
+
+    from trajledger.ledger import updates
+
+    vendor, buyer, batch, erased = an_erased_import(tmp_path)
+    vendor.run("dataset", "create", "again", "--version", "1", "--split", "train", "--batch",
+               batch, "--key", "vendor")
+    ship = tmp_path / "again.tar.zst"
+    vendor.run("export", "again@1", "--updates-since", str(vendor.size() - 1), "--out", ship)
+    size = buyer.size()
+
+    def stop(*_a: object, **_k: object) -> None:  # step 5, right after the log's commit
+        raise OSError(errno.EIO, "Input/output error", "disk")
+
+    with monkeypatch.context() as m:
+        m.setattr(updates, "_judge", stop)
+        r = buyer.run("import", ship, "--key", "approver", code=3)
+    assert "the import record is recorded at log index" in r.stderr, r.stderr
+    assert buyer.size() > size
+    assert not erased & stored(buyer), "the erased files were in the store after the stop"
+    buyer.run("import", ship, "--key", "approver")  # run again: it finishes
+    assert not erased & stored(buyer)
+    assert files_of(buyer, vendor.batches[1]) <= stored(buyer)

@@ -148,8 +148,9 @@ def test_a_vendor_cannot_answer_to_another_vendors_qualified_name(tmp_path: Path
         assert shown["digest"] == squat
 
 
+@pytest.mark.parametrize("unreadable", [False, True])
 def test_a_key_its_vendor_declared_compromised_is_named_when_another_log_brings_its_data(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unreadable: bool,
 ) -> None:
     """Vendor one declares its producer key compromised; the buyer takes that in. The thief
     (vendor two, a log the buyer also trusts) lists the stolen key in its policy, records a
@@ -191,6 +192,12 @@ def test_a_key_its_vendor_declared_compromised_is_named_when_another_log_brings_
                     "--batch", batch, "--key", "stolen")  # fmt: skip
     bundle = tmp_path / "loot.tar.zst"
     two.run("export", "loot@2", "--updates-since", str(seen), "--out", bundle)
+    if unreadable:  # left29 finding 2: one's policy record, unreadable, was taken for absent
+        _eio_on_reading(monkeypatch, b"stolen laptop")
+        r = buyer.run("import", bundle, "--key", "approver", code=3)
+        assert "the import record is recorded at log index" in r.stderr, r.stderr
+        assert "Input/output error" in r.stderr and "run it again" in r.stderr, r.stderr
+        return
     r = buyer.run("import", bundle, "--key", "approver", "--json")
     line = next((x for x in r.stderr.splitlines() if x.startswith(f"WARNING: key {stolen[:16]}")),
                 r.stderr)  # fmt: skip
@@ -203,3 +210,25 @@ def test_a_key_its_vendor_declared_compromised_is_named_when_another_log_brings_
     suspect = json.loads(r.stdout)["import"]["suspect"]
     assert [(s["key"], s["declaredBy"], loot in s["digests"]) for s in suspect] == \
         [(stolen, one.origin, True)]  # fmt: skip
+
+
+def _eio_on_reading(monkeypatch: pytest.MonkeyPatch, text: bytes) -> None:
+    """Reading a stored envelope whose payload holds ``text`` fails with EIO."""
+    import base64
+    import errno
+
+    from trajledger.ledger.store import ObjectStore
+
+    get = ObjectStore.get
+
+    def failing(self: ObjectStore, digest: str, **kw: object) -> bytes:
+        data = get(self, digest, **kw)  # type: ignore[arg-type]
+        try:
+            payload = base64.b64decode(json.loads(data)["payload"])
+        except (ValueError, KeyError, TypeError):
+            return data
+        if text in payload:
+            raise OSError(errno.EIO, "Input/output error", digest)
+        return data
+
+    monkeypatch.setattr(ObjectStore, "get", failing)

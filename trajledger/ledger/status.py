@@ -396,14 +396,16 @@ def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[i
     return deleted
 
 
-def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | None = None
-                   ) -> set[str]:
+def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | None = None,
+                   read: Callable[[str], bytes | None] | None = None) -> set[str]:
     """The blobs an erasure of the artifact ``digest`` deletes: the files its manifest (in the
     store, verified) lists, and a rollout batch's blobs kept beside them (a sealed batch's
     ciphertexts, the episode features file of any); nothing when its manifest is not here.
     An erasure another log brought deletes no more than these, whatever it lists.
     ``identity``: the kind and envelope digest of the artifact's identity record, when the
     caller has its log entry (a scan of every artifact); else the catalog finds them.
+    ``read``: an object's bytes (None: absent), for objects not stored yet (an update's,
+    `updates._left_out`); else the store's, verified.
 
     Raises:
         DigestMismatchError: the stored manifest does not hash to its name.
@@ -415,17 +417,17 @@ def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | 
     from trajledger.verify.statement import Statement
     from trajledger.verify.strict_json import load_object
 
-    if not ledger.store.exists(digest):
+    get = read or (lambda d: ledger.store.get_verified(d) if ledger.store.exists(d) else None)
+    if (raw := get(digest)) is None:
         return set()
-    manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
+    manifest = Manifest.from_json(load_object(raw, "manifest"))
     out = {f.digest for f in manifest.files}
     if identity is None:
         item = Catalog(ledger).resolve(digest)
         identity = (item.kind, item.envelope)
     kind, envelope = identity
     if kind == "rollout-batch":
-        st = Statement.from_bytes(Envelope.from_bytes(
-            ledger.store.get_verified(envelope)).payload)
+        st = Statement.from_bytes(Envelope.from_bytes(get(envelope) or b"").payload)
         batch = KINDS["rollout-batch"].read(st, f"rollout-batch {digest[:19]}")
         assert isinstance(batch, RolloutBatch)
         out |= {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()

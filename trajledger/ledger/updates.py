@@ -124,6 +124,8 @@ class Changes:
             not take in (no approver key to sign the import).
         suspect: records just taken in that a key signed which another log here declares
             compromised (`_declared_elsewhere`): warned of, not revoked.
+        left_out: erasures recorded here before, whose files the update carries: not stored
+            (`_left_out`).
         deleted_again: erasures recorded here before, whose files the update brought back
             (`_erased_before`): deleted again.
     """
@@ -140,6 +142,7 @@ class Changes:
     pending: list[dict[str, Any]] = field(default_factory=list)
     suspect: list[dict[str, Any]] = field(default_factory=list)
     deleted_again: list[dict[str, Any]] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def stopped(self) -> bool:
@@ -182,6 +185,9 @@ class Changes:
                         f"see 'trajledger impact {a['becauseDigest']}'"))
         out += [("warning", c) for c in self.clashes]
         out += [("note", f"erased here: {r['label']} (erasure at log index {r['logIndex']}): "
+                 f"the {r['leftOut']} file(s) of it this import carries are not stored")
+                for r in self.left_out]
+        out += [("note", f"erased here: {r['label']} (erasure at log index {r['logIndex']}): "
                  f"the {r['deleted']} file(s) of it this import brought are deleted again")
                 for r in self.deleted_again]
         return out
@@ -192,7 +198,8 @@ class Changes:
                 "erased": self.erased, "compromised": self.compromised,
                 "unreadable": self.unreadable, "ignored": self.ignored,
                 "affected": self.affected, "clashes": self.clashes, "pending": self.pending,
-                "suspect": self.suspect, "deletedAgain": self.deleted_again}
+                "suspect": self.suspect, "deletedAgain": self.deleted_again,
+                "leftOut": self.left_out}
 
 
 @dataclass(frozen=True)
@@ -450,12 +457,14 @@ def apply_update(
     # (1)
     from .progress import no_progress
 
-    staged = [o for o in update.objects.values() if isinstance(o, FileDigest)]
-    total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in update.objects.values())
     if locked:
         ledger.log.check_lock_held("nothing was imported")
+    skip = _left_out(ledger, policy, update, changes)
+    objects = {d: o for d, o in update.objects.items() if d not in skip}
+    staged = [o for o in objects.values() if isinstance(o, FileDigest)]
+    total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in objects.values())
     with (ledger.progress or no_progress)(total, "moving into the store") as bar:
-        for digest, obj in update.objects.items():
+        for digest, obj in objects.items():
             if isinstance(obj, bytes):
                 if (got := ledger.store.put_bytes(obj)) != digest:
                     raise StoreError(f"{what}: object {digest} changed while copied ({got})")
@@ -677,6 +686,62 @@ def _erased_before(ledger: LedgerHome, verifier: LineageVerifier, brought: set[s
                                                                    done=told.format)})
 
 
+def _left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes
+              ) -> set[str]:
+    """Step 1's objects not stored: the files of an artifact erased here before (this
+    ledger's own erasure, or one taken in earlier) that counts, which the update carries
+    again (the same bundle imported again, a dataset of the erased batch shipped anew). An
+    import never stores erased bytes, even for a moment (left29: `_erased_before` deleted
+    them after the log commit, so an import stopped between left them in the store). Kept:
+    a blob another artifact here not erased lists, or one a lineage record the update
+    brings lists (read from the update's objects). Erasures the update itself brings are
+    judged in step 5 (`_judge`)."""
+    state = ledger.trust_state()
+    found: dict[int, tuple[str, set[str]]] = {}
+    for i in state.of_kind("erasure"):
+        e = state.entry(i)
+        if e is not None and e.subject in update.objects:  # its manifest comes too
+            back = erasable_blobs(ledger, e.subject) & update.objects.keys()
+            if back:
+                found[i] = (e.subject, back)
+    if not found:
+        return set()
+
+    def read(d: str) -> bytes | None:
+        obj = update.objects.get(d)
+        if obj is None:
+            return ledger.store.get_verified(d) if ledger.store.exists(d) else None
+        return obj if isinstance(obj, bytes) else obj.path.read_bytes()
+
+    listed: set[str] = set()  # the files of the lineage records the update brings
+    for i in update.taken:
+        e = LogEntry.from_bytes(update.entries[i])
+        if KINDS[e.kind].lineage and all(e.subject != s for s, _b in found.values()):
+            try:
+                listed |= erasable_blobs(ledger, e.subject, (e.kind, e.envelope), read)
+            except (ProvenanceError, LedgerError, OSError):
+                return set()  # unknown: stored, judged after the commit (`_erased_before`)
+    skip: set[str] = set()
+    files: dict[str, set[str]] | None = None
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    try:
+        for i, (subject, back) in sorted(found.items()):
+            rec = verifier.record(i)
+            if not isinstance(rec, Record) or not isinstance(rec.predicate, Erasure):
+                continue
+            back = back.intersection(rec.predicate.blobs) - listed - skip  # said once
+            if back and files is None:
+                files = files_here(ledger)
+            gone = back.difference(held_elsewhere(ledger, verifier, back, subject, files or {}))
+            if gone:
+                skip |= gone
+                changes.left_out.append({"digest": subject, "label": label(ledger, subject),
+                                         "logIndex": i, "leftOut": len(gone)})
+    finally:
+        verifier.close()
+    return skip
+
+
 def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
                  update: Update, here: Mapping[int, int], changes: Changes,
                  parsed: Mapping[int, LogEntry]) -> None:
@@ -784,12 +849,18 @@ def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
     """Step 1 of `_compromises` for one log: its policy in force, followed by its own rules
     from its policy records among ``seen`` (None when it declares no key compromised), and the
     keys its own policies held (a party declares compromised only those: not another party's
-    whose records it imported into its log)."""
+    whose records it imported into its log). A policy record whose envelope is not here is
+    passed over; one the disk fails to read ends the command (exit 3, `errors.read_failure`):
+    passed over, a key it declares compromised went unnamed (left29 finding 2)."""
     records = []
     for i, e in sorted(seen.items()):
-        data = ledger.read_blob(e.envelope) if e.kind == "trust-policy" else None
-        if data is not None:
-            records.append((i, e.subject, data))
+        if e.kind != "trust-policy":
+            continue
+        try:
+            records.append((i, e.subject, ledger.store.get(e.envelope, limit=MAX_ENVELOPE_BYTES)))
+        except (OSError, LedgerError) as x:
+            if read_failure(x):
+                raise
     theirs = follow_history(None, records)[0] if records else None
     if theirs is None or not theirs.revoked_keys:
         return None, set()
