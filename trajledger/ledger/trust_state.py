@@ -324,7 +324,8 @@ class TrustState(TrustIndex):
         seen = stored()
         if now is not None and (seen is None or now - seen >= USED_EVERY or ahead):
             with self._write():
-                if stored() == ahead if ahead else (newest := stored()) is None or now > newest:
+                current = stored()
+                if current == ahead if ahead else current is None or now > current:
                     self._put("used_at", format_time(now).encode())
         return seen
 
