@@ -76,3 +76,36 @@ def test_an_approval_is_withdrawn_by_the_dataset_and_its_signer(quick: Path) -> 
     # '--by' is for '--approval' only.
     r = run(home, "revoke", DATASET, "--by", "00ff", "--key", "approver-b", "--reason", "x")
     assert r.exit_code == 2 and "--by is for --approval" in r.output, r.output
+
+
+def test_a_withdrawal_that_counts_for_nothing_leaves_the_approval_to_withdraw(quick: Path
+                                                                            ) -> None:
+    """A producer's withdrawal forced into the log (or another log's, taken in by an import)
+    counts for nothing: the approval is still in force, so it is still one ``--approval`` can
+    mean and withdraw (review rev28, finding 1: on main it was taken for withdrawn already,
+    ``--by`` its signer refused and ``--approval`` alone took the other approval)."""
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+
+    home = quick
+    a_index, a_envelope = approval(home, "approver-a")
+    b_index, _b_envelope = approval(home, "approver-b")
+    led = Ledger.open(home)
+    try:
+        body = predicates.Revocation("nuisance", "2026-01-01T00:00:00Z").to_predicate()
+        record_statement(led, "approval", a_envelope, predicates.REVOCATION, body,
+                         led.keys.signer("vendor"))
+    finally:
+        led.close()
+    assert run(home, "admit", DATASET).exit_code == 0  # ignored: both approvals count
+    before = size(home)
+    r = run(home, "revoke", DATASET, "--approval", "--key", "approver-b", "--reason", "bad")
+    assert r.exit_code == 1 and "2 approvals of it could be meant" in r.stderr, r.output
+    assert size(home) == before
+    r = run(home, "revoke", DATASET, "--approval", "--by", keyid(home, "approver-a")[:12],
+            "--key", "approver-b", "--reason", "bad data")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert f"approval at log index {a_index} withdrawn (log index {before})" in r.stderr
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1 and f"approval {a_index} does not count: withdrawn" in r.stderr
+    assert f"approval {b_index} does not count" not in r.stderr, r.stderr

@@ -188,13 +188,20 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str,
     """
     if not reason.strip():
         raise FormatError("--reason: say why the approval is withdrawn")
+    from .policy_state import current_policy
+
     item, state = _item(ledger, ref, APPROVABLE), ledger.trust_state()
     what = f"revoke {ref} --approval"
+    policy = current_policy(ledger) if any(
+        (x := state.entry(j)) is not None and x.kind == "revocation"
+        for i in state.about(item.digest) if (a := state.entry(i)) is not None
+        for j in state.about(a.envelope)) else None
+    # A revocation of it that counts for nothing (a producer's, forced into the log, or another
+    # log's taken in) withdraws nothing: the approval is still in force (rev28 finding 1).
     found = [(i, e) for i in state.about(item.digest) if (e := state.entry(i)) is not None
              and e.kind == "approval" and (by is None or any(k.startswith(by.lower())
                                                              for k in e.signers))
-             and not any((x := state.entry(j)) is not None and x.kind == "revocation"
-                         for j in state.about(e.envelope))]
+             and not revocations(ledger, e.envelope, policy and policy[1])]
     if len(found) != 1:
         raise PolicyError(
             f"{what}: " + (f"no approval of it{f' signed by {by}' if by else ''} is in force "
