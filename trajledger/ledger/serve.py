@@ -330,22 +330,7 @@ class LogServer(HTTPServer):
         """
         if kind in ("tile", "entries") and not self._published(rel):
             return None
-        fd = _open_beneath(self.directory, rel)
-        if fd is None:
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > max_size(kind):
-                return None
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                data = fh.read(max_size(kind) + 1)
-        except OSError as e:
-            if read_failure(e) is not None:
-                raise
-            return None
-        finally:
-            os.close(fd)
-        return data if len(data) <= max_size(kind) else None
+        return _read_beneath(self.directory, rel, max_size(kind))
 
     def envelope(self, digest: str) -> bytes | None:
         """A published envelope's bytes (`Published`), or None."""
@@ -454,16 +439,36 @@ def published_size(directory: Path) -> int:
     Raises:
         OSError: it cannot be read (`errors.read_failure`).
     """
+    # (read as served: a FIFO planted there held every worker for ever, a link was followed;
+    # rev28 finding 2)
+    lines = (_read_beneath(directory, "checkpoint", _MAX_CHECKPOINT) or b"").split(b"\n", 2)
+    return int(lines[1]) if len(lines) > 1 and lines[1].isdigit() else 0
+
+
+def _read_beneath(directory: Path, rel: str, limit: int) -> bytes | None:
+    """The bytes of the regular file ``directory / rel`` of at most ``limit`` bytes, opened
+    beneath the directory without following a link or waiting on a FIFO (`_open_beneath`);
+    None when there is none (missing, a link, a special or oversized file).
+
+    Raises:
+        OSError: it cannot be read (`errors.read_failure`).
+    """
+    fd = _open_beneath(directory, rel)
+    if fd is None:
+        return None
     try:
-        with open(directory / "checkpoint", "rb") as f:
-            size_line = f.read(_MAX_CHECKPOINT).split(b"\n", 2)[1]
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(limit + 1)
     except OSError as e:
         if read_failure(e) is not None:
             raise
-        return 0
-    except IndexError:
-        return 0
-    return int(size_line) if size_line.isdigit() else 0
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
 
 
 class Published:
@@ -509,7 +514,7 @@ class Published:
         size = published_size(self.directory)
         if size <= self._size or not self.kinds:
             return
-        reader = TileReader(lambda rel: (self.directory / rel).read_bytes(), size)
+        reader = TileReader(self._fetch, size)
         try:
             for start in range(self._size, size, TILE_WIDTH):
                 for raw in reader.entries(start, min(start + TILE_WIDTH, size)):
@@ -521,6 +526,12 @@ class Published:
                 raise
             return  # a log being rewritten under us: try again on the next request
         self._size = size
+
+    def _fetch(self, rel: str) -> bytes:
+        data = _read_beneath(self.directory, rel, max_size(resource_kind(rel) or "entries"))
+        if data is None:
+            raise FileNotFoundError(errno.ENOENT, "not a regular file here", rel)
+        return data
 
 
 _Conn = tuple[socket.socket, Any, bytes]

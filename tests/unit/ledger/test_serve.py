@@ -417,3 +417,37 @@ def test_a_response_not_taken_within_the_request_timeout_is_closed(tmp_path: Pat
             assert _get(c, "tile/entries/000") == b"HTTP/1.1 200 OK"
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("planted", ["checkpoint", "tile/entries/000"])
+def test_a_fifo_planted_in_the_log_holds_no_worker(tmp_path: Path, planted: str) -> None:
+    """The size of the published checkpoint (read for every tile request) and the entry bundles
+    the published envelopes are indexed from were opened with a blocking ``open`` that follows
+    links: a FIFO planted at ``checkpoint`` held every worker that served a tile for ever, and
+    at an entry bundle every envelope request (review rev28, finding 2). Now read as served
+    files are: a FIFO is nothing there."""
+    from trajledger.ledger.serve import Published
+
+    log = _log_dir(tmp_path)
+    (log / planted).unlink()
+    os.mkfifo(log / planted)
+    server = LogServer(log)
+    published = Published(log, lambda d: None, {"approval"})
+    got: list[object] = []
+
+    def ask() -> None:
+        got.append(server.read("tile/entries/000", "entries") is None)
+        got.append(published("sha256:" + "0" * 64))
+
+    t = threading.Thread(target=ask, daemon=True)
+    try:
+        t.start()
+        t.join(60)  # (a hang guard, not a timing)
+        hung = t.is_alive()
+        if hung:  # release it: open the FIFO's other end
+            with open(log / planted, "wb"):
+                pass
+            t.join(60)
+        assert (hung, got) == (False, [True, None])
+    finally:
+        server.server_close()
