@@ -43,6 +43,7 @@ Spec: schemas/bundle.v1.md ("Import"), docs/third-party.md ("Updates between org
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -470,8 +471,9 @@ def apply_update(
                     raise StoreError(f"{what}: object {digest} changed while copied ({got})")
                 bar(len(obj))
         ledger.store.adopt_files(staged, bar, synced=update.synced, flush=update.flush)
-    # (2)
-    foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken}
+    # (2) (not this ledger's own records the other log holds too: `_sent_back`)
+    back = _sent_back(ledger, {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken})
+    foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken if i not in back}
     fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage
              and not any((x := state.entry(j)) is not None and x.kind == e.kind
                          for j in state.about(e.subject))}
@@ -504,7 +506,7 @@ def apply_update(
             "entries": [
                 {"index": i, "entry": update.entries[i].decode("utf-8"),
                  "inclusion": [base64.b64encode(h).decode("ascii") for h in update.inclusion(i)]}
-                for i in sorted({*update.taken, *update.consulted})
+                for i in sorted({*foreign, *update.consulted})
             ],
             "dataIncluded": update.data_included,
             "applied": update.applied,
@@ -538,6 +540,28 @@ def apply_update(
                 isinstance(e, (LedgerError, OSError)) or disk_error(e)):
             raise
         raise LedgerError(_recorded_then(what, logged, done, e)) from e
+
+
+def _sent_back(ledger: LedgerHome, entries: Mapping[int, LogEntry]) -> set[int]:
+    """Which of ``entries`` (another log's, an update takes in) are records of this ledger's
+    own: logged here, listed by no import record, and signed by a key whose private half this
+    ledger holds (a party that imported them from here ships them back, or appends them to
+    its log). Not taken in again: an import record listing one made it another log's, so this
+    ledger's own release suite was refused as unpinned, and a revocation of it whose envelope
+    that log withheld was taken in and failed closed (review rev28, finding 3). Another log's
+    records an earlier version logged without an import record (stopped between its two
+    appends: left28) are signed by that log's keys: taken in, and listed, as before."""
+    found = {i: h for i, e in entries.items() if (h := ledger.log.find_envelope(e.envelope))
+             is not None}
+    if not found:
+        return set()
+    mine = set()
+    for path in ledger.keys.list_private():
+        with contextlib.suppress(ProvenanceError, LedgerError, OSError):
+            mine.add(ledger.keys.public(path.stem).keyid)
+    state, origins = ledger.trust_state(), Origins(ledger)
+    return {i for i, h in found.items() if (e := state.entry(h)) is not None
+            and mine.intersection(e.signers) and not origins.imported(h)}
 
 
 def _recorded_then(what: str, logged: Sequence[int], index: int, e: BaseException) -> str:
