@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_release_suites_across_logs import EVALUATE, POLICY
-from test_updates import Vendor, make_buyer, rollouts
+from test_release_suites_across_logs import EVALUATE, trained_buyer
+from test_updates import Vendor, rollouts
 from testkit import Party
 
 
@@ -45,18 +45,7 @@ def _trusts_the_buyer(vendor: Vendor, buyer: Party) -> None:
 
 def test_the_buyers_own_suite_sent_back_stays_its_own(tmp_path: Path) -> None:
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    buyer = Party(tmp_path, "buyer")
-    make_buyer(buyer, [vendor], POLICY, evaluator=True)
-    buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
-              "producer")  # fmt: skip
-    train = buyer.last("record", rollouts(tmp_path / "train.parquet", 21), "--env", "grid@1",
-                       "--policy", "p", "--name", "train-1", "--licence", "CC-BY-4.0", "--key",
-                       "producer")  # fmt: skip
-    buyer.run("dataset", "create", "train", "--version", "1", "--split", "train", "--batch",
-              train, "--key", "producer")  # fmt: skip
-    buyer.run("approve", "train@1", "--key", "approver")
-    buyer.run("train", "--dataset", "train@1", "--key", "trainer", "--name", "pol", "--version",
-              "1")  # fmt: skip
+    buyer = trained_buyer(tmp_path, vendor)
     held = buyer.last("record", rollouts(tmp_path / "held.parquet", 31), "--env", "grid@1",
                       "--policy", "p", "--name", "held-1", "--licence", "CC-BY-4.0", "--key",
                       "producer")  # fmt: skip

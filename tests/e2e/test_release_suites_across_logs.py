@@ -65,6 +65,11 @@ def vendor_suite_and_buyer(tmp_path: Path) -> tuple[str, Path, Party]:
     bundle = tmp_path / "suite.tar.zst"
     vendor.run("export", "regression@1", "--out", bundle)
 
+    return theirs, bundle, trained_buyer(tmp_path, vendor)
+
+
+def trained_buyer(tmp_path: Path, vendor: Vendor) -> Party:
+    """A buyer of ``vendor`` with a checkpoint ``pol@1`` trained on its own ``train@1``."""
     buyer = Party(tmp_path, "buyer")
     make_buyer(buyer, [vendor], POLICY, evaluator=True)
     buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
@@ -77,7 +82,7 @@ def vendor_suite_and_buyer(tmp_path: Path) -> tuple[str, Path, Party]:
     buyer.run("approve", "train@1", "--key", "approver")
     buyer.run("train", "--dataset", "train@1", "--key", "trainer", "--name", "pol", "--version",
               "1")  # fmt: skip
-    return theirs, bundle, buyer
+    return buyer
 
 
 def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_path: Path) -> None:

@@ -62,6 +62,21 @@ def approval(home: Path, approver: str) -> tuple[int, str]:
         led.close()
 
 
+def producers_withdrawal(home: Path, envelope: str) -> None:
+    """A withdrawal of the approval ``envelope`` by the producer key ``vendor``, forced into
+    the log past the write side's check (a producer may append): it counts for nothing."""
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+
+    led = Ledger.open(home)
+    try:
+        body = predicates.Revocation("nuisance", "2026-01-01T00:00:00Z").to_predicate()
+        record_statement(led, "approval", envelope, predicates.REVOCATION, body,
+                         led.keys.signer("vendor"))
+    finally:
+        led.close()
+
+
 def size(home: Path) -> int:
     led = Ledger.open(home)
     try:
@@ -103,16 +118,7 @@ def test_a_producer_may_not_withdraw_an_approval(home: Path) -> None:
     assert "only an approver may withdraw an approval" in r.stderr
     assert size(home) == before
     # Forced into the log past the write side's check: shown, ignored, the approval counts.
-    from trajledger.ledger.record import record_statement
-    from trajledger.verify import predicates
-
-    led = Ledger.open(home)
-    try:
-        body = predicates.Revocation("nuisance", "2026-01-01T00:00:00Z").to_predicate()
-        record_statement(led, "approval", envelope, predicates.REVOCATION, body,
-                         led.keys.signer("vendor"))
-    finally:
-        led.close()
+    producers_withdrawal(home, envelope)
     assert run(home, "admit", DATASET).exit_code == 0
     r = run(home, "lineage", DATASET)
     assert r.exit_code == 0, r.output

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import testkit
-from test_withdraw_approval import DATASET, approval, run, size
+from test_withdraw_approval import DATASET, approval, producers_withdrawal, run, size
 
 from trajledger import Ledger
 
@@ -84,19 +84,10 @@ def test_a_withdrawal_that_counts_for_nothing_leaves_the_approval_to_withdraw(qu
     counts for nothing: the approval is still in force, so it is still one ``--approval`` can
     mean and withdraw (review rev28, finding 1: on main it was taken for withdrawn already,
     ``--by`` its signer refused and ``--approval`` alone took the other approval)."""
-    from trajledger.ledger.record import record_statement
-    from trajledger.verify import predicates
-
     home = quick
     a_index, a_envelope = approval(home, "approver-a")
     b_index, _b_envelope = approval(home, "approver-b")
-    led = Ledger.open(home)
-    try:
-        body = predicates.Revocation("nuisance", "2026-01-01T00:00:00Z").to_predicate()
-        record_statement(led, "approval", a_envelope, predicates.REVOCATION, body,
-                         led.keys.signer("vendor"))
-    finally:
-        led.close()
+    producers_withdrawal(home, a_envelope)
     assert run(home, "admit", DATASET).exit_code == 0  # ignored: both approvals count
     before = size(home)
     r = run(home, "revoke", DATASET, "--approval", "--key", "approver-b", "--reason", "bad")
