@@ -30,6 +30,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,6 +74,9 @@ class Faults:
     (``os.open``, Python's ``open``; a ``read()`` follows each) and, with ``sqlite``, the
     statements that read (SELECT): an EIO there is a disk that cannot give a file back."""
     calls: list[tuple[str, str]] = field(default_factory=list)
+    reader: tuple[str, ...] = ()
+    """The functions of trajledger that made the read failed (innermost first; empty before a
+    fault): which reader passed over a fault, where its path cannot say (left30)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.roots, str):
@@ -99,6 +103,8 @@ class Faults:
                 and self.where in self.calls[-1][1]):
             if self.kill:
                 os.kill(os.getpid(), signal.SIGKILL)
+            self.reader = tuple(f.name for f in reversed(traceback.extract_stack())
+                                if f"{os.sep}trajledger{os.sep}" in f.filename)
             if kind == "sqlite":
                 raise sqlite3.OperationalError(_SQL_ERRORS.get(self.code, "disk I/O error"))
             raise OSError(self.code, os.strerror(self.code), path)

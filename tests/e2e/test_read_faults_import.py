@@ -64,11 +64,6 @@ IMPORT_ABSORBED = {
 """Reads whose failure ``import`` absorbs, exit 0 being right (with why)."""
 
 LEFT = {
-    r"^buyer/objects/sha256/": "an envelope of the buyer's store (none staged from the bundle: "
-                               "fault28 narrowed it) the user state's index reads with "
-                               "`home._read_or_none` (`trust_state._index_entries`), or "
-                               "`Catalog._import_vkey`'s for a name clash warning: read as "
-                               "missing, exit 0 (docs/SECURITY.md, fault27 and fault28 Left)",
     r"/log/key-handovers/\d+$": "`TrustedLog._check_log` tries each log key of the buyer's "
                                 "policy on the buyer's checkpoint; the vendor's fails, and the "
                                 "handovers it would follow cannot be read (a `LogError` taken "

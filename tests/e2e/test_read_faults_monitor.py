@@ -73,12 +73,6 @@ class MonitorWork(Copies):
 
 
 LEFT = {
-    r"^buyer/objects/sha256/": "an envelope of the buyer's store read with `home._read_or_none` "
-                               "(missing and unreadable alike): the user state's index "
-                               "(`trust_state._index_entries`), `Catalog._import_vkey`'s name-"
-                               "clash warning, `status.label`, and `updates._their_compromises` "
-                               "(another log's policy records: its key compromises, a warning); "
-                               "exit 0 (docs/SECURITY.md, fault27 and fault28 Left)",
     r"^buyer/log/key-handovers/\d+$": "`TrustedLog._check_log` tries each log key of the "
                                       "buyer's policy on the buyer's checkpoint; the vendor's "
                                       "fails, and the handovers it would follow cannot be read "

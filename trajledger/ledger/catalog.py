@@ -101,6 +101,11 @@ class Origins:
         return frozenset(out)
 
     def _import_vkey(self, index: int) -> str | None:
+        """The verifier key of the log the import record at ``index`` took records in from;
+        None when it is none, or its envelope is missing or damaged (its records then count as
+        this ledger's own). One the disk fails to read is not taken for missing: it ends the
+        command (exit 3), since "own" decides (a name's owner, what a log's key compromise
+        revokes here, what an import's stop affects)."""
         from trajledger.verify.log_index import read_record
         from trajledger.verify.other_predicates import Import
 
@@ -108,9 +113,14 @@ class Origins:
         entry = state.entry(index)
         if entry is None or entry.kind != "import":
             return None
+        what = f"import record at log index {index}"
         try:
-            _st, pred = read_record(entry, self.ledger.read_blob(entry.envelope),
-                                    f"import record at log index {index}")
+            raw = self.ledger.read_blob(entry.envelope, failed=True)
+        except StoreError as e:
+            raise StoreError(f"{what}: {e}: which log the records it lists came from is "
+                             "unknown (none is taken for this ledger's own)") from e
+        try:
+            _st, pred = read_record(entry, raw, what)
         except ProvenanceError:
             return None
         return str(pred.log["vkey"]) if isinstance(pred, Import) else None

@@ -43,7 +43,7 @@ from .config import (
     no_ledger,
     setting_changes,
 )
-from .errors import AlreadyRecordedError, LedgerError, TamperError
+from .errors import AlreadyRecordedError, LedgerError, TamperError, read_failure
 from .first_use import announce as announce_first_use
 from .first_use import judge as first_use_judge
 from .first_use import lost_floor
@@ -164,8 +164,6 @@ def envelope_statement(ledger: LedgerHome, envelope: str) -> Statement | None:
     from trajledger.verify.errors import ProvenanceError
     from trajledger.verify.statement import Statement
 
-    from .errors import read_failure
-
     try:
         return Statement.from_bytes(Envelope.from_bytes(
             ledger.store.get(envelope, limit=MAX_ENVELOPE_BYTES)).payload)
@@ -175,11 +173,14 @@ def envelope_statement(ledger: LedgerHome, envelope: str) -> Statement | None:
         return None
 
 
-def _read_or_none(store: ObjectStore, digest: str) -> bytes | None:
-    """A stored blob's bytes, unverified, or None when it is missing or unreadable."""
+def _read_or_none(store: ObjectStore, digest: str, failed: bool = False) -> bytes | None:
+    """A stored blob's bytes, unverified, or None when it is missing or unreadable (``failed``:
+    a read the disk failed, `errors.read_failure`, raises its `StoreError` instead)."""
     try:
         return store.get(digest)
-    except (OSError, LedgerError):
+    except (OSError, LedgerError) as e:
+        if failed and read_failure(e):
+            raise
         return None
 
 
@@ -472,10 +473,10 @@ class LedgerHome:
         self.log_state(self.log.vkey).rebuild(at_next_sync=True)  # the state trust_state syncs
         return self.trust_state(on_progress=on_progress)
 
-    def read_blob(self, digest: str) -> bytes | None:
-        """A stored blob's bytes, unverified, or None when it is missing or unreadable (what
-        the user's state reads to learn what a record lists: never what to believe)."""
-        return _read_or_none(self.store, digest)
+    def read_blob(self, digest: str, *, failed: bool = False) -> bytes | None:
+        """A stored blob's bytes, unverified (what a record lists: never what to believe), or
+        None when it is missing or unreadable (``failed``: a read the disk failed raises)."""
+        return _read_or_none(self.store, digest, failed)
 
     def log_state(self, vkey: str) -> TrustState:
         """This user's state of the log with verifier key ``vkey`` (this ledger's, or one it

@@ -24,7 +24,7 @@ from trajledger.verify.succession import check_successor
 from trajledger.verify.times import format_time
 
 from .catalog import Catalog, CatalogItem
-from .errors import LedgerError, read_failure
+from .errors import LedgerError, StoreError, read_failure
 from .keys import Signer
 from .record import Recorded, record_statement
 
@@ -336,8 +336,13 @@ def erased_before(ledger: LedgerHome, subject: str) -> tuple[Recorded | None, se
     for i in found:
         e = state.entry(i)
         assert e is not None
+        try:  # unreadable: its blobs unknown, not "none" (a second record would list them)
+            raw = ledger.read_blob(e.envelope, failed=True)
+        except StoreError as x:
+            raise StoreError(f"erasure at log index {i}: {x}: which blobs it erased is "
+                             "unknown; nothing was recorded: run it again") from x
         try:
-            _st, pred = read_record(e, ledger.read_blob(e.envelope), f"log entry {i}")
+            _st, pred = read_record(e, raw, f"log entry {i}")
         except ProvenanceError:
             continue
         assert isinstance(pred, Erasure)

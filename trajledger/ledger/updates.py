@@ -45,7 +45,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -679,55 +679,62 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
 
 def _erased_before(ledger: LedgerHome, verifier: LineageVerifier, brought: set[str],
                    taken: set[int], changes: Changes, recorded: int) -> None:
-    """Part of step 5 (under the log's lock): an erasure logged here before this update (this
-    ledger's own, or one taken in earlier) that counts, of an artifact whose files the update
-    stored again (the same bundle imported again, a dataset of the erased batch shipped
-    anew), deletes them again, as `status.erase` run again would: an import never brings
-    back erased bytes (hist28). Blobs another artifact here holds are kept, as at the
-    erasure. Only an erasure whose subject's manifest the update carries is read (a bundle
-    carries the manifest of every artifact whose files it carries)."""
+    """Part of step 5 (under the log's lock): the files of an artifact erased here before
+    (`_erased_here`) that the update stored again are deleted again, as `status.erase` run
+    again would: an import never brings back erased bytes (hist28)."""
+    found = _erased_here(ledger, brought, taken, ledger.store.exists)
+    for i, subject, gone in _still_erased(ledger, verifier, found, set()):
+        name = label(ledger, subject)
+        told = (f"the import is recorded (log index {recorded}) and {{}} of the {len(gone)} "
+                f"erased file(s) of {name} it brought back are deleted again, nothing more")
+        changes.deleted_again.append({"digest": subject, "label": name, "logIndex": i,
+                                      "deleted": delete_erased(ledger, gone, done=told.format)})
+
+
+def _erased_here(ledger: LedgerHome, carried: Set[str], taken: Collection[int] = (),
+                 present: Callable[[str], bool] = bool) -> dict[int, tuple[str, set[str]]]:
+    """The erasures logged here before this update (this ledger's own, or taken in earlier;
+    not those of ``taken``) of an artifact whose files the update carries again (the same
+    bundle imported again, a dataset of the erased batch shipped anew): log index -> (its
+    subject, its files in ``carried`` that are ``present``, all by default). Only an erasure
+    whose subject's manifest the update carries is read (a bundle carries it with the files)."""
     state = ledger.trust_state()
+    found = {i: (e.subject, {b for b in erasable_blobs(ledger, e.subject) & carried
+                             if present(b)})
+             for i in state.of_kind("erasure") if i not in taken
+             and (e := state.entry(i)) is not None and e.subject in carried}
+    return {i: (subject, back) for i, (subject, back) in found.items() if back}
+
+
+def _still_erased(ledger: LedgerHome, verifier: LineageVerifier,
+                  found: Mapping[int, tuple[str, set[str]]], keep: set[str]
+                  ) -> Iterator[tuple[int, str, set[str]]]:
+    """Of ``found`` (`_erased_here`), each erasure that counts: (its index, its subject, the
+    files it erased, not in ``keep``, not yielded before, that no other artifact here not
+    erased lists: `status.held_elsewhere`, as at the erasure)."""
     files: dict[str, set[str]] | None = None
-    for i in state.of_kind("erasure"):
-        e = state.entry(i)
-        if i in taken or e is None or e.subject not in brought:  # its manifest comes too
-            continue
-        back = {b for b in erasable_blobs(ledger, e.subject) & brought
-                if ledger.store.exists(b)}
-        rec = verifier.record(i) if back else None
+    said: set[str] = set()
+    for i, (subject, back) in sorted(found.items()):
+        rec = verifier.record(i)
         if not isinstance(rec, Record) or not isinstance(rec.predicate, Erasure):
             continue
-        back &= set(rec.predicate.blobs)
+        back = back.intersection(rec.predicate.blobs) - keep - said
         if back and files is None:
             files = files_here(ledger)
-        gone = back.difference(held_elsewhere(ledger, verifier, back, e.subject, files or {}))
-        if gone:
-            name = label(ledger, e.subject)
-            told = (f"the import is recorded (log index {recorded}) and {{}} of the {len(gone)} "
-                    f"erased file(s) of {name} it brought back are deleted again, nothing more")
-            changes.deleted_again.append({"digest": e.subject, "label": name, "logIndex": i,
-                                          "deleted": delete_erased(ledger, gone,
-                                                                   done=told.format)})
+        if gone := back.difference(held_elsewhere(ledger, verifier, back, subject, files or {})):
+            said |= gone
+            yield i, subject, gone
 
 
 def _left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes
               ) -> set[str]:
-    """Step 1's objects not stored: the files of an artifact erased here before (this
-    ledger's own erasure, or one taken in earlier) that counts, which the update carries
-    again (the same bundle imported again, a dataset of the erased batch shipped anew). An
-    import never stores erased bytes, even for a moment (left29: `_erased_before` deleted
-    them after the log commit, so an import stopped between left them in the store). Kept:
-    a blob another artifact here not erased lists, or one a lineage record the update
-    brings lists (read from the update's objects). Erasures the update itself brings are
-    judged in step 5 (`_judge`)."""
-    state = ledger.trust_state()
-    found: dict[int, tuple[str, set[str]]] = {}
-    for i in state.of_kind("erasure"):
-        e = state.entry(i)
-        if e is not None and e.subject in update.objects:  # its manifest comes too
-            back = erasable_blobs(ledger, e.subject) & update.objects.keys()
-            if back:
-                found[i] = (e.subject, back)
+    """Step 1's objects not stored: the files of an artifact erased here before that counts
+    (`_erased_here`, `_still_erased`). An import never stores erased bytes, even for a
+    moment (left29: `_erased_before` deleted them after the log commit, so an import stopped
+    between left them in the store). Kept too: a blob a lineage record the update brings
+    lists (read from the update's objects). Erasures the update itself brings are judged in
+    step 5 (`_judge`)."""
+    found = _erased_here(ledger, update.objects.keys())
     if not found:
         return set()
 
@@ -746,21 +753,13 @@ def _left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: 
             except (ProvenanceError, LedgerError, OSError):
                 return set()  # unknown: stored, judged after the commit (`_erased_before`)
     skip: set[str] = set()
-    files: dict[str, set[str]] | None = None
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
     try:
-        for i, (subject, back) in sorted(found.items()):
-            rec = verifier.record(i)
-            if not isinstance(rec, Record) or not isinstance(rec.predicate, Erasure):
-                continue
-            back = back.intersection(rec.predicate.blobs) - listed - skip  # said once
-            if back and files is None:
-                files = files_here(ledger)
-            gone = back.difference(held_elsewhere(ledger, verifier, back, subject, files or {}))
-            if gone:
-                skip |= gone
-                changes.left_out.append({"digest": subject, "label": label(ledger, subject),
-                                         "logIndex": i, "leftOut": len(gone)})
+        for i, subject, gone in _still_erased(ledger, verifier, found, listed):
+            skip |= gone
+            changes.left_out.append({"digest": subject, "label": label(ledger, subject),
+                                     "logIndex": i, "leftOut": len(gone)})
     finally:
         verifier.close()
     return skip
