@@ -26,7 +26,13 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   buyer's policy as an approver too) approves a vendor dataset (``vapprove``) or withdraws its
   newest approval (``vwithdraw``); once a history at most, the vendor declares its key ``vendor``
   compromised (``vcompromise``: a successor policy signed by ``vapprover``, producer ``vendor2``,
-  and ``[[revoked_keys]]`` since a vendor record's log index, or since its log's size then).
+  and ``[[revoked_keys]]`` since a vendor record's log index, or since its log's size then);
+- (hist30, streams of their own again) half the update steps ``monitor`` the vendor's served
+  log instead of importing an update bundle (R18); in histories with a ``max_drop`` the judge
+  scores each checkpoint and the loop's end evaluates the released checkpoint's parent too
+  (R19); in three in ten, once, the buyer's approver marks the vendor's key compromised in
+  the buyer's own policy (``bmark``: a successor without ``vendor`` as a producer and with it
+  in ``[[revoked_keys]]`` since the buyer's log index of an import, or since now) (R20).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -83,22 +89,50 @@ test_histories_agree.py's withdrawal of an approval):
   import of the extension that carries the successor revokes each artifact it holds from the
   vendor that the key signed since (then R10 as for a revocation).
 - **R16 ``max_drop``** (docs/evaluations.md "``trajledger release``": "with ``max_drop`` and a
-  parent checkpoint, the parent's latest evaluation on the same suite must exist"; a judge that
-  passes every episode never drops): in half the histories the buyer's requirement has
-  ``max_drop = 0.5``; a release of a checkpoint with a parent then also needs an evaluation of
-  the parent recorded before it.
+  parent checkpoint, the parent's latest evaluation on the same suite must exist"): in half the
+  histories the buyer's policy also requires, per suite, the judge's ``score`` with
+  ``max_drop = 0.2`` (`DROP`); a release of a checkpoint with a parent then also needs an
+  evaluation of the parent recorded before it.
 - **R17 more than one suite** (docs/evaluations.md "``trajledger release``": every
   requirement must be met; each evaluation is on one suite): in four histories in ten with
   those steps the buyer also requires ``suite2@1`` (a second holdout of a vendor batch of its
   own, made with the first); ``beval`` names either suite; a release needs, for each suite,
   the checkpoint's latest evaluation on it to hold (R12) and, with ``max_drop``, the parent's
   evaluation on that suite (R16); an evaluation holds while its own suite's record does.
+- **R18 ``monitor``** (docs/third-party.md "Monitoring" step 5: "in a ledger that imported from
+  that log, applies its new entries about what you hold", "Updates between organisations":
+  "The next import or ``monitor`` must bring every entry from the size applied on"): the
+  buyer's approver watching the vendor's served log (``log serve``'s envelopes) takes in what an
+  update bundle of the same extension would (R10, R15), and the size applied moves on for
+  either: a history may mix both.
+- **R19 a real drop** (docs/evaluations.md "``trajledger release``": "the metric may be at most
+  ``max_drop`` below it"; "``results.json``": a judge's ``metrics``): the judge scores a
+  checkpoint 0.5 to 0.9 in tenths, a function of its files (`score_of`); a release of a
+  checkpoint with a parent needs its score at most 0.2 below the parent's (a decimal rule:
+  0.8 to 0.6 is 0.2, allowed), at release and in every verifier after.
+- **R20 the buyer's own compromise marking** (docs/third-party.md "Updates between
+  organisations": the report "tells you to add the key to your own policy's
+  ``revoked_keys``"; schemas/SPEC.md "Which keys count for a record": "a signature by a key in
+  its ``revoked_keys`` counts for nothing on a record logged at or after
+  ``compromised_since``", "a revoked key may hold no role"; bundle.v1.md: an import logs the
+  vendor's records in the buyer's log, so their index there is the buyer's): from the marking
+  on, every vendor record logged here at or after its index counts for nothing: an artifact
+  the vendor's key signed that an import at or after it brought fails (R2, R3, and what is
+  built on it, R4, R5, R12), and so does a vendor's revocation or erasure taken in at or
+  after it (what it named holds again; its files stay deleted); what was taken in before
+  holds, and so does what the buyer's own approver signed (R13, R15's revocations). A vendor's
+  bundle is refused under the buyer's policy in force (the successor, the one file a vendor's
+  log does not carry: ``vendor`` holds no role in it), so every later ``ship`` is refused;
+  an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
+  bundles carry its policy history: verified under its first policy, the successor is
+  followed, as in its ledger.
 
 Write side: ``bdataset`` is done (None when it names a held-out batch, or copies one);
 ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
 (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has applied
-some of the vendor's log; a ``ship`` of what holds at the vendor is done (one of something
-revoked there may be refused: then nothing changes at the buyer).
+some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the vendor is
+done (one of something revoked there may be refused: then nothing changes at the buyer), and
+refused after the buyer's marking (R20).
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -106,14 +140,15 @@ BUYER`` and ``python -m trajledger.verify BUNDLE --policy BUYER``; per checkpoin
 ``lineage``, its node in ``impact`` of its dataset's first batch and its bundle's two
 verifiers; per evaluation ``verify``, ``lineage`` and its node in ``impact CK``; per
 release the same and its bundle's two verifiers; and per vendor artifact the vendor's
-newest bundle (``export REF`` at the vendor) verified under the buyer's policy by both
-verifiers (R2/R3 with all the vendor knows).
+newest bundle (``export REF`` at the vendor) verified under the buyer's policy (in force:
+R20) by both verifiers (R2/R3 with all the vendor knows).
 
-Size: CI runs `CI_SEEDS` as agree26 chose them (without the steps of R13 to R15) and
-`CI_EXTRA` with them: 9 histories, the file about 19 CPU-s (16.4 s user, 3.0 s system, ``-n
-0``; agree26's 6, 12.6 CPU-s at the same load, 9.6); ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to
-199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S alone, each with those steps
-(``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the vendor's approvals left out).
+Size: CI runs `CI_SEEDS` as agree26 chose them (without the steps of R13 to R20) and
+`CI_EXTRA` with them: 9 histories, and two built by hand (R19, R20): the file 22.9 CPU-s (19.2 s
+user, 3.7 s system, ``-n 0``, at load 11; hist28's 19.7 in the same run);
+``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
+alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
+vendor's approvals left out).
 """
 
 from __future__ import annotations
@@ -173,7 +208,7 @@ min = 0.5
 buyer's suite ``suite@1`` with a success rate of at least a half."""
 
 JUDGE = """\
-import json, os, pathlib
+import hashlib, json, os, pathlib
 import pyarrow.parquet as pq
 suite = pathlib.Path(os.environ["TRAJLEDGER_SUITE_DIR"])
 out = pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"])
@@ -182,19 +217,36 @@ for batch in json.loads((suite / "manifest.json").read_text())["batches"]:
     table = pq.read_table(suite / batch["directory"] / "episodes.parquet", columns=["episode_id"])
     episodes += [{"batch": batch["digest"], "episode_id": e, "passed": True}
                  for e in table.column("episode_id").to_pylist()]
+files = sorted(hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in pathlib.Path(os.environ["TRAJLEDGER_CHECKPOINT_DIR"]).rglob("*")
+               if p.is_file())
+score = (5 + int(hashlib.sha256(" ".join(files).encode()).hexdigest(), 16) % 5) / 10
 (out / "results.json").write_text(json.dumps(
-    {"format": "trajledger.eval-results/1", "episodes": episodes}))
+    {"format": "trajledger.eval-results/1", "episodes": episodes,
+     "metrics": {"score": score}}))
 """
-"""A judge that passes every episode of the suite (docs/evaluations.md's, simplified)."""
+"""A judge that passes every episode of the suite (docs/evaluations.md's, simplified), and
+scores the checkpoint: ``score`` in tenths from 0.5 to 0.9, a function of its files' bytes
+(`score_of`: R19)."""
+
+
+DROP = """\
+[[release.require]]
+suite = "suite@1"
+metric = "score"
+max_drop = 0.2
+"""
+"""The requirement with a real drop (R16, R19): the judge's ``score`` at most 0.2 below the
+parent checkpoint's."""
 
 
 def release_text(max_drop: bool, suites: tuple[str, ...]) -> str:
-    """`RELEASE`, with ``max_drop = 0.5`` in each requirement (R16) and one requirement per
-    suite (R17)."""
-    extra = "max_drop = 0.5\n" if max_drop else ""
-    return RELEASE + extra + "".join(
-        RELEASE[RELEASE.index("[[release.require]]"):].replace("suite@1", f"{x}@1") + extra
-        for x in suites[1:])
+    """`RELEASE`, with one requirement per suite (R17) and, with ``max_drop``, a `DROP`
+    requirement per suite (R16, R19)."""
+    return RELEASE + "".join(
+        RELEASE[RELEASE.index("[[release.require]]"):].replace("suite@1", f"{x}@1")
+        for x in suites[1:]) + "".join(
+        DROP.replace("suite@1", f"{x}@1") for x in suites if max_drop)
 
 
 def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = ("suite",)
@@ -232,8 +284,10 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
     steps: list[Step] = []
     policy = random.Random(f"policy {seed}")
-    if extra and policy.random() < MAX_DROP:  # R16
+    drop = extra and policy.random() < MAX_DROP  # R16, R19
+    if drop:
         steps.append(Step("max_drop"))
+    parents: dict[str, str | None] = {}
     two = extra and policy.random() < TWO_SUITES  # R17
     if two:
         steps.append(Step("two_suites"))
@@ -332,6 +386,7 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
                 parent = f"c{rnd.randint(1, n['c'] - 1)}" if n["c"] > 1 and \
                     rnd.random() < 0.4 else None
                 steps.append(Step(op, (f"c{n['c']}", rnd.choice(pool), parent)))
+                parents[f"c{n['c']}"] = parent
     if n["c"] and rnd.random() < 0.9:  # the loop's end: evaluate, release, then a vendor's word
         if not suite:
             n["v"] += 1
@@ -341,9 +396,12 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
                 n["v"] += 1
                 steps += suite2(n["v"])
         ck = f"c{rnd.randint(1, n['c'])}"
-        steps += [Step("beval", (f"e{n['e'] + 1}", ck))]
-        if two:
-            steps += [Step("beval", (f"e{n['e'] + 2}", ck, "suite2"))]
+        for c in ([parents[ck]] if drop and parents.get(ck) else []) + [ck]:  # R19: both
+            n["e"] += 1
+            steps += [Step("beval", (f"e{n['e']}", c))]
+            if two:
+                n["e"] += 1
+                steps += [Step("beval", (f"e{n['e']}", c, "suite2"))]
         steps += [Step("brelease", (f"r{n['r'] + 1}", ck))]
         if rnd.random() < 0.6:
             pool = [f"v{i}" for i in range(1, n["v"] + 1)] + [f"w{i}" for i in range(1, n["w"] + 1)]
@@ -352,10 +410,24 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
                 steps.append(Step("update"))
     if shipped and own.random() < own_p:
         steps.append(own_step(own, sorted(at_buyer), approved, n["d"]))
-    return steps
+    mark = random.Random(f"mark {seed}")  # R20: the buyer marks the vendor's key, once at most
+    if extra and shipped and mark.random() < MARK:
+        first = next(i for i, s in enumerate(steps) if s.op == "ship")
+        at = mark.randint(first + 1, len(steps))
+        pool = [s.args[0] for s in steps[:at] if s.op == "ship"]
+        steps.insert(at, Step("bmark", (mark.choice([*pool, None]),)))
+    watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
+    return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
+            for s in steps]
 
 
 MAX_DROP = 0.5
+MONITOR = 0.5
+MARK = 0.3
+"""The share of those histories in which the buyer's approver marks the vendor's key ``vendor``
+compromised in its own policy (``bmark``, at a point drawn after the first ship: R20)."""
+"""The share of the update steps of those histories that ``monitor`` the vendor's served log
+instead of importing an update bundle (R18)."""
 TWO_SUITES = 0.4
 """The share of those histories whose buyer requires evaluations on two suites for a release,
 ``suite@1`` and ``suite2@1`` (a ``two_suites`` step first; R17)."""
@@ -415,6 +487,8 @@ class Art:
     """An evaluation's suite."""
     evals: tuple[str | None, ...] = ()
     """A release's latest evaluation on each required suite when it was made."""
+    score: int = 0
+    """A checkpoint's score in tenths (`score_of`: what the judge gives it, R19)."""
     approvals: list[list[Any]] = field(default_factory=list)
     """At the buyer: ``[log size before it, envelope digest, withdrawn]`` per approval."""
 
@@ -429,12 +503,11 @@ class Model:
     revoked: set[str] = field(default_factory=set)
     erased: set[str] = field(default_factory=set)
     """At the vendor: labels revoked, batches erased."""
+    revoked_at: dict[str, int] = field(default_factory=dict)
+    """At the vendor: the log index of each revocation."""
     buyer: dict[str, Art] = field(default_factory=dict)
     """What the buyer holds: imported vendor artifacts (same labels), its datasets and
     checkpoints."""
-    known_revoked: set[str] = field(default_factory=set)
-    known_erased: set[str] = field(default_factory=set)
-    """What the buyer's log took in of the vendor's revocations and erasures (R10)."""
     vapprovals: dict[str, list[list[Any]]] = field(default_factory=dict)
     """At the vendor: ``[envelope digest, withdrawn]`` per approval of a dataset, by label;
     none reaches the buyer (R14)."""
@@ -448,12 +521,33 @@ class Model:
     own_revoked: set[str] = field(default_factory=set)
     own_erased: set[str] = field(default_factory=set)
     """What the buyer's approver revoked and erased (R13)."""
+    stolen_here: set[str] = field(default_factory=set)
+    """What the buyer's importing approver revoked for the vendor's key compromise (R15)."""
     applied: int = 0
     """The vendor's log size the buyer applied (0: nothing imported yet)."""
+    marked: int | None = None
+    """The buyer's log index from which its own policy declares ``vendor`` compromised (R20)."""
+    taken: dict[tuple[str, str], int] = field(default_factory=dict)
+    """``("revoked" | "erased", label)``: the buyer's log size before the import that took the
+    vendor's revocation or erasure of a held artifact in (R20: the index of its record here)."""
 
-    def learn(self) -> None:  # R10: an import takes in the whole extension (R14: no approval)
-        self.known_revoked, self.known_erased = set(self.revoked), set(self.erased)
-        self.known_revoked |= {x for x in self.buyer if x in self.vendor and self.stolen(x)}
+    def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
+        for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
+            for x in done & self.buyer.keys() if self.trusted(size) else ():  # R20: ignored
+                self.taken.setdefault((how, x), size)
+        self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)}
+
+    @property
+    def known_revoked(self) -> set[str]:  # R20: none the vendor's key signed since the marking
+        return {x for (how, x), i in self.taken.items()
+                if how == "revoked" and self.trusted(i)} | self.stolen_here
+
+    @property
+    def known_erased(self) -> set[str]:  # R20: as for revocations
+        return {x for (how, x), i in self.taken.items() if how == "erased" and self.trusted(i)}
+
+    def trusted(self, index: int) -> bool:  # R20: the vendor's key before the buyer's marking
+        return self.marked is None or index < self.marked
 
     def stolen(self, label: str) -> bool:  # R15: signed by the vendor's key since its theft
         k = self.compromised_since
@@ -464,9 +558,15 @@ class Model:
         a = self.vendor[label]
         return all(x not in self.revoked and not self.stolen(x) for x in (label, *a.batches))
 
+    def v_here(self, label: str) -> bool:  # R15: in the vendor's ledger, a revocation the key
+        a, k = self.vendor[label], self.compromised_since  # signed since its theft counts
+        return all((x not in self.revoked or (k is not None and self.revoked_at[x] >= k))
+                   and not self.stolen(x) for x in (label, *a.batches))  # for nothing
+
     # The buyer's view.
-    def batch_ok(self, label: str) -> bool:  # R2, R10, R13
-        return label not in self.known_revoked | self.own_revoked
+    def batch_ok(self, label: str) -> bool:  # R2, R10, R13, R20
+        return label not in self.known_revoked | self.own_revoked and (
+            label not in self.vendor or self.trusted(self.buyer[label].index))
 
     def record_ok(self, label: str) -> bool:  # R3, R10, R13
         a = self.buyer[label]
@@ -474,6 +574,9 @@ class Model:
 
     def erased_here(self, label: str) -> bool:  # R4, R10, R13: its bytes gone at the buyer
         return label in self.known_erased | self.own_erased
+
+    def files_gone(self, label: str) -> bool:  # R13, R20: an erasure taken in deleted them
+        return ("erased", label) in self.taken or label in self.own_erased
 
     def holdouts(self, d: Art, before: int) -> list[Art]:
         return [o for o in self.buyer.values() if o.kind == "dataset" and o.split == "holdout"
@@ -518,11 +621,13 @@ class Model:
             (e := self.latest(ck, x)) is not None and self.evaluation_ok(e)
             and self.parent_evaluated(ck, now, x) for x in self.suites)
 
-    def parent_evaluated(self, ck: str, before: int, suite: str) -> bool:  # R16
+    def parent_evaluated(self, ck: str, before: int, suite: str) -> bool:  # R16, R19
         parent = self.buyer[ck].parent
-        return not self.max_drop or parent is None or any(
-            e.kind == "evaluation" and e.dataset == parent and e.suite == suite
-            and e.index < before for e in self.buyer.values())
+        if not self.max_drop or parent is None:
+            return True
+        return any(e.kind == "evaluation" and e.dataset == parent and e.suite == suite
+                   and e.index < before for e in self.buyer.values()) and (
+            self.buyer[parent].score - self.buyer[ck].score <= 2)  # in tenths: exact
 
     def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
         c = self.buyer[label]
@@ -544,6 +649,9 @@ class Run:
     model: Model = field(default_factory=Model)
     ran: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    successor: Path | None = None
+    """The buyer's successor policy once it marked the vendor's key (R20): what the vendor's
+    bundles are verified under from then on."""
 
     @property
     def policy(self) -> Path:
@@ -562,15 +670,15 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "vdataset":  # the vendor's own gate may refuse a copy of its holdout
         return None if any(o.split == "holdout" for o in m.vendor.values()) or \
             a[2] == "holdout" else True
-    if s.op == "vcompromise":
+    if s.op in ("vcompromise", "bmark"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
     if s.op == "verase":
         return None if a[0] in m.erased else True
-    if s.op == "ship":
-        return True if m.v_ok(a[0]) else None
-    if s.op == "update":
+    if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
+        return False if m.marked is not None else True if m.v_ok(a[0]) else None
+    if s.op in ("update", "monitor"):  # R10, R18
         return True
     if s.op == "bdataset":
         d = Art(a[0], "dataset", a[1], a[2], index=size)
@@ -591,8 +699,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return m.admit(ds, size)
     if s.op in ("bwithdraw", "vwithdraw"):
         return True
-    if s.op == "vapprove":  # the vendor's approve: its record holds there (R3)
-        return m.v_ok(a[0])
+    if s.op == "vapprove":  # the vendor's approve: its record holds there (R3, R15)
+        return m.v_here(a[0])
     if s.op == "brevoke":
         return None if a[0] in m.own_revoked else True
     if s.op == "berase":
@@ -609,7 +717,9 @@ def refs(m: Model, s: Step) -> bool:
         return a[0] in m.vendor
     if s.op == "vcompromise":
         return a[0] is None or a[0] in m.vendor
-    if s.op == "update":
+    if s.op == "bmark":  # since the import that brought a[0], or since now
+        return m.marked is None and (a[0] is None or a[0] in m.buyer)
+    if s.op in ("update", "monitor"):
         return m.applied > 0
     if s.op == "bdataset":
         return all(b in m.buyer for b in a[1])
@@ -672,6 +782,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("revoke", m.vendor[a[0]].digest, "--reason", "agree26", "--key", "vendor")
         if r.exit_code == 0:
             m.revoked.add(a[0])
+            m.revoked_at[a[0]] = v.size() - 1
         return ok(r)
     if s.op == "verase":
         r = v.cli("erase", m.vendor[a[0]].digest, "--reason", "consent", "--key", "vendor")
@@ -695,7 +806,14 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                         m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data,
                                          digest=art.digest, index=size)
             m.applied = vsize
-            m.learn()
+            m.learn(size)
+        return ok(r)
+    if s.op == "monitor":  # R18: the vendor's log served, watched with the approver's key
+        vsize = v.size()
+        r = watch(v, b)
+        if r.exit_code == 0:
+            m.applied = vsize
+            m.learn(size)
         return ok(r)
     if s.op == "bapprove":
         r = b.cli("approve", m.buyer[a[0]].digest, "--key", "approver", "--note",
@@ -715,6 +833,19 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("policy", "set", v.home / "successor.toml", "--key", "vapprover", "--yes")
         if r.exit_code == 0:
             m.compromised_since = since
+        return ok(r)
+    if s.op == "bmark":  # a successor: vendor no producer, compromised since K of this log
+        since = m.buyer[a[0]].index if a[0] else size
+        text = run.policy.read_text()
+        new = text.replace('"trust/vendor.pub", ', "").replace("format = 2\n",
+                                                               "format = 2\nserial = 2\n", 1)
+        assert new.count("trust/vendor.pub") == 0 and "serial = 2" in new
+        path = b.home / "successor.toml"
+        path.write_text(new + f'\n[[revoked_keys]]\nkey = "trust/vendor.pub"\n'
+                        f'compromised_since = {since}\nreason = "hist30: the buyer marks it"\n')
+        r = b.cli("policy", "set", path, "--key", "approver", "--yes")
+        if r.exit_code == 0:
+            m.marked, run.successor = since, path
         return ok(r)
     if s.op == "vapprove":
         r = v.cli("approve", m.vendor[a[0]].digest, "--key", "vapprover", "--note",
@@ -764,9 +895,38 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                   *(("--parent", m.buyer[parent].digest) if parent else ()))
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "checkpoint", dataset=ds, parent=parent,
-                                 digest=digest_of(r), index=size)
+                                 digest=digest_of(r), index=size,
+                                 score=score_of(b, digest_of(r)))
         return ok(r)
     raise AssertionError(s.op)
+
+
+def watch(vendor: Side, buyer: Side) -> Any:
+    """``monitor URL --vkey V --key approver`` at ``buyer`` of ``vendor``'s log, served (as
+    ``log serve`` does, with the envelopes its policy publishes, by default) in this process
+    for the one command."""
+    from trajledger import Ledger
+    from trajledger.ledger.serve import LogServer, Published
+    from trajledger.verify.policy_settings import DEFAULT_PUBLISH
+
+    before = os.environ.get("TRAJLEDGER_STATE_DIR")
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(vendor.state)  # the vendor's own, as its serve
+    try:
+        ledger = Ledger.open(vendor.home)
+        server = LogServer(ledger.log.directory,
+                           published=Published(ledger.log.directory, ledger.store.get,
+                                               DEFAULT_PUBLISH))
+        vkey = ledger.log.vkey
+    finally:
+        if before is None:
+            del os.environ["TRAJLEDGER_STATE_DIR"]
+        else:
+            os.environ["TRAJLEDGER_STATE_DIR"] = before
+    server.start(poll_interval=0.02)
+    try:
+        return buyer.cli("monitor", server.url, "--vkey", vkey, "--key", "approver")
+    finally:
+        server.stop()
 
 
 def replay(run: Run, steps: list[Step]) -> None:
@@ -795,6 +955,9 @@ def bundle_verdicts(run: Run, side: Side, digest: str, tag: str) -> dict[str, tu
     from trajledger.verify.__main__ import main as verify_main
 
     bundle = run.root / f"judge-{tag}-{digest[7:19]}.tar.zst"
+    # R20: a vendor's log holds none of the buyer's policies: its bundles are verified under the
+    # buyer's policy in force; the buyer's own carry its history (the first one follows it).
+    policy = run.successor if side is run.vendor and run.successor else run.policy
     # The buyer's ledger holds the vendor's log at the size it applied: a newer bundle
     # proves its consistency with it (docs/third-party.md; else "fork or rollback").
     since = ("--consistency-from", str(run.model.applied)) if side is run.vendor and \
@@ -804,12 +967,12 @@ def bundle_verdicts(run: Run, side: Side, digest: str, tag: str) -> dict[str, tu
         return {f"{tag} export": (False, first_problem(r.stderr) or f"exit {r.exit_code}")}
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = verify_main([str(bundle), "--policy", str(run.policy)])
+        code = verify_main([str(bundle), "--policy", str(policy)])
     if code not in (0, 1):
         run.problems.append(f"python -m trajledger.verify {tag}: exit {code}\n"
                             f"{err.getvalue()[-600:]}")
     return {f"{tag} verify BUNDLE": cli_verdict(run.buyer, "verify", bundle, "--policy",
-                                                run.policy),
+                                                policy),
             f"{tag} python -m trajledger.verify": (code == 0, first_problem(err.getvalue()))}
 
 
@@ -822,6 +985,17 @@ def files_of(side: Side, digest: str) -> set[str]:
 
     listed = json.loads(path(digest).read_text())["files"]
     return {d for f in listed if path(d := "sha256:" + f["digest"]["sha256"]).exists()}
+
+
+def score_of(side: Side, digest: str) -> int:
+    """`JUDGE`'s score of the checkpoint ``digest`` in tenths, from its manifest's files (the
+    files the judge reads, by their digests)."""
+    import hashlib
+    import json
+
+    path = side.home / "objects" / "sha256" / digest[7:9] / digest[9:11] / digest[7:]
+    files = sorted(f["digest"]["sha256"] for f in json.loads(path.read_text())["files"])
+    return 5 + int(hashlib.sha256(" ".join(files).encode()).hexdigest(), 16) % 5
 
 
 def judge_history(run: Run) -> list[str]:
@@ -865,9 +1039,9 @@ def judge_history(run: Run) -> list[str]:
                     m.checkpoint_ok(a.label))
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
-                m.v_ok(a.label))
+                m.v_ok(a.label) and m.marked is None)  # R20: the buyer's marking
     for a in m.buyer.values():  # R13: erased bytes stay gone (hist28 finding 1)
-        if a.kind == "batch" and m.erased_here(a.label) and (back := files_of(b, a.digest)):
+        if a.kind == "batch" and m.files_gone(a.label) and (back := files_of(b, a.digest)):
             out.append(f"{a.label} store: {len(back)} file(s) of it are back after its erasure")
     return out + run.problems + run.vendor.problems + run.buyer.problems
 
@@ -913,11 +1087,14 @@ CI_SEEDS = (6, 11, 12, 15, 16, 20)
 release, 6, 15, 16 and 20 take a vendor's revocation or erasure in, 16 and 20 end with one
 the buyer has not taken in."""
 CI_EXTRA = (331, 376, 767)
-"""The histories with the steps of R13 to R17 CI runs (hist28), chosen from seeds 300 to 850
+"""The histories with the steps of R13 to R20 CI runs (hist28), chosen from seeds 300 to 850
 (one in ten of which trains a checkpoint): 331 takes in the vendor's key compromise after
 training on what the key signed, and releases; 376 withdraws the approval a checkpoint was
-trained under, erases a batch at the buyer and requires two suites; 767 releases under
-``max_drop`` on two suites."""
+trained under, erases a batch at the buyer and requires two suites; 767 released under
+``max_drop`` on two suites. Since hist30 331 and 376 take an update by ``monitor`` and one by
+import (R18), and 767's buyer marks the vendor's key at its sixth step (R20): the five steps
+after that need the vendor's data are refused, its training and release among them (the
+release under ``max_drop`` is `test_a_release_is_refused_for_a_real_drop_only`'s)."""
 N = os.environ.get("TRAJLEDGER_EXCHANGE_N")
 ONE = os.environ.get("TRAJLEDGER_EXCHANGE_SEED")
 SEEDS = [(int(ONE), True)] if ONE else [(s, True) for s in range(int(N))] if N else [
@@ -960,4 +1137,45 @@ def test_an_erased_suite_is_refused_by_eval_not_read(tmp_path: Path) -> None:
     assert re.search(r"FAIL: evaluation of c1@1 on suite@1 > suite: dataset suite@1 \(sha256:"
                      r"\w{12}…\): batch sha256:\w{12}… is erased: consent \(log index \d+\): "
                      "nothing of it to evaluate on", r.stderr), r.stderr
+    assert judge_history(run) == []
+
+
+def test_a_release_is_refused_for_a_real_drop_only(tmp_path: Path) -> None:
+    """R16, R19 (hist30 finding 1, history 1297 minimised): the judge scores ``c1`` 0.9, ``c2``
+    0.7 and ``c7`` 0.5 (`score_of`: their bytes); under ``max_drop = 0.2`` a release of ``c2``,
+    0.2 below its parent, is done (it was refused, "score 0.7 dropped 0.2 from the parent's 0.9,
+    more than 0.2": the binary floats' difference), one of ``c7``, 0.4 below, is refused, and
+    every path agrees with the model."""
+    steps = [Step("max_drop"), Step("vrecord", ("v1", 0)), Step("vrecord", ("v2", 0)),
+             Step("ship", ("v1",)), Step("ship", ("v2",)),
+             Step("bdataset", ("suite", ("v2",), "holdout")),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("btrain", ("c2", "d1", "c1")),
+             Step("btrain", ("c7", "d1", "c1")), Step("beval", ("e1", "c1")),
+             Step("beval", ("e2", "c2")), Step("brelease", ("r1", "c2")),
+             Step("beval", ("e3", "c7")), Step("brelease", ("r2", "c7"))]
+    run = run_history(tmp_path / "h", steps)
+    assert [run.model.buyer[c].score for c in ("c1", "c2", "c7")] == [9, 7, 5]
+    assert run.ran[-3] == "brelease(r1, c2) -> ok", run.ran
+    assert re.match(r"brelease\(r2, c7\) -> refused: score 0.5 dropped 0.4 from the parent's "
+                    r"0.9, more than 0.2 \(evaluation", run.ran[-1]), run.ran
+    assert judge_history(run) == []
+
+
+def test_the_buyers_own_compromise_marking(tmp_path: Path) -> None:
+    """R18, R20: the buyer trains ``c1`` on ``w1`` and ``c2`` on ``v2``, shipped after, then marks
+    the vendor's key compromised since the import of ``v2``: ``c1`` holds, ``c2`` fails; a later
+    ship is refused, and the vendor's revocation of ``v1``, taken in by ``monitor``, counts for
+    nothing (signed by that key since); every path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0)), Step("vrecord", ("v2", 0)), Step("vrecord", ("v3", 0)),
+             Step("vdataset", ("w1", ("v1",), "train")), Step("ship", ("w1",)),
+             Step("bapprove", ("w1",)), Step("btrain", ("c1", "w1", None)),
+             Step("ship", ("v2",)), Step("bdataset", ("d2", ("v2",), "train")),
+             Step("bapprove", ("d2",)), Step("btrain", ("c2", "d2", None)),
+             Step("bmark", ("v2",)), Step("ship", ("v3",)), Step("vrevoke", ("v1",)),
+             Step("monitor")]
+    run = run_history(tmp_path / "h", steps)
+    assert [r.split(" -> ")[1][:7] for r in run.ran[-4:]] == ["ok", "refused", "ok", "ok"], run.ran
+    m = run.model
+    assert (m.checkpoint_ok("c1"), m.checkpoint_ok("c2"), m.batch_ok("v1")) == (True, False, True)
     assert judge_history(run) == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .digest import parse_digest
@@ -150,7 +151,20 @@ def requirement_problems(req: Requirement, value: float | None,
         out.append(f"{req.metric} {value:.4g} is below the minimum {req.min:g}")
     if req.max is not None and value > req.max:
         out.append(f"{req.metric} {value:.4g} is above the maximum {req.max:g}")
-    if req.max_drop is not None and parent is not None and parent - value > req.max_drop:
+    if req.max_drop is not None and parent is not None and drop(parent, value) > decimal(
+            req.max_drop):
         out.append(f"{req.metric} {value:.4g} dropped {parent - value:.4g} from the parent's "
                    f"{parent:.4g}, more than {req.max_drop:g}")
     return out
+
+
+def decimal(x: float) -> Decimal:
+    """``x`` as the decimal it prints (its shortest form that reads back as ``x``)."""
+    return Decimal(repr(x))
+
+
+def drop(parent: float, value: float) -> Decimal:
+    """How far ``value`` is below ``parent``: the difference of the decimals they print, so
+    that 0.92 to 0.90 drops 0.02, not the 0.020000000000000018 of the binary floats'
+    difference, which is more than a ``max_drop`` of 0.02 (hist30 finding 1)."""
+    return decimal(parent) - decimal(value)

@@ -279,6 +279,27 @@ def test_requirement_judges_bounds_and_drops() -> None:
     ]
 
 
+def test_a_drop_of_exactly_max_drop_is_allowed_whatever_the_floats_say() -> None:
+    """hist30 finding 1: the drop was the binary floats' difference, 0.92 - 0.90 =
+    0.020000000000000018, more than a ``max_drop`` of 0.02: a child at 90% of a parent at 92%,
+    2 points below it, was refused, "success_rate 0.9 dropped 0.02 from the parent's 0.92,
+    more than 0.02" (69 of the 99 two-point drops between whole percentages; the generated
+    exchange histories' 0.8 to 0.6 against 0.2). The drop is now that of the decimals the
+    metrics print."""
+    two_points = Requirement("r@1", max_drop=0.02)
+    for parent in range(2, 101):
+        assert requirement_problems(two_points, (parent - 2) / 100, parent / 100) == [], parent
+    tenths = Requirement("r@1", "score", max_drop=0.2)
+    for parent, value in ((0.9, 0.7), (0.8, 0.6), (1.0, 0.8), (0.7, 0.5), (0.3, 0.1)):
+        assert requirement_problems(tenths, value, parent) == [], (parent, value)
+    assert requirement_problems(tenths, 0.6, 0.9) == [
+        "score 0.6 dropped 0.3 from the parent's 0.9, more than 0.2"
+    ]
+    assert requirement_problems(two_points, 0.9, 0.9200000000000002) == [
+        "success_rate 0.9 dropped 0.02 from the parent's 0.92, more than 0.02"
+    ]  # a metric computed to just above 0.92: the drop is more than 0.02
+
+
 def test_encryption_key_identity() -> None:
     key = EncryptionKey.from_pem(X25519)
     assert key.to_pem().encode() == X25519
