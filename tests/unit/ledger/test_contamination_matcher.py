@@ -5,14 +5,16 @@ environment) costs one step per train window and group, not one per held episode
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from trajledger.ledger import contamination
+from trajledger.ledger import contamination, held_windows
 from trajledger.ledger.contamination import Matcher
 from trajledger.ledger.episode_features import FeatureChunk
 from trajledger.ledger.step_windows import ORDERS, WINDOW, StepWindows, held_steps
+from trajledger.verify.errors import FormatError
 
 
 def features(ids: list[str]) -> FeatureChunk:
@@ -148,3 +150,85 @@ def test_many_identical_held_episodes_are_matched_per_group() -> None:
     # episode, whatever the number of held episodes holding it.
     assert len(m._group_trains) == len(track)
     assert sum(len(d) for d in m._group_trains.values()) == len(track) * trains
+
+
+def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """hold30: the held windows grouped by hash (`held_windows.group`), in memory and read
+    back from their file (where a window is read a block at a time, four windows a block
+    here), decide as the same windows held as they are: random held batches in several
+    orders, some held episodes without features (not held: their windows are not compared),
+    findings asked after every train batch, three train windows at most a pass."""
+    monkeypatch.setattr(contamination, "_PENDING", 3)
+    monkeypatch.setattr(held_windows, "BLOCK", 4)
+    rng = np.random.default_rng(30)
+    for run in range(20):
+        def side(name: str, n: int) -> list[StepWindows]:
+            ids = [f"{name}-{k}" for k in range(n)]
+            lengths = rng.integers(WINDOW, WINDOW + 12, size=n)
+            out = []
+            for order in (0, *rng.choice(np.arange(1, len(ORDERS)), 3, replace=False)):
+                tracks = [rng.integers(0, 60, size=int(x) - WINDOW + 1) for x in lengths]
+                w = replace(windows(ids, tracks), order=int(order), lengths=lengths)
+                out.append(w)
+            return out
+
+        held = {b: side(b, n) for b, n in (("h1", 5), ("h2", 3))}
+        fed = [(f"t{k}", windows([f"t{k}-{i}" for i in range(4)],
+                                 [rng.integers(0, 60, size=rng.integers(1, 12))
+                                  for _ in range(4)])) for k in range(4)]
+        grouped = held_windows.group(list(held), list(held.values()))
+        assert grouped is not None
+        key = [(b, f"sha256:{k:064x}") for k, b in enumerate(held)]
+        path = tmp_path / f"g{run}.grouped"
+        held_windows.write(path, grouped, key)
+        matchers = [Matcher() for _ in range(3)]
+        for m in matchers:
+            for b, ws in held.items():
+                m.hold(b, features(ws[0].episode_ids[1:]))  # episode 0: no features
+        for b, ws in held.items():
+            matchers[0].hold_windows(b, ws)
+        matchers[1].hold_grouped(grouped)
+        matchers[2].hold_grouped(held_windows.read(path, key))
+        for k, (b, w) in enumerate(fed):
+            got = []
+            for m in matchers:
+                m.feed(b, features(w.episode_ids))
+                m.feed_windows(b, [w])
+                got.append(decided(m))
+            assert got[1] == got[0] and got[2] == got[0], (run, k)
+        assert decided(matchers[0])  # the alphabet is small: there are findings
+
+
+def test_a_damaged_grouped_file_is_not_read(tmp_path: Path) -> None:
+    """A grouped file truncated, with a flipped byte in its hashes or its episode table, of
+    other held batches or of another version is refused when read (`FormatError`); a flipped
+    byte where a window is, when that block is read (`Damaged`)."""
+    ws = [windows(["e0", "e1"], [np.arange(1, 40, dtype=np.uint64),
+                                 np.arange(100, 140, dtype=np.uint64)])]
+    grouped = held_windows.group(["b"], [ws])
+    assert grouped is not None
+    key = [("b", "sha256:" + "0" * 64)]
+    path = tmp_path / "g.grouped"
+    held_windows.write(path, grouped, key)
+    good = path.read_bytes()
+    n = len(grouped.hashes)
+    body = len(good) - 20 * n - 4 * ((n + held_windows.BLOCK - 1) // held_windows.BLOCK) - (
+        8 * 5 + 4)  # the hashes begin here: 2 lengths, 3 offsets, 4 bytes of ids
+    for bad in (good[:-3], good[:body + 9] + bytes([good[body + 9] ^ 1]) + good[body + 10:],
+                good[:-2] + bytes([good[-2] ^ 1]) + good[-1:],
+                good.replace(b'"version":', b'"version":9')):
+        path.write_bytes(bad)
+        with pytest.raises(FormatError):
+            held_windows.read(path, key)
+    path.write_bytes(good)
+    with pytest.raises(FormatError):
+        held_windows.read(path, [("c", key[0][1])])
+    at = body + 8 * n + 4 * 5  # the segment of window 5
+    path.write_bytes(good[:at] + bytes([good[at] ^ 1]) + good[at + 1:])
+    got = held_windows.read(path, key)
+    with pytest.raises(held_windows.Damaged):
+        got.placed(np.array([5], np.int64))
+    path.write_bytes(good)
+    assert held_windows.read(path, key).placed(np.arange(n))[2].tolist() == (
+        grouped.placed(np.arange(n))[2].tolist())
