@@ -232,3 +232,43 @@ def test_a_damaged_grouped_file_is_not_read(tmp_path: Path) -> None:
     path.write_bytes(good)
     assert held_windows.read(path, key).placed(np.arange(n))[2].tolist() == (
         grouped.placed(np.arange(n))[2].tolist())
+
+
+def test_near_duplicates_decide_as_every_row_compared() -> None:
+    """hold30: `Matcher.feed` names a best match only for the held episodes with one at the
+    threshold (the others' rows are passed over): the same near findings, counts,
+    similarities and best train episodes (the first on a tie) as every row's argmax kept, on
+    random vectors with planted near copies, ties and several train batches."""
+    rng = np.random.default_rng(5)
+
+    def chunk(ids: list[str], vectors: np.ndarray) -> FeatureChunk:
+        n = len(ids)
+        return FeatureChunk(ids, np.full(n, 100, np.int64), [None] * n, ["numeric"] * n,
+                            vectors.astype(np.float32), np.ones(n, bool), [None] * n)
+
+    for _ in range(10):
+        held = rng.normal(size=(300, 128))
+        held /= np.linalg.norm(held, axis=1)[:, None]
+        fed = []
+        for b in range(3):
+            t = rng.normal(size=(40, 128))
+            copies = rng.choice(300, 15, replace=False)
+            t[:15] = held[copies] + rng.normal(scale=0.004, size=(15, 128))
+            t[15:18] = t[:3]  # ties
+            t /= np.linalg.norm(t, axis=1)[:, None]
+            fed.append((f"t{b}", chunk([f"t{b}-{k}" for k in range(40)], t)))
+        m = Matcher()
+        m.hold("h", chunk([f"h-{k}" for k in range(300)], held))
+        best, count, of = np.full(300, -2.0), np.zeros(300, np.int64), [None] * 300
+        for b, c in fed:
+            m.feed(b, c)
+            sims = held.astype(np.float32) @ c.vectors.T
+            count += (sims >= contamination.NEAR_NUMERIC_THRESHOLD).sum(axis=1)
+            for i, j in enumerate(sims.argmax(axis=1).tolist()):
+                if sims[i, j] > best[i]:
+                    best[i], of[i] = float(sims[i, j]), (b, c.episode_ids[j])
+        want = {(f"h-{i}", of[i], int(count[i]), round(min(best[i], 1.0), 6))
+                for i in range(300) if count[i]}
+        got = {(f.other_episode, (f.train_batch, f.train_episode), f.matches, f.similarity)
+               for f in m.findings()}
+        assert got == want and want
