@@ -14,7 +14,6 @@ from trajledger.ledger import contamination, held_windows
 from trajledger.ledger.contamination import Matcher
 from trajledger.ledger.episode_features import FeatureChunk
 from trajledger.ledger.step_windows import ORDERS, WINDOW, StepWindows, held_steps
-from trajledger.verify.errors import FormatError
 
 
 def features(ids: list[str]) -> FeatureChunk:
@@ -200,40 +199,6 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
         assert decided(matchers[0])  # the alphabet is small: there are findings
 
 
-def test_a_damaged_grouped_file_is_not_read(tmp_path: Path) -> None:
-    """A grouped file truncated, with a flipped byte in its hashes or its episode table, of
-    other held batches or of another version is refused when read (`FormatError`); a flipped
-    byte where a window is, when that block is read (`Damaged`)."""
-    ws = [windows(["e0", "e1"], [np.arange(1, 40, dtype=np.uint64),
-                                 np.arange(100, 140, dtype=np.uint64)])]
-    grouped = held_windows.group(["b"], [ws])
-    assert grouped is not None
-    key = [("b", "sha256:" + "0" * 64)]
-    path = tmp_path / "g.grouped"
-    held_windows.write(path, grouped, key)
-    good = path.read_bytes()
-    n = len(grouped.hashes)
-    body = len(good) - 20 * n - 4 * ((n + held_windows.BLOCK - 1) // held_windows.BLOCK) - (
-        8 * 5 + 4)  # the hashes begin here: 2 lengths, 3 offsets, 4 bytes of ids
-    for bad in (good[:-3], good[:body + 9] + bytes([good[body + 9] ^ 1]) + good[body + 10:],
-                good[:-2] + bytes([good[-2] ^ 1]) + good[-1:],
-                good.replace(b'"version":', b'"version":9')):
-        path.write_bytes(bad)
-        with pytest.raises(FormatError):
-            held_windows.read(path, key)
-    path.write_bytes(good)
-    with pytest.raises(FormatError):
-        held_windows.read(path, [("c", key[0][1])])
-    at = body + 8 * n + 4 * 5  # the segment of window 5
-    path.write_bytes(good[:at] + bytes([good[at] ^ 1]) + good[at + 1:])
-    got = held_windows.read(path, key)
-    with pytest.raises(held_windows.Damaged):
-        got.placed(np.array([5], np.int64))
-    path.write_bytes(good)
-    assert held_windows.read(path, key).placed(np.arange(n))[2].tolist() == (
-        grouped.placed(np.arange(n))[2].tolist())
-
-
 def test_near_duplicates_decide_as_every_row_compared() -> None:
     """hold30: `Matcher.feed` names a best match only for the held episodes with one at the
     threshold (the others' rows are passed over): the same near findings, counts,
@@ -272,3 +237,4 @@ def test_near_duplicates_decide_as_every_row_compared() -> None:
         got = {(f.other_episode, (f.train_batch, f.train_episode), f.matches, f.similarity)
                for f in m.findings()}
         assert got == want and want
+
