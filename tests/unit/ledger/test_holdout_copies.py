@@ -616,6 +616,23 @@ def kept_files(ledger: Ledger) -> dict[str, Path]:
     return out
 
 
+def rewritten(ledger: Ledger, path: Path, cut: str, first: DatasetCheck, bad: tuple[bytes, ...],
+              says: tuple[str, ...], regroup: bool = False) -> None:
+    """Each of ``bad`` written at ``path`` (``regroup``: the held side's grouped file
+    dropped, so that the batches' kept files are read): the check of ``cut`` finds what
+    ``first`` found, with one warning that says ``says``, and the file is rewritten."""
+    good = path.read_bytes()
+    for data in bad:
+        path.write_bytes(data)
+        if regroup:
+            forget_grouped(ledger.root / "index" / "features")
+        check = check_dataset(ledger, "train", [cut])
+        assert check.findings == first.findings
+        [warning] = check.warnings
+        assert all(s in warning for s in says), warning
+        assert path.read_bytes() == good  # rewritten
+
+
 def test_kept_runs_and_texts_decide_as_the_step_files(
     template: testkit.Template[dict[str, str]], ledger: Ledger
 ) -> None:
@@ -640,16 +657,11 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
     good = held.read_bytes()
     other = kept["held-chat,other-chat"].read_bytes()
     cut = template.value["numeric first step dropped"]
-    for bad in (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:],
-                other, good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')):
-        held.write_bytes(bad)
-        forget_grouped(ledger.root / "index" / "features")  # the held side grouped again
-        check = check_dataset(ledger, "train", [cut])
-        assert check.findings == first[cut].findings
-        [warning] = check.warnings
-        assert "its kept runs of steps and normalised text (" in warning
-        assert "computed from its steps.parquet again" in warning
-        assert held.read_bytes() == good  # rewritten
+    rewritten(ledger, held, cut, first[cut],
+              (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:], other,
+               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')),
+              ("its kept runs of steps and normalised text (",
+               "computed from its steps.parquet again"), regroup=True)
     # A file kept by the previous version (win25: 2, the held side's other orders; copy26: 3,
     # more orders) is in its own directory: not read, no warning (not one a batch), computed
     # again and kept anew.
@@ -728,16 +740,12 @@ def test_the_held_side_grouped_decides_as_its_windows(
     n = header["windows"]
     where = hashes + 8 * n
     cut = template.value["numeric first step dropped"]
-    for bad in (good[:-5], good[: hashes + 3] + bytes([good[hashes + 3] ^ 8]) + good[hashes + 4 :],
-                good[:where] + bytes(12 * n) + good[where + 12 * n :],
-                good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')):
-        path.write_bytes(bad)
-        check = check_dataset(ledger, "train", [cut])
-        assert check.findings == first[cut].findings
-        [warning] = check.warnings
-        assert "the held side's grouped step windows (" in warning
-        assert "grouped again from the held batches' windows" in warning
-        assert path.read_bytes() == good  # rewritten
+    rewritten(ledger, path, cut, first[cut],
+              (good[:-5], good[: hashes + 3] + bytes([good[hashes + 3] ^ 8]) + good[hashes + 4 :],
+               good[:where] + bytes(12 * n) + good[where + 12 * n :],
+               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')),
+              ("the held side's grouped step windows (",
+               "grouped again from the held batches' windows"))
 
 
 def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> None:
