@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -100,6 +101,9 @@ class Grouped:
     where: tuple[npt.NDArray[np.uint32], ...] | None = None
     """In memory (just grouped): segment, episode and start of each window; else read."""
     path: Path | None = None
+    file: BinaryIO | None = None
+    """The file read, kept open: another call's `forget_grouped` or rewrite meanwhile does not
+    change what this one reads."""
     at: int = 0
     """Where the three arrays begin in the file at ``path``, then the block CRCs."""
     crcs: npt.NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, np.uint32))
@@ -128,22 +132,23 @@ class Grouped:
             seg, ep, start = (a[positions].astype(np.int64) for a in self.where)
         else:
             seg, ep, start = (np.empty(len(positions), np.int64) for _ in range(3))
-            if len(positions):
-                with open_regular(self.path or Path()) as f:
-                    fd = f.fileno()
-                    for b in np.unique(positions // BLOCK).tolist():
-                        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-                        parts = [os.pread(fd, 4 * (hi - lo), self.at + 4 * (k * n + lo))
-                                 for k in range(3)]
-                        crc = 0
-                        for p in parts:
-                            crc = zlib.crc32(p, crc)
-                        if any(len(p) != 4 * (hi - lo) for p in parts) or crc != self.crcs[b]:
-                            raise Damaged(self.path, f"block {b} of where its windows are "
-                                          "does not match its CRC")
-                        sel = (positions >= lo) & (positions < hi)
-                        for out, p in zip((seg, ep, start), parts, strict=True):
-                            out[sel] = np.frombuffer(p, "<u4")[positions[sel] - lo]
+            blocks = positions // BLOCK
+            distinct = np.ones(len(blocks), dtype=bool)
+            distinct[1:] = blocks[1:] != blocks[:-1]
+            fd = self.file.fileno() if self.file is not None else -1
+            for b in blocks[distinct].tolist():
+                lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+                parts = [os.pread(fd, 4 * (hi - lo), self.at + 4 * (k * n + lo))
+                         for k in range(3)]
+                crc = 0
+                for p in parts:
+                    crc = zlib.crc32(p, crc)
+                if any(len(p) != 4 * (hi - lo) for p in parts) or crc != self.crcs[b]:
+                    raise Damaged(self.path, f"block {b} of where its windows are does not "
+                                  "match its CRC")
+                a, z = np.searchsorted(positions, (lo, hi))
+                for out, p in zip((seg, ep, start), parts, strict=True):
+                    out[a:z] = np.frombuffer(p, "<u4")[positions[a:z] - lo]
         if len(seg) and int(seg.max()) >= len(self.segments):
             raise Damaged(self.path, "a window's segment is out of range")
         info = np.array(self.segments, dtype=np.int64).reshape(-1, 2)
@@ -277,7 +282,8 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
         OSError: it cannot be read.
         FormatError: it is not such a file of ``held``, this version and format, or is damaged.
     """
-    with open_regular(path) as f:
+    f = open_regular(path)
+    try:
         size = os.fstat(f.fileno()).st_size
         if _read_exactly(f, len(MAGIC)) != MAGIC:
             raise FormatError("not a file of grouped held windows")
@@ -318,6 +324,9 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
         table = _read_exactly(f, 8 * (2 * eps + 1) + m)
         if zlib.crc32(crcs.tobytes()) != crcs_want[1] or zlib.crc32(table) != crcs_want[2]:
             raise FormatError("its block CRCs or episode table do not match their CRC")
+    except BaseException:
+        f.close()
+        raise
     lengths = np.frombuffer(table[: 8 * eps], "<i8").astype(np.int64)
     offsets = np.frombuffer(table[8 * eps : 8 * (2 * eps + 1)], "<i8").tolist()
     raw = table[8 * (2 * eps + 1) :]
@@ -326,7 +335,7 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
     except UnicodeDecodeError as bad:
         raise FormatError(f"an episode id is not UTF-8 ({bad})") from bad
     return Grouped([b for b, _ in held], hashes.astype(np.uint64, copy=False), segments, first,
-                   ids, lengths, None, path, at + 8 * n, crcs.astype(np.uint32))
+                   ids, lengths, None, path, f, at + 8 * n, crcs.astype(np.uint32))
 
 
 def regrouped(path: Path, why: str) -> str:
