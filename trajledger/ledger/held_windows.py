@@ -234,11 +234,12 @@ def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
         return
     n = len(g.hashes)
     nb = (n + BLOCK - 1) // BLOCK
+    where = [np.ascontiguousarray(a, dtype="<u4") for a in g.where]  # no copy: they are
     crcs = np.zeros(nb, dtype="<u4")
     for b in range(nb):
         crc = 0
-        for a in g.where:
-            crc = zlib.crc32(a[b * BLOCK : (b + 1) * BLOCK].astype("<u4").tobytes(), crc)
+        for a in where:
+            crc = zlib.crc32(a[b * BLOCK : (b + 1) * BLOCK].data, crc)
         crcs[b] = crc
     at, data = _ids(g.ids)
     table = g.lengths.astype("<i8").tobytes() + at + data
@@ -256,8 +257,8 @@ def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
             with open(tmp, "xb") as f:
                 f.write(MAGIC + struct.pack("<I", len(head)) + head)
                 hashes.tofile(f)
-                for a in g.where:
-                    a.astype("<u4").tofile(f)
+                for a in where:
+                    a.tofile(f)
                 f.write(crcs.tobytes())
                 f.write(table)
             os.replace(tmp, path)
