@@ -933,6 +933,8 @@ def _check_dataset(
                 matcher.feed_normalised(f.batch, pairs)
                 matcher.feed_windows(f.batch, windows)
         findings = matcher.findings() if other_labels and mine else []
+        for grouped in matcher._grouped:
+            grouped.close()
     warnings = [
         line
         for batch, _source, missing, problems in done

@@ -108,6 +108,11 @@ class Grouped:
     """Where the three arrays begin in the file at ``path``, then the block CRCs."""
     crcs: npt.NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, np.uint32))
 
+    def close(self) -> None:
+        """Close the file read (where the windows are is not read after)."""
+        if self.file is not None:
+            self.file.close()
+
     def lookup(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """The positions of the windows whose hash is one of ``hashes`` (ascending, distinct)."""
         lo = np.searchsorted(self.hashes, hashes)
@@ -144,6 +149,7 @@ class Grouped:
                 for p in parts:
                     crc = zlib.crc32(p, crc)
                 if any(len(p) != 4 * (hi - lo) for p in parts) or crc != self.crcs[b]:
+                    self.close()  # the check is made again without it
                     raise Damaged(self.path, f"block {b} of where its windows are does not "
                                   "match its CRC")
                 a, z = np.searchsorted(positions, (lo, hi))

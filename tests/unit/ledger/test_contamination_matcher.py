@@ -188,7 +188,8 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
         for b, ws in held.items():
             matchers[0].hold_windows(b, ws)
         matchers[1].hold_grouped(grouped)
-        matchers[2].hold_grouped(held_windows.read(path, key))
+        kept = held_windows.read(path, key)
+        matchers[2].hold_grouped(kept)
         for k, (b, w) in enumerate(fed):
             got = []
             for m in matchers:
@@ -196,6 +197,7 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
                 m.feed_windows(b, [w])
                 got.append(decided(m))
             assert got[1] == got[0] and got[2] == got[0], (run, k)
+        kept.close()
         assert decided(matchers[0])  # the alphabet is small: there are findings
 
 

@@ -63,10 +63,11 @@ def test_a_damaged_grouped_file_is_not_read(tmp_path: Path) -> None:
     at = body + 8 * n + 4 * 5  # the segment of window 5
     path.write_bytes(good[:at] + bytes([good[at] ^ 1]) + good[at + 1:])
     got = held_windows.read(path, key)
-    with pytest.raises(held_windows.Damaged):
+    with pytest.raises(held_windows.Damaged):  # and closed: the check is made again
         got.placed(np.array([5], np.int64))
     path.write_bytes(good)
     got = held_windows.read(path, key)
     path.unlink()  # another call's `forget_grouped` meanwhile: the file read is still read
     assert [a.tolist() for a in got.placed(np.arange(n))] == [
         a.tolist() for a in grouped.placed(np.arange(n))]
+    got.close()
