@@ -261,13 +261,19 @@ def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
             hold = [ledger.record_batch(make(scale, 900_000 + i), env="bench-env@1",
                                         policy="random", key="vendor").digest
                     for i in range(10)]  # fmt: skip
-            ledger.create_dataset("holdout", "1", "holdout", hold, key="vendor")
+            made = c.wall_cpu(lambda ledger=ledger, hold=hold: ledger.create_dataset(
+                "holdout", "1", "holdout", hold, key="vendor"))
             mb = sum(p.stat().st_size for p in stored_blobs(ledger, hold)) / 1e6
             batches, rec_wall, rec_cpu = train(ledger)
             times: dict[str, list[tuple[float, float]]] = {"none": [], "with": [], "before": []}
+            if args.grouping:
+                times["grouping"] = []
             for r in range(args.repeat):
                 for mode in times:
                     lg, bs = (bare, bare_batches) if mode == "none" else (ledger, batches)
+                    if mode == "grouping":  # the held side's grouped file made again (hold30)
+                        for old in (ledger.root / "index" / "features").glob("w*/held-*.grouped"):
+                            old.unlink()
                     if mode == "before":
                         contamination._wanted = lambda chunk: (False, False)  # type: ignore[assignment]
                     try:
@@ -278,10 +284,22 @@ def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
                         contamination._wanted = real  # type: ignore[assignment]
                     scale_label = f"{scale}x: 10 batches of {scale} x {unit}, {mb:.0f} MB"
             out.append({"shape": shape, "holdout": scale_label, "rec": (rec_wall, rec_cpu),
+                        "made": made,
                         **{m: c.median_wall_cpu(v) for m, v in times.items()}})
             shutil.rmtree(root / f"{shape}-{scale}", ignore_errors=True)
             print(f"  holdout {shape} {scale}x done", file=sys.stderr, flush=True)
     return out
+
+
+def render_grouping(rows: list[dict[str, Any]]) -> str:
+    """``--grouping``: what the held side's grouped file costs when it is made (hold30)."""
+    return c.table(
+        ["shape", "holdout", "dataset create of the holdout: s wall / CPU",
+         "train set, the grouped file read (with the holdout)",
+         "train set, the grouped file made again first"],
+        [[r["shape"], r["holdout"], "{:.2f} / {:.2f}".format(*r["made"]),
+          "{:.2f} / {:.2f}".format(*r["with"]), "{:.2f} / {:.2f}".format(*r["grouping"])]
+         for r in rows])  # fmt: skip
 
 
 def render_holdout(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
@@ -372,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--holdout-train", type=int, default=10)
     ap.add_argument("--holdout-scales", default="1,10,100")
     ap.add_argument("--chat-holdout", type=int, default=200)
+    ap.add_argument("--grouping", action="store_true",
+                    help="part 4: also time the holdout's creation and a train set's dataset "
+                         "create with the held side's grouped file made again first")
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
@@ -385,7 +406,10 @@ def main(argv: list[str] | None = None) -> int:
     args.dir.mkdir(parents=True)
     os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")  # never the user's own
     if args.only_holdout:
-        text = render_holdout(holdout_run(args.dir / "holdout", args), args)
+        rows = holdout_run(args.dir / "holdout", args)
+        text = render_holdout(rows, args)
+        if args.grouping:
+            text += "\n\n" + render_grouping(rows)
         print(text)
         if args.write_doc:
             c.write_section("dataset_bench_holdout", "## Dataset create (issue 21 item 1)", text)

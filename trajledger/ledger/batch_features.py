@@ -502,9 +502,11 @@ def batch_predicate(store: ObjectStore, envelope: str) -> RolloutBatch | None:
 def forget_cached(cache: Path, steps: str) -> None:
     """Delete the cached features computed from step file ``steps`` (erased data: nothing
     derived from it is kept), of every feature version, and its kept step windows and
-    normalised text fingerprints (``window_cache``) of every version."""
+    normalised text fingerprints (``window_cache``) of every version, and the held side's
+    grouped windows (``held_windows``: they may hold its windows; grouped again on use)."""
     hexa = parse_digest(steps, "step file digest")
-    for old in [*cache.glob(f"v*/{hexa}.arrow"), *cache.glob(f"w*/{hexa}.windows")]:
+    for old in [*cache.glob(f"v*/{hexa}.arrow"), *cache.glob(f"w*/{hexa}.windows"),
+                *cache.glob("w*/held-*.grouped")]:
         old.unlink(missing_ok=True)
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,17 @@ from .episode_features import (
     parquet_batches,
 )
 from .errors import read_failure
+from .finding import Finding, duplicate_lines
+from .held_windows import (
+    Damaged,
+    Grouped,
+    forget_grouped,
+    group,
+    grouped_file,
+    regrouped,
+)
+from .held_windows import read as read_grouped
+from .held_windows import write as write_grouped
 from .progress import ProgressFactory, no_progress
 from .step_windows import (
     COLUMNS,
@@ -104,92 +115,8 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
-_NTH = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _PENDING = 1 << 20
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """An episode of a holdout / regression batch that duplicates a train episode.
-
-    Attributes:
-        kind: ``exact`` (same content fingerprint, or same normalised text fingerprint:
-            ``normalised``) or ``near`` (similar features).
-        similarity: cosine similarity of the feature vectors (1.0 for exact).
-        train_batch / train_episode: the best-matching train episode.
-        other_batch / other_episode: the holdout or regression episode.
-        matches: how many train episodes match it (exactly, or at the near threshold).
-        train_datasets / other_datasets: ``"<split> NAME@VERSION"`` of the recorded datasets
-            holding each batch.
-    """
-
-    kind: str
-    similarity: float
-    train_batch: str
-    train_episode: str
-    other_batch: str
-    other_episode: str
-    matches: int = 1
-    train_datasets: tuple[str, ...] = field(default=())
-    other_datasets: tuple[str, ...] = field(default=())
-    normalised: bool = False
-    """An exact duplicate once text is normalised (`text_fingerprint`), not byte for byte."""
-    shared: tuple[int, int, int] | None = None
-    """A train episode shares a run of observations with it (`step_windows`): its first and
-    last step shared (counted from 1) and its number of steps; ``exact`` too."""
-    every: int = 1
-    """The run is of every ``every``-th of those steps (a frame-skipped copy)."""
-    reversed: bool = False
-    """The run is of those steps in reverse order (a copy reversed in time)."""
-    columns: bool = False
-    """The run is of those steps with their observation's columns reordered or some repeated
-    (`step_windows.COLUMNS`)."""
-
-    def __str__(self) -> str:
-        more = f" and {self.matches - 1} more" if self.matches > 1 else ""
-        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
-        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
-        train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}"
-        if self.shared is not None:
-            a, b, n = self.shared
-            of = (f"every {_NTH.get(self.every, f'{self.every}th')} step of " if self.every > 1
-                  else "")
-            steps = f"steps {b}-{a}" if self.reversed else f"steps {a}-{b}"
-            return (
-                f"{train} shares {(b - a) // self.every + 1} consecutive steps ({of}{steps} of "
-                f"{n} of held-out episode {self.other_episode} of batch {self.other_batch[:19]}…"
-                f"{o}){more.replace(' more', ' more train episodes')}: a copy of a run of its "
-                "observations (equal to 3 significant digits)"
-                + (", reversed in time" if self.reversed else "")
-                + (", its columns reordered or duplicated" if self.columns else "")
-            )
-        what = (
-            "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
-                                    "space, the system prompt)" if self.normalised else "")
-            if self.kind == "exact"
-            else f"a near duplicate (similarity {self.similarity:.4f})"
-        )
-        return (f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is {what} "
-                f"of {train}{more}")
-
-    def to_json(self) -> dict[str, Any]:
-        """The finding as JSON."""
-        out = asdict(self)
-        out["train_datasets"], out["other_datasets"] = (
-            list(self.train_datasets),
-            list(self.other_datasets),
-        )
-        if not self.normalised:
-            del out["normalised"]  # the JSON of a byte-for-byte finding is what it was
-        if self.shared is None:
-            del out["shared"]
-        else:
-            out["shared"] = list(self.shared)
-        for key, plain in (("every", 1), ("reversed", False), ("columns", False)):
-            if out[key] == plain:
-                del out[key]  # the JSON of a run as recorded is what it was
-        return out
 
 
 def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
@@ -244,6 +171,8 @@ class Matcher:
                                   npt.NDArray[np.int64]]] = []
         self._hits: dict[int, list[npt.NDArray[np.int64]]] = {}  # held run -> windows hit
         self._group_trains: dict[int, dict[tuple[str, str], None]] = {}  # by window hash
+        self._grouped: list[Grouped] = []  # held windows kept grouped (`held_windows`)
+        self._grouped_hits: dict[int, list[npt.NDArray[np.int64]]] = {}  # positions hit
         self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]] | None = (
             None)
         self._frozen = False
@@ -283,6 +212,24 @@ class Matcher:
             self._runs.append((w.hashes[ok], i[ok], w.start[ok],
                                np.full(int(ok.sum()), w.order, dtype=np.int64)))
 
+    def hold_grouped(self, grouped: Grouped) -> None:
+        """Add held windows grouped by hash (`held_windows.Grouped`), after `hold` of their
+        batches' features: matched as those `hold_windows` adds, looked up instead of scanned
+        (where a window is, only for those a train window hits)."""
+        if self._frozen:
+            raise RuntimeError("Matcher.hold_grouped after feed")
+        self._grouped.append(grouped)
+
+    def _placed(self, k: int, positions: npt.NDArray[np.int64]) -> tuple[
+            list[int], list[int], list[int], list[int]]:
+        """Held episode (-1: not held), start, order and steps of the windows of grouped
+        windows ``k`` at ``positions``."""
+        g = self._grouped[k]
+        batch, episode, start, order = g.placed(positions)
+        rows = [self._where.get((g.batches[b], g.ids[e]), -1)
+                for b, e in zip(batch.tolist(), episode.tolist(), strict=True)]
+        return rows, start.tolist(), order.tolist(), g.lengths[episode].tolist()
+
     def feed_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
         """Match the step windows of train episodes of ``batch``: a train episode sharing a
         window with a held one shares a run of `step_windows.WINDOW` steps with it. Held
@@ -306,7 +253,10 @@ class Matcher:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        train = np.unique(np.concatenate([p[2] for p in pending]))
+        train = np.sort(np.concatenate([p[2] for p in pending]))
+        distinct = np.ones(len(train), dtype=bool)  # not np.unique: it hashes (1.7 s at 1.7 M)
+        distinct[1:] = train[1:] != train[:-1]
+        train = train[distinct]
         bits = max(16, len(train).bit_length() + 4)  # at most 1/16 of the table is set
         shift = np.uint64(64 - bits)
         table = np.zeros(1 << bits, dtype=bool)
@@ -319,6 +269,12 @@ class Matcher:
             if len(hit):
                 self._hits.setdefault(r, []).append(hit)
                 found.append(hashes[hit])
+        for k, grouped in enumerate(self._grouped):  # sorted by hash: looked up
+            pos = grouped.lookup(train)
+            pos = pos[np.array(self._placed(k, pos)[0], dtype=np.int64) >= 0]
+            if len(pos):
+                self._grouped_hits.setdefault(k, []).append(pos)
+                found.append(grouped.hashes[pos])
         uniq = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
         for batch, ids, hashes, episode in pending:
             g = np.searchsorted(uniq, hashes)
@@ -350,6 +306,12 @@ class Matcher:
             for g, i, s, o in zip(hashes[js].tolist(), rows[js].tolist(), starts[js].tolist(),
                                   orders[js].tolist(), strict=True):
                 of_group.setdefault(g, []).append((i, s, o))
+        for k in sorted(self._grouped_hits):
+            js = np.unique(np.concatenate(self._grouped_hits[k]))
+            for g, i, s, o, n in zip(self._grouped[k].hashes[js].tolist(), *self._placed(k, js),
+                                     strict=True):
+                of_group.setdefault(g, []).append((i, s, o))
+                self._steps[i] = n
         # The first train episode met of each group is its dict's first: groups are ranked
         # by when that was, so a held episode's first train episode is its first group's.
         order = {g: k for k, g in enumerate(self._group_trains)}
@@ -431,9 +393,15 @@ class Matcher:
                 continue
             train = chunk.vectors[cols]
             for lo in range(0, len(rows), _BLOCK):
-                block_rows = rows[lo : lo + _BLOCK]
                 sims = held[lo : lo + _BLOCK] @ train.T
-                self._count[block_rows] += (sims >= threshold).sum(axis=1)
+                over = sims >= threshold
+                # Only a held episode with a match has a best one to name (`findings`): the
+                # others' rows are passed over (hold30; the same best, its first on a tie).
+                some = np.flatnonzero(over.any(axis=1))
+                if not len(some):
+                    continue
+                block_rows, sims = rows[lo + some], sims[some]
+                self._count[block_rows] += over[some].sum(axis=1)
                 j = sims.argmax(axis=1)
                 s = sims[np.arange(len(block_rows)), j]
                 better = np.flatnonzero(s > self._best[block_rows])
@@ -690,29 +658,6 @@ class DatasetCheck:
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
-def duplicate_lines(features: Sequence[BatchFeatures]) -> list[str]:
-    """Episodes whose content equals an earlier one's (the same fingerprint).
-
-    Batches are taken in digest order and episodes in id order, so the report is stable.
-
-    Returns:
-        One line per duplicate episode, naming the first episode it duplicates.
-    """
-    seen: dict[str, tuple[str, str]] = {}
-    out = []
-    for f in sorted(features, key=lambda f: f.batch):
-        if f.chunk is None:
-            continue
-        for episode, fp in sorted(zip(f.chunk.episode_ids, f.chunk.fingerprints, strict=True)):
-            first = seen.setdefault(fp, (f.batch, episode))
-            if first != (f.batch, episode):
-                out.append(
-                    f"episode {episode!r} of batch {f.batch[:19]}… duplicates episode "
-                    f"{first[1]!r} of batch {first[0][:19]}…"
-                )
-    return out
-
-
 class _Reader:
     """Records and features of one ledger, read once each (unverified: see `check_dataset`)."""
 
@@ -722,6 +667,7 @@ class _Reader:
         self.workdir = workdir
         self.cache = ledger.root / "index" / "features"
         self.progress = progress
+        self.failed: set[str] = set()  # batches whose windows or fingerprints were not read
 
     def predicate(self, index: int, kind: str) -> Any:
         """The typed predicate of log entry ``index`` when it is of ``kind`` (else None)."""
@@ -756,20 +702,22 @@ class _Reader:
         return None
 
     def compared(
-        self, f: BatchFeatures, problems: list[str], held: bool
+        self, f: BatchFeatures, problems: list[str], held: bool, windows_too: bool = True
     ) -> tuple[list[tuple[str, str]], list[StepWindows]]:
         """The normalised text fingerprints of a batch with text episodes and the step windows
         of one with numeric episodes (``held``: of the held side), as kept in the derived cache
         (`window_cache`), else from its step file, then kept (unverified, as its features); a
-        problem line when it cannot be read, or when what was kept cannot be used."""
+        problem line when it cannot be read, or when what was kept cannot be used. Not
+        ``windows_too``: the normalised text fingerprints alone."""
         from trajledger.verify.errors import ProvenanceError
 
-        from .batch_features import batch_files, steps_file_of, verified_local_copy
+        from .batch_features import verified_local_copy
         from .errors import LedgerError
 
         pairs: list[tuple[str, str]] = []
         windows: list[StepWindows] = []
         wanted = _wanted(f.chunk) if f.chunk is not None else (False, False)
+        wanted = (wanted[0], wanted[1] and windows_too)
         if not any(wanted):
             return pairs, windows
         try:
@@ -777,8 +725,7 @@ class _Reader:
             if f.source == "sealed":  # its published normalised fingerprints; no windows
                 sealed = pred.sealed if pred is not None else None
                 return (_published_normalised(sealed) if sealed is not None else []), []
-            steps = steps_file_of(pred) if pred is not None else None
-            digest = steps[0] if steps else batch_files(self.ledger.store, f.batch)["steps.parquet"]
+            digest = self.steps(f.batch, pred)
             got, why = read_kept(self.cache, digest, (*wanted, held))
             if why:
                 problems.append(f"batch {f.batch[:19]}…: its kept runs of steps and normalised "
@@ -801,7 +748,56 @@ class _Reader:
                                                     "compared by runs of steps"), wanted,
                                                    strict=True) if on)
             problems.append(f"batch {f.batch[:19]}…: its {what} ({e})")
+            self.failed.add(f.batch)
         return pairs, windows
+
+    def steps(self, batch: str, pred: RolloutBatch | None) -> str:
+        """The digest of the step file of ``batch`` (record ``pred``)."""
+        from .batch_features import batch_files, steps_file_of
+
+        steps = steps_file_of(pred) if pred is not None else None
+        return steps[0] if steps else batch_files(self.ledger.store, batch)["steps.parquet"]
+
+    def hold_windows(self, matcher: Matcher, held: Sequence[BatchFeatures],
+                     problems: list[str]) -> None:
+        """Hold the step windows of the held batches ``held`` (those `hold` holds): grouped by
+        hash as kept for them (`held_windows`: read, looked up on use), else grouped from each
+        batch's windows (`compared`) and kept; each batch's windows as they are
+        (`Matcher.hold_windows`) when a batch's cannot be read or do not fit the file."""
+        from trajledger.verify.errors import FormatError, ProvenanceError
+
+        from .errors import LedgerError
+
+        todo = [f for f in held if f.chunk is not None and f.source != "sealed"
+                and _wanted(f.chunk)[1]]
+        key: list[tuple[str, str]] = []
+        try:
+            key = [(f.batch, self.steps(f.batch, self.batch(f.batch))) for f in todo]
+        except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
+            if read_failure(e):
+                raise
+            key = []  # `compared` says which batch and why
+        if key:
+            path = grouped_file(self.cache, key)
+            try:
+                matcher.hold_grouped(read_grouped(path, key))
+                return
+            except FileNotFoundError:
+                pass
+            except (OSError, FormatError) as e:
+                if read_failure(e):
+                    raise
+                problems.append(regrouped(path, str(e)))
+        got = [self.compared(f, problems, True)[1] for f in todo]
+        grouped = (group([f.batch for f in todo], got)
+                   if key and not self.failed & {f.batch for f in todo} else None)
+        if grouped is None:  # as they are: a batch's missing from a kept file would go unsaid
+            for f, windows in zip(todo, got, strict=True):
+                matcher.hold_windows(f.batch, windows)
+            return
+        forget_grouped(self.cache)  # one kept at a time: this call's held side's
+        write_grouped(grouped_file(self.cache, key), grouped, key)
+        matcher.hold_grouped(grouped)
 
     def erased(self, digest: str) -> bool:
         return any((e := self.state.entry(i)) is not None and e.kind == "erasure"
@@ -862,10 +858,23 @@ def check_dataset(
     """
     from trajledger.verify.errors import FormatError
 
-    from .fs import temp_dir
-
     if split not in SPLITS:
         raise FormatError(f"split {split!r}: unknown, want one of {', '.join(SPLITS)}")
+    try:
+        return _check_dataset(ledger, split, batches, progress, thresholds, [])
+    except Damaged as e:  # found on use: grouped again, the whole check made again
+        forget_grouped(ledger.root / "index" / "features")
+        line = regrouped(e.path or Path(), str(e))
+        return _check_dataset(ledger, split, batches, progress, thresholds, [line])
+
+
+def _check_dataset(
+    ledger: LedgerHome, split: str, batches: Sequence[str], progress: ProgressFactory | None,
+    thresholds: Mapping[str, float] | None, regrouped: list[str],
+) -> DatasetCheck:
+    """`check_dataset`, with ``regrouped`` (a grouped file found damaged) among its warnings."""
+    from .fs import temp_dir
+
     mine = sorted(set(batches))
     with temp_dir(ledger.scratch) as tmp:
         reader = _Reader(ledger, Path(tmp), progress)
@@ -908,12 +917,15 @@ def check_dataset(
             done.append((f.batch, f.source, f.chunk is None, f.problems))
             return f
 
+        held: list[BatchFeatures] = []
         for f in map(note, own) if split != "train" else map(note, others):
             if f.chunk is not None:
                 matcher.hold(f.batch, f.chunk)
-                pairs, windows = reader.compared(f, unread, True)
+                pairs, _ = reader.compared(f, unread, True, windows_too=False)
                 matcher.hold_normalised(f.batch, pairs)
-                matcher.hold_windows(f.batch, windows)
+                held.append(f)
+        unread += regrouped
+        reader.hold_windows(matcher, held, unread)
         for f in map(note, own) if split == "train" else map(note, others):
             if f.chunk is not None:
                 matcher.feed(f.batch, f.chunk)
@@ -921,6 +933,8 @@ def check_dataset(
                 matcher.feed_normalised(f.batch, pairs)
                 matcher.feed_windows(f.batch, windows)
         findings = matcher.findings() if other_labels and mine else []
+        for grouped in matcher._grouped:
+            grouped.close()
     warnings = [
         line
         for batch, _source, missing, problems in done

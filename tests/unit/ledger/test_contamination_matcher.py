@@ -5,11 +5,12 @@ environment) costs one step per train window and group, not one per held episode
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from trajledger.ledger import contamination
+from trajledger.ledger import contamination, held_windows
 from trajledger.ledger.contamination import Matcher
 from trajledger.ledger.episode_features import FeatureChunk
 from trajledger.ledger.step_windows import ORDERS, WINDOW, StepWindows, held_steps
@@ -148,3 +149,94 @@ def test_many_identical_held_episodes_are_matched_per_group() -> None:
     # episode, whatever the number of held episodes holding it.
     assert len(m._group_trains) == len(track)
     assert sum(len(d) for d in m._group_trains.values()) == len(track) * trains
+
+
+def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """hold30: the held windows grouped by hash (`held_windows.group`), in memory and read
+    back from their file (where a window is read a block at a time, four windows a block
+    here), decide as the same windows held as they are: random held batches in several
+    orders, some held episodes without features (not held: their windows are not compared),
+    findings asked after every train batch, three train windows at most a pass."""
+    monkeypatch.setattr(contamination, "_PENDING", 3)
+    monkeypatch.setattr(held_windows, "BLOCK", 4)
+    rng = np.random.default_rng(30)
+    for run in range(20):
+        def side(name: str, n: int) -> list[StepWindows]:
+            ids = [f"{name}-{k}" for k in range(n)]
+            lengths = rng.integers(WINDOW, WINDOW + 12, size=n)
+            out = []
+            for order in (0, *rng.choice(np.arange(1, len(ORDERS)), 3, replace=False)):
+                tracks = [rng.integers(0, 60, size=int(x) - WINDOW + 1) for x in lengths]
+                w = replace(windows(ids, tracks), order=int(order), lengths=lengths)
+                out.append(w)
+            return out
+
+        held = {b: side(b, n) for b, n in (("h1", 5), ("h2", 3))}
+        fed = [(f"t{k}", windows([f"t{k}-{i}" for i in range(4)],
+                                 [rng.integers(0, 60, size=rng.integers(1, 12))
+                                  for _ in range(4)])) for k in range(4)]
+        grouped = held_windows.group(list(held), list(held.values()))
+        assert grouped is not None
+        key = [(b, f"sha256:{k:064x}") for k, b in enumerate(held)]
+        path = tmp_path / f"g{run}.grouped"
+        held_windows.write(path, grouped, key)
+        matchers = [Matcher() for _ in range(3)]
+        for m in matchers:
+            for b, ws in held.items():
+                m.hold(b, features(ws[0].episode_ids[1:]))  # episode 0: no features
+        for b, ws in held.items():
+            matchers[0].hold_windows(b, ws)
+        matchers[1].hold_grouped(grouped)
+        kept = held_windows.read(path, key)
+        matchers[2].hold_grouped(kept)
+        for k, (b, w) in enumerate(fed):
+            got = []
+            for m in matchers:
+                m.feed(b, features(w.episode_ids))
+                m.feed_windows(b, [w])
+                got.append(decided(m))
+            assert got[1] == got[0] and got[2] == got[0], (run, k)
+        kept.close()
+        assert decided(matchers[0])  # the alphabet is small: there are findings
+
+
+def test_near_duplicates_decide_as_every_row_compared() -> None:
+    """hold30: `Matcher.feed` names a best match only for the held episodes with one at the
+    threshold (the others' rows are passed over): the same near findings, counts,
+    similarities and best train episodes (the first on a tie) as every row's argmax kept, on
+    random vectors with planted near copies, ties and several train batches."""
+    rng = np.random.default_rng(5)
+
+    def chunk(ids: list[str], vectors: np.ndarray) -> FeatureChunk:
+        n = len(ids)
+        return FeatureChunk(ids, np.full(n, 100, np.int64), [None] * n, ["numeric"] * n,
+                            vectors.astype(np.float32), np.ones(n, bool), [None] * n)
+
+    for _ in range(10):
+        held = rng.normal(size=(300, 128))
+        held /= np.linalg.norm(held, axis=1)[:, None]
+        fed = []
+        for b in range(3):
+            t = rng.normal(size=(40, 128))
+            copies = rng.choice(300, 15, replace=False)
+            t[:15] = held[copies] + rng.normal(scale=0.004, size=(15, 128))
+            t[15:18] = t[:3]  # ties
+            t /= np.linalg.norm(t, axis=1)[:, None]
+            fed.append((f"t{b}", chunk([f"t{b}-{k}" for k in range(40)], t)))
+        m = Matcher()
+        m.hold("h", chunk([f"h-{k}" for k in range(300)], held))
+        best, count, of = np.full(300, -2.0), np.zeros(300, np.int64), [None] * 300
+        for b, c in fed:
+            m.feed(b, c)
+            sims = held.astype(np.float32) @ c.vectors.T
+            count += (sims >= contamination.NEAR_NUMERIC_THRESHOLD).sum(axis=1)
+            for i, j in enumerate(sims.argmax(axis=1).tolist()):
+                if sims[i, j] > best[i]:
+                    best[i], of[i] = float(sims[i, j]), (b, c.episode_ids[j])
+        want = {(f"h-{i}", of[i], int(count[i]), round(min(best[i], 1.0), 6))
+                for i in range(300) if count[i]}
+        got = {(f.other_episode, (f.train_batch, f.train_episode), f.matches, f.similarity)
+               for f in m.findings()}
+        assert got == want and want
+

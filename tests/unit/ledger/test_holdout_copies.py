@@ -26,6 +26,7 @@ import testkit
 from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
 from trajledger.ledger.contamination import DatasetCheck, check_dataset, refusal
+from trajledger.ledger.held_windows import forget_grouped
 from trajledger.ledger.policy_state import contamination_rules as policy_rules
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy
@@ -615,6 +616,23 @@ def kept_files(ledger: Ledger) -> dict[str, Path]:
     return out
 
 
+def rewritten(ledger: Ledger, path: Path, cut: str, first: DatasetCheck, bad: tuple[bytes, ...],
+              says: tuple[str, ...], regroup: bool = False) -> None:
+    """Each of ``bad`` written at ``path`` (``regroup``: the held side's grouped file
+    dropped, so that the batches' kept files are read): the check of ``cut`` finds what
+    ``first`` found, with one warning that says ``says``, and the file is rewritten."""
+    good = path.read_bytes()
+    for data in bad:
+        path.write_bytes(data)
+        if regroup:
+            forget_grouped(ledger.root / "index" / "features")
+        check = check_dataset(ledger, "train", [cut])
+        assert check.findings == first.findings
+        [warning] = check.warnings
+        assert all(s in warning for s in says), warning
+        assert path.read_bytes() == good  # rewritten
+
+
 def test_kept_runs_and_texts_decide_as_the_step_files(
     template: testkit.Template[dict[str, str]], ledger: Ledger
 ) -> None:
@@ -639,15 +657,11 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
     good = held.read_bytes()
     other = kept["held-chat,other-chat"].read_bytes()
     cut = template.value["numeric first step dropped"]
-    for bad in (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:],
-                other, good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')):
-        held.write_bytes(bad)
-        check = check_dataset(ledger, "train", [cut])
-        assert check.findings == first[cut].findings
-        [warning] = check.warnings
-        assert "its kept runs of steps and normalised text (" in warning
-        assert "computed from its steps.parquet again" in warning
-        assert held.read_bytes() == good  # rewritten
+    rewritten(ledger, held, cut, first[cut],
+              (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:], other,
+               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')),
+              ("its kept runs of steps and normalised text (",
+               "computed from its steps.parquet again"), regroup=True)
     # A file kept by the previous version (win25: 2, the held side's other orders; copy26: 3,
     # more orders) is in its own directory: not read, no warning (not one a batch), computed
     # again and kept anew.
@@ -656,6 +670,7 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
     old.parent.mkdir()
     old.write_bytes(good.replace(b'"version":%d' % WINDOWS_VERSION,
                                  b'"version":%d' % (WINDOWS_VERSION - 1)))
+    forget_grouped(ledger.root / "index" / "features")
     check = check_dataset(ledger, "train", [cut])
     assert (check.findings, list(check.warnings)) == (first[cut].findings, [])
     assert held.read_bytes() == good
@@ -685,9 +700,61 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
                              (real.windows.hashes[:0], real.few[:0])), steps)
     assert forged is not None
     held.write_bytes(forged)
+    forget_grouped(ledger.root / "index" / "features")  # grouped again from the forged file
     assert not [f for f in check_dataset(ledger, "train", [cut]).findings if f.shared]
     train_set(ledger, "cut", cut)
     path = ledger.root / "policy.toml"
     with pytest.raises(DataRefusedError) as e:
         admit(ledger, "cut@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
     assert any("shares 59 consecutive steps" in f for f in e.value.report.failures())
+
+
+def test_the_held_side_grouped_decides_as_its_windows(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold30: the held side's windows grouped by hash, kept in one file per holdout
+    (`held_windows`) and looked up, give every probe's findings as the held windows held as
+    they are (the slow path, `Matcher.hold_windows`); a truncated, damaged (in its hashes, or
+    where its windows are: found when a hit reads it), another version's file is grouped
+    again, with a warning, and rewritten."""
+    from trajledger.ledger import contamination
+
+    def each() -> dict[str, DatasetCheck]:
+        return {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
+
+    cache = ledger.root / "index" / "features"
+    first = each()
+    [path] = cache.glob("w*/held-*.grouped")
+    assert [f for c in first.values() for f in c.findings if f.shared]
+    assert each() == first  # looked up in the file
+    with monkeypatch.context() as m:
+        m.setattr(contamination, "group", lambda *_: None)  # each batch's windows as they are
+        forget_grouped(cache)
+        assert each() == first
+        assert not list(cache.glob("w*/held-*.grouped"))
+    assert each() == first  # grouped again
+    good = path.read_bytes()
+    head = len(b"trajledger-held-windows\n") + 4
+    header = json.loads(good[head : head + int.from_bytes(good[head - 4 : head], "little")])
+    hashes = head + len(json.dumps(header, separators=(",", ":")))
+    n = header["windows"]
+    where = hashes + 8 * n
+    cut = template.value["numeric first step dropped"]
+    rewritten(ledger, path, cut, first[cut],
+              (good[:-5], good[: hashes + 3] + bytes([good[hashes + 3] ^ 8]) + good[hashes + 4 :],
+               good[:where] + bytes(12 * n) + good[where + 12 * n :],
+               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')),
+              ("the held side's grouped step windows (",
+               "grouped again from the held batches' windows"))
+
+
+def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> None:
+    """An erased held batch's windows are in the held side's grouped file: erasing deletes
+    it (nothing derived from erased data is kept), as it deletes the batch's kept windows."""
+    from trajledger.ledger.batch_features import forget_cached
+
+    cache = ledger.root / "index" / "features"
+    grouped = list(cache.glob("w*/held-*.grouped"))
+    assert grouped
+    forget_cached(cache, "sha256:" + "1" * 64)
+    assert not [p for p in grouped if p.exists()]

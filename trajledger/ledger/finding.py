@@ -1,0 +1,123 @@
+"""`Finding`: an episode of a holdout / regression batch that duplicates a train episode, and
+its message (``ledger.contamination`` finds them); `duplicate_lines`: the episodes of a set
+that duplicate earlier ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .batch_features import BatchFeatures
+
+__all__ = ["Finding", "duplicate_lines"]
+
+_NTH = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """An episode of a holdout / regression batch that duplicates a train episode.
+
+    Attributes:
+        kind: ``exact`` (same content fingerprint, or same normalised text fingerprint:
+            ``normalised``) or ``near`` (similar features).
+        similarity: cosine similarity of the feature vectors (1.0 for exact).
+        train_batch / train_episode: the best-matching train episode.
+        other_batch / other_episode: the holdout or regression episode.
+        matches: how many train episodes match it (exactly, or at the near threshold).
+        train_datasets / other_datasets: ``"<split> NAME@VERSION"`` of the recorded datasets
+            holding each batch.
+    """
+
+    kind: str
+    similarity: float
+    train_batch: str
+    train_episode: str
+    other_batch: str
+    other_episode: str
+    matches: int = 1
+    train_datasets: tuple[str, ...] = field(default=())
+    other_datasets: tuple[str, ...] = field(default=())
+    normalised: bool = False
+    """An exact duplicate once text is normalised (`text_fingerprint`), not byte for byte."""
+    shared: tuple[int, int, int] | None = None
+    """A train episode shares a run of observations with it (`step_windows`): its first and
+    last step shared (counted from 1) and its number of steps; ``exact`` too."""
+    every: int = 1
+    """The run is of every ``every``-th of those steps (a frame-skipped copy)."""
+    reversed: bool = False
+    """The run is of those steps in reverse order (a copy reversed in time)."""
+    columns: bool = False
+    """The run is of those steps with their observation's columns reordered or some repeated
+    (`step_windows.COLUMNS`)."""
+
+    def __str__(self) -> str:
+        more = f" and {self.matches - 1} more" if self.matches > 1 else ""
+        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
+        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
+        train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}"
+        if self.shared is not None:
+            a, b, n = self.shared
+            of = (f"every {_NTH.get(self.every, f'{self.every}th')} step of " if self.every > 1
+                  else "")
+            steps = f"steps {b}-{a}" if self.reversed else f"steps {a}-{b}"
+            return (
+                f"{train} shares {(b - a) // self.every + 1} consecutive steps ({of}{steps} of "
+                f"{n} of held-out episode {self.other_episode} of batch {self.other_batch[:19]}…"
+                f"{o}){more.replace(' more', ' more train episodes')}: a copy of a run of its "
+                "observations (equal to 3 significant digits)"
+                + (", reversed in time" if self.reversed else "")
+                + (", its columns reordered or duplicated" if self.columns else "")
+            )
+        what = (
+            "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
+                                    "space, the system prompt)" if self.normalised else "")
+            if self.kind == "exact"
+            else f"a near duplicate (similarity {self.similarity:.4f})"
+        )
+        return (f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is {what} "
+                f"of {train}{more}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as JSON."""
+        out = asdict(self)
+        out["train_datasets"], out["other_datasets"] = (
+            list(self.train_datasets),
+            list(self.other_datasets),
+        )
+        if not self.normalised:
+            del out["normalised"]  # the JSON of a byte-for-byte finding is what it was
+        if self.shared is None:
+            del out["shared"]
+        else:
+            out["shared"] = list(self.shared)
+        for key, plain in (("every", 1), ("reversed", False), ("columns", False)):
+            if out[key] == plain:
+                del out[key]  # the JSON of a run as recorded is what it was
+        return out
+
+
+def duplicate_lines(features: Sequence[BatchFeatures]) -> list[str]:
+    """Episodes whose content equals an earlier one's (the same fingerprint).
+
+    Batches are taken in digest order and episodes in id order, so the report is stable.
+
+    Returns:
+        One line per duplicate episode, naming the first episode it duplicates.
+    """
+    seen: dict[str, tuple[str, str]] = {}
+    out = []
+    for f in sorted(features, key=lambda f: f.batch):
+        if f.chunk is None:
+            continue
+        for episode, fp in sorted(zip(f.chunk.episode_ids, f.chunk.fingerprints, strict=True)):
+            first = seen.setdefault(fp, (f.batch, episode))
+            if first != (f.batch, episode):
+                out.append(
+                    f"episode {episode!r} of batch {f.batch[:19]}… duplicates episode "
+                    f"{first[1]!r} of batch {first[0][:19]}…"
+                )
+    return out
