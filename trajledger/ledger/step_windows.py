@@ -21,8 +21,10 @@ steps reversed, of every 2nd, 3rd, 4th and 5th step, and of every 2nd and 3rd st
 as recorded).
 Both sides also hold a second kind of window (`COLUMNS`, copy28): per window, the set of the
 series its observation's columns take over its steps (a copy with its columns permuted or
-duplicated has the same set), for observations of 2 to `MAX_COLUMNS` numbers a step; a held
-one is compared only when it has at least `MIN_DISTINCT` distinct values (`columns_windows`).
+duplicated has the same set), for observations of 2 to `MAX_COLUMNS` numbers a step (a Dict
+or Tuple space's per member, copy30); a held one is compared only when it has at least
+`MIN_DISTINCT` distinct values, else (one-hot, a grid) it is of `LONG` steps instead, compared
+only when they come back to earlier steps often enough (`columns_windows`, copy30).
 The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
@@ -75,6 +77,15 @@ both sides (`columns_windows`): their steps as recorded, after every order of `O
 MAX_COLUMNS = 256
 """The most numbers a step's observation may have for its `COLUMNS` windows (each window
 costs a sort of its columns); wider ones (images) have none."""
+LONG = 48
+"""Steps of a `COLUMNS` window whose 16 steps take few values (`_few_values`): of a one-hot
+or grid observation, the set of its columns' series says little more than which steps are
+alike, which 16 steps of unrelated walks share (copy28: 4,432 of 90,000 windows); over 48
+steps, with `MIN_REVISITS`, unrelated random walks and paths to goals share none (32 steps:
+paths to goals did, copy30). A multiple of `WINDOW`."""
+MIN_REVISITS = 8
+"""Steps of a held `LONG` window that must equal an earlier one of it for it to be compared
+(`_informative`)."""
 
 _U64 = np.uint64
 _SALT = _U64(0xD6E8FEB86659FD93)
@@ -83,6 +94,9 @@ _ROUND = np.uint32(1 << 12)  # half of the 13 mantissa bits dropped
 _KEEP = np.uint32(0xFFFFE000)
 _COLUMN_SALT = _U64(0x9E3779B97F4A7C15)
 _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
+_LONG_SALT = _U64(0x3C6EF372FE94F82B)
+_POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
+_ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 
 
 def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
@@ -248,52 +262,99 @@ def _reordered(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
 
 def _all_orders(
     ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
-    q: npt.NDArray[np.uint32] | None, mark: bool, orders: int
+    q: _Columns | None, mark: bool, orders: int
 ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
-    windows (``q``: the quantised observations, a row a step, or None)."""
+    windows (``q``: the quantised observations, a row a step, and the columns' salts, or
+    None: `_columns`)."""
     first, few = _marked(ids, lengths, h, mark)
     yield first, few
     for order in range(1, orders):
         w, more = _marked(ids, *_reordered(lengths, h, order), mark)
         yield replace(w, order=order), more
-    hashes, two = columns_windows(q, lengths, first.episode, first.start, mark)
-    yield replace(first, hashes=hashes, order=COLUMNS), few | two if mark else few
+    hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
+                                  first.start, mark, None if q is None else q[1], few)
+    yield replace(first, hashes=hashes, order=COLUMNS), two if mark else few
 
 
 def columns_windows(
     q: npt.NDArray[np.uint32] | None, lengths: npt.NDArray[np.int64],
-    episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64], mark: bool = True
+    episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64], mark: bool = True,
+    salts: npt.NDArray[np.uint64] | None = None, steps: npt.NDArray[np.bool_] | None = None
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The `COLUMNS` hash of each window (``start`` steps into ``episode``, of `_marked`) of
     the steps of episodes of ``lengths`` steps whose quantised observations are ``q`` (a row
     a step): each column's series over the window's steps hashed (a polynomial of its mixed
-    values, unsalted by the column), the distinct ones summed mixed, so that permuting or
-    repeating columns keeps it; and per window whether it has too few distinct values to be
-    compared as held out (`_few_values`; without ``mark``, all false: the train side). 0 and
-    true when ``q`` is None (no such observations)."""
+    values, unsalted by its place; ``salts``: by its Dict or Tuple member, `_columns`), the
+    distinct ones summed mixed, so that permuting or repeating columns keeps it. A window
+    whose 16 steps take few values (`_few_values`: one-hot, a grid) is hashed over the
+    `LONG` steps from its first (or, near its episode's end, up to its last) instead, and
+    has no hash when its episode has neither; and per window whether it is not compared as
+    held out: few values and not `_informative` over its `LONG` steps, or else too few
+    distinct steps (``steps``, of `_marked`; without ``mark``, all false: the train side).
+    0 and true when ``q`` is None (no such observations)."""
     m, n = len(episode), int(lengths.sum())
     if q is None or n < WINDOW or not m:
         return np.zeros(m, dtype=np.uint64), np.ones(m, dtype=bool)
     at = (np.cumsum(lengths) - lengths)[episode] + start  # the windows kept, ascending
+    room = lengths[episode] - start  # steps from each window's first to its episode's end
+    ext = LONG - WINDOW
     hashes, few = np.empty(m, dtype=np.uint64), np.zeros(m, dtype=bool)
     for lo in range(0, m, _COLUMN_BLOCK):  # a block of windows at a time: bounded memory
         rows = at[lo : lo + _COLUMN_BLOCK]
-        first = int(rows[0])
+        base, top = max(int(rows[0]) - ext, 0), min(int(rows[-1]) + WINDOW + ext, n)
         with np.errstate(over="ignore"):
-            v = splitmix64(q[first : int(rows[-1]) + WINDOW].astype(np.uint64) ^ _COLUMN_SALT)
+            v = splitmix64(q[base:top].astype(np.uint64) ^ _COLUMN_SALT)
             acc = np.zeros((len(v) - WINDOW + 1, q.shape[1]), dtype=np.uint64)
             for k in range(WINDOW):
                 acc = acc * _POLY + v[k : k + len(acc)]
-        acc = np.sort(acc[rows - first], axis=1)
-        mixed = splitmix64(acc ^ _COLUMN_SALT)
-        mixed[:, 1:][acc[:, 1:] == acc[:, :-1]] = 0  # a repeated column once
+        if salts is not None and salts.any():
+            acc ^= salts[None, :]
+        r = rows - base
+        short = _few_values(v)[r]
+        ahead = short & (room[lo : lo + len(rows)] >= LONG)
+        longs = np.flatnonzero(short & (ahead | (start[lo : lo + len(rows)] >= ext)))
+        first = r[longs] - np.where(ahead[longs], 0, ext)  # each long window's first row
+        wide = acc[first]
         with np.errstate(over="ignore"):
-            hashes[lo : lo + len(rows)] = splitmix64(mixed.sum(axis=1, dtype=np.uint64)
-                                                     + _COLUMN_SALT)
+            for k in range(1, LONG // WINDOW):  # the polynomial over LONG steps, in parts
+                wide = wide * _POLY_WINDOW + acc[first + k * WINDOW]
+        got = _set_hash(acc[r], _COLUMN_SALT)
+        got[short] = 0
+        got[longs] = _set_hash(wide, _LONG_SALT)
+        hashes[lo : lo + len(rows)] = got
         if mark:
-            few[lo : lo + len(rows)] = _few_values(v)[rows - first]
+            more = short.copy()
+            if steps is not None:
+                more |= steps[lo : lo + len(rows)]
+            more[longs] = ~_informative(v, first)
+            few[lo : lo + len(rows)] = more
     return hashes, few
+
+
+def _set_hash(acc: npt.NDArray[np.uint64], salt: np.uint64) -> npt.NDArray[np.uint64]:
+    """Per row of column series hashes ``acc``: the hash of the set of them."""
+    acc = np.sort(acc, axis=1)
+    mixed = splitmix64(acc ^ salt)
+    mixed[:, 1:][acc[:, 1:] == acc[:, :-1]] = 0  # a repeated column once
+    with np.errstate(over="ignore"):
+        return splitmix64(mixed.sum(axis=1, dtype=np.uint64) + salt)
+
+
+def _informative(v: npt.NDArray[np.uint64], first: npt.NDArray[np.int64]) -> npt.NDArray[
+        np.bool_]:
+    """Per run of `LONG` steps of mixed values ``v`` (a row a step) from row ``first``:
+    whether it has at least `MIN_DISTINCT` distinct steps and `MIN_REVISITS` steps equal to
+    an earlier one of it. Of few values, only which steps are alike survives a permutation
+    of the columns: runs that never come back to a step (a path straight to a goal) all
+    have the same, as do runs of a few steps alone."""
+    if not len(first):
+        return np.zeros(0, dtype=bool)
+    with np.errstate(over="ignore"):
+        key = splitmix64(v * _ODD[: v.shape[1]][None, :]).sum(axis=1, dtype=np.uint64)
+    runs = np.sort(np.lib.stride_tricks.sliding_window_view(key, LONG)[first], axis=1)
+    distinct = (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1
+    return np.asarray((distinct >= MIN_DISTINCT) & (LONG - distinct >= MIN_REVISITS))
 
 
 def _few_values(v: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
@@ -375,28 +436,46 @@ def columns_kept(w: StepWindows) -> StepWindows:
     return kept(w, w.hashes != 0) if w.order == COLUMNS else w
 
 
-def _columns(obs: pa.Array) -> npt.NDArray[np.uint32] | None:
+_Columns = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]
+
+
+def _columns(obs: pa.Array) -> _Columns | None:
     """The quantised observations of a column of 2 to `MAX_COLUMNS` numbers a row (a matrix,
-    a row a step; `_quantised`), else None (`COLUMNS`)."""
-    width = _width(obs)
-    if width is None or not 2 <= width <= MAX_COLUMNS:
+    a row a step; `_quantised`), and each column's salt: 0, or its member's of a Dict or Tuple
+    space (a tensor or a number each; copy30), so that columns are permuted within a member;
+    else None (`COLUMNS`)."""
+    parts, salts = [], []
+    for k, (_, leaf) in enumerate(leaf_arrays("", obs)):
+        t = leaf.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+            width = _width(leaf)
+            if width is None:
+                return None
+            values = pc.list_flatten(leaf)
+        elif leaf.null_count or (k == 0 and not pa.types.is_struct(obs.type)):
+            return None  # a number a step: no columns to permute
+        else:
+            width, values = 1, leaf
+        parts.append(_quantised(values).reshape(len(obs), width))
+        salt = splitmix64(np.array([k], dtype=np.uint64))[0] if k else _U64(0)
+        salts.append(np.full(width, salt, dtype=np.uint64))
+    if not parts or not 2 <= sum(p.shape[1] for p in parts) <= MAX_COLUMNS:
         return None
-    return _quantised(pc.list_flatten(obs)).reshape(len(obs), width)
+    return np.hstack(parts), np.concatenate(salts)
 
 
-def _joined(a: npt.NDArray[np.uint32] | None,
-            b: npt.NDArray[np.uint32] | None) -> npt.NDArray[np.uint32] | None:
-    """The rows of ``a`` then ``b`` (None when either is, or their widths differ)."""
-    if a is None or b is None or a.shape[1] != b.shape[1]:
+def _joined(a: _Columns | None, b: _Columns | None) -> _Columns | None:
+    """The rows of ``a`` then ``b`` (None when either is, or their columns differ)."""
+    if a is None or b is None or not np.array_equal(a[1], b[1]):
         return None
-    return np.vstack((a, b))
+    return np.vstack((a[0], b[0])), a[1]
 
 
 def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterator[tuple[
         StepWindows, npt.NDArray[np.bool_]]]:
     carry_id: str | None = None
     carry = np.zeros(0, dtype=np.uint64)
-    carry_q: npt.NDArray[np.uint32] | None = None
+    carry_q: _Columns | None = None
     for batch in batches:
         if "obs" not in batch.schema.names or not batch.num_rows:
             continue
@@ -419,10 +498,10 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
                 ids.insert(0, carry_id)
                 lengths = np.concatenate(([len(carry)], lengths))
         cut = len(h) - int(lengths[-1])
-        carry_id, carry, carry_q = ids[-1], h[cut:], None if q is None else q[cut:]
+        carry_id, carry, carry_q = ids[-1], h[cut:], None if q is None else (q[0][cut:], q[1])
         if len(ids) > 1:
             yield from _all_orders(ids[:-1], lengths[:-1], h[:cut],
-                                   None if q is None else q[:cut], mark, orders)
+                                   None if q is None else (q[0][:cut], q[1]), mark, orders)
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
                                carry_q, mark, orders)

@@ -66,12 +66,13 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 4
+WINDOWS_VERSION = 5
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
 second step reversed and every fourth step (copy26); 4: the windows of the set of their
-columns (`step_windows.COLUMNS`, copy28)."""
+columns (`step_windows.COLUMNS`, copy28); 5: those of few values over `step_windows.LONG`
+steps, and of Dict and Tuple spaces per member (copy30)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns")

@@ -83,6 +83,25 @@ MORE = np.cumsum(np.random.default_rng(2).normal(0, 0.05, size=(10, 4)), axis=0)
 LONG = np.cumsum(np.random.default_rng(3).normal(0, 0.05, size=(128, 4)), axis=0)
 """A longer held episode (held-long): every fourth of its steps is more than a window."""
 
+
+def grid_walk(seed: int, n: int, size: int) -> np.ndarray:
+    """The cells of a random walk on a ``size`` x ``size`` grid (a move a step, walls stop)."""
+    rng = np.random.default_rng(seed)
+    at, cells = np.array([size // 2, size // 2]), []
+    for move in rng.integers(4, size=n):
+        cells.append(at[0] * size + at[1])
+        at = np.clip(at + [(0, 1), (0, -1), (1, 0), (-1, 0)][move], 0, size - 1)
+    return np.array(cells)
+
+
+GRID = np.eye(36)[grid_walk(4, STEPS, 6)]
+"""A held grid-world episode (held-grid): its cell one-hot, 36 values a step (copy30)."""
+DICT = {"pos": np.cumsum(np.random.default_rng(6).normal(0, 0.05, size=(STEPS, 4)), axis=0),
+        "vel": np.random.default_rng(7).normal(0, 0.05, size=(STEPS, 3))}
+"""A held episode of a Dict observation space (held-dict, copy30)."""
+WIDE = np.cumsum(np.random.default_rng(8).normal(0, 0.05, size=(STEPS, 300)), axis=0)
+"""A held episode of 300 numbers a step (held-wide: wider than `step_windows.MAX_COLUMNS`)."""
+
 Spec = Any  # a chat (role, content) list, or a list of numeric episodes (obs, actions)
 CHAT: dict[str, Spec] = {
     "id changed": HELD_CHAT,
@@ -126,6 +145,15 @@ NUMERIC: dict[str, Spec] = {
     "reversed, every other step from the second": [(OBS[-2::-2], ACT[-2::-2])],
     "every fourth step": [(OBS[::4], ACT[::4])],
     "every fourth step of 128, from the second": [(LONG[1::4], [0] * 32)],
+    # copy30: few-valued (one-hot) observations permuted, Dict spaces, wide observations
+    "one-hot columns permuted": [(GRID[:, ::-1], ACT)],
+    "one-hot columns permuted, first 10 steps dropped": [
+        (GRID[10:][:, np.random.default_rng(10).permutation(36)], ACT[10:])],
+    "Dict, first step dropped": [({k: v[1:] for k, v in DICT.items()}, ACT[1:])],
+    "Dict, columns permuted in each member": [({"pos": DICT["pos"][:, [2, 0, 3, 1]],
+                                                "vel": DICT["vel"][:, ::-1]}, ACT)],
+    "wide, first step dropped": [(WIDE[1:], ACT[1:])],
+    "wide, columns permuted": [(WIDE[:, ::-1], ACT)],
     # copy28: columns permuted or duplicated, and cut too
     "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
     "one column duplicated, permuted": [(OBS[:, [3, 1, 1, 0, 2]], ACT)],
@@ -200,6 +228,17 @@ TRANSFORMS = [
         ("reversed, every third step from the second", "held-num"),
         ("every fifth step of 128", "held-long"),
         ("every fifth step of 128, from the fifth", "held-long"))),
+    # copy30: a one-hot observation's columns permuted: its `COLUMNS` windows of few values
+    # are of 32 steps (`step_windows.LONG`); a Dict space's windows of columns, per member.
+    Row("numeric", "one-hot columns permuted", "nothing", "run", "held-grid"),
+    Row("numeric", "one-hot columns permuted, first 10 steps dropped", "nothing", "run",
+        "held-grid"),
+    Row("numeric", "Dict, first step dropped", "run", "run", "held-dict"),
+    Row("numeric", "Dict, columns permuted in each member", "nothing", "run", "held-dict"),
+    Row("numeric", "wide, first step dropped", "run", "run", "held-wide"),
+    # Not caught (docs/SECURITY.md, sixteenth round, copy30's Left): no `COLUMNS` windows
+    # for more than `step_windows.MAX_COLUMNS` numbers a step.
+    Row("numeric", "wide, columns permuted", "nothing", "nothing", "held-wide"),
 ]
 
 
@@ -208,10 +247,18 @@ def chat_line(episode: str, messages: list[tuple[str, str]]) -> str:
                        "messages": [{"role": r, "content": c} for r, c in messages]})
 
 
-def numeric_rows(episode: str, obs: np.ndarray, actions: list[int]) -> list[dict[str, Any]]:
-    return [{"episode_id": episode, "step": t, "obs": [float(v) for v in obs[t]],
-             "action": [float(actions[t])], "reward": 1.0, "terminated": t == len(obs) - 1,
-             "truncated": False} for t in range(len(obs))]
+def numeric_rows(episode: str, obs: np.ndarray | dict[str, np.ndarray],
+                 actions: list[int]) -> list[dict[str, Any]]:
+    """The steps of an episode (``obs``: a Dict space's, a dict of arrays)."""
+    def at(t: int) -> Any:
+        if isinstance(obs, dict):
+            return {k: [float(v) for v in o[t]] for k, o in obs.items()}
+        return [float(v) for v in obs[t]]
+
+    n = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+    return [{"episode_id": episode, "step": t, "obs": at(t),
+             "action": [float(actions[t])], "reward": 1.0, "terminated": t == n - 1,
+             "truncated": False} for t in range(n)]
 
 
 def build(home: Path) -> dict[str, str]:
@@ -233,7 +280,10 @@ def build(home: Path) -> dict[str, str]:
                            + numeric_rows("other-num", other, ACT)
                            + numeric_rows("held-long", LONG, [0] * 128), env="grid@1", policy="p",
                            signer=keys["vendor"], name="held-num").recorded.digest
-    create_dataset(ledger, "held", "1", "holdout", [text, numeric], keys["vendor"])
+    more = [record_batch(ledger, numeric_rows(name, o, ACT), env="grid@1", policy="p",
+                         signer=keys["vendor"], name=name).recorded.digest
+            for name, o in (("held-grid", GRID), ("held-dict", DICT), ("held-wide", WIDE))]
+    create_dataset(ledger, "held", "1", "holdout", [text, numeric, *more], keys["vendor"])
     out = {}
     for n, (name, messages) in enumerate(CHAT.items()):
         src = home / f"copy{n}.jsonl"
@@ -501,6 +551,15 @@ def test_a_reordered_run_says_how_it_was_reordered(
                                   "duplicated")
         assert (cols.to_json()["columns"], {"every", "reversed"} & set(cols.to_json())) == (
             True, set())
+    for name, held in (("one-hot columns permuted", "held-grid"),  # copy30
+                       ("one-hot columns permuted, first 10 steps dropped", "held-grid"),
+                       ("Dict, columns permuted in each member", "held-dict")):
+        [cols] = check_dataset(ledger, "train", [template.value[f"numeric {name}"]]).findings
+        assert (cols.other_episode, cols.every, cols.reversed, cols.columns) == (
+            held, 1, False, True)
+        assert f"steps of 60 of held-out episode {held} of batch ".replace(
+            "steps of", f"steps {cols.shared[0]}-{cols.shared[1]} of") in str(cols), name
+        assert str(cols).endswith(", its columns reordered or duplicated")
     [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
                                                              "step"]]).findings  # copy28
     assert (third.shared, third.every, third.reversed) == ((3, 60, 60), 3, True)
@@ -536,6 +595,12 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     [failure] = e.value.report.failures()
     assert "shares 60 consecutive steps (steps 1-60 of 60 of held-out episode held-num" \
            in failure and failure.endswith(", its columns reordered or duplicated"), failure
+    train_set(ledger, "grid", template.value["numeric one-hot columns permuted"])
+    with pytest.raises(DataRefusedError) as e:  # copy30
+        admit(ledger, "grid@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+    [failure] = e.value.report.failures()
+    assert "of 60 of held-out episode held-grid" in failure and failure.endswith(
+        ", its columns reordered or duplicated"), failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(
@@ -758,3 +823,4 @@ def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> Non
     assert grouped
     forget_cached(cache, "sha256:" + "1" * 64)
     assert not [p for p in grouped if p.exists()]
+

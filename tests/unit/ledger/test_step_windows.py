@@ -9,6 +9,7 @@ import pytest
 
 from trajledger.ledger.step_windows import (
     COLUMNS,
+    LONG,
     ORDERS,
     WINDOW,
     held_steps,
@@ -130,10 +131,56 @@ def test_columns_windows_keep_a_copy_with_its_columns_permuted_or_repeated() -> 
         assert not set(windows(batch([("a", copy)]))["a"]) & set(windows(batch([("a", a)]))["a"])
     assert not set(windows(batch([("a", a[:, ::-1] * 1.01)]), columns=True)["a"]) & set(held["a"])
     cells = np.random.default_rng(4).permutation(40) % 9
-    one_hot = np.eye(9)[cells]
+    one_hot = np.eye(9)[cells]  # 40 steps: under `LONG`, no window of few values
     assert windows(batch([("h", one_hot)]), held=True, columns=True) == {}
-    assert len(windows(batch([("h", one_hot)]), columns=True)["h"]) == 40 - WINDOW + 1  # train
+    assert windows(batch([("h", one_hot)]), columns=True) == {}  # the train side neither
     assert windows(batch([("a", a[:, :1])]), columns=True) == {}
+
+
+def test_few_valued_columns_windows_are_long() -> None:
+    """copy30: a one-hot observation's `COLUMNS` windows are over `LONG` steps (from the
+    window's first step, or near the episode's end up to its last): a copy with its columns
+    permuted, cut across record batches or with its first steps dropped, holds the held
+    episode's; a held run that never comes back to a cell (`MIN_REVISITS`) is not compared,
+    nor are the windows of an episode shorter than `LONG` steps."""
+    cells = np.random.default_rng(4).integers(9, size=70)
+    one_hot = np.eye(9)[cells]
+    held = windows(batch([("h", one_hot)]), held=True, columns=True)["h"]
+    # starts 0-22 from the first step, 32-54 up to the last (the same 48-step runs), none between
+    assert len(held) == 2 * len(set(held)) == 2 * (70 - LONG + 1)
+    perm = np.random.default_rng(5).permutation(9)
+    copy = windows(batch([("c", one_hot[:30, perm])]), batch([("c", one_hot[30:, perm])]),
+                   columns=True)["c"]
+    assert copy == held
+    cut = windows(batch([("c", one_hot[5:, perm])]), columns=True)["c"]
+    assert set(cut) & set(held) and set(cut) <= set(held)
+    assert not set(held) & set(windows(batch([("t", one_hot[:, perm])]))["t"])  # order 0's
+    sweep = np.eye(64)[np.arange(60)]  # 60 cells, each once: only "no step twice" survives
+    assert windows(batch([("h", sweep)]), held=True, columns=True) == {}
+    assert len(windows(batch([("t", sweep[:, ::-1])]), columns=True)["t"]) == 2 * (60 - LONG + 1)
+
+
+def test_columns_windows_of_dict_and_tuple_spaces() -> None:
+    """copy30: a Dict or Tuple space's `COLUMNS` windows are over the columns of its members,
+    each salted by its member: a copy with the columns of each member permuted holds them; one
+    with a column moved to another member does not."""
+    a, b = walk(1, 40), walk(2, 40)[:, :3]
+
+    def space(x: np.ndarray, y: np.ndarray, kind: str = "pos") -> pa.RecordBatch:
+        obs = pa.StructArray.from_arrays(
+            [pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1]),
+             pa.FixedSizeListArray.from_arrays(pa.array(y.ravel()), y.shape[1])], [kind, "vel"])
+        return pa.record_batch({"episode_id": pa.array(["e"] * len(x)), "obs": obs})
+
+    held = windows(space(a, b), held=True, columns=True)["e"]
+    assert len(held) == 40 - WINDOW + 1
+    assert windows(space(a[:, [3, 1, 0, 2]], b[:, ::-1]), columns=True)["e"] == held
+    assert windows(space(a[:, [3, 1, 0, 2]], b[:, ::-1], "0"), columns=True)["e"] == held
+    moved = windows(space(a[:, :3], np.hstack([b, a[:, 3:]])), columns=True)["e"]
+    assert not set(moved) & set(held)
+    cell = pa.StructArray.from_arrays([pa.array(np.arange(40) % 5), pa.array(a[:, 0])], ["0", "1"])
+    tup = pa.record_batch({"episode_id": pa.array(["t"] * 40), "obs": cell})
+    assert len(windows(tup, columns=True)["t"]) == 40 - WINDOW + 1  # a number a member
 
 
 def test_columns_windows_in_blocks_are_the_windows_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
