@@ -318,6 +318,11 @@ UNREAD = [
     # again from the step file (with a warning); the admission gate never reads them.
     Unread("index/features/w*/*.windows", "derived runs of steps and normalised text, checked "
            "against their digest, computed again; the gate never reads them"),
+    # The held side's windows grouped by hash (ledger/held_windows.py, hold30): named by the
+    # held batches, their step files and the version, each part CRC-checked, so damage is
+    # grouped again (with a warning); the admission gate never reads it.
+    Unread("index/features/w*/held-*.grouped", "derived held windows grouped by hash, checked "
+           "against their CRCs, grouped again; the gate never reads them"),
     # flock()ed by writers; its bytes are never read, and a writer creates it.
     Unread("log/.state/lock", "the writers' lock file, never read"),
     Unread("keys/*.key", "a private key: only writers read it"),

@@ -784,10 +784,9 @@ class _Reader:
                 return
             except FileNotFoundError:
                 pass
-            except (OSError, FormatError) as e:
-                if read_failure(e):
-                    raise
-                problems.append(regrouped(path, str(e)))
+            except (OSError, FormatError) as e:  # derived: even a disk's EIO is grouped again
+                problems.append(regrouped(path, e.strerror if isinstance(e, OSError)
+                                          and e.strerror else str(e)))
         got = [self.compared(f, problems, True)[1] for f in todo]
         grouped = (group([f.batch for f in todo], got)
                    if key and not self.failed & {f.batch for f in todo} else None)

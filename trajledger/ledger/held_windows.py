@@ -143,8 +143,12 @@ class Grouped:
             fd = self.file.fileno() if self.file is not None else -1
             for b in blocks[distinct].tolist():
                 lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-                parts = [os.pread(fd, 4 * (hi - lo), self.at + 4 * (k * n + lo))
-                         for k in range(3)]
+                try:
+                    parts = [os.pread(fd, 4 * (hi - lo), self.at + 4 * (k * n + lo))
+                             for k in range(3)]
+                except OSError as e:  # derived: grouped again, as a damaged block
+                    self.close()
+                    raise Damaged(self.path, e.strerror or type(e).__name__) from e
                 crc = 0
                 for p in parts:
                     crc = zlib.crc32(p, crc)
