@@ -276,8 +276,8 @@ def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def _read_exactly(f: object, size: int) -> bytes:
-    data = f.read(size)  # type: ignore[attr-defined]
+def _read_exactly(f: BinaryIO, size: int) -> bytes:
+    data = f.read(size)
     if len(data) != size:
         raise FormatError(f"truncated: {len(data)} of {size} bytes")
     return bytes(data)
