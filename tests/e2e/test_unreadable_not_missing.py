@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,46 @@ def test_the_index_reads_an_envelope_it_could_not_read_again(
         r = testkit.new_runner().invoke(main, create, env=first_use)
         assert r.exit_code == 0, r.output
         assert Ledger.open(buyer.home).trust_state().unreadable() == []
+
+
+def test_fsck_says_unreadable_not_missing_and_advises_no_reindex(
+        buyer_of_bh: tuple[Buyer, list[str], str]) -> None:
+    """left30's Left: `fsck` took an object the disk cannot read (EIO) for a missing one
+    (``object …: missing (envelope of entry …)``) and, from the trust state's re-derivation
+    (`read_blob`: None either way), advised ``derive them again with 'trajledger reindex'``
+    three times, for a cache that is right. Now one line says it is unreadable and why, the
+    state is said not compared (no advice to rebuild it), the remedy is the one of a missing
+    object (``fsck --repair``), exit 1 as before (left31)."""
+    buyer, _, envelope = buyer_of_bh
+    with Faults(str(buyer.home), reads=True, where=envelope.split(":")[1]).active():
+        r = _invoke(buyer, "fsck")
+    err = r.stderr  # type: ignore[attr-defined]
+    assert r.exit_code == 1, r.output  # type: ignore[attr-defined]
+    assert f"FAIL: object {envelope}: unreadable (EIO: Input/output error) (envelope of " in err
+    assert "missing" not in err and "reindex" not in err, err
+    assert "not compared with the log" in err and "fsck --repair" in err, err
+    with Faults(str(buyer.home), reads=True, where=envelope.split(":")[1]).active():
+        r = _invoke(buyer, "fsck", "--json")
+    assert json.loads(r.stdout)["unreadable"] == {  # type: ignore[attr-defined]
+        envelope: err.split(f"FAIL: object {envelope}: ")[1].splitlines()[0]}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fsck_says_a_fifo_in_the_store_is_not_read(
+        buyer_of_bh: tuple[Buyer, list[str], str]) -> None:
+    """A FIFO planted in place of a named object was "missing" too; it keeps a line of its
+    own (not read: it would block), and ``fsck --repair`` still replaces it (left31)."""
+    buyer, _, envelope = buyer_of_bh
+    with testkit.user_state(buyer.state):
+        path = Ledger.open(buyer.home).store.path_of(envelope)
+    data = path.read_bytes()
+    path.unlink()
+    os.mkfifo(path)
+    r = _invoke(buyer, "fsck")
+    err = r.stderr  # type: ignore[attr-defined]
+    assert r.exit_code == 1, r.output  # type: ignore[attr-defined]
+    assert f"FAIL: object {envelope}: not a regular file, not read (envelope of " in err, err
+    assert "missing" not in err and "reindex" not in err, err
+    path.unlink()
+    path.write_bytes(data)
+    assert _invoke(buyer, "fsck").exit_code == 0  # type: ignore[attr-defined]

@@ -26,6 +26,8 @@ Spec: DESIGN §2 (object store), schemas/log-entry.v1.md (entries).
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import os
 import re
@@ -45,7 +47,7 @@ from trajledger.verify.manifest import Manifest
 from trajledger.verify.sealed_files import Sealed
 from trajledger.verify.statement import Statement
 
-from .errors import LedgerError, StoreError
+from .errors import LedgerError, StoreError, read_failure
 from .fs import TMP_PREFIX, is_stale, remove_tree, tmp_entries
 
 if TYPE_CHECKING:
@@ -366,8 +368,24 @@ def _check_trust_state(
             )
             break
     if not problems:
-        problems += state.disagreements(ledger.log.entries, ledger.read_blob)
+        try:  # a read the disk fails is not the state disagreeing: no 'reindex' advice
+            problems += state.disagreements(ledger.log.entries,
+                                            functools.partial(ledger.read_blob, failed=True))
+        except StoreError as e:
+            if read_failure(e) is None:
+                raise
+            problems.append(f"trust state {state.path}: not compared with the log: an object it "
+                            "is derived from is unreadable (above)")
     return problems
+
+
+def _unreadable(what: str, e: OSError) -> str:
+    """`FsckReport.unreadable`'s line of a named object (``what``) that read failure ``e``
+    kept from being checked: a special file planted in its place (`check_object`'s EINVAL)
+    is said so, the disk's error by its name."""
+    if e.errno == errno.EINVAL:
+        return f"not a regular file, not read ({what})"
+    return f"unreadable ({errno.errorcode.get(e.errno or 0, e.errno)}: {e.strerror}) ({what})"
 
 
 DERIVED_CHECKS: list[DerivedCheck] = [_check_lookup, _check_trust_state]
@@ -384,6 +402,9 @@ class FsckReport:
         named: objects the log names.
         checked: named objects present and re-hashed.
         missing: required objects absent (digest -> why it is named).
+        unreadable: named objects stored that cannot be read (digest -> why it is named, and
+            the read's error: EIO, EACCES; a FIFO, a device or a socket in their place is not
+            read); present, so not missing, and no derived cache is blamed for them (left31).
         damaged: named objects present whose bytes do not hash to their name.
         absent_optional: named but optional objects not stored.
         erased: erased blobs (not failures).
@@ -405,6 +426,7 @@ class FsckReport:
     named: int = 0
     checked: int = 0
     missing: dict[str, str] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
     damaged: dict[str, str] = field(default_factory=dict)
     absent_optional: int = 0
     erased: int = 0
@@ -419,11 +441,13 @@ class FsckReport:
     def ok(self) -> bool:
         """No missing or damaged object, no disagreeing cache and no planted link (orphans and
         leftovers are reported, not failures)."""
-        return not (self.missing or self.damaged or self.derived or self.links)
+        return not (self.missing or self.unreadable or self.damaged or self.derived
+                    or self.links)
 
     def problems(self) -> list[str]:
         """One line per failure."""
         out = [f"object {d}: missing ({why})" for d, why in sorted(self.missing.items())]
+        out += [f"object {d}: {why}" for d, why in sorted(self.unreadable.items())]
         out += [f"object {d}: damaged: {why}" for d, why in sorted(self.damaged.items())]
         out += [f"{p}: a symbolic link where trajledger keeps a directory of its own: planted by "
                 "someone who can write the ledger's directories (writers refuse it; reads follow "
@@ -439,6 +463,7 @@ class FsckReport:
             "named": self.named,
             "checked": self.checked,
             "missing": dict(sorted(self.missing.items())),
+            "unreadable": dict(sorted(self.unreadable.items())),
             "damaged": dict(sorted(self.damaged.items())),
             "absent_optional": self.absent_optional,
             "erased": self.erased,
@@ -487,8 +512,12 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
             report.checked += 1
             if digest in lingering:
                 report.unerased[digest] = lingering[digest]
-        except StoreError:
-            if digest in erased:
+        except StoreError as e:
+            if (failure := read_failure(e)) is not None:  # stored: not missing, not erased
+                report.unreadable[digest] = _unreadable(item.what, failure)
+                if digest in lingering:
+                    report.unerased[digest] = lingering[digest]
+            elif digest in erased:
                 report.erased += 1
             elif item.required:
                 report.missing[digest] = item.what
@@ -667,7 +696,7 @@ def repair(
         ledger.store.drop_temp_files()  # a killed repair's (or another writer's)
     # (1)
     before = report if report is not None else fsck(ledger)
-    wanted = sorted(set(before.missing) | set(before.damaged))
+    wanted = sorted(set(before.missing) | set(before.unreadable) | set(before.damaged))
     result = RepairResult()
     if wanted:
         # (2)

@@ -42,7 +42,8 @@ def _render(report: object, as_json: bool) -> None:
     stale = sum(x.stale for x in report.leftovers)
     click.echo(
         f"log size\t{report.size}\nobjects named\t{report.named}\nre-hashed\t{report.checked}\n"
-        f"missing\t{len(report.missing)}\ndamaged\t{len(report.damaged)}\n"
+        f"missing\t{len(report.missing)}\nunreadable\t{len(report.unreadable)}\n"
+        f"damaged\t{len(report.damaged)}\n"
         f"erased\t{report.erased}\nunerased\t{len(report.unerased)}\n"
         f"orphans\t{len(report.orphans)}\n"
         f"leftovers\t{len(report.leftovers)} ({stale} stale)\n"
@@ -63,14 +64,15 @@ def _render(report: object, as_json: bool) -> None:
 def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None:
     """Check every object the log names: present and re-hashing to its digest.
 
-    Reads only. Reports missing and damaged objects (exit 1), orphan objects no record names,
-    leftovers of killed writers (run 'trajledger gc' for those), blobs an erasure lists that
-    are still stored (an erase that did not finish: run it again), directories other users
-    (or the group, unless the ledger is shared through it) may write, each with the chmod to
-    run, derived caches that disagree with the log, and symbolic links planted where the
-    store's fan-out or the log's tiles keep directories (exit 1: writers refuse them). With
-    --repair --from BUNDLE|LEDGER, missing and damaged objects are restored from an exported
-    bundle or another ledger; every byte restored is hashed. Erased blobs are never restored.
+    Reads only. Reports missing, unreadable and damaged objects (exit 1), orphan objects no
+    record names, leftovers of killed writers (run 'trajledger gc' for those), blobs an
+    erasure lists that are still stored (an erase that did not finish: run it again),
+    directories other users (or the group, unless the ledger is shared through it) may
+    write, each with the chmod to run, derived caches that disagree with the log, and
+    symbolic links planted where the store's fan-out or the log's tiles keep directories
+    (exit 1: writers refuse them). With --repair --from BUNDLE|LEDGER, missing, unreadable
+    and damaged objects are restored from an exported bundle or another ledger; every byte
+    restored is hashed. Erased blobs are never restored.
     The log's own files are checked by 'trajledger log verify'.
 
     \b
@@ -130,7 +132,7 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
     if not report.ok:
         for line in report.problems():
             fail(line)
-        if not repair and (report.missing or report.damaged):
+        if not repair and (report.missing or report.unreadable or report.damaged):
             fail(
                 "restore them with 'trajledger fsck --repair --from BUNDLE|LEDGER' (an exported "
                 "bundle or another ledger holding them)"
