@@ -54,6 +54,7 @@ __all__ = [
     "judged_again",
     "judged_now",
     "kind_for",
+    "letter_script",
     "lookalike",
     "record_files",
     "record_statement",
@@ -143,20 +144,39 @@ def check_subject_name(name: str) -> None:
                           "in words that do not read as Latin ones")
 
 
-LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
+LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC",
+                               "LISU", "SMALL CAPITAL"})
 """Scripts whose letters share shapes (Latin ``a``, Cyrillic ``а``, Greek ``α``...): a name
-mixing them can be made to look like another (UTS #39's "moderately restrictive" profile)."""
+mixing them can be made to look like another (UTS #39's "moderately restrictive" profile).
+Latin's small capitals (``ᴄᴀᴛ``) count as a script of their own (`letter_script`)."""
 
 
+_CHEROKEE = dict(zip("ᎠᎡᎢᎥᎩᎪᎫᎬᎳᎷᎻᏀᏂᏃᏏᏒᏔᏕᏙᏚᏝᏞᏟᏢᏦᏧᏳᏴ",
+                     "DRTiYAJEWMHGhZbRWSVSLLCPKdGB", strict=True))
 LATIN_SHAPES = dict(zip(
     "асԁеһіјӏорԛѕԝхуүѵАВСЕНІЈӀКМОРԚЅТԜХУҮ"  # Cyrillic
     "αικνορυΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"  # Greek
-    "հոսօզՍՕ",  # Armenian
+    "հոսօզՍՕ"  # Armenian
+    "ꓐꓑꓓꓔꓖꓗꓙꓚꓜꓝꓟꓠꓡꓢꓣꓦꓧꓪꓫꓬꓮꓰꓲꓳꓴ"  # Lisu
+    "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘꞯʀꜱᴛᴜᴠᴡʏᴢ",  # Latin small capitals
     "acdehijlopqswxyyvABCEHIJlKMOPQSTWXYY"
     "aikvopuABEZHIKMNOPTYX"
-    "hnuoqUO", strict=True))
+    "hnuoqUO"
+    "BPDTGKJCZFMNLSRVHWXYAEIOU"
+    "abcdefghijklmnopqrstuvwyz", strict=True)) | _CHEROKEE | {
+        c.lower(): latin.lower() for c, latin in _CHEROKEE.items()}  # its small letters
 """Letters of other scripts drawn like a Latin letter (UTS #39's confusables, the whole-script
-ones a browser's IDN rule uses): a word wholly of them reads as Latin (``сор`` as ``cop``)."""
+ones a browser's IDN rule uses; Cherokee, Lisu and Latin small capitals by hand, left31): a
+word wholly of them reads as Latin (``сор`` as ``cop``, ``ᏟᎪᎢ`` as ``CAT``)."""
+
+
+def letter_script(letter: str) -> str:
+    """The script of ``letter`` as `LOOKALIKE_SCRIPTS` names them: its Unicode name's first
+    word, but ``SMALL CAPITAL`` for Latin's small capitals (``ᴄ`` is drawn like ``c``)."""
+    import unicodedata
+
+    name = unicodedata.name(letter, "?")
+    return "SMALL CAPITAL" if " SMALL CAPITAL " in name else name.split(" ", 1)[0]
 
 
 def lookalike(name: str) -> str:
@@ -182,7 +202,7 @@ def lookalike(name: str) -> str:
         if c.isalpha():
             word += c
             continue
-        scripts = {unicodedata.name(letter, "?").split(" ", 1)[0] for letter in word}
+        scripts = {letter_script(letter) for letter in word}
         mixed = sorted(scripts & LOOKALIKE_SCRIPTS)
         if len(mixed) > 1:
             return (f"mixes letters of the {' and '.join(s.title() for s in mixed)} scripts in "

@@ -464,12 +464,29 @@ def test_the_letters_drawn_like_latin_ones_are_other_scripts_letters() -> None:
     (a Latin letter) or never match (a decomposed one)."""
     import unicodedata
 
-    from trajledger.ledger.record import LATIN_SHAPES, LOOKALIKE_SCRIPTS, lookalike
+    from trajledger.ledger.record import LATIN_SHAPES, LOOKALIKE_SCRIPTS, letter_script, lookalike
 
     for letter, latin in LATIN_SHAPES.items():
-        script = unicodedata.name(letter).split(" ", 1)[0]
-        assert script in LOOKALIKE_SCRIPTS - {"LATIN"}, letter
+        assert unicodedata.name(letter).split(" ", 1)[0] in LOOKALIKE_SCRIPTS | {"LATIN"}, letter
+        assert letter_script(letter) in LOOKALIKE_SCRIPTS - {"LATIN"}, letter
         assert unicodedata.normalize("NFKC", letter) == letter and latin.isascii(), letter
         assert latin.isalpha() and len(latin) == 1, letter
     assert lookalike("\u0440\u0435\u0440") and not lookalike("\u0440\u0435\u0434")  # 'д' is its own
     assert lookalike("\u03bf") and not lookalike("\u03bb")  # Greek omicron, lambda
+
+
+@pytest.mark.parametrize("name", ["\u13df\u13aa\u13a2", "\ua4da\ua4ee\ua4d4",
+                                  "\u1d04\u1d00\u1d1b", "\uabaf\uab7a\uab72",
+                                  "c\u1d00t", "c\ua4eet"])
+def test_cherokee_lisu_and_small_capital_look_alikes_are_refused(name: str) -> None:
+    """rev28's Left: `LATIN_SHAPES` had Cyrillic, Greek and Armenian only, and Lisu and Latin's
+    small capitals were no look-alike script: ``ᏟᎪᎢ``, ``ꓚꓮꓔ``, ``ᴄᴀᴛ`` (Cherokee small
+    ``ꮯꭺꭲ``) read as ``CAT``/``cat`` and were recorded, as were ``cᴀt`` and ``cꓮt`` beside
+    ``cat``. Now refused where a subject name is checked (left31); Cherokee's own words
+    (``ᏣᎳᎩ``, a letter not drawn like Latin) pass."""
+    from trajledger.ledger.record import check_subject_name
+    from trajledger.verify.errors import FormatError
+
+    with pytest.raises(FormatError, match="can pass for another name"):
+        check_subject_name(name)
+    check_subject_name("\u13e3\u13b3\u13a9")
