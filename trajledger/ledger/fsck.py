@@ -405,6 +405,7 @@ class FsckReport:
         unreadable: named objects stored that cannot be read (digest -> why it is named, and
             the read's error: EIO, EACCES; a FIFO, a device or a socket in their place is not
             read); present, so not missing, and no derived cache is blamed for them (left31).
+            An erased blob no other artifact holds is `unerased` instead (never restored).
         damaged: named objects present whose bytes do not hash to their name.
         absent_optional: named but optional objects not stored.
         erased: erased blobs (not failures).
@@ -513,10 +514,10 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
             if digest in lingering:
                 report.unerased[digest] = lingering[digest]
         except StoreError as e:
-            if (failure := read_failure(e)) is not None:  # stored: not missing, not erased
+            if digest in lingering and read_failure(e):  # stored: an erasure unfinished
+                report.unerased[digest] = lingering[digest]
+            elif (failure := read_failure(e)) is not None:  # stored: not missing (repaired)
                 report.unreadable[digest] = _unreadable(item.what, failure)
-                if digest in lingering:
-                    report.unerased[digest] = lingering[digest]
             elif digest in erased:
                 report.erased += 1
             elif item.required:
