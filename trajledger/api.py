@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from trajledger.ledger.keys import Signer
     from trajledger.ledger.progress import ProgressFactory
     from trajledger.ledger.record import Recorded
+    from trajledger.ledger.signing import AnySigner
     from trajledger.runner.admission import Admission
     from trajledger.runner.evaluate import EvalOutcome
     from trajledger.runner.release import ReleaseOutcome
@@ -191,6 +192,10 @@ class Ledger(LedgerHome):
 
         return key if isinstance(key, Signer) else self.keys.signer(key)
 
+    def _signer(self, key: str | AnySigner) -> AnySigner:
+        """``key`` as given (a key or a keyless signer), or the key of that name."""
+        return key if not isinstance(key, str) else self.keys.signer(key)
+
     def policy(self, policy: str | Path | TrustPolicy | None = None) -> TrustPolicy:
         """The trust policy to apply: ``policy`` (a file followed through the log's history,
         or a `TrustPolicy` as given), else the ledger's policy in force.
@@ -327,7 +332,7 @@ class Ledger(LedgerHome):
         self,
         ref: str,
         *,
-        key: str | Signer,
+        key: str | AnySigner,
         purpose: str = "train",
         expires: str = "30d",
         note: str | None = None,
@@ -353,7 +358,7 @@ class Ledger(LedgerHome):
                 item = Catalog(self).resolve(ref, APPROVABLE)
                 check_lineage(self, trust, item, item.kind, "nothing was approved")
 
-        return approve(self, ref, self._key(key), purpose=purpose, expires=expires, note=note,
+        return approve(self, ref, self._signer(key), purpose=purpose, expires=expires, note=note,
                        check=judged_again(self, judge))
 
     def revoke(self, ref: str, *, key: str | Signer, reason: str) -> Recorded:
@@ -362,13 +367,13 @@ class Ledger(LedgerHome):
 
         return revoke(self, ref, self._key(key), reason=reason)
 
-    def withdraw(self, ref: str, *, key: str | Signer, reason: str, by: str | None = None
+    def withdraw(self, ref: str, *, key: str | AnySigner, reason: str, by: str | None = None
                  ) -> tuple[int, Recorded]:
         """``trajledger revoke REF --approval [--by KEYID]``: the approval's log index and its
         withdrawal; see `trajledger.ledger.status.withdraw_of`."""
         from trajledger.ledger.status import withdraw_of
 
-        return withdraw_of(self, ref, self._key(key), reason=reason, by=by)
+        return withdraw_of(self, ref, self._signer(key), reason=reason, by=by)
 
     def erase(self, ref: str, *, key: str | Signer, reason: str
               ) -> tuple[Recorded, int, dict[str, str]]:

@@ -35,6 +35,7 @@ from trajledger.verify.sigstore_adapter import (
 
 ISSUER = "https://oidc.test.invalid"
 ALICE = "alice@example.com"
+BOB = "bob@example.com"
 
 
 def _no_ambient_credential(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -539,23 +540,16 @@ def test_a_revoked_identity_is_judged_by_the_time_sigstore_verified_too(
     ok("verify", digest)
 
 
-def test_a_keyless_approval_is_withdrawn_by_an_approver_identity_not_a_producer_one(
-    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
-    trust_files: tuple[Path, Path],
-) -> None:
-    """Withdrawals (withdraw26) with keyless signatures (left28): an approval ALICE, an
-    approver identity, signed keylessly counts; a withdrawal BOB, a producer identity, signed
-    keylessly is shown and ignored (a producer may not withdraw an approval); one ALICE signed
-    keylessly makes the approval count for nothing. The CLI signs withdrawals with keys only
-    (``revoke --key``): these are made through the library, as another tool would."""
+def approvable_ledger(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trust_files: tuple[Path, Path]
+) -> Callable[..., Any]:
+    """A ledger at ``tmp_path / "ledger"`` whose policy names producer BOB and approver ALICE
+    (identities) next to keys ``vendor`` and ``a``, holding dataset ``d@1`` (one batch);
+    returns ``run(*args, code=0)``, a command that must exit ``code``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from trajledger import Ledger
-    from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.record import record_statement
-    from trajledger.verify import predicates
-    from trajledger.verify.predicates import Approval, Revocation
 
     config, root = trust_files
     home = tmp_path / "ledger"
@@ -590,6 +584,28 @@ def test_a_keyless_approval_is_withdrawn_by_an_approver_identity_not_a_producer_
                 "--licence", "CC-BY-4.0", "--key", "vendor").stdout.strip().splitlines()[-1]
     run("dataset", "create", "d", "--version", "1", "--split", "train", "--batch", batch,
         "--key", "vendor")  # fmt: skip
+    return run
+
+
+def test_a_keyless_approval_is_withdrawn_by_an_approver_identity_not_a_producer_one(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """Withdrawals (withdraw26) with keyless signatures (left28): an approval ALICE, an
+    approver identity, signed keylessly counts; a withdrawal BOB, a producer identity, signed
+    keylessly is shown and ignored (a producer may not withdraw an approval); one ALICE signed
+    keylessly makes the approval count for nothing. The CLI signs withdrawals with keys only
+    (``revoke --key``): these are made through the library, as another tool would."""
+
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+    from trajledger.verify.predicates import Approval, Revocation
+
+    config, _ = trust_files
+    home = tmp_path / "ledger"
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
 
     def keyless(who: str) -> KeylessSigner:
         return KeylessSigner(sigstore_instance.token(who), trust_config=config)
@@ -617,3 +633,55 @@ def test_a_keyless_approval_is_withdrawn_by_an_approver_identity_not_a_producer_
     assert (f"approval {approval.index} does not count: withdrawn by revocation record "
             f"{by_alice} (approved the wrong version)") in r.output, r.output
     assert by_bob < by_alice
+
+
+def test_a_keyless_approval_and_its_withdrawal_through_the_cli(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """``approve NAME@V --sigstore`` and ``revoke NAME@V --approval --sigstore`` (kless31
+    finding 2; docs/SECURITY.md "Review of 2026-12-05, sixteenth round (kless31)"): the CLI
+    signs an approval and its withdrawal keylessly, as the test above does through the library;
+    verifiers judge the withdrawal's identity as `verify.retractions.authority` does."""
+    from trajledger import Ledger
+
+    config, _ = trust_files
+    home = tmp_path / "ledger"
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+
+    # Usage errors: exit 2, nothing signed.
+    size = Ledger.open(home).log.size
+    for args in (["approve", "d@1"], ["approve", "d@1", "--key", "a", "--sigstore"],
+                 ["revoke", "d@1", "--approval", "--sigstore", "--by", "ab", "--reason", "x"],
+                 ["revoke", "d@1", "--sigstore", "--reason", "x"]):
+        r = run(*args, code=2)
+        assert "give --key NAME or --sigstore" in r.output or "--sigstore is for" in r.output \
+            or "--by names a key's approval" in r.output, r.output
+    # Without the sigstore extra: exit 3, a line saying what to install, nothing recorded.
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    monkeypatch.setattr("trajledger.verify.sigstore_adapter.sigstore_available", lambda: False)
+    r = run("approve", "d@1", "--sigstore", code=3)
+    assert "pip install 'trajledger[sigstore]'" in r.output, r.output
+    assert Ledger.open(home).log.size == size
+    monkeypatch.undo()
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+
+    # ALICE, an approver identity, approves keylessly: the approval counts.
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    r = run("approve", "d@1", "--sigstore")
+    assert f"by keyless signature by {ALICE} (issuer {ISSUER})" in r.stderr, r.stderr
+    approval = int(r.stderr.rsplit("(log index ", 1)[1].split(")")[0])
+    run("admit", "d@1")
+    # BOB, a producer identity, withdraws it keylessly: recorded, shown and ignored.
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "not mine to withdraw")
+    assert f"approval at log index {approval} withdrawn by keyless signature by {BOB}" in r.stderr
+    r = run("admit", "d@1")
+    assert "approvals — 1 of 1 required approver(s) for 'train'" in r.output, r.output
+    # ALICE withdraws her own: the approval counts for nothing.
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "approved too early")
+    by_alice = int(r.stderr.rsplit("(log index ", 1)[1].split(")")[0])
+    r = run("admit", "d@1", code=1)
+    assert (f"approval {approval} does not count: withdrawn by revocation record {by_alice} "
+            "(approved too early)") in r.output, r.output

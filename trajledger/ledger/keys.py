@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import os
 import re
 import stat
@@ -32,7 +33,7 @@ from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.keys import ALGORITHMS, PublicKey
 
 from .errors import KeyError_, TamperError
-from .fs import drop_stale_temps, write_file_atomic
+from .fs import drop_stale_temps, fsync_dir, write_file_atomic
 
 __all__ = [
     "ENCRYPTION_DIR",
@@ -418,6 +419,10 @@ def check_key_name(name: str) -> str:
     return name
 
 
+KEYLESS_MADE = "keyless-made"
+"""The key directory's note of the keyless signatures made here (`KeyStore.note_keyless`)."""
+
+
 class KeyStore:
     """Keys in one directory: ``NAME.key`` (private, 0600) and ``NAME.pub``."""
 
@@ -672,6 +677,40 @@ class KeyStore:
             shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
             return f"{what} {name}: {missing} {folder}; {did_you_mean(close)} (keys: {shown})"
         return f"{what} {name}: {missing} {folder}; {otherwise}"
+
+    def note_keyless(self, bundle: bytes) -> str:
+        """Note that this ledger made the keyless signature whose Sigstore bundle is ``bundle``:
+        its keyid (hex sha256 of the bundle, `sigstore_adapter.bundle_keyid`) appended and
+        synced to ``keyless-made`` here, before the record it signs is logged. A keyless
+        signature has no private half held here; this note is what tells the records signed
+        here from another log's (`updates.sent_back`; review kless31, finding 1). Returns the
+        keyid."""
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path, keyid = self.directory / KEYLESS_MADE, hashlib.sha256(bundle).hexdigest()
+        new = not path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     0o660 if self.group_writable else 0o600)
+        try:
+            os.write(fd, keyid.encode("ascii") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if new:
+            fsync_dir(self.directory)
+        return keyid
+
+    def keyless_made(self) -> set[str]:
+        """The keyids of the keyless signatures this ledger made (`note_keyless`): none when
+        the note is missing, a link or not a regular file."""
+        try:
+            fd = os.open(self.directory / KEYLESS_MADE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return set()
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return set()
+            words = f.read().decode("ascii", "replace").split()
+        return {w for w in words if re.fullmatch(r"[0-9a-f]{64}", w)}
 
     def list_private(self) -> list[Path]:
         """The private key files of this directory."""

@@ -598,7 +598,7 @@ def _sign_store(
         predicate_type,
         predicate,
         signers,
-        on_bundle=ledger.store.put_bytes,
+        on_bundle=lambda b: (ledger.keys.note_keyless(b), ledger.store.put_bytes(b)),
     )
     data = envelope_bytes(envelope)
     stored_before = ledger.store.exists(digest_bytes(data))

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from trajledger.verify.lineage import LineageVerifier
 
     from .home import LedgerHome
+    from .signing import AnySigner
 
 __all__ = [
     "approve", "delete_erased", "erasable_blobs", "erase", "erased_before", "files_here",
@@ -53,7 +54,7 @@ def _item(ledger: LedgerHome, ref: str, kinds: frozenset[str] | None = None) -> 
 def approve(
     ledger: LedgerHome,
     ref: str,
-    signer: Signer,
+    signer: AnySigner,
     *,
     purpose: str = "train",
     expires: str = "30d",
@@ -143,8 +144,8 @@ def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Reco
     )
 
 
-def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: Signer, *, reason: str
-             ) -> Recorded:
+def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *,
+             reason: str) -> Recorded:
     """Withdraw the approval at log index ``index`` (its envelope digest ``envelope``): a
     revocation whose subject is that digest, after which verifiers count the approval for
     nothing, for uses before it too (`trajledger.verify.withdrawals`).
@@ -153,6 +154,9 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: Signer, *, r
     its own; a producer may not (it revokes its data instead): verifiers apply the same rule
     (`trajledger.verify.retractions.authority`), so such a record would count for nothing.
 
+    A keyless signer (``revoke --approval --sigstore``) is judged by verifiers only, as
+    `policy_state.check_signers` leaves it: its identity is known once signed (kless31).
+
     Raises:
         PolicyError: the signer may not withdraw it (nothing signed).
     """
@@ -160,8 +164,8 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: Signer, *, r
 
     entry = ledger.trust_state().entry(index)
     found = current_policy(ledger)
-    if found is not None and entry is not None and not found[1].holds(
-            "approver", signer.keyid) and signer.keyid not in entry.signers:
+    if isinstance(signer, Signer) and found is not None and entry is not None and not found[
+            1].holds("approver", signer.keyid) and signer.keyid not in entry.signers:
         raise PolicyError(
             f"approval at log index {index}: key {signer.name} ({signer.keyid[:12]}) is no "
             "approver of the policy in force and did not sign it: only an approver may "
@@ -174,7 +178,7 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: Signer, *, r
     )
 
 
-def withdraw_of(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str,
+def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
                 by: str | None = None) -> tuple[int, Recorded]:
     """Withdraw the approval of ``ref`` (a dataset or batch) that ``by`` signed (a keyid or its
     prefix; None: any signer), of those not withdrawn yet: ``trajledger revoke REF --approval``,

@@ -96,6 +96,7 @@ __all__ = [
     "label",
     "origin_state",
     "select",
+    "sent_back",
     "withdraws",
 ]
 
@@ -471,8 +472,8 @@ def apply_update(
                     raise StoreError(f"{what}: object {digest} changed while copied ({got})")
                 bar(len(obj))
         ledger.store.adopt_files(staged, bar, synced=update.synced, flush=update.flush)
-    # (2) (not this ledger's own records the other log holds too: `_sent_back`)
-    back = _sent_back(ledger, {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken})
+    # (2) (not this ledger's own records the other log holds too: `sent_back`)
+    back = sent_back(ledger, {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken})
     foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken if i not in back}
     fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage
              and not any((x := state.entry(j)) is not None and x.kind == e.kind
@@ -542,20 +543,21 @@ def apply_update(
         raise LedgerError(_recorded_then(what, logged, done, e)) from e
 
 
-def _sent_back(ledger: LedgerHome, entries: Mapping[int, LogEntry]) -> set[int]:
+def sent_back(ledger: LedgerHome, entries: Mapping[int, LogEntry]) -> set[int]:
     """Which of ``entries`` (another log's, an update takes in) are records of this ledger's
     own: logged here, listed by no import record, and signed by a key whose private half this
-    ledger holds (a party that imported them from here ships them back, or appends them to
-    its log). Not taken in again: an import record listing one made it another log's, so this
-    ledger's own release suite was refused as unpinned, and a revocation of it whose envelope
-    that log withheld was taken in and failed closed (review rev28, finding 3). Another log's
-    records an earlier version logged without an import record (stopped between its two
-    appends: left28) are signed by that log's keys: taken in, and listed, as before."""
+    ledger holds, or keylessly here (`KeyStore.note_keyless`; kless31 finding 1) (a party that
+    imported them from here ships them back, or appends them to its log). Not taken in again:
+    an import record listing one made it another log's, so this ledger's own release suite was
+    refused as unpinned, and a revocation of it whose envelope that log withheld was taken in
+    and failed closed (review rev28, finding 3). Another log's records an earlier version
+    logged without an import record (stopped between its two appends: left28) are signed by
+    that log's keys, or keylessly there: taken in, and listed, as before."""
     found = {i: h for i, e in entries.items() if (h := ledger.log.find_envelope(e.envelope))
              is not None}
     if not found:
         return set()
-    mine = set()
+    mine = ledger.keys.keyless_made()  # keyless signatures made here (kless31)
     for path in ledger.keys.list_private():
         with contextlib.suppress(ProvenanceError, LedgerError, OSError):
             mine.add(ledger.keys.public(path.stem).keyid)

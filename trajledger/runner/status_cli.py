@@ -24,9 +24,31 @@ from trajledger.ledger.clikit import (
 __all__ = ["approve", "erase", "revoke"]
 
 
+_SIGSTORE = click.option(
+    "--sigstore", is_flag=True,
+    help="Sign keylessly (Sigstore; the OIDC identity token from SIGSTORE_ID_TOKEN or the CI; "
+    "needs network and trajledger[sigstore]) instead of with --key; docs/sigstore.md.")
+
+
+def _signer(key: str | None, sigstore: bool) -> Any:
+    """The key's name, or the keyless signer ``--sigstore`` asks for (one of the two)."""
+    if (key is None) == (not sigstore):
+        raise click.UsageError("give --key NAME or --sigstore (one of them)")
+    from trajledger.ledger.sigstore_sign import KeylessSigner
+
+    return key if key is not None else KeylessSigner.from_environment()
+
+
+def _by(key: str | None, signer: Any) -> str:
+    """Who signed, for the line: the key's name, or the keyless identity."""
+    return key or ", ".join(f"keyless signature by {k.subject} (issuer {k.issuer})"
+                            for k in getattr(signer, "signed", [])) or "a keyless signature"
+
+
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, type=KEY_NAME, help="Approver key.")
+@click.option("--key", type=KEY_NAME, help="Approver key.")
+@_SIGSTORE
 @click.option("--purpose", default="train", show_default=True,
               help="What the data is approved for.")
 @click.option("--expires", type=DURATION, default="30d", show_default=True,
@@ -35,7 +57,8 @@ __all__ = ["approve", "erase", "revoke"]
 @JSON_OPTION
 @pass_ctx
 def approve(
-    ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None, as_json: bool
+    ctx: Context, ref: str, key: str | None, sigstore: bool, purpose: str, expires: str,
+    note: str | None, as_json: bool,
 ) -> None:
     """Approve a dataset or batch for a purpose, until an expiry; prints the approval's
     envelope digest.
@@ -43,25 +66,29 @@ def approve(
     \b
     Example:
       trajledger approve cartpole-train@1 --key approver-a --expires 30d
+      trajledger approve cartpole-train@1 --sigstore
     """
-    rec = ctx.ledger().approve(ref, key=key, purpose=purpose, expires=expires, note=note)
-    ok(f"{ref} approved for {purpose!r} by {key} for {expires} (log index {rec.index})")
+    signer = _signer(key, sigstore)
+    rec = ctx.ledger().approve(ref, key=signer, purpose=purpose, expires=expires, note=note)
+    ok(f"{ref} approved for {purpose!r} by {_by(key, signer)} for {expires} "
+       f"(log index {rec.index})")
     emit_result(as_json, rec.envelope_digest,
                 _status_json("approval", rec) | {"purpose": purpose, "expires": expires})
 
 
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
+@click.option("--key", type=KEY_NAME, help="Producer or approver key.")
 @click.option("--reason", required=True, help="Why it must no longer be used.")
 @click.option("--approval", is_flag=True,
               help="Withdraw REF's approval (REF: the dataset or batch), not REF itself.")
 @click.option("--by", metavar="KEYID",
               help="With --approval: the one this key signed (a keyid or its prefix).")
+@_SIGSTORE
 @JSON_OPTION
 @pass_ctx
-def revoke(ctx: Context, ref: str, key: str, reason: str, approval: bool, by: str | None,
-           as_json: bool) -> None:
+def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
+           by: str | None, sigstore: bool, as_json: bool) -> None:
     """Revoke an artifact (its lineage fails verification; see 'trajledger impact') or withdraw
     an approval (REF: the digest 'approve' printed, or, with --approval, the dataset or batch
     it approves; it no longer counts, for earlier uses too).
@@ -71,13 +98,25 @@ def revoke(ctx: Context, ref: str, key: str, reason: str, approval: bool, by: st
       trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
       trajledger revoke cartpole-train@1 --approval --by 3f2a… --key approver-a --reason \
         "approved the wrong version"
+      trajledger revoke cartpole-train@1 --approval --sigstore --reason "approved too early"
     """
     if by is not None and not approval:
         raise click.UsageError("--by is for --approval (whose approval to withdraw)")
+    if sigstore and not approval:
+        raise click.UsageError("--sigstore is for --approval (a keyless withdrawal); revoke an "
+                               "artifact with --key")
+    if sigstore and by is not None:
+        raise click.UsageError("--by names a key's approval; with --sigstore, withdraw the only "
+                               "approval in force, or revoke the approval's digest with --key")
+    signer = _signer(key, sigstore)
     if approval:
-        index, rec = ctx.ledger().withdraw(ref, key=key, reason=reason, by=by)
-        ok(f"{ref}: approval at log index {index} withdrawn (log index {rec.index})")
+        index, rec = ctx.ledger().withdraw(ref, key=signer, reason=reason, by=by)
+        ok(f"{ref}: approval at log index {index} withdrawn" + (
+            f" by {_by(key, signer)}" if sigstore else "") + f" (log index {rec.index})" + (
+            " (a keyless withdrawal counts if its identity approved it or is an approver's: "
+            "verifiers judge it)" if sigstore else ""))
     else:
+        assert key is not None
         rec = ctx.ledger().revoke(ref, key=key, reason=reason)
         ok(f"{ref} revoked (log index {rec.index})")
     emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
