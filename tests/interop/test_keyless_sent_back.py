@@ -22,7 +22,7 @@ pytest.importorskip("sigstore")
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.sigstore_sign import TOKEN_ENV, TRUST_CONFIG_ENV
 from trajledger.runner.cli import main
-from trajledger.verify.dsse import Envelope
+from trajledger.verify.dsse import Envelope, Signature
 from trajledger.verify.log_entry import LogEntry
 
 
@@ -71,3 +71,43 @@ def test_a_keyless_record_of_its_ownsent_back_is_not_taken_in_again(
     note.symlink_to(tmp_path / "note")
     assert buyer.keys.keyless_made() == set()
     assert sent_back(buyer, {3: mine, 4: theirs}) == set()
+
+
+def test_a_vendors_record_naming_a_keyless_keyid_made_here_is_not_the_buyers(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """rev29 finding 1: the note lists keyids, and a keyid is what an envelope says. The vendor
+    holds the buyer's keyless record (and its bundle, whose sha256 is the keyid) and adds that
+    keyid, with a signature of its own choosing, to an envelope of its own: counted as made
+    here on main; now only a bundle stored here that carries exactly that signature of exactly
+    that payload counts."""
+    from trajledger import Ledger
+    from trajledger.ledger.encode import envelope_bytes
+    from trajledger.ledger.updates import sent_back
+
+    config, _ = trust_files
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token("alice@example.com"))
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+    (tmp_path / "mine.txt").write_text("the buyer's suite")
+    (tmp_path / "theirs.txt").write_text("the vendor's data")
+    mine = _attested(runner, tmp_path / "buyer", tmp_path / "mine.txt", "buyer.example/log")
+    theirs = _attested(runner, tmp_path / "vendor", tmp_path / "theirs.txt",
+                       "vendor.example/log")
+    buyer, vendor = Ledger.open(tmp_path / "buyer"), Ledger.open(tmp_path / "vendor")
+    (noted,) = mine.signers
+    assert noted in buyer.keys.keyless_made()
+    env = Envelope.from_bytes(vendor.store.get(theirs.envelope))
+    for sig in (env.signatures[0].sig, b"\x00" * 64):  # its own signature, or another
+        forged = Envelope(env.payload, env.payload_type, (*env.signatures, Signature(noted, sig)))
+        digest = buyer.store.put_bytes(envelope_bytes(forged))
+        for d in theirs.signers:
+            buyer.store.put_bytes(vendor.store.get("sha256:" + d))
+        signers = tuple(sorted({*theirs.signers, noted}))
+        (at,) = buyer.log.append([EntrySpec(theirs.kind, theirs.subject, digest, signers)],
+                                 foreign=True)
+        entry = LogEntry.from_bytes(buyer.log.entry(at))
+        # On main: {4}, the vendor's record taken for the buyer's own.
+        assert sent_back(Ledger.open(tmp_path / "buyer"), {4: entry}) == set()
+    # The buyer's own keyless record is still its own (its bundle carries its signature).
+    assert sent_back(Ledger.open(tmp_path / "buyer"), {3: mine}) == {3}

@@ -340,6 +340,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.contamination", "trajledger.ledger.cards",
         "trajledger.ledger.card_formats", "trajledger.ledger.artifacts",
         "trajledger.ledger.status", "trajledger.ledger.suites", "trajledger.ledger.updates",
+        "trajledger.ledger.own_records",
         "trajledger.ledger.exchange", "trajledger.ledger.fsck", "trajledger.ledger.index",
         "trajledger.ledger.index.*", "trajledger.ledger.show", "trajledger.ledger.serve",
         "trajledger.ledger.monitor", "trajledger.ledger.rollout_export",

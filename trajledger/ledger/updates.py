@@ -43,7 +43,6 @@ Spec: schemas/bundle.v1.md ("Import"), docs/third-party.md ("Updates between org
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
@@ -77,6 +76,7 @@ from .errors import (
 from .evidence import ledger_evidence
 from .keys import Signer
 from .log import EntrySpec
+from .own_records import sent_back
 from .record import statement_entry
 from .status import delete_erased, erasable_blobs, files_here, held_elsewhere, label
 
@@ -541,29 +541,6 @@ def apply_update(
                 isinstance(e, (LedgerError, OSError)) or disk_error(e)):
             raise
         raise LedgerError(_recorded_then(what, logged, done, e)) from e
-
-
-def sent_back(ledger: LedgerHome, entries: Mapping[int, LogEntry]) -> set[int]:
-    """Which of ``entries`` (another log's, an update takes in) are records of this ledger's
-    own: logged here, listed by no import record, and signed by a key whose private half this
-    ledger holds, or keylessly here (`KeyStore.note_keyless`; kless31 finding 1) (a party that
-    imported them from here ships them back, or appends them to its log). Not taken in again:
-    an import record listing one made it another log's, so this ledger's own release suite was
-    refused as unpinned, and a revocation of it whose envelope that log withheld was taken in
-    and failed closed (review rev28, finding 3). Another log's records an earlier version
-    logged without an import record (stopped between its two appends: left28) are signed by
-    that log's keys, or keylessly there: taken in, and listed, as before."""
-    found = {i: h for i, e in entries.items() if (h := ledger.log.find_envelope(e.envelope))
-             is not None}
-    if not found:
-        return set()
-    mine = ledger.keys.keyless_made()  # keyless signatures made here (kless31)
-    for path in ledger.keys.list_private():
-        with contextlib.suppress(ProvenanceError, LedgerError, OSError):
-            mine.add(ledger.keys.public(path.stem).keyid)
-    state, origins = ledger.trust_state(), Origins(ledger)
-    return {i for i, h in found.items() if (e := state.entry(h)) is not None
-            and mine.intersection(e.signers) and not origins.imported(h)}
 
 
 def _recorded_then(what: str, logged: Sequence[int], index: int, e: BaseException) -> str:
