@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -688,9 +689,19 @@ class KeyStore:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path, keyid = self.directory / KEYLESS_MADE, hashlib.sha256(bundle).hexdigest()
         new = not path.exists()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
-                     0o660 if self.group_writable else 0o600)
+        planted = (f"{path}: not a regular file (a link, a FIFO, a directory?): the keyless "
+                   "signature made here cannot be noted, so nothing was recorded; move it away "
+                   "and sign again")
         try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                         | os.O_NONBLOCK, 0o660 if self.group_writable else 0o600)
+        except OSError as e:  # a link (ELOOP), a FIFO nobody reads (ENXIO), a directory
+            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise KeyError_(planted) from e
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO somebody reads (rev29)
+                raise KeyError_(planted)
             os.write(fd, keyid.encode("ascii") + b"\n")
             os.fsync(fd)
         finally:
@@ -706,9 +717,13 @@ class KeyStore:
             fd = os.open(self.directory / KEYLESS_MADE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             return set()
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        try:  # a directory is opened, and os.fdopen would raise (rev29)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return set()
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as f:
             words = f.read().decode("ascii", "replace").split()
         return {w for w in words if re.fullmatch(r"[0-9a-f]{64}", w)}
 

@@ -625,3 +625,46 @@ def test_a_key_encrypted_the_old_way_is_listed_weak_and_re_encrypted_in_place(
     assert not any(k.weak for k in keys.list()) and [w for *_r, w in keys.encryption_keys()] == [
         False]
     assert keys.encrypt("old") is False
+
+
+@pytest.mark.parametrize("planted", ["fifo", "fifo read", "directory", "link"])
+def test_a_keyless_note_planted_as_no_regular_file_refuses_in_one_line(
+    keys: KeyStore, tmp_path: Path, planted: str
+) -> None:
+    """rev29 (seventeenth round): ``keys/keyless-made`` planted as a FIFO, a directory or a link
+    stops the keyless signature before its record is logged, naming the note and what to do; a
+    FIFO somebody reads gets no keyid (on main: written into it, then ``Invalid argument`` from
+    its fsync, or ``No such device or address`` / ``Is a directory`` with no name of what)."""
+    note = keys.directory / "keyless-made"
+    keys.directory.mkdir(mode=0o700)
+    reader = None
+    (tmp_path / "elsewhere").write_text("")
+    if planted.startswith("fifo"):
+        os.mkfifo(note, 0o600)
+        if planted == "fifo read":
+            reader = os.open(note, os.O_RDONLY | os.O_NONBLOCK)
+    elif planted == "directory":
+        note.mkdir()
+    else:
+        note.symlink_to(tmp_path / "elsewhere")
+    try:
+        with pytest.raises(KeyError_, match=r"keyless-made: not a regular file .* move it away"):
+            keys.note_keyless(b"a bundle")
+        if reader is not None:
+            assert os.read(reader, 100) == b""  # nothing was written into the FIFO
+    finally:
+        if reader is not None:
+            os.close(reader)
+    assert keys.keyless_made() == set()  # on main, a directory: IsADirectoryError
+    assert not (tmp_path / "elsewhere").read_text()
+
+
+def test_a_keyless_note_keeps_only_keyids(keys: KeyStore) -> None:
+    """Lines that are not 64 lower-case hex (upper case, a digest prefix, text) count for
+    nothing; each noted keyid is the bundle's sha256."""
+    made = keys.note_keyless(b"one bundle")
+    assert made == hashlib.sha256(b"one bundle").hexdigest()
+    with (keys.directory / "keyless-made").open("a") as f:
+        f.write(made.upper() + "\nsha256:" + "a" * 64 + "\n" + "b" * 63 + "\nnot hex\n")
+    assert keys.keyless_made() == {made}
+    assert _mode(keys.directory / "keyless-made") == 0o600
