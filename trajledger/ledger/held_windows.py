@@ -303,7 +303,7 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
             raise FormatError(f"a header of {hsize} bytes")
         try:
             h = json.loads(_read_exactly(f, hsize))
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # nested past the limit (rev29)
             raise FormatError(f"its header is not JSON ({e})") from e
         if not isinstance(h, dict) or h.get("format") != FORMAT or (
                 h.get("version") != WINDOWS_VERSION):
@@ -316,7 +316,7 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
             first = [int(x) for x in h["first"]]
             segments = [(int(b), int(o)) for b, o in h["segments"]]
             crcs_want = [int(h[k]) for k in ("crc_hashes", "crc_blocks", "crc_episodes")]
-        except (KeyError, TypeError, ValueError) as bad:
+        except (KeyError, TypeError, ValueError, OverflowError) as bad:  # Infinity (rev29)
             raise FormatError(f"its header lacks a count ({bad})") from bad
         nb = (n + BLOCK - 1) // BLOCK
         at = len(MAGIC) + 4 + hsize

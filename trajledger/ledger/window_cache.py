@@ -237,7 +237,7 @@ def decode(data: bytes, steps: str) -> Compared:
         raise FormatError(f"a header of {size} bytes")
     try:
         header = json.loads(data[at : at + size])
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # nested past the limit (rev29)
         raise FormatError(f"its header is not JSON ({e})") from e
     if not isinstance(header, dict):
         raise FormatError("its header is not a JSON object")

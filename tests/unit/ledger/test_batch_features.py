@@ -186,6 +186,13 @@ def test_the_features_file_refuses_what_it_does_not_describe() -> None:
         decode_features(written(FEATURES_SCHEMA.with_metadata(older), good), steps)
     with pytest.raises(FormatError, match=r"no trajledger\.features metadata"):
         decode_features(written(FEATURES_SCHEMA, good.replace_schema_metadata()), steps)
+    # rev29 (seventeenth round): a features file is a producer's (a vendor's, signed, taken in
+    # by an import); metadata nested past Python's recursion limit is no metadata (on main:
+    # RecursionError through `batch_features`, the index update and ``dataset create``).
+    for deep in (b"[" * 100_000, b'{"a":' * 100_000):
+        with pytest.raises(FormatError, match=r"no trajledger\.features metadata"):
+            decode_features(written(FEATURES_SCHEMA.with_metadata({METADATA_KEY: deep}), good),
+                            steps)
     fewer = {METADATA_KEY: json.dumps({**meta, "episodes": 1}).encode()}
     with pytest.raises(FormatError, match=r"2 rows of .*want 1 rows"):
         decode_features(written(FEATURES_SCHEMA.with_metadata(fewer), good), steps)

@@ -30,6 +30,7 @@ from trajledger.ledger.held_windows import forget_grouped
 from trajledger.ledger.policy_state import contamination_rules as policy_rules
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy
+from trajledger.ledger import window_cache
 from trajledger.ledger.window_cache import WINDOWS_VERSION
 from trajledger.runner.admission import DataRefusedError, admit
 from trajledger.verify import predicates
@@ -722,9 +723,12 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
     good = held.read_bytes()
     other = kept["held-chat,other-chat"].read_bytes()
     cut = template.value["numeric first step dropped"]
+    start = len(window_cache.MAGIC) + 4  # rev29: a header nested past the recursion limit
+    rest = good[start + int.from_bytes(good[start - 4 : start], "little") :]
     rewritten(ledger, held, cut, first[cut],
               (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:], other,
-               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')),
+               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7'),
+               good[: start - 4] + (4_000).to_bytes(4, "little") + b"[" * 4_000 + rest),
               ("its kept runs of steps and normalised text (",
                "computed from its steps.parquet again"), regroup=True)
     # A file kept by the previous version (win25: 2, the held side's other orders; copy26: 3,
@@ -805,10 +809,18 @@ def test_the_held_side_grouped_decides_as_its_windows(
     n = header["windows"]
     where = hashes + 8 * n
     cut = template.value["numeric first step dropped"]
+    # rev29 (seventeenth round): a header nested past Python's recursion limit, a count, an
+    # episode's first or a segment's order given as Infinity (on main: RecursionError,
+    # OverflowError, a traceback from ``dataset create``).
+    crafted = [b"[" * 100_000, *(json.dumps(h).encode() for h in (
+        {**header, "windows": float("inf")}, {**header, "first": [0, float("inf")]},
+        {**header, "segments": [[0, float("inf")]]}))]
     rewritten(ledger, path, cut, first[cut],
               (good[:-5], good[: hashes + 3] + bytes([good[hashes + 3] ^ 8]) + good[hashes + 4 :],
                good[:where] + bytes(12 * n) + good[where + 12 * n :],
-               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')),
+               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7'),
+               *(good[: head - 4] + len(c).to_bytes(4, "little") + c + good[hashes:]
+                 for c in crafted)),
               ("the held side's grouped step windows (",
                "grouped again from the held batches' windows"))
 
