@@ -24,13 +24,13 @@ import pytest
 import testkit
 
 from trajledger import Ledger
+from trajledger.ledger import window_cache
 from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
 from trajledger.ledger.contamination import DatasetCheck, check_dataset, refusal
 from trajledger.ledger.held_windows import forget_grouped
 from trajledger.ledger.policy_state import contamination_rules as policy_rules
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy
-from trajledger.ledger import window_cache
 from trajledger.ledger.window_cache import WINDOWS_VERSION
 from trajledger.runner.admission import DataRefusedError, admit
 from trajledger.verify import predicates
