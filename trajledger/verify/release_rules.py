@@ -46,7 +46,7 @@ def finite_number(value: object, what: str) -> float:
             number = float(value)  # type: ignore[arg-type]
             if math.isfinite(number):
                 return number
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an integer of 309 digits or more
         pass
     raise FormatError(f"{what}: {value!r} is not a finite number")
 

@@ -239,6 +239,12 @@ def test_format_1_policy_keeps_its_json_form(keydir: Path) -> None:
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmax_drop = -1"),
          "give min, max or max_drop"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 'nan'"), "'nan' is not a finite"),
+        # rev29 (seventeenth round): a 400-digit integer (TOML and JSON read it whole) is no
+        # finite float (on main: OverflowError, a traceback from 'policy set' or the verifier).
+        (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1" + "0" * 400),
+         "is not a finite number"),
+        (policy_toml("[[release.require]]\nsuite = 'r@1'\nmax_drop = -1" + "0" * 400),
+         "is not a finite number"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmetric = 'a b'\nmin = 1"),
          "metric 'a b' is not a metric name"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\nwhat = 1"), "must be a table"),
