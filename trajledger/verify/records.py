@@ -11,7 +11,6 @@ Non-scope: which records exist and what they mean (``verify.predicates``), trust
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from importlib import import_module
@@ -378,5 +377,6 @@ class Predicate(Record):
 def check_finite(what: str, values: Mapping[str, Any], want: str, null: bool = False) -> None:
     """Check a map of names to finite numbers (JSON has no NaN; a reader refuses one)."""
     for k, v in values.items():
-        if not (v is None and null) and (type(v) not in (int, float) or not math.isfinite(v)):
-            raise FormatError(f"{what}.{k} is {v!r}, want {want}")
+        if not (v is None and null) and (type(v) not in (int, float)  # float's range (rev29)
+                                         or not abs(v) <= 1.7976931348623157e308):
+            raise FormatError(f"{what}.{k} is {v!r:.40}, want {want}")

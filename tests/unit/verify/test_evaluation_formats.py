@@ -71,6 +71,10 @@ def test_evaluation_round_trips_and_computes_its_success_rate() -> None:
         ({"passedTests": ["ep-1"]}, "test 'ep-1'"),
         ({"passedTests": [f"{D}/"]}, "want <batch digest>/<episode id>"),
         ({"metrics": {"x": "1"}}, "metrics.x is '1', want a finite number"),
+        # rev29 (seventeenth round): an integer past float's range, as strict JSON reads 400
+        # digits (on main: OverflowError from math.isfinite, a traceback from the verifier).
+        ({"metrics": {"x": 10**400}}, "metrics.x is 1000"),
+        ({"metrics": {"x": -(10**400)}}, "metrics.x is -1000"),
         ({"suite": {"name": "s", "version": "1"}}, "suite: digest is missing"),
         ({"evaluatedAt": "yesterday"}, "evaluatedAt"),
     ],

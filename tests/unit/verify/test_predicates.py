@@ -221,6 +221,8 @@ def test_golden_reads_back_equal(name: str) -> None:
         ("import-updates", {"applied": -1}, "applied is -1, want a tree size"),
         ("import-updates", {"applied": "1"}, "applied is '1', want an integer"),
         ("rollout-batch-min", {"counts": {"steps": -1}}, "counts.steps is -1, want a count"),
+        # rev29: past float's range (on main: OverflowError from math.isfinite)
+        ("rollout-batch-min", {"stats": {"mean": 10**400}}, "stats.mean is 1000"),
         ("rollout-batch-min", {"environment": "x"}, "environment is not a JSON object"),
         ("rollout-batch-min", {"environment": {"name": "e", "version": "1"}},
          "environment: digest is missing"),
