@@ -37,12 +37,12 @@ def _attested(runner: Any, home: Path, data: Path, origin: str) -> LogEntry:
     return LogEntry.from_bytes(ledger.log.entry(ledger.log.size - 1))
 
 
-def test_a_keyless_record_of_its_ownsent_back_is_not_taken_in_again(
-    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
-    trust_files: tuple[Path, Path],
-) -> None:
+def _two_ledgers(runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                 sigstore_instance: Any, trust_files: tuple[Path, Path]) -> tuple[
+                     LogEntry, LogEntry, Any, Any]:
+    """A buyer and a vendor, each with one record attested keylessly by the same identity:
+    the buyer's entry, the vendor's, and the two ledgers opened."""
     from trajledger import Ledger
-    from trajledger.ledger.updates import sent_back
 
     config, _ = trust_files
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token("alice@example.com"))
@@ -52,7 +52,18 @@ def test_a_keyless_record_of_its_ownsent_back_is_not_taken_in_again(
     mine = _attested(runner, tmp_path / "buyer", tmp_path / "mine.txt", "buyer.example/log")
     theirs = _attested(runner, tmp_path / "vendor", tmp_path / "theirs.txt",
                        "vendor.example/log")
-    buyer, vendor = Ledger.open(tmp_path / "buyer"), Ledger.open(tmp_path / "vendor")
+    return mine, theirs, Ledger.open(tmp_path / "buyer"), Ledger.open(tmp_path / "vendor")
+
+
+def test_a_keyless_record_of_its_ownsent_back_is_not_taken_in_again(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    from trajledger import Ledger
+    from trajledger.ledger.updates import sent_back
+
+    mine, theirs, buyer, vendor = _two_ledgers(runner, tmp_path, monkeypatch, sigstore_instance,
+                                               trust_files)
     # The vendor's keyless record, logged here as an earlier version's import stopped between
     # its two appends left it (left28): its envelope and bundle stored, no import record.
     for d in (theirs.envelope, *("sha256:" + k for k in theirs.signers)):
@@ -86,15 +97,8 @@ def test_a_vendors_record_naming_a_keyless_keyid_made_here_is_not_the_buyers(
     from trajledger.ledger.encode import envelope_bytes
     from trajledger.ledger.updates import sent_back
 
-    config, _ = trust_files
-    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token("alice@example.com"))
-    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
-    (tmp_path / "mine.txt").write_text("the buyer's suite")
-    (tmp_path / "theirs.txt").write_text("the vendor's data")
-    mine = _attested(runner, tmp_path / "buyer", tmp_path / "mine.txt", "buyer.example/log")
-    theirs = _attested(runner, tmp_path / "vendor", tmp_path / "theirs.txt",
-                       "vendor.example/log")
-    buyer, vendor = Ledger.open(tmp_path / "buyer"), Ledger.open(tmp_path / "vendor")
+    mine, theirs, buyer, vendor = _two_ledgers(runner, tmp_path, monkeypatch, sigstore_instance,
+                                               trust_files)
     (noted,) = mine.signers
     assert noted in buyer.keys.keyless_made()
     env = Envelope.from_bytes(vendor.store.get(theirs.envelope))
