@@ -21,6 +21,7 @@ Spec: DESIGN §2-4; schemas/log-entry.v1.md (the entry); in-toto Statement v1; D
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -170,6 +171,15 @@ ones a browser's IDN rule uses; Cherokee, Lisu and Latin small capitals by hand,
 word wholly of them reads as Latin (``сор`` as ``cop``, ``ᏟᎪᎢ`` as ``CAT``)."""
 
 
+INVISIBLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f"
+                       "\uffa0\U000e0100-\U000e01ef]")
+"""Printable characters that draw nothing (Unicode's default-ignorable ones Python counts as
+printable: the combining grapheme joiner, variation selectors, Hangul fillers, Khmer's
+inherent vowels, Mongolian's free variation selectors; and the blank Braille pattern):
+``cat`` followed by one looks like ``cat`` (rev29). The others (zero-width spaces and
+joiners, bidirectional marks) are format characters, refused as not printable."""
+
+
 def letter_script(letter: str) -> str:
     """The script of ``letter`` as `LOOKALIKE_SCRIPTS` names them: its Unicode name's first
     word, but ``SMALL CAPITAL`` for Latin's small capitals (``ᴄ`` is drawn like ``c``)."""
@@ -197,6 +207,9 @@ def lookalike(name: str) -> str:
         odd = ", ".join(sorted({f"U+{ord(c):04X}" for c in name if c not in normal}))
         return (f"is not in Unicode normal form NFKC ({odd or 'its order of marks'}): it looks "
                 f"like {normal!r}, which is another name")
+    if hidden := sorted({f"U+{ord(c):04X}" for c in name if INVISIBLE.fullmatch(c)}):
+        return (f"holds a character that draws nothing ({', '.join(hidden)}): it looks like "
+                f"{INVISIBLE.sub('', name)!r}, which is another name")
     word = ""
     for c in name + " ":
         if c.isalpha():

@@ -490,3 +490,19 @@ def test_cherokee_lisu_and_small_capital_look_alikes_are_refused(name: str) -> N
     with pytest.raises(FormatError, match="can pass for another name"):
         check_subject_name(name)
     check_subject_name("\u13e3\u13b3\u13a9")
+
+
+@pytest.mark.parametrize("mark", ["\u034f", "\ufe0f", "\ufe00", "\u180b", "\U000e0100", "\u17b4",
+                                  "\u115f", "\u1160", "\u2800"])
+def test_a_character_that_draws_nothing_is_refused_in_a_name(mark: str) -> None:
+    """rev29 (seventeenth round): ``cat`` followed (or split) by a combining grapheme joiner,
+    a variation selector, a Hangul filler, a Khmer inherent vowel, a Mongolian free variation
+    selector or the blank Braille pattern looks like ``cat``; Python counts them printable
+    and NFKC keeps them, so they passed `check_subject_name` (on main: DID NOT RAISE)."""
+    from trajledger.ledger.record import check_subject_name
+    from trajledger.verify.errors import FormatError
+
+    for name in (f"cat{mark}", f"ca{mark}t"):
+        with pytest.raises(FormatError, match=r"draws nothing .*it looks like 'cat'"):
+            check_subject_name(name)
+    check_subject_name("caf\u00e9")  # a letter with its accent, NFKC: no mark drawn apart
