@@ -207,7 +207,9 @@ def lookalike(name: str) -> str:
         odd = ", ".join(sorted({f"U+{ord(c):04X}" for c in name if c not in normal}))
         return (f"is not in Unicode normal form NFKC ({odd or 'its order of marks'}): it looks "
                 f"like {normal!r}, which is another name")
-    if hidden := sorted({f"U+{ord(c):04X}" for c in name if INVISIBLE.fullmatch(c)}):
+    if hidden := sorted({f"U+{ord(c):04X}" for at, c in enumerate(name) if INVISIBLE.fullmatch(c)
+                         and not (at and unicodedata.category(name[at - 1]) == "So"
+                                  and c in "\ufe0e\ufe0f")}):  # an emoji's presentation
         return (f"holds a character that draws nothing ({', '.join(hidden)}): it looks like "
                 f"{INVISIBLE.sub('', name)!r}, which is another name")
     word = ""

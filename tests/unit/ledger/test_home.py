@@ -506,3 +506,4 @@ def test_a_character_that_draws_nothing_is_refused_in_a_name(mark: str) -> None:
         with pytest.raises(FormatError, match=r"draws nothing .*it looks like 'cat'"):
             check_subject_name(name)
     check_subject_name("caf\u00e9")  # a letter with its accent, NFKC: no mark drawn apart
+    check_subject_name("launch-\U0001f680\ufe0f")  # an emoji's presentation selector
