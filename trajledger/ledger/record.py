@@ -176,7 +176,8 @@ INVISIBLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164
 """Printable characters that draw nothing (Unicode's default-ignorable ones Python counts as
 printable: the combining grapheme joiner, variation selectors, Hangul fillers, Khmer's
 inherent vowels, Mongolian's free variation selectors; and the blank Braille pattern):
-``cat`` followed by one looks like ``cat`` (rev29). The others (zero-width spaces and
+``cat`` followed by one looks like ``cat`` (rev29); U+FE0E/FE0F after a symbol (an emoji's
+presentation) is allowed. The others (zero-width spaces and
 joiners, bidirectional marks) are format characters, refused as not printable."""
 
 
