@@ -73,8 +73,9 @@ def approve(
     Raises:
         RefError: ``ref`` names no dataset or batch.
         FormatError: a bad duration or purpose.
-        PolicyError: the signer is not an approver of the policy in force; the approval
-            signed is one withdrawn (the same statement, made again in the same second).
+        PolicyError: the signer is not an approver of the policy in force (a keyless one:
+            `keyless_check.check_keyless_approver`, before it signs); the approval signed is
+            one withdrawn (the same statement, made again in the same second).
     """
     item = _item(ledger, ref, APPROVABLE)
     when = now or _now()
@@ -87,6 +88,10 @@ def approve(
         raise FormatError(f"--expires: {expires!r} ends after the year 9999") from None
     if not purpose.strip():
         raise FormatError("--purpose: say what the data is approved for")
+    if not isinstance(signer, Signer):  # keyless: its token's identity (left32 finding 2)
+        from .keyless_check import check_keyless_approver
+
+        check_keyless_approver(ledger, signer, f"approve {item.ref}")
     predicate = Approval(
         purpose,
         format_time(when),
@@ -154,8 +159,9 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
     its own; a producer may not (it revokes its data instead): verifiers apply the same rule
     (`trajledger.verify.retractions.authority`), so such a record would count for nothing.
 
-    A keyless signer (``revoke --approval --sigstore``) is judged by verifiers only, as
-    `policy_state.check_signers` leaves it: its identity is known once signed (kless31).
+    A keyless signer (``revoke --approval --sigstore``) is refused by the same rule before it
+    signs when its token cannot be an approver identity or the approval's signer
+    (`keyless_check.check_keyless_approver`; left32 finding 2).
 
     Raises:
         PolicyError: the signer may not withdraw it (nothing signed).
@@ -171,6 +177,11 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
             "approver of the policy in force and did not sign it: only an approver may "
             "withdraw an approval (a producer revokes its data instead); nothing was signed"
         )
+    if not isinstance(signer, Signer) and entry is not None:
+        from .keyless_check import check_keyless_approver
+
+        check_keyless_approver(ledger, signer, f"withdraw the approval at log index {index}",
+                               approval=(index, envelope))
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, f"approval at log index {index}", envelope, predicates.REVOCATION,
