@@ -788,3 +788,39 @@ def approval_index(home: Path, signer: str) -> int:
                 if certificate_identity(bundle.certificates[0])[0] == signer:
                     return i
     raise AssertionError(f"no approval signed by {signer}")
+
+
+def test_by_identity_names_the_keyless_approval_to_withdraw(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """``revoke NAME@V --approval --by-identity SUBJECT``: with two approvals in force (key
+    ``a``'s and ALICE's keyless one), ``--sigstore`` alone cannot tell them apart (exit 1, and
+    the line says how to name one); the identity names ALICE's, whose bundle verifies as
+    hers (kless31's Left; left32)."""
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    for args in (["revoke", "d@1", "--by-identity", ALICE, "--key", "a", "--reason", "x"],
+                 ["revoke", "d@1", "--approval", "--by", "ab", "--by-identity", ALICE, "--key",
+                  "a", "--reason", "x"]):
+        r = run(*args, code=2)
+        assert "--by-identity" in r.output, r.output
+    by_key = run("approve", "d@1", "--key", "a").stderr
+    key_index = int(by_key.rsplit("(log index ", 1)[1].split(")")[0])
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    r = run("approve", "d@1", "--sigstore")
+    alice_index = int(r.stderr.rsplit("(log index ", 1)[1].split(")")[0])
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "too early", code=1)
+    assert "2 approvals of it could be meant" in r.stderr and \
+        "name one with --by KEYID (--by-identity SUBJECT: a keyless one's)" in r.stderr, r.stderr
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", BOB, "--reason", "x",
+            code=1)
+    assert f"no approval of it signed by {BOB} is in force here" in r.stderr, r.stderr
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", ALICE, "--reason",
+            "too early")
+    assert f"d@1: approval at log index {alice_index} withdrawn by keyless" in r.stderr, r.stderr
+    # Key a's approval is still in force; the key withdraws it the same way.
+    r = run("admit", "d@1")
+    assert "approvals — 1 of 1 required approver(s) for 'train'" in r.output, r.output
+    r = run("revoke", "d@1", "--approval", "--key", "a", "--reason", "too early")
+    assert f"d@1: approval at log index {key_index} withdrawn" in r.stderr, r.stderr
+    run("admit", "d@1", code=1)

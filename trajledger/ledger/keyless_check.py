@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .sigstore_sign import KeylessSigner
 
-__all__ = ["check_keyless_approver", "token_claims"]
+__all__ = ["approval_signers", "check_keyless_approver", "token_claims"]
 
 
 def token_claims(token: Any) -> tuple[str, set[str]]:
@@ -72,7 +72,7 @@ def check_keyless_approver(
     """Refuse, before signing, a keyless approval or withdrawal whose token cannot be one of
     the identities that may sign it: an approver identity of the policy in force, or, for the
     withdrawal of ``approval`` (its log index and envelope digest), an identity that signed
-    that approval (its Sigstore bundle verified, `_approval_signers`) and that the policy
+    that approval (its Sigstore bundle verified, `approval_signers`) and that the policy
     still names. No policy in force: nothing to check.
 
     Raises:
@@ -92,7 +92,7 @@ def check_keyless_approver(
         return
     # The approval's own signer may withdraw it while the policy names that identity
     # (`verify.retractions.authority`: a withdrawal's identities are its roles').
-    signed = (_approval_signers(ledger, policy, *approval) & {
+    signed = (approval_signers(ledger, policy, *approval) & {
         *policy.role("producer").identities, *approvers} if approval else frozenset())
     if any(_might_be(i, issuer, texts) for i in signed):
         return
@@ -115,7 +115,7 @@ def _listed(identities: Iterable[Identity]) -> str:
         identities, key=lambda i: (i.subject, i.issuer))) or "none"
 
 
-def _approval_signers(ledger: LedgerHome, policy: TrustPolicy, index: int,
+def approval_signers(ledger: LedgerHome, policy: TrustPolicy, index: int,
                       envelope: str) -> frozenset[Identity]:
     """The identities whose keyless signatures of the approval at log ``index`` (envelope
     digest ``envelope``) verify as a verifier verifies them: against the approver identities

@@ -190,10 +190,12 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
 
 
 def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
-                by: str | None = None) -> tuple[int, Recorded]:
+                by: str | None = None, by_identity: str | None = None) -> tuple[int, Recorded]:
     """Withdraw the approval of ``ref`` (a dataset or batch) that ``by`` signed (a keyid or its
-    prefix; None: any signer), of those not withdrawn yet: ``trajledger revoke REF --approval``,
-    the readable form of `withdraw`. Returns the approval's log index and the withdrawal.
+    prefix; None: any signer), or the Sigstore identity ``by_identity`` signed keylessly (the
+    certificate's subject, its bundle verified as verifiers do: `keyless_check.approval_signers`),
+    of those not withdrawn yet: ``trajledger revoke REF --approval``, the readable form of
+    `withdraw`. Returns the approval's log index and the withdrawal.
 
     Raises:
         RefError: ``ref`` names nothing recorded.
@@ -207,7 +209,7 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
 
     item, state = _item(ledger, ref, APPROVABLE), ledger.trust_state()
     what = f"revoke {ref} --approval"
-    policy = current_policy(ledger) if any(
+    policy = current_policy(ledger) if by_identity is not None or any(
         (x := state.entry(j)) is not None and x.kind == "revocation"
         for i in state.about(item.digest) if (a := state.entry(i)) is not None
         for j in state.about(a.envelope)) else None
@@ -217,14 +219,21 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
              and e.kind == "approval" and (by is None or any(k.startswith(by.lower())
                                                              for k in e.signers))
              and not revocations(ledger, e.envelope, policy and policy[1])]
+    if by_identity is not None:
+        from .keyless_check import approval_signers
+
+        found = [(i, e) for i, e in found if policy is not None and any(
+            x.subject == by_identity for x in approval_signers(ledger, policy[1], i, e.envelope))]
+    by_text = f" signed by {by}" if by else f" signed by {by_identity}" if by_identity else ""
     if len(found) != 1:
         raise PolicyError(
-            f"{what}: " + (f"no approval of it{f' signed by {by}' if by else ''} is in force "
-                           "here (none, or withdrawn already)" if not found else
+            f"{what}: " + (f"no approval of it{by_text} is in force here (none, or withdrawn "
+                           "already)" if not found else
                            f"{len(found)} approvals of it could be meant: " + ", ".join(
                                f"log index {i} signed by {','.join(k[:16] for k in e.signers)} "
                                f"({e.envelope})" for i, e in found)
-                           + "; name one with --by KEYID, or revoke its digest")
+                           + "; name one with --by KEYID (--by-identity SUBJECT: a keyless "
+                           "one's), or revoke its digest")
             + "; nothing was signed")
     index, entry = found[0]
     return index, withdraw(ledger, index, entry.envelope, signer, reason=reason)
