@@ -50,14 +50,11 @@ def token_claims(token: Any) -> tuple[str, set[str]]:
 
 
 def _texts(value: object) -> Iterator[str]:
-    if isinstance(value, str):
-        if value:
-            yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _texts(v)
-    elif isinstance(value, list):
-        for v in value:
+    """Every non-empty text in a JSON value, nested objects and arrays too."""
+    if isinstance(value, str) and value:
+        yield value
+    elif isinstance(value, dict | list):
+        for v in value.values() if isinstance(value, dict) else value:
             yield from _texts(v)
 
 
