@@ -88,3 +88,28 @@ def test_monitor_warns_of_a_lookalike_name_it_takes_in(
     # The name names the batch here (the warning is what tells it from the vendor's own).
     r = buyer.run("show", LOOKALIKE, "--json")
     assert json.loads(r.stdout)["digest"] == vendor.batches[0]
+
+
+def test_a_failed_check_after_the_update_says_the_update_is_recorded(
+    parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The names are checked after the update is recorded: a read failure then (the trust
+    state's disk) is exit 3 with a line saying what is recorded (fault27), not a traceback nor
+    a line that reads as if nothing were."""
+    import errno
+
+    from trajledger.ledger import exchange_cli
+
+    vendor, buyer = parties
+    record_again(vendor, vendor.batches[0], LOOKALIKE, monkeypatch)
+    before = buyer.size()
+
+    def failing(_ledger: object, _rows: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(exchange_cli, "lookalike_warnings", failing)
+    for url in served(vendor):
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver", code=3)
+        assert buyer.size() == before + 2
+        assert (f"its update is recorded (log index {before}), but the names it "
+                "took in could not then be checked for look-alikes") in r.stderr, r.stderr

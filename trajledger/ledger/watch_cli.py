@@ -275,6 +275,7 @@ def _lookalikes(ledger: Any, changes: Any, what: str) -> list[str]:
         if isinstance(e, VerificationError) or (isinstance(e, sqlite3.Error)
                                                 and not disk_error(e)):
             raise
-        raise LedgerError(f"{what}: its update is recorded (log indices {min(logged)}.."
-                          f"{max(logged)}), but the names it took in could not then be checked "
-                          f"for look-alikes: {e}") from e
+        lo, hi = min(logged), max(logged)
+        where = f"log index {lo}" if lo == hi else f"log indices {lo}..{hi}"
+        raise LedgerError(f"{what}: its update is recorded ({where}), but the names it took in "
+                          f"could not then be checked for look-alikes: {e}") from e
