@@ -367,13 +367,14 @@ class Ledger(LedgerHome):
 
         return revoke(self, ref, self._key(key), reason=reason)
 
-    def withdraw(self, ref: str, *, key: str | AnySigner, reason: str, by: str | None = None
-                 ) -> tuple[int, Recorded]:
-        """``trajledger revoke REF --approval [--by KEYID]``: the approval's log index and its
-        withdrawal; see `trajledger.ledger.status.withdraw_of`."""
+    def withdraw(self, ref: str, *, key: str | AnySigner, reason: str, by: str | None = None,
+                 by_identity: str | None = None) -> tuple[int, Recorded]:
+        """``trajledger revoke REF --approval [--by KEYID | --by-identity SUBJECT]``: the
+        approval's log index and its withdrawal; see `trajledger.ledger.status.withdraw_of`."""
         from trajledger.ledger.status import withdraw_of
 
-        return withdraw_of(self, ref, self._signer(key), reason=reason, by=by)
+        return withdraw_of(self, ref, self._signer(key), reason=reason, by=by,
+                           by_identity=by_identity)
 
     def erase(self, ref: str, *, key: str | Signer, reason: str
               ) -> tuple[Recorded, int, dict[str, str]]:

@@ -44,7 +44,8 @@ def test_an_approval_is_withdrawn_by_the_dataset_and_its_signer(quick: Path) -> 
     r = run(home, "revoke", DATASET, "--approval", "--key", "approver-b", "--reason", "wrong")
     assert (r.exit_code, r.stderr) == (1, (
         f"FAIL: revoke {DATASET} --approval: 2 approvals of it could be meant: {named}; name "
-        "one with --by KEYID, or revoke its digest; nothing was signed\n")), r.output
+        "one with --by KEYID (--by-identity SUBJECT: a keyless one's), or revoke its digest; "
+        "nothing was signed\n")), r.output
     assert size(home) == before
     # --by a key that signed none: refused.
     r = run(home, "revoke", DATASET, "--approval", "--by", "00ff", "--key", "approver-b",

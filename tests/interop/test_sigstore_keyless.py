@@ -672,10 +672,18 @@ def test_a_keyless_approval_and_its_withdrawal_through_the_cli(
     assert f"by keyless signature by {ALICE} (issuer {ISSUER})" in r.stderr, r.stderr
     approval = int(r.stderr.rsplit("(log index ", 1)[1].split(")")[0])
     run("admit", "d@1")
-    # BOB, a producer identity, withdraws it keylessly: recorded, shown and ignored.
+    # BOB, a producer identity, may not withdraw it: refused before signing (left32 finding 2;
+    # it was recorded and counted for nothing before).
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
-    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "not mine to withdraw")
-    assert f"approval at log index {approval} withdrawn by keyless signature by {BOB}" in r.stderr
+    size, leaves = Ledger.open(home).log.size, len(sigstore_instance.leaves)
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "not mine to withdraw",
+            code=1)
+    assert (f"FAIL: approval at log index {approval}: the Sigstore identity {BOB} (issuer "
+            f"{ISSUER}) is no approver identity of policy 'keyless' serial 1 and did not sign "
+            f"it: only an approver (identities: {ALICE} ({ISSUER})), or its signer while the "
+            f"policy names it ({ALICE} ({ISSUER})), may withdraw an approval (a producer revokes "
+            "its data instead); nothing was signed") in r.stderr.splitlines(), r.stderr
+    assert Ledger.open(home).log.size == size and len(sigstore_instance.leaves) == leaves
     r = run("admit", "d@1")
     assert "approvals — 1 of 1 required approver(s) for 'train'" in r.output, r.output
     # ALICE withdraws her own: the approval counts for nothing.
@@ -685,3 +693,134 @@ def test_a_keyless_approval_and_its_withdrawal_through_the_cli(
     r = run("admit", "d@1", code=1)
     assert (f"approval {approval} does not count: withdrawn by revocation record {by_alice} "
             "(approved too early)") in r.output, r.output
+
+
+def test_a_keyless_signer_that_may_not_approve_or_withdraw_is_refused_before_signing(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """left32 finding 2: ``approve --sigstore`` by an identity the policy names as no approver,
+    and ``revoke --approval --sigstore`` by one that is neither an approver nor the approval's
+    signer, exit 1 before anything is signed (no Rekor entry, no certificate asked for, nothing
+    logged), as a key that may not is refused; the approval's own signer (its bundle verified)
+    still withdraws it, as verifiers allow (`verify.retractions.authority`)."""
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+    from trajledger.verify.predicates import Approval
+
+    config, _ = trust_files
+    home = tmp_path / "ledger"
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    carol = "carol@example.com"
+
+    def unchanged() -> Callable[[], bool]:
+        size, leaves = Ledger.open(home).log.size, len(sigstore_instance.leaves)
+        return lambda: (Ledger.open(home).log.size, len(sigstore_instance.leaves)) == (
+            size, leaves)
+
+    # BOB, a producer identity, may not approve (a producer key may not either).
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
+    same = unchanged()
+    r = run("approve", "d@1", "--sigstore", code=1)
+    assert (f"FAIL: approve d@1: the Sigstore identity {BOB} (issuer {ISSUER}) is no approver "
+            f"identity of policy 'keyless' serial 1 (its approver identities: {ALICE} "
+            f"({ISSUER})): sign with an approver's token or key; nothing was signed"
+            ) in r.stderr.splitlines(), r.stderr
+    assert same()
+    # CAROL's keyless approval, made by another tool (it counts for nothing: no approver).
+    ledger = Ledger.open(home)
+    dataset = Catalog(ledger).resolve("d@1").digest
+    record_statement(
+        ledger, "d@1", dataset, predicates.APPROVAL,
+        Approval("train", "2026-01-01T00:00:00Z", "2999-01-01T00:00:00Z").to_predicate(),
+        [KeylessSigner(sigstore_instance.token(carol), trust_config=config)])  # fmt: skip
+    # Neither BOB nor CAROL may withdraw it: no approver; CAROL signed it, but as no identity
+    # of the policy (verifiers would count her withdrawal for nothing).
+    for who in (BOB, carol):
+        monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(who))
+        same = unchanged()
+        r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
+        assert (f"FAIL: approval at log index {approval_index(home, carol)}: the Sigstore "
+                f"identity {who} (issuer {ISSUER}) is no approver identity of policy 'keyless' "
+                f"serial 1 and did not sign it: only an approver (identities: {ALICE} "
+                f"({ISSUER})), or its signer while the policy names it (none), may withdraw an "
+                "approval (a producer revokes its data instead); nothing was signed"
+                ) in r.stderr.splitlines(), r.stderr
+        assert same()
+    run("revoke", "d@1", "--approval", "--key", "a", "--reason", "not an approver's")
+    # ALICE approves; a policy of serial 2 makes her a producer: she may still withdraw her
+    # own approval (its bundle verified), and BOB still may not.
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    run("approve", "d@1", "--sigstore")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy.read_text().replace('name = "keyless"\n', 'name = "keyless"\n'
+                                                 'serial = 2\n').replace(
+        f'subject = "{BOB}"', f'subject = "{ALICE}"').replace(
+        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\nidentities = '
+        f'[{{issuer = "{ISSUER}", subject = "{ALICE}"}}]\n',
+        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\n'))
+    run("policy", "set", str(policy), "--key", "a", "--yes")
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
+    assert (f"(identities: none), or its signer while the policy names it ({ALICE} ({ISSUER})), "
+            "may withdraw") in r.stderr, r.stderr
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "too early")
+    assert f"withdrawn by keyless signature by {ALICE}" in r.stderr, r.stderr
+
+
+def approval_index(home: Path, signer: str) -> int:
+    """The log index of the approval the keyless identity ``signer`` signed."""
+    from trajledger import Ledger
+    from trajledger.verify.sigstore_adapter import SigstoreBundle, certificate_identity
+
+    ledger = Ledger.open(home)
+    for i in range(ledger.log.size):
+        entry = LogEntry.from_bytes(ledger.log.entry(i))
+        if entry.kind != "approval":
+            continue
+        env = Envelope.from_bytes(ledger.store.get(entry.envelope))
+        for sig in env.signatures:
+            if ledger.store.exists("sha256:" + sig.keyid):
+                bundle = SigstoreBundle.from_bytes(ledger.store.get("sha256:" + sig.keyid))
+                if certificate_identity(bundle.certificates[0])[0] == signer:
+                    return i
+    raise AssertionError(f"no approval signed by {signer}")
+
+
+def test_by_identity_names_the_keyless_approval_to_withdraw(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """``revoke NAME@V --approval --by-identity SUBJECT``: with two approvals in force (key
+    ``a``'s and ALICE's keyless one), ``--sigstore`` alone cannot tell them apart (exit 1, and
+    the line says how to name one); the identity names ALICE's, whose bundle verifies as
+    hers (kless31's Left; left32)."""
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    for args in (["revoke", "d@1", "--by-identity", ALICE, "--key", "a", "--reason", "x"],
+                 ["revoke", "d@1", "--approval", "--by", "ab", "--by-identity", ALICE, "--key",
+                  "a", "--reason", "x"]):
+        r = run(*args, code=2)
+        assert "--by-identity" in r.output, r.output
+    by_key = run("approve", "d@1", "--key", "a").stderr
+    key_index = int(by_key.rsplit("(log index ", 1)[1].split(")")[0])
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    r = run("approve", "d@1", "--sigstore")
+    alice_index = int(r.stderr.rsplit("(log index ", 1)[1].split(")")[0])
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "too early", code=1)
+    assert "2 approvals of it could be meant" in r.stderr and \
+        "name one with --by KEYID (--by-identity SUBJECT: a keyless one's)" in r.stderr, r.stderr
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", BOB, "--reason", "x",
+            code=1)
+    assert f"no approval of it signed by {BOB} is in force here" in r.stderr, r.stderr
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", ALICE, "--reason",
+            "too early")
+    assert f"d@1: approval at log index {alice_index} withdrawn by keyless" in r.stderr, r.stderr
+    # Key a's approval is still in force; the key withdraws it the same way.
+    r = run("admit", "d@1")
+    assert "approvals — 1 of 1 required approver(s) for 'train'" in r.output, r.output
+    r = run("revoke", "d@1", "--approval", "--key", "a", "--reason", "too early")
+    assert f"d@1: approval at log index {key_index} withdrawn" in r.stderr, r.stderr
+    run("admit", "d@1", code=1)

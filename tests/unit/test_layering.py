@@ -339,6 +339,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.held_windows", "trajledger.ledger.finding",
         "trajledger.ledger.contamination", "trajledger.ledger.cards",
         "trajledger.ledger.card_formats", "trajledger.ledger.artifacts",
+        "trajledger.ledger.keyless_check",
         "trajledger.ledger.status", "trajledger.ledger.suites", "trajledger.ledger.updates",
         "trajledger.ledger.own_records",
         "trajledger.ledger.exchange", "trajledger.ledger.fsck", "trajledger.ledger.index",

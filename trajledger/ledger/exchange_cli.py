@@ -12,6 +12,7 @@ Spec: schemas/bundle.v1.md.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -500,24 +501,34 @@ def warn_origin(log: str) -> None:
 
 
 def _warn_lookalikes(ledger: Any, report: Any) -> None:
-    """One WARNING for each name the vendor signed that this ledger would refuse to record
-    (`record.lookalike`, `names.imported_problem`): it is theirs, kept as signed, and may be
-    made to pass for another."""
+    """`lookalike_warnings` of an import's report: every node of the bundle's lineage."""
+    rows = [(n.kind, n.name, n.version, n.id) for n in report.nodes.values()]
+    for line in lookalike_warnings(ledger, rows):
+        warn(line)
+
+
+def lookalike_warnings(ledger: Any, rows: Iterable[tuple[str, str, str, str]]) -> Iterator[str]:
+    """A WARNING's text for each name another party signed, of ``rows`` ``(kind, name,
+    version, digest)``, that this ledger would refuse to record (`record.lookalike`,
+    `names.imported_problem`): it is theirs, kept as signed, and may be made to pass for
+    another. Yielded as found (`import`, ``monitor``: left32 finding 1); this ledger's trust
+    state is read only for the second kind of problem."""
     from trajledger.verify.kinds import NAMED
 
     from .names import imported_problem
     from .record import lookalike
 
-    for name in sorted({node.name for node in report.nodes.values() if node.name}):
+    rows = list(rows)
+    for name in sorted({name for _kind, name, _version, _digest in rows if name}):
         problem = lookalike(name)
         if problem:
-            warn(f"imported name {visible(name)!r} {problem}; refer to it by its digest")
+            yield f"imported name {visible(name)!r} {problem}; refer to it by its digest"
     state = ledger.trust_state()
-    for n in sorted((n for n in report.nodes.values() if n.kind in NAMED and n.version),
-                    key=lambda n: n.id):
-        if not lookalike(n.name) and (problem := imported_problem(state, n.name, n.version)):
-            warn(f"imported {n.kind} {n.name!a}@{n.version!a} {problem}; refer to it by its "
-                 f"digest {n.id[:19]}…")
+    for kind, name, version, digest in sorted(
+            (r for r in rows if r[0] in NAMED and r[2]), key=lambda r: (r[3], r[1], r[2])):
+        if not lookalike(name) and (problem := imported_problem(state, name, version)):
+            yield (f"imported {kind} {name!a}@{version!a} {problem}; refer to it by its "
+                   f"digest {digest[:19]}…")
 
 
 def _refuse_compressed_twice(path: Path, name: str) -> None:

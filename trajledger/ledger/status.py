@@ -73,8 +73,9 @@ def approve(
     Raises:
         RefError: ``ref`` names no dataset or batch.
         FormatError: a bad duration or purpose.
-        PolicyError: the signer is not an approver of the policy in force; the approval
-            signed is one withdrawn (the same statement, made again in the same second).
+        PolicyError: the signer is not an approver of the policy in force (a keyless one:
+            `keyless_check.check_keyless_approver`, before it signs); the approval signed is
+            one withdrawn (the same statement, made again in the same second).
     """
     item = _item(ledger, ref, APPROVABLE)
     when = now or _now()
@@ -87,6 +88,10 @@ def approve(
         raise FormatError(f"--expires: {expires!r} ends after the year 9999") from None
     if not purpose.strip():
         raise FormatError("--purpose: say what the data is approved for")
+    if not isinstance(signer, Signer):  # keyless: its token's identity (left32 finding 2)
+        from .keyless_check import check_keyless_approver
+
+        check_keyless_approver(ledger, signer, f"approve {item.ref}")
     predicate = Approval(
         purpose,
         format_time(when),
@@ -154,8 +159,9 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
     its own; a producer may not (it revokes its data instead): verifiers apply the same rule
     (`trajledger.verify.retractions.authority`), so such a record would count for nothing.
 
-    A keyless signer (``revoke --approval --sigstore``) is judged by verifiers only, as
-    `policy_state.check_signers` leaves it: its identity is known once signed (kless31).
+    A keyless signer (``revoke --approval --sigstore``) is refused by the same rule before it
+    signs when its token cannot be an approver identity or the approval's signer
+    (`keyless_check.check_keyless_approver`; left32 finding 2).
 
     Raises:
         PolicyError: the signer may not withdraw it (nothing signed).
@@ -171,6 +177,11 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
             "approver of the policy in force and did not sign it: only an approver may "
             "withdraw an approval (a producer revokes its data instead); nothing was signed"
         )
+    if not isinstance(signer, Signer) and entry is not None:
+        from .keyless_check import check_keyless_approver
+
+        check_keyless_approver(ledger, signer, f"withdraw the approval at log index {index}",
+                               approval=(index, envelope))
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, f"approval at log index {index}", envelope, predicates.REVOCATION,
@@ -179,10 +190,12 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
 
 
 def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
-                by: str | None = None) -> tuple[int, Recorded]:
+                by: str | None = None, by_identity: str | None = None) -> tuple[int, Recorded]:
     """Withdraw the approval of ``ref`` (a dataset or batch) that ``by`` signed (a keyid or its
-    prefix; None: any signer), of those not withdrawn yet: ``trajledger revoke REF --approval``,
-    the readable form of `withdraw`. Returns the approval's log index and the withdrawal.
+    prefix; None: any signer), or the Sigstore identity ``by_identity`` signed keylessly (the
+    certificate's subject, its bundle verified as verifiers do: `keyless_check.approval_signers`),
+    of those not withdrawn yet: ``trajledger revoke REF --approval``, the readable form of
+    `withdraw`. Returns the approval's log index and the withdrawal.
 
     Raises:
         RefError: ``ref`` names nothing recorded.
@@ -196,7 +209,7 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
 
     item, state = _item(ledger, ref, APPROVABLE), ledger.trust_state()
     what = f"revoke {ref} --approval"
-    policy = current_policy(ledger) if any(
+    policy = current_policy(ledger) if by_identity is not None or any(
         (x := state.entry(j)) is not None and x.kind == "revocation"
         for i in state.about(item.digest) if (a := state.entry(i)) is not None
         for j in state.about(a.envelope)) else None
@@ -206,14 +219,21 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
              and e.kind == "approval" and (by is None or any(k.startswith(by.lower())
                                                              for k in e.signers))
              and not revocations(ledger, e.envelope, policy and policy[1])]
+    if by_identity is not None:
+        from .keyless_check import approval_signers
+
+        found = [(i, e) for i, e in found if policy is not None and any(
+            x.subject == by_identity for x in approval_signers(ledger, policy[1], i, e.envelope))]
+    by_text = f" signed by {by}" if by else f" signed by {by_identity}" if by_identity else ""
     if len(found) != 1:
         raise PolicyError(
-            f"{what}: " + (f"no approval of it{f' signed by {by}' if by else ''} is in force "
-                           "here (none, or withdrawn already)" if not found else
+            f"{what}: " + (f"no approval of it{by_text} is in force here (none, or withdrawn "
+                           "already)" if not found else
                            f"{len(found)} approvals of it could be meant: " + ", ".join(
                                f"log index {i} signed by {','.join(k[:16] for k in e.signers)} "
                                f"({e.envelope})" for i, e in found)
-                           + "; name one with --by KEYID, or revoke its digest")
+                           + "; name one with --by KEYID (--by-identity SUBJECT: a keyless "
+                           "one's), or revoke its digest")
             + "; nothing was signed")
     index, entry = found[0]
     return index, withdraw(ledger, index, entry.envelope, signer, reason=reason)

@@ -130,6 +130,7 @@ class Changes:
             (`_left_out`).
         deleted_again: erasures recorded here before, whose files the update brought back
             (`_erased_before`): deleted again.
+        logged: this log's indices of the other log's records taken in (not in the JSON).
     """
 
     origin: str
@@ -145,6 +146,7 @@ class Changes:
     suspect: list[dict[str, Any]] = field(default_factory=list)
     deleted_again: list[dict[str, Any]] = field(default_factory=list)
     left_out: list[dict[str, Any]] = field(default_factory=list)
+    logged: tuple[int, ...] = ()
 
     @property
     def stopped(self) -> bool:
@@ -500,6 +502,7 @@ def apply_update(
             # import stopped after its record (killed, or the lock check) left them undone.
             _compromises(ledger, policy, signers, update, here, changes, foreign)
             _judge(ledger, policy, foreign, here, changes, earlier, set(update.objects))
+            changes.logged = logged
             return Applied(earlier, False, logged, changes)
         predicate: dict[str, Any] = {
             "log": {"origin": cp.origin, "vkey": update.vkey,
@@ -534,6 +537,7 @@ def apply_update(
             changes.new.setdefault(e.kind, []).append(e.subject)
         _judge(ledger, policy, foreign, here, changes, done, set(update.objects))
         _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
+        changes.logged = logged
         return Applied(done, True, logged, changes)
     except Exception as e:  # after an append, the line says what is recorded (fault27)
         if (not logged and done < 0) or isinstance(e, (VerificationError,

@@ -12,6 +12,7 @@ import errno
 import ipaddress
 import math
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -216,8 +217,10 @@ def monitor(
         if policy is not None:  # a ledger with no policy yet holds nothing imported
             changes = watch_updates(ledger, policy, [ledger.keys.signer(k) for k in keys],
                                     log, result)
+    lookalikes = _lookalikes(ledger, changes, f"log {result.origin} at {result.url}")
     if as_json:
-        emit_json(result.to_json() | {"updates": changes.to_json() if changes else None})
+        emit_json(result.to_json() | {"updates": changes.to_json() | {"lookalikes": lookalikes}
+                                      if changes else None})
     else:
         click.echo(result.note.decode("utf-8"), nl=False)
         if result.cosigned is not None:
@@ -242,8 +245,37 @@ def monitor(
         ok(f"cosigned as witness {result.witness_vkey}; the cosigned checkpoint is{where}")
     if changes is not None:
         show_changes(changes)
+        for line in lookalikes:
+            warn(line)
         if fail_on_revocation and changes.stopped:
             raise VerificationError(
                 f"log {result.origin} at {result.url}: something this ledger holds was revoked "
                 "or erased there (listed above): see 'trajledger impact REF' for what is built "
                 "on it")
+
+
+def _lookalikes(ledger: Any, changes: Any, what: str) -> list[str]:
+    """`exchange_cli.lookalike_warnings` of the names of the records a monitor took in (the
+    trust state's rows of their indices here; left32 finding 1)."""
+    import sqlite3
+
+    from trajledger.verify.errors import VerificationError
+
+    from .errors import disk_error
+    from .exchange_cli import lookalike_warnings
+
+    if changes is None or not changes.logged:
+        return []
+    logged = set(changes.logged)
+    try:
+        rows = [(r.kind, r.name, r.version, r.subject)
+                for r in ledger.trust_state().named() if r.index in logged]
+        return list(lookalike_warnings(ledger, rows))
+    except (LedgerError, OSError, sqlite3.Error) as e:  # recorded: say so (fault27)
+        if isinstance(e, VerificationError) or (isinstance(e, sqlite3.Error)
+                                                and not disk_error(e)):
+            raise
+        lo, hi = min(logged), max(logged)
+        where = f"log index {lo}" if lo == hi else f"log indices {lo}..{hi}"
+        raise LedgerError(f"{what}: its update is recorded ({where}), but the names it took in "
+                          f"could not then be checked for look-alikes: {e}") from e

@@ -84,11 +84,14 @@ def approve(
               help="Withdraw REF's approval (REF: the dataset or batch), not REF itself.")
 @click.option("--by", metavar="KEYID",
               help="With --approval: the one this key signed (a keyid or its prefix).")
+@click.option("--by-identity", "by_identity", metavar="SUBJECT",
+              help="With --approval: the one this Sigstore identity signed keylessly (its "
+              "certificate's subject: an email or URI).")
 @_SIGSTORE
 @JSON_OPTION
 @pass_ctx
 def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
-           by: str | None, sigstore: bool, as_json: bool) -> None:
+           by: str | None, by_identity: str | None, sigstore: bool, as_json: bool) -> None:
     """Revoke an artifact (its lineage fails verification; see 'trajledger impact') or withdraw
     an approval (REF: the digest 'approve' printed, or, with --approval, the dataset or batch
     it approves; it no longer counts, for earlier uses too).
@@ -99,18 +102,26 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
       trajledger revoke cartpole-train@1 --approval --by 3f2a… --key approver-a --reason \
         "approved the wrong version"
       trajledger revoke cartpole-train@1 --approval --sigstore --reason "approved too early"
+      trajledger revoke cartpole-train@1 --approval --by-identity alice@example.com \
+        --sigstore --reason "approved too early"
     """
-    if by is not None and not approval:
-        raise click.UsageError("--by is for --approval (whose approval to withdraw)")
+    for given, option in ((by, "--by"), (by_identity, "--by-identity")):
+        if given is not None and not approval:
+            raise click.UsageError(f"{option} is for --approval (whose approval to withdraw)")
+    if by is not None and by_identity is not None:
+        raise click.UsageError("--by or --by-identity (one of them): the approval's key, or "
+                               "its keyless identity")
     if sigstore and not approval:
         raise click.UsageError("--sigstore is for --approval (a keyless withdrawal); revoke an "
                                "artifact with --key")
     if sigstore and by is not None:
         raise click.UsageError("--by names a key's approval; with --sigstore, withdraw the only "
-                               "approval in force, or revoke the approval's digest with --key")
+                               "approval in force, name a keyless one with --by-identity "
+                               "SUBJECT, or revoke the approval's digest with --key")
     signer = _signer(key, sigstore)
     if approval:
-        index, rec = ctx.ledger().withdraw(ref, key=signer, reason=reason, by=by)
+        index, rec = ctx.ledger().withdraw(ref, key=signer, reason=reason, by=by,
+                                           by_identity=by_identity)
         ok(f"{ref}: approval at log index {index} withdrawn" + (
             f" by {_by(key, signer)}" if sigstore else "") + f" (log index {rec.index})" + (
             " (a keyless withdrawal counts if its identity approved it or is an approver's: "
