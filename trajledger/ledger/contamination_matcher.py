@@ -22,7 +22,7 @@ from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_T
 from .episode_features import FeatureChunk
 from .finding import Finding
 from .held_windows import Grouped
-from .step_windows import COLUMNS, WINDOW, StepWindows, held_steps, order_steps
+from .step_windows import COLUMNS, StepWindows, held_steps, order_steps, span
 
 __all__ = ["MIN_NEAR_STEPS", "Matcher"]
 
@@ -259,8 +259,9 @@ class Matcher:
 
     def _shared(self, starts: set[tuple[int, int]], i: int) -> tuple[tuple[int, int, int], int]:
         """The longest run of steps held episode ``i`` shares with its first train match (the
-        ``(order, start)`` of its windows that train episode shares; the first order of the
-        longest), and its order."""
+        ``(order, start)`` of its windows that train episode shares, each the hash of the
+        `step_windows.span` steps from its start; the first order of the longest), and its
+        order."""
         best = (0, 0, 0, 0)  # steps, -order, first, last
         for order in sorted({o for o, _ in starts}):
             s = np.array(sorted(x for o, x in starts if o == order), dtype=np.int64)
@@ -268,8 +269,8 @@ class Matcher:
             firsts = np.concatenate(([0], breaks + 1))
             lasts = np.concatenate((breaks, [len(s) - 1]))
             k = int(np.argmax(lasts - firsts))
-            first, last = int(s[firsts[k]]), int(s[lasts[k]])
-            best = max(best, (last - first + WINDOW, -order, first, last + WINDOW - 1))
+            first, last, steps = int(s[firsts[k]]), int(s[lasts[k]]), span(order)
+            best = max(best, (last - first + steps, -order, first, last + steps - 1))
         _, order, first, last = best
         n = self._steps.get(i, 0)
         return (*held_steps(-order, n, first, last), n), -order
@@ -363,6 +364,6 @@ class Matcher:
             other_labels = tuple(self.other_labels.get(b, ()))
             k, _, back = order_steps(order)
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
-                               normalised, shared, k, back, order == COLUMNS))
+                               normalised, shared, k, back, order >= COLUMNS))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out

@@ -24,13 +24,15 @@ series its observation's columns take over its steps (a copy with its columns pe
 duplicated has the same set), for observations of 2 to `MAX_COLUMNS` numbers a step (a Dict
 or Tuple space's per member, copy30); a held one is compared only when it has at least
 `MIN_DISTINCT` distinct values, else (one-hot, a grid) it is of `LONG` steps instead, compared
-only when they come back to earlier steps often enough (`columns_windows`, copy30).
+only when they come back to earlier steps often enough (`columns_windows`, copy30). The held
+side holds those of `LONG` steps apart, in order `LONG_COLUMNS`, each from its first step
+(`columns_spans`), so that the run they share is named whole (`span`, copy31).
 The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
 features (``episode_features.FEATURE_VERSION`` is unchanged).
-Non-scope: comparing (``ledger.contamination.Matcher``); episodes shorter than `WINDOW` (their
-exact fingerprint only); observations that are not numbers (strings).
+Non-scope: comparing (``ledger.contamination_matcher.Matcher``); episodes shorter than
+`WINDOW` (their exact fingerprint only); observations that are not numbers (strings).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 """
 
@@ -47,9 +49,10 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .rollouts.space_values import leaf_arrays
 
-__all__ = ["COLUMNS", "MAX_COLUMNS", "MIN_DISTINCT", "ORDERS", "WINDOW", "WINDOW_COLUMNS",
-           "StepWindows", "columns_kept", "columns_windows", "held_steps", "iter_marked",
-           "iter_windows", "kept", "order_lengths", "order_steps", "step_hashes"]
+__all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_COLUMNS", "MIN_DISTINCT", "ORDERS", "WINDOW",
+           "WINDOW_COLUMNS", "StepWindows", "columns_kept", "columns_spans", "columns_windows",
+           "held_steps", "iter_marked", "iter_windows", "kept", "order_lengths", "order_steps",
+           "span", "step_hashes"]
 
 WINDOW = 16
 """Steps in a window: the shortest shared run found. Shorter runs (a fixed start, an opening)
@@ -86,6 +89,11 @@ paths to goals did, copy30). A multiple of `WINDOW`."""
 MIN_REVISITS = 8
 """Steps of a held `LONG` window that must equal an earlier one of it for it to be compared
 (`_informative`)."""
+LONG_COLUMNS = COLUMNS + 1
+"""The order of a held episode's `COLUMNS` windows of `LONG` steps (`columns_spans`): their
+``start`` is their first step (a window near its episode's end is hashed up to its last), and
+they cover `LONG` steps from it (`span`), so that the run a copy shares is named whole: counted
+as 16 steps a window, a permuted one-hot copy of 60 steps said 28 (copy31)."""
 
 _U64 = np.uint64
 _SALT = _U64(0xD6E8FEB86659FD93)
@@ -224,7 +232,8 @@ def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
 
 
 def order_steps(order: int) -> tuple[int, int, bool]:
-    """``(k, phase, reversed)`` of order ``order`` (`ORDERS`; `COLUMNS`: as recorded)."""
+    """``(k, phase, reversed)`` of order ``order`` (`ORDERS`; `COLUMNS`, `LONG_COLUMNS`: as
+    recorded)."""
     return ORDERS[order] if order < len(ORDERS) else ORDERS[0]
 
 
@@ -232,6 +241,25 @@ def order_lengths(lengths: npt.NDArray[np.int64], order: int) -> npt.NDArray[np.
     """The number of steps of episodes of ``lengths`` steps taken in order ``order``."""
     k, phase, _ = order_steps(order)
     return np.asarray(np.maximum(lengths - phase + k - 1, 0) // k, dtype=np.int64)
+
+
+def span(order: int) -> int:
+    """The steps from its ``start`` a window of order ``order`` is the hash of: `LONG` for
+    `LONG_COLUMNS`, else `WINDOW`."""
+    return LONG if order == LONG_COLUMNS else WINDOW
+
+
+def columns_spans(w: StepWindows) -> list[StepWindows]:
+    """`COLUMNS` windows ``w`` (those `columns_windows` gives) as two: those of `WINDOW` steps
+    (order `COLUMNS`), then those of `LONG` steps (order `LONG_COLUMNS`, told by their hash's
+    low bit), each ``start`` moved to its first step (32 steps back for one near its episode's
+    end: `columns_windows`); another order's ``w`` as it is."""
+    if w.order != COLUMNS:
+        return [w]
+    long = (w.hashes & _U64(1)).astype(bool)
+    back = np.where(w.lengths[w.episode] - w.start < LONG, LONG - WINDOW, 0)
+    longs = kept(w, long)
+    return [kept(w, ~long), replace(longs, start=longs.start - back[long], order=LONG_COLUMNS)]
 
 
 def held_steps(order: int, steps: int, first: int, last: int) -> tuple[int, int]:
@@ -289,7 +317,8 @@ def columns_windows(
     distinct ones summed mixed, so that permuting or repeating columns keeps it. A window
     whose 16 steps take few values (`_few_values`: one-hot, a grid) is hashed over the
     `LONG` steps from its first (or, near its episode's end, up to its last) instead, and
-    has no hash when its episode has neither; and per window whether it is not compared as
+    has no hash when its episode has neither; a hash's low bit says which (1: `LONG` steps,
+    `columns_spans`); and per window whether it is not compared as
     held out: few values and not `_informative` over its `LONG` steps, or else too few
     distinct steps (``steps``, of `_marked`; without ``mark``, all false: the train side).
     0 and true when ``q`` is None (no such observations)."""
@@ -319,9 +348,9 @@ def columns_windows(
         with np.errstate(over="ignore"):
             for k in range(1, LONG // WINDOW):  # the polynomial over LONG steps, in parts
                 wide = wide * _POLY_WINDOW + acc[first + k * WINDOW]
-        got = _set_hash(acc[r], _COLUMN_SALT)
+        got = _set_hash(acc[r], _COLUMN_SALT) & ~_U64(1)
         got[short] = 0
-        got[longs] = _set_hash(wide, _LONG_SALT)
+        got[longs] = _set_hash(wide, _LONG_SALT) | _U64(1)
         hashes[lo : lo + len(rows)] = got
         if mark:
             more = short.copy()
@@ -425,10 +454,14 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
     order, as schema validation guarantees), one `StepWindows` per batch of whole episodes;
     an episode may run across record batches. Nothing for steps without numeric
     observations; after each its `COLUMNS` windows (those it has). ``held``: leave out
-    windows of too few distinct steps (`MIN_DISTINCT`), and add the windows of the steps in
-    every other order of `ORDERS`."""
+    windows of too few distinct steps (`MIN_DISTINCT`), add the windows of the steps in
+    every other order of `ORDERS`, and hold the `COLUMNS` windows of `LONG` steps apart
+    (`columns_spans`)."""
     for w, few in _iter(batches, held, len(ORDERS) if held else 1):
-        yield kept(w, ~few) if held else columns_kept(w)
+        if held:
+            yield from columns_spans(kept(w, ~few))
+        else:
+            yield columns_kept(w)
 
 
 def columns_kept(w: StepWindows) -> StepWindows:

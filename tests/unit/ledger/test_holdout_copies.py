@@ -551,14 +551,19 @@ def test_a_reordered_run_says_how_it_was_reordered(
                                   "duplicated")
         assert (cols.to_json()["columns"], {"every", "reversed"} & set(cols.to_json())) == (
             True, set())
-    for name, held in (("one-hot columns permuted", "held-grid"),  # copy30
-                       ("one-hot columns permuted, first 10 steps dropped", "held-grid"),
-                       ("Dict, columns permuted in each member", "held-dict")):
+    # copy30; copy31: the run named whole (on 5f64dc8: 28 steps 1-28, 18 steps 11-28: each
+    # window of `step_windows.LONG` steps counted as 16)
+    for name, held, shared in (("one-hot columns permuted", "held-grid", (1, 60, 60)),
+                               ("one-hot columns permuted, first 10 steps dropped", "held-grid",
+                                (11, 60, 60)),
+                               ("Dict, columns permuted in each member", "held-dict",
+                                (1, 60, 60))):
         [cols] = check_dataset(ledger, "train", [template.value[f"numeric {name}"]]).findings
-        assert (cols.other_episode, cols.every, cols.reversed, cols.columns) == (
-            held, 1, False, True)
-        assert f"steps of 60 of held-out episode {held} of batch ".replace(
-            "steps of", f"steps {cols.shared[0]}-{cols.shared[1]} of") in str(cols), name
+        assert (cols.other_episode, cols.shared, cols.every, cols.reversed, cols.columns) == (
+            held, shared, 1, False, True), name
+        a, b, _ = shared
+        assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of 60 of held-out episode " \
+               f"{held} of batch " in str(cols), name
         assert str(cols).endswith(", its columns reordered or duplicated")
     [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
                                                              "step"]]).findings  # copy28
@@ -599,8 +604,8 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     with pytest.raises(DataRefusedError) as e:  # copy30
         admit(ledger, "grid@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
     [failure] = e.value.report.failures()
-    assert "of 60 of held-out episode held-grid" in failure and failure.endswith(
-        ", its columns reordered or duplicated"), failure
+    assert "shares 60 consecutive steps (steps 1-60 of 60 of held-out episode held-grid" \
+           in failure and failure.endswith(", its columns reordered or duplicated"), failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(

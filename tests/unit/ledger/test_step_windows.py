@@ -10,10 +10,12 @@ import pytest
 from trajledger.ledger.step_windows import (
     COLUMNS,
     LONG,
+    LONG_COLUMNS,
     ORDERS,
     WINDOW,
     held_steps,
     iter_windows,
+    span,
     step_hashes,
 )
 
@@ -33,10 +35,11 @@ def walk(seed: int, n: int = 40) -> np.ndarray:
 
 def windows(*batches: pa.RecordBatch, held: bool = False,
             columns: bool = False) -> dict[str, list[int]]:
-    """Each episode's window hashes (``columns``: its `COLUMNS` ones, else the others)."""
+    """Each episode's window hashes (``columns``: its `COLUMNS` ones, of `WINDOW` then of
+    `LONG` steps on the held side, else the others)."""
     out: dict[str, list[int]] = {}
     for w in iter_windows(batches, held=held):
-        if (w.order == COLUMNS) != columns:
+        if (w.order >= COLUMNS) != columns:
             continue
         for e, h in zip(w.episode.tolist(), w.hashes.tolist(), strict=True):
             out.setdefault(w.episode_ids[e], []).append(h)
@@ -76,7 +79,7 @@ def test_the_held_side_holds_its_steps_in_every_order() -> None:
     whole = list(iter_windows([batch(list(eps.items()))], held=True))
     cut = list(iter_windows([batch([("a", eps["a"][:9])]), batch([("a", eps["a"][9:]),
                              ("b", eps["b"]), ("c", eps["c"])])], held=True))
-    assert sorted({w.order for w in whole}) == [*range(len(ORDERS)), COLUMNS]
+    assert sorted({w.order for w in whole}) == [*range(len(ORDERS)), COLUMNS, LONG_COLUMNS]
     for order, (k, phase, back) in enumerate(ORDERS):
         for e, obs in eps.items():
             copy = obs[phase::k][::-1] if back else obs[phase::k]
@@ -158,6 +161,31 @@ def test_few_valued_columns_windows_are_long() -> None:
     sweep = np.eye(64)[np.arange(60)]  # 60 cells, each once: only "no step twice" survives
     assert windows(batch([("h", sweep)]), held=True, columns=True) == {}
     assert len(windows(batch([("t", sweep[:, ::-1])]), columns=True)["t"]) == 2 * (60 - LONG + 1)
+
+
+def test_long_columns_windows_are_held_from_their_first_step() -> None:
+    """copy31: the held side's `COLUMNS` windows of `LONG` steps are of order `LONG_COLUMNS`,
+    each ``start`` the first of the `span` steps it is the hash of (from the window's first
+    step, or near the episode's end 32 steps before it): a copy of just those steps, its
+    columns permuted, holds it; those of 16 steps stay in order `COLUMNS` (on 5f64dc8 all
+    were of order `COLUMNS`, each from its 16 steps' first: 32 of 55 named another run)."""
+    cells = np.random.default_rng(4).integers(9, size=70)
+    one_hot = np.eye(9)[cells]
+    a = np.hstack([walk(1, 70), walk(2, 70), walk(3, 70)[:, :1]])  # 9 numbers, many values
+    got: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for w in iter_windows([batch([("h", one_hot), ("a", a)])], held=True):
+        assert w.order < COLUMNS or w.order in (COLUMNS, LONG_COLUMNS)
+        for e, s, h in zip(w.episode.tolist(), w.start.tolist(), w.hashes.tolist(), strict=True):
+            got.setdefault((w.order, w.episode_ids[e]), []).append((s, h))
+    assert (span(COLUMNS), span(LONG_COLUMNS), span(0)) == (WINDOW, LONG, WINDOW)
+    assert {k for k in got if k[0] >= COLUMNS} == {(COLUMNS, "a"), (LONG_COLUMNS, "h")}
+    long, short = got[LONG_COLUMNS, "h"], got[COLUMNS, "a"]
+    assert sorted(s for s, _ in long) == sorted([*range(70 - LONG + 1)] * 2)
+    perm = np.random.default_rng(5).permutation(9)
+    for s, h in long:
+        assert h in windows(batch([("c", one_hot[s : s + LONG, perm])]), columns=True)["c"], s
+    for s, h in short:
+        assert h in windows(batch([("c", a[s : s + WINDOW, ::-1])]), columns=True)["c"], s
 
 
 def test_columns_windows_of_dict_and_tuple_spaces() -> None:
