@@ -269,7 +269,8 @@ class Matcher:
             firsts = np.concatenate(([0], breaks + 1))
             lasts = np.concatenate((breaks, [len(s) - 1]))
             k = int(np.argmax(lasts - firsts))
-            first, last, steps = int(s[firsts[k]]), int(s[lasts[k]]), span(order)
+            first, last = int(s[firsts[k]]), int(s[lasts[k]])
+            steps = span(order, self._steps.get(i, 0))
             best = max(best, (last - first + steps, -order, first, last + steps - 1))
         _, order, first, last = best
         n = self._steps.get(i, 0)
