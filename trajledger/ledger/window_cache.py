@@ -74,7 +74,8 @@ and the files of other numbers are not read. 2: the held side's other orders (wi
 second step reversed and every fourth step (copy26); 4: the windows of the set of their
 columns (`step_windows.COLUMNS`, copy28); 5: those of few values over `step_windows.LONG`
 steps, and of Dict and Tuple spaces per member (copy30); 6: a `COLUMNS` hash's low bit says
-whether it is of `step_windows.LONG` steps (copy31)."""
+whether it is of `step_windows.LONG` steps (or a whole episode of `step_windows.MIN_WHOLE`
+to `LONG` - 1 steps, which has one now: copy31)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns")

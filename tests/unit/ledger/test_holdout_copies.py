@@ -609,24 +609,19 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     [failure] = e.value.report.failures()
     assert "shares 30 consecutive steps (every second step of steps 1-59 of 60 of held-out " \
            "episode held-num" in failure, failure
-    train_set(ledger, "cols", template.value["numeric one column duplicated, permuted"])
-    with pytest.raises(DataRefusedError) as e:  # copy28
-        admit(ledger, "cols@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
-    [failure] = e.value.report.failures()
-    assert "shares 60 consecutive steps (steps 1-60 of 60 of held-out episode held-num" \
-           in failure and failure.endswith(", its columns reordered or duplicated"), failure
-    train_set(ledger, "grid", template.value["numeric one-hot columns permuted"])
-    with pytest.raises(DataRefusedError) as e:  # copy30
-        admit(ledger, "grid@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
-    [failure] = e.value.report.failures()
-    assert "shares 60 consecutive steps (steps 1-60 of 60 of held-out episode held-grid" \
-           in failure and failure.endswith(", its columns reordered or duplicated"), failure
-    train_set(ledger, "short", template.value["numeric one-hot of 40 steps, columns permuted"])
-    with pytest.raises(DataRefusedError) as e:  # copy31
-        admit(ledger, "short@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
-    [failure] = e.value.report.failures()
-    assert "shares 40 consecutive steps (steps 1-40 of 40 of held-out episode held-short" \
-           in failure and failure.endswith(", its columns reordered or duplicated"), failure
+    for name, copy, says in (  # copy28; copy30; copy31 (the run named whole; a short episode)
+            ("cols", "one column duplicated, permuted", "60 consecutive steps (steps 1-60 of 60 "
+             "of held-out episode held-num"),
+            ("grid", "one-hot columns permuted", "60 consecutive steps (steps 1-60 of 60 of "
+             "held-out episode held-grid"),
+            ("short", "one-hot of 40 steps, columns permuted", "40 consecutive steps (steps "
+             "1-40 of 40 of held-out episode held-short")):
+        train_set(ledger, name, template.value[f"numeric {copy}"])
+        with pytest.raises(DataRefusedError) as e:
+            admit(ledger, f"{name}@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+        [failure] = e.value.report.failures()
+        assert f"shares {says}" in failure and failure.endswith(
+            ", its columns reordered or duplicated"), failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(
