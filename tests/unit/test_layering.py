@@ -337,6 +337,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.evidence", "trajledger.ledger.batch_features",
         "trajledger.ledger.text_fingerprint", "trajledger.ledger.window_cache",
         "trajledger.ledger.held_windows", "trajledger.ledger.finding",
+        "trajledger.ledger.contamination_matcher",
         "trajledger.ledger.contamination", "trajledger.ledger.cards",
         "trajledger.ledger.card_formats", "trajledger.ledger.artifacts",
         "trajledger.ledger.keyless_check",

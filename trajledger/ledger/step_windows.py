@@ -24,13 +24,16 @@ series its observation's columns take over its steps (a copy with its columns pe
 duplicated has the same set), for observations of 2 to `MAX_COLUMNS` numbers a step (a Dict
 or Tuple space's per member, copy30); a held one is compared only when it has at least
 `MIN_DISTINCT` distinct values, else (one-hot, a grid) it is of `LONG` steps instead, compared
-only when they come back to earlier steps often enough (`columns_windows`, copy30).
+only when they come back to earlier steps often enough (`columns_windows`, copy30); an
+episode of `MIN_WHOLE` to `LONG` - 1 steps has one such window, over all its steps (copy31).
+The held side holds these apart, in order `LONG_COLUMNS`, each from its first step
+(`columns_spans`), so that the run they share is named whole (`span`, copy31).
 The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
 features (``episode_features.FEATURE_VERSION`` is unchanged).
-Non-scope: comparing (``ledger.contamination.Matcher``); episodes shorter than `WINDOW` (their
-exact fingerprint only); observations that are not numbers (strings).
+Non-scope: comparing (``ledger.contamination_matcher.Matcher``); episodes shorter than
+`WINDOW` (their exact fingerprint only); observations that are not numbers (strings).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 """
 
@@ -47,9 +50,10 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .rollouts.space_values import leaf_arrays
 
-__all__ = ["COLUMNS", "MAX_COLUMNS", "MIN_DISTINCT", "ORDERS", "WINDOW", "WINDOW_COLUMNS",
-           "StepWindows", "columns_kept", "columns_windows", "held_steps", "iter_marked",
-           "iter_windows", "kept", "order_lengths", "order_steps", "step_hashes"]
+__all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_COLUMNS", "MIN_DISTINCT", "MIN_WHOLE",
+           "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "columns_kept", "columns_spans",
+           "columns_windows", "held_steps", "iter_marked", "iter_windows", "kept",
+           "order_lengths", "order_steps", "span", "step_hashes"]
 
 WINDOW = 16
 """Steps in a window: the shortest shared run found. Shorter runs (a fixed start, an opening)
@@ -86,6 +90,15 @@ paths to goals did, copy30). A multiple of `WINDOW`."""
 MIN_REVISITS = 8
 """Steps of a held `LONG` window that must equal an earlier one of it for it to be compared
 (`_informative`)."""
+MIN_WHOLE = 32
+"""The fewest steps of an episode shorter than `LONG` whose `COLUMNS` window of few values is
+over all its steps (copy31): of 16 to 31 steps, unrelated paths to goals shared such windows
+(20 steps: one episode pair of 4 x 10^6)."""
+LONG_COLUMNS = COLUMNS + 1
+"""The order of a held episode's `COLUMNS` windows of `LONG` steps (`columns_spans`): their
+``start`` is their first step (a window near its episode's end is hashed up to its last), and
+they cover `LONG` steps from it (`span`), so that the run a copy shares is named whole: counted
+as 16 steps a window, a permuted one-hot copy of 60 steps said 28 (copy31)."""
 
 _U64 = np.uint64
 _SALT = _U64(0xD6E8FEB86659FD93)
@@ -224,7 +237,8 @@ def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
 
 
 def order_steps(order: int) -> tuple[int, int, bool]:
-    """``(k, phase, reversed)`` of order ``order`` (`ORDERS`; `COLUMNS`: as recorded)."""
+    """``(k, phase, reversed)`` of order ``order`` (`ORDERS`; `COLUMNS`, `LONG_COLUMNS`: as
+    recorded)."""
     return ORDERS[order] if order < len(ORDERS) else ORDERS[0]
 
 
@@ -232,6 +246,27 @@ def order_lengths(lengths: npt.NDArray[np.int64], order: int) -> npt.NDArray[np.
     """The number of steps of episodes of ``lengths`` steps taken in order ``order``."""
     k, phase, _ = order_steps(order)
     return np.asarray(np.maximum(lengths - phase + k - 1, 0) // k, dtype=np.int64)
+
+
+def span(order: int, steps: int) -> int:
+    """The steps from its ``start`` a window of order ``order`` of an episode of ``steps``
+    steps (in that order) is the hash of: for `LONG_COLUMNS`, `LONG`, or the whole episode
+    when it is shorter; else `WINDOW`."""
+    return min(LONG, steps) if order == LONG_COLUMNS else WINDOW
+
+
+def columns_spans(w: StepWindows) -> list[StepWindows]:
+    """`COLUMNS` windows ``w`` (those `columns_windows` gives) as two: those of `WINDOW` steps
+    (order `COLUMNS`), then those of `LONG` steps (order `LONG_COLUMNS`, told by their hash's
+    low bit), each ``start`` moved to its first step (32 steps back for one near its episode's
+    end: `columns_windows`); another order's ``w`` as it is."""
+    if w.order != COLUMNS:
+        return [w]
+    long = (w.hashes & _U64(1)).astype(bool)
+    n = w.lengths[w.episode]
+    back = np.where((n >= LONG) & (n - w.start < LONG), LONG - WINDOW, 0)
+    longs = kept(w, long)
+    return [kept(w, ~long), replace(longs, start=longs.start - back[long], order=LONG_COLUMNS)]
 
 
 def held_steps(order: int, steps: int, first: int, last: int) -> tuple[int, int]:
@@ -289,8 +324,11 @@ def columns_windows(
     distinct ones summed mixed, so that permuting or repeating columns keeps it. A window
     whose 16 steps take few values (`_few_values`: one-hot, a grid) is hashed over the
     `LONG` steps from its first (or, near its episode's end, up to its last) instead, and
-    has no hash when its episode has neither; and per window whether it is not compared as
-    held out: few values and not `_informative` over its `LONG` steps, or else too few
+    has no hash when its episode has neither, but for the window at the first step of an
+    episode of `MIN_WHOLE` to `LONG` - 1 steps: over all its steps (copy31); a hash's low
+    bit says which (1: over `LONG` steps or the whole episode, `columns_spans`); and per
+    window whether it is not compared as held out: few values and not `_informative` over
+    those steps, or else too few
     distinct steps (``steps``, of `_marked`; without ``mark``, all false: the train side).
     0 and true when ``q`` is None (no such observations)."""
     m, n = len(episode), int(lengths.sum())
@@ -314,20 +352,35 @@ def columns_windows(
         short = _few_values(v)[r]
         ahead = short & (room[lo : lo + len(rows)] >= LONG)
         longs = np.flatnonzero(short & (ahead | (start[lo : lo + len(rows)] >= ext)))
+        steps_of = lengths[episode[lo : lo + len(rows)]]
+        whole = np.flatnonzero(short & (steps_of >= MIN_WHOLE) & (steps_of < LONG)
+                               & (start[lo : lo + len(rows)] == 0))
         first = r[longs] - np.where(ahead[longs], 0, ext)  # each long window's first row
         wide = acc[first]
         with np.errstate(over="ignore"):
             for k in range(1, LONG // WINDOW):  # the polynomial over LONG steps, in parts
                 wide = wide * _POLY_WINDOW + acc[first + k * WINDOW]
-        got = _set_hash(acc[r], _COLUMN_SALT)
+        got = _set_hash(acc[r], _COLUMN_SALT) & ~_U64(1)
         got[short] = 0
-        got[longs] = _set_hash(wide, _LONG_SALT)
-        hashes[lo : lo + len(rows)] = got
+        got[longs] = _set_hash(wide, _LONG_SALT) | _U64(1)
+        more = short.copy()
         if mark:
-            more = short.copy()
             if steps is not None:
                 more |= steps[lo : lo + len(rows)]
-            more[longs] = ~_informative(v, first)
+            more[longs] = ~_informative(v, first, LONG)
+        for n_ in np.unique(steps_of[whole]).tolist():  # an episode shorter than LONG: whole
+            these = whole[steps_of[whole] == n_]
+            wide = np.zeros((len(these), q.shape[1]), dtype=np.uint64)
+            with np.errstate(over="ignore"):
+                for k in range(n_):
+                    wide = wide * _POLY + v[r[these] + k]
+            if salts is not None and salts.any():
+                wide ^= salts[None, :]
+            got[these] = _set_hash(wide, _LONG_SALT) | _U64(1)
+            if mark:
+                more[these] = ~_informative(v, r[these], n_)
+        hashes[lo : lo + len(rows)] = got
+        if mark:
             few[lo : lo + len(rows)] = more
     return hashes, few
 
@@ -341,9 +394,9 @@ def _set_hash(acc: npt.NDArray[np.uint64], salt: np.uint64) -> npt.NDArray[np.ui
         return splitmix64(mixed.sum(axis=1, dtype=np.uint64) + salt)
 
 
-def _informative(v: npt.NDArray[np.uint64], first: npt.NDArray[np.int64]) -> npt.NDArray[
-        np.bool_]:
-    """Per run of `LONG` steps of mixed values ``v`` (a row a step) from row ``first``:
+def _informative(v: npt.NDArray[np.uint64], first: npt.NDArray[np.int64], steps: int
+                 ) -> npt.NDArray[np.bool_]:
+    """Per run of ``steps`` steps of mixed values ``v`` (a row a step) from row ``first``:
     whether it has at least `MIN_DISTINCT` distinct steps and `MIN_REVISITS` steps equal to
     an earlier one of it. Of few values, only which steps are alike survives a permutation
     of the columns: runs that never come back to a step (a path straight to a goal) all
@@ -352,9 +405,9 @@ def _informative(v: npt.NDArray[np.uint64], first: npt.NDArray[np.int64]) -> npt
         return np.zeros(0, dtype=bool)
     with np.errstate(over="ignore"):
         key = splitmix64(v * _ODD[: v.shape[1]][None, :]).sum(axis=1, dtype=np.uint64)
-    runs = np.sort(np.lib.stride_tricks.sliding_window_view(key, LONG)[first], axis=1)
+    runs = np.sort(np.lib.stride_tricks.sliding_window_view(key, steps)[first], axis=1)
     distinct = (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1
-    return np.asarray((distinct >= MIN_DISTINCT) & (LONG - distinct >= MIN_REVISITS))
+    return np.asarray((distinct >= MIN_DISTINCT) & (steps - distinct >= MIN_REVISITS))
 
 
 def _few_values(v: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
@@ -425,10 +478,14 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
     order, as schema validation guarantees), one `StepWindows` per batch of whole episodes;
     an episode may run across record batches. Nothing for steps without numeric
     observations; after each its `COLUMNS` windows (those it has). ``held``: leave out
-    windows of too few distinct steps (`MIN_DISTINCT`), and add the windows of the steps in
-    every other order of `ORDERS`."""
+    windows of too few distinct steps (`MIN_DISTINCT`), add the windows of the steps in
+    every other order of `ORDERS`, and hold the `COLUMNS` windows of `LONG` steps apart
+    (`columns_spans`)."""
     for w, few in _iter(batches, held, len(ORDERS) if held else 1):
-        yield kept(w, ~few) if held else columns_kept(w)
+        if held:
+            yield from columns_spans(kept(w, ~few))
+        else:
+            yield columns_kept(w)
 
 
 def columns_kept(w: StepWindows) -> StepWindows:

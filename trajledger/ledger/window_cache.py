@@ -29,7 +29,7 @@ header gives; anything else (truncated, damaged, another file's, another version
 computed again from the step file, with a warning, and rewritten.
 
 Non-scope: the definitions (``step_windows``, ``text_fingerprint``), comparing
-(``contamination.Matcher``), erasure (``batch_features.forget_cached`` deletes these too).
+(``contamination_matcher.Matcher``), erasure (``batch_features.forget_cached`` deletes these too).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from .step_windows import (
     WINDOW_COLUMNS,
     StepWindows,
     columns_kept,
+    columns_spans,
     iter_marked,
     kept,
     order_lengths,
@@ -66,13 +67,15 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 5
+WINDOWS_VERSION = 6
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
 second step reversed and every fourth step (copy26); 4: the windows of the set of their
 columns (`step_windows.COLUMNS`, copy28); 5: those of few values over `step_windows.LONG`
-steps, and of Dict and Tuple spaces per member (copy30)."""
+steps, and of Dict and Tuple spaces per member (copy30); 6: a `COLUMNS` hash's low bit says
+whether it is of `step_windows.LONG` steps (or a whole episode of `step_windows.MIN_WHOLE`
+to `LONG` - 1 steps, which has one now: copy31)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns")
@@ -111,7 +114,8 @@ class Compared:
 
     def step_windows(self, held: bool) -> list[StepWindows]:
         """The windows to compare: all of them, or (``held``) those of enough distinct steps,
-        in every order kept; then the `step_windows.COLUMNS` ones."""
+        in every order kept; then the `step_windows.COLUMNS` ones (``held``: those of
+        `step_windows.LONG` steps apart, `step_windows.columns_spans`)."""
         if self.windows is None:
             return []
         w = self.windows
@@ -125,7 +129,8 @@ class Compared:
             episode, start = _placed(lengths)
             out.append(kept(StepWindows(w.episode_ids, lengths, episode, start, hashes, order),
                             ~few))
-        return out + [kept(c, ~self.columns[1]) for c in columns if self.columns is not None]
+        return out + [s for c in columns if self.columns is not None
+                      for s in columns_spans(kept(c, ~self.columns[1]))]
 
 
 def compute(path: Path, wanted: Wanted) -> Compared:

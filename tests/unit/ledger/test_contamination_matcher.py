@@ -1,4 +1,4 @@
-"""`contamination.Matcher` on shared runs of steps: held windows grouped by hash decide as
+"""`contamination_matcher.Matcher` on shared runs of steps: held windows grouped by hash decide as
 one held episode at a time did, and a holdout of many identical episodes (a deterministic
 environment) costs one step per train window and group, not one per held episode."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trajledger.ledger import contamination, held_windows
-from trajledger.ledger.contamination import Matcher
+from trajledger.ledger import contamination, contamination_matcher, held_windows
+from trajledger.ledger.contamination_matcher import Matcher
 from trajledger.ledger.episode_features import FeatureChunk
 from trajledger.ledger.step_windows import ORDERS, WINDOW, StepWindows, held_steps
 
@@ -110,7 +110,7 @@ def test_matching_in_one_pass_decides_as_before(monkeypatch: pytest.MonkeyPatch)
     several orders of `ORDERS`, findings asked after every train batch (so windows fed later
     are matched in a pass of their own) and three train windows at most a pass: the same
     findings as the per-episode reference, at each point."""
-    monkeypatch.setattr(contamination, "_PENDING", 3)
+    monkeypatch.setattr(contamination_matcher, "_PENDING", 3)
     rng = np.random.default_rng(11)
     for _ in range(20):
         def side(name: str, n: int, order: int = 0) -> tuple[str, StepWindows]:
@@ -158,7 +158,7 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
     here), decide as the same windows held as they are: random held batches in several
     orders, some held episodes without features (not held: their windows are not compared),
     findings asked after every train batch, three train windows at most a pass."""
-    monkeypatch.setattr(contamination, "_PENDING", 3)
+    monkeypatch.setattr(contamination_matcher, "_PENDING", 3)
     monkeypatch.setattr(held_windows, "BLOCK", 4)
     rng = np.random.default_rng(30)
     for run in range(20):

@@ -97,6 +97,8 @@ def grid_walk(seed: int, n: int, size: int) -> np.ndarray:
 
 GRID = np.eye(36)[grid_walk(4, STEPS, 6)]
 """A held grid-world episode (held-grid): its cell one-hot, 36 values a step (copy30)."""
+SHORT_GRID = np.eye(36)[grid_walk(5, 40, 6)]
+"""A held grid-world episode shorter than `step_windows.LONG` (held-short, copy31)."""
 DICT = {"pos": np.cumsum(np.random.default_rng(6).normal(0, 0.05, size=(STEPS, 4)), axis=0),
         "vel": np.random.default_rng(7).normal(0, 0.05, size=(STEPS, 3))}
 """A held episode of a Dict observation space (held-dict, copy30)."""
@@ -150,6 +152,11 @@ NUMERIC: dict[str, Spec] = {
     "one-hot columns permuted": [(GRID[:, ::-1], ACT)],
     "one-hot columns permuted, first 10 steps dropped": [
         (GRID[10:][:, np.random.default_rng(10).permutation(36)], ACT[10:])],
+    # copy31: few-valued episodes shorter than `step_windows.LONG` steps
+    "one-hot of 40 steps, columns permuted": [
+        (SHORT_GRID[:, np.random.default_rng(11).permutation(36)], ACT[:40])],
+    "one-hot of 40 steps, columns permuted, first step dropped": [
+        (SHORT_GRID[1:, np.random.default_rng(11).permutation(36)], ACT[1:40])],
     "Dict, first step dropped": [({k: v[1:] for k, v in DICT.items()}, ACT[1:])],
     "Dict, columns permuted in each member": [({"pos": DICT["pos"][:, [2, 0, 3, 1]],
                                                 "vel": DICT["vel"][:, ::-1]}, ACT)],
@@ -234,6 +241,11 @@ TRANSFORMS = [
     Row("numeric", "one-hot columns permuted", "nothing", "run", "held-grid"),
     Row("numeric", "one-hot columns permuted, first 10 steps dropped", "nothing", "run",
         "held-grid"),
+    # copy31: one of fewer than `LONG` steps is one window over the whole episode; a copy of
+    # another length is not found (docs/SECURITY.md, seventeenth round, copy31's Left).
+    Row("numeric", "one-hot of 40 steps, columns permuted", "nothing", "run", "held-short"),
+    Row("numeric", "one-hot of 40 steps, columns permuted, first step dropped", "nothing",
+        "nothing", "held-short"),
     Row("numeric", "Dict, first step dropped", "run", "run", "held-dict"),
     Row("numeric", "Dict, columns permuted in each member", "nothing", "run", "held-dict"),
     Row("numeric", "wide, first step dropped", "run", "run", "held-wide"),
@@ -283,7 +295,8 @@ def build(home: Path) -> dict[str, str]:
                            signer=keys["vendor"], name="held-num").recorded.digest
     more = [record_batch(ledger, numeric_rows(name, o, ACT), env="grid@1", policy="p",
                          signer=keys["vendor"], name=name).recorded.digest
-            for name, o in (("held-grid", GRID), ("held-dict", DICT), ("held-wide", WIDE))]
+            for name, o in (("held-grid", GRID), ("held-dict", DICT), ("held-wide", WIDE),
+                            ("held-short", SHORT_GRID))]
     create_dataset(ledger, "held", "1", "holdout", [text, numeric, *more], keys["vendor"])
     out = {}
     for n, (name, messages) in enumerate(CHAT.items()):
@@ -552,14 +565,21 @@ def test_a_reordered_run_says_how_it_was_reordered(
                                   "duplicated")
         assert (cols.to_json()["columns"], {"every", "reversed"} & set(cols.to_json())) == (
             True, set())
-    for name, held in (("one-hot columns permuted", "held-grid"),  # copy30
-                       ("one-hot columns permuted, first 10 steps dropped", "held-grid"),
-                       ("Dict, columns permuted in each member", "held-dict")):
+    # copy30; copy31: the run named whole (on 5f64dc8: 28 steps 1-28, 18 steps 11-28: each
+    # window of `step_windows.LONG` steps counted as 16)
+    for name, held, shared in (("one-hot columns permuted", "held-grid", (1, 60, 60)),
+                               ("one-hot columns permuted, first 10 steps dropped", "held-grid",
+                                (11, 60, 60)),
+                               ("Dict, columns permuted in each member", "held-dict",
+                                (1, 60, 60)),
+                               ("one-hot of 40 steps, columns permuted", "held-short",
+                                (1, 40, 40))):
         [cols] = check_dataset(ledger, "train", [template.value[f"numeric {name}"]]).findings
-        assert (cols.other_episode, cols.every, cols.reversed, cols.columns) == (
-            held, 1, False, True)
-        assert f"steps of 60 of held-out episode {held} of batch ".replace(
-            "steps of", f"steps {cols.shared[0]}-{cols.shared[1]} of") in str(cols), name
+        assert (cols.other_episode, cols.shared, cols.every, cols.reversed, cols.columns) == (
+            held, shared, 1, False, True), name
+        a, b, _ = shared
+        assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of {shared[2]} of held-out " \
+               f"episode {held} of batch " in str(cols), name
         assert str(cols).endswith(", its columns reordered or duplicated")
     [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
                                                              "step"]]).findings  # copy28
@@ -590,18 +610,19 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     [failure] = e.value.report.failures()
     assert "shares 30 consecutive steps (every second step of steps 1-59 of 60 of held-out " \
            "episode held-num" in failure, failure
-    train_set(ledger, "cols", template.value["numeric one column duplicated, permuted"])
-    with pytest.raises(DataRefusedError) as e:  # copy28
-        admit(ledger, "cols@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
-    [failure] = e.value.report.failures()
-    assert "shares 60 consecutive steps (steps 1-60 of 60 of held-out episode held-num" \
-           in failure and failure.endswith(", its columns reordered or duplicated"), failure
-    train_set(ledger, "grid", template.value["numeric one-hot columns permuted"])
-    with pytest.raises(DataRefusedError) as e:  # copy30
-        admit(ledger, "grid@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
-    [failure] = e.value.report.failures()
-    assert "of 60 of held-out episode held-grid" in failure and failure.endswith(
-        ", its columns reordered or duplicated"), failure
+    for name, copy, says in (  # copy28; copy30; copy31 (the run named whole; a short episode)
+            ("cols", "one column duplicated, permuted", "60 consecutive steps (steps 1-60 of 60 "
+             "of held-out episode held-num"),
+            ("grid", "one-hot columns permuted", "60 consecutive steps (steps 1-60 of 60 of "
+             "held-out episode held-grid"),
+            ("short", "one-hot of 40 steps, columns permuted", "40 consecutive steps (steps "
+             "1-40 of 40 of held-out episode held-short")):
+        train_set(ledger, name, template.value[f"numeric {copy}"])
+        with pytest.raises(DataRefusedError) as e:
+            admit(ledger, f"{name}@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+        [failure] = e.value.report.failures()
+        assert f"shares {says}" in failure and failure.endswith(
+            ", its columns reordered or duplicated"), failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(

@@ -10,10 +10,13 @@ import pytest
 from trajledger.ledger.step_windows import (
     COLUMNS,
     LONG,
+    LONG_COLUMNS,
+    MIN_WHOLE,
     ORDERS,
     WINDOW,
     held_steps,
     iter_windows,
+    span,
     step_hashes,
 )
 
@@ -33,10 +36,11 @@ def walk(seed: int, n: int = 40) -> np.ndarray:
 
 def windows(*batches: pa.RecordBatch, held: bool = False,
             columns: bool = False) -> dict[str, list[int]]:
-    """Each episode's window hashes (``columns``: its `COLUMNS` ones, else the others)."""
+    """Each episode's window hashes (``columns``: its `COLUMNS` ones, of `WINDOW` then of
+    `LONG` steps on the held side, else the others)."""
     out: dict[str, list[int]] = {}
     for w in iter_windows(batches, held=held):
-        if (w.order == COLUMNS) != columns:
+        if (w.order >= COLUMNS) != columns:
             continue
         for e, h in zip(w.episode.tolist(), w.hashes.tolist(), strict=True):
             out.setdefault(w.episode_ids[e], []).append(h)
@@ -76,7 +80,7 @@ def test_the_held_side_holds_its_steps_in_every_order() -> None:
     whole = list(iter_windows([batch(list(eps.items()))], held=True))
     cut = list(iter_windows([batch([("a", eps["a"][:9])]), batch([("a", eps["a"][9:]),
                              ("b", eps["b"]), ("c", eps["c"])])], held=True))
-    assert sorted({w.order for w in whole}) == [*range(len(ORDERS)), COLUMNS]
+    assert sorted({w.order for w in whole}) == [*range(len(ORDERS)), COLUMNS, LONG_COLUMNS]
     for order, (k, phase, back) in enumerate(ORDERS):
         for e, obs in eps.items():
             copy = obs[phase::k][::-1] if back else obs[phase::k]
@@ -118,7 +122,8 @@ def test_columns_windows_keep_a_copy_with_its_columns_permuted_or_repeated() -> 
     """copy28: the `COLUMNS` windows of a copy whose observation's columns are permuted, some
     repeated, are the held episode's, on the train side as on the held side, cut in record
     batches or not; they are no window of the steps as recorded (order 0); a one-hot
-    observation (values 0 and 1 alone) and a 1-number one hold none."""
+    observation (values 0 and 1 alone) holds none of 16 steps (`LONG`: below), a 1-number one
+    none at all."""
     a, b = walk(1, 40), walk(2, 30)
     held = windows(batch([("a", a), ("b", b)]), held=True, columns=True)
     assert len(held["a"]) == 40 - WINDOW + 1 and len(held["b"]) == 30 - WINDOW + 1
@@ -130,10 +135,6 @@ def test_columns_windows_keep_a_copy_with_its_columns_permuted_or_repeated() -> 
         assert cut["a"] == held["a"] and cut["b"] == held["b"]
         assert not set(windows(batch([("a", copy)]))["a"]) & set(windows(batch([("a", a)]))["a"])
     assert not set(windows(batch([("a", a[:, ::-1] * 1.01)]), columns=True)["a"]) & set(held["a"])
-    cells = np.random.default_rng(4).permutation(40) % 9
-    one_hot = np.eye(9)[cells]  # 40 steps: under `LONG`, no window of few values
-    assert windows(batch([("h", one_hot)]), held=True, columns=True) == {}
-    assert windows(batch([("h", one_hot)]), columns=True) == {}  # the train side neither
     assert windows(batch([("a", a[:, :1])]), columns=True) == {}
 
 
@@ -158,6 +159,60 @@ def test_few_valued_columns_windows_are_long() -> None:
     sweep = np.eye(64)[np.arange(60)]  # 60 cells, each once: only "no step twice" survives
     assert windows(batch([("h", sweep)]), held=True, columns=True) == {}
     assert len(windows(batch([("t", sweep[:, ::-1])]), columns=True)["t"]) == 2 * (60 - LONG + 1)
+
+
+def test_long_columns_windows_are_held_from_their_first_step() -> None:
+    """copy31: the held side's `COLUMNS` windows of `LONG` steps are of order `LONG_COLUMNS`,
+    each ``start`` the first of the `span` steps it is the hash of (from the window's first
+    step, or near the episode's end 32 steps before it): a copy of just those steps, its
+    columns permuted, holds it; those of 16 steps stay in order `COLUMNS` (on 5f64dc8 all
+    were of order `COLUMNS`, each from its 16 steps' first: 32 of 55 named another run)."""
+    cells = np.random.default_rng(4).integers(9, size=70)
+    one_hot = np.eye(9)[cells]
+    a = np.hstack([walk(1, 70), walk(2, 70), walk(3, 70)[:, :1]])  # 9 numbers, many values
+    got: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for w in iter_windows([batch([("h", one_hot), ("a", a)])], held=True):
+        assert w.order < COLUMNS or w.order in (COLUMNS, LONG_COLUMNS)
+        for e, s, h in zip(w.episode.tolist(), w.start.tolist(), w.hashes.tolist(), strict=True):
+            got.setdefault((w.order, w.episode_ids[e]), []).append((s, h))
+    assert [span(o, n) for o in (COLUMNS, LONG_COLUMNS, 0) for n in (70, 40)] == [
+        WINDOW, WINDOW, LONG, 40, WINDOW, WINDOW]
+    assert {k for k in got if k[0] >= COLUMNS} == {(COLUMNS, "a"), (LONG_COLUMNS, "h")}
+    long, short = got[LONG_COLUMNS, "h"], got[COLUMNS, "a"]
+    assert sorted(s for s, _ in long) == sorted([*range(70 - LONG + 1)] * 2)
+    perm = np.random.default_rng(5).permutation(9)
+    for s, h in long:
+        assert h in windows(batch([("c", one_hot[s : s + LONG, perm])]), columns=True)["c"], s
+    for s, h in short:
+        assert h in windows(batch([("c", a[s : s + WINDOW, ::-1])]), columns=True)["c"], s
+
+
+def test_a_few_valued_episode_shorter_than_long_is_one_window() -> None:
+    """copy31: an episode of `MIN_WHOLE` to `LONG` - 1 steps whose first 16 take few values has
+    one `COLUMNS` window, over all its steps (order `LONG_COLUMNS` from step 0 on the held
+    side, `span` its length), held when informative (`MIN_DISTINCT`, `MIN_REVISITS`): a copy
+    with its columns permuted holds it, on the train side as on the held side, cut across
+    record batches or not; one of another length does not (on 5f64dc8 no such episode held
+    any `COLUMNS` window: a permuted copy was admitted)."""
+    cells = np.random.default_rng(4).permutation(40) % 9
+    one_hot = np.eye(9)[cells]  # 40 steps, 9 cells each visited 4 or 5 times
+    held = list(iter_windows([batch([("h", one_hot)])], held=True))
+    [(order, start, h)] = [(w.order, int(s), int(x)) for w in held if w.order >= COLUMNS
+                           for s, x in zip(w.start, w.hashes, strict=True)]
+    assert (order, start) == (LONG_COLUMNS, 0)
+    perm = np.random.default_rng(5).permutation(9)
+    assert windows(batch([("c", one_hot[:, perm])]), columns=True) == {"c": [h]}
+    assert windows(batch([("c", one_hot[:17, perm])]), batch([("c", one_hot[17:, perm])]),
+                   columns=True) == {"c": [h]}
+    for cut in (one_hot[1:], one_hot[:-1], np.vstack([one_hot, one_hot[:1]])):
+        assert h not in windows(batch([("c", cut[:, perm])]), columns=True).get("c", [])
+    sweep = np.eye(64)[np.arange(40)]  # no step twice: every such run alike, not held
+    assert windows(batch([("h", sweep)]), held=True, columns=True) == {}
+    assert len(windows(batch([("t", sweep)]), columns=True)["t"]) == 1
+    few = np.eye(9)[np.arange(40) % 3]  # 3 distinct steps: not held
+    assert windows(batch([("h", few)]), held=True, columns=True) == {}
+    for n in (15, MIN_WHOLE - 1):  # under `WINDOW`: no window; under `MIN_WHOLE`: not this one
+        assert windows(batch([("h", one_hot[:n])]), columns=True) == {}
 
 
 def test_columns_windows_of_dict_and_tuple_spaces() -> None:

@@ -15,7 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from trajledger.ledger import window_cache
-from trajledger.ledger.step_windows import COLUMNS, ORDERS, WINDOW_COLUMNS, iter_windows
+from trajledger.ledger.step_windows import (
+    COLUMNS,
+    LONG_COLUMNS,
+    ORDERS,
+    WINDOW_COLUMNS,
+    iter_windows,
+)
 from trajledger.ledger.window_cache import MAGIC, Compared, compute, decode, encode, keep, read_kept
 from trajledger.verify.errors import FormatError
 
@@ -25,13 +31,17 @@ OTHER = "sha256:" + "cd" * 32
 
 def step_file(tmp_path: Path) -> Path:
     """Numeric episodes of 40, 10 (too short for a window) and 30 steps (its last 20 steps
-    padding), then two chats, one with a system prompt."""
+    padding), one of 56 steps of few values (cells of a grid: `step_windows.LONG_COLUMNS`;
+    it ends a record batch of 17 rows: one with a chat has no `COLUMNS` windows),
+    then two chats, one with a system prompt."""
     rng = np.random.default_rng(3)
     rows: list[dict[str, object]] = []
-    for e, n in (("é-0", 40), ("e-1", 10), ("e-2", 30)):
+    for e, n in (("é-0", 40), ("e-1", 10), ("e-2", 30), ("g-3", 56)):
         obs = np.cumsum(rng.normal(size=(n, 3)), axis=0)
         if e == "e-2":
             obs[10:] = 0.0
+        if e == "g-3":
+            obs = rng.integers(0, 4, size=(n, 3)).astype(float)
         rows += [{"episode_id": e, "obs": [float(v) for v in obs[t]], "role": None,
                   "content": None} for t in range(n)]
     for e, turns in (("c-0", [("system", "Be brief"), ("user", "Hello  World")]),
@@ -46,7 +56,7 @@ def same(a: Compared, b: Compared) -> None:
     assert a.normalised == b.normalised
     for held in (False, True):
         xs, ys = a.step_windows(held), b.step_windows(held)
-        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1) + 1
+        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1) + 1 + held
         for x, y in zip(xs, ys, strict=True):
             assert (x.episode_ids, x.order) == (y.episode_ids, y.order)
             for f in ("lengths", "episode", "start", "hashes"):
@@ -62,7 +72,9 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
         ws = got.step_windows(held)
         direct = list(iter_windows(pq.ParquetFile(path).iter_batches(
             batch_size=17, columns=list(WINDOW_COLUMNS)), held=held))
-        assert [w.order for w in ws] == [*range(len(ORDERS) if held else 1), COLUMNS]
+        assert [w.order for w in ws] == [*range(len(ORDERS) if held else 1), COLUMNS,
+                                         *([LONG_COLUMNS] if held else [])]
+        assert [len(w.hashes) > 0 for w in ws[-1 - held :]] == [True] * (1 + held)
         for w in ws:
             assert np.array_equal(w.hashes, np.concatenate(
                 [d.hashes for d in direct if d.order == w.order]))
@@ -78,7 +90,7 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
     same(kept, got)
     # A part not kept is not there: computed again, silently.
     as_train = compute(path, (True, True, False))
-    assert as_train.orders is None and len(as_train.step_windows(True)) == 2  # and COLUMNS
+    assert as_train.orders is None and len(as_train.step_windows(True)) == 3  # and COLUMNS
     keep(tmp_path / "cache", STEPS, as_train)
     same(read_kept(tmp_path / "cache", STEPS, (True, True, False))[0] or got, as_train)
     assert read_kept(tmp_path / "cache", STEPS, (False, True, True)) == (None, "")  # as held

@@ -1,0 +1,370 @@
+"""`Matcher`: the other side's episodes (holdout, regression) held, the train side's fed in
+chunks, one `Finding` per held episode that duplicates a train episode (exact: equal content
+fingerprint, or normalised text fingerprint; a shared run of steps, `step_windows`; near:
+cosine similarity of feature vectors at or above the threshold of its modality).
+
+Scope: holding and matching, and the run a shared window names (`Matcher._shared`).
+Non-scope: reading the batches, their features and windows (``ledger.contamination``'s front
+ends `check_dataset` and `verified_contamination` feed it), the windows' definitions
+(``step_windows``), the held windows kept grouped (``held_windows``).
+Spec: docs/audit-index.md ("Duplicates and contamination between splits").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
+
+from .episode_features import FeatureChunk
+from .finding import Finding
+from .held_windows import Grouped
+from .step_windows import COLUMNS, StepWindows, held_steps, order_steps, span
+
+__all__ = ["MIN_NEAR_STEPS", "Matcher"]
+
+MIN_NEAR_STEPS = 16
+"""Numeric episodes shorter than this are compared exactly only: too little content to tell a
+copy from a chance match (short CartPole falls under one repeated action agree to 0.999)."""
+
+_THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
+_BLOCK = 1024
+_PENDING = 1 << 20
+"""Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
+
+
+def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
+    mods = np.array(chunk.modality, dtype=object) == modality
+    mask = mods & chunk.valid
+    if modality == "numeric":
+        mask &= chunk.num_steps >= MIN_NEAR_STEPS
+    return np.asarray(mask, dtype=bool)
+
+
+class Matcher:
+    """Held other-side episodes, matched against train episodes fed in chunks.
+
+    Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
+    step windows (32 bytes a window, about 9 windows a step of a numeric episode in its
+    `step_windows.ORDERS` and `step_windows.COLUMNS`), never the train side (but the hashes
+    and episodes of up to `_PENDING` train windows, 16 bytes each, matched together). The
+    comparison is exact (blockwise matrix products, no approximate index), so nothing above
+    a threshold is missed.
+    """
+
+    def __init__(
+        self,
+        train_labels: Mapping[str, Sequence[str]] | None = None,
+        other_labels: Mapping[str, Sequence[str]] | None = None,
+        thresholds: Mapping[str, float] | None = None,
+    ) -> None:
+        """Start empty; `hold` the other side, then `feed` the train side. ``thresholds``:
+        modality -> the near-duplicate similarity (default `_THRESHOLDS`; a policy's
+        ``[contamination]`` may lower them)."""
+        self.train_labels = dict(train_labels or {})
+        self.other_labels = dict(other_labels or {})
+        self.thresholds = {**_THRESHOLDS, **(thresholds or {})}
+        self._where: dict[tuple[str, str], int] = {}
+        self._norm: dict[str, list[int]] = {}
+        self._norm_first: dict[int, tuple[str, str]] = {}
+        self._norm_count: dict[int, int] = {}
+        self._batches: list[str] = []
+        self._episodes: list[str] = []
+        self._fp: dict[str, list[int]] = {}
+        self._held: list[FeatureChunk] = []
+        self._near: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        self._exact_first: dict[int, tuple[str, str]] = {}
+        self._exact_count: dict[int, int] = {}
+        self._best: npt.NDArray[np.float64] = np.zeros(0)
+        self._count: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._best_of: list[tuple[str, str] | None] = []
+        self._runs: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64],
+                               npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+        self._steps: dict[int, int] = {}
+        self._pending: list[tuple[str, list[str], npt.NDArray[np.uint64],
+                                  npt.NDArray[np.int64]]] = []
+        self._hits: dict[int, list[npt.NDArray[np.int64]]] = {}  # held run -> windows hit
+        self._group_trains: dict[int, dict[tuple[str, str], None]] = {}  # by window hash
+        self._grouped: list[Grouped] = []  # held windows kept grouped (`held_windows`)
+        self._grouped_hits: dict[int, list[npt.NDArray[np.int64]]] = {}  # positions hit
+        self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]] | None = (
+            None)
+        self._frozen = False
+
+    def hold(self, batch: str, chunk: FeatureChunk) -> None:
+        """Add other-side episodes of ``batch``."""
+        if self._frozen:
+            raise RuntimeError("Matcher.hold after feed")
+        base = len(self._episodes)
+        self._batches.extend([batch] * len(chunk))
+        self._episodes.extend(chunk.episode_ids)
+        for i, episode in enumerate(chunk.episode_ids):
+            self._where.setdefault((batch, episode), base + i)
+        for i, fp in enumerate(chunk.fingerprints):
+            if fp is not None:
+                self._fp.setdefault(fp, []).append(base + i)
+        self._held.append(chunk)
+
+    def close(self) -> None:
+        """Close the grouped files held (`held_windows.Grouped.close`), once matched."""
+        for grouped in self._grouped:
+            grouped.close()
+
+    def hold_normalised(self, batch: str, pairs: Iterable[tuple[str, str]]) -> None:
+        """Add the normalised text fingerprints (`text_fingerprint`) of held episodes of
+        ``batch``, after `hold` of their features."""
+        for episode, fp in pairs:
+            if (i := self._where.get((batch, episode))) is not None:
+                self._norm.setdefault(fp, []).append(i)
+
+    def hold_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
+        """Add the step windows (`step_windows.iter_windows` with ``held``) of held episodes of
+        ``batch``, after `hold` of their features; windows in another order of
+        `step_windows.ORDERS` (or `step_windows.COLUMNS`) after those in order 0."""
+        for w in windows:
+            where = np.array([self._where.get((batch, e), -1) for e in w.episode_ids], np.int64)
+            for e, i in enumerate(where.tolist()):
+                if i >= 0 and not w.order:
+                    self._steps[i] = int(w.lengths[e])
+            i = where[w.episode]
+            ok = i >= 0
+            self._runs.append((w.hashes[ok], i[ok], w.start[ok],
+                               np.full(int(ok.sum()), w.order, dtype=np.int64)))
+
+    def hold_grouped(self, grouped: Grouped) -> None:
+        """Add held windows grouped by hash (`held_windows.Grouped`), after `hold` of their
+        batches' features: matched as those `hold_windows` adds, looked up instead of scanned
+        (where a window is, only for those a train window hits)."""
+        if self._frozen:
+            raise RuntimeError("Matcher.hold_grouped after feed")
+        self._grouped.append(grouped)
+
+    def _placed(self, k: int, positions: npt.NDArray[np.int64]) -> tuple[
+            list[int], list[int], list[int], list[int]]:
+        """Held episode (-1: not held), start, order and steps of the windows of grouped
+        windows ``k`` at ``positions``."""
+        g = self._grouped[k]
+        batch, episode, start, order = g.placed(positions)
+        rows = [self._where.get((g.batches[b], g.ids[e]), -1)
+                for b, e in zip(batch.tolist(), episode.tolist(), strict=True)]
+        return rows, start.tolist(), order.tolist(), g.lengths[episode].tolist()
+
+    def feed_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
+        """Match the step windows of train episodes of ``batch``: a train episode sharing a
+        window with a held one shares a run of `step_windows.WINDOW` steps with it. Held
+        windows are grouped by hash: a train window costs one step per group it hits, never
+        one per held episode holding it (a deterministic environment's identical episodes).
+        Matched in `_match`, up to `_PENDING` train windows at once."""
+        self._freeze()
+        for w in windows:
+            if len(w.hashes):
+                self._pending.append((batch, w.episode_ids, w.hashes, w.episode))
+        if sum(len(p[2]) for p in self._pending) >= _PENDING:
+            self._match()
+        self._run_info = None
+
+    def _match(self) -> None:
+        """Match the train windows fed since the last call. One pass over the held windows
+        finds those of a hash some of them has (a table of the train hashes' first bits, then
+        exactly: no sort of the held side, copy26; sorting 42 M held windows cost 7.8 CPU-s);
+        then each train window hitting a group (the held windows of one hash) records (group,
+        train episode) once, in the order fed."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        train = np.sort(np.concatenate([p[2] for p in pending]))
+        distinct = np.ones(len(train), dtype=bool)  # not np.unique: it hashes (1.7 s at 1.7 M)
+        distinct[1:] = train[1:] != train[:-1]
+        train = train[distinct]
+        bits = max(16, len(train).bit_length() + 4)  # at most 1/16 of the table is set
+        shift = np.uint64(64 - bits)
+        table = np.zeros(1 << bits, dtype=bool)
+        table[train >> shift] = True
+        found = []
+        for r, (hashes, _rows, _starts, _orders) in enumerate(self._runs):
+            maybe = np.flatnonzero(table[hashes >> shift])
+            at = np.minimum(np.searchsorted(train, hashes[maybe]), len(train) - 1)
+            hit = maybe[train[at] == hashes[maybe]]
+            if len(hit):
+                self._hits.setdefault(r, []).append(hit)
+                found.append(hashes[hit])
+        for k, grouped in enumerate(self._grouped):  # sorted by hash: looked up
+            pos = grouped.lookup(train)
+            pos = pos[np.array(self._placed(k, pos)[0], dtype=np.int64) >= 0]
+            if len(pos):
+                self._grouped_hits.setdefault(k, []).append(pos)
+                found.append(grouped.hashes[pos])
+        uniq = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
+        for batch, ids, hashes, episode in pending:
+            g = np.searchsorted(uniq, hashes)
+            hit = g < len(uniq)
+            hit[hit] = uniq[g[hit]] == hashes[hit]
+            g, t = g[hit], episode[hit]
+            # Each (group, train episode) once, in the order the train windows meet them.
+            _, first = np.unique(g * max(len(ids), 1) + t, return_index=True)
+            first.sort()
+            for h, ti in zip(uniq[g[first]].tolist(), t[first].tolist(), strict=True):
+                self._group_trains.setdefault(h, {})[(batch, ids[ti])] = None
+
+    def _runs_of(self) -> dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]]:
+        """Per held episode sharing a run with train episodes: the first train episode met
+        (in the order fed), how many train episodes share a run with it, and the longest run
+        it shares with the first (`_shared`). Groups are expanded to held episodes here, once."""
+        if self._run_info is not None:
+            return self._run_info
+        self._match()
+        if not self._group_trains:
+            self._run_info = {}
+            return self._run_info
+        # The held windows of the groups hit (found by `_match`), each group's in the order
+        # held: (held episode, start, order).
+        of_group: dict[int, list[tuple[int, int, int]]] = {}
+        for r in sorted(self._hits):
+            hashes, rows, starts, orders = self._runs[r]
+            js = np.unique(np.concatenate(self._hits[r]))
+            for g, i, s, o in zip(hashes[js].tolist(), rows[js].tolist(), starts[js].tolist(),
+                                  orders[js].tolist(), strict=True):
+                of_group.setdefault(g, []).append((i, s, o))
+        for k in sorted(self._grouped_hits):
+            js = np.unique(np.concatenate(self._grouped_hits[k]))
+            for g, i, s, o, n in zip(self._grouped[k].hashes[js].tolist(), *self._placed(k, js),
+                                     strict=True):
+                of_group.setdefault(g, []).append((i, s, o))
+                self._steps[i] = n
+        # The first train episode met of each group is its dict's first: groups are ranked
+        # by when that was, so a held episode's first train episode is its first group's.
+        order = {g: k for k, g in enumerate(self._group_trains)}
+        met: dict[int, list[int]] = {}  # held episode -> its groups hit
+        at: dict[int, list[tuple[int, int, int]]] = {}  # held episode -> (group, order, start)
+        for g in self._group_trains:
+            for i, s, o in of_group[g]:
+                met.setdefault(i, []).append(g)
+                at.setdefault(i, []).append((g, o, s))
+        firsts = {g: next(iter(trains)) for g, trains in self._group_trains.items()}
+        union: dict[tuple[int, ...], int] = {}  # held episodes of the same groups: counted once
+        out = {}
+        for i, groups in met.items():
+            g0 = min(groups, key=order.__getitem__)
+            te = firsts[g0]
+            key = tuple(sorted(set(groups)))
+            if key not in union:
+                union[key] = len(set().union(*(self._group_trains[g] for g in key)))
+            shared = {(o, s) for g, o, s in at[i] if te in self._group_trains[g]}
+            out[i] = (te, union[key], *self._shared(shared, i))
+        self._run_info = out
+        return out
+
+    def _shared(self, starts: set[tuple[int, int]], i: int) -> tuple[tuple[int, int, int], int]:
+        """The longest run of steps held episode ``i`` shares with its first train match (the
+        ``(order, start)`` of its windows that train episode shares, each the hash of the
+        `step_windows.span` steps from its start; the first order of the longest), and its
+        order."""
+        best = (0, 0, 0, 0)  # steps, -order, first, last
+        for order in sorted({o for o, _ in starts}):
+            s = np.array(sorted(x for o, x in starts if o == order), dtype=np.int64)
+            breaks = np.flatnonzero(np.diff(s) != 1)
+            firsts = np.concatenate(([0], breaks + 1))
+            lasts = np.concatenate((breaks, [len(s) - 1]))
+            k = int(np.argmax(lasts - firsts))
+            first, last = int(s[firsts[k]]), int(s[lasts[k]])
+            steps = span(order, self._steps.get(i, 0))
+            best = max(best, (last - first + steps, -order, first, last + steps - 1))
+        _, order, first, last = best
+        n = self._steps.get(i, 0)
+        return (*held_steps(-order, n, first, last), n), -order
+
+    def feed_normalised(self, batch: str, pairs: Iterable[tuple[str, str]]) -> None:
+        """Match the normalised text fingerprints of train episodes of ``batch``."""
+        self._freeze()
+        for episode, fp in pairs:
+            for i in self._norm.get(fp, ()):
+                self._norm_first.setdefault(i, (batch, episode))
+                self._norm_count[i] = self._norm_count.get(i, 0) + 1
+
+    def _freeze(self) -> None:
+        if self._frozen:
+            return
+        self._frozen = True
+        held = FeatureChunk.concat(self._held)
+        self._held = []
+        for modality in self.thresholds:
+            rows = np.flatnonzero(_near_mask(held, modality)) if len(held) else np.zeros(0, int)
+            self._near[modality] = (rows.astype(np.int64), held.vectors[rows])
+        n = len(self._episodes)
+        self._best = np.full(n, -2.0)
+        self._count = np.zeros(n, dtype=np.int64)
+        self._best_of = [None] * n
+        # The held windows stay as held, never sorted nor grouped (`_match`).
+
+    def feed(self, batch: str, chunk: FeatureChunk) -> None:
+        """Match train episodes of ``batch`` against every held episode."""
+        self._freeze()
+        if not len(chunk) or not self._episodes:
+            return
+        # Exact: equal content fingerprints.
+        for j, fp in enumerate(chunk.fingerprints):
+            for i in self._fp.get(fp, ()) if fp is not None else ():
+                self._exact_first.setdefault(i, (batch, chunk.episode_ids[j]))
+                self._exact_count[i] = self._exact_count.get(i, 0) + 1
+        # Near: cosine similarity per modality, blockwise.
+        for modality, threshold in self.thresholds.items():
+            rows, held = self._near[modality]
+            cols = np.flatnonzero(_near_mask(chunk, modality))
+            if not len(rows) or not len(cols):
+                continue
+            train = chunk.vectors[cols]
+            for lo in range(0, len(rows), _BLOCK):
+                sims = held[lo : lo + _BLOCK] @ train.T
+                over = sims >= threshold
+                # Only a held episode with a match has a best one to name (`findings`): the
+                # others' rows are passed over (hold30; the same best, its first on a tie).
+                some = np.flatnonzero(over.any(axis=1))
+                if not len(some):
+                    continue
+                block_rows, sims = rows[lo + some], sims[some]
+                self._count[block_rows] += over[some].sum(axis=1)
+                j = sims.argmax(axis=1)
+                s = sims[np.arange(len(block_rows)), j]
+                better = np.flatnonzero(s > self._best[block_rows])
+                for k in better.tolist():
+                    i = int(block_rows[k])
+                    self._best[i] = float(s[k])
+                    self._best_of[i] = (batch, chunk.episode_ids[int(cols[j[k]])])
+
+    def findings(self) -> list[Finding]:
+        """One finding per held episode with a match: exact first, then by batch and episode."""
+        self._freeze()
+        runs = self._runs_of()
+        out = []
+        for i in range(len(self._episodes)):
+            b, e = self._batches[i], self._episodes[i]
+            normalised = i not in self._exact_first and i in self._norm_first
+            shared, order = None, 0
+            if i in self._exact_first:
+                tb, te = self._exact_first[i]
+                kind, sim, matches = "exact", 1.0, self._exact_count[i]
+            elif normalised:
+                tb, te = self._norm_first[i]
+                kind, sim, matches = "exact", 1.0, self._norm_count[i]
+            elif i in runs:
+                (tb, te), matches, shared, order = runs[i]
+                kind, sim = "exact", 1.0
+            elif self._count[i] > 0 and self._best_of[i] is not None:
+                tb, te = self._best_of[i]  # type: ignore[misc]
+                kind, sim, matches = (
+                    "near",
+                    round(min(float(self._best[i]), 1.0), 6),
+                    int(self._count[i]),
+                )
+            else:
+                continue
+            train_labels = tuple(self.train_labels.get(tb, ()))
+            other_labels = tuple(self.other_labels.get(b, ()))
+            k, _, back = order_steps(order)
+            out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
+                               normalised, shared, k, back, order >= COLUMNS))
+        out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
+        return out
