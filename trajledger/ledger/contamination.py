@@ -793,8 +793,8 @@ class _Reader:
             forget_grouped(self.cache)  # one kept at a time: this call's held side's
             grouped = group_file(grouped_file(self.cache, key), [f.batch for f in todo], got, key)
         if grouped is None:  # as they are: a batch's missing from a kept file would go unsaid
-            for f, windows in zip(todo, got, strict=True):
-                matcher.hold_windows(f.batch, windows)
+            for f, windows in zip(todo, got, strict=True):  # those `group_file` took: again
+                matcher.hold_windows(f.batch, windows or self.compared(f, problems, True)[1])
             return
         matcher.hold_grouped(grouped)
 

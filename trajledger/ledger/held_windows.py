@@ -375,24 +375,34 @@ class _Out:
         self.block, self.filled = [], 0
 
 
-def _runs(parts: list[StepWindows], n: int, run: int, sink: Callable[[int, _Parts], None]) -> None:
-    """The windows of ``parts`` (as given: segment after segment), sorted ``run`` at a time
-    (by hash, then as given), each run given to ``sink`` with its first window's index."""
+def _taken(windows: Sequence[list[StepWindows]]) -> Iterator[StepWindows]:
+    """Each run of windows of ``windows`` with any, taken out of its batch's list (its memory
+    freed once it is sorted, when nothing else holds it)."""
+    for ws in windows:
+        while ws:
+            w = ws.pop(0)
+            if len(w.hashes):
+                yield w
+
+
+def _runs(parts: Iterator[StepWindows], n: int, run: int,
+          sink: Callable[[int, _Parts], None]) -> None:
+    """The windows of ``parts`` (segment after segment), sorted ``run`` at a time (by hash,
+    then as given), each run given to ``sink`` with its first window's index."""
     into, out = _empty(run), _empty(run)
-    p = off = 0
+    p, off, w = -1, 0, None
     for lo in range(0, n, run):
         m = min(run, n - lo)
         o = 0
         while o < m:
-            w = parts[p]
+            if w is None or off == len(w.hashes):
+                p, off, w = p + 1, 0, next(parts)
             take = min(m - o, len(w.hashes) - off)
             into[0][o : o + take] = w.hashes[off : off + take]
             into[1][o : o + take] = p
             into[2][o : o + take] = w.episode[off : off + take]
             into[3][o : o + take] = w.start[off : off + take]
             o, off = o + take, off + take
-            if off == len(w.hashes):
-                p, off = p + 1, 0
         by = _by_hash(into[0][:m])
         for a, b in zip(into, out, strict=True):
             np.take(a[:m], by, out=b[:m], mode="clip")  # in range: "clip" is not buffered
@@ -450,21 +460,23 @@ def _scratch(where: Path) -> Iterator[int]:
         name.unlink(missing_ok=True)
 
 
-def group_file(path: Path, batches: Sequence[str], windows: Sequence[Sequence[StepWindows]],
+def group_file(path: Path, batches: Sequence[str], windows: Sequence[list[StepWindows]],
                held: Sequence[tuple[str, str]], run: int | None = None) -> Grouped | None:
     """Group the windows of each held batch (as `group`, the same bytes as `write` of it)
     into the file at ``path`` in bounded memory, then read it (`read`: where the windows are,
     on use). ``run`` (`RUN`) windows are sorted at a time (their index under their hash's
     high bits, `_by_hash`) into a scratch file beside ``path``, then merged into a temp file
-    renamed to ``path``. None when the windows do not fit the file (as `group`), or it cannot
-    be written or read back (read-only, full, deleted meanwhile): the caller holds them as
-    they are (derived data)."""
+    renamed to ``path``. Each batch's list in ``windows`` is emptied as its windows are
+    sorted (they are not needed after). None when they do not fit the file (as `group`:
+    nothing taken), or it cannot be written or read back (read-only, full, deleted
+    meanwhile): the caller holds them as they are (derived data; those taken again)."""
     laid = _layout(windows)
     if laid is None:
         return None
     segments, first, ids, lengths, parts = laid
     run = run or RUN
     n = sum(len(w.hashes) for w in parts)
+    del parts  # taken from ``windows`` (`_taken`), each freed once sorted
     eps = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     at = len(_head(held, first, segments, n, ids, eps, (0, 0))[0])
     tmp = path.parent / temp_name()
@@ -474,14 +486,14 @@ def group_file(path: Path, batches: Sequence[str], windows: Sequence[Sequence[St
         with open(tmp, "xb") as f:
             out = _Out(f.fileno(), at, n)
             if n <= run:
-                _runs(parts, n, run, lambda _, p: out.add(p))
+                _runs(_taken(windows), n, run, lambda _, p: out.add(p))
             else:
                 with _scratch(path.parent) as fd:
                     def spill(lo: int, p: _Parts) -> None:
                         for region, a in zip(_regions(n), p, strict=True):
                             _pwrite(fd, a, region + a.itemsize * lo)
 
-                    _runs(parts, n, run, spill)
+                    _runs(_taken(windows), n, run, spill)
                     _merge(fd, n, run, out)
             out.finish()
             head, table = _head(held, first, segments, n, ids, eps,

@@ -192,7 +192,8 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
         kept = held_windows.read(path, key)
         matchers[2].hold_grouped(kept)
         blocked = held_windows.group_file(tmp_path / f"b{run}.grouped", list(held),
-                                          list(held.values()), key, run=int(rng.integers(1, 9)))
+                                          [list(ws) for ws in held.values()], key,
+                                          run=int(rng.integers(1, 9)))
         assert blocked is not None  # hold31: in sorted runs of a few windows, merged
         matchers.append(Matcher())
         for b, ws in held.items():

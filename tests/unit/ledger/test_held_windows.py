@@ -119,6 +119,7 @@ def test_grouped_in_sorted_runs_as_at_once(tmp_path: Path, monkeypatch: pytest.M
             a.tolist() for a in at_once.placed(every)], case
         got.close()
         assert os.listdir(tmp_path / "b") == ["g.grouped"]
+        assert not any(len(w.hashes) for ws in held for w in ws)  # taken as sorted
 
 
 @pytest.mark.parametrize("stop", ["exception", "SIGINT", "disk full"])
@@ -129,8 +130,10 @@ def test_an_interrupted_grouping_leaves_nothing(tmp_path: Path, monkeypatch: pyt
     exception, Ctrl-C) leaves no scratch file, no temp file and no grouped file, and the
     exception goes on; a write that fails (a full disk) leaves nothing either, and gives None
     (the caller holds the windows as they are)."""
-    held = [[StepWindows(["e"], np.array([40]), np.zeros(9, np.int64), np.arange(9),
-                         np.arange(9, 0, -1).astype(np.uint64))]]
+    def held() -> list[list[StepWindows]]:
+        return [[StepWindows(["e"], np.array([40]), np.zeros(9, np.int64), np.arange(9),
+                             np.arange(9, 0, -1).astype(np.uint64))]]
+
     key, calls, real = [("b", "sha256:" + "0" * 64)], [], held_windows._by_hash
     pwrite = held_windows._pwrite
 
@@ -155,14 +158,14 @@ def test_an_interrupted_grouping_leaves_nothing(tmp_path: Path, monkeypatch: pyt
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if stop == "disk full":
-            assert held_windows.group_file(path, ["b"], held, key, run=3) is None
+            assert held_windows.group_file(path, ["b"], held(), key, run=3) is None
         else:
             with pytest.raises(RuntimeError if stop == "exception" else KeyboardInterrupt):
-                held_windows.group_file(path, ["b"], held, key, run=3)
+                held_windows.group_file(path, ["b"], held(), key, run=3)
                 time.sleep(1)  # the signal is handled at once: never reached
     finally:
         signal.signal(signal.SIGINT, before)
     assert len(calls) >= sorts
     assert os.listdir(tmp_path / "w") == []
     monkeypatch.undo()
-    assert held_windows.group_file(path, ["b"], held, key, run=3) is not None  # then whole
+    assert held_windows.group_file(path, ["b"], held(), key, run=3) is not None  # then whole
