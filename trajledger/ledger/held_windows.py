@@ -376,11 +376,14 @@ class _Out:
 
 
 def _taken(windows: Sequence[list[StepWindows]]) -> Iterator[StepWindows]:
-    """Each run of windows of ``windows`` with any, taken out of its batch's list (its memory
-    freed once it is sorted, when nothing else holds it)."""
+    """Each run of windows of ``windows`` with any, its batch's list emptied when the first
+    is taken (the caller finds a batch whole or empty), each freed once it is sorted (when
+    nothing else holds it)."""
     for ws in windows:
-        while ws:
-            w = ws.pop(0)
+        runs = ws[::-1]
+        ws.clear()
+        while runs:
+            w = runs.pop()
             if len(w.hashes):
                 yield w
 

@@ -12,6 +12,7 @@ default policy and under one that refuses near duplicates.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import shutil
 from collections.abc import Callable
@@ -811,6 +812,36 @@ def test_the_held_side_grouped_decides_as_its_windows(
                good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7')),
               ("the held side's grouped step windows (",
                "grouped again from the held batches' windows"))
+
+
+def test_a_grouping_failed_midway_decides_as_its_windows(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold31: a grouping whose file cannot be written once it took the windows from each
+    batch's list (a full disk while its sorted runs of four windows are spilled or merged)
+    holds each batch's windows as they are, taken again from their kept files: every
+    probe's findings, no grouped file, nothing left beside it."""
+    from trajledger.ledger import held_windows
+
+    def each() -> dict[str, DatasetCheck]:
+        return {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
+
+    first = each()
+    cache = ledger.root / "index" / "features"
+    calls, real = [], held_windows._pwrite
+
+    def full(fd: int, a: Any, at: int) -> None:
+        calls.append(at)
+        if len(calls) > 6:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, a, at)
+
+    monkeypatch.setattr(held_windows, "RUN", 4)
+    monkeypatch.setattr(held_windows, "_pwrite", full)
+    forget_grouped(cache)
+    assert each() == first
+    assert len(calls) > 6
+    assert not list(cache.glob("w*/held-*.grouped")) and not list(cache.glob("w*/.tmp-*"))
 
 
 def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> None:
