@@ -3,14 +3,17 @@ cache, so that ``dataset create`` looks its train windows up in them instead of 
 scanning every held window at every call (hold30).
 
 Scope: `Grouped` (the held windows of some held-out batches, sorted by hash, with where each
-is: its segment, episode and start), `group` (from each batch's windows, `Compared.step_windows`
-with ``held``), `grouped_file` (its place:
+is: its segment, episode and start), `group_file` (from each batch's windows,
+`Compared.step_windows` with ``held``, into the file in bounded memory: sorted runs of `RUN`
+windows in a scratch file beside it, merged; hold31), `group` and `write` (the same, all at
+once in memory: the same bytes), `grouped_file` (its place:
 ``<ledger>/index/features/w<WINDOWS_VERSION>/held-<key>.grouped``, the key the SHA-256 of
 the held batches' digests and their step files' digests, in the order held, and
-`WINDOWS_VERSION`), `write`, `read`, `forget_grouped` (one file is kept at a time: the held
+`WINDOWS_VERSION`), `read`, `forget_grouped` (one file is kept at a time: the held
 side's of the last call; erasing a batch deletes it).
 
-The file: `MAGIC`, a 4-byte little-endian length, a JSON header (``format``, ``version``:
+The file: `MAGIC`, a 4-byte little-endian length, a JSON header (padded with spaces to its
+length with the widest CRCs, so that its size is known before them; ``format``, ``version``:
 `WINDOWS_VERSION`, ``batches``: ``[batch, step file]`` pairs, ``first``: each batch's first
 episode in the episode table, ``segments``: ``[batch, order]`` of each run of windows of a batch
 in one order, the counts, and the CRC-32 of each part), then the parts: every window's hash

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from trajledger.ledger import held_windows
+from trajledger.ledger.fs import temp_name
 from trajledger.ledger.step_windows import WINDOW, StepWindows
 from trajledger.verify.errors import FormatError
 
@@ -169,3 +171,22 @@ def test_an_interrupted_grouping_leaves_nothing(tmp_path: Path, monkeypatch: pyt
     assert os.listdir(tmp_path / "w") == []
     monkeypatch.undo()
     assert held_windows.group_file(path, ["b"], held(), key, run=3) is not None  # then whole
+
+
+def test_a_killed_groupings_temp_file_is_removed_by_the_next(tmp_path: Path) -> None:
+    """hold31: the temp file of a grouping killed before its rename (SIGKILL, the OOM killer:
+    up to 20 bytes a held window) is removed by the next grouping beside it; a live
+    process's is kept (its scratch file is unlinked once open: nothing of it is left)."""
+    proc = subprocess.Popen(["true"])  # a pid that has exited
+    proc.wait()
+    dead = temp_name().replace(f"-{os.getpid()}-", f"-{proc.pid}-")
+    live = temp_name()
+    where = tmp_path / "w"
+    where.mkdir()
+    for name in (dead, live):
+        (where / name).write_bytes(b"x" * 100)
+    held = [[StepWindows(["e"], np.array([40]), np.zeros(9, np.int64), np.arange(9),
+                         np.arange(9, dtype=np.uint64))]]
+    assert held_windows.group_file(where / "g.grouped", ["b"], held,
+                                   [("b", "sha256:" + "0" * 64)], run=4) is not None
+    assert sorted(os.listdir(where)) == sorted(["g.grouped", live])
