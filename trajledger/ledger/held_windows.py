@@ -482,7 +482,7 @@ def group_file(path: Path, batches: Sequence[str], windows: Sequence[list[StepWi
     segments, first, ids, lengths, parts = laid
     run = run or RUN
     n = sum(len(w.hashes) for w in parts)
-    del parts  # taken from ``windows`` (`_taken`), each freed once sorted
+    del laid, parts  # taken from ``windows`` (`_taken`), each freed once sorted
     eps = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     at = len(_head(held, first, segments, n, ids, eps, (0, 0))[0])
     tmp = path.parent / temp_name()
