@@ -311,7 +311,7 @@ def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
 
 
 RUN = 1 << 21
-"""Windows `group_file` sorts at a time (2 M: about 100 MB of work), then merges."""
+"""Windows `group_file` sorts at a time (2 M: about 140 MB of work), then merges."""
 _MERGE = 1 << 21
 """Windows `group_file` reads ahead from its sorted runs, all runs together."""
 _Parts = tuple[npt.NDArray[Any], ...]
