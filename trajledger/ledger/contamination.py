@@ -761,9 +761,8 @@ class _Reader:
                      problems: list[str]) -> None:
         """Hold the step windows of the held batches ``held`` (those `hold` holds): grouped by
         hash as kept for them (`held_windows`: read, looked up on use), else grouped from each
-        batch's windows (`compared`) into its file (`group_file`) and read; each batch's
-        windows as they are (`Matcher.hold_windows`) when a batch's cannot be read, or they do
-        not fit the file, or it cannot be written."""
+        batch's windows (`compared`) into its file (`group_file`); each batch's windows as they
+        are (`Matcher.hold_windows`) when a batch's cannot be read or that file not made."""
         from trajledger.verify.errors import FormatError, ProvenanceError
 
         from .errors import LedgerError
@@ -788,13 +787,14 @@ class _Reader:
                 problems.append(regrouped(path, e.strerror if isinstance(e, OSError)
                                           and e.strerror else str(e)))
         got = [self.compared(f, problems, True)[1] for f in todo]
-        grouped = None
-        if key and not self.failed & {f.batch for f in todo}:
+        grouped, grouping = None, bool(key) and not self.failed & {f.batch for f in todo}
+        if grouping:
             forget_grouped(self.cache)  # one kept at a time: this call's held side's
             grouped = group_file(grouped_file(self.cache, key), [f.batch for f in todo], got, key)
         if grouped is None:  # as they are: a batch's missing from a kept file would go unsaid
-            for f, windows in zip(todo, got, strict=True):  # those `group_file` took: again
-                matcher.hold_windows(f.batch, windows or self.compared(f, problems, True)[1])
+            for f, ws in zip(todo, got, strict=True):  # emptied by `group_file`: taken again
+                again = grouping and not ws
+                matcher.hold_windows(f.batch, self.compared(f, problems, True)[1] if again else ws)
             return
         matcher.hold_grouped(grouped)
 

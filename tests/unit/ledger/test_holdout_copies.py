@@ -843,6 +843,28 @@ def test_a_grouping_failed_midway_decides_as_its_windows(
     assert len(calls) == len(first)
 
 
+def test_a_held_batch_not_read_is_said_once(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold31: held batches whose windows cannot be read (nothing grouped: each batch's
+    windows held as they are) are each said once, not read (and said) again for being empty
+    as `group_file` leaves the batches it took."""
+    from trajledger.ledger import contamination
+
+    real = contamination.read_kept
+
+    def unreadable(cache: Path, digest: str, wanted: Any) -> Any:
+        if wanted[2]:  # the held side's
+            raise ValueError("unreadable")
+        return real(cache, digest, wanted)
+
+    monkeypatch.setattr(contamination, "read_kept", unreadable)
+    forget_grouped(ledger.root / "index" / "features")
+    check = check_dataset(ledger, "train", [next(iter(template.value.values()))])
+    said = [w for w in check.warnings if "unreadable" in w]
+    assert said and len(said) == len(set(said))
+
+
 def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> None:
     """An erased held batch's windows are in the held side's grouped file: erasing deletes
     it (nothing derived from erased data is kept), as it deletes the batch's kept windows."""
