@@ -57,12 +57,11 @@ from .finding import Finding, duplicate_lines
 from .held_windows import (
     Damaged,
     forget_grouped,
-    group,
+    group_file,
     grouped_file,
     regrouped,
 )
 from .held_windows import read as read_grouped
-from .held_windows import write as write_grouped
 from .progress import ProgressFactory, no_progress
 from .step_windows import (
     WINDOW,
@@ -420,8 +419,8 @@ class _Reader:
                      problems: list[str]) -> None:
         """Hold the step windows of the held batches ``held`` (those `hold` holds): grouped by
         hash as kept for them (`held_windows`: read, looked up on use), else grouped from each
-        batch's windows (`compared`) and kept; each batch's windows as they are
-        (`Matcher.hold_windows`) when a batch's cannot be read or do not fit the file."""
+        batch's windows (`compared`) into its file (`group_file`); each batch's windows as they
+        are (`Matcher.hold_windows`) when a batch's cannot be read or that file not made."""
         from trajledger.verify.errors import FormatError, ProvenanceError
 
         from .errors import LedgerError
@@ -446,14 +445,15 @@ class _Reader:
                 problems.append(regrouped(path, e.strerror if isinstance(e, OSError)
                                           and e.strerror else str(e)))
         got = [self.compared(f, problems, True)[1] for f in todo]
-        grouped = (group([f.batch for f in todo], got)
-                   if key and not self.failed & {f.batch for f in todo} else None)
+        grouped, grouping = None, bool(key) and not self.failed & {f.batch for f in todo}
+        if grouping:
+            forget_grouped(self.cache)  # one kept at a time: this call's held side's
+            grouped = group_file(grouped_file(self.cache, key), [f.batch for f in todo], got, key)
         if grouped is None:  # as they are: a batch's missing from a kept file would go unsaid
-            for f, windows in zip(todo, got, strict=True):
-                matcher.hold_windows(f.batch, windows)
+            for f, ws in zip(todo, got, strict=True):  # emptied by `group_file`: taken again
+                again = grouping and not ws
+                matcher.hold_windows(f.batch, self.compared(f, problems, True)[1] if again else ws)
             return
-        forget_grouped(self.cache)  # one kept at a time: this call's held side's
-        write_grouped(grouped_file(self.cache, key), grouped, key)
         matcher.hold_grouped(grouped)
 
     def erased(self, digest: str) -> bool:

@@ -3,14 +3,17 @@ cache, so that ``dataset create`` looks its train windows up in them instead of 
 scanning every held window at every call (hold30).
 
 Scope: `Grouped` (the held windows of some held-out batches, sorted by hash, with where each
-is: its segment, episode and start), `group` (from each batch's windows, `Compared.step_windows`
-with ``held``), `grouped_file` (its place:
+is: its segment, episode and start), `group_file` (from each batch's windows,
+`Compared.step_windows` with ``held``, into the file in bounded memory: sorted runs of `RUN`
+windows in a scratch file beside it, merged; hold31), `group` and `write` (the same, all at
+once in memory: the same bytes), `grouped_file` (its place:
 ``<ledger>/index/features/w<WINDOWS_VERSION>/held-<key>.grouped``, the key the SHA-256 of
 the held batches' digests and their step files' digests, in the order held, and
-`WINDOWS_VERSION`), `write`, `read`, `forget_grouped` (one file is kept at a time: the held
+`WINDOWS_VERSION`), `read`, `forget_grouped` (one file is kept at a time: the held
 side's of the last call; erasing a batch deletes it).
 
-The file: `MAGIC`, a 4-byte little-endian length, a JSON header (``format``, ``version``:
+The file: `MAGIC`, a 4-byte little-endian length, a JSON header (padded with spaces to its
+length with the widest CRCs, so that its size is known before them; ``format``, ``version``:
 `WINDOWS_VERSION`, ``batches``: ``[batch, step file]`` pairs, ``first``: each batch's first
 episode in the episode table, ``segments``: ``[batch, order]`` of each run of windows of a batch
 in one order, the counts, and the CRC-32 of each part), then the parts: every window's hash
@@ -39,16 +42,17 @@ Non-scope: the windows (``step_windows``, ``window_cache``), matching (``contami
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -56,12 +60,12 @@ import numpy.typing as npt
 from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import open_regular
 
-from .fs import temp_name
+from .fs import drop_stale_temps, temp_name
 from .step_windows import StepWindows
 from .window_cache import WINDOWS_VERSION
 
-__all__ = ["BLOCK", "MAGIC", "Damaged", "Grouped", "forget_grouped", "group", "grouped_file",
-           "read", "regrouped", "write"]
+__all__ = ["BLOCK", "MAGIC", "RUN", "Damaged", "Grouped", "forget_grouped", "group",
+           "group_file", "grouped_file", "read", "regrouped", "write"]
 
 MAGIC = b"trajledger-held-windows\n"
 FORMAT = 1
@@ -178,13 +182,13 @@ def grouped_file(cache: Path, held: Sequence[tuple[str, str]]) -> Path:
     return cache / f"w{WINDOWS_VERSION}" / name
 
 
-def group(batches: Sequence[str], windows: Sequence[Sequence[StepWindows]]) -> Grouped | None:
-    """The windows of each held batch (its `Compared.step_windows` with ``held``: every run of
-    one episode list, the first in order 0), grouped; None when they do not fit the file
-    (another episode list in a batch, no run in order 0, a count past 2**32)."""
+def _layout(windows: Sequence[Sequence[StepWindows]]) -> tuple[
+        list[tuple[int, int]], list[int], list[str], list[npt.NDArray[np.int64]],
+        list[StepWindows]] | None:
+    """The segments, each batch's first episode, the episodes' ids and lengths, and the runs
+    of windows (one a segment) of ``windows``; None when they do not fit the file."""
     segments: list[tuple[int, int]] = []
-    first, ids, lengths = [0], [], []
-    hashes, seg, ep, start = [], [], [], []
+    first, ids, lengths, parts = [0], [], [], []
     for b, ws in enumerate(windows):
         base = next((w for w in ws if w.order == 0), None)
         if ws and (base is None or any(w.episode_ids != base.episode_ids for w in ws)):
@@ -198,36 +202,50 @@ def group(batches: Sequence[str], windows: Sequence[Sequence[StepWindows]]) -> G
                 continue
             if int(w.start.max()) >= _U32 or len(w.episode_ids) >= _U32:
                 return None
-            seg.append(np.full(len(w.hashes), len(segments), np.uint32))
             segments.append((b, w.order))
-            hashes.append(w.hashes)
-            ep.append(w.episode.astype(np.uint32))
-            start.append(w.start.astype(np.uint32))
+            parts.append(w)
     if len(segments) >= _U32:
         return None
-    h = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+    return segments, first, ids, lengths, parts
+
+
+def group(batches: Sequence[str], windows: Sequence[Sequence[StepWindows]]) -> Grouped | None:
+    """The windows of each held batch (its `Compared.step_windows` with ``held``: every run of
+    one episode list, the first in order 0), grouped in memory at once (`group_file` groups
+    into the file in bounded memory, the same bytes); None when they do not fit the file
+    (another episode list in a batch, no run in order 0, a count past 2**32)."""
+    laid = _layout(windows)
+    if laid is None:
+        return None
+    segments, first, ids, lengths, parts = laid
+    h = np.concatenate([w.hashes for w in parts]) if parts else np.zeros(0, np.uint64)
     by = _by_hash(h)
-    where = tuple(np.concatenate(a)[by] if a else np.zeros(0, np.uint32) for a in (seg, ep, start))
+    seg = np.repeat(np.arange(len(parts), dtype=np.uint32), [len(w.hashes) for w in parts])
+    where = tuple(np.concatenate([a.astype(np.uint32) for a in arrays])[by] if parts
+                  else np.zeros(0, np.uint32)
+                  for arrays in ([seg], [w.episode for w in parts], [w.start for w in parts]))
     return Grouped(list(batches), h[by], segments, first, ids,
                    np.concatenate(lengths) if lengths else np.zeros(0, np.int64), where)
 
 
 def _by_hash(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """The order that sorts ``h``: each hash's index in its low bits, sorted (``np.sort``:
-    vectorised, 2.4 times faster than ``argsort`` at 20 M), then the few runs whose high
-    bits tie put in order of their whole hash."""
+    """The order that sorts ``h``, equal hashes in the order given: each hash's index in its
+    low bits, sorted (``np.sort``: vectorised, 2.4 times faster than ``argsort`` at 20 M),
+    then the few runs whose high bits tie put in order of their whole hash (a stable
+    ``lexsort``)."""
     bits = _U64(max(1, (len(h) - 1).bit_length()))
     low = (_U64(1) << bits) - _U64(1)
-    packed = (h & ~low) | np.arange(len(h), dtype=np.uint64)
+    packed = h & ~low
+    packed |= np.arange(len(h), dtype=np.uint64)
     packed.sort()
-    by = (packed & low).astype(np.int64)
-    top = packed >> bits
+    by = (packed & low).view(np.int64)  # below 2**63: the same values
+    packed >>= bits  # the high bits
     tie = np.zeros(len(h), dtype=bool)
-    tie[1:] = top[1:] == top[:-1]
+    np.equal(packed[1:], packed[:-1], out=tie[1:])
     tie[:-1] |= tie[1:]
     if tie.any():  # contiguous runs, already in order of their high bits
         at = np.flatnonzero(tie)
-        by[at] = by[at[np.lexsort((h[by[at]], top[at]))]]
+        by[at] = by[at[np.lexsort((h[by[at]], packed[at]))]]
     return by
 
 
@@ -237,9 +255,31 @@ def _ids(ids: list[str]) -> tuple[bytes, bytes]:
     return offsets.astype("<i8").tobytes(), b"".join(data)
 
 
+_CRCS = ("crc_hashes", "crc_blocks", "crc_episodes")
+
+
+def _head(held: Sequence[tuple[str, str]], first: list[int], segments: list[tuple[int, int]],
+          n: int, ids: list[str], lengths: npt.NDArray[np.int64],
+          crcs: Sequence[int]) -> tuple[bytes, bytes]:
+    """`MAGIC`, the header's length and the header, padded with spaces (JSON allows them) to
+    the length it has with the widest CRCs (`group_file` places the parts before it knows
+    their CRCs); and the episode table (lengths, id offsets, ids), its CRC the last of
+    ``crcs`` when given two."""
+    at, data = _ids(ids)
+    table = lengths.astype("<i8").tobytes() + at + data
+    header = {"format": FORMAT, "version": WINDOWS_VERSION, "batches": [list(h) for h in held],
+              "first": first, "segments": [list(s) for s in segments], "windows": n,
+              "episodes": len(ids), "id_bytes": len(data)}
+    widest = json.dumps({**header, **dict.fromkeys(_CRCS, _U32 - 1)}, separators=(",", ":"))
+    crcs = [*crcs, zlib.crc32(table)][:3]
+    head = json.dumps({**header, **dict(zip(_CRCS, crcs, strict=True))},
+                      separators=(",", ":")).ljust(len(widest)).encode()
+    return MAGIC + struct.pack("<I", len(head)) + head, table
+
+
 def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
-    """Keep ``g`` (grouped from ``held``) at ``path`` (derived data: a cache that cannot be
-    written is no error)."""
+    """Keep ``g`` (grouped from ``held`` in memory) at ``path`` (derived data: a cache that
+    cannot be written is no error)."""
     if g.where is None:
         return
     n = len(g.hashes)
@@ -251,21 +291,15 @@ def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
         for a in where:
             crc = zlib.crc32(a[b * BLOCK : (b + 1) * BLOCK].data, crc)
         crcs[b] = crc
-    at, data = _ids(g.ids)
-    table = g.lengths.astype("<i8").tobytes() + at + data
     hashes = g.hashes.astype("<u8")
-    header = {"format": FORMAT, "version": WINDOWS_VERSION, "batches": [list(h) for h in held],
-              "first": g.first, "segments": [list(s) for s in g.segments], "windows": n,
-              "episodes": len(g.ids), "id_bytes": len(data),
-              "crc_hashes": zlib.crc32(hashes.data),
-              "crc_blocks": zlib.crc32(crcs.tobytes()), "crc_episodes": zlib.crc32(table)}
-    head = json.dumps(header, separators=(",", ":")).encode()
+    head, table = _head(held, g.first, g.segments, n, g.ids, g.lengths,
+                        (zlib.crc32(hashes.data), zlib.crc32(crcs.tobytes())))
     tmp = path.parent / temp_name()
     with contextlib.suppress(OSError):  # read-only, full, a file in the way: grouped next time
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(tmp, "xb") as f:
-                f.write(MAGIC + struct.pack("<I", len(head)) + head)
+                f.write(head)
                 hashes.tofile(f)
                 for a in where:
                     a.tofile(f)
@@ -274,6 +308,211 @@ def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+
+
+RUN = 1 << 21
+"""Windows `group_file` sorts at a time (2 M: about 140 MB of work), then merges."""
+_MERGE = 1 << 21
+"""Windows `group_file` reads ahead from its sorted runs, all runs together."""
+_Parts = tuple[npt.NDArray[Any], ...]
+"""A window's hash (``<u8``), segment, episode and start (``<u4``), in parallel."""
+
+
+def _empty(n: int) -> _Parts:
+    return np.empty(n, "<u8"), np.empty(n, "<u4"), np.empty(n, "<u4"), np.empty(n, "<u4")
+
+
+def _regions(n: int) -> tuple[int, int, int, int]:
+    """Where the hashes, segments, episodes and starts of ``n`` windows begin in the body."""
+    return 0, 8 * n, 12 * n, 16 * n
+
+
+def _pwrite(fd: int, a: npt.NDArray[Any] | bytes, at: int) -> None:
+    view = (a.data if isinstance(a, np.ndarray) else memoryview(a)).cast("B")
+    while view:
+        done = os.pwrite(fd, view, at)
+        view, at = view[done:], at + done
+
+
+def _pread(fd: int, a: npt.NDArray[Any], at: int) -> None:
+    view = a.data.cast("B")
+    while view:
+        got = os.preadv(fd, [view], at)
+        if not got:
+            raise OSError(errno.EIO, "the grouping's scratch file is short")
+        view, at = view[got:], at + got
+
+
+class _Out:
+    """The windows of a grouped file, given in hash order, written into its parts at ``at``:
+    the hashes' CRC as they go, a block's CRC once it is whole (`finish`: the last)."""
+
+    def __init__(self, fd: int, at: int, n: int) -> None:
+        self.fd, self.at, self.n, self.done, self.filled, self.closed = fd, at, n, 0, 0, 0
+        self.block: list[_Parts] = []  # where the windows of the open block are, piece by piece
+        self.crcs = np.zeros((n + BLOCK - 1) // BLOCK, "<u4")
+        self.crc_hashes = 0
+
+    def add(self, parts: _Parts) -> None:
+        for region, a in zip(_regions(self.n), parts, strict=True):
+            _pwrite(self.fd, a, self.at + region + a.itemsize * self.done)
+        self.crc_hashes = zlib.crc32(parts[0].data, self.crc_hashes)
+        m, i = len(parts[0]), 0
+        while i < m:
+            take = min(BLOCK - self.filled, m - i)
+            self.block.append(tuple(a[i : i + take] for a in parts[1:]))
+            self.filled, i = self.filled + take, i + take
+            if self.filled == BLOCK:
+                self.finish()
+        self.done += m
+
+    def finish(self) -> None:
+        """The open block's CRC (where its windows are, part after part)."""
+        if self.block:
+            crc = 0
+            for k in range(3):
+                for piece in self.block:
+                    crc = zlib.crc32(piece[k].data, crc)
+            self.crcs[self.closed] = crc
+            self.closed += 1
+        self.block, self.filled = [], 0
+
+
+def _taken(windows: Sequence[list[StepWindows]]) -> Iterator[StepWindows]:
+    """Each run of windows of ``windows`` with any, its batch's list emptied when the first
+    is taken (the caller finds a batch whole or empty), each freed once it is sorted (when
+    nothing else holds it)."""
+    for ws in windows:
+        runs = ws[::-1]
+        ws.clear()
+        while runs:
+            w = runs.pop()
+            if len(w.hashes):
+                yield w
+
+
+def _runs(parts: Iterator[StepWindows], n: int, run: int,
+          sink: Callable[[int, _Parts], None]) -> None:
+    """The windows of ``parts`` (segment after segment), sorted ``run`` at a time (by hash,
+    then as given), each run given to ``sink`` with its first window's index."""
+    into, out = _empty(run), _empty(run)
+    p, off, w = -1, 0, None
+    for lo in range(0, n, run):
+        m = min(run, n - lo)
+        o = 0
+        while o < m:
+            if w is None or off == len(w.hashes):
+                p, off, w = p + 1, 0, next(parts)
+            take = min(m - o, len(w.hashes) - off)
+            into[0][o : o + take] = w.hashes[off : off + take]
+            into[1][o : o + take] = p
+            into[2][o : o + take] = w.episode[off : off + take]
+            into[3][o : o + take] = w.start[off : off + take]
+            o, off = o + take, off + take
+        by = _by_hash(into[0][:m])
+        for a, b in zip(into, out, strict=True):
+            np.take(a[:m], by, out=b[:m], mode="clip")  # in range: "clip" is not buffered
+        sink(lo, (out[0][:m], out[1][:m], out[2][:m], out[3][:m]))
+
+
+def _merge(fd: int, n: int, run: int, out: _Out) -> None:
+    """Merge the sorted runs of ``run`` windows in the scratch file ``fd`` into ``out``, in
+    order of hash, then of run (the order given). Each round takes, from every run's windows
+    read ahead, those below the least last hash read of a run not read whole (every window
+    below it is read) and sorts them; when there are none, the windows of that hash are next:
+    run after run, each read on while its hash lasts (a hash of many windows stays bounded)."""
+    bounds = [(lo, min(n, lo + run)) for lo in range(0, n, run)]
+    step = max(1, _MERGE // len(bounds))  # 1,024 at least below 2**32 windows
+    pos = [lo for lo, _ in bounds]
+    ahead = [_empty(0) for _ in bounds]
+
+    def fill(r: int) -> bool:
+        if not len(ahead[r][0]) and pos[r] < bounds[r][1]:
+            ahead[r] = _empty(min(step, bounds[r][1] - pos[r]))
+            for region, a in zip(_regions(n), ahead[r], strict=True):
+                _pread(fd, a, region + a.itemsize * pos[r])
+            pos[r] += len(ahead[r][0])
+        return bool(len(ahead[r][0]))
+
+    def take(r: int, c: int) -> _Parts:
+        got, ahead[r] = tuple(a[:c] for a in ahead[r]), tuple(a[c:] for a in ahead[r])
+        return got
+
+    while live := [r for r in range(len(bounds)) if fill(r)]:
+        bound = min((ahead[r][0][-1] for r in live if pos[r] < bounds[r][1]), default=None)
+        taken = [take(r, len(ahead[r][0]) if bound is None else int(
+            np.searchsorted(ahead[r][0], bound))) for r in live]
+        if sum(len(t[0]) for t in taken):
+            merged = [np.concatenate(a) for a in zip(*taken, strict=True)]
+            by = _by_hash(merged[0])
+            out.add(tuple(a[by] for a in merged))
+            continue
+        for r in live:  # every window below ``bound`` is out: those of ``bound``, in order
+            while fill(r) and ahead[r][0][0] == bound:
+                out.add(take(r, int(np.searchsorted(ahead[r][0], bound, side="right"))))
+
+
+@contextlib.contextmanager
+def _scratch(where: Path) -> Iterator[int]:
+    """A scratch file in ``where``, unlinked as soon as it is open: nothing of it is left
+    whatever ends the grouping (an exception, a signal, a kill)."""
+    name = where / temp_name(".scratch")
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        name.unlink()
+        yield fd
+    finally:
+        os.close(fd)
+        name.unlink(missing_ok=True)
+
+
+def group_file(path: Path, batches: Sequence[str], windows: Sequence[list[StepWindows]],
+               held: Sequence[tuple[str, str]], run: int | None = None) -> Grouped | None:
+    """Group the windows of each held batch (as `group`, the same bytes as `write` of it)
+    into the file at ``path`` in bounded memory, then read it (`read`: where the windows are,
+    on use). ``run`` (`RUN`) windows are sorted at a time (their index under their hash's
+    high bits, `_by_hash`) into a scratch file beside ``path``, then merged into a temp file
+    renamed to ``path``. Each batch's list in ``windows`` is emptied as its windows are
+    sorted (they are not needed after). None when they do not fit the file (as `group`:
+    nothing taken), or it cannot be written or read back (read-only, full, deleted
+    meanwhile): the caller holds them as they are (derived data; those taken again)."""
+    laid = _layout(windows)
+    if laid is None:
+        return None
+    segments, first, ids, lengths, parts = laid
+    run = run or RUN
+    n = sum(len(w.hashes) for w in parts)
+    del laid, parts  # taken from ``windows`` (`_taken`), each freed once sorted
+    eps = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    at = len(_head(held, first, segments, n, ids, eps, (0, 0))[0])
+    tmp = path.parent / temp_name()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        drop_stale_temps(path.parent)  # a killed grouping's
+        with open(tmp, "xb") as f:
+            out = _Out(f.fileno(), at, n)
+            if n <= run:
+                _runs(_taken(windows), n, run, lambda _, p: out.add(p))
+            else:
+                with _scratch(path.parent) as fd:
+                    def spill(lo: int, p: _Parts) -> None:
+                        for region, a in zip(_regions(n), p, strict=True):
+                            _pwrite(fd, a, region + a.itemsize * lo)
+
+                    _runs(_taken(windows), n, run, spill)
+                    _merge(fd, n, run, out)
+            out.finish()
+            head, table = _head(held, first, segments, n, ids, eps,
+                                (out.crc_hashes, zlib.crc32(out.crcs.tobytes())))
+            _pwrite(f.fileno(), out.crcs, at + 20 * n)
+            _pwrite(f.fileno(), table, at + 20 * n + 4 * len(out.crcs))
+            _pwrite(f.fileno(), head, 0)
+        os.replace(tmp, path)
+        return read(path, held)
+    except (OSError, FormatError):
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _read_exactly(f: BinaryIO, size: int) -> bytes:

@@ -159,6 +159,11 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
     orders, some held episodes without features (not held: their windows are not compared),
     findings asked after every train batch, three train windows at most a pass."""
     monkeypatch.setattr(contamination_matcher, "_PENDING", 3)
+    here), and grouped into their file in sorted runs of a few windows (hold31), decide as
+    the same windows held as they are: random held batches in several orders, some held
+    episodes without features (not held: their windows are not compared), findings asked
+    after every train batch, three train windows at most a pass."""
+    monkeypatch.setattr(contamination, "_PENDING", 3)
     monkeypatch.setattr(held_windows, "BLOCK", 4)
     rng = np.random.default_rng(30)
     for run in range(20):
@@ -190,14 +195,23 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
         matchers[1].hold_grouped(grouped)
         kept = held_windows.read(path, key)
         matchers[2].hold_grouped(kept)
+        blocked = held_windows.group_file(tmp_path / f"b{run}.grouped", list(held),
+                                          [list(ws) for ws in held.values()], key,
+                                          run=int(rng.integers(1, 9)))
+        assert blocked is not None  # hold31: in sorted runs of a few windows, merged
+        matchers.append(Matcher())
+        for b, ws in held.items():
+            matchers[3].hold(b, features(ws[0].episode_ids[1:]))
+        matchers[3].hold_grouped(blocked)
         for k, (b, w) in enumerate(fed):
             got = []
             for m in matchers:
                 m.feed(b, features(w.episode_ids))
                 m.feed_windows(b, [w])
                 got.append(decided(m))
-            assert got[1] == got[0] and got[2] == got[0], (run, k)
+            assert got[1] == got[0] and got[2] == got[0] and got[3] == got[0], (run, k)
         kept.close()
+        blocked.close()
         assert decided(matchers[0])  # the alphabet is small: there are findings
 
 

@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from trajledger.ledger import held_windows
+from trajledger.ledger.fs import temp_name
 from trajledger.ledger.step_windows import WINDOW, StepWindows
 from trajledger.verify.errors import FormatError
 
@@ -71,3 +77,116 @@ def test_a_damaged_grouped_file_is_not_read(tmp_path: Path) -> None:
     assert [a.tolist() for a in got.placed(np.arange(n))] == [
         a.tolist() for a in grouped.placed(np.arange(n))]
     got.close()
+
+
+def held_side(rng: np.random.Generator) -> list[list[StepWindows]]:
+    """Random held batches: each of 0 to 3 runs of windows (order 0 first) of one episode
+    list, 0 to 30 windows a run, of few distinct hashes or many."""
+    out = []
+    for b in range(int(rng.integers(1, 4))):
+        n = int(rng.integers(1, 5))
+        ids, lengths = [f"b{b}-{k}" for k in range(n)], rng.integers(WINDOW, WINDOW + 9, n)
+        out.append([StepWindows(ids, lengths, rng.integers(0, n, m), rng.integers(0, 9, m),
+                                rng.integers(0, int(rng.choice([3, 40, 1 << 62])), m,
+                                             dtype=np.uint64), order)
+                    for order in range(int(rng.integers(0, 4)))
+                    for m in [int(rng.integers(0, 31))]])
+    return out
+
+
+def test_grouped_in_sorted_runs_as_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    """hold31: `group_file` (the windows sorted a few at a time into a scratch file, then
+    merged into the grouped file) writes the bytes that `write` of `group` (all at once)
+    writes, and places every window as it: runs of 1 to 9 windows, 1 to 40 read ahead of all
+    runs together, blocks of 1 to 5, hashes of few distinct values (ties across runs and
+    across what is read ahead); nothing else is left beside the file."""
+    rng = np.random.default_rng(31)
+    for case in range(200):
+        monkeypatch.setattr(held_windows, "BLOCK", int(rng.integers(1, 6)))
+        monkeypatch.setattr(held_windows, "_MERGE", int(rng.integers(1, 41)))
+        held = held_side(rng)
+        key = [(f"b{b}", f"sha256:{b:064x}") for b in range(len(held))]
+        names = [b for b, _ in key]
+        at_once = held_windows.group(names, held)
+        assert at_once is not None
+        held_windows.write(tmp_path / "a" / "g.grouped", at_once, key)
+        got = held_windows.group_file(tmp_path / "b" / "g.grouped", names, held, key,
+                                      run=int(rng.integers(1, 10)))
+        assert got is not None and got.where is None
+        assert (tmp_path / "b" / "g.grouped").read_bytes() == (
+            tmp_path / "a" / "g.grouped").read_bytes(), case
+        every = np.arange(len(at_once.hashes))
+        assert [a.tolist() for a in got.placed(every)] == [
+            a.tolist() for a in at_once.placed(every)], case
+        got.close()
+        assert os.listdir(tmp_path / "b") == ["g.grouped"]
+        assert not any(len(w.hashes) for ws in held for w in ws)  # taken as sorted
+
+
+@pytest.mark.parametrize("stop", ["exception", "SIGINT", "disk full"])
+@pytest.mark.parametrize("sorts", [1, 3, 5])  # between the runs; in the merge; at its end
+def test_an_interrupted_grouping_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                stop: str, sorts: int) -> None:
+    """hold31: a grouping stopped between its sorted runs or while it merges them (an
+    exception, Ctrl-C) leaves no scratch file, no temp file and no grouped file, and the
+    exception goes on; a write that fails (a full disk) leaves nothing either, and gives None
+    (the caller holds the windows as they are)."""
+    def held() -> list[list[StepWindows]]:
+        return [[StepWindows(["e"], np.array([40]), np.zeros(9, np.int64), np.arange(9),
+                             np.arange(9, 0, -1).astype(np.uint64))]]
+
+    key, calls, real = [("b", "sha256:" + "0" * 64)], [], held_windows._by_hash
+    pwrite = held_windows._pwrite
+
+    def sort(h: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        if len(calls) == sorts and stop == "exception":
+            raise RuntimeError("stopped")
+        if len(calls) == sorts and stop == "SIGINT":
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(h)
+
+    def write(fd: int, a: np.ndarray, at: int) -> None:
+        calls.append(1)
+        if len(calls) == 4 * sorts:  # the last part of the first run, of the last, a merged
+            raise OSError(errno.ENOSPC, "No space left on device")
+        pwrite(fd, a, at)
+
+    monkeypatch.setattr(held_windows, "_MERGE", 2)  # 3 runs of 3: a window ahead each
+    monkeypatch.setattr(held_windows, *(("_pwrite", write) if stop == "disk full"
+                                        else ("_by_hash", sort)))
+    path = tmp_path / "w" / "g.grouped"
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if stop == "disk full":
+            assert held_windows.group_file(path, ["b"], held(), key, run=3) is None
+        else:
+            with pytest.raises(RuntimeError if stop == "exception" else KeyboardInterrupt):
+                held_windows.group_file(path, ["b"], held(), key, run=3)
+                time.sleep(1)  # the signal is handled at once: never reached
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert len(calls) >= sorts
+    assert os.listdir(tmp_path / "w") == []
+    monkeypatch.undo()
+    assert held_windows.group_file(path, ["b"], held(), key, run=3) is not None  # then whole
+
+
+def test_a_killed_groupings_temp_file_is_removed_by_the_next(tmp_path: Path) -> None:
+    """hold31: the temp file of a grouping killed before its rename (SIGKILL, the OOM killer:
+    up to 20 bytes a held window) is removed by the next grouping beside it; a live
+    process's is kept (its scratch file is unlinked once open: nothing of it is left)."""
+    proc = subprocess.Popen(["true"])  # a pid that has exited
+    proc.wait()
+    dead = temp_name().replace(f"-{os.getpid()}-", f"-{proc.pid}-")
+    live = temp_name()
+    where = tmp_path / "w"
+    where.mkdir()
+    for name in (dead, live):
+        (where / name).write_bytes(b"x" * 100)
+    held = [[StepWindows(["e"], np.array([40]), np.zeros(9, np.int64), np.arange(9),
+                         np.arange(9, dtype=np.uint64))]]
+    assert held_windows.group_file(where / "g.grouped", ["b"], held,
+                                   [("b", "sha256:" + "0" * 64)], run=4) is not None
+    assert sorted(os.listdir(where)) == sorted(["g.grouped", live])

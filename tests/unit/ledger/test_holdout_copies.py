@@ -12,6 +12,7 @@ default policy and under one that refuses near duplicates.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import shutil
 from collections.abc import Callable
@@ -818,7 +819,7 @@ def test_the_held_side_grouped_decides_as_its_windows(
     assert [f for c in first.values() for f in c.findings if f.shared]
     assert each() == first  # looked up in the file
     with monkeypatch.context() as m:
-        m.setattr(contamination, "group", lambda *_: None)  # each batch's windows as they are
+        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
         forget_grouped(cache)
         assert each() == first
         assert not list(cache.glob("w*/held-*.grouped"))
@@ -826,7 +827,7 @@ def test_the_held_side_grouped_decides_as_its_windows(
     good = path.read_bytes()
     head = len(b"trajledger-held-windows\n") + 4
     header = json.loads(good[head : head + int.from_bytes(good[head - 4 : head], "little")])
-    hashes = head + len(json.dumps(header, separators=(",", ":")))
+    hashes = head + int.from_bytes(good[head - 4 : head], "little")  # the header padded
     n = header["windows"]
     where = hashes + 8 * n
     cut = template.value["numeric first step dropped"]
@@ -844,6 +845,57 @@ def test_the_held_side_grouped_decides_as_its_windows(
                  for c in crafted)),
               ("the held side's grouped step windows (",
                "grouped again from the held batches' windows"))
+
+
+def test_a_grouping_failed_midway_decides_as_its_windows(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold31: a grouping that fails once it took the windows from each batch's list (its
+    file, grouped in sorted runs of four windows, cannot be read back: deleted meanwhile, a
+    disk's EIO) holds each batch's windows as they are, taken again from their kept files:
+    every probe's findings, no warning."""
+    from trajledger.ledger import held_windows
+
+    cache = ledger.root / "index" / "features"
+
+    def each() -> dict[str, DatasetCheck]:
+        out = {}
+        for b in template.value.values():
+            forget_grouped(cache)
+            out[b] = check_dataset(ledger, "train", [b])
+        return out
+
+    def gone(path: Path, held: Any) -> Any:
+        calls.append(path)
+        raise OSError(errno.EIO, "Input/output error")
+
+    first, calls = each(), []
+    monkeypatch.setattr(held_windows, "RUN", 4)
+    monkeypatch.setattr(held_windows, "read", gone)
+    assert each() == first
+    assert len(calls) == len(first)
+
+
+def test_a_held_batch_not_read_is_said_once(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold31: held batches whose windows cannot be read (nothing grouped: each batch's
+    windows held as they are) are each said once, not read (and said) again for being empty
+    as `group_file` leaves the batches it took."""
+    from trajledger.ledger import contamination
+
+    real = contamination.read_kept
+
+    def unreadable(cache: Path, digest: str, wanted: Any) -> Any:
+        if wanted[2]:  # the held side's
+            raise ValueError("unreadable")
+        return real(cache, digest, wanted)
+
+    monkeypatch.setattr(contamination, "read_kept", unreadable)
+    forget_grouped(ledger.root / "index" / "features")
+    check = check_dataset(ledger, "train", [next(iter(template.value.values()))])
+    said = [w for w in check.warnings if "unreadable" in w]
+    assert said and len(said) == len(set(said))
 
 
 def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> None:
