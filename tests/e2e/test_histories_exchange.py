@@ -155,6 +155,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import re
@@ -196,7 +197,7 @@ class Side(Party):
 
 RELEASE = """\
 [roles.evaluator]
-keys = ["keys/evaluator.pub"]
+keys = ["keys/evaluator.pub", "keys/evaluator2.pub"]
 [release]
 approvals = 1
 [[release.require]]
@@ -253,12 +254,10 @@ def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = (
                  ) -> tuple[Side, Side]:
     vendor = Side(root, "vendor")
     vendor.run("init", "--origin", "vendor.example/log")
-    vendor.run("key", "new", "vendor", "--no-encrypt")
-    vendor.run("key", "new", "vapprover", "--no-encrypt")
+    for k in ("vendor", "vapprover", "vevaluator"):
+        vendor.run("key", "new", k, "--no-encrypt")
     vendor.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
                "--approver", "vapprover", "--out", vendor.home / "policy.toml")
-    vendor.run("policy", "set", vendor.home / "policy.toml", "--key", "vapprover", "--yes")
-    vendor.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
     buyer = Side(root, "buyer")
     # R14: the buyer's policy names the vendor's approver too (inline), threshold 1.
     pem = (vendor.home / "keys" / "vapprover.pub").read_text()
@@ -266,9 +265,50 @@ def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = (
                                 f'keys = ["keys/approver.pub", """{pem}"""]')
     assert text != BUYER_POLICY
     make_buyer(buyer, [vendor], "format = 2\n" + text + release_text(max_drop, suites),
-               evaluator=True)
+               evaluator=True, keys=("evaluator2",))
+    # R22: the vendor seals to its evaluator role's encryption key, the buyer's evaluator's
+    # X25519 key (not evaluator2's); the buyer made both.
+    for k in ("evaluator", "evaluator2"):
+        buyer.run("key", "new", k, "--alg", "x25519", "--no-encrypt")
+    sealing, signing = (p.read_text() for p in (buyer.home / "keys" / "x25519" / "evaluator.pub",
+                                                 vendor.home / "keys" / "vevaluator.pub"))
+    path = vendor.home / "policy.toml"
+    path.write_text(f'format = 2\n{path.read_text()}\n[roles.evaluator]\nkeys = ["""{signing}"""]'
+                    f'\nencryption_keys = ["""{sealing}"""]\n')
+    vendor.run("policy", "set", path, "--key", "vapprover", "--yes")
+    vendor.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
     (root / "judge.py").write_text(JUDGE)
     return vendor, buyer
+
+
+NOISE = {"orig": 0.0, "n1": 0.06, "n2": 0.3}
+"""R21: the noise `long_rollouts` adds to a variant's observations, times one draw of
+``data``'s."""
+
+
+def long_rollouts(path: Path, data: int, tag: str, variant: str) -> Path:
+    """R21: four episodes of 24 steps drawn from ``data`` (observations, actions and rewards:
+    unrelated episodes at cosine below 0.45), their ids of ``tag``, as ``variant`` says
+    (`VARIANTS`): ``orig`` as drawn; ``cut`` without their first 3 steps (a run of 21 steps
+    shared with ``orig``: an exact finding, a near one under ``runs = "near"``); ``n1`` and
+    ``n2`` with `NOISE` times one draw added to the observations (measured: ``n1`` at cosine
+    0.996 to 0.999 of ``orig``, a near duplicate; ``n2`` at 0.95 to 0.983 of ``orig``, near
+    at ``numeric_threshold = 0.9`` only, and so of ``n1``; no run shared)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(data)
+    obs, act, rew = (rng.normal(size=(4, 24, 4)), rng.integers(0, 2, size=(4, 24)),
+                     rng.normal(size=(4, 24)))
+    obs = obs + NOISE.get(variant, 0) * np.random.default_rng([data, 1]).normal(size=obs.shape)
+    first = 3 if variant == "cut" else 0
+    rows = [(f"ep-{tag}-{e}", t - first, [float(x) for x in obs[e, t]], [float(act[e, t])],
+             float(rew[e, t]), t == 23, False) for e in range(4) for t in range(first, 24)]
+    names = ("episode_id", "step", "obs", "action", "reward", "terminated", "truncated")
+    columns = zip(*rows, strict=True)
+    pq.write_table(pa.table({k: list(c) for k, c in zip(names, columns, strict=True)}), path)
+    return path
 
 
 # -- histories -----------------------------------------------------------------------------------
@@ -283,6 +323,19 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     vend, vapproved = random.Random(f"vendor approvals {seed}"), list[str]()
     compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
     steps: list[Step] = []
+    # R21, R22 (hist32): streams of their own; the vendor's batches are of 24-step episodes.
+    contam, seal, variants = random.Random(f"copies {seed}"), random.Random(f"sealed {seed}"), {}
+
+    def vrecord(label: str, copy: int = 0, sealed: float = SEALED) -> Step:
+        if not extra:
+            return Step("vrecord", (label, copy))
+        variants[label] = contam.choice([variants[f"v{copy}"], *VARIANTS[1:]]) if copy else "orig"
+        return Step("vrecord", (label, copy, variants[label], seal.random() < sealed))
+
+    def beval(label: str, ck: str, *on: str) -> Step:
+        return Step("beval", (label, ck, *on) if not extra else (
+            label, ck, *(on or ("suite",)), "evaluator2" if seal.random() < OTHER else "evaluator"))
+
     policy = random.Random(f"policy {seed}")
     drop = extra and policy.random() < MAX_DROP  # R16, R19
     if drop:
@@ -327,7 +380,7 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         if op == "vrecord":
             n["v"] += 1
             copy = rnd.randint(1, n["v"] - 1) if n["v"] > 1 and rnd.random() < 0.25 else 0
-            steps.append(Step(op, (f"v{n['v']}", copy)))
+            steps.append(vrecord(f"v{n['v']}", copy))
         elif op == "vdataset":
             n["w"] += 1
             members = sorted({f"v{rnd.randint(1, n['v'])}" for _ in range(rnd.randint(1, 2))})
@@ -359,16 +412,16 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         elif op == "bsuite":
             suite = True
             n["v"] += 1  # a batch of its own (one in a train set cannot be held out)
-            steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
+            steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
             if two:
                 n["v"] += 1
-                steps += suite2(n["v"])
+                steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), *suite2(n["v"])[1:]]
         elif op == "beval":
             n["e"] += 1
             evaluated.append(f"c{rnd.randint(max(1, n['c'] - 1), n['c'])}")
             on = (rnd.choice(["suite", "suite2"]),) if two else ()
-            steps.append(Step(op, (f"e{n['e']}", evaluated[-1], *on)))
+            steps.append(beval(f"e{n['e']}", evaluated[-1], *on))
         elif op == "brelease":
             n["r"] += 1
             steps.append(Step(op, (f"r{n['r']}", rnd.choice(evaluated))))
@@ -390,18 +443,18 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     if n["c"] and rnd.random() < 0.9:  # the loop's end: evaluate, release, then a vendor's word
         if not suite:
             n["v"] += 1
-            steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
+            steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
             if two:
                 n["v"] += 1
-                steps += suite2(n["v"])
+                steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), *suite2(n["v"])[1:]]
         ck = f"c{rnd.randint(1, n['c'])}"
         for c in ([parents[ck]] if drop and parents.get(ck) else []) + [ck]:  # R19: both
             n["e"] += 1
-            steps += [Step("beval", (f"e{n['e']}", c))]
+            steps += [beval(f"e{n['e']}", c)]
             if two:
                 n["e"] += 1
-                steps += [Step("beval", (f"e{n['e']}", c, "suite2"))]
+                steps += [beval(f"e{n['e']}", c, "suite2")]
         steps += [Step("brelease", (f"r{n['r'] + 1}", ck))]
         if rnd.random() < 0.6:
             pool = [f"v{i}" for i in range(1, n["v"] + 1)] + [f"w{i}" for i in range(1, n["w"] + 1)]
@@ -416,12 +469,31 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         at = mark.randint(first + 1, len(steps))
         pool = [s.args[0] for s in steps[:at] if s.op == "ship"]
         steps.insert(at, Step("bmark", (mark.choice([*pool, None]),)))
+    rules = random.Random(f"contamination rules {seed}")  # R21: the buyer's [contamination]
+    if extra and shipped and rules.random() < RULED:
+        for _ in range(rules.choice([1, 1, 2])):
+            at = rules.randint(1, len(steps))
+            steps.insert(at, Step("bcontam", (rules.randrange(len(RULES)),)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
 
 
 MAX_DROP = 0.5
+VARIANTS = ("orig", "cut", "n1", "n2")
+"""R21: what a vendor's copy of a batch (``vrecord`` with ``copy``) is of its original's
+episodes (`long_rollouts`): as the original's (an exact copy), cut, or noisy (near)."""
+SEALED, SEALED_SUITE, OTHER = 0.1, 0.5, 0.3
+"""R22: the shares of the vendor's batches recorded sealed (``--seal``), of those made for the
+buyer's suites, and of the buyer's evaluations run by ``evaluator2`` (whose X25519 key the
+vendor does not seal to) instead of ``evaluator``."""
+RULED = 0.5
+"""R21: the share of histories in which the buyer's approver sets its policy's
+``[contamination]`` (once or twice: ``bcontam``, one of `RULES`, at a point drawn)."""
+RULES: tuple[dict[str, Any], ...] = (
+    {}, {"refuse": "near"}, {"refuse": "near", "numeric_threshold": 0.9}, {"runs": "near"},
+    {"refuse": "near", "runs": "near"})
+"""R21: the ``[contamination]`` tables a ``bcontam`` step sets (``{}``: none, the default)."""
 MONITOR = 0.5
 MARK = 0.3
 """The share of those histories in which the buyer's approver marks the vendor's key ``vendor``
@@ -476,6 +548,10 @@ class Art:
     split: str = "train"
     data: int = 0
     """A batch's episodes (the seed of `rollouts`; a copy has its original's)."""
+    variant: str = "orig"
+    """A batch's episodes as `long_rollouts` makes them of ``data`` (R21: one of `VARIANTS`)."""
+    sealed: bool = False
+    """A batch recorded ``--seal`` (R22)."""
     dataset: str = ""
     parent: str | None = None
     digest: str = ""
@@ -527,6 +603,8 @@ class Model:
     """The vendor's log size the buyer applied (0: nothing imported yet)."""
     marked: int | None = None
     """The buyer's log index from which its own policy declares ``vendor`` compromised (R20)."""
+    rules: dict[str, Any] = field(default_factory=dict)
+    """The ``[contamination]`` of the buyer's policy in force (R21: one of `RULES`)."""
     taken: dict[tuple[str, str], int] = field(default_factory=dict)
     """``("revoked" | "erased", label)``: the buyer's log size before the import that took the
     vendor's revocation or erasure of a held artifact in (R20: the index of its record here)."""
@@ -585,10 +663,15 @@ class Model:
     def held_out(self, d: Art, before: int) -> bool:  # R11, membership
         return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before))
 
-    def copies(self, d: Art, before: int) -> bool:  # R11, exact copies of held-out episodes
-        held = {self.buyer[b].data for o in self.holdouts(d, before) for b in o.batches
-                if not self.erased_here(b)}  # an erased held-out batch: nothing to compare
-        return any(self.buyer[b].data in held for b in d.batches)
+    def copies(self, d: Art, before: int, gone: bool = False) -> bool:  # R11, R21, R22
+        """Whether a batch of ``d`` holds a copy of a held-out one that the rules in force
+        refuse. An erased held-out batch has nothing to compare (a sealed one is compared by
+        its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
+        held = [h for o in self.holdouts(d, before) for b in o.batches
+                if (h := self.buyer[b]).sealed or not (
+                    self.erased_here(b) or (gone and self.files_gone(b)))]
+        return any(k is not None and refused(k, self.rules) for b in d.batches for h in held
+                   if (k := relation(self.buyer[b], h)) != "run" or not h.sealed)
 
     def admit(self, label: str, now: int) -> bool:  # R4, R10, R11
         d = self.buyer[label]
@@ -598,8 +681,8 @@ class Model:
                 and not self.erased_held_out(d, now) and d.approved_before(now + 1))
 
     def erased_held_out(self, d: Art, now: int) -> bool:  # R11: the vendor's erasure only
-        return any(b in self.known_erased - self.own_erased for o in self.holdouts(d, now)
-                   for b in o.batches)
+        return any(b in self.known_erased - self.own_erased and not self.buyer[b].sealed
+                   for o in self.holdouts(d, now) for b in o.batches)  # R22: by its record
 
     def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
@@ -638,6 +721,30 @@ class Model:
                 and (c.parent is None or self.checkpoint_ok(c.parent)))
 
 
+def relation(a: Art, b: Art) -> str | None:
+    """R21: what batch ``a``'s episodes are of ``b``'s (`long_rollouts`): ``exact`` copies,
+    sharing a ``run`` of 21 steps, ``near`` (cosine 0.996 to 0.999: measured) or ``far``
+    (0.95 to 0.99) duplicates, or nothing (None)."""
+    if a.data != b.data:
+        return None
+    if a.variant == b.variant:
+        return "exact"
+    if "cut" in (a.variant, b.variant):
+        return "run" if "orig" in (a.variant, b.variant) else None
+    return "near" if abs(NOISE[a.variant] - NOISE[b.variant]) < 0.1 else "far"
+
+
+def refused(kind: str, rules: dict[str, Any]) -> bool:
+    """R21: whether a copy of ``kind`` (`relation`) is refused under ``[contamination]``
+    ``rules`` (docs/audit-index.md "Refusing near duplicates")."""
+    near = rules.get("refuse") == "near"
+    if kind == "run":
+        return near if rules.get("runs") == "near" else True
+    if kind == "far":
+        return near and rules.get("numeric_threshold", 0.995) <= 0.95
+    return kind == "exact" or near
+
+
 # -- running a history ---------------------------------------------------------------------------
 
 
@@ -652,6 +759,10 @@ class Run:
     successor: Path | None = None
     """The buyer's successor policy once it marked the vendor's key (R20): what the vendor's
     bundles are verified under from then on."""
+    serial: int = 1
+    """The serial of the buyer's policy in force (R20, R21: `succeed`)."""
+    marking: str = ""
+    """The ``[[revoked_keys]]`` table of the buyer's marking (R20), once it marked."""
 
     @property
     def policy(self) -> Path:
@@ -667,10 +778,12 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     a = s.args
     if s.op in ("vrecord", "vdataset", "vrevoke", "verase") and m.compromised_since is not None:
         return False  # R15: signing with a key declared compromised is refused
+    if s.op == "vdataset" and a[2] == "train" and any(m.vendor[b].sealed for b in a[1]):
+        return False  # R22: a sealed batch is never trained on
     if s.op == "vdataset":  # the vendor's own gate may refuse a copy of its holdout
         return None if any(o.split == "holdout" for o in m.vendor.values()) or \
             a[2] == "holdout" else True
-    if s.op in ("vcompromise", "bmark"):
+    if s.op in ("vcompromise", "bmark", "bcontam"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
@@ -680,16 +793,20 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return False if m.marked is not None else True if m.v_ok(a[0]) else None
     if s.op in ("update", "monitor"):  # R10, R18
         return True
-    if s.op == "bdataset":
+    if s.op == "bdataset":  # R11, R21 (the rules in force), R22 (a sealed batch)
         d = Art(a[0], "dataset", a[1], a[2], index=size)
-        held = a[2] == "holdout" or m.held_out(d, size + 1) or m.copies(d, size + 1)
-        return None if held else True
+        if a[2] == "holdout":
+            return None
+        if any(m.buyer[b].sealed for b in a[1]) or m.held_out(d, size + 1):
+            return False
+        return not m.copies(d, size + 1, gone=True)
     if s.op == "bapprove":
         return m.record_ok(a[0])
-    if s.op == "beval":
+    if s.op == "beval":  # R12; R22: only the key a sealed suite was sealed to opens it
         suite = a[2] if len(a) > 2 else "suite"
         return m.checkpoint_ok(a[1]) and m.record_ok(suite) and not any(
-            m.erased_here(b) for b in m.buyer[suite].batches)
+            m.erased_here(b) or (m.buyer[b].sealed and a[3:] == ("evaluator2",))
+            for b in m.buyer[suite].batches)
     if s.op == "brelease":
         return m.releasable(a[1], size)
     if s.op == "btrain":
@@ -755,17 +872,20 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
 
     if s.op == "vrecord":
-        label, copy = a
+        label, copy, variant, sealed = (*a, None, False)[:4]
         original = m.vendor.get(f"v{copy}")
         data = original.data if original else copy or int(label[1:])
         path = run.root / f"{label}.parquet"
-        if not path.exists():
+        if variant is not None:  # R21: 24-step episodes
+            long_rollouts(path, data, label, variant)
+        elif not path.exists():
             rollouts(path, data, label)
         r = v.cli("record", path, "--env", "grid@1", "--policy", "scripted", "--name", label,
-                  "--licence", "CC-BY-4.0", "--key", "vendor")
+                  "--licence", "CC-BY-4.0", "--key", "vendor", *("--seal",) * sealed)
         if r.exit_code == 0:
             m.vendor[label] = Art(label, "batch", data=data, digest=digest_of(r),
-                                  vindex=v.size() - 1)
+                                  vindex=v.size() - 1, variant=variant or "orig",
+                                  sealed=sealed)
         return ok(r)
     if s.op in ("vdataset", "bdataset"):
         label, members, split = a
@@ -804,7 +924,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                     if x not in m.buyer:
                         art = m.vendor[x]
                         m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data,
-                                         digest=art.digest, index=size)
+                                         art.variant, art.sealed, digest=art.digest,
+                                         index=size)
             m.applied = vsize
             m.learn(size)
         return ok(r)
@@ -836,17 +957,13 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(r)
     if s.op == "bmark":  # a successor: vendor no producer, compromised since K of this log
         since = m.buyer[a[0]].index if a[0] else size
-        text = run.policy.read_text()
-        new = text.replace('"trust/vendor.pub", ', "").replace("format = 2\n",
-                                                               "format = 2\nserial = 2\n", 1)
-        assert new.count("trust/vendor.pub") == 0 and "serial = 2" in new
-        path = b.home / "successor.toml"
-        path.write_text(new + f'\n[[revoked_keys]]\nkey = "trust/vendor.pub"\n'
-                        f'compromised_since = {since}\nreason = "hist30: the buyer marks it"\n')
-        r = b.cli("policy", "set", path, "--key", "approver", "--yes")
+        r = succeed(run, f'\n[[revoked_keys]]\nkey = "trust/vendor.pub"\ncompromised_since = '
+                    f'{since}\nreason = "hist30: the buyer marks it"\n', m.rules)
         if r.exit_code == 0:
-            m.marked, run.successor = since, path
+            m.marked = since
         return ok(r)
+    if s.op == "bcontam":  # R21: a successor with a [contamination] of RULES
+        return ok(succeed(run, run.marking, RULES[a[0]]))
     if s.op == "vapprove":
         r = v.cli("approve", m.vendor[a[0]].digest, "--key", "vapprover", "--note",
                   f"step {len(run.ran)}")
@@ -873,8 +990,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
             done.add(a[0])
         return ok(r)
     if s.op == "beval":
-        label, ck, suite = (*a, "suite")[:3]
-        r = b.cli("eval", m.buyer[ck].digest, "--suite", f"{suite}@1", "--key", "evaluator",
+        label, ck, suite, key = (*a, *("suite", "evaluator")[len(a) - 2:])
+        r = b.cli("eval", m.buyer[ck].digest, "--suite", f"{suite}@1", "--key", key,
                   "--", sys.executable, run.root / "judge.py")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "evaluation", dataset=ck, digest=digest_of(r),
@@ -899,6 +1016,28 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                  score=score_of(b, digest_of(r)))
         return ok(r)
     raise AssertionError(s.op)
+
+
+def succeed(run: Run, marking: str, rules: dict[str, Any]) -> Any:
+    """The buyer's approver sets a successor of its policy in force: the first one, without
+    ``vendor`` as a producer and with ``marking`` (R20) if any, and with ``[contamination]``
+    ``rules`` (R21); the model's follows when it is set."""
+    run.serial += 1
+    text = run.policy.read_text().replace("format = 2\n", f"format = 2\nserial = {run.serial}\n", 1)
+    if marking:
+        text = text.replace('"trust/vendor.pub", ', "")
+        assert text.count("trust/vendor.pub") == 0
+    path = run.buyer.home / f"successor-{run.serial}.toml"
+    path.write_text(text + marking + "".join(
+        "\n[contamination]\n" * (k == next(iter(rules))) + f"{k} = {json.dumps(v)}\n"
+        for k, v in rules.items()))
+    r = run.buyer.cli("policy", "set", path, "--key", "approver", "--yes")
+    if r.exit_code == 0:
+        run.model.rules, run.marking = rules, marking
+        run.successor = path if marking else None
+    else:
+        run.serial -= 1
+    return r
 
 
 def watch(vendor: Side, buyer: Side) -> Any:
@@ -978,8 +1117,6 @@ def bundle_verdicts(run: Run, side: Side, digest: str, tag: str) -> dict[str, tu
 
 def files_of(side: Side, digest: str) -> set[str]:
     """The files the manifest ``digest`` lists that ``side``'s store holds."""
-    import json
-
     def path(d: str) -> Path:
         return side.home / "objects" / "sha256" / d[7:9] / d[9:11] / d[7:]
 
@@ -991,7 +1128,6 @@ def score_of(side: Side, digest: str) -> int:
     """`JUDGE`'s score of the checkpoint ``digest`` in tenths, from its manifest's files (the
     files the judge reads, by their digests)."""
     import hashlib
-    import json
 
     path = side.home / "objects" / "sha256" / digest[7:9] / digest[9:11] / digest[7:]
     files = sorted(f["digest"]["sha256"] for f in json.loads(path.read_text())["files"])
@@ -1178,4 +1314,62 @@ def test_the_buyers_own_compromise_marking(tmp_path: Path) -> None:
     assert [r.split(" -> ")[1][:7] for r in run.ran[-4:]] == ["ok", "refused", "ok", "ok"], run.ran
     m = run.model
     assert (m.checkpoint_ok("c1"), m.checkpoint_ok("c2"), m.batch_ok("v1")) == (True, False, True)
+    assert judge_history(run) == []
+
+
+def test_contamination_rules_across_organisations(tmp_path: Path) -> None:
+    """R21 (hist32): the buyer holds out the vendor's ``v1`` and buys the vendor's train sets
+    of its copies: ``w1`` a near one (``n1``) and an unrelated batch, ``w2`` one cut (a run of
+    21 steps shared). Under the default rules ``w1`` is trained on and ``w2`` refused; the
+    buyer's successor policies refuse near copies (``c2`` refused, ``c1`` still holds: the
+    verifiers read no episodes), then only near runs (``w2`` admitted, ``w1`` too), then near
+    copies at ``numeric_threshold = 0.9`` (``d3`` of the far copy ``n2`` refused, ``d4`` of the
+    unrelated batch made); every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 1, "n1", False)),
+             Step("vrecord", ("v3", 1, "cut", False)), Step("vrecord", ("v4", 1, "n2", False)),
+             Step("vrecord", ("v5", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("bdataset", ("h1", ("v1",), "holdout")),
+             Step("vdataset", ("w1", ("v2", "v5"), "train")),
+             Step("vdataset", ("w2", ("v3",), "train")), Step("ship", ("w1",)),
+             Step("ship", ("w2",)), Step("bapprove", ("w1",)), Step("bapprove", ("w2",)),
+             Step("btrain", ("c1", "w1", None)), Step("btrain", ("c9", "w2", None)),
+             Step("bcontam", (1,)), Step("btrain", ("c2", "w1", None)),
+             Step("bcontam", (3,)), Step("btrain", ("c3", "w2", None)),
+             Step("ship", ("v4",)), Step("bcontam", (2,)),
+             Step("bdataset", ("d3", ("v4",), "train")),
+             Step("bdataset", ("d4", ("v5",), "train"))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["btrain(c9, w2, None)", "btrain(c2, w1, None)",
+                       "bdataset(d3, ('v4',), train)"], run.ran
+    assert (run.model.checkpoint_ok("c1"), run.model.admit("w1", run.buyer.size())) == (
+        True, False)
+    assert judge_history(run) == []
+
+
+def test_a_sealed_suite_across_organisations(tmp_path: Path) -> None:
+    """R22 (hist32): the vendor seals ``v2`` to the buyer's evaluator's X25519 key; the buyer
+    makes its suite of it, cannot train on it, nor on ``w1``, the vendor's train set of a
+    sealed batch (refused at the vendor); ``evaluator2`` cannot open the suite (nothing
+    logged), ``evaluator`` can and the release over it holds. A copy of the sealed episodes cut
+    (``v4``) is not found (a sealed batch publishes no runs of steps), a near one (``v3``) is
+    once the rules refuse near copies; every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 0, "orig", True)),
+             Step("vrecord", ("v3", 2, "n1", False)), Step("vrecord", ("v4", 2, "cut", False)),
+             Step("vdataset", ("w1", ("v2",), "train")),
+             *(Step("ship", (x,)) for x in ("v1", "v2", "v3", "v4")),
+             Step("bdataset", ("suite", ("v2",), "holdout")),
+             Step("bdataset", ("d1", ("v1",), "train")),
+             Step("bdataset", ("d2", ("v2",), "train")),
+             Step("bdataset", ("d3", ("v3",), "train")),
+             Step("bdataset", ("d4", ("v4",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("beval", ("e1", "c1", "suite", "evaluator2")),
+             Step("beval", ("e2", "c1", "suite", "evaluator")), Step("brelease", ("r1", "c1")),
+             Step("bcontam", (1,)), Step("bapprove", ("d3",)), Step("bapprove", ("d4",))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["vdataset(w1, ('v2',), train)", "bdataset(d2, ('v2',), train)",
+                       "beval(e1, c1, suite, evaluator2)"], run.ran
+    m, now = run.model, run.buyer.size()
+    assert (m.admit("d3", now), m.admit("d4", now), m.release_ok("r1")) == (False, True, True)
     assert judge_history(run) == []
