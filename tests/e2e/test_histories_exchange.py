@@ -32,7 +32,12 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   scores each checkpoint and the loop's end evaluates the released checkpoint's parent too
   (R19); in three in ten, once, the buyer's approver marks the vendor's key compromised in
   the buyer's own policy (``bmark``: a successor without ``vendor`` as a producer and with it
-  in ``[[revoked_keys]]`` since the buyer's log index of an import, or since now) (R20).
+  in ``[[revoked_keys]]`` since the buyer's log index of an import, or since now) (R20);
+- (hist32, streams of their own again) the vendor's batches are of 24-step episodes, a copy
+  exact, cut or noisy (R21); one vendor batch in ten, and half of those made for the buyer's
+  suites, is recorded sealed, and three evaluations in ten are run by ``evaluator2`` (R22);
+  in half the histories the buyer's approver sets its policy's ``[contamination]`` once or
+  twice (``bcontam``, R21).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -126,8 +131,32 @@ test_histories_agree.py's withdrawal of an approval):
   an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
   bundles carry its policy history: verified under its first policy, the successor is
   followed, as in its ledger.
+- **R21 contamination settings** (docs/audit-index.md "Refusing near duplicates", "Shared runs
+  of steps"; docs/cli.md "Held-out data in a train set"; keys/README.md ``[contamination]``):
+  the vendor's batches are 24-step episodes (`long_rollouts`), a copy an exact one, one cut
+  (a shared run of 21 steps), or a near or far noisy one (`relation`); a train set holding a
+  copy of a held-out batch at the buyer (R11: its own holdout, or the vendor's imported) is
+  refused by ``dataset create`` (from what it can read: an erased held-out batch's bytes are
+  gone) and by the gate (``admit``, ``train``) as the ``[contamination]`` of the buyer's
+  policy in force says (`refused`): exact copies always, a shared run unless ``runs =
+  "near"`` makes it near, a near one with ``refuse = "near"``, a far one only at a lowered
+  ``numeric_threshold``; the buyer's approver changes it by a successor policy (``bcontam``,
+  one of `RULES`), from its entry on (the verifiers read no episodes: a checkpoint is judged
+  by membership only, R11, whatever the rules became). The vendor's policy does not bind the
+  buyer: its gate is the vendor's (None here).
+- **R22 sealed suites** (docs/evaluations.md "Sealed suites"; SECURITY.md 7): the vendor seals
+  some batches, half of those of the buyer's suites, to its policy's evaluator
+  ``encryption_keys``: the buyer's ``evaluator``'s X25519 key, not ``evaluator2``'s (both in
+  the buyer's evaluator role). A sealed batch is never in a train set (``vdataset``,
+  ``bdataset`` refused); ``beval`` by ``evaluator2`` on a suite with a sealed batch is refused
+  (nothing unsealed, nothing logged), by ``evaluator`` done as R12 says, and a release over it
+  as R12; the gate compares a sealed held-out batch by the fingerprints and sketches its
+  record publishes, so an erasure of its blobs ends no comparison and a copy cut from it
+  (a run of steps: none published) is not found (runner/admission.py ``_contamination``).
 
-Write side: ``bdataset`` is done (None when it names a held-out batch, or copies one);
+Write side: ``bdataset`` of a holdout is either (its own check against train sets is not
+modelled); of a train set, refused when it holds a sealed or held-out batch or a copy R21
+refuses, else done;
 ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
 (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has applied
 some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the vendor is
@@ -206,7 +235,7 @@ metric = "success_rate"
 min = 0.5
 """
 """The buyer's evaluator and release rules (docs/evaluations.md): one evaluation on the
-buyer's suite ``suite@1`` with a success rate of at least a half."""
+buyer's suite ``suite@1`` with a success rate of at least a half; two evaluator keys (R22)."""
 
 JUDGE = """\
 import hashlib, json, os, pathlib
@@ -281,6 +310,8 @@ def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = (
     return vendor, buyer
 
 
+NAMES = {"vsuite": "suite"}
+"""R23: the vendor's dataset ``vsuite`` is named ``suite``, as the buyer's suite."""
 NOISE = {"orig": 0.0, "n1": 0.06, "n2": 0.3}
 """R21: the noise `long_rollouts` adds to a variant's observations, times one draw of
 ``data``'s."""
@@ -318,7 +349,7 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     """9 to 16 steps, leaning to what the rules allow (a ship before the buyer's steps, an
     approval before training); labels: vendor batches ``v1``..., vendor datasets ``w1``...,
     buyer datasets ``d1``..., checkpoints ``c1``...; ``extra`` False: without the steps of
-    the streams of their own (R13 to R15), agree26's history of ``seed``."""
+    the streams of their own (R13 to R22), agree26's history of ``seed``."""
     rnd, own = random.Random(seed), random.Random(f"own {seed}")
     vend, vapproved = random.Random(f"vendor approvals {seed}"), list[str]()
     compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
@@ -333,8 +364,13 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         return Step("vrecord", (label, copy, variants[label], seal.random() < sealed))
 
     def beval(label: str, ck: str, *on: str) -> Step:
-        return Step("beval", (label, ck, *on) if not extra else (
-            label, ck, *(on or ("suite",)), "evaluator2" if seal.random() < OTHER else "evaluator"))
+        if not extra:
+            return Step("beval", (label, ck, *on))
+        on = on or ("vsuite" if pin.random() < ON_VSUITE else "suite",)  # R23
+        return Step("beval", (label, ck, *on, "evaluator2" if seal.random() < OTHER else
+                              "evaluator"))
+
+    pin = random.Random(f"pin {seed}")
 
     policy = random.Random(f"policy {seed}")
     drop = extra and policy.random() < MAX_DROP  # R16, R19
@@ -469,6 +505,12 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         at = mark.randint(first + 1, len(steps))
         pool = [s.args[0] for s in steps[:at] if s.op == "ship"]
         steps.insert(at, Step("bmark", (mark.choice([*pool, None]),)))
+    if extra and pin.random() < VSUITE:  # R23: the vendor's dataset named like the buyer's suite
+        at = pin.randint(0, len(steps))
+        steps[at:at] = [vrecord("v0", sealed=SEALED_SUITE),
+                        Step("vdataset", ("vsuite", ("v0",), "holdout")), Step("ship", ("vsuite",))]
+        if pin.random() < PIN:
+            steps.insert(pin.randint(at + 3, len(steps)), Step("bpin"))
     rules = random.Random(f"contamination rules {seed}")  # R21: the buyer's [contamination]
     if extra and shipped and rules.random() < RULED:
         for _ in range(rules.choice([1, 1, 2])):
@@ -488,6 +530,10 @@ SEALED, SEALED_SUITE, OTHER = 0.1, 0.5, 0.3
 buyer's suites, and of the buyer's evaluations run by ``evaluator2`` (whose X25519 key the
 vendor does not seal to) instead of ``evaluator``."""
 RULED = 0.5
+VSUITE, PIN, ON_VSUITE = 0.3, 0.5, 0.2
+"""R23: the share of histories in which the vendor ships a holdout it names ``suite@1``
+(``vsuite``, of its batch ``v0``), of those in which the buyer's approver then pins its
+requirements on ``suite@1`` to it (``bpin``), and of the buyer's evaluations on it."""
 """R21: the share of histories in which the buyer's approver sets its policy's
 ``[contamination]`` (once or twice: ``bcontam``, one of `RULES`, at a point drawn)."""
 RULES: tuple[dict[str, Any], ...] = (
@@ -605,6 +651,9 @@ class Model:
     """The buyer's log index from which its own policy declares ``vendor`` compromised (R20)."""
     rules: dict[str, Any] = field(default_factory=dict)
     """The ``[contamination]`` of the buyer's policy in force (R21: one of `RULES`)."""
+    pinned: bool = False
+    """The buyer's policy in force pins its requirements on ``suite@1`` to the vendor's
+    dataset of that name (``vsuite``: R23)."""
     taken: dict[tuple[str, str], int] = field(default_factory=dict)
     """``("revoked" | "erased", label)``: the buyer's log size before the import that took the
     vendor's revocation or erasure of a held artifact in (R20: the index of its record here)."""
@@ -688,28 +737,33 @@ class Model:
         e = self.buyer[label]
         return self.checkpoint_ok(e.dataset) and self.record_ok(e.suite)
 
-    def latest(self, ck: str, suite: str = "suite") -> str | None:
+    def latest(self, ck: str, suite: str = "suite", before: int | None = None) -> str | None:
+        """The latest evaluation of ``ck`` on the requirement ``suite``'s dataset (R23: the
+        vendor's ``vsuite`` once pinned) logged before ``before``."""
+        on = "vsuite" if self.pinned and suite == "suite" else suite
         evals = [e.label for e in self.buyer.values() if e.kind == "evaluation"
-                 and e.dataset == ck and e.suite == suite]
+                 and e.dataset == ck and e.suite == on and (before is None or e.index < before)]
         return evals[-1] if evals else None
 
-    def release_ok(self, label: str) -> bool:  # R12, R16, R17
+    def release_ok(self, label: str) -> bool:  # R12, R16, R17, R23: under the rules now
         r = self.buyer[label]
         return self.checkpoint_ok(r.dataset) and all(
-            e is not None and self.evaluation_ok(e) for e in r.evals) and all(
-            self.parent_evaluated(r.dataset, r.index, x) for x in self.suites)
+            (e := self.latest(r.dataset, x, r.index)) is not None and e in r.evals
+            and self.evaluation_ok(e) and self.parent_evaluated(r.dataset, r.index, x, r.evals)
+            for x in self.suites)
 
     def releasable(self, ck: str, now: int) -> bool:  # R12, R16, R17: a release now
         return self.checkpoint_ok(ck) and all(
             (e := self.latest(ck, x)) is not None and self.evaluation_ok(e)
             and self.parent_evaluated(ck, now, x) for x in self.suites)
 
-    def parent_evaluated(self, ck: str, before: int, suite: str) -> bool:  # R16, R19
+    def parent_evaluated(self, ck: str, before: int, suite: str,
+                         cited: tuple[str | None, ...] | None = None) -> bool:  # R16, R19
         parent = self.buyer[ck].parent
         if not self.max_drop or parent is None:
             return True
-        return any(e.kind == "evaluation" and e.dataset == parent and e.suite == suite
-                   and e.index < before for e in self.buyer.values()) and (
+        e = self.latest(parent, suite, before)
+        return e is not None and (cited is None or e in cited) and (
             self.buyer[parent].score - self.buyer[ck].score <= 2)  # in tenths: exact
 
     def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
@@ -783,7 +837,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "vdataset":  # the vendor's own gate may refuse a copy of its holdout
         return None if any(o.split == "holdout" for o in m.vendor.values()) or \
             a[2] == "holdout" else True
-    if s.op in ("vcompromise", "bmark", "bcontam"):
+    if s.op in ("vcompromise", "bmark", "bcontam", "bpin"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
@@ -838,6 +892,8 @@ def refs(m: Model, s: Step) -> bool:
         return m.marked is None and (a[0] is None or a[0] in m.buyer)
     if s.op in ("update", "monitor"):
         return m.applied > 0
+    if s.op == "bpin":
+        return "vsuite" in m.buyer and not m.pinned
     if s.op == "bdataset":
         return all(b in m.buyer for b in a[1])
     if s.op == "bapprove":
@@ -891,8 +947,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         label, members, split = a
         side, arts, key = (v, m.vendor, "vendor") if s.op == "vdataset" else (
             b, m.buyer, "producer")
-        r = side.cli("dataset", "create", label, "--version", "1", "--split", split,
-                     *[x for mb in members for x in ("--batch", arts[mb].digest)],
+        r = side.cli("dataset", "create", NAMES.get(label, label), "--version", "1", "--split",
+                     split, *[x for mb in members for x in ("--batch", arts[mb].digest)],
                      "--key", key)
         if r.exit_code == 0:
             arts[label] = Art(label, "dataset", members, split, digest=digest_of(r),
@@ -958,12 +1014,14 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
     if s.op == "bmark":  # a successor: vendor no producer, compromised since K of this log
         since = m.buyer[a[0]].index if a[0] else size
         r = succeed(run, f'\n[[revoked_keys]]\nkey = "trust/vendor.pub"\ncompromised_since = '
-                    f'{since}\nreason = "hist30: the buyer marks it"\n', m.rules)
+                    f'{since}\nreason = "hist30: the buyer marks it"\n', m.rules, m.pinned)
         if r.exit_code == 0:
             m.marked = since
         return ok(r)
     if s.op == "bcontam":  # R21: a successor with a [contamination] of RULES
-        return ok(succeed(run, run.marking, RULES[a[0]]))
+        return ok(succeed(run, run.marking, RULES[a[0]], m.pinned))
+    if s.op == "bpin":  # R23: a successor pinning suite@1 to the vendor's dataset of the name
+        return ok(succeed(run, run.marking, m.rules, True))
     if s.op == "vapprove":
         r = v.cli("approve", m.vendor[a[0]].digest, "--key", "vapprover", "--note",
                   f"step {len(run.ran)}")
@@ -991,7 +1049,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(r)
     if s.op == "beval":
         label, ck, suite, key = (*a, *("suite", "evaluator")[len(a) - 2:])
-        r = b.cli("eval", m.buyer[ck].digest, "--suite", f"{suite}@1", "--key", key,
+        on = m.buyer[suite].digest if suite in NAMES else f"{suite}@1"  # R23: not by name
+        r = b.cli("eval", m.buyer[ck].digest, "--suite", on, "--key", key,
                   "--", sys.executable, run.root / "judge.py")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "evaluation", dataset=ck, digest=digest_of(r),
@@ -999,7 +1058,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(r)
     if s.op == "brelease":
         label, ck = a
-        evals = tuple(m.latest(ck, x) for x in m.suites)
+        parent = m.buyer[ck].parent  # what the release cites (R16, R23)
+        evals = tuple(m.latest(c, x) for x in m.suites for c in (ck, parent) if c)
         r = b.cli("release", m.buyer[ck].digest, "--key", "approver")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "release", dataset=ck, evals=evals,
@@ -1018,12 +1078,16 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
     raise AssertionError(s.op)
 
 
-def succeed(run: Run, marking: str, rules: dict[str, Any]) -> Any:
+def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool) -> Any:
     """The buyer's approver sets a successor of its policy in force: the first one, without
-    ``vendor`` as a producer and with ``marking`` (R20) if any, and with ``[contamination]``
-    ``rules`` (R21); the model's follows when it is set."""
+    ``vendor`` as a producer and with ``marking`` (R20) if any, with ``[contamination]``
+    ``rules`` (R21), its requirements on ``suite@1`` pinned to ``vsuite``'s digest when
+    ``pinned`` (R23); the model's follows when it is set."""
     run.serial += 1
     text = run.policy.read_text().replace("format = 2\n", f"format = 2\nserial = {run.serial}\n", 1)
+    if pinned:
+        text = text.replace('suite = "suite@1"\n', 'suite = "suite@1"\ndigest = '
+                            f'"{run.model.buyer["vsuite"].digest}"\n')
     if marking:
         text = text.replace('"trust/vendor.pub", ', "")
         assert text.count("trust/vendor.pub") == 0
@@ -1033,7 +1097,7 @@ def succeed(run: Run, marking: str, rules: dict[str, Any]) -> Any:
         for k, v in rules.items()))
     r = run.buyer.cli("policy", "set", path, "--key", "approver", "--yes")
     if r.exit_code == 0:
-        run.model.rules, run.marking = rules, marking
+        run.model.rules, run.model.pinned, run.marking = rules, pinned, marking
         run.successor = path if marking else None
     else:
         run.serial -= 1
@@ -1372,4 +1436,31 @@ def test_a_sealed_suite_across_organisations(tmp_path: Path) -> None:
                        "beval(e1, c1, suite, evaluator2)"], run.ran
     m, now = run.model, run.buyer.size()
     assert (m.admit("d3", now), m.admit("d4", now), m.release_ok("r1")) == (False, True, True)
+    assert judge_history(run) == []
+
+
+def test_the_vendors_suite_binds_the_buyer_only_pinned(tmp_path: Path) -> None:
+    """R22, R23 (hist32): the vendor names its holdout of ``v0``, sealed to the buyer's
+    evaluator, ``suite@1`` as the buyer's suite: an evaluation on it is recorded but releases
+    nothing (``r1`` refused) until the buyer's policy pins ``suite@1`` to its digest; the
+    buyer's own ``suite@1`` releases ``c2`` meanwhile, a release the pinned successor fails
+    (the rules in force judge every release: SECURITY.md twelfth round, "a successor policy
+    raising the bar"); then ``c1`` is released on the vendor's sealed suite, which
+    ``evaluator2`` cannot open; every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v0", 0, "orig", True)),
+             Step("vrecord", ("v3", 0, "orig", False)),
+             Step("vdataset", ("vsuite", ("v0",), "holdout")),
+             *(Step("ship", (x,)) for x in ("v1", "vsuite", "v3")),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("btrain", ("c2", "d1", None)),
+             Step("beval", ("e1", "c1", "vsuite", "evaluator")), Step("brelease", ("r1", "c1")),
+             Step("beval", ("e3", "c1", "vsuite", "evaluator2")),
+             Step("bdataset", ("suite", ("v3",), "holdout")),
+             Step("beval", ("e2", "c2", "suite", "evaluator")), Step("brelease", ("r2", "c2")),
+             Step("bpin"), Step("brelease", ("r3", "c1"))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["brelease(r1, c1)", "beval(e3, c1, vsuite, evaluator2)"], run.ran
+    m = run.model
+    assert (m.release_ok("r2"), m.release_ok("r3")) == (False, True)
     assert judge_history(run) == []
