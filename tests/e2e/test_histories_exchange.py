@@ -717,10 +717,26 @@ class Model:
         refuse. An erased held-out batch has nothing to compare (a sealed one is compared by
         its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
         held = [h for o in self.holdouts(d, before) for b in o.batches
-                if (h := self.buyer[b]).sealed or not (
-                    self.erased_here(b) or (gone and self.files_gone(b)))]
-        return any(k is not None and refused(k, self.rules) for b in d.batches for h in held
-                   if (k := relation(self.buyer[b], h)) != "run" or not h.sealed)
+                if (h := self.buyer[b]).sealed or not self.absent(b, gone)]
+        return self.copied([self.buyer[b] for b in d.batches], held)
+
+    def copied(self, train: list[Art], held: list[Art]) -> bool:  # R21, R22
+        return any(k is not None and refused(k, self.rules) for t in train for h in held
+                   if (k := relation(t, h)) != "run" or not h.sealed)
+
+    def absent(self, label: str, gone: bool) -> bool:  # R4, R13: nothing to compare
+        return self.erased_here(label) or (gone and self.files_gone(label))
+
+    def new_holdout(self, batches: tuple[str, ...]) -> bool | None:  # R11, R21, R22
+        """``dataset create`` of a holdout of ``batches`` (None: either): refused when a train
+        set here holds one of them, or a copy of one that the rules in force refuse."""
+        trains = [o for o in self.buyer.values() if o.kind == "dataset" and o.split == "train"]
+        if any(set(o.batches) & set(batches) for o in trains):
+            return False
+        if any(self.absent(b, True) for b in batches):
+            return None
+        return not self.copied([self.buyer[b] for o in trains for b in o.batches
+                                if not self.absent(b, True)], [self.buyer[b] for b in batches])
 
     def admit(self, label: str, now: int) -> bool:  # R4, R10, R11
         d = self.buyer[label]
@@ -850,7 +866,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bdataset":  # R11, R21 (the rules in force), R22 (a sealed batch)
         d = Art(a[0], "dataset", a[1], a[2], index=size)
         if a[2] == "holdout":
-            return None
+            return m.new_holdout(a[1])
         if any(m.buyer[b].sealed for b in a[1]) or m.held_out(d, size + 1):
             return False
         return not m.copies(d, size + 1, gone=True)
