@@ -345,11 +345,13 @@ def long_rollouts(path: Path, data: int, tag: str, variant: str) -> Path:
 # -- histories -----------------------------------------------------------------------------------
 
 
-def generate(seed: int, extra: bool = True) -> list[Step]:
+def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
     """9 to 16 steps, leaning to what the rules allow (a ship before the buyer's steps, an
     approval before training); labels: vendor batches ``v1``..., vendor datasets ``w1``...,
     buyer datasets ``d1``..., checkpoints ``c1``...; ``extra`` False: without the steps of
-    the streams of their own (R13 to R22), agree26's history of ``seed``."""
+    the streams of their own (R13 to R23), agree26's history of ``seed``; ``new`` False:
+    without hist32's (R21 to R23), hist30's history of ``seed``."""
+    new = new and extra
     rnd, own = random.Random(seed), random.Random(f"own {seed}")
     vend, vapproved = random.Random(f"vendor approvals {seed}"), list[str]()
     compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
@@ -358,13 +360,13 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     contam, seal, variants = random.Random(f"copies {seed}"), random.Random(f"sealed {seed}"), {}
 
     def vrecord(label: str, copy: int = 0, sealed: float = SEALED) -> Step:
-        if not extra:
+        if not new:
             return Step("vrecord", (label, copy))
         variants[label] = contam.choice([variants[f"v{copy}"], *VARIANTS[1:]]) if copy else "orig"
         return Step("vrecord", (label, copy, variants[label], seal.random() < sealed))
 
     def beval(label: str, ck: str, *on: str) -> Step:
-        if not extra:
+        if not new:
             return Step("beval", (label, ck, *on))
         on = on or ("vsuite" if pin.random() < ON_VSUITE else "suite",)  # R23
         return Step("beval", (label, ck, *on, "evaluator2" if seal.random() < OTHER else
@@ -505,14 +507,14 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         at = mark.randint(first + 1, len(steps))
         pool = [s.args[0] for s in steps[:at] if s.op == "ship"]
         steps.insert(at, Step("bmark", (mark.choice([*pool, None]),)))
-    if extra and pin.random() < VSUITE:  # R23: the vendor's dataset named like the buyer's suite
+    if new and pin.random() < VSUITE:  # R23: the vendor's dataset named like the buyer's suite
         at = pin.randint(0, len(steps))
         steps[at:at] = [vrecord("v0", sealed=SEALED_SUITE),
                         Step("vdataset", ("vsuite", ("v0",), "holdout")), Step("ship", ("vsuite",))]
         if pin.random() < PIN:
             steps.insert(pin.randint(at + 3, len(steps)), Step("bpin"))
     rules = random.Random(f"contamination rules {seed}")  # R21: the buyer's [contamination]
-    if extra and shipped and rules.random() < RULED:
+    if new and shipped and rules.random() < RULED:
         for _ in range(rules.choice([1, 1, 2])):
             at = rules.randint(1, len(steps))
             steps.insert(at, Step("bcontam", (rules.randrange(len(RULES)),)))
@@ -1275,8 +1277,8 @@ def run_history(root: Path, steps: list[Step]) -> Run:
     return run
 
 
-def check(root: Path, seed: int, extra: bool = True) -> list[str]:
-    steps = generate(seed, extra)
+def check(root: Path, seed: int, extra: bool = True, new: bool = True) -> list[str]:
+    steps = generate(seed, extra, new)
     run = run_history(root, steps)
     problems = judge_history(run)
     if not problems:
@@ -1310,11 +1312,17 @@ trained under, erases a batch at the buyer and requires two suites; 767 released
 ``max_drop`` on two suites. Since hist30 331 and 376 take an update by ``monitor`` and one by
 import (R18), and 767's buyer marks the vendor's key at its sixth step (R20): the five steps
 after that need the vendor's data are refused, its training and release among them (the
-release under ``max_drop`` is `test_a_release_is_refused_for_a_real_drop_only`'s)."""
+release under ``max_drop`` is `test_a_release_is_refused_for_a_real_drop_only`'s). Since
+hist32 they run without hist32's steps (``new`` False), as hist30 ran them."""
+CI_NEW: tuple[int, ...] = ()
+"""The histories with hist32's steps too (R21 to R23) CI runs: none; the hand histories
+`test_contamination_rules_across_organisations` and `test_a_sealed_suite_across_organisations`
+take their place (hist32)."""
 N = os.environ.get("TRAJLEDGER_EXCHANGE_N")
 ONE = os.environ.get("TRAJLEDGER_EXCHANGE_SEED")
-SEEDS = [(int(ONE), True)] if ONE else [(s, True) for s in range(int(N))] if N else [
-    *((s, False) for s in CI_SEEDS), *((s, True) for s in CI_EXTRA)]
+SEEDS = [(int(ONE), True, True)] if ONE else [(s, True, True) for s in range(int(N))] if N else [
+    *((s, False, False) for s in CI_SEEDS), *((s, True, False) for s in CI_EXTRA),
+    *((s, True, True) for s in CI_NEW)]
 
 
 @pytest.fixture(autouse=True)
@@ -1327,8 +1335,8 @@ def test_generated_exchange_histories_agree_with_the_rules(chunk: int, tmp_path:
     """Each seed of `SEEDS` (half per test, for ``-n 2``): every path of the buyer, and the
     vendor's newest bundles under the buyer's policy, answer as `Model` says."""
     failures: list[str] = []
-    for seed, extra in SEEDS[chunk::2]:
-        failures += check(tmp_path / f"h{seed}", seed, extra)
+    for seed, extra, new in SEEDS[chunk::2]:
+        failures += check(tmp_path / f"h{seed}", seed, extra, new)
     assert not failures, "\n".join(failures)
 
 
@@ -1428,55 +1436,37 @@ def test_contamination_rules_across_organisations(tmp_path: Path) -> None:
 
 
 def test_a_sealed_suite_across_organisations(tmp_path: Path) -> None:
-    """R22 (hist32): the vendor seals ``v2`` to the buyer's evaluator's X25519 key; the buyer
-    makes its suite of it, cannot train on it, nor on ``w1``, the vendor's train set of a
-    sealed batch (refused at the vendor); ``evaluator2`` cannot open the suite (nothing
-    logged), ``evaluator`` can and the release over it holds. A copy of the sealed episodes cut
-    (``v4``) is not found (a sealed batch publishes no runs of steps), a near one (``v3``) is
-    once the rules refuse near copies; every step and path agrees with the model."""
-    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 0, "orig", True)),
-             Step("vrecord", ("v3", 2, "n1", False)), Step("vrecord", ("v4", 2, "cut", False)),
+    """R22, R23 (hist32): the vendor seals ``v2`` to the buyer's evaluator's X25519 key and
+    names its holdout of it ``suite@1``, as the buyer's suite (``vsuite``); no one trains on
+    ``v2`` (``w1`` refused at the vendor, ``d2`` at the buyer). A copy of its episodes cut
+    (``v4``) is not found (a sealed batch publishes no runs of steps: ``c1`` and ``c2`` are
+    trained on it), a near one (``v3``) is once the buyer's rules refuse near copies. An
+    evaluation on ``vsuite`` is recorded but releases nothing (``r1``) until the buyer's
+    policy pins ``suite@1`` to it; ``evaluator2`` cannot open it (nothing logged). The
+    buyer's own ``suite@1`` releases ``c2`` meanwhile, a release the pinned successor fails
+    (the rules in force judge every release: SECURITY.md twelfth round, "a successor policy
+    raising the bar"); then ``c1`` is released on the vendor's sealed suite. Every step and
+    path agrees with the model."""
+    steps = [Step("vrecord", ("v2", 0, "orig", True)), Step("vrecord", ("v3", 2, "n1", False)),
+             Step("vrecord", ("v4", 2, "cut", False)), Step("vrecord", ("v5", 0, "orig", False)),
              Step("vdataset", ("w1", ("v2",), "train")),
-             *(Step("ship", (x,)) for x in ("v1", "v2", "v3", "v4")),
-             Step("bdataset", ("suite", ("v2",), "holdout")),
-             Step("bdataset", ("d1", ("v1",), "train")),
+             Step("vdataset", ("vsuite", ("v2",), "holdout")),
+             *(Step("ship", (x,)) for x in ("vsuite", "v3", "v4", "v5")),
              Step("bdataset", ("d2", ("v2",), "train")),
-             Step("bdataset", ("d3", ("v3",), "train")),
-             Step("bdataset", ("d4", ("v4",), "train")), Step("bapprove", ("d1",)),
-             Step("btrain", ("c1", "d1", None)), Step("beval", ("e1", "c1", "suite", "evaluator2")),
-             Step("beval", ("e2", "c1", "suite", "evaluator")), Step("brelease", ("r1", "c1")),
-             Step("bcontam", (1,)), Step("bapprove", ("d3",)), Step("bapprove", ("d4",))]
+             Step("bdataset", ("d4", ("v4",), "train")),
+             Step("bdataset", ("d3", ("v3",), "train")), Step("bapprove", ("d4",)),
+             Step("btrain", ("c1", "d4", None)), Step("btrain", ("c2", "d4", None)),
+             Step("beval", ("e1", "c1", "vsuite", "evaluator")), Step("brelease", ("r1", "c1")),
+             Step("beval", ("e3", "c1", "vsuite", "evaluator2")),
+             Step("bdataset", ("suite", ("v5",), "holdout")),
+             Step("beval", ("e2", "c2", "suite", "evaluator")), Step("brelease", ("r2", "c2")),
+             Step("bpin"), Step("brelease", ("r3", "c1")), Step("bcontam", (1,)),
+             Step("bapprove", ("d3",))]
     run = run_history(tmp_path / "h", steps)
     refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
     assert refused == ["vdataset(w1, ('v2',), train)", "bdataset(d2, ('v2',), train)",
-                       "beval(e1, c1, suite, evaluator2)"], run.ran
+                       "brelease(r1, c1)", "beval(e3, c1, vsuite, evaluator2)"], run.ran
     m, now = run.model, run.buyer.size()
-    assert (m.admit("d3", now), m.admit("d4", now), m.release_ok("r1")) == (False, True, True)
-    assert judge_history(run) == []
-
-
-def test_the_vendors_suite_binds_the_buyer_only_pinned(tmp_path: Path) -> None:
-    """R22, R23 (hist32): the vendor names its holdout of ``v0``, sealed to the buyer's
-    evaluator, ``suite@1`` as the buyer's suite: an evaluation on it is recorded but releases
-    nothing (``r1`` refused) until the buyer's policy pins ``suite@1`` to its digest; the
-    buyer's own ``suite@1`` releases ``c2`` meanwhile, a release the pinned successor fails
-    (the rules in force judge every release: SECURITY.md twelfth round, "a successor policy
-    raising the bar"); then ``c1`` is released on the vendor's sealed suite, which
-    ``evaluator2`` cannot open; every step and path agrees with the model."""
-    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v0", 0, "orig", True)),
-             Step("vrecord", ("v3", 0, "orig", False)),
-             Step("vdataset", ("vsuite", ("v0",), "holdout")),
-             *(Step("ship", (x,)) for x in ("v1", "vsuite", "v3")),
-             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
-             Step("btrain", ("c1", "d1", None)), Step("btrain", ("c2", "d1", None)),
-             Step("beval", ("e1", "c1", "vsuite", "evaluator")), Step("brelease", ("r1", "c1")),
-             Step("beval", ("e3", "c1", "vsuite", "evaluator2")),
-             Step("bdataset", ("suite", ("v3",), "holdout")),
-             Step("beval", ("e2", "c2", "suite", "evaluator")), Step("brelease", ("r2", "c2")),
-             Step("bpin"), Step("brelease", ("r3", "c1"))]
-    run = run_history(tmp_path / "h", steps)
-    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
-    assert refused == ["brelease(r1, c1)", "beval(e3, c1, vsuite, evaluator2)"], run.ran
-    m = run.model
-    assert (m.release_ok("r2"), m.release_ok("r3")) == (False, True)
+    assert (m.release_ok("r2"), m.release_ok("r3"), m.admit("d3", now), m.admit("d4", now)) == (
+        False, True, False, True)
     assert judge_history(run) == []
