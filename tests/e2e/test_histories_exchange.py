@@ -745,7 +745,16 @@ class Model:
         return (self.record_ok(label) and d.split == "train"
                 and not any(self.erased_here(b) for b in (label, *d.batches))
                 and not self.held_out(d, now) and not self.copies(d, now)
-                and not self.erased_held_out(d, now) and d.approved_before(now + 1))
+                and not self.erased_held_out(d, now) and not self.untrusted_held_out(d, now)
+                and d.approved_before(now + 1))
+
+    def untrusted_held_out(self, d: Art, now: int) -> bool:  # R20, R22 (hist32 finding 1)
+        """A sealed held-out batch whose record does not count here (the buyer's marking):
+        ciphertext only, and fingerprints no one can trust: it cannot be checked, until an
+        approver erases it (as an unreadable batch, R11)."""
+        return any(h.sealed and h.label in self.vendor and not self.trusted(h.index)
+                   and h.label not in self.own_erased
+                   for o in self.holdouts(d, now) for b in o.batches if (h := self.buyer[b]))
 
     def erased_held_out(self, d: Art, now: int) -> bool:  # R11: the vendor's erasure only
         return any(b in self.known_erased - self.own_erased and not self.buyer[b].sealed
@@ -855,7 +864,10 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "vdataset":  # the vendor's own gate may refuse a copy of its holdout
         return None if any(o.split == "holdout" for o in m.vendor.values()) or \
             a[2] == "holdout" else True
-    if s.op in ("vcompromise", "bmark", "bcontam", "bpin"):
+    if s.op == "bpin":  # R23: policy set refuses a pin to a record that does not verify here
+        return False if not m.trusted(m.buyer["vsuite"].index) else (
+            True if m.record_ok("vsuite") else None)
+    if s.op in ("vcompromise", "bmark", "bcontam"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
@@ -1469,4 +1481,32 @@ def test_a_sealed_suite_across_organisations(tmp_path: Path) -> None:
     m, now = run.model, run.buyer.size()
     assert (m.release_ok("r2"), m.release_ok("r3"), m.admit("d3", now), m.admit("d4", now)) == (
         False, True, False, True)
+    assert judge_history(run) == []
+
+
+def test_a_sealed_held_out_batch_whose_record_no_longer_counts(tmp_path: Path) -> None:
+    """hist32 finding 1 (history 1120, minimised): the buyer holds out the vendor's sealed
+    ``v4``, then marks the vendor's key compromised since ``v3``'s import, before ``v4``'s:
+    ``v4``'s record counts for nothing here, so its published fingerprints cannot be trusted
+    and its episodes are ciphertext. ``admit`` of an unrelated train set is refused (fail
+    closed), and now says why, where it said only ``object sha256:…: not in the store`` (a
+    blob to repair, which ``fsck`` finds whole); the buyer's approver's erasure of ``v4`` ends
+    the comparison. Every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("vrecord", ("v3", 0, "orig", False)), Step("ship", ("v3",)),
+             Step("vrecord", ("v4", 0, "orig", True)), Step("ship", ("v4",)),
+             Step("bdataset", ("h1", ("v4",), "holdout")), Step("bmark", ("v3",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, d1 = run.model, run.model.buyer["d1"].digest
+    r = run.buyer.cli("admit", d1)
+    assert r.exit_code == 1 and not m.admit("d1", run.buyer.size()), r.output
+    assert re.search(r"cannot be checked: holdout/regression batch sha256:\w{12}…: object "
+                     r"sha256:\w{64}: not in the store; its record does not verify \(.*\), so "
+                     "what a sealed batch publishes to compare with cannot be trusted; an "
+                     "approver's erasure of it ends the comparison", r.stderr), r.stderr
+    assert judge_history(run) == []
+    replay(run, [Step("berase", ("v4",))])
+    assert run.buyer.cli("admit", d1).exit_code == 0 and m.admit("d1", run.buyer.size())
     assert judge_history(run) == []
