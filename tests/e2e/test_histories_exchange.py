@@ -153,10 +153,22 @@ test_histories_agree.py's withdrawal of an approval):
   as R12; the gate compares a sealed held-out batch by the fingerprints and sketches its
   record publishes, so an erasure of its blobs ends no comparison and a copy cut from it
   (a run of steps: none published) is not found (runner/admission.py ``_contamination``).
+  One whose record does not count here (R20's marking) cannot be checked: every use now is
+  refused until the buyer's approver erases it (hist32 finding 1).
+- **R23 the vendor's suite** (docs/evaluations.md "``trajledger release``": the suite is "the
+  first holdout or regression dataset of that name and version that this ledger recorded
+  itself, not one another log brought by import", or the pinned ``digest``'s; SECURITY.md
+  rev26; status.py ``_check_pinned_suites``): in three histories in ten the vendor ships a
+  holdout it names ``suite@1`` (``vsuite``, of its batch ``v0``), and two evaluations in ten
+  are on it (by digest); they count for no release until the buyer's approver pins its
+  requirements on ``suite@1`` to it (``bpin``, in half of those; refused when its record does
+  not verify here). The rules in force judge every release, those made before a successor
+  too (SECURITY.md twelfth round, "a successor policy raising the bar"): a release cites the
+  latest evaluations on its suites, and fails once a pin names another suite.
 
-Write side: ``bdataset`` of a holdout is either (its own check against train sets is not
-modelled); of a train set, refused when it holds a sealed or held-out batch or a copy R21
-refuses, else done;
+Write side: ``bdataset`` of a holdout is refused when a train set here holds one of its
+batches or a copy R21 refuses (either when one of its batches is erased here); of a train
+set, refused when it holds a sealed or held-out batch or a copy R21 refuses, else done;
 ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
 (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has applied
 some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the vendor is
