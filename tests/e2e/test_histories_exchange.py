@@ -879,6 +879,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bpin":  # R23: policy set refuses a pin to a record that does not verify here
         return False if not m.trusted(m.buyer["vsuite"].index) else (
             True if m.record_ok("vsuite") else None)
+    if s.op == "bmark" and m.pinned:  # R23: its pinned suite must still verify under it
+        return m.buyer["vsuite"].index < (m.buyer[a[0]].index if a[0] else size)
     if s.op in ("vcompromise", "bmark", "bcontam"):
         return True
     if s.op in ("vrecord", "vrevoke"):
@@ -1522,3 +1524,20 @@ def test_a_sealed_held_out_batch_whose_record_no_longer_counts(tmp_path: Path) -
     replay(run, [Step("berase", ("v4",))])
     assert run.buyer.cli("admit", d1).exit_code == 0 and m.admit("d1", run.buyer.size())
     assert judge_history(run) == []
+
+
+def test_a_pin_to_a_suite_signed_before_the_buyers_marking(tmp_path: Path) -> None:
+    """hist32 finding 2 (history 2168, minimised): the buyer marks the vendor's key
+    compromised since now, a successor in which ``vendor`` holds no role, then pins its
+    ``suite@1`` to the vendor's suite imported before: `release` and every verifier judge
+    that record under the policy it was signed under, and accept it, but ``policy set``
+    judged it under the new policy alone and refused the pin (``its dataset record (log index
+    3) does not verify``). A marking since before the suite's import, with the pin in force,
+    is refused (the pinned suite's record would not verify: history 2062). Every step and
+    path agrees with the model."""
+    steps = [Step("vrecord", ("v0", 0, "orig", False)),
+             Step("vdataset", ("vsuite", ("v0",), "holdout")), Step("ship", ("vsuite",)),
+             Step("bmark", (None,)), Step("bpin")]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert run.model.pinned and judge_history(run) == []
