@@ -162,7 +162,8 @@ test_histories_agree.py's withdrawal of an approval):
   holdout it names ``suite@1`` (``vsuite``, of its batch ``v0``), and two evaluations in ten
   are on it (by digest); they count for no release until the buyer's approver pins its
   requirements on ``suite@1`` to it (``bpin``, in half of those; refused when its record does
-  not verify here). The rules in force judge every release, those made before a successor
+  not verify here, judged under the policy it was signed under: hist32 finding 2; and a
+  marking R20 refused while a pin names a suite it would distrust). The rules in force judge every release, those made before a successor
   too (SECURITY.md twelfth round, "a successor policy raising the bar"): a release cites the
   latest evaluations on its suites, and fails once a pin names another suite.
 
