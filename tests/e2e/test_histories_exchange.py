@@ -163,9 +163,10 @@ test_histories_agree.py's withdrawal of an approval):
   are on it (by digest); they count for no release until the buyer's approver pins its
   requirements on ``suite@1`` to it (``bpin``, in half of those; refused when its record does
   not verify here, judged under the policy it was signed under: hist32 finding 2; and a
-  marking R20 refused while a pin names a suite it would distrust). The rules in force judge every release, those made before a successor
-  too (SECURITY.md twelfth round, "a successor policy raising the bar"): a release cites the
-  latest evaluations on its suites, and fails once a pin names another suite.
+  marking R20 refused while a pin names a suite it would distrust). The rules in force
+  judge every release, those made before a successor too (SECURITY.md twelfth round, "a
+  successor policy raising the bar"): a release cites the latest evaluations on its suites,
+  and fails once a pin names another suite.
 
 Write side: ``bdataset`` of a holdout is refused when a train set here holds one of its
 batches or a copy R21 refuses (either when one of its batches is erased here); of a train
