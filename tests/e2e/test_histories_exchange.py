@@ -32,7 +32,12 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   scores each checkpoint and the loop's end evaluates the released checkpoint's parent too
   (R19); in three in ten, once, the buyer's approver marks the vendor's key compromised in
   the buyer's own policy (``bmark``: a successor without ``vendor`` as a producer and with it
-  in ``[[revoked_keys]]`` since the buyer's log index of an import, or since now) (R20).
+  in ``[[revoked_keys]]`` since the buyer's log index of an import, or since now) (R20);
+- (hist32, streams of their own again) the vendor's batches are of 24-step episodes, a copy
+  exact, cut or noisy (R21); one vendor batch in ten, and half of those made for the buyer's
+  suites, is recorded sealed, and three evaluations in ten are run by ``evaluator2`` (R22);
+  in half the histories the buyer's approver sets its policy's ``[contamination]`` once or
+  twice (``bcontam``, R21).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -126,8 +131,46 @@ test_histories_agree.py's withdrawal of an approval):
   an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
   bundles carry its policy history: verified under its first policy, the successor is
   followed, as in its ledger.
+- **R21 contamination settings** (docs/audit-index.md "Refusing near duplicates", "Shared runs
+  of steps"; docs/cli.md "Held-out data in a train set"; keys/README.md ``[contamination]``):
+  the vendor's batches are 24-step episodes (`long_rollouts`), a copy an exact one, one cut
+  (a shared run of 21 steps), or a near or far noisy one (`relation`); a train set holding a
+  copy of a held-out batch at the buyer (R11: its own holdout, or the vendor's imported) is
+  refused by ``dataset create`` (from what it can read: an erased held-out batch's bytes are
+  gone) and by the gate (``admit``, ``train``) as the ``[contamination]`` of the buyer's
+  policy in force says (`refused`): exact copies always, a shared run unless ``runs =
+  "near"`` makes it near, a near one with ``refuse = "near"``, a far one only at a lowered
+  ``numeric_threshold``; the buyer's approver changes it by a successor policy (``bcontam``,
+  one of `RULES`), from its entry on (the verifiers read no episodes: a checkpoint is judged
+  by membership only, R11, whatever the rules became). The vendor's policy does not bind the
+  buyer: its gate is the vendor's (None here).
+- **R22 sealed suites** (docs/evaluations.md "Sealed suites"; SECURITY.md 7): the vendor seals
+  some batches, half of those of the buyer's suites, to its policy's evaluator
+  ``encryption_keys``: the buyer's ``evaluator``'s X25519 key, not ``evaluator2``'s (both in
+  the buyer's evaluator role). A sealed batch is never in a train set (``vdataset``,
+  ``bdataset`` refused); ``beval`` by ``evaluator2`` on a suite with a sealed batch is refused
+  (nothing unsealed, nothing logged), by ``evaluator`` done as R12 says, and a release over it
+  as R12; the gate compares a sealed held-out batch by the fingerprints and sketches its
+  record publishes, so an erasure of its blobs ends no comparison and a copy cut from it
+  (a run of steps: none published) is not found (runner/admission.py ``_contamination``).
+  One whose record does not count here (R20's marking) cannot be checked: every use now is
+  refused until the buyer's approver erases it (hist32 finding 1).
+- **R23 the vendor's suite** (docs/evaluations.md "``trajledger release``": the suite is "the
+  first holdout or regression dataset of that name and version that this ledger recorded
+  itself, not one another log brought by import", or the pinned ``digest``'s; SECURITY.md
+  rev26; status.py ``_check_pinned_suites``): in three histories in ten the vendor ships a
+  holdout it names ``suite@1`` (``vsuite``, of its batch ``v0``), and two evaluations in ten
+  are on it (by digest); they count for no release until the buyer's approver pins its
+  requirements on ``suite@1`` to it (``bpin``, in half of those; refused when its record does
+  not verify here, judged under the policy it was signed under: hist32 finding 2; and a
+  marking R20 refused while a pin names a suite it would distrust). The rules in force
+  judge every release, those made before a successor too (SECURITY.md twelfth round, "a
+  successor policy raising the bar"): a release cites the latest evaluations on its suites,
+  and fails once a pin names another suite.
 
-Write side: ``bdataset`` is done (None when it names a held-out batch, or copies one);
+Write side: ``bdataset`` of a holdout is refused when a train set here holds one of its
+batches or a copy R21 refuses (either when one of its batches is erased here); of a train
+set, refused when it holds a sealed or held-out batch or a copy R21 refuses, else done;
 ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
 (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has applied
 some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the vendor is
@@ -143,9 +186,11 @@ release the same and its bundle's two verifiers; and per vendor artifact the ven
 newest bundle (``export REF`` at the vendor) verified under the buyer's policy (in force:
 R20) by both verifiers (R2/R3 with all the vendor knows).
 
-Size: CI runs `CI_SEEDS` as agree26 chose them (without the steps of R13 to R20) and
-`CI_EXTRA` with them: 9 histories, and two built by hand (R19, R20): the file 22.9 CPU-s (19.2 s
-user, 3.7 s system, ``-n 0``, at load 11; hist28's 19.7 in the same run);
+Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
+R23) and `CI_EXTRA` with hist30's (R13 to R20): 5 histories, and seven built by hand (R12,
+R19, R20, R21 to R23 and hist32's two findings): the file 24.2 CPU-s with agree26's three
+seeds more (21.0 s user, 3.2 s system, ``-n 0``, at load 16 to 18) against hist30's 19.9 in
+the same run; the seed left out since (12) took 1.5 of them;
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
@@ -155,6 +200,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import re
@@ -196,7 +242,7 @@ class Side(Party):
 
 RELEASE = """\
 [roles.evaluator]
-keys = ["keys/evaluator.pub"]
+keys = ["keys/evaluator.pub", "keys/evaluator2.pub"]
 [release]
 approvals = 1
 [[release.require]]
@@ -205,7 +251,7 @@ metric = "success_rate"
 min = 0.5
 """
 """The buyer's evaluator and release rules (docs/evaluations.md): one evaluation on the
-buyer's suite ``suite@1`` with a success rate of at least a half."""
+buyer's suite ``suite@1`` with a success rate of at least a half; two evaluator keys (R22)."""
 
 JUDGE = """\
 import hashlib, json, os, pathlib
@@ -253,12 +299,10 @@ def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = (
                  ) -> tuple[Side, Side]:
     vendor = Side(root, "vendor")
     vendor.run("init", "--origin", "vendor.example/log")
-    vendor.run("key", "new", "vendor", "--no-encrypt")
-    vendor.run("key", "new", "vapprover", "--no-encrypt")
+    for k in ("vendor", "vapprover", "vevaluator"):
+        vendor.run("key", "new", k, "--no-encrypt")
     vendor.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
                "--approver", "vapprover", "--out", vendor.home / "policy.toml")
-    vendor.run("policy", "set", vendor.home / "policy.toml", "--key", "vapprover", "--yes")
-    vendor.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
     buyer = Side(root, "buyer")
     # R14: the buyer's policy names the vendor's approver too (inline), threshold 1.
     pem = (vendor.home / "keys" / "vapprover.pub").read_text()
@@ -266,23 +310,86 @@ def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = (
                                 f'keys = ["keys/approver.pub", """{pem}"""]')
     assert text != BUYER_POLICY
     make_buyer(buyer, [vendor], "format = 2\n" + text + release_text(max_drop, suites),
-               evaluator=True)
+               evaluator=True, keys=("evaluator2",))
+    # R22: the vendor seals to its evaluator role's encryption key, the buyer's evaluator's
+    # X25519 key (not evaluator2's); the buyer made both.
+    for k in ("evaluator", "evaluator2"):
+        buyer.run("key", "new", k, "--alg", "x25519", "--no-encrypt")
+    sealing, signing = (p.read_text() for p in (buyer.home / "keys" / "x25519" / "evaluator.pub",
+                                                 vendor.home / "keys" / "vevaluator.pub"))
+    path = vendor.home / "policy.toml"
+    path.write_text(f'format = 2\n{path.read_text()}\n[roles.evaluator]\nkeys = ["""{signing}"""]'
+                    f'\nencryption_keys = ["""{sealing}"""]\n')
+    vendor.run("policy", "set", path, "--key", "vapprover", "--yes")
+    vendor.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
     (root / "judge.py").write_text(JUDGE)
     return vendor, buyer
+
+
+NAMES = {"vsuite": "suite"}
+"""R23: the vendor's dataset ``vsuite`` is named ``suite``, as the buyer's suite."""
+NOISE = {"orig": 0.0, "n1": 0.06, "n2": 0.3}
+"""R21: the noise `long_rollouts` adds to a variant's observations, times one draw of
+``data``'s."""
+
+
+def long_rollouts(path: Path, data: int, tag: str, variant: str) -> Path:
+    """R21: four episodes of 24 steps drawn from ``data`` (observations, actions and rewards:
+    unrelated episodes at cosine below 0.45), their ids of ``tag``, as ``variant`` says
+    (`VARIANTS`): ``orig`` as drawn; ``cut`` without their first 3 steps (a run of 21 steps
+    shared with ``orig``: an exact finding, a near one under ``runs = "near"``); ``n1`` and
+    ``n2`` with `NOISE` times one draw added to the observations (measured: ``n1`` at cosine
+    0.996 to 0.999 of ``orig``, a near duplicate; ``n2`` at 0.95 to 0.983 of ``orig``, near
+    at ``numeric_threshold = 0.9`` only, and so of ``n1``; no run shared)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(data)
+    obs, act, rew = (rng.normal(size=(4, 24, 4)), rng.integers(0, 2, size=(4, 24)),
+                     rng.normal(size=(4, 24)))
+    obs = obs + NOISE.get(variant, 0) * np.random.default_rng([data, 1]).normal(size=obs.shape)
+    first = 3 if variant == "cut" else 0
+    rows = [(f"ep-{tag}-{e}", t - first, [float(x) for x in obs[e, t]], [float(act[e, t])],
+             float(rew[e, t]), t == 23, False) for e in range(4) for t in range(first, 24)]
+    names = ("episode_id", "step", "obs", "action", "reward", "terminated", "truncated")
+    columns = zip(*rows, strict=True)
+    pq.write_table(pa.table({k: list(c) for k, c in zip(names, columns, strict=True)}), path)
+    return path
 
 
 # -- histories -----------------------------------------------------------------------------------
 
 
-def generate(seed: int, extra: bool = True) -> list[Step]:
+def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
     """9 to 16 steps, leaning to what the rules allow (a ship before the buyer's steps, an
     approval before training); labels: vendor batches ``v1``..., vendor datasets ``w1``...,
     buyer datasets ``d1``..., checkpoints ``c1``...; ``extra`` False: without the steps of
-    the streams of their own (R13 to R15), agree26's history of ``seed``."""
+    the streams of their own (R13 to R23), agree26's history of ``seed``; ``new`` False:
+    without hist32's (R21 to R23), hist30's history of ``seed``."""
+    new = new and extra
     rnd, own = random.Random(seed), random.Random(f"own {seed}")
     vend, vapproved = random.Random(f"vendor approvals {seed}"), list[str]()
     compromise, own_p, comp_p = False, OWN if extra else 0, COMPROMISE if extra else 0
     steps: list[Step] = []
+    # R21, R22 (hist32): streams of their own; the vendor's batches are of 24-step episodes.
+    contam, seal, variants = random.Random(f"copies {seed}"), random.Random(f"sealed {seed}"), {}
+
+    def vrecord(label: str, copy: int = 0, sealed: float = SEALED) -> Step:
+        if not new:
+            return Step("vrecord", (label, copy))
+        variants[label] = contam.choice([variants[f"v{copy}"], *VARIANTS[1:]]) if copy else "orig"
+        return Step("vrecord", (label, copy, variants[label], seal.random() < sealed))
+
+    def beval(label: str, ck: str, *on: str) -> Step:
+        if not new:
+            return Step("beval", (label, ck, *on))
+        on = on or ("vsuite" if pin.random() < ON_VSUITE else "suite",)  # R23
+        return Step("beval", (label, ck, *on, "evaluator2" if seal.random() < OTHER else
+                              "evaluator"))
+
+    pin = random.Random(f"pin {seed}")
+
     policy = random.Random(f"policy {seed}")
     drop = extra and policy.random() < MAX_DROP  # R16, R19
     if drop:
@@ -327,7 +434,7 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         if op == "vrecord":
             n["v"] += 1
             copy = rnd.randint(1, n["v"] - 1) if n["v"] > 1 and rnd.random() < 0.25 else 0
-            steps.append(Step(op, (f"v{n['v']}", copy)))
+            steps.append(vrecord(f"v{n['v']}", copy))
         elif op == "vdataset":
             n["w"] += 1
             members = sorted({f"v{rnd.randint(1, n['v'])}" for _ in range(rnd.randint(1, 2))})
@@ -359,16 +466,16 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         elif op == "bsuite":
             suite = True
             n["v"] += 1  # a batch of its own (one in a train set cannot be held out)
-            steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
+            steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
             if two:
                 n["v"] += 1
-                steps += suite2(n["v"])
+                steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), *suite2(n["v"])[1:]]
         elif op == "beval":
             n["e"] += 1
             evaluated.append(f"c{rnd.randint(max(1, n['c'] - 1), n['c'])}")
             on = (rnd.choice(["suite", "suite2"]),) if two else ()
-            steps.append(Step(op, (f"e{n['e']}", evaluated[-1], *on)))
+            steps.append(beval(f"e{n['e']}", evaluated[-1], *on))
         elif op == "brelease":
             n["r"] += 1
             steps.append(Step(op, (f"r{n['r']}", rnd.choice(evaluated))))
@@ -390,18 +497,18 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
     if n["c"] and rnd.random() < 0.9:  # the loop's end: evaluate, release, then a vendor's word
         if not suite:
             n["v"] += 1
-            steps += [Step("vrecord", (f"v{n['v']}", 0)), Step("ship", (f"v{n['v']}",)),
+            steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), Step("ship", (f"v{n['v']}",)),
                       Step("bdataset", ("suite", (f"v{n['v']}",), "holdout"))]
             if two:
                 n["v"] += 1
-                steps += suite2(n["v"])
+                steps += [vrecord(f"v{n['v']}", sealed=SEALED_SUITE), *suite2(n["v"])[1:]]
         ck = f"c{rnd.randint(1, n['c'])}"
         for c in ([parents[ck]] if drop and parents.get(ck) else []) + [ck]:  # R19: both
             n["e"] += 1
-            steps += [Step("beval", (f"e{n['e']}", c))]
+            steps += [beval(f"e{n['e']}", c)]
             if two:
                 n["e"] += 1
-                steps += [Step("beval", (f"e{n['e']}", c, "suite2"))]
+                steps += [beval(f"e{n['e']}", c, "suite2")]
         steps += [Step("brelease", (f"r{n['r'] + 1}", ck))]
         if rnd.random() < 0.6:
             pool = [f"v{i}" for i in range(1, n["v"] + 1)] + [f"w{i}" for i in range(1, n["w"] + 1)]
@@ -416,12 +523,41 @@ def generate(seed: int, extra: bool = True) -> list[Step]:
         at = mark.randint(first + 1, len(steps))
         pool = [s.args[0] for s in steps[:at] if s.op == "ship"]
         steps.insert(at, Step("bmark", (mark.choice([*pool, None]),)))
+    if new and pin.random() < VSUITE:  # R23: the vendor's dataset named like the buyer's suite
+        at = pin.randint(0, len(steps))
+        steps[at:at] = [vrecord("v0", sealed=SEALED_SUITE),
+                        Step("vdataset", ("vsuite", ("v0",), "holdout")), Step("ship", ("vsuite",))]
+        if pin.random() < PIN:
+            steps.insert(pin.randint(at + 3, len(steps)), Step("bpin"))
+    rules = random.Random(f"contamination rules {seed}")  # R21: the buyer's [contamination]
+    if new and shipped and rules.random() < RULED:
+        for _ in range(rules.choice([1, 1, 2])):
+            at = rules.randint(1, len(steps))
+            steps.insert(at, Step("bcontam", (rules.randrange(len(RULES)),)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
 
 
 MAX_DROP = 0.5
+VARIANTS = ("orig", "cut", "n1", "n2")
+"""R21: what a vendor's copy of a batch (``vrecord`` with ``copy``) is of its original's
+episodes (`long_rollouts`): as the original's (an exact copy), cut, or noisy (near)."""
+SEALED, SEALED_SUITE, OTHER = 0.1, 0.5, 0.3
+"""R22: the shares of the vendor's batches recorded sealed (``--seal``), of those made for the
+buyer's suites, and of the buyer's evaluations run by ``evaluator2`` (whose X25519 key the
+vendor does not seal to) instead of ``evaluator``."""
+RULED = 0.5
+VSUITE, PIN, ON_VSUITE = 0.3, 0.5, 0.2
+"""R23: the share of histories in which the vendor ships a holdout it names ``suite@1``
+(``vsuite``, of its batch ``v0``), of those in which the buyer's approver then pins its
+requirements on ``suite@1`` to it (``bpin``), and of the buyer's evaluations on it."""
+"""R21: the share of histories in which the buyer's approver sets its policy's
+``[contamination]`` (once or twice: ``bcontam``, one of `RULES`, at a point drawn)."""
+RULES: tuple[dict[str, Any], ...] = (
+    {}, {"refuse": "near"}, {"refuse": "near", "numeric_threshold": 0.9}, {"runs": "near"},
+    {"refuse": "near", "runs": "near"})
+"""R21: the ``[contamination]`` tables a ``bcontam`` step sets (``{}``: none, the default)."""
 MONITOR = 0.5
 MARK = 0.3
 """The share of those histories in which the buyer's approver marks the vendor's key ``vendor``
@@ -476,6 +612,10 @@ class Art:
     split: str = "train"
     data: int = 0
     """A batch's episodes (the seed of `rollouts`; a copy has its original's)."""
+    variant: str = "orig"
+    """A batch's episodes as `long_rollouts` makes them of ``data`` (R21: one of `VARIANTS`)."""
+    sealed: bool = False
+    """A batch recorded ``--seal`` (R22)."""
     dataset: str = ""
     parent: str | None = None
     digest: str = ""
@@ -527,6 +667,11 @@ class Model:
     """The vendor's log size the buyer applied (0: nothing imported yet)."""
     marked: int | None = None
     """The buyer's log index from which its own policy declares ``vendor`` compromised (R20)."""
+    rules: dict[str, Any] = field(default_factory=dict)
+    """The ``[contamination]`` of the buyer's policy in force (R21: one of `RULES`)."""
+    pinned: bool = False
+    """The buyer's policy in force pins its requirements on ``suite@1`` to the vendor's
+    dataset of that name (``vsuite``: R23)."""
     taken: dict[tuple[str, str], int] = field(default_factory=dict)
     """``("revoked" | "erased", label)``: the buyer's log size before the import that took the
     vendor's revocation or erasure of a held artifact in (R20: the index of its record here)."""
@@ -585,48 +730,83 @@ class Model:
     def held_out(self, d: Art, before: int) -> bool:  # R11, membership
         return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before))
 
-    def copies(self, d: Art, before: int) -> bool:  # R11, exact copies of held-out episodes
-        held = {self.buyer[b].data for o in self.holdouts(d, before) for b in o.batches
-                if not self.erased_here(b)}  # an erased held-out batch: nothing to compare
-        return any(self.buyer[b].data in held for b in d.batches)
+    def copies(self, d: Art, before: int, gone: bool = False) -> bool:  # R11, R21, R22
+        """Whether a batch of ``d`` holds a copy of a held-out one that the rules in force
+        refuse. An erased held-out batch has nothing to compare (a sealed one is compared by
+        its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
+        held = [h for o in self.holdouts(d, before) for b in o.batches
+                if (h := self.buyer[b]).sealed or not self.absent(b, gone)]
+        return self.copied([self.buyer[b] for b in d.batches], held)
+
+    def copied(self, train: list[Art], held: list[Art]) -> bool:  # R21, R22
+        return any(k is not None and refused(k, self.rules) for t in train for h in held
+                   if (k := relation(t, h)) != "run" or not h.sealed)
+
+    def absent(self, label: str, gone: bool) -> bool:  # R4, R13: nothing to compare
+        return self.erased_here(label) or (gone and self.files_gone(label))
+
+    def new_holdout(self, batches: tuple[str, ...]) -> bool | None:  # R11, R21, R22
+        """``dataset create`` of a holdout of ``batches`` (None: either): refused when a train
+        set here holds one of them, or a copy of one that the rules in force refuse."""
+        trains = [o for o in self.buyer.values() if o.kind == "dataset" and o.split == "train"]
+        if any(set(o.batches) & set(batches) for o in trains):
+            return False
+        if any(self.absent(b, True) for b in batches):
+            return None
+        return not self.copied([self.buyer[b] for o in trains for b in o.batches
+                                if not self.absent(b, True)], [self.buyer[b] for b in batches])
 
     def admit(self, label: str, now: int) -> bool:  # R4, R10, R11
         d = self.buyer[label]
         return (self.record_ok(label) and d.split == "train"
                 and not any(self.erased_here(b) for b in (label, *d.batches))
                 and not self.held_out(d, now) and not self.copies(d, now)
-                and not self.erased_held_out(d, now) and d.approved_before(now + 1))
+                and not self.erased_held_out(d, now) and not self.untrusted_held_out(d, now)
+                and d.approved_before(now + 1))
+
+    def untrusted_held_out(self, d: Art, now: int) -> bool:  # R20, R22 (hist32 finding 1)
+        """A sealed held-out batch whose record does not count here (the buyer's marking):
+        ciphertext only, and fingerprints no one can trust: it cannot be checked, until an
+        approver erases it (as an unreadable batch, R11)."""
+        return any(h.sealed and h.label in self.vendor and not self.trusted(h.index)
+                   and h.label not in self.own_erased
+                   for o in self.holdouts(d, now) for b in o.batches if (h := self.buyer[b]))
 
     def erased_held_out(self, d: Art, now: int) -> bool:  # R11: the vendor's erasure only
-        return any(b in self.known_erased - self.own_erased for o in self.holdouts(d, now)
-                   for b in o.batches)
+        return any(b in self.known_erased - self.own_erased and not self.buyer[b].sealed
+                   for o in self.holdouts(d, now) for b in o.batches)  # R22: by its record
 
     def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
         return self.checkpoint_ok(e.dataset) and self.record_ok(e.suite)
 
-    def latest(self, ck: str, suite: str = "suite") -> str | None:
+    def latest(self, ck: str, suite: str = "suite", before: int | None = None) -> str | None:
+        """The latest evaluation of ``ck`` on the requirement ``suite``'s dataset (R23: the
+        vendor's ``vsuite`` once pinned) logged before ``before``."""
+        on = "vsuite" if self.pinned and suite == "suite" else suite
         evals = [e.label for e in self.buyer.values() if e.kind == "evaluation"
-                 and e.dataset == ck and e.suite == suite]
+                 and e.dataset == ck and e.suite == on and (before is None or e.index < before)]
         return evals[-1] if evals else None
 
-    def release_ok(self, label: str) -> bool:  # R12, R16, R17
+    def release_ok(self, label: str) -> bool:  # R12, R16, R17, R23: under the rules now
         r = self.buyer[label]
         return self.checkpoint_ok(r.dataset) and all(
-            e is not None and self.evaluation_ok(e) for e in r.evals) and all(
-            self.parent_evaluated(r.dataset, r.index, x) for x in self.suites)
+            (e := self.latest(r.dataset, x, r.index)) is not None and e in r.evals
+            and self.evaluation_ok(e) and self.parent_evaluated(r.dataset, r.index, x, r.evals)
+            for x in self.suites)
 
     def releasable(self, ck: str, now: int) -> bool:  # R12, R16, R17: a release now
         return self.checkpoint_ok(ck) and all(
             (e := self.latest(ck, x)) is not None and self.evaluation_ok(e)
             and self.parent_evaluated(ck, now, x) for x in self.suites)
 
-    def parent_evaluated(self, ck: str, before: int, suite: str) -> bool:  # R16, R19
+    def parent_evaluated(self, ck: str, before: int, suite: str,
+                         cited: tuple[str | None, ...] | None = None) -> bool:  # R16, R19
         parent = self.buyer[ck].parent
         if not self.max_drop or parent is None:
             return True
-        return any(e.kind == "evaluation" and e.dataset == parent and e.suite == suite
-                   and e.index < before for e in self.buyer.values()) and (
+        e = self.latest(parent, suite, before)
+        return e is not None and (cited is None or e in cited) and (
             self.buyer[parent].score - self.buyer[ck].score <= 2)  # in tenths: exact
 
     def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
@@ -636,6 +816,30 @@ class Model:
                 and not self.held_out(d, c.index)
                 and d.approved_before(c.index)
                 and (c.parent is None or self.checkpoint_ok(c.parent)))
+
+
+def relation(a: Art, b: Art) -> str | None:
+    """R21: what batch ``a``'s episodes are of ``b``'s (`long_rollouts`): ``exact`` copies,
+    sharing a ``run`` of 21 steps, ``near`` (cosine 0.996 to 0.999: measured) or ``far``
+    (0.95 to 0.99) duplicates, or nothing (None)."""
+    if a.data != b.data:
+        return None
+    if a.variant == b.variant:
+        return "exact"
+    if "cut" in (a.variant, b.variant):
+        return "run" if "orig" in (a.variant, b.variant) else None
+    return "near" if abs(NOISE[a.variant] - NOISE[b.variant]) < 0.1 else "far"
+
+
+def refused(kind: str, rules: dict[str, Any]) -> bool:
+    """R21: whether a copy of ``kind`` (`relation`) is refused under ``[contamination]``
+    ``rules`` (docs/audit-index.md "Refusing near duplicates")."""
+    near = rules.get("refuse") == "near"
+    if kind == "run":
+        return near if rules.get("runs") == "near" else True
+    if kind == "far":
+        return near and rules.get("numeric_threshold", 0.995) <= 0.95
+    return kind == "exact" or near
 
 
 # -- running a history ---------------------------------------------------------------------------
@@ -652,6 +856,10 @@ class Run:
     successor: Path | None = None
     """The buyer's successor policy once it marked the vendor's key (R20): what the vendor's
     bundles are verified under from then on."""
+    serial: int = 1
+    """The serial of the buyer's policy in force (R20, R21: `succeed`)."""
+    marking: str = ""
+    """The ``[[revoked_keys]]`` table of the buyer's marking (R20), once it marked."""
 
     @property
     def policy(self) -> Path:
@@ -667,10 +875,17 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     a = s.args
     if s.op in ("vrecord", "vdataset", "vrevoke", "verase") and m.compromised_since is not None:
         return False  # R15: signing with a key declared compromised is refused
+    if s.op == "vdataset" and a[2] == "train" and any(m.vendor[b].sealed for b in a[1]):
+        return False  # R22: a sealed batch is never trained on
     if s.op == "vdataset":  # the vendor's own gate may refuse a copy of its holdout
         return None if any(o.split == "holdout" for o in m.vendor.values()) or \
             a[2] == "holdout" else True
-    if s.op in ("vcompromise", "bmark"):
+    if s.op == "bpin":  # R23: policy set refuses a pin to a record that does not verify here
+        return False if not m.trusted(m.buyer["vsuite"].index) else (
+            True if m.record_ok("vsuite") else None)
+    if s.op == "bmark" and m.pinned:  # R23: its pinned suite must still verify under it
+        return m.buyer["vsuite"].index < (m.buyer[a[0]].index if a[0] else size)
+    if s.op in ("vcompromise", "bmark", "bcontam"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
@@ -680,16 +895,20 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return False if m.marked is not None else True if m.v_ok(a[0]) else None
     if s.op in ("update", "monitor"):  # R10, R18
         return True
-    if s.op == "bdataset":
+    if s.op == "bdataset":  # R11, R21 (the rules in force), R22 (a sealed batch)
         d = Art(a[0], "dataset", a[1], a[2], index=size)
-        held = a[2] == "holdout" or m.held_out(d, size + 1) or m.copies(d, size + 1)
-        return None if held else True
+        if a[2] == "holdout":
+            return m.new_holdout(a[1])
+        if any(m.buyer[b].sealed for b in a[1]) or m.held_out(d, size + 1):
+            return False
+        return not m.copies(d, size + 1, gone=True)
     if s.op == "bapprove":
         return m.record_ok(a[0])
-    if s.op == "beval":
+    if s.op == "beval":  # R12; R22: only the key a sealed suite was sealed to opens it
         suite = a[2] if len(a) > 2 else "suite"
         return m.checkpoint_ok(a[1]) and m.record_ok(suite) and not any(
-            m.erased_here(b) for b in m.buyer[suite].batches)
+            m.erased_here(b) or (m.buyer[b].sealed and a[3:] == ("evaluator2",))
+            for b in m.buyer[suite].batches)
     if s.op == "brelease":
         return m.releasable(a[1], size)
     if s.op == "btrain":
@@ -721,6 +940,8 @@ def refs(m: Model, s: Step) -> bool:
         return m.marked is None and (a[0] is None or a[0] in m.buyer)
     if s.op in ("update", "monitor"):
         return m.applied > 0
+    if s.op == "bpin":
+        return "vsuite" in m.buyer and not m.pinned
     if s.op == "bdataset":
         return all(b in m.buyer for b in a[1])
     if s.op == "bapprove":
@@ -755,24 +976,27 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
 
     if s.op == "vrecord":
-        label, copy = a
+        label, copy, variant, sealed = (*a, None, False)[:4]
         original = m.vendor.get(f"v{copy}")
         data = original.data if original else copy or int(label[1:])
         path = run.root / f"{label}.parquet"
-        if not path.exists():
+        if variant is not None:  # R21: 24-step episodes
+            long_rollouts(path, data, label, variant)
+        elif not path.exists():
             rollouts(path, data, label)
         r = v.cli("record", path, "--env", "grid@1", "--policy", "scripted", "--name", label,
-                  "--licence", "CC-BY-4.0", "--key", "vendor")
+                  "--licence", "CC-BY-4.0", "--key", "vendor", *("--seal",) * sealed)
         if r.exit_code == 0:
             m.vendor[label] = Art(label, "batch", data=data, digest=digest_of(r),
-                                  vindex=v.size() - 1)
+                                  vindex=v.size() - 1, variant=variant or "orig",
+                                  sealed=sealed)
         return ok(r)
     if s.op in ("vdataset", "bdataset"):
         label, members, split = a
         side, arts, key = (v, m.vendor, "vendor") if s.op == "vdataset" else (
             b, m.buyer, "producer")
-        r = side.cli("dataset", "create", label, "--version", "1", "--split", split,
-                     *[x for mb in members for x in ("--batch", arts[mb].digest)],
+        r = side.cli("dataset", "create", NAMES.get(label, label), "--version", "1", "--split",
+                     split, *[x for mb in members for x in ("--batch", arts[mb].digest)],
                      "--key", key)
         if r.exit_code == 0:
             arts[label] = Art(label, "dataset", members, split, digest=digest_of(r),
@@ -804,7 +1028,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                     if x not in m.buyer:
                         art = m.vendor[x]
                         m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data,
-                                         digest=art.digest, index=size)
+                                         art.variant, art.sealed, digest=art.digest,
+                                         index=size)
             m.applied = vsize
             m.learn(size)
         return ok(r)
@@ -836,17 +1061,15 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(r)
     if s.op == "bmark":  # a successor: vendor no producer, compromised since K of this log
         since = m.buyer[a[0]].index if a[0] else size
-        text = run.policy.read_text()
-        new = text.replace('"trust/vendor.pub", ', "").replace("format = 2\n",
-                                                               "format = 2\nserial = 2\n", 1)
-        assert new.count("trust/vendor.pub") == 0 and "serial = 2" in new
-        path = b.home / "successor.toml"
-        path.write_text(new + f'\n[[revoked_keys]]\nkey = "trust/vendor.pub"\n'
-                        f'compromised_since = {since}\nreason = "hist30: the buyer marks it"\n')
-        r = b.cli("policy", "set", path, "--key", "approver", "--yes")
+        r = succeed(run, f'\n[[revoked_keys]]\nkey = "trust/vendor.pub"\ncompromised_since = '
+                    f'{since}\nreason = "hist30: the buyer marks it"\n', m.rules, m.pinned)
         if r.exit_code == 0:
-            m.marked, run.successor = since, path
+            m.marked = since
         return ok(r)
+    if s.op == "bcontam":  # R21: a successor with a [contamination] of RULES
+        return ok(succeed(run, run.marking, RULES[a[0]], m.pinned))
+    if s.op == "bpin":  # R23: a successor pinning suite@1 to the vendor's dataset of the name
+        return ok(succeed(run, run.marking, m.rules, True))
     if s.op == "vapprove":
         r = v.cli("approve", m.vendor[a[0]].digest, "--key", "vapprover", "--note",
                   f"step {len(run.ran)}")
@@ -873,8 +1096,9 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
             done.add(a[0])
         return ok(r)
     if s.op == "beval":
-        label, ck, suite = (*a, "suite")[:3]
-        r = b.cli("eval", m.buyer[ck].digest, "--suite", f"{suite}@1", "--key", "evaluator",
+        label, ck, suite, key = (*a, *("suite", "evaluator")[len(a) - 2:])
+        on = m.buyer[suite].digest if suite in NAMES else f"{suite}@1"  # R23: not by name
+        r = b.cli("eval", m.buyer[ck].digest, "--suite", on, "--key", key,
                   "--", sys.executable, run.root / "judge.py")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "evaluation", dataset=ck, digest=digest_of(r),
@@ -882,7 +1106,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(r)
     if s.op == "brelease":
         label, ck = a
-        evals = tuple(m.latest(ck, x) for x in m.suites)
+        parent = m.buyer[ck].parent  # what the release cites (R16, R23)
+        evals = tuple(m.latest(c, x) for x in m.suites for c in (ck, parent) if c)
         r = b.cli("release", m.buyer[ck].digest, "--key", "approver")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "release", dataset=ck, evals=evals,
@@ -899,6 +1124,32 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                  score=score_of(b, digest_of(r)))
         return ok(r)
     raise AssertionError(s.op)
+
+
+def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool) -> Any:
+    """The buyer's approver sets a successor of its policy in force: the first one, without
+    ``vendor`` as a producer and with ``marking`` (R20) if any, with ``[contamination]``
+    ``rules`` (R21), its requirements on ``suite@1`` pinned to ``vsuite``'s digest when
+    ``pinned`` (R23); the model's follows when it is set."""
+    run.serial += 1
+    text = run.policy.read_text().replace("format = 2\n", f"format = 2\nserial = {run.serial}\n", 1)
+    if pinned:
+        text = text.replace('suite = "suite@1"\n', 'suite = "suite@1"\ndigest = '
+                            f'"{run.model.buyer["vsuite"].digest}"\n')
+    if marking:
+        text = text.replace('"trust/vendor.pub", ', "")
+        assert text.count("trust/vendor.pub") == 0
+    path = run.buyer.home / f"successor-{run.serial}.toml"
+    path.write_text(text + marking + "".join(
+        "\n[contamination]\n" * (k == next(iter(rules))) + f"{k} = {json.dumps(v)}\n"
+        for k, v in rules.items()))
+    r = run.buyer.cli("policy", "set", path, "--key", "approver", "--yes")
+    if r.exit_code == 0:
+        run.model.rules, run.model.pinned, run.marking = rules, pinned, marking
+        run.successor = path if marking else None
+    else:
+        run.serial -= 1
+    return r
 
 
 def watch(vendor: Side, buyer: Side) -> Any:
@@ -978,8 +1229,6 @@ def bundle_verdicts(run: Run, side: Side, digest: str, tag: str) -> dict[str, tu
 
 def files_of(side: Side, digest: str) -> set[str]:
     """The files the manifest ``digest`` lists that ``side``'s store holds."""
-    import json
-
     def path(d: str) -> Path:
         return side.home / "objects" / "sha256" / d[7:9] / d[9:11] / d[7:]
 
@@ -991,7 +1240,6 @@ def score_of(side: Side, digest: str) -> int:
     """`JUDGE`'s score of the checkpoint ``digest`` in tenths, from its manifest's files (the
     files the judge reads, by their digests)."""
     import hashlib
-    import json
 
     path = side.home / "objects" / "sha256" / digest[7:9] / digest[9:11] / digest[7:]
     files = sorted(f["digest"]["sha256"] for f in json.loads(path.read_text())["files"])
@@ -1059,8 +1307,8 @@ def run_history(root: Path, steps: list[Step]) -> Run:
     return run
 
 
-def check(root: Path, seed: int, extra: bool = True) -> list[str]:
-    steps = generate(seed, extra)
+def check(root: Path, seed: int, extra: bool = True, new: bool = True) -> list[str]:
+    steps = generate(seed, extra, new)
     run = run_history(root, steps)
     problems = judge_history(run)
     if not problems:
@@ -1082,10 +1330,12 @@ def minimise(root: Path, steps: list[Step], problem: str) -> tuple[list[Step], R
     return best, run_history(root, best)
 
 
-CI_SEEDS = (6, 11, 12, 15, 16, 20)
-"""The histories CI runs: each reaches checkpoints (two each), 12 and 15 evaluate and
-release, 6, 15, 16 and 20 take a vendor's revocation or erasure in, 16 and 20 end with one
-the buyer has not taken in."""
+CI_SEEDS = (15, 16)
+"""The histories CI runs: each reaches checkpoints (two each), 15 evaluates and releases,
+both take a vendor's revocation or erasure in, 16 ends with one the buyer has not taken in.
+agree26 chose six; hist32 left out 6, 11, 12 and 20 (12 evaluated and released, 6 and 20
+took a revocation or erasure in, 20 ended with one not taken in, as 15 and 16 do) to pay for
+its hand histories."""
 CI_EXTRA = (331, 376, 767)
 """The histories with the steps of R13 to R20 CI runs (hist28), chosen from seeds 300 to 850
 (one in ten of which trains a checkpoint): 331 takes in the vendor's key compromise after
@@ -1094,11 +1344,17 @@ trained under, erases a batch at the buyer and requires two suites; 767 released
 ``max_drop`` on two suites. Since hist30 331 and 376 take an update by ``monitor`` and one by
 import (R18), and 767's buyer marks the vendor's key at its sixth step (R20): the five steps
 after that need the vendor's data are refused, its training and release among them (the
-release under ``max_drop`` is `test_a_release_is_refused_for_a_real_drop_only`'s)."""
+release under ``max_drop`` is `test_a_release_is_refused_for_a_real_drop_only`'s). Since
+hist32 they run without hist32's steps (``new`` False), as hist30 ran them."""
+CI_NEW: tuple[int, ...] = ()
+"""The histories with hist32's steps too (R21 to R23) CI runs: none; the hand histories
+`test_contamination_rules_across_organisations` and `test_a_sealed_suite_across_organisations`
+take their place (hist32)."""
 N = os.environ.get("TRAJLEDGER_EXCHANGE_N")
 ONE = os.environ.get("TRAJLEDGER_EXCHANGE_SEED")
-SEEDS = [(int(ONE), True)] if ONE else [(s, True) for s in range(int(N))] if N else [
-    *((s, False) for s in CI_SEEDS), *((s, True) for s in CI_EXTRA)]
+SEEDS = [(int(ONE), True, True)] if ONE else [(s, True, True) for s in range(int(N))] if N else [
+    *((s, False, False) for s in CI_SEEDS), *((s, True, False) for s in CI_EXTRA),
+    *((s, True, True) for s in CI_NEW)]
 
 
 @pytest.fixture(autouse=True)
@@ -1111,8 +1367,8 @@ def test_generated_exchange_histories_agree_with_the_rules(chunk: int, tmp_path:
     """Each seed of `SEEDS` (half per test, for ``-n 2``): every path of the buyer, and the
     vendor's newest bundles under the buyer's policy, answer as `Model` says."""
     failures: list[str] = []
-    for seed, extra in SEEDS[chunk::2]:
-        failures += check(tmp_path / f"h{seed}", seed, extra)
+    for seed, extra, new in SEEDS[chunk::2]:
+        failures += check(tmp_path / f"h{seed}", seed, extra, new)
     assert not failures, "\n".join(failures)
 
 
@@ -1179,3 +1435,115 @@ def test_the_buyers_own_compromise_marking(tmp_path: Path) -> None:
     m = run.model
     assert (m.checkpoint_ok("c1"), m.checkpoint_ok("c2"), m.batch_ok("v1")) == (True, False, True)
     assert judge_history(run) == []
+
+
+def test_contamination_rules_across_organisations(tmp_path: Path) -> None:
+    """R21 (hist32): the buyer holds out the vendor's ``v1`` and buys the vendor's train sets
+    of its copies: ``w1`` a near one (``n1``) and an unrelated batch, ``w2`` one cut (a run of
+    21 steps shared). Under the default rules ``w1`` is trained on and ``w2`` refused; the
+    buyer's successor policies refuse near copies (``c2`` refused, ``c1`` still holds: the
+    verifiers read no episodes), then only near runs (``w2`` admitted, ``w1`` too), then near
+    copies at ``numeric_threshold = 0.9`` (``d3`` of the far copy ``n2`` refused, ``d4`` of the
+    unrelated batch made); every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 1, "n1", False)),
+             Step("vrecord", ("v3", 1, "cut", False)), Step("vrecord", ("v4", 1, "n2", False)),
+             Step("vrecord", ("v5", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("bdataset", ("h1", ("v1",), "holdout")),
+             Step("vdataset", ("w1", ("v2", "v5"), "train")),
+             Step("vdataset", ("w2", ("v3",), "train")), Step("ship", ("w1",)),
+             Step("ship", ("w2",)), Step("bapprove", ("w1",)), Step("bapprove", ("w2",)),
+             Step("btrain", ("c1", "w1", None)), Step("btrain", ("c9", "w2", None)),
+             Step("bcontam", (1,)), Step("btrain", ("c2", "w1", None)),
+             Step("bcontam", (3,)), Step("btrain", ("c3", "w2", None)),
+             Step("ship", ("v4",)), Step("bcontam", (2,)),
+             Step("bdataset", ("d3", ("v4",), "train")),
+             Step("bdataset", ("d4", ("v5",), "train"))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["btrain(c9, w2, None)", "btrain(c2, w1, None)",
+                       "bdataset(d3, ('v4',), train)"], run.ran
+    assert (run.model.checkpoint_ok("c1"), run.model.admit("w1", run.buyer.size())) == (
+        True, False)
+    assert judge_history(run) == []
+
+
+def test_a_sealed_suite_across_organisations(tmp_path: Path) -> None:
+    """R22, R23 (hist32): the vendor seals ``v2`` to the buyer's evaluator's X25519 key and
+    names its holdout of it ``suite@1``, as the buyer's suite (``vsuite``); no one trains on
+    ``v2`` (``w1`` refused at the vendor, ``d2`` at the buyer). A copy of its episodes cut
+    (``v4``) is not found (a sealed batch publishes no runs of steps: ``c1`` and ``c2`` are
+    trained on it), a near one (``v3``) is once the buyer's rules refuse near copies. An
+    evaluation on ``vsuite`` is recorded but releases nothing (``r1``) until the buyer's
+    policy pins ``suite@1`` to it; ``evaluator2`` cannot open it (nothing logged). The
+    buyer's own ``suite@1`` releases ``c2`` meanwhile, a release the pinned successor fails
+    (the rules in force judge every release: SECURITY.md twelfth round, "a successor policy
+    raising the bar"); then ``c1`` is released on the vendor's sealed suite. Every step and
+    path agrees with the model."""
+    steps = [Step("vrecord", ("v2", 0, "orig", True)), Step("vrecord", ("v3", 2, "n1", False)),
+             Step("vrecord", ("v4", 2, "cut", False)), Step("vrecord", ("v5", 0, "orig", False)),
+             Step("vdataset", ("w1", ("v2",), "train")),
+             Step("vdataset", ("vsuite", ("v2",), "holdout")),
+             *(Step("ship", (x,)) for x in ("vsuite", "v3", "v4", "v5")),
+             Step("bdataset", ("d2", ("v2",), "train")),
+             Step("bdataset", ("d4", ("v4",), "train")),
+             Step("bdataset", ("d3", ("v3",), "train")), Step("bapprove", ("d4",)),
+             Step("btrain", ("c1", "d4", None)), Step("btrain", ("c2", "d4", None)),
+             Step("beval", ("e1", "c1", "vsuite", "evaluator")), Step("brelease", ("r1", "c1")),
+             Step("beval", ("e3", "c1", "vsuite", "evaluator2")),
+             Step("bdataset", ("suite", ("v5",), "holdout")),
+             Step("beval", ("e2", "c2", "suite", "evaluator")), Step("brelease", ("r2", "c2")),
+             Step("bpin"), Step("brelease", ("r3", "c1")), Step("bcontam", (1,)),
+             Step("bapprove", ("d3",))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["vdataset(w1, ('v2',), train)", "bdataset(d2, ('v2',), train)",
+                       "brelease(r1, c1)", "beval(e3, c1, vsuite, evaluator2)"], run.ran
+    m, now = run.model, run.buyer.size()
+    assert (m.release_ok("r2"), m.release_ok("r3"), m.admit("d3", now), m.admit("d4", now)) == (
+        False, True, False, True)
+    assert judge_history(run) == []
+
+
+def test_a_sealed_held_out_batch_whose_record_no_longer_counts(tmp_path: Path) -> None:
+    """hist32 finding 1 (history 1120, minimised): the buyer holds out the vendor's sealed
+    ``v4``, then marks the vendor's key compromised since ``v3``'s import, before ``v4``'s:
+    ``v4``'s record counts for nothing here, so its published fingerprints cannot be trusted
+    and its episodes are ciphertext. ``admit`` of an unrelated train set is refused (fail
+    closed), and now says why, where it said only ``object sha256:…: not in the store`` (a
+    blob to repair, which ``fsck`` finds whole); the buyer's approver's erasure of ``v4`` ends
+    the comparison. Every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("vrecord", ("v3", 0, "orig", False)), Step("ship", ("v3",)),
+             Step("vrecord", ("v4", 0, "orig", True)), Step("ship", ("v4",)),
+             Step("bdataset", ("h1", ("v4",), "holdout")), Step("bmark", ("v3",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, d1 = run.model, run.model.buyer["d1"].digest
+    r = run.buyer.cli("admit", d1)
+    assert r.exit_code == 1 and not m.admit("d1", run.buyer.size()), r.output
+    assert re.search(r"cannot be checked: holdout/regression batch sha256:\w{12}…: object "
+                     r"sha256:\w{64}: not in the store; its record does not verify \(.*\), so "
+                     "what a sealed batch publishes to compare with cannot be trusted; an "
+                     "approver's erasure of it ends the comparison", r.stderr), r.stderr
+    assert judge_history(run) == []
+    replay(run, [Step("berase", ("v4",))])
+    assert run.buyer.cli("admit", d1).exit_code == 0 and m.admit("d1", run.buyer.size())
+    assert judge_history(run) == []
+
+
+def test_a_pin_to_a_suite_signed_before_the_buyers_marking(tmp_path: Path) -> None:
+    """hist32 finding 2 (history 2168, minimised): the buyer marks the vendor's key
+    compromised since now, a successor in which ``vendor`` holds no role, then pins its
+    ``suite@1`` to the vendor's suite imported before: `release` and every verifier judge
+    that record under the policy it was signed under, and accept it, but ``policy set``
+    judged it under the new policy alone and refused the pin (``its dataset record (log index
+    3) does not verify``). A marking since before the suite's import, with the pin in force,
+    is refused (the pinned suite's record would not verify: history 2062). Every step and
+    path agrees with the model."""
+    steps = [Step("vrecord", ("v0", 0, "orig", False)),
+             Step("vdataset", ("vsuite", ("v0",), "holdout")), Step("ship", ("vsuite",)),
+             Step("bmark", (None,)), Step("bpin")]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert run.model.pinned and judge_history(run) == []

@@ -653,17 +653,26 @@ def record_policy(
 def _check_pinned_suites(ledger: LedgerHome, policy: TrustPolicy) -> None:
     """Refuse a policy whose ``[release]`` pins a suite by a digest this log records as
     anything but a verified holdout or regression dataset of the requirement's
-    ``NAME@VERSION`` (`verify.releases.release_suite`, judged under ``policy``, as `release`
-    and every verifier judge it). A digest the log does not hold yet passes: the suite may
-    come by import; `release` refuses until it is logged."""
+    ``NAME@VERSION`` (`verify.releases.release_suite`, judged under ``policy`` as the
+    successor of the history in force, as `release` and every verifier will judge it: a
+    record logged before it under the policies it was signed under, hist32). A digest the log
+    does not hold yet passes: the suite may come by import; `release` refuses until it is
+    logged."""
     pinned = [r for r in (policy.release.require if policy.release else ()) if r.digest]
     if not pinned:
         return
+    from dataclasses import replace
+
     from trajledger.verify.lineage import LineageVerifier
     from trajledger.verify.releases import release_suite
 
     from .evidence import ledger_evidence
+    from .policy_state import current_policy
 
+    current = current_policy(ledger)
+    if current is not None:  # records up to this one's index were signed under the others
+        then = current[1]
+        policy = replace(policy, earlier=(*then.earlier, (ledger.log.size, then)))
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     try:

@@ -277,12 +277,14 @@ def _contamination(
         decision.fail(what, f"cannot be checked: a dataset record is damaged: {message}")
     # A sealed held-out batch is compared by the fingerprints its verified record publishes:
     # the gate needs no key to its bytes (nor do they go with an erasure of its blobs).
-    sealed = {}
+    sealed, untrusted = {}, {}
     for b in others:
         found = verifier.identity_record(b, "rollout-batch")
         if (isinstance(found, Record) and isinstance(found.predicate, RolloutBatch)
                 and found.predicate.sealed is not None):
             sealed[b] = found.predicate.sealed
+        elif isinstance(found, RecordFailure):  # its bytes are compared, if it has any here
+            untrusted[b[:19]] = found.message
     # A held-out batch an approver erased (consent withdrawn, say) has no data left to compare
     # with, nor to evaluate on: it is said, not failed; failing it refused every train set of
     # the ledger for good (agree24). Its producer's erasure alone still fails the check.
@@ -307,7 +309,12 @@ def _contamination(
         thresholds=rules.thresholds() if rules is not None else None,
     )
     for line in report.unchecked:
-        decision.fail(what, f"cannot be checked: {line}")
+        # A sealed batch whose record does not verify (its signer's key declared compromised,
+        # say: hist32) has only ciphertext here, and fingerprints no one can trust: say so.
+        why = next((m for b, m in untrusted.items() if f" {b}…: " in line), None)
+        decision.fail(what, f"cannot be checked: {line}" + ("" if why is None else (
+            f"; its record does not verify ({why}), so what a sealed batch publishes to "
+            "compare with cannot be trusted; an approver's erasure of it ends the comparison")))
     # A batch in both splits is reported by the split rule; here, only episodes that reached
     # the other side in another batch.
     findings = ruled(report.findings, rules)
