@@ -155,15 +155,11 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
                                                   tmp_path: Path) -> None:
     """hold30: the held windows grouped by hash (`held_windows.group`), in memory and read
     back from their file (where a window is read a block at a time, four windows a block
-    here), decide as the same windows held as they are: random held batches in several
-    orders, some held episodes without features (not held: their windows are not compared),
-    findings asked after every train batch, three train windows at most a pass."""
-    monkeypatch.setattr(contamination_matcher, "_PENDING", 3)
     here), and grouped into their file in sorted runs of a few windows (hold31), decide as
     the same windows held as they are: random held batches in several orders, some held
     episodes without features (not held: their windows are not compared), findings asked
     after every train batch, three train windows at most a pass."""
-    monkeypatch.setattr(contamination, "_PENDING", 3)
+    monkeypatch.setattr(contamination_matcher, "_PENDING", 3)
     monkeypatch.setattr(held_windows, "BLOCK", 4)
     rng = np.random.default_rng(30)
     for run in range(20):
