@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajledger.verify.digest import parse_digest
 from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 
 from .errors import LogError, StoreError
-from .store import read_local
 
 if TYPE_CHECKING:
     from .home import LedgerHome
@@ -83,50 +80,14 @@ def ledger_evidence(ledger: LedgerHome) -> LedgerDirEvidence:
     """The ledger's log and store as evidence for ``verify.lineage``, pinned to the signed
     checkpoint the user's trust state was last extended to (so the two agree)."""
     state = ledger.trust_state()
-    return _LedgerLog(ledger.root, StoreBlobs(ledger.store), note=state.floor(),
-                      local=ledger.store.local_dir())
+    return _LedgerLog(ledger.root, StoreBlobs(ledger.store), note=state.floor())
 
 
 class _LedgerLog(LedgerDirEvidence):
     """`LedgerDirEvidence` whose key handover that cannot be read (an I/O error, not bad bytes)
     is an operational `LogError` (exit 3), as the ledger's own log reader says
     (`LogReader.key_handovers`): the verifier's reader calls it a `FormatError`, which would
-    fail the lineage judged (exit 1) for a fault of this machine.
-
-    A local store's blobs are read, and their sizes looked up, in one step each (the walk of
-    ``verify`` reads an envelope and a manifest and looks up the sizes of the data blobs of
-    every record: issue 21 item 2), with what `StoreBlobs` over `ObjectStore` answers: the
-    bytes of a regular file, None when there is none (absent, or a directory there), a
-    `StoreError` for one present but unreadable; a size only for a regular file."""
-
-    def __init__(self, root: Path, blobs: StoreBlobs, *, note: bytes | None, local: str | None
-                 ) -> None:
-        super().__init__(root, blobs, note=note)
-        self._objects = None if local is None else f"{local}/sha256/"
-
-    def blob(self, digest: str) -> bytes | None:
-        """The blob's bytes, or None when absent (`StoreBlobs.blob`)."""
-        if self._objects is None:
-            return super().blob(digest)
-        h = parse_digest(digest, "object digest")
-        path = f"{self._objects}{h[:2]}/{h[2:4]}/{h}"
-        try:
-            return read_local(path)
-        except OSError:
-            if os.path.isfile(path):
-                raise StoreError(f"object {digest}: present but unreadable") from None
-            return None
-
-    def blob_size(self, digest: str) -> int | None:
-        """The blob's stored size, or None when absent (`ObjectStore.size`)."""
-        if self._objects is None:
-            return super().blob_size(digest)
-        h = parse_digest(digest, "object digest")
-        try:
-            st = os.stat(f"{self._objects}{h[:2]}/{h[2:4]}/{h}")
-        except FileNotFoundError:
-            return None
-        return st.st_size if stat.S_ISREG(st.st_mode) else None
+    fail the lineage judged (exit 1) for a fault of this machine."""
 
     def key_handovers(self) -> list[bytes]:
         try:

@@ -51,7 +51,7 @@ from .fs import TMP_PREFIX, is_stale, open_dirs_below, sync_paths, temp_name
 from .hashing import copy_hashing
 from .store_sink import DirectSink
 
-__all__ = ["REMOTE_CHUNK", "ObjectStore", "read_local", "verify_bytes"]
+__all__ = ["REMOTE_CHUNK", "ObjectStore", "verify_bytes"]
 
 REMOTE_CHUNK = 8 << 20
 """Read size for remote blobs (few large requests; a whole-object read is slower)."""
@@ -60,7 +60,7 @@ _SMALL = 1 << 16
 """A local blob smaller than this (an envelope, a manifest) is read in one call, no file object."""
 
 
-def read_local(path: str) -> bytes:
+def _read_local(path: str) -> bytes:
     """The bytes of a local file: a small one in one ``read`` (and a ``pread`` of one byte
     past it that finds the end), a larger one whole, in one read sized by the file. A FIFO
     planted in the store does not block the open (``O_NONBLOCK``: nothing for a regular file)
@@ -148,11 +148,6 @@ class ObjectStore:
         if self._fs is not None:
             raise StoreError("path_of: the store is not on a local disk")
         return self.root / self._rel(digest)
-
-    def local_dir(self) -> str | None:
-        """The directory of a local store, as a string (a blob is at
-        ``<it>/sha256/<2>/<2>/<64 hex>``); None for a remote store."""
-        return self._prefix if self._fs is None else None
 
     def _location(self, digest: str) -> str:
         """The blob's path on the local disk, or its key in the remote filesystem; a string,
@@ -578,7 +573,7 @@ class ObjectStore:
         """
         if self._fs is None:
             try:
-                return read_local(self._location(digest))
+                return _read_local(self._location(digest))
             except FileNotFoundError as e:
                 raise StoreError(f"object {digest}: not in the store") from e
             except OSError as e:
