@@ -736,7 +736,8 @@ class Model:
         its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
         held = [h for o in self.holdouts(d, before) for b in o.batches
                 if (h := self.buyer[b]).sealed or not self.absent(b, gone)]
-        return self.copied([self.buyer[b] for b in d.batches], held)
+        return self.copied([self.buyer[b] for b in d.batches if not (  # skipped: history 3216
+            gone and self.absent(b, True))], held)
 
     def copied(self, train: list[Art], held: list[Art]) -> bool:  # R21, R22
         return any(k is not None and refused(k, self.rules) for t in train for h in held
@@ -977,7 +978,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
 
     if s.op == "vrecord":
         label, copy, variant, sealed = (*a, None, False)[:4]
-        original = m.vendor.get(f"v{copy}")
+        original = m.vendor.get(f"v{copy}") if copy else None  # (R23's v0 is no original)
         data = original.data if original else copy or int(label[1:])
         path = run.root / f"{label}.parquet"
         if variant is not None:  # R21: 24-step episodes
