@@ -711,7 +711,8 @@ class Model:
     # The buyer's view.
     def batch_ok(self, label: str) -> bool:  # R2, R10, R13, R20
         return label not in self.known_revoked | self.own_revoked and (
-            label not in self.vendor or self.trusted(self.buyer[label].index))
+            label not in self.vendor or self.trusted(self.buyer[label].index)) and not (
+            self.files_gone(label) and not self.erased_here(label))  # missing (history 4009)
 
     def record_ok(self, label: str) -> bool:  # R3, R10, R13
         a = self.buyer[label]
