@@ -736,8 +736,8 @@ class Model:
         """Whether a batch of ``d`` holds a copy of a held-out one that the rules in force
         refuse. An erased held-out batch has nothing to compare (a sealed one is compared by
         its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
-        held = [h for o in self.holdouts(d, before) for b in o.batches
-                if (h := self.buyer[b]).sealed or not self.absent(b, gone)]
+        held = [h for o in self.holdouts(d, before) for b in o.batches  # create: skipped
+                if ((h := self.buyer[b]).sealed and not gone) or not self.absent(b, gone)]
         return self.copied([self.buyer[b] for b in d.batches if not (  # skipped: history 3216
             gone and self.absent(b, True))], held)
 
