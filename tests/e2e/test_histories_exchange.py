@@ -124,10 +124,11 @@ test_histories_agree.py's withdrawal of an approval):
   on, every vendor record logged here at or after its index counts for nothing: an artifact
   the vendor's key signed that an import at or after it brought fails (R2, R3, and what is
   built on it, R4, R5, R12), and so does a vendor's revocation or erasure taken in at or
-  after it (what it named holds again; its files stay deleted); what was taken in before
-  holds, and so does what the buyer's own approver signed (R13, R15's revocations). A vendor's
-  bundle is refused under the buyer's policy in force (the successor, the one file a vendor's
-  log does not carry: ``vendor`` holds no role in it), so every later ``ship`` is refused;
+  after it (what it named holds again, but a batch whose files it deleted fails as missing:
+  hist32); what was taken in before holds, and so does what the buyer's own approver signed
+  (R13, R15's revocations). A vendor's bundle is refused under the buyer's policy in force
+  (the successor, the one file a vendor's log does not carry: ``vendor`` holds no role in
+  it), so every later ``ship`` is refused;
   an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
   bundles carry its policy history: verified under its first policy, the successor is
   followed, as in its ledger.
@@ -711,7 +712,8 @@ class Model:
     # The buyer's view.
     def batch_ok(self, label: str) -> bool:  # R2, R10, R13, R20
         return label not in self.known_revoked | self.own_revoked and (
-            label not in self.vendor or self.trusted(self.buyer[label].index))
+            label not in self.vendor or self.trusted(self.buyer[label].index)) and not (
+            self.files_gone(label) and not self.erased_here(label))  # missing (history 4009)
 
     def record_ok(self, label: str) -> bool:  # R3, R10, R13
         a = self.buyer[label]
@@ -734,9 +736,10 @@ class Model:
         """Whether a batch of ``d`` holds a copy of a held-out one that the rules in force
         refuse. An erased held-out batch has nothing to compare (a sealed one is compared by
         its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
-        held = [h for o in self.holdouts(d, before) for b in o.batches
-                if (h := self.buyer[b]).sealed or not self.absent(b, gone)]
-        return self.copied([self.buyer[b] for b in d.batches], held)
+        held = [h for o in self.holdouts(d, before) for b in o.batches  # create: skipped
+                if ((h := self.buyer[b]).sealed and not gone) or not self.absent(b, gone)]
+        return self.copied([self.buyer[b] for b in d.batches if not (  # skipped: history 3216
+            gone and self.absent(b, True))], held)
 
     def copied(self, train: list[Art], held: list[Art]) -> bool:  # R21, R22
         return any(k is not None and refused(k, self.rules) for t in train for h in held
@@ -977,7 +980,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
 
     if s.op == "vrecord":
         label, copy, variant, sealed = (*a, None, False)[:4]
-        original = m.vendor.get(f"v{copy}")
+        original = m.vendor.get(f"v{copy}") if copy else None  # (R23's v0 is no original)
         data = original.data if original else copy or int(label[1:])
         path = run.root / f"{label}.parquet"
         if variant is not None:  # R21: 24-step episodes
