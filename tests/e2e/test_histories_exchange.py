@@ -163,8 +163,9 @@ test_histories_agree.py's withdrawal of an approval):
   holdout it names ``suite@1`` (``vsuite``, of its batch ``v0``), and two evaluations in ten
   are on it (by digest); they count for no release until the buyer's approver pins its
   requirements on ``suite@1`` to it (``bpin``, in half of those; refused when its record does
-  not verify here, judged under the policy it was signed under: hist32 finding 2; and a
-  marking R20 refused while a pin names a suite it would distrust). The rules in force
+  not verify here, judged under the policy it was signed under: hist32 finding 2; a marking
+  R20 that makes the pinned suite fail is recorded, the pin kept: the lead, history 2062).
+  The rules in force
   judge every release, those made before a successor too (SECURITY.md twelfth round, "a
   successor policy raising the bar"): a release cites the latest evaluations on its suites,
   and fails once a pin names another suite.
@@ -886,8 +887,6 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bpin":  # R23: policy set refuses a pin to a record that does not verify here
         return False if not m.trusted(m.buyer["vsuite"].index) else (
             True if m.record_ok("vsuite") else None)
-    if s.op == "bmark" and m.pinned:  # R23: its pinned suite must still verify under it
-        return m.buyer["vsuite"].index < (m.buyer[a[0]].index if a[0] else size)
     if s.op in ("vcompromise", "bmark", "bcontam"):
         return True
     if s.op in ("vrecord", "vrevoke"):
@@ -1542,11 +1541,38 @@ def test_a_pin_to_a_suite_signed_before_the_buyers_marking(tmp_path: Path) -> No
     that record under the policy it was signed under, and accept it, but ``policy set``
     judged it under the new policy alone and refused the pin (``its dataset record (log index
     3) does not verify``). A marking since before the suite's import, with the pin in force,
-    is refused (the pinned suite's record would not verify: history 2062). Every step and
-    path agrees with the model."""
+    is recorded, the pin kept (history 2062: the next test). Every step and path agrees with
+    the model."""
     steps = [Step("vrecord", ("v0", 0, "orig", False)),
              Step("vdataset", ("vsuite", ("v0",), "holdout")), Step("ship", ("vsuite",)),
              Step("bmark", (None,)), Step("bpin")]
     run = run_history(tmp_path / "h", steps)
     assert all(r.endswith("-> ok") for r in run.ran), run.ran
     assert run.model.pinned and judge_history(run) == []
+
+
+def test_a_marking_is_not_held_back_by_a_pin_it_makes_fail(tmp_path: Path) -> None:
+    """History 2062 (hist32, minimised), decided by the lead: with ``suite@1`` pinned to the
+    vendor's suite, the buyer marks the vendor's key compromised since that suite's import.
+    ``policy set`` refused the marking (the pinned suite's record would not verify under it),
+    so a declaration of compromise waited on a pin; now it is recorded with a warning naming
+    the pin, which is kept, and no release on that suite passes (``r2``) until another is
+    pinned. Every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v0", 0, "orig", False)), Step("vrecord", ("v1", 1, "orig", False)),
+             Step("vdataset", ("vsuite", ("v0",), "holdout")),
+             Step("ship", ("vsuite",)), Step("ship", ("v1",)),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)),
+             Step("beval", ("e1", "c1", "vsuite", "evaluator")),
+             Step("bpin"), Step("brelease", ("r1", "c1")), Step("bmark", ("vsuite",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert run.model.pinned and run.model.marked is not None
+    replay(run, [Step("brelease", ("r2", "c1"))])
+    assert " -> refused: " in run.ran[-1], run.ran
+    assert not run.problems and judge_history(run) == []
+    r = succeed(run, run.marking, run.model.rules, True)  # a later successor keeps the pin too
+    assert r.exit_code == 0, r.stderr
+    assert re.search(r"WARNING: policy '[^']+': release: \S+ on suite@1: the suite is pinned to "
+                     r"sha256:\w+…?: .*: the pin is kept; no release on that suite passes until "
+                     "another is pinned", r.stderr), r.stderr

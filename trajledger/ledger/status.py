@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "approve", "delete_erased", "erasable_blobs", "erase", "erased_before", "files_here",
-    "held_elsewhere", "kept_blobs", "label", "record_policy", "revocations", "revoke",
+    "held_elsewhere", "kept_blobs", "label", "pins_it_breaks", "record_policy", "revocations",
+    "revoke",
     "withdraw", "withdraw_of",
 ]
 
@@ -597,7 +598,8 @@ def record_policy(
            policy must have a higher serial and be signed by the threshold of the current
            policy's approvers, or producers (`verify.succession.check_successor`). A suite
            pinned by digest in ``[release]`` that this log holds must be a held-out dataset
-           of the requirement's name (`_check_pinned_suites`).
+           of the requirement's name, unless the policy in force pins it too
+           (`pins_it_breaks`).
         3. Store its JSON form and record it, signed by every signer; step 2 is checked again
            under the log's lock just before the append, so of two racing successors with the
            same serial one is recorded and the other refused.
@@ -632,7 +634,7 @@ def record_policy(
             check_successor(current[1], new, signer_ids)
 
     may_follow(0)  # fail fast; checked again under the log's lock, just before the append
-    _check_pinned_suites(ledger, new)
+    pins_it_breaks(ledger, new)
     # (3)
     from .signing import canonical_json
 
@@ -650,17 +652,29 @@ def record_policy(
     )
 
 
-def _check_pinned_suites(ledger: LedgerHome, policy: TrustPolicy) -> None:
+def pins_it_breaks(ledger: LedgerHome, policy: TrustPolicy) -> list[str]:
     """Refuse a policy whose ``[release]`` pins a suite by a digest this log records as
     anything but a verified holdout or regression dataset of the requirement's
     ``NAME@VERSION`` (`verify.releases.release_suite`, judged under ``policy`` as the
     successor of the history in force, as `release` and every verifier will judge it: a
     record logged before it under the policies it was signed under, hist32). A digest the log
     does not hold yet passes: the suite may come by import; `release` refuses until it is
-    logged."""
+    logged.
+
+    A pin the policy in force holds too (the same suite and digest) was checked when it was
+    set: it is kept, and one line per such pin that fails now is returned, to be shown. A
+    successor that makes a pinned suite fail (it marks the suite's signer compromised, say) is
+    recorded, never held back by the pin: a declaration of compromise is the more urgent of
+    the two (the lead, seventeenth round), and `release` refuses on that suite until another
+    is pinned.
+
+    Raises:
+        PolicyError: a pin the policy in force does not hold names a recorded suite that
+            fails.
+    """
     pinned = [r for r in (policy.release.require if policy.release else ()) if r.digest]
     if not pinned:
-        return
+        return []
     from dataclasses import replace
 
     from trajledger.verify.lineage import LineageVerifier
@@ -670,11 +684,14 @@ def _check_pinned_suites(ledger: LedgerHome, policy: TrustPolicy) -> None:
     from .policy_state import current_policy
 
     current = current_policy(ledger)
+    held: set[tuple[str, str | None]] = set()
     if current is not None:  # records up to this one's index were signed under the others
         then = current[1]
         policy = replace(policy, earlier=(*then.earlier, (ledger.log.size, then)))
+        held = {(r.suite, r.digest) for r in (then.release.require if then.release else ())}
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
+    kept = []
     try:
         assert verifier.checkpoint is not None
         for req in pinned:
@@ -682,11 +699,16 @@ def _check_pinned_suites(ledger: LedgerHome, policy: TrustPolicy) -> None:
             if not verifier.index.about(req.digest):
                 continue
             problem = release_suite(verifier, req, verifier.checkpoint.size)[1]
-            if problem is not None:
-                raise PolicyError(f"policy {policy.name!r}: release: {req.metric} on "
-                                  f"{req.suite}: {problem}")
+            if problem is None:
+                continue
+            line = f"policy {policy.name!r}: release: {req.metric} on {req.suite}: {problem}"
+            if (req.suite, req.digest) not in held:
+                raise PolicyError(line)
+            kept.append(f"{line}: the pin is kept; no release on that suite passes until "
+                        "another is pinned")
     finally:
         verifier.close()
+    return kept
 
 
 def revocations(ledger: LedgerHome, digest: str, policy: TrustPolicy | None) -> list[str]:
