@@ -141,3 +141,30 @@ def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str) -> 
     where.write_bytes(bad)
     kept, why = read_kept(tmp_path / "cache", STEPS, (True, True, True))
     assert kept is None and why  # a reason, for the warning
+
+
+def test_the_first_kept_file_of_a_version_drops_the_other_versions(tmp_path: Path) -> None:
+    """The lead (seventeenth round): copy31's new `WINDOWS_VERSION` left every batch's kept
+    windows of the version before (and a grouped held side) for good, gigabytes at a large
+    holdout. The first file kept under a version deletes the other versions' directories;
+    anything else there (another name, a file, a link and what it points at) stays."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.windows").write_bytes(b"not ours")
+    for old in (f"w{window_cache.WINDOWS_VERSION - 1}", "w2"):
+        (cache / old).mkdir(parents=True)
+        (cache / old / f"{'ab' * 32}.windows").write_bytes(b"stale")
+    (cache / "v3").mkdir()
+    (cache / "wide").mkdir()
+    (cache / "w9.txt").write_bytes(b"a file")
+    (cache / "w1").symlink_to(outside)
+    got = compute(step_file(tmp_path), (True, True, True))
+    keep(cache, STEPS, got)
+    assert sorted(p.name for p in cache.iterdir()) == [
+        "v3", "w1", f"w{window_cache.WINDOWS_VERSION}", "w9.txt", "wide"]
+    assert (outside / "keep.windows").read_bytes() == b"not ours"
+    assert read_kept(cache, STEPS, (True, True, True))[0] is not None
+    (cache / "w2").mkdir()  # another version's, made after: this version's files are there
+    keep(cache, OTHER, got)  # so it is not looked for again on every write
+    assert (cache / "w2").is_dir()
+
