@@ -361,11 +361,12 @@ class Ledger(LedgerHome):
         return approve(self, ref, self._signer(key), purpose=purpose, expires=expires, note=note,
                        check=judged_again(self, judge))
 
-    def revoke(self, ref: str, *, key: str | Signer, reason: str) -> Recorded:
-        """``trajledger revoke``: see `trajledger.ledger.status.revoke`."""
+    def revoke(self, ref: str, *, key: str | AnySigner, reason: str) -> Recorded:
+        """``trajledger revoke``: see `trajledger.ledger.status.revoke` (a keyless signer
+        withdraws an approval only)."""
         from trajledger.ledger.status import revoke
 
-        return revoke(self, ref, self._key(key), reason=reason)
+        return revoke(self, ref, self._signer(key), reason=reason)
 
     def withdraw(self, ref: str, *, key: str | AnySigner, reason: str, by: str | None = None,
                  by_identity: str | None = None) -> tuple[int, Recorded]:

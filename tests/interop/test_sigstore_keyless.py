@@ -656,7 +656,8 @@ def test_a_keyless_approval_and_its_withdrawal_through_the_cli(
                  ["revoke", "d@1", "--sigstore", "--reason", "x"]):
         r = run(*args, code=2)
         assert "give --key NAME or --sigstore" in r.output or "--sigstore is for" in r.output \
-            or "--by names a key's approval" in r.output, r.output
+            or "--by names a key's approval" in r.output \
+            or "--sigstore withdraws an approval: give its digest" in r.output, r.output
     # Without the sigstore extra: exit 3, a line saying what to install, nothing recorded.
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
     monkeypatch.setattr("trajledger.verify.sigstore_adapter.sigstore_available", lambda: False)
@@ -824,3 +825,37 @@ def test_by_identity_names_the_keyless_approval_to_withdraw(
     r = run("revoke", "d@1", "--approval", "--key", "a", "--reason", "too early")
     assert f"d@1: approval at log index {key_index} withdrawn" in r.stderr, r.stderr
     run("admit", "d@1", code=1)
+
+
+def test_one_of_two_keyless_approvals_of_one_identity_is_withdrawn_by_its_digest(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """``revoke APPROVAL-DIGEST --sigstore`` (the lead, seventeenth round; rev29 finding 8,
+    kless31's Left): ALICE approves ``d@1`` keylessly twice; ``--by-identity`` cannot tell her
+    two approvals apart, and ``revoke DIGEST`` took keys only (exit 2), so a keyless approver
+    could withdraw neither. The digest names one: withdrawn, the other still in force; BOB, a
+    producer identity, is refused before signing as with ``--approval``; an artifact's digest
+    with ``--sigstore`` stays a usage error."""
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    first, second = (run("approve", "d@1", "--sigstore", "--expires", e).stdout.split()[-1]
+                     for e in ("30d", "60d"))
+    assert first != second and first.startswith("sha256:"), (first, second)
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", ALICE, "--reason",
+            "x", code=1)
+    assert "2 approvals of it could be meant" in r.stderr, r.stderr
+    r = run("revoke", "d@1", "--sigstore", "--reason", "x", code=2)
+    assert "--sigstore withdraws an approval: give its digest" in r.output, r.output
+    r = run("revoke", first, "--sigstore", "--reason", "approved too early")
+    assert f"{first}: approval withdrawn by keyless signature by {ALICE}" in r.stderr, r.stderr
+    r = run("admit", "d@1")  # the second approval counts still
+    assert "approvals — 1 of 1 required approver(s) for 'train'" in r.output, r.output
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
+    r = run("revoke", second, "--sigstore", "--reason", "not mine", code=1)
+    assert f"the Sigstore identity {BOB} (issuer {ISSUER}) is no approver identity" in r.stderr, \
+        r.stderr
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    run("revoke", second, "--sigstore", "--reason", "approved too early")
+    run("admit", "d@1", code=1)
+

@@ -35,10 +35,9 @@ if TYPE_CHECKING:
     from .signing import AnySigner
 
 __all__ = [
-    "approve", "delete_erased", "erasable_blobs", "erase", "erased_before", "files_here",
-    "held_elsewhere", "kept_blobs", "label", "pins_it_breaks", "record_policy", "revocations",
-    "revoke",
-    "withdraw", "withdraw_of",
+    "approval_of", "approve", "delete_erased", "erasable_blobs", "erase", "erased_before",
+    "files_here", "held_elsewhere", "kept_blobs", "label", "pins_it_breaks", "record_policy",
+    "revocations", "revoke", "withdraw", "withdraw_of",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -119,28 +118,41 @@ def approve(
     return rec
 
 
-def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Recorded:
+def approval_of(ledger: LedgerHome, ref: str) -> tuple[int, str] | None:
+    """The log index and envelope digest of the approval whose envelope digest (or its
+    prefix) ``ref`` is, or None when ``ref`` names no approval."""
+    from .show import envelope_entry
+
+    index = envelope_entry(ledger, ref)
+    entry = ledger.trust_state().entry(index) if index is not None else None
+    return (index, entry.envelope) if index is not None and entry is not None \
+        and entry.kind == "approval" else None
+
+
+def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> Recorded:
     """Record that ``ref`` must no longer be used (its lineage then fails verification), or,
     when ``ref`` is an approval's envelope digest (what ``approve`` prints), that the approval
-    is withdrawn (`withdraw`).
+    is withdrawn (`withdraw`; the one way to withdraw one of two approvals an identity signed
+    keylessly: ``revoke DIGEST --sigstore``).
 
     The signer must hold the producer or approver role of the policy in force, when there is
-    one.
+    one; a keyless signer withdraws approvals only.
 
     Raises:
         RefError: ``ref`` names nothing recorded.
         FormatError: an empty reason.
         PolicyError: the signer is neither a producer nor an approver of the policy in force;
-            a producer withdrawing an approval.
+            a producer withdrawing an approval; a keyless signer revoking an artifact.
     """
     if not reason.strip():
         raise FormatError("--reason: say why the artifact is revoked")
-    from .show import envelope_entry
-
-    index = envelope_entry(ledger, ref)
-    entry = ledger.trust_state().entry(index) if index is not None else None
-    if index is not None and entry is not None and entry.kind == "approval":
-        return withdraw(ledger, index, entry.envelope, signer, reason=reason)
+    approval = approval_of(ledger, ref)
+    if approval is not None:
+        return withdraw(ledger, *approval, signer, reason=reason)
+    if not isinstance(signer, Signer):
+        raise PolicyError(f"revoke {ref}: a keyless signer withdraws approvals only (an "
+                          "approval's envelope digest, or NAME@V with --approval); revoke an "
+                          "artifact with its producer's or an approver's key; nothing was signed")
     item = _item(ledger, ref)
     _check_authority(ledger, item, signer, "revoke")
     predicate = Revocation(reason, format_time(_now()))

@@ -104,6 +104,7 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
       trajledger revoke cartpole-train@1 --approval --sigstore --reason "approved too early"
       trajledger revoke cartpole-train@1 --approval --by-identity alice@example.com \
         --sigstore --reason "approved too early"
+      trajledger revoke sha256:9c1e… --sigstore --reason "approved too early"
     """
     for given, option in ((by, "--by"), (by_identity, "--by-identity")):
         if given is not None and not approval:
@@ -112,8 +113,12 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
         raise click.UsageError("--by or --by-identity (one of them): the approval's key, or "
                                "its keyless identity")
     if sigstore and not approval:
-        raise click.UsageError("--sigstore is for --approval (a keyless withdrawal); revoke an "
-                               "artifact with --key")
+        from trajledger.ledger.status import approval_of
+
+        if approval_of(ctx.ledger(), ref) is None:
+            raise click.UsageError("--sigstore withdraws an approval: give its digest (what "
+                                   "'approve' printed), or the dataset or batch with "
+                                   "--approval; revoke an artifact with --key")
     if sigstore and by is not None:
         raise click.UsageError("--by names a key's approval; with --sigstore, withdraw the only "
                                "approval in force, name a keyless one with --by-identity "
@@ -126,6 +131,11 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
             f" by {_by(key, signer)}" if sigstore else "") + f" (log index {rec.index})" + (
             " (a keyless withdrawal counts if its identity approved it or is an approver's: "
             "verifiers judge it)" if sigstore else ""))
+    elif sigstore:  # an approval's digest, withdrawn keylessly
+        rec = ctx.ledger().revoke(ref, key=signer, reason=reason)
+        ok(f"{ref}: approval withdrawn by {_by(key, signer)} (log index {rec.index}) (a keyless "
+           "withdrawal counts if its identity approved it or is an approver's: verifiers "
+           "judge it)")
     else:
         assert key is not None
         rec = ctx.ledger().revoke(ref, key=key, reason=reason)
