@@ -5,8 +5,8 @@ scanning every held window at every call (hold30).
 Scope: `Grouped` (the held windows of some held-out batches, sorted by hash, with where each
 is: its segment, episode and start), `group_file` (from each batch's windows,
 `Compared.step_windows` with ``held``, into the file in bounded memory: sorted runs of `RUN`
-windows in a scratch file beside it, merged; hold31), `group` and `write` (the same, all at
-once in memory: the same bytes), `grouped_file` (its place:
+windows in a scratch file beside it, merged; hold31: a run of all the windows when they are
+few), `grouped_file` (its place:
 ``<ledger>/index/features/w<WINDOWS_VERSION>/held-<key>.grouped``, the key the SHA-256 of
 the held batches' digests and their step files' digests, in the order held, and
 `WINDOWS_VERSION`), `read`, `forget_grouped` (one file is kept at a time: the held
@@ -64,8 +64,8 @@ from .fs import drop_stale_temps, temp_name
 from .step_windows import StepWindows
 from .window_cache import WINDOWS_VERSION
 
-__all__ = ["BLOCK", "MAGIC", "RUN", "Damaged", "Grouped", "forget_grouped", "group",
-           "group_file", "grouped_file", "read", "regrouped", "write"]
+__all__ = ["BLOCK", "MAGIC", "RUN", "Damaged", "Grouped", "forget_grouped", "group_file",
+           "grouped_file", "read", "regrouped"]
 
 MAGIC = b"trajledger-held-windows\n"
 FORMAT = 1
@@ -102,8 +102,6 @@ class Grouped:
     first: list[int]
     ids: list[str]
     lengths: npt.NDArray[np.int64]
-    where: tuple[npt.NDArray[np.uint32], ...] | None = None
-    """In memory (just grouped): segment, episode and start of each window; else read."""
     path: Path | None = None
     file: BinaryIO | None = None
     """The file read, kept open: another call's `forget_grouped` or rewrite meanwhile does not
@@ -137,32 +135,29 @@ class Grouped:
             Damaged: a block read does not match its CRC, or is short.
         """
         n = len(self.hashes)
-        if self.where is not None:
-            seg, ep, start = (a[positions].astype(np.int64) for a in self.where)
-        else:
-            seg, ep, start = (np.empty(len(positions), np.int64) for _ in range(3))
-            blocks = positions // BLOCK
-            distinct = np.ones(len(blocks), dtype=bool)
-            distinct[1:] = blocks[1:] != blocks[:-1]
-            fd = self.file.fileno() if self.file is not None else -1
-            for b in blocks[distinct].tolist():
-                lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
-                try:
-                    parts = [os.pread(fd, 4 * (hi - lo), self.at + 4 * (k * n + lo))
-                             for k in range(3)]
-                except OSError as e:  # derived: grouped again, as a damaged block
-                    self.close()
-                    raise Damaged(self.path, e.strerror or type(e).__name__) from e
-                crc = 0
-                for p in parts:
-                    crc = zlib.crc32(p, crc)
-                if any(len(p) != 4 * (hi - lo) for p in parts) or crc != self.crcs[b]:
-                    self.close()  # the check is made again without it
-                    raise Damaged(self.path, f"block {b} of where its windows are does not "
-                                  "match its CRC")
-                a, z = np.searchsorted(positions, (lo, hi))
-                for out, p in zip((seg, ep, start), parts, strict=True):
-                    out[a:z] = np.frombuffer(p, "<u4")[positions[a:z] - lo]
+        seg, ep, start = (np.empty(len(positions), np.int64) for _ in range(3))
+        blocks = positions // BLOCK
+        distinct = np.ones(len(blocks), dtype=bool)
+        distinct[1:] = blocks[1:] != blocks[:-1]
+        fd = self.file.fileno() if self.file is not None else -1
+        for b in blocks[distinct].tolist():
+            lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+            try:
+                parts = [os.pread(fd, 4 * (hi - lo), self.at + 4 * (k * n + lo))
+                         for k in range(3)]
+            except OSError as e:  # derived: grouped again, as a damaged block
+                self.close()
+                raise Damaged(self.path, e.strerror or type(e).__name__) from e
+            crc = 0
+            for p in parts:
+                crc = zlib.crc32(p, crc)
+            if any(len(p) != 4 * (hi - lo) for p in parts) or crc != self.crcs[b]:
+                self.close()  # the check is made again without it
+                raise Damaged(self.path, f"block {b} of where its windows are does not "
+                              "match its CRC")
+            a, z = np.searchsorted(positions, (lo, hi))
+            for out, p in zip((seg, ep, start), parts, strict=True):
+                out[a:z] = np.frombuffer(p, "<u4")[positions[a:z] - lo]
         if len(seg) and int(seg.max()) >= len(self.segments):
             raise Damaged(self.path, "a window's segment is out of range")
         info = np.array(self.segments, dtype=np.int64).reshape(-1, 2)
@@ -207,25 +202,6 @@ def _layout(windows: Sequence[Sequence[StepWindows]]) -> tuple[
     if len(segments) >= _U32:
         return None
     return segments, first, ids, lengths, parts
-
-
-def group(batches: Sequence[str], windows: Sequence[Sequence[StepWindows]]) -> Grouped | None:
-    """The windows of each held batch (its `Compared.step_windows` with ``held``: every run of
-    one episode list, the first in order 0), grouped in memory at once (`group_file` groups
-    into the file in bounded memory, the same bytes); None when they do not fit the file
-    (another episode list in a batch, no run in order 0, a count past 2**32)."""
-    laid = _layout(windows)
-    if laid is None:
-        return None
-    segments, first, ids, lengths, parts = laid
-    h = np.concatenate([w.hashes for w in parts]) if parts else np.zeros(0, np.uint64)
-    by = _by_hash(h)
-    seg = np.repeat(np.arange(len(parts), dtype=np.uint32), [len(w.hashes) for w in parts])
-    where = tuple(np.concatenate([a.astype(np.uint32) for a in arrays])[by] if parts
-                  else np.zeros(0, np.uint32)
-                  for arrays in ([seg], [w.episode for w in parts], [w.start for w in parts]))
-    return Grouped(list(batches), h[by], segments, first, ids,
-                   np.concatenate(lengths) if lengths else np.zeros(0, np.int64), where)
 
 
 def _by_hash(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -275,39 +251,6 @@ def _head(held: Sequence[tuple[str, str]], first: list[int], segments: list[tupl
     head = json.dumps({**header, **dict(zip(_CRCS, crcs, strict=True))},
                       separators=(",", ":")).ljust(len(widest)).encode()
     return MAGIC + struct.pack("<I", len(head)) + head, table
-
-
-def write(path: Path, g: Grouped, held: Sequence[tuple[str, str]]) -> None:
-    """Keep ``g`` (grouped from ``held`` in memory) at ``path`` (derived data: a cache that
-    cannot be written is no error)."""
-    if g.where is None:
-        return
-    n = len(g.hashes)
-    nb = (n + BLOCK - 1) // BLOCK
-    where = [np.ascontiguousarray(a, dtype="<u4") for a in g.where]  # no copy: they are
-    crcs = np.zeros(nb, dtype="<u4")
-    for b in range(nb):
-        crc = 0
-        for a in where:
-            crc = zlib.crc32(a[b * BLOCK : (b + 1) * BLOCK].data, crc)
-        crcs[b] = crc
-    hashes = g.hashes.astype("<u8")
-    head, table = _head(held, g.first, g.segments, n, g.ids, g.lengths,
-                        (zlib.crc32(hashes.data), zlib.crc32(crcs.tobytes())))
-    tmp = path.parent / temp_name()
-    with contextlib.suppress(OSError):  # read-only, full, a file in the way: grouped next time
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(tmp, "xb") as f:
-                f.write(head)
-                hashes.tofile(f)
-                for a in where:
-                    a.tofile(f)
-                f.write(crcs.tobytes())
-                f.write(table)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
 
 
 RUN = 1 << 21
@@ -468,14 +411,16 @@ def _scratch(where: Path) -> Iterator[int]:
 
 def group_file(path: Path, batches: Sequence[str], windows: Sequence[list[StepWindows]],
                held: Sequence[tuple[str, str]], run: int | None = None) -> Grouped | None:
-    """Group the windows of each held batch (as `group`, the same bytes as `write` of it)
-    into the file at ``path`` in bounded memory, then read it (`read`: where the windows are,
-    on use). ``run`` (`RUN`) windows are sorted at a time (their index under their hash's
-    high bits, `_by_hash`) into a scratch file beside ``path``, then merged into a temp file
-    renamed to ``path``. Each batch's list in ``windows`` is emptied as its windows are
-    sorted (they are not needed after). None when they do not fit the file (as `group`:
-    nothing taken), or it cannot be written or read back (read-only, full, deleted
-    meanwhile): the caller holds them as they are (derived data; those taken again)."""
+    """Group the windows of each held batch (its `Compared.step_windows` with ``held``: every
+    run of one episode list, the first in order 0) into the file at ``path`` in bounded
+    memory, then read it (`read`: where the windows are, on use). ``run`` (`RUN`) windows are
+    sorted at a time (their index under their hash's high bits, `_by_hash`) into a scratch
+    file beside ``path``, then merged into a temp file renamed to ``path``. Each batch's list
+    in ``windows`` is emptied as its windows are sorted (they are not needed after). None
+    when they do not fit the file (another episode list in a batch, no run in order 0, a
+    count past 2**32: nothing taken), or it cannot be written or read back (read-only, full,
+    deleted meanwhile): the caller holds them as they are (derived data; those taken
+    again)."""
     laid = _layout(windows)
     if laid is None:
         return None
@@ -585,7 +530,7 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
     except UnicodeDecodeError as bad:
         raise FormatError(f"an episode id is not UTF-8 ({bad})") from bad
     return Grouped([b for b, _ in held], hashes.astype(np.uint64, copy=False), segments, first,
-                   ids, lengths, None, path, f, at + 8 * n, crcs.astype(np.uint32))
+                   ids, lengths, path, f, at + 8 * n, crcs.astype(np.uint32))
 
 
 def regrouped(path: Path, why: str) -> str:

@@ -153,12 +153,12 @@ def test_many_identical_held_episodes_are_matched_per_group() -> None:
 
 def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatch,
                                                   tmp_path: Path) -> None:
-    """hold30: the held windows grouped by hash (`held_windows.group`), in memory and read
-    back from their file (where a window is read a block at a time, four windows a block
-    here), and grouped into their file in sorted runs of a few windows (hold31), decide as
-    the same windows held as they are: random held batches in several orders, some held
-    episodes without features (not held: their windows are not compared), findings asked
-    after every train batch, three train windows at most a pass."""
+    """hold30: the held windows grouped by hash into their file (`held_windows.group_file`,
+    all at once) as grouped and as read back (where a window is read a block at a time, four
+    windows a block here), and grouped into their file in sorted runs of a few windows
+    (hold31), decide as the same windows held as they are: random held batches in several
+    orders, some held episodes without features (not held: their windows are not compared),
+    findings asked after every train batch, three train windows at most a pass."""
     monkeypatch.setattr(contamination_matcher, "_PENDING", 3)
     monkeypatch.setattr(held_windows, "BLOCK", 4)
     rng = np.random.default_rng(30)
@@ -177,11 +177,11 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
         fed = [(f"t{k}", windows([f"t{k}-{i}" for i in range(4)],
                                  [rng.integers(0, 60, size=rng.integers(1, 12))
                                   for _ in range(4)])) for k in range(4)]
-        grouped = held_windows.group(list(held), list(held.values()))
-        assert grouped is not None
         key = [(b, f"sha256:{k:064x}") for k, b in enumerate(held)]
         path = tmp_path / f"g{run}.grouped"
-        held_windows.write(path, grouped, key)
+        grouped = held_windows.group_file(path, list(held), [list(ws) for ws in held.values()],
+                                          key, run=1 << 30)
+        assert grouped is not None
         matchers = [Matcher() for _ in range(3)]
         for m in matchers:
             for b, ws in held.items():

@@ -28,7 +28,7 @@ def windows(ids: list[str], tracks: list[np.ndarray]) -> StepWindows:
 
 
 def test_the_grouped_windows_are_in_hash_order() -> None:
-    """`held_windows.group` sorts each window's index packed under its hash's high bits, then
+    """`held_windows._by_hash` sorts each window's index packed under its hash's high bits, then
     puts the runs whose high bits tie in order of their whole hash: the order of a sort, for
     hashes of few distinct values, of ties in their high bits only, and of none or one."""
     rng = np.random.default_rng(3)
@@ -48,13 +48,14 @@ def test_a_damaged_grouped_file_is_not_read(tmp_path: Path) -> None:
     byte where a window is, when that block is read (`Damaged`)."""
     ws = [windows(["e0", "e1"], [np.arange(1, 40, dtype=np.uint64),
                                  np.arange(100, 140, dtype=np.uint64)])]
-    grouped = held_windows.group(["b"], [ws])
-    assert grouped is not None
     key = [("b", "sha256:" + "0" * 64)]
     path = tmp_path / "g.grouped"
-    held_windows.write(path, grouped, key)
-    good = path.read_bytes()
+    grouped = held_windows.group_file(path, ["b"], [ws], key)
+    assert grouped is not None
     n = len(grouped.hashes)
+    want = [a.tolist() for a in grouped.placed(np.arange(n))]
+    grouped.close()
+    good = path.read_bytes()
     body = len(good) - 20 * n - 4 * ((n + held_windows.BLOCK - 1) // held_windows.BLOCK) - (
         8 * 5 + 4)  # the hashes begin here: 2 lengths, 3 offsets, 4 bytes of ids
     for bad in (good[:-3], good[:body + 9] + bytes([good[body + 9] ^ 1]) + good[body + 10:],
@@ -74,8 +75,7 @@ def test_a_damaged_grouped_file_is_not_read(tmp_path: Path) -> None:
     path.write_bytes(good)
     got = held_windows.read(path, key)
     path.unlink()  # another call's `forget_grouped` meanwhile: the file read is still read
-    assert [a.tolist() for a in got.placed(np.arange(n))] == [
-        a.tolist() for a in grouped.placed(np.arange(n))]
+    assert [a.tolist() for a in got.placed(np.arange(n))] == want
     got.close()
 
 
@@ -96,9 +96,9 @@ def held_side(rng: np.random.Generator) -> list[list[StepWindows]]:
 
 def test_grouped_in_sorted_runs_as_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                            ) -> None:
-    """hold31: `group_file` (the windows sorted a few at a time into a scratch file, then
-    merged into the grouped file) writes the bytes that `write` of `group` (all at once)
-    writes, and places every window as it: runs of 1 to 9 windows, 1 to 40 read ahead of all
+    """hold31: `group_file` with the windows sorted a few at a time into a scratch file, then
+    merged into the grouped file, writes the bytes it writes with all of them sorted at once
+    (one run), and places every window as it: runs of 1 to 9 windows, 1 to 40 read ahead of all
     runs together, blocks of 1 to 5, hashes of few distinct values (ties across runs and
     across what is read ahead); nothing else is left beside the file."""
     rng = np.random.default_rng(31)
@@ -108,12 +108,12 @@ def test_grouped_in_sorted_runs_as_at_once(tmp_path: Path, monkeypatch: pytest.M
         held = held_side(rng)
         key = [(f"b{b}", f"sha256:{b:064x}") for b in range(len(held))]
         names = [b for b, _ in key]
-        at_once = held_windows.group(names, held)
+        at_once = held_windows.group_file(tmp_path / "a" / "g.grouped", names,
+                                          [list(ws) for ws in held], key, run=1 << 30)
         assert at_once is not None
-        held_windows.write(tmp_path / "a" / "g.grouped", at_once, key)
         got = held_windows.group_file(tmp_path / "b" / "g.grouped", names, held, key,
                                       run=int(rng.integers(1, 10)))
-        assert got is not None and got.where is None
+        assert got is not None
         assert (tmp_path / "b" / "g.grouped").read_bytes() == (
             tmp_path / "a" / "g.grouped").read_bytes(), case
         every = np.arange(len(at_once.hashes))
