@@ -388,14 +388,16 @@ class Ledger(LedgerHome):
         return erase(self, ref, self._key(key), reason=reason)
 
     def set_policy(
-        self, policy: Path | TrustPolicy, *, keys: Sequence[str | Signer]
+        self, policy: Path | TrustPolicy, *, keys: Sequence[str | Signer],
+        on_warning: Callable[[str], None] | None = None,
     ) -> Recorded:
-        """``trajledger policy set``: see `trajledger.ledger.status.record_policy`."""
+        """``trajledger policy set``: see `trajledger.ledger.status.record_policy`
+        (``on_warning`` is given each pin kept that fails now)."""
         from trajledger.ledger.status import record_policy
         from trajledger.verify.policy import TrustPolicy
 
         given = policy if isinstance(policy, TrustPolicy) else Path(policy)
-        return record_policy(self, given, [self._key(k) for k in keys])
+        return record_policy(self, given, [self._key(k) for k in keys], on_warning=on_warning)
 
     # -- exchange ------------------------------------------------------------------------------
 

@@ -218,6 +218,9 @@ from test_paths_agree import first_problem
 from test_updates import BUYER_POLICY, make_buyer, rollouts
 from testkit import Party
 
+from trajledger.ledger import status
+from trajledger.ledger.status import pins_it_breaks
+
 # -- the parties ---------------------------------------------------------------------------------
 
 
@@ -1551,13 +1554,17 @@ def test_a_pin_to_a_suite_signed_before_the_buyers_marking(tmp_path: Path) -> No
     assert run.model.pinned and judge_history(run) == []
 
 
-def test_a_marking_is_not_held_back_by_a_pin_it_makes_fail(tmp_path: Path) -> None:
+def test_a_marking_is_not_held_back_by_a_pin_it_makes_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """History 2062 (hist32, minimised), decided by the lead: with ``suite@1`` pinned to the
     vendor's suite, the buyer marks the vendor's key compromised since that suite's import.
     ``policy set`` refused the marking (the pinned suite's record would not verify under it),
     so a declaration of compromise waited on a pin; now it is recorded with a warning naming
     the pin, which is kept, and no release on that suite passes (``r2``) until another is
-    pinned. Every step and path agrees with the model."""
+    pinned. Every step and path agrees with the model. ``policy set`` judges the pins once
+    (it judged them twice, once to show the warning and once to record: the lead, eighteenth
+    round)."""
     steps = [Step("vrecord", ("v0", 0, "orig", False)), Step("vrecord", ("v1", 1, "orig", False)),
              Step("vdataset", ("vsuite", ("v0",), "holdout")),
              Step("ship", ("vsuite",)), Step("ship", ("v1",)),
@@ -1571,8 +1578,16 @@ def test_a_marking_is_not_held_back_by_a_pin_it_makes_fail(tmp_path: Path) -> No
     replay(run, [Step("brelease", ("r2", "c1"))])
     assert " -> refused: " in run.ran[-1], run.ran
     assert not run.problems and judge_history(run) == []
+    judged: list[str] = []
+
+    def counted(ledger: Any, policy: Any) -> list[str]:
+        judged.append(policy.name)
+        return pins_it_breaks(ledger, policy)
+
+    monkeypatch.setattr(status, "pins_it_breaks", counted)
     r = succeed(run, run.marking, run.model.rules, True)  # a later successor keeps the pin too
     assert r.exit_code == 0, r.stderr
+    assert len(judged) == 1, judged
     assert re.search(r"WARNING: policy '[^']+': release: \S+ on suite@1: the suite is pinned to "
                      r"sha256:\w+…?: .*: the pin is kept; no release on that suite passes until "
                      "another is pinned", r.stderr), r.stderr

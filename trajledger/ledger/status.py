@@ -596,7 +596,8 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
 
 
 def record_policy(
-    ledger: LedgerHome, policy_file: Path | TrustPolicy, signers: Sequence[Signer]
+    ledger: LedgerHome, policy_file: Path | TrustPolicy, signers: Sequence[Signer], *,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Recorded:
     """Record a trust policy as the ledger's policy in force.
 
@@ -611,7 +612,8 @@ def record_policy(
            policy's approvers, or producers (`verify.succession.check_successor`). A suite
            pinned by digest in ``[release]`` that this log holds must be a held-out dataset
            of the requirement's name, unless the policy in force pins it too
-           (`pins_it_breaks`).
+           (`pins_it_breaks`: each such kept pin that fails now is a line given to
+           ``on_warning``).
         3. Store its JSON form and record it, signed by every signer; step 2 is checked again
            under the log's lock just before the append, so of two racing successors with the
            same serial one is recorded and the other refused.
@@ -646,7 +648,9 @@ def record_policy(
             check_successor(current[1], new, signer_ids)
 
     may_follow(0)  # fail fast; checked again under the log's lock, just before the append
-    pins_it_breaks(ledger, new)
+    for line in pins_it_breaks(ledger, new):  # judged once; the successor recorded all the same
+        if on_warning is not None:
+            on_warning(line)
     # (3)
     from .signing import canonical_json
 

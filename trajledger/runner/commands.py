@@ -357,11 +357,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
                 "nothing was recorded. Compare each fingerprint with its owner, then run again "
                 "with --yes"
             )
-    from trajledger.ledger.status import pins_it_breaks
-
-    for line in pins_it_breaks(ledger, new):  # the successor recorded all the same (hist32)
-        warn(line)
-    rec = ledger.set_policy(new, keys=list(keys))
+    rec = ledger.set_policy(new, keys=list(keys), on_warning=warn)
     ok(f"policy {file} recorded at log index {rec.index}")
     emit_result(as_json, rec.digest,
                 recorded_json("trust-policy", rec, new.name, str(new.serial)))
