@@ -212,12 +212,14 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
 
     Raises:
         RefError: ``ref`` names nothing recorded.
-        FormatError: an empty reason.
+        FormatError: an empty reason, an empty ``by`` or ``by_identity``.
         PolicyError: no such approval, or more than one (each named, with its digest); the
             signer may not withdraw it (`withdraw`). Nothing is signed.
     """
     if not reason.strip():
         raise FormatError("--reason: say why the approval is withdrawn")
+    if any(x is not None and not x.strip() for x in (by, by_identity)):
+        raise FormatError("--by, --by-identity: empty; name the approval's key or identity")
     from .policy_state import current_policy
 
     item, state = _item(ledger, ref, APPROVABLE), ledger.trust_state()
