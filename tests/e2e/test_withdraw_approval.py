@@ -128,6 +128,58 @@ def test_a_producer_may_not_withdraw_an_approval(home: Path) -> None:
     assert run(home, "admit", DATASET).exit_code == 1
 
 
+def test_a_producer_named_in_an_approval_it_did_not_sign_may_not_withdraw_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """review rev30, finding 4: the write side let a key withdraw an approval whose envelope
+    named its keyid, signature or not (a keyid names no signer: rev29 finding 1). An approval
+    of approver-a's whose envelope also names producer ``vendor``'s keyid beside a signature
+    that does not verify (made by another tool, or taken in by an import) was withdrawn by
+    ``vendor``: signed, logged, ``OK: … revoked``, while verifiers count that withdrawal for
+    nothing (a producer's; `retractions.authority` takes the approval's verified signers),
+    so the approval stayed in force. Refused now, nothing signed; so is a producer whose
+    signature of the approval verifies (a co-signer verifiers do not count)."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    import trajledger.ledger.policy_state as policy_state
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+
+    def approved(*names: str, named_only: str | None = None) -> str:
+        led = Ledger.open(home)
+        try:
+            signers = [led.keys.signer(n) for n in names]
+            if named_only:  # its keyid, a signature of another key
+                signers.append(Signer("x", led.keys.public(named_only),
+                                      ed25519.Ed25519PrivateKey.generate()))
+            body = predicates.Approval("train", "2026-01-01T00:00:00Z",
+                                       "2999-01-01T00:00:00Z", names[-1]).to_predicate()
+            with monkeypatch.context() as m:  # (another tool's: the role check not run)
+                m.setattr(policy_state, "check_signers", lambda *_a, **_k: None)
+                return record_statement(led, DATASET, Catalog(led).resolve(DATASET).digest,
+                                        predicates.APPROVAL, body, signers).envelope_digest
+        finally:
+            led.close()
+
+    named = approved("approver-a", named_only="vendor")
+    before = size(home)
+    r = run(home, "revoke", named, "--key", "vendor", "--reason", "nuisance")
+    assert r.exit_code == 1, r.output
+    assert "is no approver of the policy in force and did not sign it" in r.stderr, r.stderr
+    assert size(home) == before
+    # Signed by both, vendor's signature verifying: still no signer of the approval as
+    # verifiers count them (the approver keys of its policy: `judge.judge_record`), so its
+    # withdrawal would count for nothing (exit 0 before).
+    both = approved("approver-a", "vendor")
+    r = run(home, "revoke", both, "--key", "vendor", "--reason", "mine")
+    assert r.exit_code == 1 and "did not sign it (as an approver" in r.stderr, r.output
+    assert size(home) == before + 1  # (the approval signed by both)
+    r = run(home, "revoke", both, "--key", "approver-a", "--reason", "mine")
+    assert r.exit_code == 0, r.output
+
+
 def test_a_replayed_approval_stays_withdrawn(home: Path) -> None:
     index, envelope = approval(home, "approver-a")
     r = run(home, "revoke", envelope, "--key", "approver-a", "--reason", "obtained by fraud")

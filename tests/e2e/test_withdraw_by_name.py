@@ -101,3 +101,31 @@ def test_a_withdrawal_that_counts_for_nothing_leaves_the_approval_to_withdraw(qu
     r = run(home, "admit", DATASET)
     assert r.exit_code == 1 and f"approval {a_index} does not count: withdrawn" in r.stderr
     assert f"approval {b_index} does not count" not in r.stderr, r.stderr
+
+
+def test_an_empty_by_names_no_approval(quick: Path) -> None:
+    """review rev30, finding 3: ``--by ""`` matched every keyid (a prefix of them all), so with
+    one approval in force it withdrew that one, whoever signed it: a script's
+    ``--by "$KEYID"`` with the variable unset withdrew another approver's approval. An empty
+    ``--by`` or ``--by-identity`` is a usage error, nothing signed (the library refuses it
+    too)."""
+    from trajledger.verify.errors import FormatError
+
+    home = quick
+    _a_index, a_envelope = approval(home, "approver-a")
+    r = run(home, "revoke", a_envelope, "--key", "approver-a", "--reason", "wrong")
+    assert r.exit_code == 0, r.output
+    before = size(home)  # approver-b's approval alone in force
+    for option in ("--by", "--by-identity"):
+        for value in ("", " "):
+            r = run(home, "revoke", DATASET, "--approval", option, value, "--key", "approver-a",
+                    "--reason", "wrong")
+            assert r.exit_code == 2 and f"{option} is empty" in r.output, r.output
+            assert size(home) == before
+    led = Ledger.open(home)
+    try:
+        with pytest.raises(FormatError, match="empty"):
+            led.withdraw(DATASET, key="approver-a", reason="wrong", by="")
+    finally:
+        led.close()
+    assert size(home) == before

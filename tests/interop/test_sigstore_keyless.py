@@ -772,6 +772,34 @@ def test_a_keyless_signer_that_may_not_approve_or_withdraw_is_refused_before_sig
     assert f"withdrawn by keyless signature by {ALICE}" in r.stderr, r.stderr
 
 
+def test_an_identity_inside_an_approvers_name_is_refused_before_signing(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """review rev30, finding 2: the check before signing took a token whose claim appeared
+    anywhere in an approver's subject, so ``ice@example.com`` and ``alice@example.co`` (another
+    domain) approved ``d@1`` as ALICE would: a certificate, a Rekor entry, a record logged and
+    ``OK: d@1 approved``, counting for nothing. Now exit 1, nothing signed; ALICE still
+    approves and withdraws by her identity."""
+    from trajledger import Ledger
+
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    home = tmp_path / "ledger"
+    for who in ("ice@example.com", "alice@example.co"):
+        monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(who))
+        size, leaves = Ledger.open(home).log.size, len(sigstore_instance.leaves)
+        r = run("approve", "d@1", "--sigstore", code=1)
+        assert (f"FAIL: approve d@1: the Sigstore identity {who} (issuer {ISSUER}) is no "
+                "approver identity of policy 'keyless' serial 1") in r.stderr, r.stderr
+        assert (Ledger.open(home).log.size, len(sigstore_instance.leaves)) == (size, leaves)
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    run("approve", "d@1", "--sigstore")
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token("ice@example.com"))
+    run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", ALICE, "--reason", "x")
+
+
 def approval_index(home: Path, signer: str) -> int:
     """The log index of the approval the keyless identity ``signer`` signed."""
     from trajledger import Ledger

@@ -108,7 +108,7 @@ def _pid_alive(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # (past pid_t: no process has it, rev30)
         return False
     except OSError:
         return True  # exists, owned by someone else
@@ -665,7 +665,8 @@ def drop_stale_temps(directory: Path) -> int:
     """Remove the temp files and directories (named by `temp_name`) that a process of this
     host left in ``directory`` and that is gone (killed: its pid is not alive); those of
     another host, of a live process or named otherwise are kept. Housekeeping: an error is
-    ignored. Returns how many were removed."""
+    ignored (one that cannot be removed, another user's in a shared directory say, is left;
+    review rev30). Returns how many were removed."""
     try:
         names = os.listdir(directory)
     except OSError:
@@ -674,7 +675,10 @@ def drop_stale_temps(directory: Path) -> int:
     for name in names:
         m = _OWNED.fullmatch(name)
         if m is not None and m.group(1) == _HOST and not _pid_alive(int(m.group(2))):
-            remove_tree(directory / name)
+            try:
+                remove_tree(directory / name)
+            except OSError:
+                continue
             n += 1
     return n
 

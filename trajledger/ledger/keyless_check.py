@@ -13,8 +13,9 @@ issuer (an email provider's ``email``; GitHub Actions' ``https://github.com/`` +
 ``job_workflow_ref``, not its ``sub``), so a token's identity claim alone could refuse a
 right approver. The rule refuses only what cannot sign as one: an allowed identity might be
 this token's when its issuer is the token's (sigstore's ``federated_issuer``: what Fulcio
-writes) and some text claim of the token appears in its subject. Anything else is signed and
-left to verifiers, as before.
+writes) and some text claim of the token stands in its subject as a whole part (`_names_in`:
+not inside a longer name, review rev30). Anything else is signed and left to verifiers, as
+before.
 """
 
 from __future__ import annotations
@@ -58,8 +59,34 @@ def _texts(value: object) -> Iterator[str]:
             yield from _texts(v)
 
 
+_GOES_ON = frozenset(".-_+%~")
+"""Characters that go on with a name (an email's local part or domain, a path's segment): a
+claim next to one, or to a letter or digit, is part of a longer name in the subject."""
+
+
 def _might_be(identity: Identity, issuer: str, texts: set[str]) -> bool:
-    return identity.issuer == issuer and any(t in identity.subject for t in texts)
+    return identity.issuer == issuer and any(_names_in(t, identity.subject) for t in texts)
+
+
+def _names_in(text: str, subject: str) -> bool:
+    """Whether ``text`` stands in ``subject`` as a whole part: at its start or after a
+    separator (``/``, ``:``, ``@``, ``!``...), and at its end or before one, as every Fulcio
+    template places a claim (an email whole; ``{{ .url }}/{{ .job_workflow_ref }}``,
+    ``username!domain``, Codefresh's ``.../{{.pipeline_name}}:{{.account_id}}/...``). Not
+    within a longer name: ``ice@example.com`` or ``alice@example.co`` in ``alice@example.com``
+    (review rev30, finding 2)."""
+    at = subject.find(text)
+    while at >= 0:
+        end = at + len(text)
+        if not (at and _goes_on(subject[at - 1])) and not (end < len(subject)
+                                                            and _goes_on(subject[end])):
+            return True
+        at = subject.find(text, at + 1)
+    return False
+
+
+def _goes_on(char: str) -> bool:
+    return char.isalnum() or char in _GOES_ON
 
 
 def check_keyless_approver(

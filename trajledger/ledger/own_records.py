@@ -33,7 +33,7 @@ from .errors import LedgerError
 if TYPE_CHECKING:
     from .home import LedgerHome
 
-__all__ = ["sent_back"]
+__all__ = ["sent_back", "signed_with"]
 
 
 def sent_back(ledger: LedgerHome, entries: Mapping[int, LogEntry]) -> set[int]:
@@ -61,19 +61,26 @@ def sent_back(ledger: LedgerHome, entries: Mapping[int, LogEntry]) -> set[int]:
     state, origins = ledger.trust_state(), Origins(ledger)
     return {i for i, h in found.items() if (e := state.entry(h)) is not None
             and (keys.keys() | made).intersection(e.signers) and not origins.imported(h)
-            and _signed_here(ledger, e, keys, made)}
+            and _signed_here(ledger, e.envelope, keys, made)}
 
 
-def _signed_here(ledger: LedgerHome, entry: LogEntry, keys: Mapping[str, PublicKey],
+def signed_with(ledger: LedgerHome, envelope: str, key: PublicKey) -> bool:
+    """Whether the envelope stored here under digest ``envelope`` carries a signature of
+    ``key`` that verifies; its keyid alone names no signer (review rev29, finding 1; rev30:
+    `status.withdraw` lets a key withdraw an approval it signed)."""
+    return _signed_here(ledger, envelope, {key.keyid: key}, set())
+
+
+def _signed_here(ledger: LedgerHome, envelope: str, keys: Mapping[str, PublicKey],
                  made: set[str]) -> bool:
-    """Whether a signature of ``entry``'s envelope, as stored here, verifies with one of
+    """Whether a signature of the envelope ``envelope``, as stored here, verifies with one of
     ``keys`` or is the keyless signature of a bundle in ``made`` (stored here, signing this
     payload with this signature). An envelope or bundle missing, damaged or unreadable: no."""
-    raw = ledger.read_blob(entry.envelope)
-    if raw is None or "sha256:" + hashlib.sha256(raw).hexdigest() != entry.envelope:
+    raw = ledger.read_blob(envelope)
+    if raw is None or "sha256:" + hashlib.sha256(raw).hexdigest() != envelope:
         return False
     try:
-        env = Envelope.from_bytes(raw, f"envelope {entry.envelope}")
+        env = Envelope.from_bytes(raw, f"envelope {envelope}")
     except ProvenanceError:
         return False
     message = pae(env.payload_type, env.payload)

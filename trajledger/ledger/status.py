@@ -169,7 +169,10 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
     nothing, for uses before it too (`trajledger.verify.withdrawals`).
 
     Under the policy in force, an approver may withdraw any approval, the key that signed it
-    its own; a producer may not (it revokes its data instead): verifiers apply the same rule
+    its own (an approver key of the policy it was logged under, its signature verifying on
+    the envelope stored here: a keyid the envelope names beside a signature that does not
+    verify, or a producer's co-signature, is no signer of it, review rev30); a producer may not (it
+    revokes its data instead): verifiers apply the same rule
     (`trajledger.verify.retractions.authority`), so such a record would count for nothing.
 
     A keyless signer (``revoke --approval --sigstore``) is refused by the same rule before it
@@ -179,16 +182,21 @@ def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *
     Raises:
         PolicyError: the signer may not withdraw it (nothing signed).
     """
+    from .own_records import signed_with
     from .policy_state import current_policy
 
     entry = ledger.trust_state().entry(index)
     found = current_policy(ledger)
     if isinstance(signer, Signer) and found is not None and entry is not None and not found[
-            1].holds("approver", signer.keyid) and signer.keyid not in entry.signers:
+            1].holds("approver", signer.keyid) and not (  # its signer, as verifiers count it:
+            signer.keyid in entry.signers  # an approver key then, its signature verifying
+            and found[1].policy_at(index).holds("approver", signer.keyid)
+            and signed_with(ledger, envelope, signer.public)):
         raise PolicyError(
             f"approval at log index {index}: key {signer.name} ({signer.keyid[:12]}) is no "
-            "approver of the policy in force and did not sign it: only an approver may "
-            "withdraw an approval (a producer revokes its data instead); nothing was signed"
+            "approver of the policy in force and did not sign it (as an approver of the policy "
+            "it was logged under): only an approver may withdraw an approval (a producer "
+            "revokes its data instead); nothing was signed"
         )
     if not isinstance(signer, Signer) and entry is not None:
         from .keyless_check import check_keyless_approver
@@ -212,12 +220,14 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
 
     Raises:
         RefError: ``ref`` names nothing recorded.
-        FormatError: an empty reason.
+        FormatError: an empty reason, an empty ``by`` or ``by_identity``.
         PolicyError: no such approval, or more than one (each named, with its digest); the
             signer may not withdraw it (`withdraw`). Nothing is signed.
     """
     if not reason.strip():
         raise FormatError("--reason: say why the approval is withdrawn")
+    if any(x is not None and not x.strip() for x in (by, by_identity)):
+        raise FormatError("--by, --by-identity: empty; name the approval's key or identity")
     from .policy_state import current_policy
 
     item, state = _item(ledger, ref, APPROVABLE), ledger.trust_state()

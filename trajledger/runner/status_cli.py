@@ -109,6 +109,9 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
     for given, option in ((by, "--by"), (by_identity, "--by-identity")):
         if given is not None and not approval:
             raise click.UsageError(f"{option} is for --approval (whose approval to withdraw)")
+        if given is not None and not given.strip():  # (would name any approval: rev30)
+            raise click.UsageError(f"{option} is empty: name the approval's " + (
+                "key (a keyid or its prefix)" if option == "--by" else "Sigstore identity"))
     if by is not None and by_identity is not None:
         raise click.UsageError("--by or --by-identity (one of them): the approval's key, or "
                                "its keyless identity")

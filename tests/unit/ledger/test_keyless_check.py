@@ -72,3 +72,39 @@ def test_no_policy_in_force_checks_nothing(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(policy_state, "current_policy", lambda _ledger: None)
     signer = SimpleNamespace(identity_token=lambda: pytest.fail("no token read"))
     keyless_check.check_keyless_approver(object(), signer, "approve d@1")
+
+
+@pytest.mark.parametrize("email", ["ice@example.com", "e@example.com", "alice@example.co",
+                                   "lice@example.co", "x@example.com", "alice@exam"])
+def test_a_token_whose_identity_is_part_of_an_approvers_name_is_refused(
+    monkeypatch: pytest.MonkeyPatch, email: str,
+) -> None:
+    """review rev30, finding 2: a claim counted when it appeared anywhere in an approver's
+    subject, so the identity ``ice@example.com`` (or ``alice@example.co``, another domain)
+    passed as ``alice@example.com`` and was signed; it must stand there as a whole part."""
+    google = "https://accounts.google.com"
+    approvers = [Identity(google, "alice@example.com"), Identity(google, "alice.x@example.com")]
+    with pytest.raises(PolicyError, match=rf"the Sigstore identity {email} "):
+        check(monkeypatch, Token({"iss": google, "sub": "1234", "email": email}), approvers)
+
+
+@pytest.mark.parametrize(("claims", "subject"), [
+    ({"email": "alice@example.com"}, "alice@example.com"),
+    ({"job_workflow_ref": "acme/data/.github/workflows/approve.yml@refs/heads/main"}, WORKFLOW),
+    ({"ci_config_ref_uri": "gitlab.com/g/p//.gitlab-ci.yml@refs/heads/main"},
+     "https://gitlab.com/g/p//.gitlab-ci.yml@refs/heads/main"),
+    ({"organization_slug": "acme", "pipeline_slug": "data"}, "https://buildkite.com/acme/data"),
+    ({"account_name": "acme", "pipeline_name": "proj/pipe", "account_id": "64f4",
+      "pipeline_id": "9"}, "https://g.codefresh.io/acme/proj/pipe:64f4/9"),
+    ({"sub": "alice"}, "alice!example.com"),
+    ({"kubernetes.io": {"namespace": "ci", "serviceaccount": {"name": "signer"}}},
+     "https://kubernetes.io/namespaces/ci/serviceaccounts/signer"),
+])
+def test_each_fulcio_template_places_a_claim_as_a_whole_part(
+    monkeypatch: pytest.MonkeyPatch, claims: dict[str, Any], subject: str,
+) -> None:
+    """The subjects Fulcio's templates make (config/identity/config.yaml: GitHub, GitLab,
+    Buildkite, Codefresh; the username and Kubernetes types) keep their approver: no refusal."""
+    issuer = "https://issuer.example"
+    check(monkeypatch, Token({"iss": issuer, "sub": "opaque-1", **claims}),
+          [Identity(issuer, subject)])
