@@ -770,7 +770,7 @@ class KeyStore:
             mode = os.stat(path).st_mode
             data = path.read_bytes()
         except FileNotFoundError as e:
-            raise KeyError_(self._unknown(
+            raise KeyError_(self._other_kind(name, option) or self._unknown(
                 name, path.parent, f"create it with 'trajledger key new {name}{option}'",
                 "no private key in",
             )) from e
@@ -829,7 +829,36 @@ class KeyStore:
                 else "it holds a public key, not the private one: put the private key there"
                 if b"-----BEGIN PUBLIC KEY-----" in data else "corrupt or truncated key file"
             )
+            if encrypted:
+                why += f" (the passphrase {self._passphrase_from(name)})"
             raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+
+    def _other_kind(self, name: str, option: str) -> str | None:
+        """Why key ``name`` of the kind ``option`` asks for (``""`` a signing key, else an
+        X25519 encryption key) is missing when a key of the other kind has that name: it is
+        said, so that a key of the wrong kind is not taken for a missing one (an evaluator
+        holds one of each, of one name: creating the other is then right)."""
+        if option:
+            there = self.directory / f"{name}.key"
+            return (f"key {name}: no X25519 encryption key in {self.encryption_directory}; "
+                    f"{name} is a signing key, which cannot open sealed suites: give an "
+                    "encryption key, or make one of that name (an evaluator holds both) with "
+                    f"'trajledger key new {name} --alg x25519'" if there.exists() else None)
+        return (f"key {name}: no signing key in {self.directory}; {name} is an X25519 "
+                f"encryption key ({ENCRYPTION_DIR}/), which cannot sign: give a signing key "
+                "('trajledger key list'), or make one of that name (an evaluator holds both) "
+                f"with 'trajledger key new {name}'"
+                if (self.encryption_directory / f"{name}.key").exists() else None)
+
+    def _passphrase_from(self, name: str) -> str:
+        """Where key ``name``'s passphrase came from, for a wrong one: the variable (or file
+        variable) set first of `passphrase_sources`, said to come before the others set."""
+        given = [v for pair in passphrase_sources(self.label or name) for v in pair
+                 if os.environ.get(v)]
+        if not given:
+            return "typed at the prompt"
+        later = f", which is used before {', '.join(given[1:])}" if given[1:] else ""
+        return f"in {given[0]}{later}"
 
     # -- X25519 encryption keys (sealed suites) ------------------------------------------------
 
