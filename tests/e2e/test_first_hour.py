@@ -268,3 +268,55 @@ def test_init_inside_a_ledger_directory_is_refused(runner: CliRunner, tmp_path: 
                "DIR)\n")
     assert sorted(p.relative_to(demo) for p in demo.rglob("*")) == before
     expect(run(runner, tmp_path / "beside", "init"), 0)  # beside it: as before
+
+
+def test_a_read_only_place_names_the_directory_and_the_next_step(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hour33: ``lineage --out`` (``export``, ``init``) into a read-only directory said
+    ``FAIL: DIR/.tmp-1a2b3c4d-4242-9f8e7d6c5b4a: Read-only file system``: a file the user never
+    named, and nothing to do next. (A test's stand-in for a read-only mount: root ignores
+    modes.)"""
+    import errno
+    import os
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *a: object, **kw: object) -> int:
+        if str(path).startswith(f"{ro}/") and flags & (os.O_WRONLY | os.O_RDWR):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", read_only)
+    expect(run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
+               ro / "l.html"), 3,
+           f"FAIL: cannot write in {ro}: Read-only file system; write elsewhere (another --out, "
+           "--ledger or directory)\n")
+    assert list(ro.iterdir()) == []
+
+
+@pytest.mark.parametrize("error", [
+    OSError(28, "No space left on device"),
+    OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"),  # pyarrow
+])
+def test_a_full_disk_says_to_free_space(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    error: OSError,
+) -> None:
+    """hour33: a full disk was ``FAIL: No space left on device`` (the quickstart: pyarrow's
+    ``Error writing bytes to file. Detail: [errno 28] ...``), with no next step."""
+    from trajledger.ledger import fs
+
+    def full(*_a: object, **_kw: object) -> None:
+        raise error
+
+    monkeypatch.setattr(fs, "write_file_atomic", full)
+    r = run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
+            tmp_path / "l.html")
+    expect(r, 3)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("FAIL: ") and "No space left on device" in line, line
+    assert line.endswith("; free space on the disk written to (the ledger's, or where --out "
+                         "writes) or write elsewhere, then run the command again"), line
