@@ -320,3 +320,24 @@ def test_a_full_disk_says_to_free_space(
     assert line.startswith("FAIL: ") and "No space left on device" in line, line
     assert line.endswith("; free space on the disk written to (the ledger's, or where --out "
                          "writes) or write elsewhere, then run the command again"), line
+
+
+def test_a_command_run_beside_the_quickstarts_ledger_names_it(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hour33: after ``trajledger quickstart demo``, ``trajledger log info`` in the same directory
+    said "no ledger here; run 'trajledger init'", and following it made an empty ledger beside
+    the demo that every later command there used. Now the ledgers just below are named."""
+    monkeypatch.delenv("TRAJLEDGER_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(main, ["log", "info"], prog_name="trajledger")
+    expect(r, 3, "FAIL: .trajledger: no ledger here or above, but home is one: give --ledger "
+                 "home (or cd home first), or run 'trajledger init' for a new ledger here\n")
+    expect(runner.invoke(main, ["--ledger", "home", "log", "info"], prog_name="trajledger"), 0)
+    monkeypatch.chdir(home / "keys")  # inside a ledger: found, as before
+    expect(runner.invoke(main, ["log", "info"], prog_name="trajledger"), 0)
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    monkeypatch.chdir(lonely)
+    expect(runner.invoke(main, ["log", "info"], prog_name="trajledger"), 3,
+           "FAIL: .trajledger: no ledger here; run 'trajledger init' or pass --ledger DIR\n")
