@@ -341,3 +341,16 @@ def test_a_command_run_beside_the_quickstarts_ledger_names_it(
     monkeypatch.chdir(lonely)
     expect(runner.invoke(main, ["log", "info"], prog_name="trajledger"), 3,
            "FAIL: .trajledger: no ledger here; run 'trajledger init' or pass --ledger DIR\n")
+
+
+def test_quickstart_json_prints_one_document(runner: CliRunner, tmp_path: Path) -> None:
+    """hour33: ``trajledger quickstart demo --json`` printed the lineage tree (4 KB of text) on
+    stdout before its JSON document, so ``| python -m json.tool`` failed; the tree now goes to
+    stderr with the steps."""
+    r = runner.invoke(main, ["quickstart", str(tmp_path / "demo"), "--json"],
+                      prog_name="trajledger")
+    expect(r, 0)
+    shown = json.loads(r.stdout)
+    assert shown["checkpoint"].startswith("sha256:") and shown["checks"] > 0
+    assert shown["ledger"] == str(tmp_path / "demo")
+    assert "checkpoint cartpole-bc@2" in r.stderr
