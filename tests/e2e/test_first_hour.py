@@ -354,3 +354,18 @@ def test_quickstart_json_prints_one_document(runner: CliRunner, tmp_path: Path) 
     assert shown["checkpoint"].startswith("sha256:") and shown["checks"] > 0
     assert shown["ledger"] == str(tmp_path / "demo")
     assert "checkpoint cartpole-bc@2" in r.stderr
+
+
+def test_dataset_create_json_prints_what_it_recorded(runner: CliRunner, home: Path) -> None:
+    """hour33: ``dataset create ... --json`` recorded the dataset, then ended in ``BUG:
+    TypeError: Object of type CatalogItem is not JSON serializable`` (exit 4) and printed
+    nothing: a script took the recorded dataset for a failure, and its rerun was refused."""
+    r = run(runner, home, "dataset", "create", "again", "--version", "1", "--split", "train",
+            "--batch", "cartpole-random", "--key", "vendor", "--json")
+    expect(r, 0)
+    shown = json.loads(r.stdout)
+    batch = json.loads(run(runner, home, "show", "cartpole-random", "--json").stdout)["digest"]
+    assert shown["kind"] == "dataset" and shown["name"] == "again" and shown["new"] is True
+    assert shown["batches"] == [batch] and shown["split"] == "train"
+    assert json.loads(run(runner, home, "show", "again@1", "--json").stdout)["digest"] == (
+        shown["digest"])
