@@ -611,3 +611,25 @@ def test_a_weakly_encrypted_key_is_listed_and_re_encrypted_through_the_cli(
     expect(run(runner, home, "key", "list"), 0, "", f"alice\ted25519\t{keyid}\tencrypted\n")
     expect(run(runner, home, "key", "encrypt", "alice"), 0, "OK: key alice: already encrypted\n",
            "")
+
+
+def test_a_key_missing_one_half_says_which_and_what_to_do(
+        signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    """hour33: with ``alice.key`` gone, ``sign --key alice`` said "create it with 'trajledger key
+    new alice'", which is refused while ``alice.pub`` is there; with ``alice.pub`` gone, "not
+    found" of a key whose private half is there."""
+    keys = signed.home / "keys"
+    out = tmp_path / "never.json"
+    (keys / "alice.pub").rename(tmp_path / "alice.pub")
+    expect(run(runner, signed.home, "key", "export", "alice"), 3,
+           f"FAIL: key alice: its public half {keys / 'alice.pub'} is missing, but "
+           f"{keys / 'alice.key'} is there: write it again with 'openssl pkey -in "
+           f"{keys / 'alice.key'} -pubout -out {keys / 'alice.pub'}' and compare its fingerprint "
+           "('trajledger key list') with your policy's\n")
+    (tmp_path / "alice.pub").rename(keys / "alice.pub")
+    (keys / "alice.key").rename(tmp_path / "alice.key")
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3,
+           f"FAIL: key alice: its private half {keys / 'alice.key'} is missing, but "
+           f"{keys / 'alice.pub'} is there: restore it from your backup (a lost key is replaced "
+           "by a new key under another name, which a new policy names)\n")
+    assert not out.exists()

@@ -612,7 +612,12 @@ class KeyStore:
         try:
             data = read_regular(path)
         except FileNotFoundError as e:
-            raise KeyError_(self._unknown(name, self.directory, "see 'trajledger key list'")) from e
+            key = path.with_suffix(".key")
+            raise KeyError_(
+                f"key {name}: its public half {path} is missing, but {key} is there: write it "
+                f"again with 'openssl pkey -in {key} -pubout -out {path}' and compare its "
+                "fingerprint ('trajledger key list') with your policy's" if key.exists()
+                else self._unknown(name, self.directory, "see 'trajledger key list'")) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
         try:
@@ -770,6 +775,11 @@ class KeyStore:
             mode = os.stat(path).st_mode
             data = path.read_bytes()
         except FileNotFoundError as e:
+            if pub_path.exists():  # 'key new' refuses the name while the .pub is there
+                raise KeyError_(
+                    f"key {name}: its private half {path} is missing, but {pub_path} is there: "
+                    "restore it from your backup" + ("" if self.label else " (a lost key is "
+                    "replaced by a new key under another name, which a new policy names)")) from e
             raise KeyError_(self._other_kind(name, option) or self._unknown(
                 name, path.parent, f"create it with 'trajledger key new {name}{option}'",
                 "no private key in",
