@@ -369,3 +369,31 @@ def test_dataset_create_json_prints_what_it_recorded(runner: CliRunner, home: Pa
     assert shown["batches"] == [batch] and shown["split"] == "train"
     assert json.loads(run(runner, home, "show", "again@1", "--json").stdout)["digest"] == (
         shown["digest"])
+
+
+def test_a_store_that_cannot_be_written_says_what_to_do(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hour33: ``approve`` on a ledger on a read-only file system (a mounted backup, a
+    container's read-only volume) said ``FAIL: object sha256:...: cannot write: Read-only file
+    system`` and stopped there."""
+    import errno
+    import os
+
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *a: object, **kw: object) -> int:
+        if kw.get("dir_fd") is not None and flags & (os.O_WRONLY | os.O_RDWR):  # the store's
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *a, **kw)  # type: ignore[arg-type]
+
+    before = testkit.snapshot(home)
+    monkeypatch.setattr(os, "open", read_only)
+    r = run(runner, home, "approve", "cartpole-train@2", "--key", "approver-a")
+    expect(r, 3)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("FAIL: object sha256:") and line.endswith(
+        ": cannot write: Read-only file system; write elsewhere (another --out, --ledger or "
+        "directory)"), line
+    monkeypatch.undo()
+    assert testkit.snapshot(home) == before

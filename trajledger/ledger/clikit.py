@@ -8,12 +8,10 @@ Results go to stdout (``--json`` is stable); stderr gets ``OK: <subject>`` or
 
 from __future__ import annotations
 
-import errno
 import gc
 import json
 import math
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -28,7 +26,7 @@ from trajledger._signals import Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME
-from .errors import LedgerError, disk_error
+from .errors import LedgerError, disk_error, next_step
 
 __all__ = [
     "EXIT_BUG",
@@ -483,17 +481,6 @@ def exit_code_for(e: BaseException) -> int:
     return EXIT_BUG
 
 
-_NEXT_STEP = {
-    errno.ENOSPC: "free space on the disk written to (the ledger's, or where --out writes) or "
-                  "write elsewhere, then run the command again",
-    errno.EDQUOT: "free space within your disk quota or write elsewhere, then run the command "
-                  "again",
-    errno.EROFS: "write elsewhere (another --out, --ledger or directory)",
-    errno.EACCES: "check who owns it and its mode ('ls -ld'), or use a place of yours",
-}
-_NEXT_STEP[errno.EPERM] = _NEXT_STEP[errno.EACCES]
-
-
 def os_error_line(e: OSError) -> str:
     """The ``FAIL:`` line of an operating-system error no command turned into its own: the file
     (a temporary file of ours, ``.tmp-…``, named by its directory, which is where the user
@@ -502,14 +489,10 @@ def os_error_line(e: OSError) -> str:
     """
     from .fs import TMP_PREFIX
 
-    number = e.errno
-    if number is None and (found := re.search(r"\[errno (\d+)\]", str(e))):
-        number = int(found.group(1))
     name = os.fsdecode(e.filename) if e.filename else ""
     if name and os.path.basename(name).startswith(TMP_PREFIX):
         name = f"cannot write in {os.path.dirname(name) or '.'}"
-    step = _NEXT_STEP.get(number) if number is not None else None
-    return f"{name + ': ' if name else ''}{e.strerror or e}" + (f"; {step}" if step else "")
+    return f"{name + ': ' if name else ''}{e.strerror or e}{next_step(e)}"
 
 
 GLOBAL_OPTIONS = {"--ledger": 1, "-v": 0, "--verbose": 0, "-q": 0, "--quiet": 0}
