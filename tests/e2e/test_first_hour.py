@@ -397,3 +397,42 @@ def test_a_store_that_cannot_be_written_says_what_to_do(
         "directory)"), line
     monkeypatch.undo()
     assert testkit.snapshot(home) == before
+
+
+@pytest.mark.parametrize("command", [
+    ["lineage", "cartpole-bc@2", "--format", "html"],
+    ["export", "cartpole-train@2"],
+    ["log", "proof", "3"],
+])
+def test_an_output_that_is_a_device_a_fifo_or_a_stream_is_refused_not_replaced(
+    runner: CliRunner, home: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """hour33: every ``--out`` writes a file beside the path and renames it into place, so
+    ``--out /dev/null``, a FIFO, or ``/dev/stdout`` (a link to /proc/self/fd/1) was replaced by a
+    regular file: as root, ``lineage --out /dev/null`` replaced the system's /dev/null (done here
+    by accident to /dev/full, restored with mknod). Now a usage error, nothing replaced."""
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    stream = tmp_path / "stdout"
+    stream.symlink_to("/proc/self/fd/1")
+    targets = [(fifo, "a FIFO"), (stream, "a link to /proc/self/fd/1")]
+    if os.geteuid() == 0:  # making a device node needs root
+        null = tmp_path / "null"
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        targets.append((null, "a character device"))
+    before = testkit.snapshot(home)
+    for path, what in targets:
+        r = run(runner, home, *command, "--out", path)
+        expect(r, 2)
+        assert r.stderr.endswith(
+            f"Error: Invalid value for '--out': {path}: is {what}, not a file: the output is "
+            "written beside it and renamed into place, which would replace it; give the path "
+            "of a file\n"), r.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and os.readlink(stream) == "/proc/self/fd/1"
+    assert all(not stat.S_ISREG(p.lstat().st_mode) for p, _ in targets)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["home", *(p.name for p, _ in targets)])
+    assert testkit.snapshot(home) == before

@@ -12,6 +12,7 @@ import gc
 import json
 import math
 import os
+import stat
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -191,6 +192,10 @@ def refuse_outputs_in(home: Path) -> None:
                 "elsewhere", ctx)
 
 
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
 class OutPath(_AnyParam):
     """A file or directory to write: its parent directory must exist (nothing is created on a
     mistyped path). With ``uri``, a URI (``s3://``) passes through as given (a ``str``);
@@ -211,6 +216,18 @@ class OutPath(_AnyParam):
         path = Path(text).expanduser()
         if self.directory and path.exists() and not path.is_dir():
             self.fail(f"{text}: is a file, want a directory", param, ctx)
+        try:  # a device, FIFO or socket (or a link to one: /dev/stdout) would be replaced
+            mode = 0 if self.directory else path.stat().st_mode
+            link = "" if self.directory or not path.is_symlink() else os.readlink(path)
+        except OSError:
+            mode, link = 0, ""
+        special = next((w for is_kind, w in _SPECIAL if is_kind(mode)), None)
+        if special is None and link.startswith("/proc/"):  # /dev/stdout to a file: the link
+            special = f"a link to {link}"
+        if special is not None:
+            self.fail(f"{text}: is {special}, not a file: the output is written beside it and "
+                      "renamed into place, which would replace it; give the path of a file",
+                      param, ctx)
         if not path.absolute().parent.is_dir():
             self.fail(
                 f"{text}: directory {path.absolute().parent} does not exist; create it first",
