@@ -9,6 +9,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import click
 import pytest
 import testkit
 from click.testing import CliRunner
@@ -436,3 +437,89 @@ def test_an_output_that_is_a_device_a_fifo_or_a_stream_is_refused_not_replaced(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["home", *(p.name for p, _ in targets)])
     assert testkit.snapshot(home) == before
+
+
+JSON_ELSEWHERE = {
+    "init": "tests/e2e/test_cli_surface.py test_json_of_commands_that_record (a new ledger)",
+    "quickstart": "test_quickstart_json_prints_one_document (a new demo)",
+    "log show": "JSON Lines, one entry a line, as docs/cli.md says",
+    "log serve": "serves until stopped: tests/e2e/test_log_cli.py",
+    "monitor": "needs a served log: tests/e2e/test_monitor.py",
+    "import": "needs another ledger's bundle: tests/e2e/test_exchange_attacks.py",
+    "eval": "needs a format-2 policy: tests/e2e/test_evaluations.py",
+    "release": "needs a format-2 policy: tests/e2e/test_evaluations.py",
+}
+"""The commands with ``--json`` that `test_every_json_command_prints_one_document` does not run,
+and where they are."""
+
+
+def test_every_json_command_prints_one_document(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """hour33: ``dataset create --json`` (exit 4 after recording) and ``quickstart --json``
+    (text before the document) lived since ``--json`` came, because no test ran every command's
+    ``--json``. Each command that takes it runs here once, successfully, on a quickstart ledger
+    (or is named in `JSON_ELSEWHERE`), and prints exactly one JSON document on stdout."""
+    from test_cli_surface import commands
+
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("".join(json.dumps(
+        {"episode_id": "e", "step": i, "obs": [0.1 * i, 0.0, 0.0, 0.0], "action": i % 2,
+         "reward": 1.0, "terminated": i == 2, "truncated": False}) + "\n" for i in range(3)))
+    successor = tmp_path / "p2.toml"
+    successor.write_text((home / "policy.toml").read_text().replace("serial = 1", "serial = 2"))
+    ran: dict[str, object] = {}
+
+    def j(*args: str | Path) -> dict[str, object]:
+        words = [str(a) for a in args]
+        r = run(runner, home, *words, "--json")
+        expect(r, 0)
+        shown = json.loads(r.stdout)  # one document, nothing else
+        ran[" ".join(w for w in words[:2] if not w.startswith(("-", "/", "sha256:"))
+                     and "@" not in w and w not in {"3", "5"})] = shown
+        return shown if isinstance(shown, dict) else {}
+
+    j("key", "list")
+    j("key", "export", "vendor")
+    j("key", "new", "extra", "--no-encrypt")
+    j("sign", steps, "--key", "vendor", "--out", tmp_path / "steps.dsse.json")
+    j("attest", steps, "--name", "steps", "--key", "vendor")
+    j("log", "info")
+    j("log", "proof", "3")
+    j("log", "consistency", "5")
+    j("log", "verify")
+    j("env", "register", "grid", "--version", "1", "--gym-id", "CartPole-v1", "--key", "vendor")
+    j("evaluator", "register", "judge", "--version", "1", "--kind", "human", "--key", "vendor")
+    j("validate", steps)
+    batch = j("record", steps, "--env", "cartpole@1", "--evaluator", "episode-return@1",
+              "--policy", "random", "--key", "vendor")["digest"]
+    j("dataset", "create", "again", "--version", "1", "--split", "train", "--batch", batch,
+      "--key", "vendor")
+    j("show", "again@1")
+    j("policy", "check", home / "policy.toml")
+    j("policy", "show")
+    j("approve", "again@1", "--key", "approver-a")
+    j("approve", "again@1", "--key", "approver-b")
+    j("admit", "again@1")
+    j("train", "--dataset", "again@1", "--key", "trainer")
+    j("rollout", "--checkpoint", "cartpole-bc@2", "--env", "cartpole@1", "--episodes", "1",
+      "--key", "vendor")
+    j("verify", "cartpole-bc@2")
+    j("lineage", "cartpole-bc@2")
+    j("impact", "cartpole-train@1")
+    j("query", "episodes")
+    j("query", "artifacts")
+    j("stats", "cartpole-train@2")
+    j("export", "cartpole-train@2", "--out", tmp_path / "b.tar.zst")
+    j("fsck")
+    j("gc")
+    j("trust")
+    j("log", "cosign", "--key", "approver-a")
+    j("policy", "set", successor, "--key", "approver-a", "--key", "approver-b", "--yes")
+    j("revoke", "again@1", "--key", "approver-a", "--reason", "a test")
+    j("erase", batch, "--key", "approver-a", "--reason", "consent")
+    j("log", "rotate-key")
+    with_json = {" ".join(p) for p, c in commands() if not isinstance(c, click.Group)
+                 and any("--json" in o.opts for o in c.params if isinstance(o, click.Option))}
+    assert set(ran) | set(JSON_ELSEWHERE) == with_json, (
+        with_json - set(ran) - set(JSON_ELSEWHERE), set(ran) - with_json)
