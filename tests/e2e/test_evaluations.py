@@ -1302,3 +1302,18 @@ def test_a_release_on_a_revoked_suite_says_so_not_run_eval(
                          "evaluation on it can; see 'trajledger verify regression@1'"), line
     assert "trajledger eval" not in r.stderr
     assert log_size(home) == size
+
+
+def test_eval_and_release_json_print_one_document(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """hour33: the two commands with ``--json`` that tests/e2e/test_first_hour.py's walk
+    (`test_every_json_command_prints_one_document`) leaves here, run once each."""
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--json", "--", sys.executable, script, "pass")
+    expect(r, 0)
+    evaluation = json.loads(r.stdout)
+    assert evaluation["digest"].startswith("sha256:"), evaluation
+    r = run(runner, home, "release", "bc@1", "--key", "approver", "--json")
+    expect(r, 0)
+    assert isinstance(json.loads(r.stdout), dict)

@@ -9,6 +9,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import click
 import pytest
 import testkit
 from click.testing import CliRunner
@@ -268,3 +269,257 @@ def test_init_inside_a_ledger_directory_is_refused(runner: CliRunner, tmp_path: 
                "DIR)\n")
     assert sorted(p.relative_to(demo) for p in demo.rglob("*")) == before
     expect(run(runner, tmp_path / "beside", "init"), 0)  # beside it: as before
+
+
+def test_a_read_only_place_names_the_directory_and_the_next_step(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hour33: ``lineage --out`` (``export``, ``init``) into a read-only directory said
+    ``FAIL: DIR/.tmp-1a2b3c4d-4242-9f8e7d6c5b4a: Read-only file system``: a file the user never
+    named, and nothing to do next. (A test's stand-in for a read-only mount: root ignores
+    modes.)"""
+    import errno
+    import os
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *a: object, **kw: object) -> int:
+        if str(path).startswith(f"{ro}/") and flags & (os.O_WRONLY | os.O_RDWR):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", read_only)
+    expect(run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
+               ro / "l.html"), 3,
+           f"FAIL: cannot write in {ro}: Read-only file system; write elsewhere (another --out, "
+           "--ledger or directory)\n")
+    assert list(ro.iterdir()) == []
+
+
+@pytest.mark.parametrize("error", [
+    OSError(28, "No space left on device"),
+    OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"),  # pyarrow
+])
+def test_a_full_disk_says_to_free_space(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    error: OSError,
+) -> None:
+    """hour33: a full disk was ``FAIL: No space left on device`` (the quickstart: pyarrow's
+    ``Error writing bytes to file. Detail: [errno 28] ...``), with no next step."""
+    from trajledger.ledger import fs
+
+    def full(*_a: object, **_kw: object) -> None:
+        raise error
+
+    monkeypatch.setattr(fs, "write_file_atomic", full)
+    r = run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
+            tmp_path / "l.html")
+    expect(r, 3)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("FAIL: ") and "No space left on device" in line, line
+    assert line.endswith("; free space on the disk written to (the ledger's, or where --out "
+                         "writes) or write elsewhere, then run the command again"), line
+
+
+def test_a_command_run_beside_the_quickstarts_ledger_names_it(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hour33: after ``trajledger quickstart demo``, ``trajledger log info`` in the same directory
+    said "no ledger here; run 'trajledger init'", and following it made an empty ledger beside
+    the demo that every later command there used. Now the ledgers just below are named."""
+    monkeypatch.delenv("TRAJLEDGER_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(main, ["log", "info"], prog_name="trajledger")
+    expect(r, 3, "FAIL: .trajledger: no ledger here or above, but home is one: give --ledger "
+                 "home (or cd home first), or run 'trajledger init' for a new ledger here\n")
+    expect(runner.invoke(main, ["--ledger", "home", "log", "info"], prog_name="trajledger"), 0)
+    monkeypatch.chdir(home / "keys")  # inside a ledger: found, as before
+    expect(runner.invoke(main, ["log", "info"], prog_name="trajledger"), 0)
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    monkeypatch.chdir(lonely)
+    expect(runner.invoke(main, ["log", "info"], prog_name="trajledger"), 3,
+           "FAIL: .trajledger: no ledger here; run 'trajledger init' or pass --ledger DIR\n")
+
+
+def test_quickstart_json_prints_one_document(runner: CliRunner, tmp_path: Path) -> None:
+    """hour33: ``trajledger quickstart demo --json`` printed the lineage tree (4 KB of text) on
+    stdout before its JSON document, so ``| python -m json.tool`` failed; the tree now goes to
+    stderr with the steps."""
+    r = runner.invoke(main, ["quickstart", str(tmp_path / "demo"), "--json"],
+                      prog_name="trajledger")
+    expect(r, 0)
+    shown = json.loads(r.stdout)
+    assert shown["checkpoint"].startswith("sha256:") and shown["checks"] > 0
+    assert shown["ledger"] == str(tmp_path / "demo")
+    assert "checkpoint cartpole-bc@2" in r.stderr
+
+
+def test_dataset_create_json_prints_what_it_recorded(runner: CliRunner, home: Path) -> None:
+    """hour33: ``dataset create ... --json`` recorded the dataset, then ended in ``BUG:
+    TypeError: Object of type CatalogItem is not JSON serializable`` (exit 4) and printed
+    nothing: a script took the recorded dataset for a failure, and its rerun was refused."""
+    r = run(runner, home, "dataset", "create", "again", "--version", "1", "--split", "train",
+            "--batch", "cartpole-random", "--key", "vendor", "--json")
+    expect(r, 0)
+    shown = json.loads(r.stdout)
+    batch = json.loads(run(runner, home, "show", "cartpole-random", "--json").stdout)["digest"]
+    assert shown["kind"] == "dataset" and shown["name"] == "again" and shown["new"] is True
+    assert shown["batches"] == [batch] and shown["split"] == "train"
+    assert json.loads(run(runner, home, "show", "again@1", "--json").stdout)["digest"] == (
+        shown["digest"])
+
+
+def test_a_store_that_cannot_be_written_says_what_to_do(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hour33: ``approve`` on a ledger on a read-only file system (a mounted backup, a
+    container's read-only volume) said ``FAIL: object sha256:...: cannot write: Read-only file
+    system`` and stopped there."""
+    import errno
+    import os
+
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *a: object, **kw: object) -> int:
+        if kw.get("dir_fd") is not None and flags & (os.O_WRONLY | os.O_RDWR):  # the store's
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *a, **kw)  # type: ignore[arg-type]
+
+    before = testkit.snapshot(home)
+    monkeypatch.setattr(os, "open", read_only)
+    r = run(runner, home, "approve", "cartpole-train@2", "--key", "approver-a")
+    expect(r, 3)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("FAIL: object sha256:") and line.endswith(
+        ": cannot write: Read-only file system; write elsewhere (another --out, --ledger or "
+        "directory)"), line
+    monkeypatch.undo()
+    assert testkit.snapshot(home) == before
+
+
+@pytest.mark.parametrize("command", [
+    ["lineage", "cartpole-bc@2", "--format", "html"],
+    ["export", "cartpole-train@2"],
+    ["log", "proof", "3"],
+])
+def test_an_output_that_is_a_device_a_fifo_or_a_stream_is_refused_not_replaced(
+    runner: CliRunner, home: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """hour33: every ``--out`` writes a file beside the path and renames it into place, so
+    ``--out /dev/null``, a FIFO, or ``/dev/stdout`` (a link to /proc/self/fd/1) was replaced by a
+    regular file: as root, ``lineage --out /dev/null`` replaced the system's /dev/null (done here
+    by accident to /dev/full, restored with mknod). Now a usage error, nothing replaced."""
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    stream = tmp_path / "stdout"
+    stream.symlink_to("/proc/self/fd/1")
+    targets = [(fifo, "a FIFO"), (stream, "a link to /proc/self/fd/1")]
+    if os.geteuid() == 0:  # making a device node needs root
+        null = tmp_path / "null"
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        targets.append((null, "a character device"))
+    before = testkit.snapshot(home)
+    for path, what in targets:
+        r = run(runner, home, *command, "--out", path)
+        expect(r, 2)
+        assert r.stderr.endswith(
+            f"Error: Invalid value for '--out': {path}: is {what}, not a file: the output is "
+            "written beside it and renamed into place, which would replace it; give the path "
+            "of a file\n"), r.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and os.readlink(stream) == "/proc/self/fd/1"
+    assert all(not stat.S_ISREG(p.lstat().st_mode) for p, _ in targets)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["home", *(p.name for p, _ in targets)])
+    assert testkit.snapshot(home) == before
+
+
+JSON_ELSEWHERE = {
+    "init": "tests/e2e/test_cli_surface.py test_json_of_commands_that_record (a new ledger)",
+    "quickstart": "test_quickstart_json_prints_one_document (a new demo)",
+    "log show": "JSON Lines, one entry a line, as docs/cli.md says",
+    "log serve": "serves until stopped: tests/e2e/test_log_cli.py",
+    "monitor": "needs a served log: tests/e2e/test_monitor.py",
+    "import": "needs another ledger's bundle: tests/e2e/test_exchange_attacks.py",
+    "eval": "needs a format-2 policy: tests/e2e/test_evaluations.py",
+    "release": "needs a format-2 policy: tests/e2e/test_evaluations.py",
+}
+"""The commands with ``--json`` that `test_every_json_command_prints_one_document` does not run,
+and where they are."""
+
+
+def test_every_json_command_prints_one_document(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """hour33: ``dataset create --json`` (exit 4 after recording) and ``quickstart --json``
+    (text before the document) lived since ``--json`` came, because no test ran every command's
+    ``--json``. Each command that takes it runs here once, successfully, on a quickstart ledger
+    (or is named in `JSON_ELSEWHERE`), and prints exactly one JSON document on stdout."""
+    from test_cli_surface import commands
+
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("".join(json.dumps(
+        {"episode_id": "e", "step": i, "obs": [0.1 * i, 0.0, 0.0, 0.0], "action": i % 2,
+         "reward": 1.0, "terminated": i == 2, "truncated": False}) + "\n" for i in range(3)))
+    successor = tmp_path / "p2.toml"
+    successor.write_text((home / "policy.toml").read_text().replace("serial = 1", "serial = 2"))
+    ran: dict[str, object] = {}
+
+    def j(*args: str | Path) -> dict[str, object]:
+        words = [str(a) for a in args]
+        r = run(runner, home, *words, "--json")
+        expect(r, 0)
+        shown = json.loads(r.stdout)  # one document, nothing else
+        ran[" ".join(w for w in words[:2] if not w.startswith(("-", "/", "sha256:"))
+                     and "@" not in w and w not in {"3", "5"})] = shown
+        return shown if isinstance(shown, dict) else {}
+
+    j("key", "list")
+    j("key", "export", "vendor")
+    j("key", "new", "extra", "--no-encrypt")
+    j("sign", steps, "--key", "vendor", "--out", tmp_path / "steps.dsse.json")
+    j("attest", steps, "--name", "steps", "--key", "vendor")
+    j("log", "info")
+    j("log", "proof", "3")
+    j("log", "consistency", "5")
+    j("log", "verify")
+    j("env", "register", "grid", "--version", "1", "--gym-id", "CartPole-v1", "--key", "vendor")
+    j("evaluator", "register", "judge", "--version", "1", "--kind", "human", "--key", "vendor")
+    j("validate", steps)
+    batch = j("record", steps, "--env", "cartpole@1", "--evaluator", "episode-return@1",
+              "--policy", "random", "--key", "vendor")["digest"]
+    j("dataset", "create", "again", "--version", "1", "--split", "train", "--batch", batch,
+      "--key", "vendor")
+    j("show", "again@1")
+    j("policy", "check", home / "policy.toml")
+    j("policy", "show")
+    j("approve", "again@1", "--key", "approver-a")
+    j("approve", "again@1", "--key", "approver-b")
+    j("admit", "again@1")
+    j("train", "--dataset", "again@1", "--key", "trainer")
+    j("rollout", "--checkpoint", "cartpole-bc@2", "--env", "cartpole@1", "--episodes", "1",
+      "--key", "vendor")
+    j("verify", "cartpole-bc@2")
+    j("lineage", "cartpole-bc@2")
+    j("impact", "cartpole-train@1")
+    j("query", "episodes")
+    j("query", "artifacts")
+    j("stats", "cartpole-train@2")
+    j("export", "cartpole-train@2", "--out", tmp_path / "b.tar.zst")
+    j("fsck")
+    j("gc")
+    j("trust")
+    j("log", "cosign", "--key", "approver-a")
+    j("policy", "set", successor, "--key", "approver-a", "--key", "approver-b", "--yes")
+    j("revoke", "again@1", "--key", "approver-a", "--reason", "a test")
+    j("erase", batch, "--key", "approver-a", "--reason", "consent")
+    j("log", "rotate-key")
+    with_json = {" ".join(p) for p, c in commands() if not isinstance(c, click.Group)
+                 and any("--json" in o.opts for o in c.params if isinstance(o, click.Option))}
+    assert set(ran) | set(JSON_ELSEWHERE) == with_json, (
+        with_json - set(ran) - set(JSON_ELSEWHERE), set(ran) - with_json)

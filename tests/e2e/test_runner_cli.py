@@ -355,7 +355,8 @@ def test_train_refuses_a_signer_without_the_trainer_role(runner: CliRunner, worl
         r,
         1,
         f"FAIL: key vendor ({keyid[:12]}): does not hold the trainer role in policy 'test' "
-        "serial 1\n",
+        f"serial 1; sign with one of its trainer keys ({world.signer('trainer').keyid[:16]}; "
+        "'trajledger key list' shows your keys' fingerprints)\n",  # (hour33: the next step)
     )
     assert world.ledger.log.size == size
 

@@ -377,8 +377,39 @@ def test_wrong_passphrase(signed: Signed, runner: CliRunner, tmp_path: Path,
     out = tmp_path / "never.json"
     expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3,
            f"FAIL: key alice: cannot load {signed.home / 'keys' / 'alice.key'}: "
-           "wrong passphrase or corrupt key file\n", "")
+           "wrong passphrase or corrupt key file (the passphrase in TRAJLEDGER_PASSPHRASE)\n",
+           "")
     assert not out.exists()
+
+
+def test_a_wrong_passphrase_names_the_variable_it_came_from(
+        signed: Signed, runner: CliRunner, tmp_path: Path, passphrase: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """hour33: a stale TRAJLEDGER_PASSPHRASE_ALICE beside the right TRAJLEDGER_PASSPHRASE said
+    only "wrong passphrase": the user, who set the right one, could not tell which was used."""
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", passphrase)
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_ALICE", "last year's")
+    out = tmp_path / "never.json"
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3,
+           f"FAIL: key alice: cannot load {signed.home / 'keys' / 'alice.key'}: "
+           "wrong passphrase or corrupt key file (the passphrase in TRAJLEDGER_PASSPHRASE_ALICE, "
+           "which is used before TRAJLEDGER_PASSPHRASE)\n", "")
+    assert not out.exists()
+
+
+def test_an_encryption_key_given_to_sign_says_its_kind(
+        signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    """hour33: ``sign --key sealer``, sealer an X25519 key, said only "no private key ...;
+    create it with 'trajledger key new sealer'": the user was not told the key they named is of
+    the other kind."""
+    assert run(runner, signed.home, "key", "new", "sealer", "--alg", "x25519").exit_code == 0
+    out = tmp_path / "never.json"
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "sealer", "--out", out), 3,
+           f"FAIL: key sealer: no signing key in {signed.home / 'keys'}; sealer is an X25519 "
+           "encryption key (x25519/), which cannot sign: give a signing key ('trajledger key "
+           "list'), or make one of that name (an evaluator holds both) with 'trajledger key new "
+           "sealer'\n", "")
+    assert not out.exists() and not (signed.home / "keys" / "sealer.key").exists()
 
 
 def test_no_passphrase_and_no_terminal(signed: Signed, runner: CliRunner, tmp_path: Path,
@@ -580,3 +611,25 @@ def test_a_weakly_encrypted_key_is_listed_and_re_encrypted_through_the_cli(
     expect(run(runner, home, "key", "list"), 0, "", f"alice\ted25519\t{keyid}\tencrypted\n")
     expect(run(runner, home, "key", "encrypt", "alice"), 0, "OK: key alice: already encrypted\n",
            "")
+
+
+def test_a_key_missing_one_half_says_which_and_what_to_do(
+        signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    """hour33: with ``alice.key`` gone, ``sign --key alice`` said "create it with 'trajledger key
+    new alice'", which is refused while ``alice.pub`` is there; with ``alice.pub`` gone, "not
+    found" of a key whose private half is there."""
+    keys = signed.home / "keys"
+    out = tmp_path / "never.json"
+    (keys / "alice.pub").rename(tmp_path / "alice.pub")
+    expect(run(runner, signed.home, "key", "export", "alice"), 3,
+           f"FAIL: key alice: its public half {keys / 'alice.pub'} is missing, but "
+           f"{keys / 'alice.key'} is there: write it again with 'openssl pkey -in "
+           f"{keys / 'alice.key'} -pubout -out {keys / 'alice.pub'}' and compare its fingerprint "
+           "('trajledger key list') with your policy's\n")
+    (tmp_path / "alice.pub").rename(keys / "alice.pub")
+    (keys / "alice.key").rename(tmp_path / "alice.key")
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3,
+           f"FAIL: key alice: its private half {keys / 'alice.key'} is missing, but "
+           f"{keys / 'alice.pub'} is there: restore it from your backup (a lost key is replaced "
+           "by a new key under another name, which a new policy names)\n")
+    assert not out.exists()

@@ -579,7 +579,7 @@ def dataset_create(
     )
     emit_result(as_json, result.recorded.digest,
                 recorded_json("dataset", result.recorded, name, version)
-                | {"split": split, "batches": list(result.batches),
+                | {"split": split, "batches": [b.digest for b in result.batches],
                    "duplicateEpisodes": list(result.duplicate_episodes),
                    "nearDuplicates": list(result.near_duplicates)})
 

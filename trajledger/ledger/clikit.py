@@ -12,6 +12,7 @@ import gc
 import json
 import math
 import os
+import stat
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from trajledger._signals import Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME
-from .errors import LedgerError, disk_error
+from .errors import LedgerError, disk_error, next_step
 
 __all__ = [
     "EXIT_BUG",
@@ -191,6 +192,10 @@ def refuse_outputs_in(home: Path) -> None:
                 "elsewhere", ctx)
 
 
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
 class OutPath(_AnyParam):
     """A file or directory to write: its parent directory must exist (nothing is created on a
     mistyped path). With ``uri``, a URI (``s3://``) passes through as given (a ``str``);
@@ -211,6 +216,18 @@ class OutPath(_AnyParam):
         path = Path(text).expanduser()
         if self.directory and path.exists() and not path.is_dir():
             self.fail(f"{text}: is a file, want a directory", param, ctx)
+        try:  # a device, FIFO or socket (or a link to one: /dev/stdout) would be replaced
+            mode = 0 if self.directory else path.stat().st_mode
+            link = "" if self.directory or not path.is_symlink() else os.readlink(path)
+        except OSError:
+            mode, link = 0, ""
+        special = next((w for is_kind, w in _SPECIAL if is_kind(mode)), None)
+        if special is None and link.startswith("/proc/"):  # /dev/stdout to a file: the link
+            special = f"a link to {link}"
+        if special is not None:
+            self.fail(f"{text}: is {special}, not a file: the output is written beside it and "
+                      "renamed into place, which would replace it; give the path of a file",
+                      param, ctx)
         if not path.absolute().parent.is_dir():
             self.fail(
                 f"{text}: directory {path.absolute().parent} does not exist; create it first",
@@ -481,6 +498,20 @@ def exit_code_for(e: BaseException) -> int:
     return EXIT_BUG
 
 
+def os_error_line(e: OSError) -> str:
+    """The ``FAIL:`` line of an operating-system error no command turned into its own: the file
+    (a temporary file of ours, ``.tmp-…``, named by its directory, which is where the user
+    asked to write), the system's words, and for a full, read-only or forbidden place what to
+    do next. A library's error without an ``errno`` (pyarrow's ``[errno 28]``) is read for one.
+    """
+    from .fs import TMP_PREFIX
+
+    name = os.fsdecode(e.filename) if e.filename else ""
+    if name and os.path.basename(name).startswith(TMP_PREFIX):
+        name = f"cannot write in {os.path.dirname(name) or '.'}"
+    return f"{name + ': ' if name else ''}{e.strerror or e}{next_step(e)}"
+
+
 GLOBAL_OPTIONS = {"--ledger": 1, "-v": 0, "--verbose": 0, "-q": 0, "--quiet": 0}
 """The top-level options accepted anywhere on the line, and how many values each takes."""
 
@@ -623,8 +654,7 @@ class Group(click.Group):
             fail(str(e))
             raise click.exceptions.Exit(exit_code_for(e)) from e
         except OSError as e:
-            where = f"{e.filename}: " if e.filename else ""
-            fail(f"{where}{e.strerror or e}")
+            fail(os_error_line(e))
             raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
         except MemoryError as e:  # this machine's limit (a ulimit, a container), not a bug
             fail("out of memory; an append or a store write either completed or left nothing "

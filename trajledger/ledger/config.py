@@ -8,6 +8,7 @@ Non-scope: pinning them in the user's state and opening the ledger (`trajledger.
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import tomllib
@@ -174,10 +175,37 @@ def _inner(root: Path) -> Path | None:
     return inner if not (root / CONFIG_NAME).exists() and (inner / CONFIG_NAME).is_file() else None
 
 
+def _ledgers_below(here: Path) -> list[str]:
+    """The first two directories of ``here`` (of at most 1,000 entries looked at) that are a
+    ledger (``demo`` after ``trajledger quickstart demo``, when a command is run where the
+    quickstart was) or hold one (``lab/.trajledger``), as ``--ledger`` takes them."""
+    found: list[str] = []
+    try:
+        for e in sorted(itertools.islice(os.scandir(here), 1000), key=lambda e: e.name):
+            d = Path(e.name)
+            if not e.is_dir():
+                continue
+            if (here / d / CONFIG_NAME).is_file() and (here / d / "log").is_dir():
+                found.append(str(d))
+            elif (here / d / DEFAULT_HOME / CONFIG_NAME).is_file():
+                found.append(str(d / DEFAULT_HOME))
+    except OSError:
+        pass
+    return found[:2]
+
+
 def no_ledger(root: Path) -> str:
     """Why no ledger opens at ``root``; it names ``root/.trajledger`` when that is one (given
     ``--ledger lab`` for the ``lab/.trajledger`` that ``cd lab && trajledger init`` made)."""
     inner = _inner(root)
+    if inner is None and root == Path(DEFAULT_HOME):  # none from here up: one just below?
+        found = _ledgers_below(Path.cwd() if root.parent == Path() else root.parent)
+        if found:
+            names = " and ".join(str(d) for d in found)
+            return (f"{root}: no ledger here or above, but {names} "
+                    f"{'is one' if len(found) == 1 else 'are ledgers'}: give --ledger "
+                    f"{found[0]} (or cd {Path(found[0]).parts[0]} first), or run 'trajledger "
+                    "init' for a new ledger here")
     if inner is None:
         return f"{root}: no ledger here; run 'trajledger init' or pass --ledger DIR"
     return (f"{root}: no ledger here, but {inner} is one (made by 'trajledger init' in {root}): "

@@ -105,3 +105,27 @@ def disk_error(e: BaseException) -> bool:
     if code is not None:
         return code & 0xFF in (10, 13, 14)  # SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
     return str(e) in ("disk I/O error", "database or disk is full", "unable to open database file")
+
+
+_NEXT_STEP = {
+    errno.ENOSPC: "free space on the disk written to (the ledger's, or where --out writes) or "
+                  "write elsewhere, then run the command again",
+    errno.EDQUOT: "free space within your disk quota or write elsewhere, then run the command "
+                  "again",
+    errno.EROFS: "write elsewhere (another --out, --ledger or directory)",
+    errno.EACCES: "check who owns it and its mode ('ls -ld'), or use a place of yours",
+}
+_NEXT_STEP[errno.EPERM] = _NEXT_STEP[errno.EACCES]
+
+
+def next_step(e: OSError) -> str:
+    """``"; <what to do>"`` for a full disk or quota, a read-only file system or a permission
+    refused, else ``""``: the end of the one line that reports ``e``. A library's error without
+    an ``errno`` (pyarrow's ``[errno 28] ...``) is read for one."""
+    import re
+
+    number = e.errno
+    if number is None and (found := re.search(r"\[errno (\d+)\]", str(e))):
+        number = int(found.group(1))
+    step = _NEXT_STEP.get(number) if number is not None else None
+    return f"; {step}" if step else ""

@@ -612,7 +612,12 @@ class KeyStore:
         try:
             data = read_regular(path)
         except FileNotFoundError as e:
-            raise KeyError_(self._unknown(name, self.directory, "see 'trajledger key list'")) from e
+            key = path.with_suffix(".key")
+            raise KeyError_(
+                f"key {name}: its public half {path} is missing, but {key} is there: write it "
+                f"again with 'openssl pkey -in {key} -pubout -out {path}' and compare its "
+                "fingerprint ('trajledger key list') with your policy's" if key.exists()
+                else self._unknown(name, self.directory, "see 'trajledger key list'")) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
         try:
@@ -770,7 +775,12 @@ class KeyStore:
             mode = os.stat(path).st_mode
             data = path.read_bytes()
         except FileNotFoundError as e:
-            raise KeyError_(self._unknown(
+            if pub_path.exists():  # 'key new' refuses the name while the .pub is there
+                raise KeyError_(
+                    f"key {name}: its private half {path} is missing, but {pub_path} is there: "
+                    "restore it from your backup" + ("" if self.label else " (a lost key is "
+                    "replaced by a new key under another name, which a new policy names)")) from e
+            raise KeyError_(self._other_kind(name, option) or self._unknown(
                 name, path.parent, f"create it with 'trajledger key new {name}{option}'",
                 "no private key in",
             )) from e
@@ -829,7 +839,36 @@ class KeyStore:
                 else "it holds a public key, not the private one: put the private key there"
                 if b"-----BEGIN PUBLIC KEY-----" in data else "corrupt or truncated key file"
             )
+            if encrypted:
+                why += f" (the passphrase {self._passphrase_from(name)})"
             raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+
+    def _other_kind(self, name: str, option: str) -> str | None:
+        """Why key ``name`` of the kind ``option`` asks for (``""`` a signing key, else an
+        X25519 encryption key) is missing when a key of the other kind has that name: it is
+        said, so that a key of the wrong kind is not taken for a missing one (an evaluator
+        holds one of each, of one name: creating the other is then right)."""
+        if option:
+            there = self.directory / f"{name}.key"
+            return (f"key {name}: no X25519 encryption key in {self.encryption_directory}; "
+                    f"{name} is a signing key, which cannot open sealed suites: give an "
+                    "encryption key, or make one of that name (an evaluator holds both) with "
+                    f"'trajledger key new {name} --alg x25519'" if there.exists() else None)
+        return (f"key {name}: no signing key in {self.directory}; {name} is an X25519 "
+                f"encryption key ({ENCRYPTION_DIR}/), which cannot sign: give a signing key "
+                "('trajledger key list'), or make one of that name (an evaluator holds both) "
+                f"with 'trajledger key new {name}'"
+                if (self.encryption_directory / f"{name}.key").exists() else None)
+
+    def _passphrase_from(self, name: str) -> str:
+        """Where key ``name``'s passphrase came from, for a wrong one: the variable (or file
+        variable) set first of `passphrase_sources`, said to come before the others set."""
+        given = [v for pair in passphrase_sources(self.label or name) for v in pair
+                 if os.environ.get(v)]
+        if not given:
+            return "typed at the prompt"
+        later = f", which is used before {', '.join(given[1:])}" if given[1:] else ""
+        return f"in {given[0]}{later}"
 
     # -- X25519 encryption keys (sealed suites) ------------------------------------------------
 

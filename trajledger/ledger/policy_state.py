@@ -215,7 +215,7 @@ def check_signers(
     if kind in ROLE_FREE_KINDS:
         return
     roles = KINDS[kind].roles
-    what = action or f"sign a {kind} record"
+    what = action or f"sign {'an' if kind[0] in 'aeio' else 'a'} {kind} record"
     for name, keyid in signers:
         if any(policy.holds(r, keyid) for r in roles):
             continue

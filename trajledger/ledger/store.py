@@ -46,7 +46,7 @@ from trajledger.verify.digest import (
 from trajledger.verify.errors import DigestMismatchError, FormatError
 from trajledger.verify.evidence import MAX_BLOB_READ
 
-from .errors import StoreError
+from .errors import StoreError, next_step
 from .fs import TMP_PREFIX, is_stale, open_dirs_below, sync_paths, temp_name
 from .hashing import copy_hashing
 from .store_sink import DirectSink
@@ -186,7 +186,8 @@ class ObjectStore:
                     os.close(fd)
                 tmp.install(digest)
         except OSError as e:
-            raise StoreError(f"object {digest}: cannot write: {e.strerror or e}") from e
+            raise StoreError(f"object {digest}: cannot write: {e.strerror or e}{next_step(e)}"
+                             ) from e
         return digest
 
     def _open_dir(self, parts: Sequence[str], *, at: int | None = None, base: str = "",

@@ -164,7 +164,8 @@ def release(
     r = out.release
     ok(f"release of {r.checkpoint.name}@{r.checkpoint.version} recorded at log index "
        f"{out.index} on {len(r.evaluations)} evaluation(s)")
-    click.echo(out.digest)
+    if not as_json:  # --json: the document alone
+        click.echo(out.digest)
 
 
 COMMANDS = [eval_, release]

@@ -202,7 +202,7 @@ def _build(directory: Path, episodes: int, as_json: bool) -> None:
 
     _step("verifying the final checkpoint's whole lineage (signatures, log, approvals, data)")
     report = verify_ref(ledger, ckpt2.digest, policy)
-    click.echo("\n".join(report.render()))
+    click.echo("\n".join(report.render()), err=as_json)  # --json: stdout holds one document
     n, failed = report.count()
     if failed:
         raise LedgerError(

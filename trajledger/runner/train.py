@@ -183,7 +183,9 @@ def start_run(
     if not policy.holds("trainer", signer.keyid):
         raise PolicyError(
             f"key {signer.name} ({signer.keyid[:12]}): does not hold the trainer role in "
-            f"policy {policy.name!r} serial {policy.serial}"
+            f"policy {policy.name!r} serial {policy.serial}; sign with one of its trainer keys ("
+            + (", ".join(k.keyid[:16] for k in policy.role("trainer").keys) or "none")
+            + "; 'trajledger key list' shows your keys' fingerprints)"
         )
     catalog = Catalog(ledger)
     parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None

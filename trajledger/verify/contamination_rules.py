@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import FormatError
+from .errors import FormatError, refuse_unknown
 from .release_rules import finite_number
 
 __all__ = [
@@ -97,8 +97,9 @@ def parse_contamination(value: object, what: str) -> ContaminationRules:
             or one set while only exact duplicates are refused (it would change nothing).
     """
     what = f"{what}: contamination"
-    if not isinstance(value, dict) or set(value) - _KEYS:
+    if not isinstance(value, dict):
         raise FormatError(f"{what}: must be a table of {', '.join(sorted(_KEYS))}")
+    refuse_unknown(set(value), _KEYS, f"{what}: unknown setting(s)")
     refuse = value.get("refuse", "exact")
     if refuse not in REFUSE:
         raise FormatError(f"{what}: refuse {refuse!r}, want \"exact\" or \"near\"")

@@ -80,3 +80,16 @@ class ConsistencyError(VerificationError):
 
 class PolicyError(VerificationError):
     """Evidence is valid, but the trust policy does not accept it."""
+
+
+def refuse_unknown(given: set[str], allowed: set[str] | frozenset[str], message: str) -> None:
+    """A policy is read in full or refused: a name it does not know is an error, with the
+    known name it most resembles (a misspelling) or the names it knows."""
+    unknown = sorted(given - allowed)
+    if not unknown:
+        return
+    import difflib
+
+    hints = [f"{u} (did you mean {c[0]}?)" if (c := difflib.get_close_matches(u, allowed, 1))
+             else u for u in unknown]
+    raise FormatError(f"{message} {', '.join(hints)}; known: {', '.join(sorted(allowed))}")

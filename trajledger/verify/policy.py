@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import predicates
 from .digest import HEX64, digest_bytes
-from .errors import FormatError
+from .errors import FormatError, refuse_unknown
 from .keys import Identity, KeyLookup, PublicKey
 from .note import Verifier, verifier_from_vkey
 from .strict_json import json_list, load_object
@@ -280,7 +280,7 @@ class TrustPolicy:
         what: str,
         key_lookup: KeyLookup | None = None,
     ) -> TrustPolicy:
-        _refuse_unknown(set(doc), _TOP_KEYS, f"{what}: unknown setting(s)")
+        refuse_unknown(set(doc), _TOP_KEYS, f"{what}: unknown setting(s)")
         fmt = doc.get("format", 1)
         if fmt not in POLICY_FORMATS or type(fmt) is not int:
             raise FormatError(f"{what}: format {fmt!r}, want one of {POLICY_FORMATS}")
@@ -354,7 +354,7 @@ def _parse_role(
 ) -> Role:
     if not isinstance(raw, dict):
         raise FormatError(f"{what}: must be a table")
-    _refuse_unknown(set(raw), _ROLE_FIELDS.get(name, _KEY_ROLE_FIELDS), f"{what}: unknown field(s)")
+    refuse_unknown(set(raw), _ROLE_FIELDS.get(name, _KEY_ROLE_FIELDS), f"{what}: unknown field(s)")
     keys: list[PublicKey] = []
     identities: list[Identity] = []
     vkeys: list[str] = []
@@ -471,14 +471,3 @@ def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> Trus
     return TrustPolicy.from_toml(data, path.parent, f"policy {path}", key_lookup=key_lookup)
 
 
-def _refuse_unknown(given: set[str], allowed: set[str] | frozenset[str], message: str) -> None:
-    """A policy is read in full or refused: a name it does not know is an error, with the
-    known name it most resembles (a misspelling) or the names it knows."""
-    unknown = sorted(given - allowed)
-    if not unknown:
-        return
-    import difflib
-
-    hints = [f"{u} (did you mean {c[0]}?)" if (c := difflib.get_close_matches(u, allowed, 1))
-             else u for u in unknown]
-    raise FormatError(f"{message} {', '.join(hints)}; known: {', '.join(sorted(allowed))}")

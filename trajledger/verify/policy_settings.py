@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import FormatError
+from .errors import FormatError, refuse_unknown
 from .keys import Identity, KeyLookup, PublicKey
 from .strict_json import json_list
 
@@ -101,6 +101,9 @@ def role_identities(value: object, what: str) -> list[Identity]:
     (the certificate's SAN), both non-empty strings."""
     identities: list[Identity] = []
     for i, ident in enumerate(json_list(value, f"{what}: identities")):
+        if isinstance(ident, dict):
+            refuse_unknown(set(ident), {"issuer", "subject"}, f"{what}: identity {i}: unknown "
+                           "field(s)")
         if not isinstance(ident, dict) or set(ident) != {"issuer", "subject"}:
             raise FormatError(f"{what}: identity {i} must have exactly issuer and subject")
         if not all(isinstance(v, str) and v for v in ident.values()):

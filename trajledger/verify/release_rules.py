@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .digest import parse_digest
-from .errors import FormatError
+from .errors import FormatError, refuse_unknown
 
 if TYPE_CHECKING:
     from .keys import Identity, PublicKey
@@ -104,8 +104,9 @@ def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules 
     if value is None:
         return None
     what = f"{what}: release"
-    if not isinstance(value, dict) or set(value) - {"approvals", "require"}:
+    if not isinstance(value, dict):
         raise FormatError(f"{what}: must be a table of approvals and require")
+    refuse_unknown(set(value), {"approvals", "require"}, f"{what}: unknown setting(s)")
     approvals = value.get("approvals", 1)
     if type(approvals) is not int or approvals < 1:
         raise FormatError(f"{what}: approvals must be an integer >= 1, got {approvals!r}")
@@ -115,8 +116,9 @@ def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules 
     out: list[Requirement] = []
     for i, item in enumerate(require):
         here = f"{what}: require item {i}"
-        if not isinstance(item, dict) or set(item) - _REQUIREMENT:
+        if not isinstance(item, dict):
             raise FormatError(f"{here}: must be a table of {', '.join(sorted(_REQUIREMENT))}")
+        refuse_unknown(set(item), _REQUIREMENT, f"{here}: unknown setting(s)")
         suite, metric = item.get("suite"), item.get("metric", "success_rate")
         name, at, version = suite.rpartition("@") if isinstance(suite, str) else ("", "", "")
         if not (isinstance(suite, str) and name and at and version):

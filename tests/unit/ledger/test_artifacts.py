@@ -513,7 +513,8 @@ def test_unusable_log_key_fails_before_any_work(
     reopened = Ledger.open(registered.root)
     monkeypatch.setattr(rollouts, "write_steps_parquet", None)  # must not be reached
     before = snapshot(reopened)
-    with pytest.raises(LedgerError, match=r"^key log: no private key in .*log-key"):
+    with pytest.raises(LedgerError, match=r"^key log: its private half .*log-key/log\.key is "
+                       r"missing, but .*log\.pub is there: restore it from your backup$"):
         record_batch(reopened, rows(), env="cart@1", policy="p", signer=alice)
     assert snapshot(reopened) == before
 

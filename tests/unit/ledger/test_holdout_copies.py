@@ -451,7 +451,8 @@ def test_the_command_line(template: testkit.Template[dict[str, str]], ledger: Le
                                           "the default 0.8"),
         ('[contamination]\nnumeric_threshold = 0.9\n', "numeric_threshold is set but refuse "
                                                        "is \"exact\""),
-        ('[contamination]\nrefuse = "near"\nsimilarity = 1\n', "must be a table of "),
+        ('[contamination]\nrefuse = "near"\nsimilarity = 1\n', "unknown setting(s) similarity; "
+                                                              "known: numeric_threshold"),
     ]:
         bad.write_text(POLICY.format(serial=2, vkey=ledger.log.vkey, extra=extra))
         r = testkit.invoke(home, "policy", "check", bad)

@@ -97,7 +97,8 @@ def test_wrong_passphrase(keys: KeyStore, passphrase: str, monkeypatch: pytest.M
     monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "not the passphrase")
     with pytest.raises(
         KeyError_,
-        match=r"^key alice: cannot load .*alice\.key: wrong passphrase or corrupt key file$",
+        match=r"^key alice: cannot load .*alice\.key: wrong passphrase or corrupt key file "
+              r"\(the passphrase in TRAJLEDGER_PASSPHRASE\)$",
     ):
         keys.signer("alice")
 
@@ -668,3 +669,23 @@ def test_a_keyless_note_keeps_only_keyids(keys: KeyStore) -> None:
         f.write(made.upper() + "\nsha256:" + "a" * 64 + "\n" + "b" * 63 + "\nnot hex\n")
     assert keys.keyless_made() == {made}
     assert _mode(keys.directory / "keyless-made") == 0o600
+
+
+def test_a_key_of_the_other_kind_is_named_so_not_offered_for_creation(
+        keys: KeyStore, passphrase: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hour33: a signing key asked for as an X25519 key (``eval --unseal-key``), or the other way
+    round, said only "create it with 'trajledger key new NAME'": which kind the name holds is
+    now said; and a wrong passphrase typed at the prompt is named so."""
+    keys.create("signer")
+    keys.create_encryption_key("sealer")
+    with pytest.raises(KeyError_, match=r"^key signer: no X25519 encryption key in .*; signer is "
+                       r"a signing key, which cannot open sealed suites"):
+        keys.decrypter("signer")
+    with pytest.raises(KeyError_, match=r"^key sealer: no signing key in .*; sealer is an X25519 "
+                       r"encryption key \(x25519/\), which cannot sign"):
+        keys.signer("sealer")
+    with pytest.raises(KeyError_, match=r"create it with 'trajledger key new nobody'"):
+        keys.signer("nobody")
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
+    with pytest.raises(KeyError_, match=r"file \(the passphrase typed at the prompt\)$"):
+        KeyStore(keys.directory, passphrase=lambda _n: b"other").signer("signer")

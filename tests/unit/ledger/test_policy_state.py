@@ -201,3 +201,6 @@ def test_a_key_signs_a_record_only_when_the_policy_in_force_holds_it_for_the_rol
     stranger = Signer.generate("vendor")
     with pytest.raises(PolicyError, match="holds no role"):
         check_signers(ledger, "checkpoint", [("vendor", stranger.keyid)], "train")
+    # hour33: "cannot sign a environment record" (and a evaluator, a evaluation, a erasure)
+    with pytest.raises(PolicyError, match=r"cannot sign an environment record: it holds trainer"):
+        check_signers(ledger, "environment", [("trainer", ks["trainer"].keyid)])

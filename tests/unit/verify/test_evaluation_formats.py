@@ -251,7 +251,13 @@ def test_format_1_policy_keeps_its_json_form(keydir: Path) -> None:
          "is not a finite number"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmetric = 'a b'\nmin = 1"),
          "metric 'a b' is not a metric name"),
-        (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\nwhat = 1"), "must be a table"),
+        (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\nwhat = 1"),
+         "release: require item 0: unknown setting(s) what; known: digest, max, max_drop"),
+        # hour33: a misspelt setting is named, with the one meant (was "must be a table of ...")
+        (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\nmax_dorp = 1"),
+         "require item 0: unknown setting(s) max_dorp (did you mean max_drop?)"),
+        (policy_toml("[release]\napprovers = 1\n[[release.require]]\nsuite = 'r@1'\nmin = 1"),
+         "release: unknown setting(s) approvers (did you mean approvals?)"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\ndigest = 'sha256:AB'"),
          "require item 0: digest: 'sha256:AB' is not of the form sha256:<64 lowercase hex>"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\n"

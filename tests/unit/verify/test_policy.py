@@ -196,6 +196,10 @@ threshold = 2
             "role producer: identity 0 must have exactly issuer and subject",
         ),
         (
+            b'[roles.producer]\nidentities = [{ issuer = "i", subjct = "s" }]',
+            "role producer: identity 0: unknown field(s) subjct (did you mean subject?)",
+        ),
+        (
             b'[roles.producer]\nidentities = [{ issuer = "", subject = "s" }]',
             "role producer: identity 0 issuer and subject must be non-empty strings",
         ),
@@ -745,8 +749,10 @@ def test_contamination_runs_near_is_written_only_when_set(keydir: Path) -> None:
         ('refuse = "near"\nnumeric_threshold = "x"', "numeric_threshold: 'x' is not a finite"),
         ('refuse = "near"\ntext_threshold = nan', "text_threshold: nan is not a finite"),
         ("text_threshold = 0.5", "text_threshold is set but refuse is \"exact\""),
-        ('refuse = "near"\nthreshold = 0.5', "contamination: must be a table of "
+        ('refuse = "near"\nthreshold = 0.5', "contamination: unknown setting(s) threshold "
+                                             "(did you mean text_threshold?); known: "
                                              "numeric_threshold, refuse, runs, text_threshold"),
+        ('runz = "near"', "contamination: unknown setting(s) runz (did you mean runs?)"),
         ('runs = "off"', "contamination: runs 'off', want \"exact\" or \"near\""),
     ],
 )
