@@ -668,3 +668,27 @@ def test_a_keyless_note_keeps_only_keyids(keys: KeyStore) -> None:
         f.write(made.upper() + "\nsha256:" + "a" * 64 + "\n" + "b" * 63 + "\nnot hex\n")
     assert keys.keyless_made() == {made}
     assert _mode(keys.directory / "keyless-made") == 0o600
+
+
+def test_a_keyless_note_that_is_a_hard_link_refuses_in_one_line(
+    keys: KeyStore, tmp_path: Path
+) -> None:
+    """Review left33, finding 3 (rev29's Left): ``keys/keyless-made`` as a hard link to another
+    file of the user's got the keyid appended to that file. Refused after opening (``st_nlink``),
+    before anything is written, naming the note and how to give it a file of its own; the
+    note made so signs again."""
+    keys.directory.mkdir(mode=0o700)
+    other = tmp_path / "elsewhere"
+    other.write_text("mine\n")
+    note = keys.directory / "keyless-made"
+    os.link(other, note)
+    with pytest.raises(KeyError_, match=r"keyless-made: a hard link \(2 names of one file\): "
+                       r".* nothing was recorded; give it a file of its own \(cp -p .*\) and "
+                       r"sign again$"):
+        keys.note_keyless(b"a bundle")
+    assert other.read_text() == "mine\n"
+    copy = note.with_name("keyless-made.new")
+    shutil.copy2(note, copy)
+    copy.replace(note)
+    made = keys.note_keyless(b"a bundle")
+    assert keys.keyless_made() == {made} and other.read_text() == "mine\n"
