@@ -757,14 +757,7 @@ def test_a_keyless_signer_that_may_not_approve_or_withdraw_is_refused_before_sig
     # own approval (its bundle verified), and BOB still may not.
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
     run("approve", "d@1", "--sigstore")
-    policy = tmp_path / "policy.toml"
-    policy.write_text(policy.read_text().replace('name = "keyless"\n', 'name = "keyless"\n'
-                                                 'serial = 2\n').replace(
-        f'subject = "{BOB}"', f'subject = "{ALICE}"').replace(
-        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\nidentities = '
-        f'[{{issuer = "{ISSUER}", subject = "{ALICE}"}}]\n',
-        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\n'))
-    run("policy", "set", str(policy), "--key", "a", "--yes")
+    alice_a_producer(run, tmp_path)
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
     r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
     assert (f"(identities: none), or its signer while the policy names it ({ALICE} ({ISSUER})), "
@@ -772,6 +765,19 @@ def test_a_keyless_signer_that_may_not_approve_or_withdraw_is_refused_before_sig
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
     r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "too early")
     assert f"withdrawn by keyless signature by {ALICE}" in r.stderr, r.stderr
+
+
+def alice_a_producer(run: Callable[..., Any], tmp_path: Path) -> None:
+    """Record a policy of serial 2 (`approvable_ledger`'s, its producer identity ALICE in
+    BOB's place, and no approver identity): ALICE is a producer."""
+    home, policy = tmp_path / "ledger", tmp_path / "policy.toml"
+    policy.write_text(policy.read_text().replace('name = "keyless"\n', 'name = "keyless"\n'
+                                                 'serial = 2\n').replace(
+        f'subject = "{BOB}"', f'subject = "{ALICE}"').replace(
+        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\nidentities = '
+        f'[{{issuer = "{ISSUER}", subject = "{ALICE}"}}]\n',
+        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\n'))
+    run("policy", "set", str(policy), "--key", "a", "--yes")
 
 
 def approval_index(home: Path, signer: str) -> int:
@@ -900,14 +906,7 @@ def test_approvals_that_count_for_nothing_do_not_block_a_keyless_withdrawal(
     second = int(run("approve", "d@1", "--sigstore", "--expires", "60d").stderr.rsplit(
         "(log index ", 1)[1].split(")")[0])  # (another statement than the first withdrawn)
     run("approve", "d@1", "--key", "a")
-    policy = tmp_path / "policy.toml"
-    policy.write_text(policy.read_text().replace('name = "keyless"\n', 'name = "keyless"\n'
-                                                 'serial = 2\n').replace(
-        f'subject = "{BOB}"', f'subject = "{ALICE}"').replace(
-        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\nidentities = '
-        f'[{{issuer = "{ISSUER}", subject = "{ALICE}"}}]\n',
-        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\n'))
-    run("policy", "set", str(policy), "--key", "a", "--yes")
+    alice_a_producer(run, tmp_path)
     r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "too early")
     assert f"d@1: approval at log index {second} withdrawn by keyless" in r.stderr, r.stderr
     # BOB, no approver, signed neither of key a's two (his own counts for nothing): refused,
