@@ -921,3 +921,39 @@ def test_approvals_that_count_for_nothing_do_not_block_a_keyless_withdrawal(
             "producer revokes its data instead); nothing was signed") in r.stderr.splitlines(), \
         r.stderr
     assert (Ledger.open(home).log.size, len(sigstore_instance.leaves)) == (size, leaves)
+
+
+def test_a_keyless_approval_withdrawn_is_not_made_again_in_the_same_second(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """Review left33, finding 7: ALICE approves ``d@1`` keylessly, withdraws it, and approves
+    again within the same second with the same expiry and note: the same statement, which the
+    withdrawal withdraws (`verify.withdrawals`), so the new approval counted for nothing while
+    ``approve`` said OK (a key's is the same envelope, refused since withdraw26; a keyless
+    signature is new bytes). Now refused before signing; a second later it counts."""
+    import datetime as dt
+
+    from trajledger import Ledger
+    from trajledger.ledger.status import approve
+    from trajledger.verify.errors import PolicyError
+
+    config, _ = trust_files
+    home = tmp_path / "ledger"
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    when = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    ledger = Ledger.open(home)
+
+    def alice() -> KeylessSigner:
+        return KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+
+    first = approve(ledger, "d@1", alice(), now=when)
+    ledger.revoke(first.envelope_digest, key=alice(), reason="approved too early")
+    size, leaves = ledger.log.size, len(sigstore_instance.leaves)
+    with pytest.raises(PolicyError, match=rf"approve d@1: this is the approval at log index "
+                       rf"{first.index}, withdrawn: .* nothing was signed$"):
+        approve(ledger, "d@1", alice(), now=when)
+    assert (ledger.log.size, len(sigstore_instance.leaves)) == (size, leaves)
+    run("admit", "d@1", code=1)
+    approve(ledger, "d@1", alice(), now=when + dt.timedelta(seconds=1))
+    run("admit", "d@1")

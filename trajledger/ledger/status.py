@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from .home import LedgerHome
     from .signing import AnySigner
+    from .sigstore_sign import KeylessSigner
 
 __all__ = [
     "approval_of", "approve", "delete_erased", "erasable_blobs", "erase", "erased_before",
@@ -101,6 +102,8 @@ def approve(
         note,
         validation_report,
     )
+    if not isinstance(signer, Signer):  # a keyless signature is new bytes each time (left33)
+        _refuse_withdrawn_again(ledger, item, predicate, signer)
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
         predicate.to_predicate(), signer, action=f"approve {item.ref}", check=check,
@@ -118,6 +121,53 @@ def approve(
             "later, or with another --expires or --note; nothing new was recorded"
         )
     return rec
+
+
+def _refuse_withdrawn_again(ledger: LedgerHome, item: CatalogItem, predicate: Approval,
+                            signer: KeylessSigner) -> None:
+    """Refuse, before a keyless signer signs it, an approval whose statement is that of an
+    approval withdrawn that this token's identity might have signed: it would count for nothing
+    (`verify.withdrawals`: a withdrawal withdraws the statement). A key's is found after the
+    append, the same envelope (`approve`); a keyless signature is new bytes each time.
+
+    Raises:
+        PolicyError: such an approval is withdrawn (nothing signed).
+    """
+    from trajledger.verify.judge import Record
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.statement import Statement
+    from trajledger.verify.withdrawals import withdrawn
+
+    from .evidence import ledger_evidence
+    from .keyless_check import might_be
+    from .policy_state import current_policy
+    from .signing import statement_bytes
+
+    found_policy = current_policy(ledger)
+    if found_policy is None:
+        return
+    new = Statement.from_bytes(statement_bytes([(item.ref or item.name, item.digest)],
+                                               predicates.APPROVAL, predicate.to_predicate()))
+    verifier = LineageVerifier(ledger_evidence(ledger), found_policy[1],
+                               index=ledger.trust_state(), data="size")
+    try:
+        found = [verifier.record(i) for i in verifier.records(item.digest, "approval")]
+        same = {r.index for r in found if isinstance(r, Record) and r.statement == new}
+        gone = [r for r, now in zip(found, withdrawn(verifier, found), strict=True)
+                if isinstance(r, Record) and r.index in same and not isinstance(now, Record)
+                ] if same else []
+    finally:
+        verifier.close()
+    if not gone:
+        return
+    _token, maybe = might_be(signer)
+    hit = next((r for r in gone if maybe(r.identities)), None)
+    if hit is not None:
+        raise PolicyError(
+            f"approve {item.ref}: this is the approval at log index {hit.index}, withdrawn: the "
+            "same identity, purpose, expiry and note in the same second sign the same "
+            "statement; approve again a second later, or with another --expires or --note; "
+            "nothing was signed")
 
 
 def approval_of(ledger: LedgerHome, ref: str) -> tuple[int, str] | None:
