@@ -183,6 +183,29 @@ def test_fsck_repair_refuses_other_bytes_and_never_restores_erased_blobs(
     assert not path.exists()
 
 
+def test_fsck_repair_names_a_directory_in_the_way_of_an_object(
+    home: Path, quick: tuple[Path, str, Path]
+) -> None:
+    """Review left33, finding 6 (rev29's Left): a directory in place of an object file made
+    ``fsck --repair`` say ``FAIL: COPY: sha256:…: cannot store: Is a directory``, naming the
+    copy it restores from, which is fine, not the directory in the way. Now the line names the
+    directory and what to do; nothing in it is touched, and once it is moved away the object is
+    restored."""
+    digest, path = blob_of(home, "rollout-batch")
+    path.unlink()
+    path.mkdir()
+    (path / "theirs").write_bytes(b"not the ledger's")
+    r = run(home, "fsck", "--repair", "--from", quick[2])
+    assert r.exit_code == 3, r.output
+    assert r.stderr.splitlines() == [
+        f"FAIL: {path}: a directory is in the way of object {digest[:19]}…, which is a file: "
+        "it is none of the ledger's; move it out of the store, then run again"], r.stderr
+    assert (path / "theirs").read_bytes() == b"not the ledger's"
+    shutil.move(path, home.parent / "moved")
+    r = run(home, "fsck", "--repair", "--from", quick[2])
+    assert r.exit_code == 0 and f"OK: object {digest}: restored from " in r.stderr, r.output
+
+
 def test_fsck_finds_a_lookup_cache_that_disagrees_with_the_log(home: Path) -> None:
     from trajledger.ledger.log import CACHE_DIR, EntrySpec
 

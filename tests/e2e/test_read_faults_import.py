@@ -15,6 +15,7 @@ every point.
 from __future__ import annotations
 
 import errno
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -46,9 +47,9 @@ class ImportWork(Copies):
         self.runner = testkit.new_runner()
         self.keep(root / "pristine")
 
-    def run(self) -> Result:
+    def run(self, *extra: str) -> Result:
         return self.runner.invoke(main, ["--ledger", str(self.home), "import", str(self.bundle),
-                                         "--key", "approver"], prog_name="trajledger",
+                                         "--key", "approver", *extra], prog_name="trajledger",
                                   env={"TRAJLEDGER_STATE_DIR": str(self.state)})
 
 
@@ -143,3 +144,11 @@ def test_an_import_whose_names_cannot_be_checked_says_it_is_recorded(
         rf"FAIL: dataset bh@1 \({work.dataset[:19]}…\) from vendor\.example/log\+\w+: the import "
         rf"is recorded \(log index {size + 4}\), but its names could not then be checked for "
         "look-alikes: disk I/O error", fails[0]), r.stderr
+    # --json: the document says what is recorded, its look-alikes unknown (null: left33
+    # finding 2), and the same line follows.
+    work.restore()
+    r = work.run("--json")
+    assert (r.exit_code, work.size()) == (3, size + 5), r.output
+    doc = json.loads(r.stdout)["import"]
+    assert (doc["index"], doc["recorded"], doc["lookalikes"]) == (size + 4, True, None), doc
+    assert [x for x in r.stderr.splitlines() if x.startswith("FAIL:")] == fails, r.stderr

@@ -11,6 +11,7 @@ renderer's own line breaks remain.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -224,3 +225,12 @@ def test_a_buyer_is_warned_of_a_vendor_name_that_can_pass_for_another(
     warned = [line for line in out.splitlines() if "can pass for another name" in line]
     assert warned == [f"WARNING: imported name {name!r} {said} it can pass for another "
                       "name; refer to it by its digest"], out
+    # --json carries the same texts as `import.lookalikes` (as monitor's `updates.lookalikes`;
+    # left33 finding 2), the lines still on stderr; imported again, nothing new, still said.
+    r = testkit.new_runner().invoke(main, [
+        "--ledger", str(buyer), "import", str(bundle), "--policy", str(buyer / "policy.toml"),
+        "--key", "b1", "--key", "b2", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["import"]["lookalikes"] == [w[len("WARNING: "):]
+                                                           for w in warned], r.stdout
+    assert [x for x in r.stderr.splitlines() if "can pass for another name" in x] == warned

@@ -52,8 +52,8 @@ def test_an_approval_is_withdrawn_by_the_dataset_and_its_signer(quick: Path) -> 
             "--reason", "wrong")  # fmt: skip
     assert r.exit_code == 1, r.output
     assert r.stderr == (f"FAIL: revoke {DATASET} --approval: no approval of it signed by "
-                        "00ff is in force here (none, or withdrawn already); nothing was "
-                        "signed\n"), r.stderr
+                        "00ff is in force here (none that counts under the policy in force, "
+                        "or withdrawn already); nothing was signed\n"), r.stderr
     # --by names approver-a's: withdrawn, as 'revoke DIGEST' would.
     r = run(home, "revoke", DATASET, "--approval", "--by", keyid(home, "approver-a")[:12],
             "--key", "approver-b", "--reason", "the wrong version")  # fmt: skip
@@ -128,4 +128,76 @@ def test_an_empty_by_names_no_approval(quick: Path) -> None:
             led.withdraw(DATASET, key="approver-a", reason="wrong", by="")
     finally:
         led.close()
+def plant_approvals(home: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Approvals of `DATASET` that count for nothing, made by a tool that checks no role (the
+    write side's check switched off): the producer key ``vendor``'s and a key of no role's."""
+    from trajledger.ledger import policy_state
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+
+    body = predicates.Approval("train", "2026-01-01T00:00:00Z",
+                               "2999-01-01T00:00:00Z").to_predicate()
+    with monkeypatch.context() as m:
+        m.setattr(policy_state, "check_signers", lambda *a, **k: None)
+        led = Ledger.open(home)
+        try:
+            digest = Catalog(led).resolve(DATASET).digest
+            return [record_statement(led, DATASET, digest, predicates.APPROVAL, body, s).index
+                    for s in (led.keys.signer("vendor"), Signer.generate("mallory"))]
+        finally:
+            led.close()
+
+
+def test_approvals_that_count_for_nothing_are_no_candidates(
+        quick: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review left33, finding 1 (rev29 finding 8, the rest): an approval that counts for nothing
+    under the policy in force (a producer's, a key of no role's, made outside the CLI) was a
+    candidate of ``--approval``, so whoever could append one kept an approver from withdrawing
+    the one approval in force without naming it (on c717ad8: ``3 approvals of it could be
+    meant``, exit 1). The candidates are those the admission gate counts; one whose record
+    cannot be read stays one (it may be the one meant)."""
+    home = quick
+    a_index, _a_envelope = approval(home, "approver-a")
+    r = run(home, "revoke", DATASET, "--approval", "--by", keyid(home, "approver-b")[:12],
+            "--key", "approver-b", "--reason", "the wrong version")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    planted = plant_approvals(home, monkeypatch)
+    r = run(home, "admit", DATASET)
+    assert r.exit_code == 1 and all(f"approval {i} does not count" in r.stderr
+                                    for i in planted), r.output
+    before = size(home)
+    # The producer: no approver, and none of the approvals in force is its own.
+    r = run(home, "revoke", DATASET, "--approval", "--key", "vendor", "--reason", "nuisance")
+    assert r.exit_code == 1, r.output
+    assert (f"FAIL: approval at log index {a_index}: key vendor ({keyid(home, 'vendor')[:12]}) "
+            "is no approver of the policy in force and did not sign it") in r.stderr, r.stderr
+    assert size(home) == before
+    # approver-a withdraws the one approval in force; the planted ones are no candidates.
+    r = run(home, "revoke", DATASET, "--approval", "--key", "approver-a", "--reason", "mine")
+    assert r.exit_code == 0, r.output
+    assert f"approval at log index {a_index} withdrawn (log index {before})" in r.stderr
+    r = run(home, "revoke", DATASET, "--approval", "--key", "approver-a", "--reason", "again")
+    assert (r.exit_code, r.stderr) == (1, (
+        f"FAIL: revoke {DATASET} --approval: no approval of it is in force here (none that "
+        "counts under the policy in force, or withdrawn already); nothing was signed\n"))
+    assert size(home) == before + 1
+
+
+def test_an_approval_that_cannot_be_read_stays_a_candidate(quick: Path) -> None:
+    """What an approval whose envelope is lost says is unknown: it may be the one meant, so it
+    is never left out of the candidates (it would leave the other one to be withdrawn in its
+    place, and count again once restored)."""
+    home = quick
+    a_index, a_envelope = approval(home, "approver-a")
+    b_index, b_envelope = approval(home, "approver-b")
+    (home / "objects" / "sha256" / b_envelope[7:9] / b_envelope[9:11] / b_envelope[7:]).unlink()
+    before = size(home)
+    r = run(home, "revoke", DATASET, "--approval", "--key", "approver-a", "--reason", "wrong")
+    assert r.exit_code == 1, r.output
+    assert (f"2 approvals of it could be meant: log index {a_index} signed by "
+            f"{keyid(home, 'approver-a')[:16]} ({a_envelope}), log index {b_index} signed by "
+            f"{keyid(home, 'approver-b')[:16]} ({b_envelope}) (cannot be read: it may be this "
+            "one)") in r.stderr, r.stderr
     assert size(home) == before

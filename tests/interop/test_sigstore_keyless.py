@@ -733,36 +733,31 @@ def test_a_keyless_signer_that_may_not_approve_or_withdraw_is_refused_before_sig
     # CAROL's keyless approval, made by another tool (it counts for nothing: no approver).
     ledger = Ledger.open(home)
     dataset = Catalog(ledger).resolve("d@1").digest
-    record_statement(
+    carols = record_statement(
         ledger, "d@1", dataset, predicates.APPROVAL,
         Approval("train", "2026-01-01T00:00:00Z", "2999-01-01T00:00:00Z").to_predicate(),
         [KeylessSigner(sigstore_instance.token(carol), trust_config=config)])  # fmt: skip
     # Neither BOB nor CAROL may withdraw it: no approver; CAROL signed it, but as no identity
-    # of the policy (verifiers would count her withdrawal for nothing).
+    # of the policy (verifiers would count her withdrawal for nothing). Named by its digest;
+    # '--approval' does not take it (it counts for nothing: left33 finding 1).
     for who in (BOB, carol):
         monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(who))
         same = unchanged()
-        r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
+        r = run("revoke", carols.envelope_digest, "--sigstore", "--reason", "x", code=1)
         assert (f"FAIL: approval at log index {approval_index(home, carol)}: the Sigstore "
                 f"identity {who} (issuer {ISSUER}) is no approver identity of policy 'keyless' "
                 f"serial 1 and did not sign it: only an approver (identities: {ALICE} "
                 f"({ISSUER})), or its signer while the policy names it (none), may withdraw an "
                 "approval (a producer revokes its data instead); nothing was signed"
                 ) in r.stderr.splitlines(), r.stderr
+        r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
+        assert "FAIL: revoke d@1 --approval: no approval of it is in force here" in r.stderr
         assert same()
-    run("revoke", "d@1", "--approval", "--key", "a", "--reason", "not an approver's")
     # ALICE approves; a policy of serial 2 makes her a producer: she may still withdraw her
     # own approval (its bundle verified), and BOB still may not.
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
     run("approve", "d@1", "--sigstore")
-    policy = tmp_path / "policy.toml"
-    policy.write_text(policy.read_text().replace('name = "keyless"\n', 'name = "keyless"\n'
-                                                 'serial = 2\n').replace(
-        f'subject = "{BOB}"', f'subject = "{ALICE}"').replace(
-        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\nidentities = '
-        f'[{{issuer = "{ISSUER}", subject = "{ALICE}"}}]\n',
-        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\n'))
-    run("policy", "set", str(policy), "--key", "a", "--yes")
+    alice_a_producer(run, tmp_path)
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
     r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
     assert (f"(identities: none), or its signer while the policy names it ({ALICE} ({ISSUER})), "
@@ -798,6 +793,17 @@ def test_an_identity_inside_an_approvers_name_is_refused_before_signing(
     run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
     run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", ALICE, "--reason", "x")
+def alice_a_producer(run: Callable[..., Any], tmp_path: Path) -> None:
+    """Record a policy of serial 2 (`approvable_ledger`'s, its producer identity ALICE in
+    BOB's place, and no approver identity): ALICE is a producer."""
+    home, policy = tmp_path / "ledger", tmp_path / "policy.toml"
+    policy.write_text(policy.read_text().replace('name = "keyless"\n', 'name = "keyless"\n'
+                                                 'serial = 2\n').replace(
+        f'subject = "{BOB}"', f'subject = "{ALICE}"').replace(
+        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\nidentities = '
+        f'[{{issuer = "{ISSUER}", subject = "{ALICE}"}}]\n',
+        f'[roles.approver]\nkeys = ["{home / "keys" / "a.pub"}"]\n'))
+    run("policy", "set", str(policy), "--key", "a", "--yes")
 
 
 def approval_index(home: Path, signer: str) -> int:
@@ -887,3 +893,92 @@ def test_one_of_two_keyless_approvals_of_one_identity_is_withdrawn_by_its_digest
     run("revoke", second, "--sigstore", "--reason", "approved too early")
     run("admit", "d@1", code=1)
 
+
+def test_approvals_that_count_for_nothing_do_not_block_a_keyless_withdrawal(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """Review left33, finding 1 (rev29 finding 8): keyless approvals by BOB (a producer
+    identity) and CAROL (in no role), made by another tool, count for nothing, yet were
+    candidates of ``revoke d@1 --approval --sigstore``: ALICE could not withdraw her one
+    approval in force (exit 1, ``3 approvals of it could be meant``), and ``--by`` is a key's.
+    Now the candidates are those that count; and a signer that is no approver (ALICE, once a
+    policy of serial 2 makes her a producer) has only its own as candidates, beside key
+    ``a``'s approval in force."""
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+    from trajledger.verify.predicates import Approval
+
+    config, _ = trust_files
+    home = tmp_path / "ledger"
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    ledger = Ledger.open(home)
+    dataset = Catalog(ledger).resolve("d@1").digest
+    for who in (BOB, "carol@example.com"):
+        record_statement(
+            ledger, "d@1", dataset, predicates.APPROVAL,
+            Approval("train", "2026-01-01T00:00:00Z", "2999-01-01T00:00:00Z").to_predicate(),
+            [KeylessSigner(sigstore_instance.token(who), trust_config=config)])  # fmt: skip
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    first = int(run("approve", "d@1", "--sigstore").stderr.rsplit("(log index ", 1)[1]
+                .split(")")[0])
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "approved too early")
+    assert f"d@1: approval at log index {first} withdrawn by keyless" in r.stderr, r.stderr
+    run("admit", "d@1", code=1)
+    # ALICE approves again, key a too; ALICE becomes a producer: her own is her one candidate.
+    second = int(run("approve", "d@1", "--sigstore", "--expires", "60d").stderr.rsplit(
+        "(log index ", 1)[1].split(")")[0])  # (another statement than the first withdrawn)
+    run("approve", "d@1", "--key", "a")
+    alice_a_producer(run, tmp_path)
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "too early")
+    assert f"d@1: approval at log index {second} withdrawn by keyless" in r.stderr, r.stderr
+    # BOB, no approver, signed neither of key a's two (his own counts for nothing): refused,
+    # nothing signed.
+    run("approve", "d@1", "--key", "a", "--expires", "60d")
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(BOB))
+    size, leaves = Ledger.open(home).log.size, len(sigstore_instance.leaves)
+    r = run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
+    assert (f"FAIL: revoke d@1 --approval: the Sigstore identity {BOB} (issuer {ISSUER}) is no "
+            "approver of policy 'keyless' serial 2 and signed none of the 2 approval(s) of it "
+            "in force: only an approver may withdraw an approval, its signer its own (a "
+            "producer revokes its data instead); nothing was signed") in r.stderr.splitlines(), \
+        r.stderr
+    assert (Ledger.open(home).log.size, len(sigstore_instance.leaves)) == (size, leaves)
+
+
+def test_a_keyless_approval_withdrawn_is_not_made_again_in_the_same_second(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """Review left33, finding 7: ALICE approves ``d@1`` keylessly, withdraws it, and approves
+    again within the same second with the same expiry and note: the same statement, which the
+    withdrawal withdraws (`verify.withdrawals`), so the new approval counted for nothing while
+    ``approve`` said OK (a key's is the same envelope, refused since withdraw26; a keyless
+    signature is new bytes). Now refused before signing; a second later it counts."""
+    import datetime as dt
+
+    from trajledger import Ledger
+    from trajledger.ledger.status import approve
+    from trajledger.verify.errors import PolicyError
+
+    config, _ = trust_files
+    home = tmp_path / "ledger"
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    when = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    ledger = Ledger.open(home)
+
+    def alice() -> KeylessSigner:
+        return KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+
+    first = approve(ledger, "d@1", alice(), now=when)
+    ledger.revoke(first.envelope_digest, key=alice(), reason="approved too early")
+    size, leaves = ledger.log.size, len(sigstore_instance.leaves)
+    with pytest.raises(PolicyError, match=rf"approve d@1: this is the approval at log index "
+                       rf"{first.index}, withdrawn: .* nothing was signed$"):
+        approve(ledger, "d@1", alice(), now=when)
+    assert (ledger.log.size, len(sigstore_instance.leaves)) == (size, leaves)
+    run("admit", "d@1", code=1)
+    approve(ledger, "d@1", alice(), now=when + dt.timedelta(seconds=1))
+    run("admit", "d@1")

@@ -78,7 +78,7 @@ from .episode_features import (
 )
 from .episode_vectors import VECTOR_DIM
 from .errors import LedgerError, read_failure
-from .fs import write_file_atomic
+from .fs import drop_other_versions, write_file_atomic
 from .hashing import copy_hashing
 
 if TYPE_CHECKING:
@@ -634,8 +634,12 @@ def _from_steps(store: ObjectStore, digest: str, size: int, workdir: Path) -> Fe
 
 
 def _cache(where: Path, data: bytes) -> None:
-    """Keep computed features (derived data: a cache that cannot be written is no error)."""
+    """Keep computed features (derived data: a cache that cannot be written is no error). The
+    first file kept under a `FEATURE_VERSION` deletes the other versions' (`fs.drop_other_versions`:
+    no release reads them again)."""
     try:
+        if not where.parent.is_dir():
+            drop_other_versions(where.parent)
         write_file_atomic(where, data, durable=False)
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):

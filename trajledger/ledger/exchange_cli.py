@@ -455,14 +455,23 @@ def import_(
         _refuse_compressed_twice(path, file)
         result = import_bundle(ledger, path, policy, signers)
     changes = result.changes
+    what = (f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
+            if result.digest else f"updates from {result.origin}")
+    try:  # before the document, for its `import.lookalikes` (left33 finding 2)
+        lookalikes: list[str] | None = _lookalikes(ledger, result.report)
+        failed = None
+    except (LedgerError, OSError, sqlite3.Error) as e:  # said after the OK line (fault27)
+        if not result.recorded or isinstance(e, VerificationError) or (
+                isinstance(e, sqlite3.Error) and not disk_error(e)):
+            raise
+        lookalikes, failed = None, e  # unknown: null in the JSON
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
         emit_json(result.report.to_json() | {"import": {
             "index": result.index, "recorded": result.recorded,
-            "logged": list(result.logged), **(changes.to_json() if changes else {})}})
+            "logged": list(result.logged), **(changes.to_json() if changes else {}),
+            "lookalikes": lookalikes}})
     else:
         click.echo("\n".join(result.report.render()))
-    what = (f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
-            if result.digest else f"updates from {result.origin}")
     if result.index < 0:
         ok(f"{what}: applied already up to the bundle's checkpoint; nothing new")
     elif result.recorded:
@@ -476,14 +485,12 @@ def import_(
     if changes is not None:
         show_changes(changes)
     warn_origin(result.origin)
-    try:
-        _warn_lookalikes(ledger, result.report)
-    except (LedgerError, OSError, sqlite3.Error) as e:  # after the OK line: say so (fault27)
-        if not result.recorded or isinstance(e, VerificationError) or (
-                isinstance(e, sqlite3.Error) and not disk_error(e)):
-            raise
+    for line in lookalikes or ():
+        warn(line)
+    if failed is not None:
         raise LedgerError(f"{what}: the import is recorded (log index {result.index}), but "
-                          f"its names could not then be checked for look-alikes: {e}") from e
+                          f"its names could not then be checked for look-alikes: {failed}"
+                          ) from failed
     if not as_json and result.digest:
         click.echo(result.digest)
 
@@ -500,11 +507,10 @@ def warn_origin(log: str) -> None:
         warn(f"the log's origin {origin!a} {problem}{tell}")
 
 
-def _warn_lookalikes(ledger: Any, report: Any) -> None:
+def _lookalikes(ledger: Any, report: Any) -> list[str]:
     """`lookalike_warnings` of an import's report: every node of the bundle's lineage."""
     rows = [(n.kind, n.name, n.version, n.id) for n in report.nodes.values()]
-    for line in lookalike_warnings(ledger, rows):
-        warn(line)
+    return list(lookalike_warnings(ledger, rows))
 
 
 def lookalike_warnings(ledger: Any, rows: Iterable[tuple[str, str, str, str]]) -> Iterator[str]:

@@ -45,6 +45,7 @@ __all__ = [
     "FileSystemSync",
     "FsyncGroup",
     "SyncBehind",
+    "drop_other_versions",
     "fsync_all",
     "fsync_dir",
     "is_stale",
@@ -659,6 +660,24 @@ class FileSystemSync:
                 self.sync()
 
         return _on_thread(run, "trajledger-syncfs-behind", stop)
+
+
+def drop_other_versions(current: Path) -> None:
+    """Delete the directories beside ``current`` (a derived cache's version directory, such as
+    ``index/features/w6`` or ``v3``: letters, then the version number) named by the same
+    letters and another number: what a version's new number left behind, never read again
+    (the lead's ``w<N>``, seventeenth round; left33 the features' ``v<N>``). Any other name, a
+    file, and a link (what it points at too) stay."""
+    import re
+    import shutil
+
+    kind = re.fullmatch(r"([a-z]+)\d+", current.name)
+    if kind is None:
+        raise ValueError(f"{current.name!r} is no version directory's name")
+    for old in current.parent.glob(f"{kind[1]}*"):
+        if (re.fullmatch(rf"{kind[1]}\d+", old.name) and old.name != current.name
+                and old.is_dir() and not old.is_symlink()):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def drop_stale_temps(directory: Path) -> int:

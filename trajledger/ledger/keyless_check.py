@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.errors import PolicyError
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .sigstore_sign import KeylessSigner
 
-__all__ = ["approval_signers", "check_keyless_approver", "token_claims"]
+__all__ = ["approval_signers", "check_keyless_approver", "might_be", "token_claims"]
 
 
 def token_claims(token: Any) -> tuple[str, set[str]]:
@@ -87,6 +87,14 @@ def _names_in(text: str, subject: str) -> bool:
 
 def _goes_on(char: str) -> bool:
     return char.isalnum() or char in _GOES_ON
+
+
+def might_be(signer: KeylessSigner) -> tuple[Any, Callable[[Iterable[Identity]], bool]]:
+    """The token ``signer`` will sign with, and whether one of some identities might be its
+    (the rule `check_keyless_approver` refuses by: `_might_be`)."""
+    token = signer.identity_token()
+    issuer, texts = token_claims(token)
+    return token, lambda identities: any(_might_be(i, issuer, texts) for i in identities)
 
 
 def check_keyless_approver(

@@ -690,7 +690,11 @@ class KeyStore:
         synced to ``keyless-made`` here, before the record it signs is logged. A keyless
         signature has no private half held here; this note is what tells the records signed
         here from another log's (`updates.sent_back`; review kless31, finding 1). Returns the
-        keyid."""
+        keyid.
+
+        Raises:
+            KeyError_: the note is no regular file (a link, a FIFO, a directory: rev29), or a
+                hard link (left33): nothing written."""
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path, keyid = self.directory / KEYLESS_MADE, hashlib.sha256(bundle).hexdigest()
         new = not path.exists()
@@ -705,8 +709,15 @@ class KeyStore:
                 raise KeyError_(planted) from e
             raise
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO somebody reads (rev29)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO somebody reads (rev29)
                 raise KeyError_(planted)
+            if st.st_nlink != 1:  # another name of the file would get the keyid (left33)
+                raise KeyError_(
+                    f"{path}: a hard link ({st.st_nlink} names of one file): the keyid would "
+                    "be written into a file of another name too, so nothing was recorded; "
+                    f"give it a file of its own (cp -p {path} {path}.new && mv {path}.new "
+                    f"{path}) and sign again")
             os.write(fd, keyid.encode("ascii") + b"\n")
             os.fsync(fd)
         finally:

@@ -29,15 +29,18 @@ from .keys import Signer
 from .record import Recorded, record_statement
 
 if TYPE_CHECKING:
+    from trajledger.verify.judge import Record
     from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.log_entry import LogEntry
 
     from .home import LedgerHome
     from .signing import AnySigner
+    from .sigstore_sign import KeylessSigner
 
 __all__ = [
     "approval_of", "approve", "delete_erased", "erasable_blobs", "erase", "erased_before",
-    "files_here", "held_elsewhere", "kept_blobs", "label", "pins_it_breaks", "record_policy",
-    "revocations", "revoke", "withdraw", "withdraw_of",
+    "files_here", "held_elsewhere", "in_force", "kept_blobs", "label", "pins_it_breaks",
+    "record_policy", "revocations", "revoke", "withdraw", "withdraw_of",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -99,6 +102,8 @@ def approve(
         note,
         validation_report,
     )
+    if not isinstance(signer, Signer):  # a keyless signature is new bytes each time (left33)
+        _refuse_withdrawn_again(ledger, item, predicate, signer)
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
         predicate.to_predicate(), signer, action=f"approve {item.ref}", check=check,
@@ -116,6 +121,53 @@ def approve(
             "later, or with another --expires or --note; nothing new was recorded"
         )
     return rec
+
+
+def _refuse_withdrawn_again(ledger: LedgerHome, item: CatalogItem, predicate: Approval,
+                            signer: KeylessSigner) -> None:
+    """Refuse, before a keyless signer signs it, an approval whose statement is that of an
+    approval withdrawn that this token's identity might have signed: it would count for nothing
+    (`verify.withdrawals`: a withdrawal withdraws the statement). A key's is found after the
+    append, the same envelope (`approve`); a keyless signature is new bytes each time.
+
+    Raises:
+        PolicyError: such an approval is withdrawn (nothing signed).
+    """
+    from trajledger.verify.judge import Record
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.statement import Statement
+    from trajledger.verify.withdrawals import withdrawn
+
+    from .evidence import ledger_evidence
+    from .keyless_check import might_be
+    from .policy_state import current_policy
+    from .signing import statement_bytes
+
+    found_policy = current_policy(ledger)
+    if found_policy is None:
+        return
+    new = Statement.from_bytes(statement_bytes([(item.ref or item.name, item.digest)],
+                                               predicates.APPROVAL, predicate.to_predicate()))
+    verifier = LineageVerifier(ledger_evidence(ledger), found_policy[1],
+                               index=ledger.trust_state(), data="size")
+    try:
+        found = [verifier.record(i) for i in verifier.records(item.digest, "approval")]
+        same = {r.index for r in found if isinstance(r, Record) and r.statement == new}
+        gone = [r for r, now in zip(found, withdrawn(verifier, found), strict=True)
+                if isinstance(r, Record) and r.index in same and not isinstance(now, Record)
+                ] if same else []
+    finally:
+        verifier.close()
+    if not gone:
+        return
+    _token, maybe = might_be(signer)
+    hit = next((r for r in gone if maybe(r.identities)), None)
+    if hit is not None:
+        raise PolicyError(
+            f"approve {item.ref}: this is the approval at log index {hit.index}, withdrawn: the "
+            "same identity, purpose, expiry and note in the same second sign the same "
+            "statement; approve again a second later, or with another --expires or --note; "
+            "nothing was signed")
 
 
 def approval_of(ledger: LedgerHome, ref: str) -> tuple[int, str] | None:
@@ -214,9 +266,16 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
                 by: str | None = None, by_identity: str | None = None) -> tuple[int, Recorded]:
     """Withdraw the approval of ``ref`` (a dataset or batch) that ``by`` signed (a keyid or its
     prefix; None: any signer), or the Sigstore identity ``by_identity`` signed keylessly (the
-    certificate's subject, its bundle verified as verifiers do: `keyless_check.approval_signers`),
-    of those not withdrawn yet: ``trajledger revoke REF --approval``, the readable form of
-    `withdraw`. Returns the approval's log index and the withdrawal.
+    certificate's subject, its bundle verified as verifiers do), of those in force
+    (`in_force`): ``trajledger revoke REF --approval``, the readable form of `withdraw`.
+    Returns the approval's log index and the withdrawal.
+
+    The candidates are the approvals that count under the policy in force, as the admission
+    gate judges them, whatever their purpose or age, and any whose record cannot be read (it
+    may be the one meant); a signer that is no approver of the policy in force may withdraw
+    only its own, so only its own are its candidates (left33 finding 1: an approval that counts
+    for nothing, a producer's or one by a key or identity of no role, made outside the CLI,
+    was a candidate, so its mere presence forced ``--by``, ``--by-identity`` or a digest).
 
     Raises:
         RefError: ``ref`` names nothing recorded.
@@ -230,36 +289,104 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
         raise FormatError("--by, --by-identity: empty; name the approval's key or identity")
     from .policy_state import current_policy
 
-    item, state = _item(ledger, ref, APPROVABLE), ledger.trust_state()
+    item, state, found_policy = _item(ledger, ref, APPROVABLE), ledger.trust_state(), \
+        current_policy(ledger)
     what = f"revoke {ref} --approval"
-    policy = current_policy(ledger) if by_identity is not None or any(
-        (x := state.entry(j)) is not None and x.kind == "revocation"
-        for i in state.about(item.digest) if (a := state.entry(i)) is not None
-        for j in state.about(a.envelope)) else None
-    # A revocation of it that counts for nothing (a producer's, forced into the log, or another
-    # log's taken in) withdraws nothing: the approval is still in force (rev28 finding 1).
-    found = [(i, e) for i in state.about(item.digest) if (e := state.entry(i)) is not None
-             and e.kind == "approval" and (by is None or any(k.startswith(by.lower())
-                                                             for k in e.signers))
-             and not revocations(ledger, e.envelope, policy and policy[1])]
-    if by_identity is not None:
-        from .keyless_check import approval_signers
-
-        found = [(i, e) for i, e in found if policy is not None and any(
-            x.subject == by_identity for x in approval_signers(ledger, policy[1], i, e.envelope))]
+    policy = found_policy[1] if found_policy is not None else None
+    entries = {i: e for i in state.about(item.digest) if (e := state.entry(i)) is not None
+               and e.kind == "approval"}
+    # Without a policy nothing can be judged: every approval no revocation names (rev28).
+    judged = in_force(ledger, policy, item.digest) if policy is not None else {
+        i: None for i, e in entries.items() if not revocations(ledger, e.envelope, None)}
+    found = [(i, entries[i], r) for i, r in judged.items() if i in entries
+             and (by is None or any(k.startswith(by.lower()) for k in entries[i].signers))
+             and (by_identity is None or (r is None and policy is not None)
+                  or (r is not None and any(x.subject == by_identity for x in r.identities)))]
     by_text = f" signed by {by}" if by else f" signed by {by_identity}" if by_identity else ""
+    if found and policy is not None:
+        found = _own_unless_approver(what, signer, policy, found)
     if len(found) != 1:
         raise PolicyError(
-            f"{what}: " + (f"no approval of it{by_text} is in force here (none, or withdrawn "
-                           "already)" if not found else
+            f"{what}: " + (f"no approval of it{by_text} is in force here (none that counts "
+                           "under the policy in force, or withdrawn already)" if not found else
                            f"{len(found)} approvals of it could be meant: " + ", ".join(
                                f"log index {i} signed by {','.join(k[:16] for k in e.signers)} "
-                               f"({e.envelope})" for i, e in found)
+                               f"({e.envelope})" + (" (cannot be read: it may be this one)"
+                                                    if r is None and policy else "")
+                               for i, e, r in found)
                            + "; name one with --by KEYID (--by-identity SUBJECT: a keyless "
                            "one's), or revoke its digest")
             + "; nothing was signed")
-    index, entry = found[0]
+    index, entry, _r = found[0]
     return index, withdraw(ledger, index, entry.envelope, signer, reason=reason)
+
+
+def in_force(ledger: LedgerHome, policy: TrustPolicy, digest: str) -> dict[int, Record | None]:
+    """The approvals of ``digest`` in force under ``policy`` (log index -> its verified record),
+    judged as the admission gate judges them (`verify.lineage.LineageVerifier.approvals`: each
+    record verified under the policy it was logged under, less those withdrawn, by
+    `verify.withdrawals.withdrawn`), purpose and age not judged; an approval whose record
+    cannot be read (damaged: what it says is unknown) and that no revocation names is kept,
+    as None. Nothing an approval that counts for nothing says can hide one that counts."""
+    from trajledger.verify.judge import Record
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.withdrawals import withdrawn
+
+    from .evidence import ledger_evidence
+
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    try:
+        found = [verifier.record(i) for i in verifier.records(digest, "approval")]
+        if any(verifier.records(r.entry.envelope, "revocation") for r in found
+               if isinstance(r, Record)):
+            found = withdrawn(verifier, found)
+        out: dict[int, Record | None] = {}
+        for r in found:
+            if isinstance(r, Record):
+                out[r.index] = r
+            elif r.damaged and (e := verifier.entry(r.index)) is not None and not any(
+                    isinstance(w := verifier.record(j), Record) or w.damaged
+                    for j in verifier.records(e.envelope, "revocation")):
+                out[r.index] = None  # unknown: a revocation of it that counts withdrew it
+        return out
+    finally:
+        verifier.close()
+
+
+def _own_unless_approver(what: str, signer: AnySigner, policy: TrustPolicy,
+                         found: list[tuple[int, LogEntry, Record | None]]
+                         ) -> list[tuple[int, LogEntry, Record | None]]:
+    """``found`` (approvals in force, `in_force`), less those ``signer`` may not withdraw when
+    it is no approver of ``policy``: only its own (its key or identity among the record's
+    verified signers, as `verify.retractions.authority` judges it), and of those that cannot
+    be read, a key's when the log entry names it (as `withdraw` judges them), any for a keyless
+    signer (their signers unknown: `withdraw` refuses them).
+
+    Raises:
+        PolicyError: it is no approver and none of ``found`` (two or more) is its own.
+    """
+    if isinstance(signer, Signer):
+        if policy.holds("approver", signer.keyid):
+            return found
+        who = f"key {signer.name} ({signer.keyid[:12]})"
+        mine = [(i, e, r) for i, e, r in found
+                if signer.keyid in (r.signers if r is not None else e.signers)]
+    else:
+        from .keyless_check import might_be
+
+        token, maybe = might_be(signer)
+        if maybe(policy.role("approver").identities):
+            return found
+        who = f"the Sigstore identity {token.identity} (issuer {token.federated_issuer})"
+        mine = [(i, e, r) for i, e, r in found if r is None or maybe(r.identities)]
+    if mine or len(found) == 1:  # one: `withdraw` refuses it, naming who may
+        return mine or found
+    raise PolicyError(
+        f"{what}: {who} is no approver of policy {policy.name!r} serial {policy.serial} and "
+        f"signed none of the {len(found)} approval(s) of it in force: only an approver may "
+        "withdraw an approval, its signer its own (a producer revokes its data instead); "
+        "nothing was signed")
 
 
 def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
@@ -630,7 +757,8 @@ def record_policy(
 
     Raises:
         LedgerError: the policy file cannot be read.
-        FormatError: the policy file is invalid.
+        FormatError: the policy file is invalid; a ``[release]`` bound written as a string
+            off the JSON number grammar, or that reads as 0 (`release_rules.refuse_unreadable`).
         PolicyError: the signers are not enough approvers, or the serial does not increase.
     """
     from trajledger.verify.policy import load_policy_file, policy_digest
@@ -640,6 +768,9 @@ def record_policy(
     # (1)
     new = (policy_file if isinstance(policy_file, TrustPolicy)
            else load_policy_file(policy_file, key_lookup=key_lookup(ledger)))
+    from trajledger.verify.release_rules import refuse_unreadable
+
+    refuse_unreadable(new.release, f"policy {new.name!r}")  # a string off JSON's grammar
     # (2)
     signer_ids = frozenset(s.keyid for s in signers)
 

@@ -877,12 +877,23 @@ class _Temp:
         """Rename the complete temp file (read-only, its bytes durable) to the object's name
         (replacing a damaged object), its fan-out directories walked from ``sha256``
         (`ObjectStore._open_dir`); the directory that gained the name is fsynced by the
-        descriptor of that walk, or added to ``names`` (`ObjectStore.sync_names`)."""
+        descriptor of that walk, or added to ``names`` (`ObjectStore.sync_names`).
+
+        Raises:
+            StoreError: a directory is where the object goes (named, and what to do)."""
         h = digest[len(DIGEST_PREFIX):]
         store = self._store
         leaf = store._open_dir((h[:2], h[2:4]), at=self.dir_fd, base=f"{store._prefix}/sha256")
         try:
-            os.replace(self.name, h, src_dir_fd=self.dir_fd, dst_dir_fd=leaf)
+            try:
+                os.replace(self.name, h, src_dir_fd=self.dir_fd, dst_dir_fd=leaf)
+            except OSError as e:  # a directory where the object goes (left33)
+                if e.errno not in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                raise StoreError(
+                    f"{store._location(digest)}: a directory is in the way of object "
+                    f"{digest[:19]}…, which is a file: it is none of the ledger's; move it out "
+                    "of the store, then run again") from e
             self._kept = True
             if store.durable:
                 if names is None:

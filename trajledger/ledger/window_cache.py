@@ -49,7 +49,7 @@ from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import read_regular
 
 from .episode_features import parquet_batches
-from .fs import write_file_atomic
+from .fs import drop_other_versions, write_file_atomic
 from .step_windows import (
     COLUMNS,
     ORDERS,
@@ -342,20 +342,7 @@ def keep(cache: Path, steps: str, c: Compared) -> None:
     where = cache_file(cache, steps)
     with contextlib.suppress(OSError):  # read-only, full, a file in the way: computed next time
         if not where.parent.is_dir():  # this version's first: the others' are never read again
-            _drop_other_versions(cache)
+            drop_other_versions(where.parent)
         where.parent.mkdir(parents=True, exist_ok=True)
         write_file_atomic(where, data, durable=False)
 
-
-def _drop_other_versions(cache: Path) -> None:
-    """Delete the kept windows of every other `WINDOWS_VERSION` (``w<N>`` directories beside
-    this version's): no release reads them, and each version's new number left every batch's
-    behind (24 bytes a window, gigabytes at a large holdout) with nothing to remove them but an
-    erasure (the lead, seventeenth round). A link there is not followed."""
-    import re
-    import shutil
-
-    for old in cache.glob("w*"):
-        if (re.fullmatch(r"w\d+", old.name) and old.name != f"w{WINDOWS_VERSION}"
-                and old.is_dir() and not old.is_symlink()):
-            shutil.rmtree(old, ignore_errors=True)

@@ -274,12 +274,20 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     from trajledger.verify.policy import policy_digest
 
     p = _policy_file(ctx, file)
+    _refuse_unreadable(p, file)
     if as_json:
         emit_json(p.to_json() | {"digest": policy_digest(p)})
     else:
         click.echo("\n".join(_describe(p)))
     _note_paths(file, p)
     ok(f"policy {file}: valid, serial {p.serial}")
+
+
+def _refuse_unreadable(p: Any, file: Path) -> None:
+    """Refuse a ``[release]`` bound written as a string that is no JSON number (left33)."""
+    from trajledger.verify.release_rules import refuse_unreadable
+
+    refuse_unreadable(p.release, f"policy {file}")
 
 
 def _note_paths(file: Path, p: Any) -> None:
@@ -340,6 +348,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
 
     ledger = ctx.ledger()
     new = _policy_file(ctx, file)
+    _refuse_unreadable(new, file)
     _note_paths(file, new)
     found = current_policy(ledger)
     lines, changed = membership_changes(found[1] if found is not None else None, new)

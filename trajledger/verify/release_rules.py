@@ -23,8 +23,8 @@ from .errors import FormatError, refuse_unknown
 if TYPE_CHECKING:
     from .keys import Identity, PublicKey
 
-__all__ = ["ReleaseRules", "Requirement", "Signers", "finite_number", "parse_release",
-           "requirement_problems"]
+__all__ = ["ReleaseRules", "Requirement", "Signers", "bound_problem", "finite_number",
+           "parse_release", "refuse_unreadable", "requirement_problems"]
 
 
 class Signers(Protocol):
@@ -51,6 +51,24 @@ def finite_number(value: object, what: str) -> float:
     raise FormatError(f"{what}: {value!r} is not a finite number")
 
 
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+
+
+def bound_problem(value: object) -> str | None:
+    """Why a bound given as a string (the JSON form writes `repr` of the float) is no number
+    anyone wrote, or None: off the JSON number grammar (RFC 8259 section 6), which Python's
+    ``float`` reads past (``'1_0'`` is 10, ``' 0.5 '`` 0.5, ``'+1'``, ``'.5'``, other scripts'
+    digits), or not zero but read as 0 (``'1e-400'``: it underflows). Review left33."""
+    if not isinstance(value, str):
+        return None
+    if not _JSON_NUMBER.fullmatch(value):
+        return ("is not a JSON number (RFC 8259: digits, an optional fraction and exponent; "
+                "no spaces, '_', '+' or '.' first)")
+    if float(value) == 0 and value.split("e")[0].split("E")[0].strip("-0.") != "":
+        return "is too small to hold: it reads as 0"
+    return None
+
+
 @dataclass(frozen=True)
 class Requirement:
     """One rule of ``[release]``: the suite ``NAME@VERSION`` a checkpoint must be evaluated
@@ -67,6 +85,10 @@ class Requirement:
     max: float | None = None
     max_drop: float | None = None
     digest: str | None = None
+    unreadable: str = ""
+    """Why a bound of a recorded policy is no number anyone wrote (`bound_problem`): such a
+    policy, signed, cannot be rewritten, so the rule passes no release (fail closed); a policy
+    file with one is refused (`refuse_unreadable`). Not in the JSON form."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (bounds as decimal strings: the policy is hashed as RFC 8785 JSON,
@@ -127,6 +149,8 @@ def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules 
             raise FormatError(f"{here}: metric {metric!r} is not a metric name")
         bounds = {k: finite_number(item[k], f"{here}: {k}") for k in ("min", "max", "max_drop")
                   if k in item}
+        unreadable = "; ".join(f"{k} {item[k]!r} {p}" for k in ("min", "max", "max_drop")
+                               if k in item and (p := bound_problem(item[k])))
         if not bounds or bounds.get("max_drop", 0) < 0:
             raise FormatError(f"{here}: give min, max or max_drop (max_drop >= 0)")
         if any(r.suite == suite and r.metric == metric for r in out):
@@ -134,12 +158,26 @@ def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules 
         digest = item.get("digest")
         if digest is not None:
             parse_digest(digest, f"{here}: digest")
-        out.append(Requirement(suite, metric, **bounds, digest=digest))
+        out.append(Requirement(suite, metric, **bounds, digest=digest, unreadable=unreadable))
     if not out:
         raise FormatError(f"{what}: require names no suite; add [[release.require]] tables")
     if not (evaluator.keys or evaluator.identities):
         raise FormatError(f"{what}: needs evaluator keys (roles.evaluator) to sign evaluations")
     return ReleaseRules(tuple(out), approvals)
+
+
+def refuse_unreadable(rules: ReleaseRules | None, what: str) -> None:
+    """Refuse a policy file whose ``[release]`` bound is no number anyone wrote
+    (`Requirement.unreadable`): ``policy set`` and ``policy check`` (a recorded one is judged,
+    failing closed).
+
+    Raises:
+        FormatError: naming the first such bound.
+    """
+    for i, req in enumerate(rules.require if rules else ()):
+        if req.unreadable:
+            raise FormatError(f"{what}: release: require item {i}: {req.unreadable}; write it "
+                              "as a JSON number, as 0.5 or 1e-3")
 
 
 def requirement_problems(req: Requirement, value: float | None,
@@ -148,7 +186,8 @@ def requirement_problems(req: Requirement, value: float | None,
     ``max_drop`` and the checkpoint a parent) fails the rule ``req``; empty when it passes."""
     if value is None:
         return [f"the evaluation records no metric {req.metric!r}"]
-    out = []
+    out = [f"the policy's {req.unreadable}, so this rule passes no release; record a policy "
+           "that writes it as a JSON number"] if req.unreadable else []
     if req.min is not None and value < req.min:
         out.append(f"{req.metric} {value:.4g} is below the minimum {req.min:g}")
     if req.max is not None and value > req.max:

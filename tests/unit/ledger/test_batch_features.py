@@ -64,7 +64,7 @@ from trajledger.ledger.fsck import fsck
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollouts.dedup import episode_fingerprints
 from trajledger.ledger.status import erase
-from trajledger.ledger.window_cache import cache_file
+from trajledger.ledger.window_cache import WINDOWS_VERSION, cache_file
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, PolicyError
 from trajledger.verify.predicates import RolloutBatch
@@ -305,6 +305,37 @@ def test_a_swapped_kept_file_is_detected_and_changes_no_answer(
     report = fsck(ledger)
     assert not report.ok and list(report.damaged) == [digest]
     # The computed features are cached (derived data): the next check reads the cache.
+    assert check_dataset(ledger, "holdout", [hold]).sources[hold] == "cache"
+
+
+def test_the_first_features_file_of_a_version_drops_the_other_versions(
+    ledger: Ledger, alice: Signer, tmp_path: Path
+) -> None:
+    """Review left33, finding 5 (the lead's Left, seventeenth round): a new `FEATURE_VERSION`
+    left every batch's cached features of the version before (``index/features/v<N>/``) for
+    good, as `WINDOWS_VERSION` left ``w<N>`` until the lead's sweep. The first features file
+    cached under a version deletes the other ``v<N>`` directories, by the one rule the windows
+    use (`fs.drop_other_versions`); the windows' ``w<N>``, other names, files, a link and what
+    it points at stay."""
+    cache, outside = ledger.root / "index" / "features", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.arrow").write_bytes(b"not ours")
+    for old in (f"v{FEATURE_VERSION - 1}", "v0", f"w{WINDOWS_VERSION}"):
+        (cache / old).mkdir(parents=True)
+        (cache / old / f"{'ab' * 32}.arrow").write_bytes(b"stale")
+    (cache / "vault").mkdir()
+    (cache / "v9.txt").write_bytes(b"a file")
+    (cache / "v7").symlink_to(outside)
+    train = record(ledger, alice, numeric("a0", 1), "train")
+    hold = record(ledger, alice, numeric("h0", 1), "hold")
+    create_dataset(ledger, "t", "1", "train", [train], alice)
+    kept_path(ledger, hold).unlink()  # so the check computes and caches them
+    assert check_dataset(ledger, "holdout", [hold]).sources[hold] == "computed"
+    names = sorted(p.name for p in cache.iterdir())
+    assert [n for n in names if n.startswith("v")] == sorted(
+        ["v7", f"v{FEATURE_VERSION}", "v9.txt", "vault"]), names
+    assert (cache / f"w{WINDOWS_VERSION}" / f"{'ab' * 32}.arrow").exists()
+    assert (outside / "keep.arrow").read_bytes() == b"not ours"
     assert check_dataset(ledger, "holdout", [hold]).sources[hold] == "cache"
 
 

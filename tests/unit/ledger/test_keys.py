@@ -209,6 +209,8 @@ def test_truncated_private_key(
     ],
     ids=["rsa", "p384"],
 )
+
+
 def test_private_key_of_unsupported_algorithm(keys: KeyStore, make: object) -> None:
     key = make()  # type: ignore[operator]
     keys.directory.mkdir()
@@ -487,6 +489,8 @@ def test_a_key_file_made_by_another_tool_with_more_rounds_loads(
     ],
     ids=["pbkdf2-2^40", "pbkdf2-over", "scrypt"],
 )
+
+
 def test_a_key_file_asking_for_a_ruinous_key_derivation_is_refused_at_once(
     own_key: tuple[KeyStore, Path, object], kdf: bytes, cost: int
 ) -> None:
@@ -509,6 +513,8 @@ def test_a_key_file_asking_for_a_ruinous_key_derivation_is_refused_at_once(
      lambda b: b.replace(b"-----END ENCRYPTED PRIVATE KEY-----", b"")],
     ids=["head", "tail", "not-base64", "no-end"],
 )
+
+
 def test_a_damaged_key_file_is_not_taken_for_a_wrong_passphrase(
     own_key: tuple[KeyStore, Path, object], damage: Any
 ) -> None:
@@ -689,3 +695,25 @@ def test_a_key_of_the_other_kind_is_named_so_not_offered_for_creation(
     monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     with pytest.raises(KeyError_, match=r"file \(the passphrase typed at the prompt\)$"):
         KeyStore(keys.directory, passphrase=lambda _n: b"other").signer("signer")
+def test_a_keyless_note_that_is_a_hard_link_refuses_in_one_line(
+    keys: KeyStore, tmp_path: Path
+) -> None:
+    """Review left33, finding 3 (rev29's Left): ``keys/keyless-made`` as a hard link to another
+    file of the user's got the keyid appended to that file. Refused after opening (``st_nlink``),
+    before anything is written, naming the note and how to give it a file of its own; the
+    note made so signs again."""
+    keys.directory.mkdir(mode=0o700)
+    other = tmp_path / "elsewhere"
+    other.write_text("mine\n")
+    note = keys.directory / "keyless-made"
+    os.link(other, note)
+    with pytest.raises(KeyError_, match=r"keyless-made: a hard link \(2 names of one file\): "
+                       r".* nothing was recorded; give it a file of its own \(cp -p .*\) and "
+                       r"sign again$"):
+        keys.note_keyless(b"a bundle")
+    assert other.read_text() == "mine\n"
+    copy = note.with_name("keyless-made.new")
+    shutil.copy2(note, copy)
+    copy.replace(note)
+    made = keys.note_keyless(b"a bundle")
+    assert keys.keyless_made() == {made} and other.read_text() == "mine\n"
