@@ -178,7 +178,8 @@ test_histories_agree.py's withdrawal of an approval):
   "The decision, which every verifier makes again"; SECURITY.md twelfth round, "a successor
   policy raising the bar"): the buyer's approver sets a successor with another ``[release]``
   (``brules``, one of `RELEASES`: ``max_drop`` of 0.1, 0.2 or 0.3 or none, a ``min`` of 0.7 on
-  ``suite@1``'s score or none, ``suite2@1`` required or not); the rules in force judge every
+  ``suite@1``'s score or none, ``suite2@1`` required or not, or no ``[release]`` at all: nothing
+  is released under it); the rules in force judge every
   release, those signed before it too, in ``verify``, ``lineage``, ``impact`` and both
   verifiers of its bundle (R12, R16, R17, R19 as they now read): a release cites what the
   rules it was made under used (the parent's evaluations only under a ``max_drop``), and
@@ -318,6 +319,8 @@ def release_text(max_drop: bool | int | None, suites: tuple[str, ...],
     requirement if any, a metric being required once a suite)."""
     drop = 2 if max_drop is True else max_drop or None
     least_text = "" if least is None else f"min = 0.{least}\n"
+    if not suites:  # R24: no [release]
+        return RELEASE[:RELEASE.index("[release]")]
     return RELEASE + "".join(
         RELEASE[RELEASE.index("[[release.require]]"):].replace("suite@1", f"{x}@1")
         for x in suites[1:]) + "".join(
@@ -613,9 +616,10 @@ followed, in six in ten, by a release of a checkpoint released before (``rr1``, 
 RELEASES: tuple[tuple[int | None, int | None, tuple[str, ...]], ...] = (
     (None, None, ("suite",)), (2, None, ("suite",)), (1, None, ("suite",)),
     (3, None, ("suite",)), (None, 7, ("suite",)), (2, 7, ("suite", "suite2")),
-    (None, None, ("suite", "suite2")))
+    (None, None, ("suite", "suite2")), (None, None, ()))
 """R24: the ``[release]`` of a ``brules`` successor: ``max_drop`` on every suite (tenths, or
-None), ``min`` on ``suite@1``'s ``score`` (tenths, or None), and the suites required."""
+None), ``min`` on ``suite@1``'s ``score`` (tenths, or None), and the suites required (none:
+no ``[release]``)."""
 VRULED = 0.5
 """R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
 to the buyer in half of those) and its approver sets the vendor's policy's
@@ -884,13 +888,14 @@ class Model:
 
     def release_ok(self, label: str) -> bool:  # R12, R16, R17, R23, R24: the rules now
         r = self.buyer[label]
-        return self.checkpoint_ok(r.dataset) and self.scored(r.dataset) and all(
+        return bool(self.suites) and self.checkpoint_ok(r.dataset) and self.scored(
+            r.dataset) and all(
             (e := self.latest(r.dataset, x, r.index)) is not None and e in r.evals
             and self.evaluation_ok(e) and self.parent_evaluated(r.dataset, r.index, x, r.evals)
             for x in self.suites)
 
     def releasable(self, ck: str, now: int) -> bool:  # R12, R16, R17, R24: a release now
-        return self.checkpoint_ok(ck) and self.scored(ck) and all(
+        return bool(self.suites) and self.checkpoint_ok(ck) and self.scored(ck) and all(
             (e := self.latest(ck, x)) is not None and self.evaluation_ok(e)
             and self.parent_evaluated(ck, now, x) for x in self.suites)
 
