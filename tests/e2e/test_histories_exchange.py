@@ -1784,3 +1784,21 @@ def test_an_erasure_ends_no_comparison_with_a_sealed_held_out_batch(tmp_path: Pa
     r = run.buyer.cli("admit", run.model.buyer["d2"].digest)
     assert r.exit_code == 1 and re.search(r"exact duplicate: ", r.stderr), r.output
     assert judge_history(run) == []
+
+
+def test_an_approvers_erasure_stands_when_the_producers_stops_counting(tmp_path: Path) -> None:
+    """hist33 finding 1 (history 7137, minimised): the vendor erases ``v1``; the erasure reaches
+    the buyer with the ship of ``v3`` (its files deleted there), and the buyer's approver
+    erases ``v1`` too (recorded to end the gate's comparison, the producer's erasure having
+    deleted everything). Then the buyer marks the vendor's key compromised since ``v3``'s
+    import: the vendor's erasure counts for nothing, and ``verify v1`` failed, ``blob sha256:…
+    is missing``, ``impact`` too, although the buyer's approvers erased it (R13): their
+    erasure listed no blob, so nothing that counts explained the missing ones. It now lists
+    the blobs the producer's erasure deleted, and stands alone. Every step and path agrees
+    with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("verase", ("v1",)), Step("vrecord", ("v3", 0, "orig", False)),
+             Step("ship", ("v3",)), Step("berase", ("v1",)), Step("bmark", ("v3",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert run.model.batch_ok("v1") and judge_history(run) == []
