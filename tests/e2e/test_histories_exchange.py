@@ -570,13 +570,14 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
             steps.insert(at, Step("bcontam", (rules.randrange(len(RULES)),)))
     bar = random.Random(f"release rules {seed}")  # R24: the buyer's [release] changed
     trained = [i for i, s in enumerate(steps) if s.op == "btrain"]
-    if new and trained and bar.random() < RAISED:
-        for k in range(bar.choice([1, 1, 2])):
+    if new and shipped and bar.random() < RAISED:
+        for k in range(bar.choice([0, 1]) if trained else 0):
             at = bar.randint(trained[0] + 1, len(steps))
             steps.insert(at, Step("brules", (bar.randrange(len(RELEASES)),)))
             released = [s.args[1] for s in steps[:at] if s.op == "brelease"]
             if released and bar.random() < 0.6:  # a release under the successor too
                 steps.insert(at + 1, Step("brelease", (f"rr{k + 1}", bar.choice(released))))
+        steps += released_again(bar, steps, n["c"], ("suite", "suite2") if two else ("suite",))
     vc = random.Random(f"vendor contamination {seed}")  # R25: the vendor's [contamination]
     first = next((i for i, s in enumerate(steps) if s.op == "vrecord" and s.args[0] == "v1"), None)
     if new and first is not None and vc.random() < VRULED:
@@ -644,6 +645,33 @@ buyer's own steps (`own_step`), drawn from a stream of its own: a seed's other s
 the same with them or without (``TRAJLEDGER_EXCHANGE_OWN=0``)."""
 if "TRAJLEDGER_EXCHANGE_OWN" in os.environ:
     OWN = float(os.environ["TRAJLEDGER_EXCHANGE_OWN"])
+
+
+def released_again(rnd: random.Random, steps: list[Step], checkpoints: int,
+                   suites: tuple[str, ...]) -> list[Step]:
+    """R24: the steps a history ends with (its suites made if it made none): the buyer trains
+    ``c91`` on a batch of its own (``v91``), with a parent now and then, evaluates both on
+    each suite and releases ``c91`` (``r91``); then, once or twice, its approver sets a
+    successor with another ``[release]`` (``brules``) and, six times in ten, releases
+    ``c91`` again (``r92``, ``r93``)."""
+    made = {s.args[0] for s in steps if s.op == "bdataset"}
+    out = [] if "suite" in made else [Step("vrecord", ("v90", 0, "orig", False)),
+                                      Step("ship", ("v90",)),
+                                      Step("bdataset", ("suite", ("v90",), "holdout"))]
+    if "suite2" in suites and "suite2" not in made:
+        out += suite2(92)
+    parent = f"c{rnd.randint(1, checkpoints)}" if checkpoints and rnd.random() < 0.5 else None
+    out += [Step("vrecord", ("v91", 0, "orig", False)), Step("ship", ("v91",)),
+            Step("bdataset", ("d91", ("v91",), "train")), Step("bapprove", ("d91",)),
+            Step("btrain", ("c91", "d91", parent))]
+    out += [Step("beval", (f"e9{i}", c, x, "evaluator"))
+            for i, (c, x) in enumerate((c, x) for c in [parent, "c91"] if c for x in suites)]
+    out.append(Step("brelease", ("r91", "c91")))
+    for k in range(rnd.choice([1, 2])):
+        out.append(Step("brules", (rnd.randrange(len(RELEASES)),)))
+        if rnd.random() < 0.6:
+            out.append(Step("brelease", (f"r9{k + 2}", "c91")))
+    return out
 
 
 def suite2(v: int) -> list[Step]:
