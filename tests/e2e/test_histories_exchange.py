@@ -131,9 +131,10 @@ test_histories_agree.py's withdrawal of an approval):
   built on it, R4, R5, R12), and so does a vendor's revocation or erasure taken in at or
   after it (what it named holds again, but a batch whose files it deleted fails as missing:
   hist32); what was taken in before holds, and so does what the buyer's own approver signed
-  (R13, R15's revocations). A vendor's bundle is refused under the buyer's policy in force
-  (the successor, the one file a vendor's log does not carry: ``vendor`` holds no role in
-  it), so every later ``ship`` is refused;
+  (R13, R15's revocations), its erasure of a batch the vendor had erased too (it lists the
+  blobs the vendor's deleted: hist33 finding 1). A vendor's bundle is refused under the
+  buyer's policy in force (the successor, the one file a vendor's log does not carry:
+  ``vendor`` holds no role in it), so every later ``ship`` is refused;
   an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
   bundles carry its policy history: verified under its first policy, the successor is
   followed, as in its ledger.
