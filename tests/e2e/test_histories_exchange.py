@@ -213,10 +213,10 @@ newest bundle (``export REF`` at the vendor) verified under the buyer's policy (
 R20) by both verifiers (R2/R3 with all the vendor knows).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R23) and `CI_EXTRA` with hist30's (R13 to R20): 5 histories, and seven built by hand (R12,
-R19, R20, R21 to R23 and hist32's two findings): the file 24.2 CPU-s with agree26's three
-seeds more (21.0 s user, 3.2 s system, ``-n 0``, at load 16 to 18) against hist30's 19.9 in
-the same run; the seed left out since (12) took 1.5 of them;
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and eleven built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, and hist32's, the lead's and
+hist33's findings): the file 25.5 CPU-s (21.9 s user, 3.5 s system, ``-n 0``, at load 12 to
+15) against c717ad8's 22.6 in the same run (hist33);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
