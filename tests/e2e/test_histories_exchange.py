@@ -37,7 +37,12 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   exact, cut or noisy (R21); one vendor batch in ten, and half of those made for the buyer's
   suites, is recorded sealed, and three evaluations in ten are run by ``evaluator2`` (R22);
   in half the histories the buyer's approver sets its policy's ``[contamination]`` once or
-  twice (``bcontam``, R21).
+  twice (``bcontam``, R21);
+- (hist33, streams of their own again) in four in ten of the histories that train, the buyer's
+  approver changes its policy's ``[release]`` once or twice (``brules``) and now and then
+  releases again a checkpoint released before (R24); in half the histories the vendor holds
+  its first batch out (``wh``, shipped to the buyer in half of those) and its approver sets the
+  vendor's policy's ``[contamination]`` once or twice (``vcontam``, R25).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -126,9 +131,10 @@ test_histories_agree.py's withdrawal of an approval):
   built on it, R4, R5, R12), and so does a vendor's revocation or erasure taken in at or
   after it (what it named holds again, but a batch whose files it deleted fails as missing:
   hist32); what was taken in before holds, and so does what the buyer's own approver signed
-  (R13, R15's revocations). A vendor's bundle is refused under the buyer's policy in force
-  (the successor, the one file a vendor's log does not carry: ``vendor`` holds no role in
-  it), so every later ``ship`` is refused;
+  (R13, R15's revocations), its erasure of a batch the vendor had erased too (it lists the
+  blobs the vendor's deleted: hist33 finding 1). A vendor's bundle is refused under the
+  buyer's policy in force (the successor, the one file a vendor's log does not carry:
+  ``vendor`` holds no role in it), so every later ``ship`` is refused;
   an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
   bundles carry its policy history: verified under its first policy, the successor is
   followed, as in its ledger.
@@ -169,15 +175,33 @@ test_histories_agree.py's withdrawal of an approval):
   judge every release, those made before a successor too (SECURITY.md twelfth round, "a
   successor policy raising the bar"): a release cites the latest evaluations on its suites,
   and fails once a pin names another suite.
+- **R24 ``[release]`` changed by a successor** (docs/evaluations.md "``trajledger release``":
+  "The decision, which every verifier makes again"; SECURITY.md twelfth round, "a successor
+  policy raising the bar"): the buyer's approver sets a successor with another ``[release]``
+  (``brules``, one of `RELEASES`: ``max_drop`` of 0.1, 0.2 or 0.3 or none, a ``min`` of 0.7 on
+  ``suite@1``'s score or none, ``suite2@1`` required or not, or no ``[release]`` at all: nothing
+  is released under it); the rules in force judge every
+  release, those signed before it too, in ``verify``, ``lineage``, ``impact`` and both
+  verifiers of its bundle (R12, R16, R17, R19 as they now read): a release cites what the
+  rules it was made under used (the parent's evaluations only under a ``max_drop``), and
+  fails when the rules now need one it does not cite.
+- **R25 the vendor's own ``[contamination]``** (docs/audit-index.md "Refusing near duplicates";
+  keys/README.md ``[contamination]``; DESIGN.md 6): the vendor's approver sets its policy's
+  ``[contamination]`` (``vcontam``, one of `RULES`); the vendor's ``dataset create`` refuses as
+  the buyer's does (R11, R21, R22) from what the vendor holds (its holdouts: ``wh``, R23's
+  ``vsuite`` and those it draws; a batch it erased skipped) under its own rules in force. The
+  buyer, importing what the vendor made, is bound by its own rules only (R21): an import logs
+  none of the vendor's policies at the buyer (its artifacts and their import records only),
+  and a pin (R23) binds a release to a suite, not to the vendor's rules.
 
-Write side: ``bdataset`` of a holdout is refused when a train set here holds one of its
-batches or a copy R21 refuses (either when one of its batches is erased here); of a train
-set, refused when it holds a sealed or held-out batch or a copy R21 refuses, else done;
-``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as the gate
-(R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has applied
-some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the vendor is
-done (one of something revoked there may be refused: then nothing changes at the buyer), and
-refused after the buyer's marking (R20).
+Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
+here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
+here); of a train set, refused when it holds a sealed or held-out batch or a copy R21 refuses,
+else done; ``bapprove`` is done when the dataset's record holds (R3 with R10); ``btrain`` as
+the gate (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has
+applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the
+vendor is done (one of something revoked there may be refused: then nothing changes at the
+buyer), and refused after the buyer's marking (R20).
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -189,10 +213,10 @@ newest bundle (``export REF`` at the vendor) verified under the buyer's policy (
 R20) by both verifiers (R2/R3 with all the vendor knows).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R23) and `CI_EXTRA` with hist30's (R13 to R20): 5 histories, and seven built by hand (R12,
-R19, R20, R21 to R23 and hist32's two findings): the file 24.2 CPU-s with agree26's three
-seeds more (21.0 s user, 3.2 s system, ``-n 0``, at load 16 to 18) against hist30's 19.9 in
-the same run; the seed left out since (12) took 1.5 of them;
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and eleven built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, and hist32's, the lead's and
+hist33's findings): the file 25.5 CPU-s (21.9 s user, 3.5 s system, ``-n 0``, at load 12 to
+15) against c717ad8's 22.6 in the same run (hist33);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
@@ -291,13 +315,22 @@ max_drop = 0.2
 parent checkpoint's."""
 
 
-def release_text(max_drop: bool, suites: tuple[str, ...]) -> str:
+def release_text(max_drop: bool | int | None, suites: tuple[str, ...],
+                 least: int | None = None) -> str:
     """`RELEASE`, with one requirement per suite (R17) and, with ``max_drop``, a `DROP`
-    requirement per suite (R16, R19)."""
+    requirement per suite (R16, R19: ``True`` for 0.2, or an int in tenths: R24), and with
+    ``least`` (in tenths) a ``min`` on ``suite@1``'s ``score`` (R24: in its `DROP`
+    requirement if any, a metric being required once a suite)."""
+    drop = 2 if max_drop is True else max_drop or None
+    least_text = "" if least is None else f"min = 0.{least}\n"
+    if not suites:  # R24: no [release]
+        return RELEASE[:RELEASE.index("[release]")]
     return RELEASE + "".join(
         RELEASE[RELEASE.index("[[release.require]]"):].replace("suite@1", f"{x}@1")
         for x in suites[1:]) + "".join(
-        DROP.replace("suite@1", f"{x}@1") for x in suites if max_drop)
+        DROP.replace("suite@1", f"{x}@1").replace("0.2", f"0.{drop}") + least_text * (x == "suite")
+        for x in suites if drop) + (
+        DROP.replace("max_drop = 0.2\n", least_text) if least_text and not drop else "")
 
 
 def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = ("suite",)
@@ -539,6 +572,24 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
         for _ in range(rules.choice([1, 1, 2])):
             at = rules.randint(1, len(steps))
             steps.insert(at, Step("bcontam", (rules.randrange(len(RULES)),)))
+    bar = random.Random(f"release rules {seed}")  # R24: the buyer's [release] changed
+    trained = [i for i, s in enumerate(steps) if s.op == "btrain"]
+    if new and shipped and bar.random() < RAISED:
+        for k in range(bar.choice([0, 1]) if trained else 0):
+            at = bar.randint(trained[0] + 1, len(steps))
+            steps.insert(at, Step("brules", (bar.randrange(len(RELEASES)),)))
+            released = [s.args[1] for s in steps[:at] if s.op == "brelease"]
+            if released and bar.random() < 0.6:  # a release under the successor too
+                steps.insert(at + 1, Step("brelease", (f"rr{k + 1}", bar.choice(released))))
+        steps += released_again(bar, steps, n["c"], ("suite", "suite2") if two else ("suite",))
+    vc = random.Random(f"vendor contamination {seed}")  # R25: the vendor's [contamination]
+    first = next((i for i, s in enumerate(steps) if s.op == "vrecord" and s.args[0] == "v1"), None)
+    if new and first is not None and vc.random() < VRULED:
+        steps.insert(first + 1, Step("vdataset", ("wh", ("v1",), "holdout")))
+        if vc.random() < 0.5:
+            steps.insert(vc.randint(first + 2, len(steps)), Step("ship", ("wh",)))
+        for _ in range(vc.choice([1, 1, 2])):
+            steps.insert(vc.randint(0, len(steps)), Step("vcontam", (vc.randrange(len(RULES)),)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
@@ -563,6 +614,21 @@ RULES: tuple[dict[str, Any], ...] = (
     {}, {"refuse": "near"}, {"refuse": "near", "numeric_threshold": 0.9}, {"runs": "near"},
     {"refuse": "near", "runs": "near"})
 """R21: the ``[contamination]`` tables a ``bcontam`` step sets (``{}``: none, the default)."""
+RAISED = 0.4
+"""R24: the share of histories that train in which the buyer's approver changes its policy's
+``[release]`` (once or twice after the first ``btrain``: ``brules``, one of `RELEASES`), each
+followed, in six in ten, by a release of a checkpoint released before (``rr1``, ``rr2``)."""
+RELEASES: tuple[tuple[int | None, int | None, tuple[str, ...]], ...] = (
+    (None, None, ("suite",)), (2, None, ("suite",)), (1, None, ("suite",)),
+    (3, None, ("suite",)), (None, 7, ("suite",)), (2, 7, ("suite", "suite2")),
+    (None, None, ("suite", "suite2")), (None, None, ()))
+"""R24: the ``[release]`` of a ``brules`` successor: ``max_drop`` on every suite (tenths, or
+None), ``min`` on ``suite@1``'s ``score`` (tenths, or None), and the suites required (none:
+no ``[release]``)."""
+VRULED = 0.5
+"""R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
+to the buyer in half of those) and its approver sets the vendor's policy's
+``[contamination]`` (once or twice: ``vcontam``, one of `RULES`, at a point drawn)."""
 MONITOR = 0.5
 MARK = 0.3
 """The share of those histories in which the buyer's approver marks the vendor's key ``vendor``
@@ -583,6 +649,33 @@ buyer's own steps (`own_step`), drawn from a stream of its own: a seed's other s
 the same with them or without (``TRAJLEDGER_EXCHANGE_OWN=0``)."""
 if "TRAJLEDGER_EXCHANGE_OWN" in os.environ:
     OWN = float(os.environ["TRAJLEDGER_EXCHANGE_OWN"])
+
+
+def released_again(rnd: random.Random, steps: list[Step], checkpoints: int,
+                   suites: tuple[str, ...]) -> list[Step]:
+    """R24: the steps a history ends with (its suites made if it made none): the buyer trains
+    ``c91`` on a batch of its own (``v91``), with a parent now and then, evaluates both on
+    each suite and releases ``c91`` (``r91``); then, once or twice, its approver sets a
+    successor with another ``[release]`` (``brules``) and, six times in ten, releases
+    ``c91`` again (``r92``, ``r93``)."""
+    made = {s.args[0] for s in steps if s.op == "bdataset"}
+    out = [] if "suite" in made else [Step("vrecord", ("v90", 0, "orig", False)),
+                                      Step("ship", ("v90",)),
+                                      Step("bdataset", ("suite", ("v90",), "holdout"))]
+    if "suite2" in suites and "suite2" not in made:
+        out += suite2(92)
+    parent = f"c{rnd.randint(1, checkpoints)}" if checkpoints and rnd.random() < 0.5 else None
+    out += [Step("vrecord", ("v91", 0, "orig", False)), Step("ship", ("v91",)),
+            Step("bdataset", ("d91", ("v91",), "train")), Step("bapprove", ("d91",)),
+            Step("btrain", ("c91", "d91", parent))]
+    out += [Step("beval", (f"e9{i}", c, x, "evaluator"))
+            for i, (c, x) in enumerate((c, x) for c in [parent, "c91"] if c for x in suites)]
+    out.append(Step("brelease", ("r91", "c91")))
+    for k in range(rnd.choice([1, 2])):
+        out.append(Step("brules", (rnd.randrange(len(RELEASES)),)))
+        if rnd.random() < 0.6:
+            out.append(Step("brelease", (f"r9{k + 2}", "c91")))
+    return out
 
 
 def suite2(v: int) -> list[Step]:
@@ -656,8 +749,13 @@ class Model:
     vapprovals: dict[str, list[list[Any]]] = field(default_factory=dict)
     """At the vendor: ``[envelope digest, withdrawn]`` per approval of a dataset, by label;
     none reaches the buyer (R14)."""
-    max_drop: bool = False
-    """The buyer's release requirement has a ``max_drop`` (R16)."""
+    drop: int | None = None
+    """The ``max_drop`` of the buyer's release requirements in force, in tenths (R16; R24)."""
+    least: int | None = None
+    """The ``min`` of the buyer's requirement on ``suite@1``'s ``score`` in force, in tenths
+    (R24)."""
+    vrules: dict[str, Any] = field(default_factory=dict)
+    """The ``[contamination]`` of the vendor's policy in force (R25: one of `RULES`)."""
     suites: tuple[str, ...] = ("suite",)
     """The suites the buyer's release requires (R17)."""
     compromised_since: int | None = None
@@ -745,9 +843,34 @@ class Model:
         return self.copied([self.buyer[b] for b in d.batches if not (  # skipped: history 3216
             gone and self.absent(b, True))], held)
 
-    def copied(self, train: list[Art], held: list[Art]) -> bool:  # R21, R22
-        return any(k is not None and refused(k, self.rules) for t in train for h in held
+    def copied(self, train: list[Art], held: list[Art],
+               rules: dict[str, Any] | None = None) -> bool:  # R21, R22, R25
+        return any(k is not None and refused(k, self.rules if rules is None else rules)
+                   for t in train for h in held
                    if (k := relation(t, h)) != "run" or not h.sealed)
+
+    def v_dataset(self, batches: tuple[str, ...], split: str) -> bool | None:  # R25
+        """The vendor's ``dataset create`` (None: either), as the buyer's (R11, R21, R22)
+        from what the vendor holds, under the vendor's ``[contamination]`` in force: a train
+        set of a batch the vendor holds out, or of a copy of one its rules refuse, is
+        refused (a batch it erased skipped), and so is a holdout of a batch of one of its
+        train sets, or of one its train sets hold a copy of."""
+        arts, gone = self.vendor, self.erased
+        sets = [o for o in arts.values() if o.kind == "dataset"]
+        held = [o for o in sets if o.split == "holdout"]
+        trains = [o for o in sets if o.split == "train"]
+        if split == "holdout":
+            if any(set(o.batches) & set(batches) for o in trains):
+                return False
+            if set(batches) & gone:
+                return None
+            return not self.copied([arts[b] for o in trains for b in o.batches if b not in gone],
+                                   [arts[b] for b in batches], self.vrules)
+        if any(set(o.batches) & set(batches) for o in held):
+            return False
+        return not self.copied([arts[b] for b in batches if b not in gone],
+                               [arts[b] for o in held for b in o.batches if b not in gone],
+                               self.vrules)
 
     def absent(self, label: str, gone: bool) -> bool:  # R4, R13: nothing to compare
         return self.erased_here(label) or (gone and self.files_gone(label))
@@ -795,26 +918,30 @@ class Model:
                  and e.dataset == ck and e.suite == on and (before is None or e.index < before)]
         return evals[-1] if evals else None
 
-    def release_ok(self, label: str) -> bool:  # R12, R16, R17, R23: under the rules now
+    def release_ok(self, label: str) -> bool:  # R12, R16, R17, R23, R24: the rules now
         r = self.buyer[label]
-        return self.checkpoint_ok(r.dataset) and all(
+        return bool(self.suites) and self.checkpoint_ok(r.dataset) and self.scored(
+            r.dataset) and all(
             (e := self.latest(r.dataset, x, r.index)) is not None and e in r.evals
             and self.evaluation_ok(e) and self.parent_evaluated(r.dataset, r.index, x, r.evals)
             for x in self.suites)
 
-    def releasable(self, ck: str, now: int) -> bool:  # R12, R16, R17: a release now
-        return self.checkpoint_ok(ck) and all(
+    def releasable(self, ck: str, now: int) -> bool:  # R12, R16, R17, R24: a release now
+        return bool(self.suites) and self.checkpoint_ok(ck) and self.scored(ck) and all(
             (e := self.latest(ck, x)) is not None and self.evaluation_ok(e)
             and self.parent_evaluated(ck, now, x) for x in self.suites)
 
     def parent_evaluated(self, ck: str, before: int, suite: str,
                          cited: tuple[str | None, ...] | None = None) -> bool:  # R16, R19
         parent = self.buyer[ck].parent
-        if not self.max_drop or parent is None:
+        if self.drop is None or parent is None:
             return True
         e = self.latest(parent, suite, before)
         return e is not None and (cited is None or e in cited) and (
-            self.buyer[parent].score - self.buyer[ck].score <= 2)  # in tenths: exact
+            self.buyer[parent].score - self.buyer[ck].score <= self.drop)  # tenths: exact
+
+    def scored(self, ck: str) -> bool:  # R24: the judge's score within the rules' min
+        return self.least is None or self.buyer[ck].score >= self.least
 
     def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
         c = self.buyer[label]
@@ -867,6 +994,12 @@ class Run:
     """The serial of the buyer's policy in force (R20, R21: `succeed`)."""
     marking: str = ""
     """The ``[[revoked_keys]]`` table of the buyer's marking (R20), once it marked."""
+    release: tuple[int | None, int | None, tuple[str, ...]] = (None, None, ("suite",))
+    """The buyer's ``[release]`` in force (R24: as `RELEASES`' items)."""
+    vtext: str = ""
+    """The vendor's policy in force without its ``[contamination]``, at serial 1 (R15, R25:
+    `vsucceed`)."""
+    vserial: int = 1
 
     @property
     def policy(self) -> Path:
@@ -884,13 +1017,12 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return False  # R15: signing with a key declared compromised is refused
     if s.op == "vdataset" and a[2] == "train" and any(m.vendor[b].sealed for b in a[1]):
         return False  # R22: a sealed batch is never trained on
-    if s.op == "vdataset":  # the vendor's own gate may refuse a copy of its holdout
-        return None if any(o.split == "holdout" for o in m.vendor.values()) or \
-            a[2] == "holdout" else True
+    if s.op == "vdataset":  # R25: the vendor's dataset create, as its policy says
+        return m.v_dataset(a[1], a[2])
     if s.op == "bpin":  # R23: policy set refuses a pin to a record that does not verify here
         return False if not m.trusted(m.buyer["vsuite"].index) else (
             True if m.record_ok("vsuite") else None)
-    if s.op in ("vcompromise", "bmark", "bcontam"):
+    if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
@@ -1055,15 +1187,17 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         since = m.vendor[a[0]].vindex if a[0] else v.size()
         v.cli("key", "new", "vendor2", "--no-encrypt")
         old, new = ((v.home / "keys" / f"{k}.pub").read_text() for k in ("vendor", "vendor2"))
-        text = (v.home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
-        assert old in text
-        (v.home / "successor.toml").write_text(
-            text.replace(old, new) + f'\n[[revoked_keys]]\nkey = """{old}"""\n'
-            f'compromised_since = {since}\nreason = "hist28: stolen laptop"\n')
-        r = v.cli("policy", "set", v.home / "successor.toml", "--key", "vapprover", "--yes")
+        text = vsucceed(run).replace(old, new) + f'\n[[revoked_keys]]\nkey = """{old}"""\n' \
+            f'compromised_since = {since}\nreason = "hist28: stolen laptop"\n'
+        assert old in run.vtext
+        r = vsucceed(run, text, m.vrules)
         if r.exit_code == 0:
             m.compromised_since = since
         return ok(r)
+    if s.op == "vcontam":  # R25: the vendor's successor with a [contamination] of RULES
+        return ok(vsucceed(run, vsucceed(run), RULES[a[0]]))
+    if s.op == "brules":  # R24: a successor with the [release] of RELEASES
+        return ok(succeed(run, run.marking, m.rules, m.pinned, RELEASES[a[0]]))
     if s.op == "bmark":  # a successor: vendor no producer, compromised since K of this log
         since = m.buyer[a[0]].index if a[0] else size
         r = succeed(run, f'\n[[revoked_keys]]\nkey = "trust/vendor.pub"\ncompromised_since = '
@@ -1111,8 +1245,9 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(r)
     if s.op == "brelease":
         label, ck = a
-        parent = m.buyer[ck].parent  # what the release cites (R16, R23)
-        evals = tuple(m.latest(c, x) for x in m.suites for c in (ck, parent) if c)
+        parent = m.buyer[ck].parent  # what the release cites (R16, R23, R24: the parent's
+        evals = tuple(m.latest(c, x) for x in m.suites  # only under a max_drop)
+                      for c in (ck, parent if m.drop is not None else None) if c)
         r = b.cli("release", m.buyer[ck].digest, "--key", "approver")
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "release", dataset=ck, evals=evals,
@@ -1131,13 +1266,42 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
     raise AssertionError(s.op)
 
 
-def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool) -> Any:
+def contamination(rules: dict[str, Any]) -> str:
+    """The ``[contamination]`` table of ``rules`` (one of `RULES`; ``{}``: none)."""
+    return "".join("\n[contamination]\n" * (k == next(iter(rules))) + f"{k} = {json.dumps(v)}\n"
+                   for k, v in rules.items())
+
+
+def vsucceed(run: Run, text: str | None = None, rules: dict[str, Any] | None = None) -> Any:
+    """The vendor's approver sets ``text`` (its policy at serial 1, the serial set here) with
+    ``[contamination]`` ``rules`` (R25) as its successor; the model's follows when it is set.
+    Without ``text``: the vendor's policy in force without its ``[contamination]``."""
+    if not run.vtext:
+        run.vtext = (run.vendor.home / "policy.toml").read_text()
+    if text is None:
+        return run.vtext
+    assert rules is not None and "serial = 1\n" in text
+    path = run.vendor.home / f"successor-{run.vserial + 1}.toml"
+    path.write_text(text.replace("serial = 1\n", f"serial = {run.vserial + 1}\n", 1)
+                    + contamination(rules))
+    r = run.vendor.cli("policy", "set", path, "--key", "vapprover", "--yes")
+    if r.exit_code == 0:
+        run.vserial, run.vtext, run.model.vrules = run.vserial + 1, text, rules
+    return r
+
+
+def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
+            release: tuple[int | None, int | None, tuple[str, ...]] | None = None) -> Any:
     """The buyer's approver sets a successor of its policy in force: the first one, without
     ``vendor`` as a producer and with ``marking`` (R20) if any, with ``[contamination]``
     ``rules`` (R21), its requirements on ``suite@1`` pinned to ``vsuite``'s digest when
-    ``pinned`` (R23); the model's follows when it is set."""
+    ``pinned`` (R23), and the ``[release]`` of ``release`` (R24: the one in force if None);
+    the model's follows when it is set."""
     run.serial += 1
+    release = run.release if release is None else release
     text = run.policy.read_text().replace("format = 2\n", f"format = 2\nserial = {run.serial}\n", 1)
+    drop, least, suites = release
+    text = text[:text.index(RELEASE[:20])] + release_text(drop, suites, least)
     if pinned:
         text = text.replace('suite = "suite@1"\n', 'suite = "suite@1"\ndigest = '
                             f'"{run.model.buyer["vsuite"].digest}"\n')
@@ -1145,12 +1309,12 @@ def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool) -> Any:
         text = text.replace('"trust/vendor.pub", ', "")
         assert text.count("trust/vendor.pub") == 0
     path = run.buyer.home / f"successor-{run.serial}.toml"
-    path.write_text(text + marking + "".join(
-        "\n[contamination]\n" * (k == next(iter(rules))) + f"{k} = {json.dumps(v)}\n"
-        for k, v in rules.items()))
+    path.write_text(text + marking + contamination(rules))
     r = run.buyer.cli("policy", "set", path, "--key", "approver", "--yes")
     if r.exit_code == 0:
         run.model.rules, run.model.pinned, run.marking = rules, pinned, marking
+        run.release = release
+        run.model.drop, run.model.least, run.model.suites = release
         run.successor = path if marking else None
     else:
         run.serial -= 1
@@ -1307,7 +1471,8 @@ def run_history(root: Path, steps: list[Step]) -> Run:
     suites = ("suite", "suite2") if any(s.op == "two_suites" for s in steps) else ("suite",)
     vendor, buyer = make_parties(root, max_drop, suites)
     run = Run(vendor, buyer, root)
-    run.model.max_drop, run.model.suites = max_drop, suites
+    run.model.drop, run.model.suites = 2 if max_drop else None, suites
+    run.release = (run.model.drop, None, suites)
     replay(run, steps)
     return run
 
@@ -1341,7 +1506,7 @@ both take a vendor's revocation or erasure in, 16 ends with one the buyer has no
 agree26 chose six; hist32 left out 6, 11, 12 and 20 (12 evaluated and released, 6 and 20
 took a revocation or erasure in, 20 ended with one not taken in, as 15 and 16 do) to pay for
 its hand histories."""
-CI_EXTRA = (331, 376, 767)
+CI_EXTRA = (331, 376)
 """The histories with the steps of R13 to R20 CI runs (hist28), chosen from seeds 300 to 850
 (one in ten of which trains a checkpoint): 331 takes in the vendor's key compromise after
 training on what the key signed, and releases; 376 withdraws the approval a checkpoint was
@@ -1350,7 +1515,10 @@ trained under, erases a batch at the buyer and requires two suites; 767 released
 import (R18), and 767's buyer marks the vendor's key at its sixth step (R20): the five steps
 after that need the vendor's data are refused, its training and release among them (the
 release under ``max_drop`` is `test_a_release_is_refused_for_a_real_drop_only`'s). Since
-hist32 they run without hist32's steps (``new`` False), as hist30 ran them."""
+hist32 they run without hist32's steps (``new`` False), as hist30 ran them. hist33 left 767
+out to pay for its hand histories: its marking is `test_the_buyers_own_compromise_marking`'s
+(a marking after training, a ship refused after it), its release under ``max_drop`` the
+drop test's."""
 CI_NEW: tuple[int, ...] = ()
 """The histories with hist32's steps too (R21 to R23) CI runs: none; the hand histories
 `test_contamination_rules_across_organisations` and `test_a_sealed_suite_across_organisations`
@@ -1398,28 +1566,6 @@ def test_an_erased_suite_is_refused_by_eval_not_read(tmp_path: Path) -> None:
     assert re.search(r"FAIL: evaluation of c1@1 on suite@1 > suite: dataset suite@1 \(sha256:"
                      r"\w{12}…\): batch sha256:\w{12}… is erased: consent \(log index \d+\): "
                      "nothing of it to evaluate on", r.stderr), r.stderr
-    assert judge_history(run) == []
-
-
-def test_a_release_is_refused_for_a_real_drop_only(tmp_path: Path) -> None:
-    """R16, R19 (hist30 finding 1, history 1297 minimised): the judge scores ``c1`` 0.9, ``c2``
-    0.7 and ``c7`` 0.5 (`score_of`: their bytes); under ``max_drop = 0.2`` a release of ``c2``,
-    0.2 below its parent, is done (it was refused, "score 0.7 dropped 0.2 from the parent's 0.9,
-    more than 0.2": the binary floats' difference), one of ``c7``, 0.4 below, is refused, and
-    every path agrees with the model."""
-    steps = [Step("max_drop"), Step("vrecord", ("v1", 0)), Step("vrecord", ("v2", 0)),
-             Step("ship", ("v1",)), Step("ship", ("v2",)),
-             Step("bdataset", ("suite", ("v2",), "holdout")),
-             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
-             Step("btrain", ("c1", "d1", None)), Step("btrain", ("c2", "d1", "c1")),
-             Step("btrain", ("c7", "d1", "c1")), Step("beval", ("e1", "c1")),
-             Step("beval", ("e2", "c2")), Step("brelease", ("r1", "c2")),
-             Step("beval", ("e3", "c7")), Step("brelease", ("r2", "c7"))]
-    run = run_history(tmp_path / "h", steps)
-    assert [run.model.buyer[c].score for c in ("c1", "c2", "c7")] == [9, 7, 5]
-    assert run.ran[-3] == "brelease(r1, c2) -> ok", run.ran
-    assert re.match(r"brelease\(r2, c7\) -> refused: score 0.5 dropped 0.4 from the parent's "
-                    r"0.9, more than 0.2 \(evaluation", run.ran[-1]), run.ran
     assert judge_history(run) == []
 
 
@@ -1591,3 +1737,122 @@ def test_a_marking_is_not_held_back_by_a_pin_it_makes_fail(
     assert re.search(r"WARNING: policy '[^']+': release: \S+ on suite@1: the suite is pinned to "
                      r"sha256:\w+…?: .*: the pin is kept; no release on that suite passes until "
                      "another is pinned", r.stderr), r.stderr
+
+
+def test_a_release_is_refused_for_a_real_drop_only(tmp_path: Path) -> None:
+    """R16, R19 (hist30 finding 1, history 1297 minimised), R24 (hist33): the judge scores
+    ``c1`` 0.9, ``c2`` 0.7 and ``c7`` 0.5 (`score_of`: their bytes), both children of ``c1``.
+    Released without ``max_drop`` (``r1``, ``r7``: no parent's evaluation cited), then under
+    the buyer's successors: ``max_drop = 0.2`` fails both (the rules in force judge every
+    release: SECURITY.md twelfth round) and a release of ``c2``, 0.2 below its parent, is done
+    (``r2``, citing ``e1``; it was refused, "score 0.7 dropped 0.2 from the parent's 0.9, more
+    than 0.2": the binary floats' difference), one of ``c7``, 0.4 below, refused;
+    ``max_drop = 0.1`` fails ``r2`` too; ``min = 0.7`` on the score alone holds ``r1`` and
+    ``r2`` again (0.7 is the minimum) and fails ``r7``. Every step and path, the offline
+    verifier's among them, agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0)), Step("vrecord", ("v2", 0)), Step("ship", ("v1",)),
+             Step("ship", ("v2",)), Step("bdataset", ("suite", ("v2",), "holdout")),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("btrain", ("c2", "d1", "c1")),
+             Step("btrain", ("c7", "d1", "c1")), Step("beval", ("e1", "c1")),
+             Step("beval", ("e2", "c2")), Step("beval", ("e3", "c7")),
+             Step("brelease", ("r1", "c2")), Step("brelease", ("r7", "c7")),
+             Step("brules", (1,)), Step("brelease", ("r2", "c2")),
+             Step("brelease", ("r8", "c7"))]
+    run = run_history(tmp_path / "h", steps)
+    m = run.model
+    assert [m.buyer[c].score for c in ("c1", "c2", "c7")] == [9, 7, 5]
+    assert run.ran[-2] == "brelease(r2, c2) -> ok", run.ran
+    assert re.match(r"brelease\(r8, c7\) -> refused: score 0.5 dropped 0.4 from the parent's "
+                    r"0.9, more than 0.2 \(evaluation", run.ran[-1]), run.ran
+
+    def verdicts() -> list[bool]:  # verify RELEASE; judge_history: every path, at the end
+        got = [run.buyer.cli("verify", m.buyer[r].digest).exit_code == 0
+               for r in ("r1", "r7", "r2")]
+        assert got == [m.release_ok(r) for r in ("r1", "r7", "r2")], run.ran
+        return got
+
+    assert verdicts() == [False, False, True]
+    replay(run, [Step("brules", (2,))])
+    assert verdicts() == [False, False, False]
+    replay(run, [Step("brules", (4,)), Step("brelease", ("r3", "c1"))])
+    assert run.ran[-1] == "brelease(r3, c1) -> ok", run.ran
+    assert verdicts() == [True, False, True]
+    assert not run.problems and judge_history(run) == []
+
+
+def test_the_vendors_own_contamination_settings(tmp_path: Path) -> None:
+    """R25 (hist33): the vendor holds ``v1`` out (``wh``) and its ``dataset create`` refuses as its
+    own policy's ``[contamination]`` says: a train set of a copy of ``v1`` cut (``v2``, a run
+    of 21 steps) refused under the default (``w1``), made under ``runs = "near"`` (``w2``), as
+    is one of a near copy (``v3``: ``w4``), refused under ``refuse = "near"`` (``w3``). The
+    buyer, holding nothing out, trains on ``w2``; once it imports ``wh`` (after the vendor's
+    policy refusing near copies: an import logs none of the vendor's policies, its artifacts
+    and their import records only) its own rules alone bind it: ``w2`` refused (a run, the
+    default), ``w4`` trained on (a near copy is information), ``w2`` again under its own ``runs
+    = "near"``. Every step, and ``admit`` of each, agrees with the model (the other paths:
+    the random histories')."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 1, "cut", False)),
+             Step("vrecord", ("v3", 1, "n1", False)),
+             Step("vdataset", ("wh", ("v1",), "holdout")),
+             Step("vdataset", ("w1", ("v2",), "train")), Step("vcontam", (3,)),
+             Step("vdataset", ("w2", ("v2",), "train")),
+             Step("vdataset", ("w4", ("v3",), "train")), Step("vcontam", (1,)),
+             Step("vdataset", ("w3", ("v3",), "train")), Step("ship", ("w2",)),
+             Step("ship", ("w4",)), Step("bapprove", ("w2",)), Step("bapprove", ("w4",)),
+             Step("btrain", ("c1", "w2", None)), Step("ship", ("wh",)),
+             Step("btrain", ("c2", "w2", None)), Step("btrain", ("c3", "w4", None)),
+             Step("bcontam", (3,)), Step("btrain", ("c4", "w2", None))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["vdataset(w1, ('v2',), train)", "vdataset(w3, ('v3',), train)",
+                       "btrain(c2, w2, None)"], run.ran
+    m, now = run.model, run.buyer.size()
+    assert [run.buyer.cli("admit", m.buyer[w].digest).exit_code == 0 for w in ("w2", "w4")] == [
+        m.admit(w, now) for w in ("w2", "w4")] == [True, True]
+    assert not run.problems
+
+
+def test_an_erasure_ends_no_comparison_with_a_sealed_held_out_batch(tmp_path: Path) -> None:
+    """R22 (hist33, hist32's Left): the buyer holds out the vendor's sealed ``v1``; an exact copy
+    (``v2``) is refused by ``dataset create`` from ``v1``'s record. The vendor erases ``v1``
+    (taken in): ``dataset create`` then skips it (an erased batch has no features, not even
+    published ones: ledger/contamination.py) and records ``d2``, but the gate compares a sealed
+    batch by the fingerprints its verified record publishes, which outlive the erasure of its
+    blobs (SECURITY.md agree24 finding 1): ``train`` on ``d2`` is refused, and still after the
+    buyer's approver's own erasure. Every step and path agrees with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", True)), Step("vrecord", ("v2", 1, "orig", False)),
+             *(Step("ship", (x,)) for x in ("v1", "v2")),
+             Step("bdataset", ("h1", ("v1",), "holdout")),
+             Step("bdataset", ("d2", ("v2",), "train")), Step("verase", ("v1",)),
+             Step("update"), Step("bdataset", ("d2", ("v2",), "train")),
+             Step("bapprove", ("d2",)), Step("btrain", ("c1", "d2", None)),
+             Step("berase", ("v1",)), Step("btrain", ("c2", "d2", None))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["bdataset(d2, ('v2',), train)", "btrain(c1, d2, None)",
+                       "btrain(c2, d2, None)"], run.ran
+    r = run.buyer.cli("admit", run.model.buyer["d2"].digest)
+    assert r.exit_code == 1 and re.search(r"exact duplicate: ", r.stderr), r.output
+    assert judge_history(run) == []
+
+
+def test_an_approvers_erasure_stands_when_the_producers_stops_counting(tmp_path: Path) -> None:
+    """hist33 finding 1 (history 7137, minimised): the vendor erases ``v1``; the erasure reaches
+    the buyer with the ship of ``v3`` (its files deleted there), and the buyer's approver
+    erases ``v1`` too (recorded to end the gate's comparison, the producer's erasure having
+    deleted everything). Then the buyer marks the vendor's key compromised since ``v3``'s
+    import: the vendor's erasure counts for nothing, and ``verify v1`` failed, ``blob sha256:…
+    is missing``, ``impact`` too, although the buyer's approvers erased it (R13): their
+    erasure listed no blob, so nothing that counts explained the missing ones. It now lists
+    the blobs the producer's erasure deleted, and stands alone: both accept ``v1``, erased, as
+    the model does (`judge_history`'s other paths: the random histories')."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("verase", ("v1",)), Step("vrecord", ("v3", 0, "orig", False)),
+             Step("ship", ("v3",)), Step("berase", ("v1",)), Step("bmark", ("v3",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    v1 = run.model.buyer["v1"].digest
+    assert run.model.batch_ok("v1") and not run.problems
+    assert cli_verdict(run.buyer, "verify", v1) == (True, "")
+    assert impact_verdict(run.buyer, v1, v1)[0], impact_verdict(run.buyer, v1, v1)

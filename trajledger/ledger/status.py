@@ -409,7 +409,9 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
     force, or any without a policy) gets no second record: running again deletes what that
     record lists and the store still holds (an erase that did not finish), with nothing to
     delete it is refused; only blobs it kept then that may now go (their holders erased
-    since) make a new record, listing just those.
+    since) make a new record, listing just those. An approver's erase of what only its
+    producer erased is recorded (`_approver_confirms`), listing the blobs that erasure
+    deleted and deleting none.
 
     Returns:
         The erasure record (the earlier one, ``new`` False, when none was needed), how many
@@ -463,8 +465,10 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
                     f"{first.index}) and every blob that erasure lists is deleted{held}; "
                     "nothing to erase, nothing recorded")
             rec = first
-        else:
-            predicate = Erasure(reason, format_time(_now()), tuple(blobs))
+        else:  # a confirmation lists what its producer's erasure deleted: it stands alone,
+            # should that one stop counting (its key marked compromised since: hist33)
+            again = sorted(mine.intersection(listed).difference(kept)) if confirm else []
+            predicate = Erasure(reason, format_time(_now()), tuple(blobs or again))
             rec = record_statement(
                 ledger, item.ref or item.name, item.digest, predicates.ERASURE,
                 predicate.to_predicate(), signer, action=f"erase {item.ref}",
@@ -693,8 +697,8 @@ def held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str
 def _approver_confirms(ledger: LedgerHome, subject: str, signer: Signer) -> bool:
     """Whether ``signer`` is an approver of the policy in force and no erasure of ``subject``
     here is signed by one yet (only its producer's): its erasure is then recorded again, as
-    the approvers' (listing no blob), which is what ends the admission gate's comparison with
-    a held-out batch."""
+    the approvers' (listing the blobs the producer's erasure deleted, none deleted again), which
+    is what ends the admission gate's comparison with a held-out batch."""
     from .policy_state import current_policy
 
     found = current_policy(ledger)
