@@ -749,7 +749,8 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
     rest = good[start + int.from_bytes(good[start - 4 : start], "little") :]
     rewritten(ledger, held, cut, first[cut],
               (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:], other,
-               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7'),
+               good.replace(b'"version":%d' % WINDOWS_VERSION,
+                            b'"version":%d' % (WINDOWS_VERSION + 1)),
                good[: start - 4] + (4_000).to_bytes(4, "little") + b"[" * 4_000 + rest),
               ("its kept runs of steps and normalised text (",
                "computed from its steps.parquet again"), regroup=True)
@@ -788,7 +789,9 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
                                hashes=real.windows.hashes[:0])
     forged = encode(Compared(none, real.few[:0], real.normalised,
                              [(real.windows.hashes[:0], real.few[:0])] * (len(ORDERS) - 1),
-                             (real.windows.hashes[:0], real.few[:0])), steps)
+                             (real.windows.hashes[:0], real.few[:0]),
+                             (real.windows.start[:0], real.windows.hashes[:0], real.few[:0],
+                              real.windows.hashes[:0], real.few[:0])), steps)
     assert forged is not None
     held.write_bytes(forged)
     forget_grouped(ledger.root / "index" / "features")  # grouped again from the forged file
@@ -840,7 +843,8 @@ def test_the_held_side_grouped_decides_as_its_windows(
     rewritten(ledger, path, cut, first[cut],
               (good[:-5], good[: hashes + 3] + bytes([good[hashes + 3] ^ 8]) + good[hashes + 4 :],
                good[:where] + bytes(12 * n) + good[where + 12 * n :],
-               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7'),
+               good.replace(b'"version":%d' % WINDOWS_VERSION,
+                            b'"version":%d' % (WINDOWS_VERSION + 1)),
                *(good[: head - 4] + len(c).to_bytes(4, "little") + c + good[hashes:]
                  for c in crafted)),
               ("the held side's grouped step windows (",
