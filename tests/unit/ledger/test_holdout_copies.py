@@ -648,6 +648,18 @@ def test_the_gate_refuses_a_shared_run_of_steps(
         [failure] = e.value.report.failures()
         assert f"shares {says}" in failure and failure.endswith(
             ", its columns reordered or duplicated"), failure
+    for name, copy, says in (  # clock33: a clock added (the held side's windows without it)
+            ("timed", "step number appended", "60 consecutive steps (steps 1-60 of 60 of "
+             "held-out episode held-num"),
+            ("timed-grid", "one-hot with the step number, columns permuted", "60 consecutive "
+             "steps (steps 1-60 of 60 of held-out episode held-grid"),
+            ("untimed", "recorded with a clock, the clock dropped", "57 consecutive steps "
+             "(steps 4-60 of 60 of held-out episode held-timed")):
+        train_set(ledger, name, template.value[f"numeric {copy}"])
+        with pytest.raises(DataRefusedError) as e:
+            admit(ledger, f"{name}@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+        [failure] = e.value.report.failures()
+        assert f"shares {says}" in failure, failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(
