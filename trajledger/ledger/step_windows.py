@@ -102,9 +102,9 @@ MIN_WHOLE = 32
 over all its steps (copy31): of 16 to 31 steps, unrelated paths to goals shared such windows
 (20 steps: one episode pair of 4 x 10^6)."""
 MAX_CLOCK_SETS = 8
-"""The most sets of clock columns (`clock_columns`) the windows of a record batch's episodes
-are hashed without (`_clocked`), the most common first: a wrapper adds its clock in one
-place, so one set a batch is the rule."""
+"""The most sets of clock columns (`clock_columns`) the windows of an episode are hashed
+without (`_clocked`), the most common first: a wrapper adds its clock in one place, so one
+set an episode is the rule, and each set costs a pass over the episode's steps."""
 LONG_COLUMNS = COLUMNS + 1
 """The order of a held episode's `COLUMNS` windows of `LONG` steps (`columns_spans`): their
 ``start`` is their first step (a window near its episode's end is hashed up to its last), and
@@ -121,7 +121,6 @@ _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
 _CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
-_CLOCK_BITS = 32  # the most columns that are a clock somewhere in a call (`_clocked`)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 
 
@@ -369,44 +368,49 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     hashes and marks (`_marked`), their `COLUMNS` hashes and marks (`columns_windows`), the
     few values decided without the clocks; None when no window has one. A copy of a held-out
     episode with a clock added (the train side) then holds the held episode's windows, and a
-    held-out episode recorded with one holds the windows of a copy without it. At most
-    `MAX_CLOCK_SETS` sets of clock columns a call, the most common first."""
+    held-out episode recorded with one holds the windows of a copy without it. Each set of
+    clock columns is computed over the episodes that have it (a copier may put the clock in
+    another place in each episode); of an episode, the windows of its `MAX_CLOCK_SETS` most
+    common sets (the cost: at most that many passes over its steps)."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, _, raw, member = q
-    at = (np.cumsum(lengths) - lengths)[first.episode] + first.start  # each window's row
-    clock = clock_columns(raw)[at]
-    some = np.flatnonzero(clock.any(axis=0))
-    if not len(some):
-        return None
-    some = some[np.argsort(-clock[:, some].sum(axis=0), kind="stable")][:_CLOCK_BITS]
-    with np.errstate(over="ignore"):
-        key = (clock[:, some].astype(np.uint64) << np.arange(len(some), dtype=np.uint64)).sum(
-            axis=1, dtype=np.uint64)
-    sets, count = np.unique(key[key != 0], return_counts=True)
-    sets = sets[np.argsort(-count, kind="stable")][:MAX_CLOCK_SETS]
-    pos = np.flatnonzero(np.isin(key, sets))
+    starts = np.cumsum(lengths) - lengths
+    clock = clock_columns(raw)[starts[first.episode] + first.start]
+    pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
         return None
+    sets, key = np.unique(np.packbits(clock[pos], axis=1), axis=0, return_inverse=True)
+    key = key.reshape(-1)
+    pairs, inv, count = np.unique(np.stack((first.episode[pos], key), axis=1), axis=0,
+                                  return_inverse=True, return_counts=True)
+    by = np.lexsort((-count, pairs[:, 0]))  # each episode's sets, the most common first
+    rank = np.empty(len(by), dtype=np.int64)
+    rank[by] = np.arange(len(by)) - np.searchsorted(pairs[by, 0], pairs[by, 0])
+    keep_pos = rank[inv.reshape(-1)] < MAX_CLOCK_SETS
+    pos, key = pos[keep_pos], key[keep_pos]
     h0, hc = np.zeros(len(pos), np.uint64), np.zeros(len(pos), np.uint64)
     f0, fc = np.ones(len(pos), bool), np.ones(len(pos), bool)
-    for k in sets.tolist():
-        keep = np.ones(raw.shape[1], dtype=bool)
-        bits = (np.uint64(k) >> np.arange(len(some), dtype=np.uint64)) & np.uint64(1)
-        keep[some[bits == 1]] = False
+    for k in np.unique(key).tolist():
+        keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
         if not keep.any():
             continue
-        ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64)
-        salts = np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)), _U64(0))
-        qk = np.ascontiguousarray(quantised[:, keep])
-        w, few = _marked(first.episode_ids, lengths, _matrix_hashes(qk, ranks), mark)
-        these = np.flatnonzero(key[pos] == np.uint64(k))
+        these = np.flatnonzero(key == k)
         sel = pos[these]
-        h0[these], f0[these] = w.hashes[sel], few[sel] if mark else False
-        got = columns_windows(qk, lengths, first.episode[sel], first.start[sel], mark,
-                              salts if qk.shape[1] >= 2 else None, few[sel])
+        eps, local = np.unique(first.episode[sel], return_inverse=True)
+        rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
+        sub = lengths[eps]
+        ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64).reshape(-1)
+        qk = np.ascontiguousarray(quantised[rows][:, keep])
+        w, few = _marked([first.episode_ids[e] for e in eps], sub,
+                         _matrix_hashes(qk, ranks), mark)
+        counts = np.maximum(sub - (WINDOW - 1), 0)
+        at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
+        h0[these], f0[these] = w.hashes[at], few[at]
         if qk.shape[1] >= 2:
-            hc[these], fc[these] = got
+            salts = np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)), _U64(0))
+            hc[these], fc[these] = columns_windows(qk, sub, local.reshape(-1),
+                                                   first.start[sel], mark, salts, few[at])
     return pos, h0, f0, hc, fc
 
 

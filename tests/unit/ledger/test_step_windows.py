@@ -11,6 +11,7 @@ from trajledger.ledger.step_windows import (
     COLUMNS,
     LONG,
     LONG_COLUMNS,
+    MAX_CLOCK_SETS,
     MIN_WHOLE,
     ORDERS,
     WINDOW,
@@ -316,6 +317,19 @@ def test_a_copy_with_a_clock_added_holds_the_held_windows(clock: str) -> None:
                     {"time": t, "pos": a, "vel": a[:, :3] * 2}):
         got = every(dict_batch(members))
         assert len(held_dict & got) >= 2 * (60 - WINDOW + 1)  # order 0 and `COLUMNS`
+
+
+def test_a_clock_in_another_place_in_each_episode_is_left_out_of_each() -> None:
+    """Each set of clock columns is computed over the episodes that have it: twelve episodes
+    of one record batch, each with its clock in another place (more than `MAX_CLOCK_SETS`:
+    a cap of 8 sets a batch, its first version, left 3 of 12 out)."""
+    eps = [np.cumsum(np.random.default_rng(i).normal(0, 0.05, size=(40, 12)), axis=0)
+           for i in range(12)]
+    assert len(eps) > MAX_CLOCK_SETS
+    held = every(batch([(f"h{i}", e) for i, e in enumerate(eps)]), held=True)
+    train = windows(batch([(f"c{i}", clocked(e, "t", i)) for i, e in enumerate(eps)]))
+    assert sorted(c for c, hs in train.items() if set(hs) & held) == sorted(train)
+    assert len(train) == 12
 
 
 def test_a_held_episode_with_a_clock_holds_the_windows_of_a_copy_without() -> None:
