@@ -345,18 +345,37 @@ def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     column: whether the column is a clock over the run: its values an arithmetic progression
     to within float32 rounding (`_CLOCK_ROUNDING` of their size), increasing or decreasing,
     never standing (the step number, ``t / 500``, the time left: Gymnasium's
-    ``TimeAwareObservation``)."""
+    ``TimeAwareObservation``). Only the columns `_maybe_clocks` gives are looked at."""
     runs = len(raw) - WINDOW + 1
-    if runs < 1:
-        return np.zeros((0, raw.shape[1]), dtype=bool)
+    out = np.zeros((max(runs, 0), raw.shape[1]), dtype=bool)
+    maybe = _maybe_clocks(raw)
+    if runs < 1 or not len(maybe):
+        return out
+    r = raw[:, maybe]
     with np.errstate(invalid="ignore", over="ignore"):
-        size = np.abs(raw)
-        d = np.diff(raw, axis=0)
+        size = np.abs(r)
+        d = np.diff(r, axis=0)
         tol = _CLOCK_ROUNDING * (size[:-2] + size[1:-1] + size[2:])
         good = (np.abs(d[1:] - d[:-1]) <= tol) & (np.abs(d[:-1]) > tol)
-    bad = np.zeros((len(good) + 1, raw.shape[1]), dtype=np.int32)
+    bad = np.zeros((len(good) + 1, len(maybe)), dtype=np.int32)
     np.cumsum(~good, axis=0, out=bad[1:])
-    return np.asarray(bad[WINDOW - 2 : WINDOW - 2 + runs] == bad[:runs])
+    out[:, maybe] = bad[WINDOW - 2 : WINDOW - 2 + runs] == bad[:runs]
+    return out
+
+
+def _maybe_clocks(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """The columns of ``raw`` that may be a clock over some `WINDOW` rows (`clock_columns`):
+    a window's 16 rows hold the triples of rows from two consecutive multiples of 7, and
+    both must step evenly (3/7 of a pass over the rows)."""
+    if len(raw) < WINDOW:
+        return np.zeros(0, dtype=np.int64)
+    m = (len(raw) - 3) // 7 + 1
+    a, b, c = raw[0 : 7 * m : 7], raw[1 : 7 * m + 1 : 7], raw[2 : 7 * m + 2 : 7]
+    with np.errstate(invalid="ignore", over="ignore"):
+        step = b - a
+        good = (np.abs(c - b - step) <= _CLOCK_ROUNDING * (np.abs(a) + np.abs(b) + np.abs(c))) & (
+            step != 0)
+    return np.flatnonzero((good[1:] & good[:-1]).any(axis=0)).astype(np.int64)
 
 
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
@@ -375,6 +394,8 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, _, raw, member = q
+    if not len(_maybe_clocks(raw)):  # no clock anywhere: the rule (3/7 of a pass)
+        return None
     starts = np.cumsum(lengths) - lengths
     clock = clock_columns(raw)[starts[first.episode] + first.start]
     pos = np.flatnonzero(clock.any(axis=1))
@@ -646,7 +667,9 @@ def _columns(obs: pa.Array) -> _Columns | None:
         member.append(np.full(width, k, dtype=np.int64))
     if not parts or not 2 <= sum(p.shape[1] for p in parts) <= MAX_COLUMNS:
         return None
-    return np.hstack(parts), np.concatenate(salts), np.hstack(raw), np.concatenate(member)
+    one = len(parts) == 1  # a tensor: no copy
+    return (parts[0] if one else np.hstack(parts), np.concatenate(salts),
+            raw[0] if one else np.hstack(raw), np.concatenate(member))
 
 
 def _joined(a: _Columns | None, b: _Columns | None) -> _Columns | None:

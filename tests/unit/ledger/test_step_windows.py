@@ -15,6 +15,7 @@ from trajledger.ledger.step_windows import (
     MIN_WHOLE,
     ORDERS,
     WINDOW,
+    clock_columns,
     held_steps,
     iter_windows,
     span,
@@ -330,6 +331,35 @@ def test_a_clock_in_another_place_in_each_episode_is_left_out_of_each() -> None:
     train = windows(batch([(f"c{i}", clocked(e, "t", i)) for i, e in enumerate(eps)]))
     assert sorted(c for c, hs in train.items() if set(hs) & held) == sorted(train)
     assert len(train) == 12
+
+
+def test_clock_columns_are_the_windows_whose_values_step_evenly() -> None:
+    """`clock_columns` (its columns passed over first by two triples of rows a window) says
+    of each window and column what the definition says: every step of its 16 values equal
+    to within float32 rounding, and not 0; a clock from any step, cut anywhere, rounded to
+    float32, decreasing, beside noise, constants, NaN and a walk that steps evenly by chance
+    for fewer than 16 steps."""
+    rng = np.random.default_rng(8)
+    n = 300
+    t = np.arange(n, dtype=np.float64)
+    cols = [t, (t / 500).astype(np.float32), 1 - t / 500, t * 1e6, rng.random(n), np.full(n, 3.0),
+            np.where(t % 50 < 30, t, 0.0), np.where(t == 77, np.nan, t / 7), np.round(t / 3),
+            np.concatenate([np.cumsum(rng.normal(size=20)), 20 + np.arange(15.0),
+                            40 + np.cumsum(rng.normal(size=n - 35))])]
+    raw = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
+    got = clock_columns(raw)
+    want = np.zeros_like(got)
+    for p in range(n - WINDOW + 1):
+        for j in range(raw.shape[1]):
+            v = raw[p : p + WINDOW, j]
+            d = np.diff(v)
+            tol = 2.0**-20 * (np.abs(v[:-2]) + np.abs(v[1:-1]) + np.abs(v[2:]))
+            want[p, j] = bool((np.abs(d[1:] - d[:-1]) <= tol).all()
+                              and (np.abs(d[:-1]) > tol).all())
+    assert np.array_equal(got, want)
+    assert got[:, :4].all() and not got[:, 4:6].any() and got[:, 6].any() and not got[:, 6].all()
+    assert got[:, 7].any() and not got[62:78, 7].any()  # the NaN at step 77
+    assert not got[:, 8].any() and not got[:, 9].any()
 
 
 def test_a_held_episode_with_a_clock_holds_the_windows_of_a_copy_without() -> None:
