@@ -28,6 +28,13 @@ only when they come back to earlier steps often enough (`columns_windows`, copy3
 episode of `MIN_WHOLE` to `LONG` - 1 steps has one such window, over all its steps (copy31).
 The held side holds these apart, in order `LONG_COLUMNS`, each from its first step
 (`columns_spans`), so that the run they share is named whole (`span`, copy31).
+Both sides also hash each window with a clock column (`clock_columns`: its values over the
+window's 16 steps an arithmetic progression, the step number or the time Gymnasium's
+``TimeAwareObservation`` adds, flattened into the vector or a Dict member of its own) without
+its clock columns, in order 0 and `COLUMNS` (`_clocked`, ``StepWindows.clocks``), so that a
+copy with a clock added holds the held episode's windows, and a held episode recorded with one
+those of a copy without it; a held window's marks (`MIN_DISTINCT`, few values) are decided
+without its clocks, so that a clock beside an agent standing still is no match (clock33).
 The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
@@ -50,10 +57,10 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .rollouts.space_values import leaf_arrays
 
-__all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_COLUMNS", "MIN_DISTINCT", "MIN_WHOLE",
-           "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "columns_kept", "columns_spans",
-           "columns_windows", "held_steps", "iter_marked", "iter_windows", "kept",
-           "order_lengths", "order_steps", "span", "step_hashes"]
+__all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_CLOCK_SETS", "MAX_COLUMNS", "MIN_DISTINCT",
+           "MIN_WHOLE", "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "clock_columns",
+           "columns_kept", "columns_spans", "columns_windows", "held_steps", "iter_marked",
+           "iter_windows", "kept", "order_lengths", "order_steps", "span", "step_hashes"]
 
 WINDOW = 16
 """Steps in a window: the shortest shared run found. Shorter runs (a fixed start, an opening)
@@ -94,6 +101,10 @@ MIN_WHOLE = 32
 """The fewest steps of an episode shorter than `LONG` whose `COLUMNS` window of few values is
 over all its steps (copy31): of 16 to 31 steps, unrelated paths to goals shared such windows
 (20 steps: one episode pair of 4 x 10^6)."""
+MAX_CLOCK_SETS = 8
+"""The most sets of clock columns (`clock_columns`) the windows of an episode are hashed
+without (`_clocked`), the most common first: a wrapper adds its clock in one place, so one
+set an episode is the rule, and each set costs a pass over the episode's steps."""
 LONG_COLUMNS = COLUMNS + 1
 """The order of a held episode's `COLUMNS` windows of `LONG` steps (`columns_spans`): their
 ``start`` is their first step (a window near its episode's end is hashed up to its last), and
@@ -109,6 +120,7 @@ _COLUMN_SALT = _U64(0x9E3779B97F4A7C15)
 _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
+_CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 
 
@@ -221,6 +233,8 @@ class StepWindows:
         hashes: each window's hash.
         order: the order of the steps (`ORDERS`): ``lengths`` and ``start`` count the steps
             in that order (`order_lengths`, `held_steps`).
+        clocks: the windows are hashed without their clock columns (`_clocked`): of order 0
+            or `COLUMNS`, only those with a clock, each of a hash (0: none, not compared).
     """
 
     episode_ids: list[str]
@@ -229,6 +243,7 @@ class StepWindows:
     start: npt.NDArray[np.int64]
     hashes: npt.NDArray[np.uint64]
     order: int = 0
+    clocks: bool = False
 
 
 def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
@@ -300,16 +315,144 @@ def _all_orders(
     q: _Columns | None, mark: bool, orders: int
 ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
-    windows (``q``: the quantised observations, a row a step, and the columns' salts, or
-    None: `_columns`)."""
+    windows (``q``: the quantised observations, a row a step, the columns' salts, their raw
+    values and members, or None: `_columns`), then the windows without their clock columns
+    (`_clocked`; ``clocks``: order 0 then `COLUMNS`, those windows with a clock only)."""
     first, few = _marked(ids, lengths, h, mark)
+    hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
+                                  first.start, mark, None if q is None else q[1], few)
+    if not mark:
+        two = few.copy()
+    bare = _clocked(q, lengths, first, mark)
+    if bare is not None and mark:  # a window's marks are decided without its clocks
+        at, _, f0, hc, _ = bare
+        few[at] |= f0
+        two[at] |= (hc & _U64(1)).astype(bool) | (hc == 0)
     yield first, few
     for order in range(1, orders):
         w, more = _marked(ids, *_reordered(lengths, h, order), mark)
         yield replace(w, order=order), more
-    hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
-                                  first.start, mark, None if q is None else q[1], few)
-    yield replace(first, hashes=hashes, order=COLUMNS), two if mark else few
+    yield replace(first, hashes=hashes, order=COLUMNS), two
+    if bare is not None:
+        at, h0, f0, hc, fc = bare
+        some = replace(first, episode=first.episode[at], start=first.start[at], clocks=True)
+        yield replace(some, hashes=h0), f0
+        yield replace(some, hashes=hc, order=COLUMNS), fc
+
+
+def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Per run of `WINDOW` rows of ``raw`` (a row a step; ``len(raw) - WINDOW + 1`` runs) and
+    column: whether the column is a clock over the run: its values an arithmetic progression
+    to within float32 rounding (`_CLOCK_ROUNDING` of their size), increasing or decreasing,
+    never standing (the step number, ``t / 500``, the time left: Gymnasium's
+    ``TimeAwareObservation``). Only the columns `_maybe_clocks` gives are looked at."""
+    runs = len(raw) - WINDOW + 1
+    out = np.zeros((max(runs, 0), raw.shape[1]), dtype=bool)
+    maybe = _maybe_clocks(raw)
+    if runs < 1 or not len(maybe):
+        return out
+    r = raw[:, maybe]
+    with np.errstate(invalid="ignore", over="ignore"):
+        size = np.abs(r)
+        d = np.diff(r, axis=0)
+        tol = _CLOCK_ROUNDING * (size[:-2] + size[1:-1] + size[2:])
+        good = (np.abs(d[1:] - d[:-1]) <= tol) & (np.abs(d[:-1]) > tol)
+    bad = np.zeros((len(good) + 1, len(maybe)), dtype=np.int32)
+    np.cumsum(~good, axis=0, out=bad[1:])
+    out[:, maybe] = bad[WINDOW - 2 : WINDOW - 2 + runs] == bad[:runs]
+    return out
+
+
+def _maybe_clocks(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """The columns of ``raw`` that may be a clock over some `WINDOW` rows (`clock_columns`):
+    a window's 16 rows hold the triples of rows from two consecutive multiples of 7, and
+    both must step evenly (3/7 of a pass over the rows)."""
+    if len(raw) < WINDOW:
+        return np.zeros(0, dtype=np.int64)
+    m = (len(raw) - 3) // 7 + 1
+    a, b, c = raw[0 : 7 * m : 7], raw[1 : 7 * m + 1 : 7], raw[2 : 7 * m + 2 : 7]
+    with np.errstate(invalid="ignore", over="ignore"):
+        step = b - a
+        good = (np.abs(c - b - step) <= _CLOCK_ROUNDING * (np.abs(a) + np.abs(b) + np.abs(c))) & (
+            step != 0)
+    return np.flatnonzero((good[1:] & good[:-1]).any(axis=0)).astype(np.int64)
+
+
+def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
+             mark: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64],
+                                  npt.NDArray[np.bool_], npt.NDArray[np.uint64],
+                                  npt.NDArray[np.bool_]] | None:
+    """The windows ``first`` (order 0) with a clock column (`clock_columns`) hashed without
+    every clock column of their first `WINDOW` steps: their indexes into ``first``, their
+    hashes and marks (`_marked`), their `COLUMNS` hashes and marks (`columns_windows`), the
+    few values decided without the clocks; None when no window has one. A copy of a held-out
+    episode with a clock added (the train side) then holds the held episode's windows, and a
+    held-out episode recorded with one holds the windows of a copy without it. Each set of
+    clock columns is computed over the episodes that have it (a copier may put the clock in
+    another place in each episode); of an episode, the windows of its `MAX_CLOCK_SETS` most
+    common sets (the cost: at most that many passes over its steps)."""
+    if q is None or not len(first.start) or q[2].shape[1] < 2:
+        return None
+    quantised, _, raw, member = q
+    if not len(_maybe_clocks(raw)):  # no clock anywhere: the rule (3/7 of a pass)
+        return None
+    starts = np.cumsum(lengths) - lengths
+    clock = clock_columns(raw)[starts[first.episode] + first.start]
+    pos = np.flatnonzero(clock.any(axis=1))
+    if not len(pos):
+        return None
+    sets, key = np.unique(np.packbits(clock[pos], axis=1), axis=0, return_inverse=True)
+    key = key.reshape(-1)
+    pairs, inv, count = np.unique(np.stack((first.episode[pos], key), axis=1), axis=0,
+                                  return_inverse=True, return_counts=True)
+    by = np.lexsort((-count, pairs[:, 0]))  # each episode's sets, the most common first
+    rank = np.empty(len(by), dtype=np.int64)
+    rank[by] = np.arange(len(by)) - np.searchsorted(pairs[by, 0], pairs[by, 0])
+    keep_pos = rank[inv.reshape(-1)] < MAX_CLOCK_SETS
+    pos, key = pos[keep_pos], key[keep_pos]
+    h0, hc = np.zeros(len(pos), np.uint64), np.zeros(len(pos), np.uint64)
+    f0, fc = np.ones(len(pos), bool), np.ones(len(pos), bool)
+    for k in np.unique(key).tolist():
+        keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
+        if not keep.any():
+            continue
+        these = np.flatnonzero(key == k)
+        sel = pos[these]
+        eps, local = np.unique(first.episode[sel], return_inverse=True)
+        rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
+        sub = lengths[eps]
+        ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64).reshape(-1)
+        qk = np.ascontiguousarray(quantised[rows][:, keep])
+        w, few = _marked([first.episode_ids[e] for e in eps], sub,
+                         _matrix_hashes(qk, ranks), mark)
+        counts = np.maximum(sub - (WINDOW - 1), 0)
+        at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
+        h0[these], f0[these] = w.hashes[at], few[at]
+        if qk.shape[1] >= 2:
+            salts = np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)), _U64(0))
+            hc[these], fc[these] = columns_windows(qk, sub, local.reshape(-1),
+                                                   first.start[sel], mark, salts, few[at])
+    return pos, h0, f0, hc, fc
+
+
+def _matrix_hashes(q: npt.NDArray[np.uint32], member: npt.NDArray[np.int64]
+                   ) -> npt.NDArray[np.uint64]:
+    """`step_hashes` of observations whose quantised values are ``q`` (a row a step), each
+    column of member ``member`` (from 0: a Dict or Tuple space's, or all 0: a tensor), no
+    null among them."""
+    n = len(q)
+    total = np.zeros(n, dtype=np.uint64)
+    for k in np.unique(member).tolist():
+        part = q[:, member == k]
+        width = part.shape[1]
+        if width % 2:
+            part = np.hstack((part, np.zeros((n, 1), dtype=np.uint32)))
+        pairs = part[:, 0::2].astype(np.uint64) | (part[:, 1::2].astype(np.uint64) << _U64(32))
+        salts = _salts(k, np.arange(pairs.shape[1], dtype=np.uint64))
+        sums = splitmix64(pairs ^ salts[None, :]).sum(axis=1, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            total += splitmix64(sums ^ splitmix64(np.full(n, width + k, dtype=np.uint64)))
+    return splitmix64(total)
 
 
 def columns_windows(
@@ -489,19 +632,22 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
 
 
 def columns_kept(w: StepWindows) -> StepWindows:
-    """``w``, but of `COLUMNS` windows those with a hash (not 0: `columns_windows`)."""
-    return kept(w, w.hashes != 0) if w.order == COLUMNS else w
+    """``w``, but of `COLUMNS` windows, and of windows without their clocks, those with a
+    hash (not 0: `columns_windows`, `_clocked`)."""
+    return kept(w, w.hashes != 0) if w.order == COLUMNS or w.clocks else w
 
 
-_Columns = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]
+_Columns = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64], npt.NDArray[np.float64],
+                 npt.NDArray[np.int64]]
 
 
 def _columns(obs: pa.Array) -> _Columns | None:
     """The quantised observations of a column of 2 to `MAX_COLUMNS` numbers a row (a matrix,
     a row a step; `_quantised`), and each column's salt: 0, or its member's of a Dict or Tuple
     space (a tensor or a number each; copy30), so that columns are permuted within a member;
-    else None (`COLUMNS`)."""
-    parts, salts = [], []
+    the raw values (float64) and each column's member (from 0, for `_clocked`); else None
+    (`COLUMNS`)."""
+    parts, salts, raw, member = [], [], [], []
     for k, (_, leaf) in enumerate(leaf_arrays("", obs)):
         t = leaf.type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
@@ -516,16 +662,22 @@ def _columns(obs: pa.Array) -> _Columns | None:
         parts.append(_quantised(values).reshape(len(obs), width))
         salt = splitmix64(np.array([k], dtype=np.uint64))[0] if k else _U64(0)
         salts.append(np.full(width, salt, dtype=np.uint64))
+        raw.append(np.asarray(values.cast(pa.float64()).to_numpy(zero_copy_only=False),
+                              dtype=np.float64).reshape(len(obs), width))
+        member.append(np.full(width, k, dtype=np.int64))
     if not parts or not 2 <= sum(p.shape[1] for p in parts) <= MAX_COLUMNS:
         return None
-    return np.hstack(parts), np.concatenate(salts)
+    one = len(parts) == 1  # a tensor: no copy
+    return (parts[0] if one else np.hstack(parts), np.concatenate(salts),
+            raw[0] if one else np.hstack(raw), np.concatenate(member))
 
 
 def _joined(a: _Columns | None, b: _Columns | None) -> _Columns | None:
     """The rows of ``a`` then ``b`` (None when either is, or their columns differ)."""
-    if a is None or b is None or not np.array_equal(a[1], b[1]):
+    if a is None or b is None or not np.array_equal(a[1], b[1]) or not np.array_equal(
+            a[3], b[3]):
         return None
-    return np.vstack((a[0], b[0])), a[1]
+    return np.vstack((a[0], b[0])), a[1], np.vstack((a[2], b[2])), a[3]
 
 
 def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterator[tuple[
@@ -555,10 +707,11 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
                 ids.insert(0, carry_id)
                 lengths = np.concatenate(([len(carry)], lengths))
         cut = len(h) - int(lengths[-1])
-        carry_id, carry, carry_q = ids[-1], h[cut:], None if q is None else (q[0][cut:], q[1])
+        carry_id, carry = ids[-1], h[cut:]
+        carry_q = None if q is None else (q[0][cut:], q[1], q[2][cut:], q[3])
         if len(ids) > 1:
-            yield from _all_orders(ids[:-1], lengths[:-1], h[:cut],
-                                   None if q is None else (q[0][:cut], q[1]), mark, orders)
+            yield from _all_orders(ids[:-1], lengths[:-1], h[:cut], None if q is None else (
+                q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders)
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
                                carry_q, mark, orders)

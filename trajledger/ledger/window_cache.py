@@ -16,9 +16,11 @@ the body's digest), then the body: the episodes' lengths (int64), every window's
 offsets), the text episodes' ids and their 32-byte fingerprints, then (part ``orders``, kept
 once the batch was read as held out) per other order of `step_windows.ORDERS` its windows'
 hashes and bits, then (part ``columns``) every window's `step_windows.COLUMNS` hash and bit
-(no such hash or too few distinct steps). Which episode and start each window has follows
-from the lengths (every start from 0 to length - `step_windows.WINDOW`, the lengths in each
-order from `step_windows.order_lengths`).
+(no such hash or too few distinct steps), then (part ``clocks``, its count ``clocks`` in the
+header) the windows with a clock column hashed without it (`step_windows.clock_columns`):
+their indexes (int64, ascending), hashes and bits, then their `COLUMNS` hashes and bits.
+Which episode and start each window has follows from the lengths (every start from 0 to
+length - `step_windows.WINDOW`, the lengths in each order from `step_windows.order_lengths`).
 
 Trust: the same as the kept features' derived cache (``batch_features``): whoever writes the
 ledger's directory can write this file, so what ``dataset create`` reports from it is as
@@ -38,7 +40,7 @@ import contextlib
 import hashlib
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +69,7 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 6
+WINDOWS_VERSION = 7
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -75,10 +77,15 @@ second step reversed and every fourth step (copy26); 4: the windows of the set o
 columns (`step_windows.COLUMNS`, copy28); 5: those of few values over `step_windows.LONG`
 steps, and of Dict and Tuple spaces per member (copy30); 6: a `COLUMNS` hash's low bit says
 whether it is of `step_windows.LONG` steps (or a whole episode of `step_windows.MIN_WHOLE`
-to `LONG` - 1 steps, which has one now: copy31)."""
+to `LONG` - 1 steps, which has one now: copy31); 7: the windows with a clock column hashed
+without it too (`step_windows.clock_columns`, part ``clocks``), and the marks of those windows
+decided without it (clock33)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
-_PARTS = ("windows", "normalised", "orders", "columns")
+_PARTS = ("windows", "normalised", "orders", "columns", "clocks")
+Clocks = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_],
+               npt.NDArray[np.uint64], npt.NDArray[np.bool_]]
+"""`Compared.clocks`."""
 Wanted = tuple[bool, bool, bool]
 """The parts of a batch compared: normalised text fingerprints, windows, windows in other
 orders (of a held batch)."""
@@ -98,6 +105,9 @@ class Compared:
             and whether it has too few distinct steps; None when not computed.
         columns: every window's `step_windows.COLUMNS` hash and whether it is not compared
             as held out (`step_windows.columns_windows`); None with ``windows``.
+        clocks: the windows with a clock column (`step_windows.clock_columns`), hashed
+            without it: their indexes into ``windows`` (ascending), their hashes and marks,
+            their `step_windows.COLUMNS` hashes and marks; None with ``windows``.
     """
 
     windows: StepWindows | None
@@ -105,24 +115,33 @@ class Compared:
     normalised: list[tuple[str, str]] | None
     orders: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]] | None = None
     columns: tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]] | None = None
+    clocks: Clocks | None = None
 
     def has(self, wanted: Wanted) -> bool:
         """Whether it holds the parts ``wanted``."""
         return ((not wanted[0] or self.normalised is not None)
-                and (not wanted[1] or (self.windows is not None and self.columns is not None))
+                and (not wanted[1] or (self.windows is not None and self.columns is not None
+                                       and self.clocks is not None))
                 and (not wanted[2] or self.windows is None or self.orders is not None))
 
     def step_windows(self, held: bool) -> list[StepWindows]:
         """The windows to compare: all of them, or (``held``) those of enough distinct steps,
         in every order kept; then the `step_windows.COLUMNS` ones (``held``: those of
-        `step_windows.LONG` steps apart, `step_windows.columns_spans`)."""
+        `step_windows.LONG` steps apart, `step_windows.columns_spans`); then those without
+        their clocks, in order 0 and `step_windows.COLUMNS`."""
         if self.windows is None:
             return []
         w = self.windows
         columns = [] if self.columns is None else [
             StepWindows(w.episode_ids, w.lengths, w.episode, w.start, self.columns[0], COLUMNS)]
+        bare: list[tuple[StepWindows, npt.NDArray[np.bool_]]] = []
+        if self.clocks is not None and len(self.clocks[0]):
+            pos, h0, f0, hc, fc = self.clocks
+            some = StepWindows(w.episode_ids, w.lengths, w.episode[pos], w.start[pos], h0,
+                               clocks=True)
+            bare = [(some, f0), (replace(some, hashes=hc, order=COLUMNS), fc)]
         if not held:
-            return [w, *map(columns_kept, columns)]
+            return [w, *map(columns_kept, columns + [b for b, _ in bare])]
         out = [kept(w, ~self.few)]
         for order, (hashes, few) in enumerate(self.orders or [], start=1):
             lengths = order_lengths(w.lengths, order)
@@ -130,7 +149,8 @@ class Compared:
             out.append(kept(StepWindows(w.episode_ids, lengths, episode, start, hashes, order),
                             ~few))
         return out + [s for c in columns if self.columns is not None
-                      for s in columns_spans(kept(c, ~self.columns[1]))]
+                      for s in columns_spans(kept(c, ~self.columns[1]))] + [
+            s for b, few in bare for s in columns_spans(kept(b, ~few))]
 
 
 def compute(path: Path, wanted: Wanted) -> Compared:
@@ -143,7 +163,15 @@ def compute(path: Path, wanted: Wanted) -> Compared:
     lengths, episode, start = [], [], []
     hashes: list[list[npt.NDArray[np.uint64]]] = [[] for _ in range(COLUMNS + 1)]
     few: list[list[npt.NDArray[np.bool_]]] = [[] for _ in range(COLUMNS + 1)]
+    bare: list[list[npt.NDArray[np.generic]]] = [[] for _ in range(6)]  # episode, start, ...
     for w, marks in iter_marked(parquet_batches(path, WINDOW_COLUMNS), orders=wanted[2]):
+        if w.clocks:  # after its batch's order 0: its episodes are counted
+            if not w.order:
+                bare[0].append(w.episode + (len(ids) - len(w.episode_ids)))
+                bare[1].append(w.start)
+            bare[2 + 2 * bool(w.order)].append(w.hashes)
+            bare[3 + 2 * bool(w.order)].append(marks)
+            continue
         hashes[w.order].append(w.hashes)
         few[w.order].append(marks)
         if w.order:
@@ -164,7 +192,13 @@ def compute(path: Path, wanted: Wanted) -> Compared:
 
     windows = StepWindows(ids, cat(lengths), cat(episode), cat(start), h(0))
     orders = [(h(o), f(o)) for o in range(1, len(ORDERS))] if wanted[2] else None
-    return Compared(windows, f(0), normalised, orders, (h(COLUMNS), f(COLUMNS)))
+    counts = np.maximum(windows.lengths - (WINDOW - 1), 0)
+    pos = (np.cumsum(counts) - counts)[cat(bare[0])] + cat(bare[1])  # type: ignore[arg-type]
+    parts = [np.concatenate(b) if b else np.zeros(0, np.uint64 if i % 2 == 0 else bool)
+             for i, b in enumerate(bare[2:])]
+    clocks = (pos.astype(np.int64), parts[0].astype(np.uint64), parts[1].astype(bool),
+              parts[2].astype(np.uint64), parts[3].astype(bool))
+    return Compared(windows, f(0), normalised, orders, (h(COLUMNS), f(COLUMNS)), clocks)
 
 
 def _placed(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
@@ -186,15 +220,18 @@ def encode(c: Compared, steps: str) -> bytes | None:
     """The cache file of ``c``, computed from step file ``steps``; None when its windows are
     not every window of its episodes in order (then nothing is kept)."""
     parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None,
-                                         c.orders is not None, c.columns is not None),
-                                strict=True) if on]
+                                         c.orders is not None, c.columns is not None,
+                                         c.clocks is not None), strict=True) if on]
     w = c.windows or StepWindows([], np.zeros(0, np.int64), np.zeros(0, np.int64),
                                  np.zeros(0, np.int64), np.zeros(0, np.uint64))
     episode, start = _placed(w.lengths)
     orders = c.orders or []
     columns = [] if c.columns is None else [c.columns]
+    clocks = c.clocks or (np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, bool),
+                          np.zeros(0, np.uint64), np.zeros(0, bool))
     if not (np.array_equal(episode, w.episode) and np.array_equal(start, w.start)
-            and len(c.few) == len(w.hashes)
+            and len(c.few) == len(w.hashes) and _ascending(clocks[0], len(w.hashes))
+            and all(len(a) == len(clocks[0]) for a in clocks)
             and all(len(hs) == len(fs) == len(w.hashes) for hs, fs in columns)) or (orders and not (
                 len(orders) == len(ORDERS) - 1 and all(
                     len(hs) == len(fs) == _windows(order_lengths(w.lengths, o))
@@ -210,10 +247,15 @@ def encode(c: Compared, steps: str) -> bytes | None:
         *(p for hs, fs in orders for p in (hs.astype("<u8").tobytes(),
                                            np.packbits(fs, bitorder="little").tobytes())),
         *(p for hs, fs in columns for p in (hs.astype("<u8").tobytes(),
-                                            np.packbits(fs, bitorder="little").tobytes()))))
+                                            np.packbits(fs, bitorder="little").tobytes())),
+        *((clocks[0].astype("<i8").tobytes(),
+           *(p for hs, fs in (clocks[1:3], clocks[3:5]) for p in (
+               hs.astype("<u8").tobytes(), np.packbits(fs, bitorder="little").tobytes())))
+          if c.clocks is not None else ())))
     header = {"steps": steps, "version": WINDOWS_VERSION, "parts": parts,
               "episodes": len(w.episode_ids), "windows": len(w.hashes), "ids": len(ids),
               "normalised": len(norm), "normalised_ids": len(norm_ids),
+              "clocks": len(clocks[0]),
               "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
     head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     return MAGIC + struct.pack("<I", len(head)) + head + body
@@ -269,6 +311,9 @@ def decode(data: bytes, steps: str) -> Compared:
     sizes += tuple(s for c in counts for s in (8 * c, (c + 7) // 8))
     if "columns" in parts:
         sizes += (8 * w, (w + 7) // 8)
+    clocked = _count(header, "clocks", w) if "clocks" in parts else 0
+    if "clocks" in parts:
+        sizes += (8 * clocked, 8 * clocked, (clocked + 7) // 8, 8 * clocked, (clocked + 7) // 8)
     if sum(sizes) != n:
         raise FormatError(f"a body of {n} bytes, want {sum(sizes)}")
     if hashlib.sha256(body).hexdigest() != header.get("sha256"):
@@ -292,7 +337,23 @@ def decode(data: bytes, steps: str) -> Compared:
         c = piece[8 + 2 * len(counts)], piece[9 + 2 * len(counts)]
         columns = (np.frombuffer(c[0], dtype="<u8").astype(np.uint64),
                    np.unpackbits(np.frombuffer(c[1], dtype=np.uint8), bitorder="little")[:w] == 1)
-    return Compared(windows, few, normalised, orders if "orders" in parts else None, columns)
+    clocks = None
+    if "clocks" in parts:
+        k = 8 + 2 * len(counts) + 2 * ("columns" in parts)
+        pos = np.frombuffer(piece[k], dtype="<i8").astype(np.int64)
+        if not _ascending(pos, w):
+            raise FormatError("its windows with a clock are not in order")
+        clocks = (pos, *(x for j in (1, 3) for x in (
+            np.frombuffer(piece[k + j], dtype="<u8").astype(np.uint64),
+            np.unpackbits(np.frombuffer(piece[k + j + 1], dtype=np.uint8),
+                          bitorder="little")[:clocked] == 1)))
+    return Compared(windows, few, normalised, orders if "orders" in parts else None, columns,
+                    clocks)  # type: ignore[arg-type]
+
+
+def _ascending(pos: npt.NDArray[np.int64], windows: int) -> bool:
+    """Whether ``pos`` are indexes of ``windows`` windows, each once, ascending."""
+    return bool((np.diff(pos) > 0).all() and (not len(pos) or (pos[0] >= 0 and pos[-1] < windows)))
 
 
 def _windows(lengths: npt.NDArray[np.int64]) -> int:

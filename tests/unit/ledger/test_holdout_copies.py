@@ -105,6 +105,11 @@ DICT = {"pos": np.cumsum(np.random.default_rng(6).normal(0, 0.05, size=(STEPS, 4
 """A held episode of a Dict observation space (held-dict, copy30)."""
 WIDE = np.cumsum(np.random.default_rng(8).normal(0, 0.05, size=(STEPS, 300)), axis=0)
 """A held episode of 300 numbers a step (held-wide: wider than `step_windows.MAX_COLUMNS`)."""
+CLOCK = np.arange(STEPS, dtype=np.float64)[:, None]
+"""The step number Gymnasium's ``TimeAwareObservation`` adds to an observation (clock33)."""
+TIMED = np.hstack([np.cumsum(np.random.default_rng(12).normal(0, 0.05, size=(STEPS, 3)),
+                             axis=0), CLOCK / 500])
+"""A held episode recorded with a clock, ``t / 500``, as its last column (held-timed)."""
 
 Spec = Any  # a chat (role, content) list, or a list of numeric episodes (obs, actions)
 CHAT: dict[str, Spec] = {
@@ -162,6 +167,16 @@ NUMERIC: dict[str, Spec] = {
     "Dict, columns permuted in each member": [({"pos": DICT["pos"][:, [2, 0, 3, 1]],
                                                 "vel": DICT["vel"][:, ::-1]}, ACT)],
     "wide, first step dropped": [(WIDE[1:], ACT[1:])],
+    # clock33: a clock column added (the step number, t / 500, the time left), or dropped
+    "step number appended": [(np.hstack([OBS, CLOCK]), ACT)],
+    "t / 500 appended, first 5 steps dropped": [(np.hstack([OBS, CLOCK / 500])[5:], ACT[5:])],
+    "time left inserted, inside unrelated steps": [(np.insert(np.vstack(
+        [OBS[:5] + 3, OBS[20:40], OBS[:5] - 3]), 1, 1 - np.arange(30) / 500, axis=1),
+        ACT[:5] + ACT[20:40] + ACT[:5])],
+    "one-hot with the step number, columns permuted": [(np.hstack([GRID, CLOCK])[:, ::-1], ACT)],
+    "Dict, a time member added": [({"pos": DICT["pos"], "time": CLOCK, "vel": DICT["vel"]},
+                                   ACT)],
+    "recorded with a clock, the clock dropped": [(TIMED[3:, :3], ACT[3:])],
     "wide, columns permuted": [(WIDE[:, ::-1], ACT)],
     # copy28: columns permuted or duplicated, and cut too
     "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
@@ -250,6 +265,15 @@ TRANSFORMS = [
     Row("numeric", "Dict, first step dropped", "run", "run", "held-dict"),
     Row("numeric", "Dict, columns permuted in each member", "nothing", "run", "held-dict"),
     Row("numeric", "wide, first step dropped", "run", "run", "held-wide"),
+    # clock33: a clock column added or dropped shared no window (docs/SECURITY.md,
+    # seventeenth round, rev29's Left): the windows without it are the held ones.
+    *(Row("numeric", name, "nothing", "run", of) for name, of in (
+        ("step number appended", "held-num"),
+        ("t / 500 appended, first 5 steps dropped", "held-num"),
+        ("time left inserted, inside unrelated steps", "held-num"),
+        ("one-hot with the step number, columns permuted", "held-grid"),
+        ("Dict, a time member added", "held-dict"),
+        ("recorded with a clock, the clock dropped", "held-timed"))),
     # Not caught (docs/SECURITY.md, sixteenth round, copy30's Left): no `COLUMNS` windows
     # for more than `step_windows.MAX_COLUMNS` numbers a step.
     Row("numeric", "wide, columns permuted", "nothing", "nothing", "held-wide"),
@@ -297,7 +321,7 @@ def build(home: Path) -> dict[str, str]:
     more = [record_batch(ledger, numeric_rows(name, o, ACT), env="grid@1", policy="p",
                          signer=keys["vendor"], name=name).recorded.digest
             for name, o in (("held-grid", GRID), ("held-dict", DICT), ("held-wide", WIDE),
-                            ("held-short", SHORT_GRID))]
+                            ("held-short", SHORT_GRID), ("held-timed", TIMED))]
     create_dataset(ledger, "held", "1", "holdout", [text, numeric, *more], keys["vendor"])
     out = {}
     for n, (name, messages) in enumerate(CHAT.items()):
@@ -612,19 +636,26 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     [failure] = e.value.report.failures()
     assert "shares 30 consecutive steps (every second step of steps 1-59 of 60 of held-out " \
            "episode held-num" in failure, failure
-    for name, copy, says in (  # copy28; copy30; copy31 (the run named whole; a short episode)
+    reordered = ", its columns reordered or duplicated"
+    for name, copy, says, ends in (  # copy28; copy30; copy31 (the run named whole; a short
+            # episode); clock33: a clock added or dropped (the windows without it)
             ("cols", "one column duplicated, permuted", "60 consecutive steps (steps 1-60 of 60 "
-             "of held-out episode held-num"),
+             "of held-out episode held-num", reordered),
             ("grid", "one-hot columns permuted", "60 consecutive steps (steps 1-60 of 60 of "
-             "held-out episode held-grid"),
+             "held-out episode held-grid", reordered),
             ("short", "one-hot of 40 steps, columns permuted", "40 consecutive steps (steps "
-             "1-40 of 40 of held-out episode held-short")):
+             "1-40 of 40 of held-out episode held-short", reordered),
+            ("timed", "step number appended", "60 consecutive steps (steps 1-60 of 60 of "
+             "held-out episode held-num", ""),
+            ("timed-grid", "one-hot with the step number, columns permuted", "60 consecutive "
+             "steps (steps 1-60 of 60 of held-out episode held-grid", ""),
+            ("untimed", "recorded with a clock, the clock dropped", "57 consecutive steps "
+             "(steps 4-60 of 60 of held-out episode held-timed", "")):
         train_set(ledger, name, template.value[f"numeric {copy}"])
         with pytest.raises(DataRefusedError) as e:
             admit(ledger, f"{name}@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
         [failure] = e.value.report.failures()
-        assert f"shares {says}" in failure and failure.endswith(
-            ", its columns reordered or duplicated"), failure
+        assert f"shares {says}" in failure and failure.endswith(ends), failure
 
 
 def test_the_policy_may_rank_shared_runs_as_near(
@@ -750,7 +781,8 @@ def test_kept_runs_and_texts_decide_as_the_step_files(
     rest = good[start + int.from_bytes(good[start - 4 : start], "little") :]
     rewritten(ledger, held, cut, first[cut],
               (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:], other,
-               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7'),
+               good.replace(b'"version":%d' % WINDOWS_VERSION,
+                            b'"version":%d' % (WINDOWS_VERSION + 1)),
                good[: start - 4] + (4_000).to_bytes(4, "little") + b"[" * 4_000 + rest),
               ("its kept runs of steps and normalised text (",
                "computed from its steps.parquet again"), regroup=True)
@@ -789,7 +821,9 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
                                hashes=real.windows.hashes[:0])
     forged = encode(Compared(none, real.few[:0], real.normalised,
                              [(real.windows.hashes[:0], real.few[:0])] * (len(ORDERS) - 1),
-                             (real.windows.hashes[:0], real.few[:0])), steps)
+                             (real.windows.hashes[:0], real.few[:0]),
+                             (real.windows.start[:0], real.windows.hashes[:0], real.few[:0],
+                              real.windows.hashes[:0], real.few[:0])), steps)
     assert forged is not None
     held.write_bytes(forged)
     forget_grouped(ledger.root / "index" / "features")  # grouped again from the forged file
@@ -841,7 +875,8 @@ def test_the_held_side_grouped_decides_as_its_windows(
     rewritten(ledger, path, cut, first[cut],
               (good[:-5], good[: hashes + 3] + bytes([good[hashes + 3] ^ 8]) + good[hashes + 4 :],
                good[:where] + bytes(12 * n) + good[where + 12 * n :],
-               good.replace(b'"version":%d' % WINDOWS_VERSION, b'"version":7'),
+               good.replace(b'"version":%d' % WINDOWS_VERSION,
+                            b'"version":%d' % (WINDOWS_VERSION + 1)),
                *(good[: head - 4] + len(c).to_bytes(4, "little") + c + good[hashes:]
                  for c in crafted)),
               ("the held side's grouped step windows (",

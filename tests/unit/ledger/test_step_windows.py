@@ -11,9 +11,11 @@ from trajledger.ledger.step_windows import (
     COLUMNS,
     LONG,
     LONG_COLUMNS,
+    MAX_CLOCK_SETS,
     MIN_WHOLE,
     ORDERS,
     WINDOW,
+    clock_columns,
     held_steps,
     iter_windows,
     span,
@@ -257,3 +259,137 @@ def test_columns_windows_in_blocks_are_the_windows_at_once(monkeypatch: pytest.M
         monkeypatch.setattr(step_windows, "_COLUMN_BLOCK", block)
         hashes, few = step_windows.columns_windows(*args)
         assert hashes.tolist() == whole[0].tolist() and few.tolist() == whole[1].tolist()
+
+
+# -- clock33: a clock column (Gymnasium's TimeAwareObservation) ---------------------------------
+
+def clocked(o: np.ndarray, clock: str, at: int | None = None, first: int = 0) -> np.ndarray:
+    """``o`` with a clock column (the step number from ``first``, ``t / 500`` or the time
+    left) inserted before column ``at`` (None: appended, as the wrapper flattens it)."""
+    t = np.arange(first, first + len(o), dtype=np.float64)
+    c = {"t": t, "t/500": (t / 500).astype(np.float32), "left": 1 - t / 500}[clock]
+    return np.insert(o, o.shape[1] if at is None else at, c, axis=1)
+
+
+def every(*batches: pa.RecordBatch, held: bool = False) -> set[int]:
+    return {h for w in iter_windows(batches, held=held) for h in w.hashes.tolist()}
+
+
+def recorded(b: pa.RecordBatch) -> list[int]:
+    """The held side's windows of order 0 of ``b``, as recorded (no clock left out)."""
+    return [h for w in iter_windows([b], held=True) if w.order == 0 and not w.clocks
+            for h in w.hashes.tolist()]
+
+
+def dict_batch(members: dict[str, np.ndarray], episode: str = "e") -> pa.RecordBatch:
+    obs = pa.StructArray.from_arrays(
+        [pa.FixedSizeListArray.from_arrays(pa.array(v.ravel()), v.shape[1])
+         for v in members.values()], list(members))
+    n = len(next(iter(members.values())))
+    return pa.record_batch({"episode_id": pa.array([episode] * n), "obs": obs})
+
+
+@pytest.mark.parametrize("clock", ["t", "t/500", "left"])
+def test_a_copy_with_a_clock_added_holds_the_held_windows(clock: str) -> None:
+    """rev29's Left: a copy with a column that counts the steps (appended, as
+    ``TimeAwareObservation`` flattens it, or inserted; a Dict member of its own, before or
+    after the others) shared no window with the held episode. Its windows without the clock
+    are the held ones, in order 0 and `COLUMNS` (a one-hot walk: of `LONG` steps), cut, inside
+    unrelated steps and across record batches alike."""
+    a, grid = walk(1, 60), np.eye(36)[np.random.default_rng(4).integers(0, 36, 20)[
+        np.random.default_rng(5).integers(0, 20, 100)]]
+    held = recorded(batch([("a", a)]))
+    held_cols = windows(batch([("a", a)]), held=True, columns=True)["a"]
+    assert len(held) == len(held_cols) == 60 - WINDOW + 1
+    for copy in (clocked(a, clock), clocked(a, clock, 2), clocked(a, clock, 0, first=7)):
+        assert set(held) <= every(batch([("c", copy)]))
+        assert set(held_cols) <= every(batch([("c", copy[:, ::-1])]))  # permuted too
+        assert set(held[7:]) <= every(batch([("c", copy[:20])]), batch([("c", copy[20:])]))
+        assert set(held[7:]) <= every(batch([("c", copy[7:])]))  # cut
+    noise = walk(9, 30) + 5
+    inside = clocked(np.vstack([noise[:10], a, noise[10:]]), clock)  # one clock throughout
+    assert set(held) <= every(batch([("c", inside)]))
+    longs = windows(batch([("g", grid)]), held=True, columns=True)["g"]
+    assert longs and set(longs) <= every(batch([("c", clocked(grid, clock)[:, ::-1])]))
+    held_dict = every(dict_batch({"pos": a, "vel": a[:, :3] * 2}), held=True)
+    t = clocked(a[:, :0], clock)
+    for members in ({"pos": a, "vel": a[:, :3] * 2, "time": t},
+                    {"pos": a, "time": t, "vel": a[:, :3] * 2},
+                    {"time": t, "pos": a, "vel": a[:, :3] * 2}):
+        got = every(dict_batch(members))
+        assert len(held_dict & got) >= 2 * (60 - WINDOW + 1)  # order 0 and `COLUMNS`
+
+
+def test_a_clock_in_another_place_in_each_episode_is_left_out_of_each() -> None:
+    """Each set of clock columns is computed over the episodes that have it: twelve episodes
+    of one record batch, each with its clock in another place (more than `MAX_CLOCK_SETS`:
+    a cap of 8 sets a batch, its first version, left 3 of 12 out)."""
+    eps = [np.cumsum(np.random.default_rng(i).normal(0, 0.05, size=(40, 12)), axis=0)
+           for i in range(12)]
+    assert len(eps) > MAX_CLOCK_SETS
+    held = every(batch([(f"h{i}", e) for i, e in enumerate(eps)]), held=True)
+    train = windows(batch([(f"c{i}", clocked(e, "t", i)) for i, e in enumerate(eps)]))
+    assert sorted(c for c, hs in train.items() if set(hs) & held) == sorted(train)
+    assert len(train) == 12
+
+
+def test_clock_columns_are_the_windows_whose_values_step_evenly() -> None:
+    """`clock_columns` (its columns passed over first by two triples of rows a window) says
+    of each window and column what the definition says: every step of its 16 values equal
+    to within float32 rounding, and not 0; a clock from any step, cut anywhere, rounded to
+    float32, decreasing, beside noise, constants, NaN and a walk that steps evenly by chance
+    for fewer than 16 steps."""
+    rng = np.random.default_rng(8)
+    n = 300
+    t = np.arange(n, dtype=np.float64)
+    cols = [t, (t / 500).astype(np.float32), 1 - t / 500, t * 1e6, rng.random(n), np.full(n, 3.0),
+            np.where(t % 50 < 30, t, 0.0), np.where(t == 77, np.nan, t / 7), np.round(t / 3),
+            np.concatenate([np.cumsum(rng.normal(size=20)), 20 + np.arange(15.0),
+                            40 + np.cumsum(rng.normal(size=n - 35))])]
+    raw = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
+    got = clock_columns(raw)
+    want = np.zeros_like(got)
+    for p in range(n - WINDOW + 1):
+        for j in range(raw.shape[1]):
+            v = raw[p : p + WINDOW, j]
+            d = np.diff(v)
+            tol = 2.0**-20 * (np.abs(v[:-2]) + np.abs(v[1:-1]) + np.abs(v[2:]))
+            want[p, j] = bool((np.abs(d[1:] - d[:-1]) <= tol).all()
+                              and (np.abs(d[:-1]) > tol).all())
+    assert np.array_equal(got, want)
+    assert got[:, :4].all() and not got[:, 4:6].any() and got[:, 6].any() and not got[:, 6].all()
+    assert got[:, 7].any() and not got[62:78, 7].any()  # the NaN at step 77
+    assert not got[:, 8].any() and not got[:, 9].any()
+
+
+def test_a_held_episode_with_a_clock_holds_the_windows_of_a_copy_without() -> None:
+    """The reverse: the held episode was recorded with a clock, the copy drops it."""
+    a = walk(2, 50)
+    held = every(batch([("h", clocked(a, "t/500"))]), held=True)
+    copy = windows(batch([("c", a[5:])]))["c"]
+    assert copy and set(copy) <= held
+    assert set(windows(batch([("c", a[:, ::-1])]), columns=True)["c"]) <= held
+
+
+def test_a_clock_makes_no_match_out_of_nothing() -> None:
+    """A clock beside an agent standing still, or beside unrelated few-valued walks, on
+    either side or both: a held window's marks are decided without its clock, so nothing is
+    shared (a clock on the held side made every window of a standing agent 16 distinct
+    steps, and a one-hot walk's 16 steps many-valued)."""
+    stand = np.tile([0.5, -1.0, 2.0], (60, 1))
+    for held_obs, train_obs in ((stand, clocked(stand, "t")),
+                                (clocked(stand, "t"), clocked(stand, "t")),
+                                (clocked(stand, "t/500"), stand)):
+        assert not every(batch([("h", held_obs)]), held=True) & every(batch([("c", train_obs)]))
+    rng = np.random.default_rng(3)
+    cells = [np.eye(16)[np.clip(np.cumsum(rng.integers(-1, 2, 80)) + 8, 0, 15)]
+             for _ in range(60)]
+    for clock in ("t", "left"):
+        held = every(batch([(f"h{i}", clocked(c, clock)) for i, c in enumerate(cells[:30])]),
+                     held=True)
+        train = every(batch([(f"t{i}", clocked(c, clock)[:, ::-1])
+                             for i, c in enumerate(cells[30:])]))
+        assert not held & train
+        walks = every(batch([(f"t{i}", clocked(walk(500 + i, 60), clock)) for i in range(30)]))
+        assert not walks & every(batch([(f"h{i}", clocked(walk(i, 60), clock))
+                                        for i in range(30)]), held=True)

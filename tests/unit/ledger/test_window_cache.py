@@ -4,6 +4,7 @@ another step file's or another version's."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import struct
@@ -32,14 +33,17 @@ OTHER = "sha256:" + "cd" * 32
 def step_file(tmp_path: Path) -> Path:
     """Numeric episodes of 40, 10 (too short for a window) and 30 steps (its last 20 steps
     padding), one of 56 steps of few values (cells of a grid: `step_windows.LONG_COLUMNS`;
-    it ends a record batch of 17 rows: one with a chat has no `COLUMNS` windows),
+    it ends a record batch of 17 rows: one with a chat has no `COLUMNS` windows), one of 51
+    steps whose third column is a clock from step 20 (clock33: windows without it too),
     then two chats, one with a system prompt."""
     rng = np.random.default_rng(3)
     rows: list[dict[str, object]] = []
-    for e, n in (("é-0", 40), ("e-1", 10), ("e-2", 30), ("g-3", 56)):
+    for e, n in (("é-0", 40), ("e-1", 10), ("e-2", 30), ("k-4", 51), ("g-3", 56)):
         obs = np.cumsum(rng.normal(size=(n, 3)), axis=0)
         if e == "e-2":
             obs[10:] = 0.0
+        if e == "k-4":
+            obs[20:, 2] = np.arange(31) / 500
         if e == "g-3":
             obs = rng.integers(0, 4, size=(n, 3)).astype(float)
         rows += [{"episode_id": e, "obs": [float(v) for v in obs[t]], "role": None,
@@ -56,9 +60,9 @@ def same(a: Compared, b: Compared) -> None:
     assert a.normalised == b.normalised
     for held in (False, True):
         xs, ys = a.step_windows(held), b.step_windows(held)
-        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1) + 1 + held
+        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1) + 3 + 2 * held
         for x, y in zip(xs, ys, strict=True):
-            assert (x.episode_ids, x.order) == (y.episode_ids, y.order)
+            assert (x.episode_ids, x.order, x.clocks) == (y.episode_ids, y.order, y.clocks)
             for f in ("lengths", "episode", "start", "hashes"):
                 assert np.array_equal(getattr(x, f), getattr(y, f)), f
 
@@ -72,14 +76,18 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
         ws = got.step_windows(held)
         direct = list(iter_windows(pq.ParquetFile(path).iter_batches(
             batch_size=17, columns=list(WINDOW_COLUMNS)), held=held))
-        assert [w.order for w in ws] == [*range(len(ORDERS) if held else 1), COLUMNS,
-                                         *([LONG_COLUMNS] if held else [])]
-        assert [len(w.hashes) > 0 for w in ws[-1 - held :]] == [True] * (1 + held)
+        spans = [COLUMNS, *([LONG_COLUMNS] if held else [])]
+        assert [(w.order, w.clocks) for w in ws] == [
+            *((o, False) for o in [*range(len(ORDERS) if held else 1), *spans]),
+            (0, True), *((o, True) for o in spans)]
+        assert [len(w.hashes) > 0 for w in ws[-3 - 2 * held :]] == [True] * (3 + held) + [
+            False] * held  # the clocked episode takes many values: no long windows
+        assert {w.episode_ids[e] for w in ws if w.clocks for e in w.episode} == {"k-4"}
         for w in ws:
             assert np.array_equal(w.hashes, np.concatenate(
-                [d.hashes for d in direct if d.order == w.order]))
+                [d.hashes for d in direct if (d.order, d.clocks) == (w.order, w.clocks)]))
             assert np.array_equal(w.start, np.concatenate(
-                [d.start for d in direct if d.order == w.order]))
+                [d.start for d in direct if (d.order, d.clocks) == (w.order, w.clocks)]))
     assert got.few.any() and not got.few.all()  # e-2's padding
     data = encode(got, STEPS)
     assert data is not None and data.startswith(MAGIC)
@@ -90,7 +98,7 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
     same(kept, got)
     # A part not kept is not there: computed again, silently.
     as_train = compute(path, (True, True, False))
-    assert as_train.orders is None and len(as_train.step_windows(True)) == 3  # and COLUMNS
+    assert as_train.orders is None and len(as_train.step_windows(True)) == 6  # and COLUMNS
     keep(tmp_path / "cache", STEPS, as_train)
     same(read_kept(tmp_path / "cache", STEPS, (True, True, False))[0] or got, as_train)
     assert read_kept(tmp_path / "cache", STEPS, (False, True, True)) == (None, "")  # as held
@@ -111,8 +119,10 @@ def edit_header(data: bytes, key: str, value: object) -> bytes:
 
 @pytest.mark.parametrize("damage", ["truncated", "a byte changed", "another step file's",
                                     "another version's", "more windows said", "not one",
-                                    "empty", "resealed with an id out of range"])
-def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str) -> None:
+                                    "empty", "resealed with an id out of range",
+                                    "resealed with clocks out of order"])
+def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     got = compute(step_file(tmp_path), (True, True, True))
     data = encode(got, STEPS)
     assert data is not None
@@ -126,6 +136,16 @@ def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str) -> 
         "not one": b"PAR1" + data,
         "empty": b"",
     }.get(damage)
+    if damage == "resealed with clocks out of order":
+        assert got.clocks is not None and len(got.clocks[0]) > 1
+        pos = got.clocks[0].copy()
+        pos[[0, 1]] = pos[[1, 0]]
+        with monkeypatch.context() as m:  # as a forger would write it
+            m.setattr(window_cache, "_ascending", lambda pos, windows: True)
+            data = encode(dataclasses.replace(got, clocks=(pos, *got.clocks[1:])), STEPS) or b""
+        with pytest.raises(FormatError, match="not in order"):
+            decode(data, STEPS)
+        bad = data
     if bad is None:  # a body rewritten, its digest too: offsets that run past the ids
         size = struct.unpack_from("<I", data, len(MAGIC))[0]
         at = len(MAGIC) + 4 + size
