@@ -359,7 +359,6 @@ class _Runs:
         while runs:
             self.add(segment, runs.pop())
             segment += 1
-        _give_back()
 
     def sorted(self) -> _Parts:
         """The windows added since the last run written, sorted."""
@@ -388,7 +387,6 @@ class _Runs:
         elif self.filled:
             self.spill()
         self.into = self.out = _empty(0)
-        _give_back()
         if self.bounds:
             _merge(self.fd, self.bounds, out)
 
