@@ -420,8 +420,10 @@ class _Reader:
                      problems: list[str]) -> None:
         """Hold the step windows of the held batches ``held`` (those `hold` holds): grouped by
         hash as kept for them (`held_windows`: read, looked up on use), else grouped from each
-        batch's windows (`compared`) into its file (`group_file`); each batch's windows as they
-        are (`Matcher.hold_windows`) when a batch's cannot be read or that file not made."""
+        batch's windows (`compared`) into its file (`group_file`), batch by batch (hold32: each
+        computed once the one before it was taken into the grouping's runs); each batch's
+        windows as they are (`Matcher.hold_windows`) when a batch's cannot be read or that
+        file not made (those the grouping took, taken again)."""
         from trajledger.verify.errors import FormatError, ProvenanceError
 
         from .errors import LedgerError

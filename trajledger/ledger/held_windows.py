@@ -4,9 +4,9 @@ scanning every held window at every call (hold30).
 
 Scope: `Grouped` (the held windows of some held-out batches, sorted by hash, with where each
 is: its segment, episode and start), `group_file` (from each batch's windows,
-`Compared.step_windows` with ``held``, into the file in bounded memory: sorted runs of `RUN`
-windows in a scratch file beside it, merged; hold31: a run of all the windows when they are
-few), `grouped_file` (its place:
+`Compared.step_windows` with ``held``, given batch after batch (hold32: one batch's held at a
+time), into the file in bounded memory: sorted runs of `RUN` windows in a scratch file beside
+it, merged; hold31: a run of all the windows when they are few), `grouped_file` (its place:
 ``<ledger>/index/features/w<WINDOWS_VERSION>/held-<key>.grouped``, the key the SHA-256 of
 the held batches' digests and their step files' digests, in the order held, and
 `WINDOWS_VERSION`), `read`, `forget_grouped` (one file is kept at a time: the held
@@ -454,6 +454,29 @@ def _scratch(where: Path) -> Iterator[int]:
         name.unlink(missing_ok=True)
 
 
+class _Raised(Exception):
+    """``error``, raised by the caller's windows (`_given`)."""
+
+    def __init__(self, error: OSError | FormatError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _given(windows: Iterable[list[StepWindows]]) -> Iterator[list[StepWindows]]:
+    """The batches of ``windows``, an `OSError` or `FormatError` computing one raised as
+    `_Raised`: a disk that fails a step file's read is the caller's to report (exit 3), not a
+    grouped file that cannot be written (None)."""
+    it = iter(windows)
+    while True:
+        try:
+            ws = next(it)
+        except StopIteration:
+            return
+        except (OSError, FormatError) as e:
+            raise _Raised(e) from e
+        yield ws
+
+
 def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWindows]],
                held: Sequence[tuple[str, str]], run: int | None = None) -> Grouped | None:
     """Group the windows of each held batch (its `Compared.step_windows` with ``held``: every
@@ -475,7 +498,7 @@ def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWi
         drop_stale_temps(path.parent)  # a killed grouping's
         with contextlib.ExitStack() as stack:
             runs, laid, given = _Runs(path.parent, run, stack), _Layout(), 0
-            for ws in windows:
+            for ws in _given(windows):
                 if given == len(held) or not laid.add(ws):
                     return None
                 given += 1
@@ -497,6 +520,8 @@ def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWi
         os.replace(tmp, path)
         _give_back()  # what the merge freed: the hashes are read back next
         return read(path, held)
+    except _Raised as e:  # by the caller's ``windows``: not the file's; goes on as raised
+        raise e.error from e.error.__cause__
     except (OSError, FormatError):
         return None
     finally:

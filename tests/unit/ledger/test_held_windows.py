@@ -202,13 +202,16 @@ def test_a_killed_groupings_temp_file_is_removed_by_the_next(tmp_path: Path) -> 
     assert sorted(os.listdir(where)) == sorted(["g.grouped", live])
 
 
-@pytest.mark.parametrize("stop", ["exception", "another episode list", "too few", "too many"])
+@pytest.mark.parametrize("stop", ["exception", "EIO", "another episode list", "too few",
+                                  "too many"])
 def test_a_grouping_stopped_between_batches_leaves_nothing(tmp_path: Path, stop: str) -> None:
     """hold32: a grouping fed batch by batch that stops after a batch was sorted into runs
-    written to the scratch file (the next batch's windows cannot be computed: an exception; it
-    does not fit the file: another episode list in one of its runs; the batches given are fewer
-    or more than the held ones) leaves no scratch, temp or grouped file: the exception goes on,
-    else None, the batch that did not fit left as it was and no later batch taken."""
+    written to the scratch file (the next batch's windows cannot be computed: an exception, or
+    a disk's EIO reading its step file; it does not fit the file: another episode list in one
+    of its runs; the batches given are fewer or more than the held ones) leaves no scratch,
+    temp or grouped file: the exception goes on (the EIO too: the caller's to report, not a
+    file that cannot be written, None), else None, the batch that did not fit left as it was
+    and no later batch taken."""
     def batch(ids: list[str], other: bool = False) -> list[StepWindows]:
         runs = [StepWindows(ids, np.array([40]), np.zeros(9, np.int64), np.arange(9),
                             np.arange(9, 0, -1).astype(np.uint64))]
@@ -227,12 +230,14 @@ def test_a_grouping_stopped_between_batches_leaves_nothing(tmp_path: Path, stop:
                 return
             if stop == "exception" and b == 1:
                 raise RuntimeError("stopped")
+            if stop == "EIO" and b == 1:
+                raise OSError(errno.EIO, "Input/output error")
             given.append(b)
             yield ws
 
     path = tmp_path / "w" / "g.grouped"
-    if stop == "exception":
-        with pytest.raises(RuntimeError):
+    if stop in ("exception", "EIO"):
+        with pytest.raises(RuntimeError if stop == "exception" else OSError):
             held_windows.group_file(path, [b for b, _ in key], each(), key, run=4)
     else:
         assert held_windows.group_file(path, [b for b, _ in key], each(), key, run=4) is None
