@@ -901,37 +901,46 @@ def test_a_held_batch_not_read_is_said_once(
 def test_the_held_batches_are_grouped_one_at_a_time(
     template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """hold32: the held side is grouped batch by batch: a held batch's windows are computed (or
-    read from its kept file) only once those of every batch before it were taken into the
-    grouping's runs (their lists emptied, nothing else holding them), and every probe's
+    """hold32: the held side is grouped batch by batch: a held batch's windows are read from
+    its kept file only once those of every batch before it were given to the grouping and
+    taken into its runs (their lists emptied, nothing else holding them), and every probe's
     findings and warnings are those of the windows held as they are."""
     from trajledger.ledger import contamination
 
-    cache, real = ledger.root / "index" / "features", contamination._Reader.compared
+    cache = ledger.root / "index" / "features"
+    group, read = contamination.group_file, contamination.read_kept
     given: list[list[Any]] = []
+    reads: list[str] = []
 
-    def compared(self: Any, f: Any, problems: list[str], held: bool,
-                 windows_too: bool = True) -> Any:
-        if held and windows_too:
-            assert not any(given), "a held batch's windows computed beside another's"
-        got = real(self, f, problems, held, windows_too)
-        if held and windows_too:
-            given.append(got[1])
-        return got
+    def grouping(path: Path, batches: Any, windows: Any, held: Any) -> Any:
+        def each() -> Any:
+            for ws in windows:
+                given.append(ws)
+                yield ws
+        return group(path, batches, each(), held)
+
+    def read_kept(cache: Path, digest: str, wanted: Any) -> Any:
+        if wanted[1] and wanted[2]:  # a held batch's windows
+            assert len(given) == len(reads) and not any(given), (
+                "a held batch's windows read before the one before it was taken")
+            reads.append(digest)
+        return read(cache, digest, wanted)
 
     def each() -> dict[str, DatasetCheck]:
         out = {}
         for b in template.value.values():
             forget_grouped(cache)
             given.clear()
+            reads.clear()
             out[b] = check_dataset(ledger, "train", [b])
-            assert len(given) == 5  # every held numeric batch, each once
+            assert len(given) == len(reads) == 5  # every held numeric batch, each once
         return out
 
     with monkeypatch.context() as m:
         m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
         want = {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
-    monkeypatch.setattr(contamination._Reader, "compared", compared)
+    monkeypatch.setattr(contamination, "group_file", grouping)
+    monkeypatch.setattr(contamination, "read_kept", read_kept)
     assert each() == want
     assert [f for c in want.values() for f in c.findings if f.shared]
 
