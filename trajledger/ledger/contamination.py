@@ -36,6 +36,7 @@ Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -419,8 +420,10 @@ class _Reader:
                      problems: list[str]) -> None:
         """Hold the step windows of the held batches ``held`` (those `hold` holds): grouped by
         hash as kept for them (`held_windows`: read, looked up on use), else grouped from each
-        batch's windows (`compared`) into its file (`group_file`); each batch's windows as they
-        are (`Matcher.hold_windows`) when a batch's cannot be read or that file not made."""
+        batch's windows (`compared`) into its file (`group_file`), batch by batch (hold32: each
+        computed once the one before it was taken into the grouping's runs); each batch's
+        windows as they are (`Matcher.hold_windows`) when a batch's cannot be read or that
+        file not made (those the grouping took, taken again)."""
         from trajledger.verify.errors import FormatError, ProvenanceError
 
         from .errors import LedgerError
@@ -444,14 +447,23 @@ class _Reader:
             except (OSError, FormatError) as e:  # derived: even a disk's EIO is grouped again
                 problems.append(regrouped(path, e.strerror if isinstance(e, OSError)
                                           and e.strerror else str(e)))
-        got = [self.compared(f, problems, True)[1] for f in todo]
-        grouped, grouping = None, bool(key) and not self.failed & {f.batch for f in todo}
-        if grouping:
+        pulled: list[list[StepWindows]] = []  # each batch's windows taken so far
+
+        def each() -> Iterator[list[StepWindows]]:  # one batch's at a time (hold32)
+            for f in todo:
+                pulled.append(self.compared(f, problems, True)[1])
+                if f.batch in self.failed:
+                    return  # not grouped: a batch's missing from a kept file would go unsaid
+                yield pulled[-1]
+
+        grouped = None
+        if key and not self.failed & {f.batch for f in todo}:
             forget_grouped(self.cache)  # one kept at a time: this call's held side's
-            grouped = group_file(grouped_file(self.cache, key), [f.batch for f in todo], got, key)
-        if grouped is None:  # as they are: a batch's missing from a kept file would go unsaid
-            for f, ws in zip(todo, got, strict=True):  # emptied by `group_file`: taken again
-                again = grouping and not ws
+            grouped = group_file(grouped_file(self.cache, key), [f.batch for f in todo], each(),
+                                 key)
+        if grouped is None:  # as they are; those emptied by `group_file` taken again
+            for f, ws in itertools.zip_longest(todo, pulled):
+                again = ws is None or (not ws and f.batch not in self.failed)
                 matcher.hold_windows(f.batch, self.compared(f, problems, True)[1] if again else ws)
             return
         matcher.hold_grouped(grouped)

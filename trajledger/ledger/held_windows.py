@@ -4,9 +4,9 @@ scanning every held window at every call (hold30).
 
 Scope: `Grouped` (the held windows of some held-out batches, sorted by hash, with where each
 is: its segment, episode and start), `group_file` (from each batch's windows,
-`Compared.step_windows` with ``held``, into the file in bounded memory: sorted runs of `RUN`
-windows in a scratch file beside it, merged; hold31: a run of all the windows when they are
-few), `grouped_file` (its place:
+`Compared.step_windows` with ``held``, given batch after batch (hold32: one batch's held at a
+time), into the file in bounded memory: sorted runs of `RUN` windows in a scratch file beside
+it, merged; hold31: a run of all the windows when they are few), `grouped_file` (its place:
 ``<ledger>/index/features/w<WINDOWS_VERSION>/held-<key>.grouped``, the key the SHA-256 of
 the held batches' digests and their step files' digests, in the order held, and
 `WINDOWS_VERSION`), `read`, `forget_grouped` (one file is kept at a time: the held
@@ -48,7 +48,7 @@ import json
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -177,31 +177,33 @@ def grouped_file(cache: Path, held: Sequence[tuple[str, str]]) -> Path:
     return cache / f"w{WINDOWS_VERSION}" / name
 
 
-def _layout(windows: Sequence[Sequence[StepWindows]]) -> tuple[
-        list[tuple[int, int]], list[int], list[str], list[npt.NDArray[np.int64]],
-        list[StepWindows]] | None:
-    """The segments, each batch's first episode, the episodes' ids and lengths, and the runs
-    of windows (one a segment) of ``windows``; None when they do not fit the file."""
-    segments: list[tuple[int, int]] = []
-    first, ids, lengths, parts = [0], [], [], []
-    for b, ws in enumerate(windows):
+class _Layout:
+    """The segments, each batch's first episode and the episodes' ids and lengths of the held
+    batches given so far (`add`, batch after batch)."""
+
+    def __init__(self) -> None:
+        self.segments: list[tuple[int, int]] = []
+        self.first: list[int] = [0]
+        self.ids: list[str] = []
+        self.lengths: list[npt.NDArray[np.int64]] = []
+
+    def add(self, ws: Sequence[StepWindows]) -> bool:
+        """Add the next batch's runs of windows (one segment each run with any); False, with
+        nothing added, when they do not fit the file."""
         base = next((w for w in ws if w.order == 0), None)
         if ws and (base is None or any(w.episode_ids != base.episode_ids for w in ws)):
-            return None
+            return False
+        runs = [w for w in ws if len(w.hashes)]
+        if any(int(w.start.max()) >= _U32 or len(w.episode_ids) >= _U32 for w in runs) or (
+                len(self.segments) + len(runs) >= _U32):
+            return False
+        b = len(self.first) - 1
         if base is not None:
-            ids += base.episode_ids
-            lengths.append(base.lengths.astype(np.int64))
-        first.append(len(ids))
-        for w in ws:
-            if not len(w.hashes):
-                continue
-            if int(w.start.max()) >= _U32 or len(w.episode_ids) >= _U32:
-                return None
-            segments.append((b, w.order))
-            parts.append(w)
-    if len(segments) >= _U32:
-        return None
-    return segments, first, ids, lengths, parts
+            self.ids += base.episode_ids
+            self.lengths.append(base.lengths.astype(np.int64))
+        self.first.append(len(self.ids))
+        self.segments += [(b, w.order) for w in runs]
+        return True
 
 
 def _by_hash(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -321,59 +323,91 @@ class _Out:
         self.block, self.filled = [], 0
 
 
-def _taken(windows: Sequence[list[StepWindows]]) -> Iterator[StepWindows]:
-    """Each run of windows of ``windows`` with any, its batch's list emptied when the first
-    is taken (the caller finds a batch whole or empty), each freed once it is sorted (when
-    nothing else holds it)."""
-    for ws in windows:
-        runs = ws[::-1]
-        ws.clear()
-        while runs:
-            w = runs.pop()
-            if len(w.hashes):
-                yield w
+class _Runs:
+    """Windows given segment after segment (`add`), sorted ``run`` at a time (by hash, then as
+    given); each run but the last written to a scratch file in ``where`` once the next window
+    comes (its parts one after the other: hashes, segments, episodes, starts), then merged
+    (`finish`). A run of all the windows when they are few: no scratch file."""
 
+    def __init__(self, where: Path, run: int, stack: contextlib.ExitStack) -> None:
+        self.where, self.run, self.stack = where, run, stack
+        self.into, self.out = _empty(run), _empty(run)
+        self.filled, self.n, self.fd = 0, 0, -1
+        self.bounds: list[tuple[int, int]] = []  # the runs written: their first and end window
 
-def _runs(parts: Iterator[StepWindows], n: int, run: int,
-          sink: Callable[[int, _Parts], None]) -> None:
-    """The windows of ``parts`` (segment after segment), sorted ``run`` at a time (by hash,
-    then as given), each run given to ``sink`` with its first window's index."""
-    into, out = _empty(run), _empty(run)
-    p, off, w = -1, 0, None
-    for lo in range(0, n, run):
-        m = min(run, n - lo)
-        o = 0
-        while o < m:
-            if w is None or off == len(w.hashes):
-                p, off, w = p + 1, 0, next(parts)
-            take = min(m - o, len(w.hashes) - off)
+    def add(self, segment: int, w: StepWindows) -> None:
+        """Add the windows of ``w``, of ``segment``."""
+        off, into = 0, self.into
+        while off < len(w.hashes):
+            if self.filled == self.run:
+                self.spill()
+            o, take = self.filled, min(self.run - self.filled, len(w.hashes) - off)
             into[0][o : o + take] = w.hashes[off : off + take]
-            into[1][o : o + take] = p
+            into[1][o : o + take] = segment
             into[2][o : o + take] = w.episode[off : off + take]
             into[3][o : o + take] = w.start[off : off + take]
-            o, off = o + take, off + take
-        by = _by_hash(into[0][:m])
-        for a, b in zip(into, out, strict=True):
+            self.filled, off = o + take, off + take
+        self.n += len(w.hashes)
+
+    def take(self, segments: int, ws: list[StepWindows]) -> None:
+        """Add the runs of windows of a batch, its list emptied first (the caller finds a batch
+        whole or empty), each run freed once added (when nothing else holds it): ``segments``
+        are those of the batches so far, this one's included."""
+        runs = [w for w in reversed(ws) if len(w.hashes)]
+        ws.clear()
+        segment = segments - len(runs)
+        while runs:
+            self.add(segment, runs.pop())
+            segment += 1
+
+    def sorted(self) -> _Parts:
+        """The windows added since the last run written, sorted."""
+        m = self.filled
+        by = _by_hash(self.into[0][:m])
+        for a, b in zip(self.into, self.out, strict=True):
             np.take(a[:m], by, out=b[:m], mode="clip")  # in range: "clip" is not buffered
-        sink(lo, (out[0][:m], out[1][:m], out[2][:m], out[3][:m]))
+        self.filled = 0
+        return self.out[0][:m], self.out[1][:m], self.out[2][:m], self.out[3][:m]
+
+    def spill(self) -> None:
+        if self.fd < 0:
+            self.fd = self.stack.enter_context(_scratch(self.where))
+        lo = self.bounds[-1][1] if self.bounds else 0
+        parts = self.sorted()
+        for region, a in zip(_regions(len(parts[0])), parts, strict=True):
+            _pwrite(self.fd, a, 20 * lo + region)
+        self.bounds.append((lo, lo + len(parts[0])))
+
+    def finish(self, out: _Out) -> None:
+        """Every window added, in order of hash then as given, into ``out``; the buffers of
+        the runs freed first (the merge's and the read back's memory)."""
+        if not self.bounds:
+            if self.filled:
+                out.add(self.sorted())
+        elif self.filled:
+            self.spill()
+        self.into = self.out = _empty(0)
+        if self.bounds:
+            _merge(self.fd, self.bounds, out)
 
 
-def _merge(fd: int, n: int, run: int, out: _Out) -> None:
-    """Merge the sorted runs of ``run`` windows in the scratch file ``fd`` into ``out``, in
-    order of hash, then of run (the order given). Each round takes, from every run's windows
-    read ahead, those below the least last hash read of a run not read whole (every window
-    below it is read) and sorts them; when there are none, the windows of that hash are next:
-    run after run, each read on while its hash lasts (a hash of many windows stays bounded)."""
-    bounds = [(lo, min(n, lo + run)) for lo in range(0, n, run)]
+def _merge(fd: int, bounds: Sequence[tuple[int, int]], out: _Out) -> None:
+    """Merge the sorted runs of windows ``bounds`` (first and end window) in the scratch file
+    ``fd`` into ``out``, in order of hash, then of run (the order given). Each round takes,
+    from every run's windows read ahead, those below the least last hash read of a run not read
+    whole (every window below it is read) and sorts them; when there are none, the windows of
+    that hash are next: run after run, each read on while its hash lasts (a hash of many
+    windows stays bounded)."""
     step = max(1, _MERGE // len(bounds))  # 1,024 at least below 2**32 windows
     pos = [lo for lo, _ in bounds]
     ahead = [_empty(0) for _ in bounds]
 
     def fill(r: int) -> bool:
-        if not len(ahead[r][0]) and pos[r] < bounds[r][1]:
-            ahead[r] = _empty(min(step, bounds[r][1] - pos[r]))
-            for region, a in zip(_regions(n), ahead[r], strict=True):
-                _pread(fd, a, region + a.itemsize * pos[r])
+        lo, hi = bounds[r]
+        if not len(ahead[r][0]) and pos[r] < hi:
+            ahead[r] = _empty(min(step, hi - pos[r]))
+            for region, a in zip(_regions(hi - lo), ahead[r], strict=True):
+                _pread(fd, a, 20 * lo + region + a.itemsize * (pos[r] - lo))
             pos[r] += len(ahead[r][0])
         return bool(len(ahead[r][0]))
 
@@ -395,6 +429,17 @@ def _merge(fd: int, n: int, run: int, out: _Out) -> None:
                 out.add(take(r, int(np.searchsorted(ahead[r][0], bound, side="right"))))
 
 
+def _give_back() -> None:
+    """Give the memory freed back to the system (glibc's ``malloc_trim``; elsewhere nothing,
+    hold32): numpy takes arrays below 32 MB from malloc's heap, which keeps what a batch's
+    windows and a merge round freed (about 350 MB at a 100x holdout) when a later array, the
+    hashes read back (8 bytes a window), is mapped on its own beside it."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 @contextlib.contextmanager
 def _scratch(where: Path) -> Iterator[int]:
     """A scratch file in ``where``, unlinked as soon as it is open: nothing of it is left
@@ -409,51 +454,74 @@ def _scratch(where: Path) -> Iterator[int]:
         name.unlink(missing_ok=True)
 
 
-def group_file(path: Path, batches: Sequence[str], windows: Sequence[list[StepWindows]],
+class _Raised(Exception):
+    """``error``, raised by the caller's windows (`_given`)."""
+
+    def __init__(self, error: OSError | FormatError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _given(windows: Iterable[list[StepWindows]]) -> Iterator[list[StepWindows]]:
+    """The batches of ``windows``, an `OSError` or `FormatError` computing one raised as
+    `_Raised`: a disk that fails a step file's read is the caller's to report (exit 3), not a
+    grouped file that cannot be written (None)."""
+    it = iter(windows)
+    while True:
+        try:
+            ws = next(it)
+        except StopIteration:
+            return
+        except (OSError, FormatError) as e:
+            raise _Raised(e) from e
+        yield ws
+
+
+def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWindows]],
                held: Sequence[tuple[str, str]], run: int | None = None) -> Grouped | None:
     """Group the windows of each held batch (its `Compared.step_windows` with ``held``: every
-    run of one episode list, the first in order 0) into the file at ``path`` in bounded
-    memory, then read it (`read`: where the windows are, on use). ``run`` (`RUN`) windows are
-    sorted at a time (their index under their hash's high bits, `_by_hash`) into a scratch
-    file beside ``path``, then merged into a temp file renamed to ``path``. Each batch's list
-    in ``windows`` is emptied as its windows are sorted (they are not needed after). None
-    when they do not fit the file (another episode list in a batch, no run in order 0, a
-    count past 2**32: nothing taken), or it cannot be written or read back (read-only, full,
-    deleted meanwhile): the caller holds them as they are (derived data; those taken
-    again)."""
-    laid = _layout(windows)
-    if laid is None:
-        return None
-    segments, first, ids, lengths, parts = laid
+    run of one episode list, the first in order 0), given batch after batch by ``windows``,
+    into the file at ``path`` in bounded memory, then read it (`read`: where the windows are,
+    on use). ``run`` (`RUN`) windows are sorted at a time (their index under their hash's high
+    bits, `_by_hash`) into a scratch file beside ``path`` (`_Runs`), then merged into a temp
+    file renamed to ``path``. Each batch's list is emptied as its windows are sorted (they are
+    not needed after), before the next batch is taken from ``windows`` (hold32: one batch's
+    windows held at a time, whatever computes them). None when they do not fit the file
+    (another episode list in a batch, no run in order 0, a count past 2**32: that batch's list
+    left as it was, no later batch taken), ``windows`` ends before every batch of ``held`` is
+    given, or the file cannot be written or read back (read-only, full, deleted meanwhile): the
+    caller holds them as they are (derived data; those taken again)."""
     run = run or RUN
-    n = sum(len(w.hashes) for w in parts)
-    del laid, parts  # taken from ``windows`` (`_taken`), each freed once sorted
-    eps = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-    at = len(_head(held, first, segments, n, ids, eps, (0, 0))[0])
     tmp = path.parent / temp_name()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         drop_stale_temps(path.parent)  # a killed grouping's
-        with open(tmp, "xb") as f:
-            out = _Out(f.fileno(), at, n)
-            if n <= run:
-                _runs(_taken(windows), n, run, lambda _, p: out.add(p))
-            else:
-                with _scratch(path.parent) as fd:
-                    def spill(lo: int, p: _Parts) -> None:
-                        for region, a in zip(_regions(n), p, strict=True):
-                            _pwrite(fd, a, region + a.itemsize * lo)
-
-                    _runs(_taken(windows), n, run, spill)
-                    _merge(fd, n, run, out)
-            out.finish()
-            head, table = _head(held, first, segments, n, ids, eps,
-                                (out.crc_hashes, zlib.crc32(out.crcs.tobytes())))
-            _pwrite(f.fileno(), out.crcs, at + 20 * n)
-            _pwrite(f.fileno(), table, at + 20 * n + 4 * len(out.crcs))
-            _pwrite(f.fileno(), head, 0)
+        with contextlib.ExitStack() as stack:
+            runs, laid, given = _Runs(path.parent, run, stack), _Layout(), 0
+            for ws in _given(windows):
+                if given == len(held) or not laid.add(ws):
+                    return None
+                given += 1
+                runs.take(len(laid.segments), ws)
+            if given != len(held):
+                return None
+            n, first, segments, ids = runs.n, laid.first, laid.segments, laid.ids
+            eps = np.concatenate(laid.lengths) if laid.lengths else np.zeros(0, np.int64)
+            at = len(_head(held, first, segments, n, ids, eps, (0, 0))[0])
+            with open(tmp, "xb") as f:
+                out = _Out(f.fileno(), at, n)
+                runs.finish(out)
+                out.finish()
+                head, table = _head(held, first, segments, n, ids, eps,
+                                    (out.crc_hashes, zlib.crc32(out.crcs.tobytes())))
+                _pwrite(f.fileno(), out.crcs, at + 20 * n)
+                _pwrite(f.fileno(), table, at + 20 * n + 4 * len(out.crcs))
+                _pwrite(f.fileno(), head, 0)
         os.replace(tmp, path)
+        _give_back()  # what the merge freed: the hashes are read back next
         return read(path, held)
+    except _Raised as e:  # by the caller's ``windows``: not the file's; goes on as raised
+        raise e.error from e.error.__cause__
     except (OSError, FormatError):
         return None
     finally:

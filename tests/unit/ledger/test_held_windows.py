@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -94,13 +95,22 @@ def held_side(rng: np.random.Generator) -> list[list[StepWindows]]:
     return out
 
 
+def one_at_a_time(held: list[list[StepWindows]]) -> Iterator[list[StepWindows]]:
+    """Each batch's windows, given once every batch before it was taken (hold32: one batch's
+    windows held at a time)."""
+    for b, ws in enumerate(held):
+        assert not any(held[:b]), "a batch given before the ones before it were taken"
+        yield ws
+
+
 def test_grouped_in_sorted_runs_as_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                            ) -> None:
     """hold31: `group_file` with the windows sorted a few at a time into a scratch file, then
     merged into the grouped file, writes the bytes it writes with all of them sorted at once
     (one run), and places every window as it: runs of 1 to 9 windows, 1 to 40 read ahead of all
     runs together, blocks of 1 to 5, hashes of few distinct values (ties across runs and
-    across what is read ahead); nothing else is left beside the file."""
+    across what is read ahead); nothing else is left beside the file. hold32: the batches
+    given one at a time, each only once the ones before it were taken (runs across batches)."""
     rng = np.random.default_rng(31)
     for case in range(200):
         monkeypatch.setattr(held_windows, "BLOCK", int(rng.integers(1, 6)))
@@ -111,8 +121,8 @@ def test_grouped_in_sorted_runs_as_at_once(tmp_path: Path, monkeypatch: pytest.M
         at_once = held_windows.group_file(tmp_path / "a" / "g.grouped", names,
                                           [list(ws) for ws in held], key, run=1 << 30)
         assert at_once is not None
-        got = held_windows.group_file(tmp_path / "b" / "g.grouped", names, held, key,
-                                      run=int(rng.integers(1, 10)))
+        got = held_windows.group_file(tmp_path / "b" / "g.grouped", names, one_at_a_time(held),
+                                      key, run=int(rng.integers(1, 10)))
         assert got is not None
         assert (tmp_path / "b" / "g.grouped").read_bytes() == (
             tmp_path / "a" / "g.grouped").read_bytes(), case
@@ -190,3 +200,49 @@ def test_a_killed_groupings_temp_file_is_removed_by_the_next(tmp_path: Path) -> 
     assert held_windows.group_file(where / "g.grouped", ["b"], held,
                                    [("b", "sha256:" + "0" * 64)], run=4) is not None
     assert sorted(os.listdir(where)) == sorted(["g.grouped", live])
+
+
+@pytest.mark.parametrize("stop", ["exception", "EIO", "another episode list", "too few",
+                                  "too many"])
+def test_a_grouping_stopped_between_batches_leaves_nothing(tmp_path: Path, stop: str) -> None:
+    """hold32: a grouping fed batch by batch that stops after a batch was sorted into runs
+    written to the scratch file (the next batch's windows cannot be computed: an exception, or
+    a disk's EIO reading its step file; it does not fit the file: another episode list in one
+    of its runs; the batches given are fewer or more than the held ones) leaves no scratch,
+    temp or grouped file: the exception goes on (the EIO too: the caller's to report, not a
+    file that cannot be written, None), else None, the batch that did not fit left as it was
+    and no later batch taken."""
+    def batch(ids: list[str], other: bool = False) -> list[StepWindows]:
+        runs = [StepWindows(ids, np.array([40]), np.zeros(9, np.int64), np.arange(9),
+                            np.arange(9, 0, -1).astype(np.uint64))]
+        if other:
+            runs.append(StepWindows(["x"], np.array([40]), np.zeros(9, np.int64), np.arange(9),
+                                    np.arange(9, dtype=np.uint64), 1))
+        return runs
+
+    held = [batch(["a"]), batch(["b"], other=stop == "another episode list"), batch(["c"])]
+    key = [(f"b{b}", f"sha256:{b:064x}") for b in range(3 if stop != "too many" else 2)]
+    given: list[int] = []
+
+    def each() -> Iterator[list[StepWindows]]:
+        for b, ws in enumerate(held):
+            if stop == "too few" and b == 2:
+                return
+            if stop == "exception" and b == 1:
+                raise RuntimeError("stopped")
+            if stop == "EIO" and b == 1:
+                raise OSError(errno.EIO, "Input/output error")
+            given.append(b)
+            yield ws
+
+    path = tmp_path / "w" / "g.grouped"
+    if stop in ("exception", "EIO"):
+        with pytest.raises(RuntimeError if stop == "exception" else OSError):
+            held_windows.group_file(path, [b for b, _ in key], each(), key, run=4)
+    else:
+        assert held_windows.group_file(path, [b for b, _ in key], each(), key, run=4) is None
+    assert os.listdir(tmp_path / "w") == []
+    assert held[0] == []  # taken: two runs of four written, one window left in the third
+    if stop == "another episode list":
+        assert given == [0, 1] and len(held[1]) == 2 and len(held[2]) == 1
+    assert held_windows.group_file(path, ["b"], [batch(["a"])], key[:1], run=4) is not None

@@ -934,6 +934,89 @@ def test_a_held_batch_not_read_is_said_once(
     assert said and len(said) == len(set(said))
 
 
+def test_the_held_batches_are_grouped_one_at_a_time(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold32: the held side is grouped batch by batch: a held batch's windows are read from
+    its kept file only once those of every batch before it were given to the grouping and
+    taken into its runs (their lists emptied, nothing else holding them), and every probe's
+    findings and warnings are those of the windows held as they are."""
+    from trajledger.ledger import contamination
+
+    cache = ledger.root / "index" / "features"
+    group, read = contamination.group_file, contamination.read_kept
+    given: list[list[Any]] = []
+    reads: list[str] = []
+
+    def grouping(path: Path, batches: Any, windows: Any, held: Any) -> Any:
+        def each() -> Any:
+            for ws in windows:
+                given.append(ws)
+                yield ws
+        return group(path, batches, each(), held)
+
+    def read_kept(cache: Path, digest: str, wanted: Any) -> Any:
+        if wanted[1] and wanted[2]:  # a held batch's windows
+            assert len(given) == len(reads) and not any(given), (
+                "a held batch's windows read before the one before it was taken")
+            reads.append(digest)
+        return read(cache, digest, wanted)
+
+    def each() -> dict[str, DatasetCheck]:
+        out = {}
+        for b in template.value.values():
+            forget_grouped(cache)
+            given.clear()
+            reads.clear()
+            out[b] = check_dataset(ledger, "train", [b])
+            assert len(given) == len(reads) == 5  # every held numeric batch, each once
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        want = {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
+    monkeypatch.setattr(contamination, "group_file", grouping)
+    monkeypatch.setattr(contamination, "read_kept", read_kept)
+    assert each() == want
+    assert [f for c in want.values() for f in c.findings if f.shared]
+
+
+def test_a_held_batch_not_read_midway_leaves_the_others_held(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold32: when the third held batch's windows cannot be read, the grouping stops there
+    (the first two already taken into its runs): the first two are taken again from their kept
+    files and every batch but the third held as it is; every probe's findings and warnings
+    (the third batch's said once) are those of the windows held as they are."""
+    from trajledger.ledger import contamination
+
+    cache, real, seen = ledger.root / "index" / "features", contamination.read_kept, []
+
+    def third_unreadable(cache: Path, digest: str, wanted: Any) -> Any:
+        if wanted[1] and wanted[2] and digest not in seen:  # a held batch's windows
+            seen.append(digest)
+        if len(seen) > 2 and digest == seen[2]:
+            raise ValueError("unreadable")
+        return real(cache, digest, wanted)
+
+    def each() -> dict[str, DatasetCheck]:
+        out = {}
+        for b in template.value.values():
+            forget_grouped(cache)
+            out[b] = check_dataset(ledger, "train", [b])
+            said = [w for w in out[b].warnings if "unreadable" in w]
+            assert len(said) == 1, said
+        return out
+
+    monkeypatch.setattr(contamination, "read_kept", third_unreadable)
+    with monkeypatch.context() as m:
+        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        want = each()
+    assert each() == want
+    assert not list(cache.glob("w*/held-*.grouped"))
+    assert [f for c in want.values() for f in c.findings if f.shared]
+
+
 def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> None:
     """An erased held batch's windows are in the held side's grouped file: erasing deletes
     it (nothing derived from erased data is kept), as it deletes the batch's kept windows."""
