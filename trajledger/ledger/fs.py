@@ -720,6 +720,11 @@ def write_file_atomic(
     directory fsynced. ``exclusive``: linked to ``path`` instead of renamed, so that a file
     another process made there meanwhile is never replaced (`FileExistsError`; where the file
     system has no hard links, a rename after a check that nothing is there).
+
+    A device, FIFO or socket at ``path`` is never renamed over (`OSError` EEXIST, the temp file
+    removed): run as root, ``--out /dev/null`` would replace the system's (hour33 refuses it
+    where the option is parsed; this holds for one put there since, the lead, eighteenth
+    round).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / temp_name()
@@ -748,6 +753,7 @@ def write_file_atomic(
             else:
                 os.unlink(tmp)
         else:
+            _refuse_special(path)
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -755,6 +761,19 @@ def write_file_atomic(
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def _refuse_special(path: Path) -> None:
+    """Raise `OSError` (EEXIST) when ``path`` is a device, FIFO or socket (a link is not
+    followed: a rename replaces the link itself); nothing there, or it cannot be looked at:
+    the rename decides."""
+    try:
+        kind = os.lstat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) or stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind):
+        raise OSError(errno.EEXIST, "is a device, FIFO or socket, not a file: not replaced; "
+                      "write to the path of a file", str(path))
 
 
 def refuse_writable(path: Path, *, group: bool = True, hint: str = "", sticky: bool = True) -> None:
