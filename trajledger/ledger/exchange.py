@@ -91,6 +91,7 @@ from .fs import (
     SyncBehind,
     drop_stale_temps,
     fsync_dir,
+    refuse_special,
     sync_paths_ahead,
     sync_tree_behind,
     temp_dir,
@@ -554,6 +555,7 @@ def _write_bundle(
             behind.wait()
             os.fsync(raw.fileno())
         os.chmod(tmp, 0o644)
+        refuse_special(out)  # a device or FIFO put there since --out was parsed (the lead)
         os.replace(tmp, out)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -52,6 +52,7 @@ __all__ = [
     "move_into_place",
     "only_thread",
     "open_dirs_below",
+    "refuse_special",
     "refuse_writable",
     "remove_tree",
     "sync_paths",
@@ -753,7 +754,7 @@ def write_file_atomic(
             else:
                 os.unlink(tmp)
         else:
-            _refuse_special(path)
+            refuse_special(path)
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -763,7 +764,7 @@ def write_file_atomic(
         fsync_dir(path.parent)
 
 
-def _refuse_special(path: Path) -> None:
+def refuse_special(path: Path) -> None:
     """Raise `OSError` (EEXIST) when ``path`` is a device, FIFO or socket (a link is not
     followed: a rename replaces the link itself); nothing there, or it cannot be looked at:
     the rename decides."""
