@@ -721,11 +721,8 @@ def write_file_atomic(
     directory fsynced. ``exclusive``: linked to ``path`` instead of renamed, so that a file
     another process made there meanwhile is never replaced (`FileExistsError`; where the file
     system has no hard links, a rename after a check that nothing is there).
-
-    A device, FIFO or socket at ``path`` is never renamed over (`OSError` EEXIST, the temp file
-    removed): run as root, ``--out /dev/null`` would replace the system's (hour33 refuses it
-    where the option is parsed; this holds for one put there since, the lead, eighteenth
-    round).
+    A special file at ``path`` is replaced, as a planted one in a cache or the user's state is
+    meant to be (built again); an output the user names is checked first (`refuse_special`).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / temp_name()
@@ -754,7 +751,6 @@ def write_file_atomic(
             else:
                 os.unlink(tmp)
         else:
-            refuse_special(path)
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -767,7 +763,9 @@ def write_file_atomic(
 def refuse_special(path: Path) -> None:
     """Raise `OSError` (EEXIST) when ``path`` is a device, FIFO or socket (a link is not
     followed: a rename replaces the link itself); nothing there, or it cannot be looked at:
-    the rename decides."""
+    the rename decides. Called just before an output the user named is renamed into place
+    (``export``'s bundle: one put there after ``--out`` was checked, `clikit.OutPath`; run as
+    root, ``/dev/null`` would be replaced: the lead, eighteenth round)."""
     try:
         kind = os.lstat(path).st_mode
     except OSError:
