@@ -12,7 +12,6 @@ import gc
 import json
 import math
 import os
-import stat
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -192,10 +191,6 @@ def refuse_outputs_in(home: Path) -> None:
                 "elsewhere", ctx)
 
 
-_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-            (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-
-
 class OutPath(_AnyParam):
     """A file or directory to write: its parent directory must exist (nothing is created on a
     mistyped path). With ``uri``, a URI (``s3://``) passes through as given (a ``str``);
@@ -221,7 +216,9 @@ class OutPath(_AnyParam):
             link = "" if self.directory or not path.is_symlink() else os.readlink(path)
         except OSError:
             mode, link = 0, ""
-        special = next((w for is_kind, w in _SPECIAL if is_kind(mode)), None)
+        from .fs import special_kind
+
+        special = special_kind(mode)
         if special is None and link.startswith("/proc/"):  # /dev/stdout to a file: the link
             special = f"a link to {link}"
         if special is not None:

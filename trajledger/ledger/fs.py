@@ -55,6 +55,7 @@ __all__ = [
     "refuse_special",
     "refuse_writable",
     "remove_tree",
+    "special_kind",
     "sync_paths",
     "sync_paths_ahead",
     "sync_tree_behind",
@@ -760,6 +761,16 @@ def write_file_atomic(
         fsync_dir(path.parent)
 
 
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is a device, FIFO or socket, which an
+    output must never replace ("a FIFO"...), else None."""
+    return next((what for is_kind, what in _SPECIAL if is_kind(mode)), None)
+
+
 def refuse_special(path: Path) -> None:
     """Raise `OSError` (EEXIST) when ``path`` is a device, FIFO or socket (a link is not
     followed: a rename replaces the link itself); nothing there, or it cannot be looked at:
@@ -767,12 +778,12 @@ def refuse_special(path: Path) -> None:
     (``export``'s bundle: one put there after ``--out`` was checked, `clikit.OutPath`; run as
     root, ``/dev/null`` would be replaced: the lead, eighteenth round)."""
     try:
-        kind = os.lstat(path).st_mode
+        kind = special_kind(os.lstat(path).st_mode)
     except OSError:
         return
-    if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) or stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind):
-        raise OSError(errno.EEXIST, "is a device, FIFO or socket, not a file: not replaced; "
-                      "write to the path of a file", str(path))
+    if kind is not None:
+        raise OSError(errno.EEXIST, f"is {kind}, not a file: not replaced; write to the path "
+                      "of a file", str(path))
 
 
 def refuse_writable(path: Path, *, group: bool = True, hint: str = "", sticky: bool = True) -> None:

@@ -117,18 +117,17 @@ def check_keyless_approver(
     if found is None:
         return
     policy = found[1]
-    token = signer.identity_token()
-    issuer, texts = token_claims(token)
+    token, maybe = might_be(signer)
     approvers = policy.role("approver").identities
-    if any(_might_be(i, issuer, texts) for i in approvers):
+    if maybe(approvers):
         return
     # The approval's own signer may withdraw it while the policy names that identity
     # (`verify.retractions.authority`: a withdrawal's identities are its roles').
     signed = (approval_signers(ledger, policy, *approval) & {
         *policy.role("producer").identities, *approvers} if approval else frozenset())
-    if any(_might_be(i, issuer, texts) for i in signed):
+    if maybe(signed):
         return
-    who = f"the Sigstore identity {token.identity} (issuer {issuer})"
+    who = f"the Sigstore identity {token.identity} (issuer {token.federated_issuer})"
     names = _listed(approvers)
     if approval is None:
         raise PolicyError(
