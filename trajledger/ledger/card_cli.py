@@ -78,7 +78,7 @@ def card(
     if out is None:
         click.echo(data.decode("utf-8"), nl=False)
     else:
-        write_output(out, data)
+        write_output(out, data, output=True)
     ok(f"card of dataset {facts.ref} ({fmt}) " + (f"written to {out}" if out else "printed"))
 
 

@@ -267,7 +267,7 @@ def sign(
         manifest = manifest_for(files, on_done=lambda _d: advance(1))
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
-    write_output(out, envelope_bytes(envelope) + b"\n")
+    write_output(out, envelope_bytes(envelope) + b"\n", output=True)
     emit_result(as_json, manifest.digest, {
         "digest": manifest.digest, "name": subject, "envelope": str(out),
         "files": len(manifest.files), "size": manifest.total_size, "keyid": signer.keyid})

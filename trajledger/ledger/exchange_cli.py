@@ -347,7 +347,8 @@ def _write_revocations(path: Path, digest: str, revoked: list[str]) -> None:
         return
     doc = {"artifact": digest, "revoked": revoked,
            "note": "this artifact is revoked: it must no longer be used"}
-    write_file_atomic(path, json.dumps(doc, indent=2).encode("utf-8") + b"\n", durable=False)
+    write_file_atomic(path, json.dumps(doc, indent=2).encode("utf-8") + b"\n", durable=False,
+                      output=True)
     warn(f"{digest}: revoked ({'; '.join(revoked)}); written anyway, with {path}")
 
 

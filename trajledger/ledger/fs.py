@@ -704,16 +704,17 @@ def drop_stale_temps(directory: Path) -> int:
     return n
 
 
-def write_output(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_output(path: Path, data: bytes, *, durable: bool = True, output: bool = False) -> None:
     """Write a file whole, atomically (`write_file_atomic`: a command's ``--out``, a witness's
     state, a key file), first removing the temp files a killed run left beside it
-    (`drop_stale_temps`)."""
+    (`drop_stale_temps`). ``output``: as `write_file_atomic`'s."""
     drop_stale_temps(path.parent)
-    write_file_atomic(path, data, durable=durable)
+    write_file_atomic(path, data, durable=durable, output=output)
 
 
 def write_file_atomic(
-    path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True, exclusive: bool = False
+    path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True, exclusive: bool = False,
+    output: bool = False,
 ) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix.
 
@@ -723,7 +724,9 @@ def write_file_atomic(
     another process made there meanwhile is never replaced (`FileExistsError`; where the file
     system has no hard links, a rename after a check that nothing is there).
     A special file at ``path`` is replaced, as a planted one in a cache or the user's state is
-    meant to be (built again); an output the user names is checked first (`refuse_special`).
+    meant to be (built again). ``output``: a file the user named (a command's ``--out``), where
+    a device, FIFO or socket found there just before the rename is refused (`refuse_special`:
+    one put there since ``--out`` was checked, `clikit.OutPath`; left34).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / temp_name()
@@ -752,6 +755,8 @@ def write_file_atomic(
             else:
                 os.unlink(tmp)
         else:
+            if output:
+                refuse_special(path)
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

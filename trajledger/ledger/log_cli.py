@@ -300,7 +300,7 @@ def log_proof(ctx: Context, index: int, out: Path | None, as_json: bool) -> None
     proof = lg.tlog_proof(index)
     data = tlog_proof_bytes(proof)
     if out is not None:
-        write_file_atomic(out, data)
+        write_file_atomic(out, data, output=True)
     if as_json:
         emit_json({"index": index, "hashes": len(proof.inclusion), "proof": data.decode("utf-8"),
                    "out": None if out is None else str(out)})

@@ -399,5 +399,5 @@ def inline_paths(
             f"policy {file}: with its keys inline it is another policy (a key file changed "
             "while it was read); nothing was written"
         )
-    write_file_atomic(file, text.encode("utf-8"), durable=False)
+    write_file_atomic(file, text.encode("utf-8"), durable=False, output=True)
     return done

@@ -196,7 +196,7 @@ def export_sigstore(
             checked = True
     # (4)
     try:
-        write_file_atomic(out, bundle)
+        write_file_atomic(out, bundle, output=True)
     except OSError as e:
         raise LedgerError(f"{out}: cannot write: {e.strerror}") from e
     return SigstoreExport(item.digest, sig.keyid, signer, keyless, checked, len(bundle))

@@ -206,7 +206,7 @@ def monitor(
             click.echo(e.new.decode("utf-8", "replace"), nl=False)
         raise
     if out is not None and result.cosigned is not None:
-        write_file_atomic(out, result.cosigned)
+        write_file_atomic(out, result.cosigned, output=True)
     changes = None
     if has_ledger and ledger is not None:
         from .policy_state import current_policy, load_policy

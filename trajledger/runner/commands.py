@@ -235,7 +235,7 @@ def policy_init(
         "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
         "list'.",
     )
-    write_output(out, text.encode("utf-8"), durable=False)
+    write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
         load_policy_file(out)
     except Exception:

@@ -47,7 +47,7 @@ def _emit(text: str, out: Path | None) -> None:
         return
     from trajledger.ledger.fs import write_file_atomic
 
-    write_file_atomic(out, text.encode("utf-8"), durable=False)
+    write_file_atomic(out, text.encode("utf-8"), durable=False, output=True)
     ok(f"written to {out}")
 
 

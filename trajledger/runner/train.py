@@ -755,7 +755,7 @@ def copy_checkpoint_files(ledger: LedgerHome, ref: str, dest: Path) -> list[str]
     for path, data in files.items():
         target = dest / check_path(path, f"file name {path!r}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_file_atomic(target, data)
+        write_file_atomic(target, data, output=True)
     return sorted(files)
 
 
