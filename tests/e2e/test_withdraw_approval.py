@@ -204,6 +204,40 @@ def test_a_replayed_approval_stays_withdrawn(home: Path) -> None:
     assert f"approval {replayed} does not count: withdrawn by revocation record" in r.stderr
 
 
+def test_an_approval_withdrawn_already_is_not_withdrawn_again(home: Path) -> None:
+    """rev30's Left: ``revoke DIGEST`` of an approval withdrawn already signed and logged a
+    second withdrawal (with ``--sigstore`` a public Rekor entry), exit 0. Refused now before
+    anything is signed, naming the earlier withdrawal, as the gate judges it: a replay of the
+    withdrawn statement is withdrawn already too; a withdrawal that counts for nothing (a
+    producer's) does not stop one that counts."""
+    from trajledger.ledger.log.spec import EntrySpec
+
+    index, envelope = approval(home, "approver-a")
+    producers_withdrawal(home, envelope)  # counts for nothing: the approver's is still needed
+    r = run(home, "revoke", envelope, "--key", "approver-b", "--reason", "the wrong version")
+    assert r.exit_code == 0, r.output
+    first, before = size(home) - 1, size(home)
+    for key in ("approver-b", "approver-a"):
+        r = run(home, "revoke", envelope, "--key", key, "--reason", "again")
+        assert r.exit_code == 1, r.output
+        assert r.stderr == (f"FAIL: revoke {envelope}: the approval at log index {index} is "
+                            f"withdrawn already (withdrawn by revocation record {first} (the "
+                            "wrong version)); nothing was signed\n"), r.stderr
+        assert size(home) == before
+    led = Ledger.open(home)  # the withdrawn statement replayed: withdrawn already too
+    try:
+        entry = led.trust_state().entry(index)
+        assert entry is not None
+        again = led.store.put_bytes(json.dumps(json.loads(led.read_blob(envelope))).encode())
+        led.log.append([EntrySpec("approval", entry.subject, again, entry.signers)],
+                       foreign=True)
+    finally:
+        led.close()
+    r = run(home, "revoke", again, "--key", "approver-b", "--reason", "again")
+    assert r.exit_code == 1 and f"withdrawn by revocation record {first} " in r.stderr, r.output
+    assert size(home) == before + 1
+
+
 def test_a_withdrawal_that_cannot_be_read_fails_closed(home: Path) -> None:
     _index, envelope = approval(home, "approver-a")
     r = run(home, "revoke", envelope, "--key", "approver-b", "--reason", "the wrong version")

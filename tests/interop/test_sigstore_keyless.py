@@ -793,6 +793,34 @@ def test_an_identity_inside_an_approvers_name_is_refused_before_signing(
     run("revoke", "d@1", "--approval", "--sigstore", "--reason", "x", code=1)
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
     run("revoke", "d@1", "--approval", "--sigstore", "--by-identity", ALICE, "--reason", "x")
+
+
+def test_an_approval_withdrawn_already_is_not_withdrawn_again_by_its_digest(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    """rev30's Left: ``revoke DIGEST --sigstore`` of an approval withdrawn already signed a
+    certificate and a public Rekor entry and logged a second withdrawal (exit 0). Now exit 1
+    before the token is used, naming the earlier withdrawal; nothing signed or logged."""
+    from trajledger import Ledger
+
+    run = approvable_ledger(runner, tmp_path, monkeypatch, trust_files)
+    home = tmp_path / "ledger"
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    run("approve", "d@1", "--sigstore")
+    index = approval_index(home, ALICE)
+    ledger = Ledger.open(home)
+    entry = LogEntry.from_bytes(ledger.log.entry(index))
+    ledger.close()
+    run("revoke", entry.envelope, "--sigstore", "--reason", "too early")
+    size, leaves = Ledger.open(home).log.size, len(sigstore_instance.leaves)
+    r = run("revoke", entry.envelope, "--sigstore", "--reason", "again", code=1)
+    assert r.stderr.startswith(f"FAIL: revoke {entry.envelope}: the approval at log index "
+                               f"{index} is withdrawn already (withdrawn by revocation record "
+                               f"{size - 1} (too early)); nothing was signed"), r.stderr
+    assert (Ledger.open(home).log.size, len(sigstore_instance.leaves)) == (size, leaves)
+
+
 def alice_a_producer(run: Callable[..., Any], tmp_path: Path) -> None:
     """Record a policy of serial 2 (`approvable_ledger`'s, its producer identity ALICE in
     BOB's place, and no approver identity): ALICE is a producer."""

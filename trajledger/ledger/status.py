@@ -200,6 +200,10 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
         raise FormatError("--reason: say why the artifact is revoked")
     approval = approval_of(ledger, ref)
     if approval is not None:
+        earlier = withdrawn_already(ledger, approval[0])
+        if earlier is not None:  # a second withdrawal counts for nothing (left34)
+            raise PolicyError(f"revoke {ref}: the approval at log index {approval[0]} is "
+                              f"withdrawn already ({earlier}); nothing was signed")
         return withdraw(ledger, *approval, signer, reason=reason)
     if not isinstance(signer, Signer):
         raise PolicyError(f"revoke {ref}: a keyless signer withdraws approvals only (an "
@@ -212,6 +216,38 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
         predicate.to_predicate(), signer, action=f"revoke {item.ref}",
     )
+
+
+def withdrawn_already(ledger: LedgerHome, index: int) -> str | None:
+    """What withdrew the approval at log index ``index``, judged as the admission gate judges
+    it (`verify.withdrawals.withdrawn` over the subject's approvals, under the policy in force:
+    a withdrawal of a replay of its statement withdraws it too; one of no authority does not
+    count), or None. Without a policy, any revocation of its envelope (as `withdraw_of`). An
+    approval that counts for nothing is judged by the revocations of its envelope that count
+    (`revocations`)."""
+    from trajledger.verify.judge import Record
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.withdrawals import withdrawn
+
+    from .evidence import ledger_evidence
+    from .policy_state import current_policy
+
+    entry, found = ledger.trust_state().entry(index), current_policy(ledger)
+    if entry is None:
+        return None
+    if found is None:
+        return next(iter(revocations(ledger, entry.envelope, None)), None)
+    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
+                               data="size")
+    try:
+        records = [verifier.record(i) for i in verifier.records(entry.subject, "approval")]
+        mine = next((r for r in records if r.index == index), None)
+        if isinstance(mine, Record):
+            return next((r.message for r in withdrawn(verifier, records)
+                         if r.index == index and not isinstance(r, Record)), None)
+    finally:
+        verifier.close()
+    return next(iter(revocations(ledger, entry.envelope, found[1])), None)
 
 
 def withdraw(ledger: LedgerHome, index: int, envelope: str, signer: AnySigner, *,
