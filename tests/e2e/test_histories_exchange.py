@@ -1291,7 +1291,8 @@ def vsucceed(run: Run, text: str | None = None, rules: dict[str, Any] | None = N
 
 
 def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
-            release: tuple[int | None, int | None, tuple[str, ...]] | None = None) -> Any:
+            release: tuple[int | None, int | None, tuple[str, ...]] | None = None,
+            *, as_json: bool = False) -> Any:
     """The buyer's approver sets a successor of its policy in force: the first one, without
     ``vendor`` as a producer and with ``marking`` (R20) if any, with ``[contamination]``
     ``rules`` (R21), its requirements on ``suite@1`` pinned to ``vsuite``'s digest when
@@ -1310,7 +1311,8 @@ def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
         assert text.count("trust/vendor.pub") == 0
     path = run.buyer.home / f"successor-{run.serial}.toml"
     path.write_text(text + marking + contamination(rules))
-    r = run.buyer.cli("policy", "set", path, "--key", "approver", "--yes")
+    r = run.buyer.cli("policy", "set", path, "--key", "approver", "--yes",
+                      *(["--json"] if as_json else []))
     if r.exit_code == 0:
         run.model.rules, run.model.pinned, run.marking = rules, pinned, marking
         run.release = release
@@ -1737,6 +1739,11 @@ def test_a_marking_is_not_held_back_by_a_pin_it_makes_fail(
     assert re.search(r"WARNING: policy '[^']+': release: \S+ on suite@1: the suite is pinned to "
                      r"sha256:\w+…?: .*: the pin is kept; no release on that suite passes until "
                      "another is pinned", r.stderr), r.stderr
+    # ``--json`` carries the kept pin's line too (left34: stderr only before).
+    r = succeed(run, run.marking, run.model.rules, True, as_json=True)
+    assert r.exit_code == 0, r.stderr
+    [line] = json.loads(r.stdout)["keptPins"]
+    assert f"WARNING: {line}\n" in r.stderr and line.endswith("until another is pinned"), line
 
 
 def test_a_release_is_refused_for_a_real_drop_only(tmp_path: Path) -> None:

@@ -366,10 +366,16 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
                 "nothing was recorded. Compare each fingerprint with its owner, then run again "
                 "with --yes"
             )
-    rec = ledger.set_policy(new, keys=list(keys), on_warning=warn)
+    kept: list[str] = []  # each pin kept from the policy in force that fails now (left34)
+
+    def kept_pin(line: str) -> None:
+        kept.append(line)
+        warn(line)
+
+    rec = ledger.set_policy(new, keys=list(keys), on_warning=kept_pin)
     ok(f"policy {file} recorded at log index {rec.index}")
-    emit_result(as_json, rec.digest,
-                recorded_json("trust-policy", rec, new.name, str(new.serial)))
+    emit_result(as_json, rec.digest, recorded_json("trust-policy", rec, new.name,
+                                                   str(new.serial)) | {"keptPins": kept})
 
 
 @policy.command("inline")
