@@ -938,6 +938,8 @@ def create_dataset(
     from .policy_state import contamination_rules
 
     rules = contamination_rules(ledger)
+    if rules.unreadable:  # a recorded policy's threshold no one wrote: fail closed (left34)
+        raise PolicyError(f"dataset {name}@{version} ({split}): {rules.refused()}")
     checked = check_dataset(ledger, split, digests, progress=progress,
                             thresholds=rules.thresholds())
     findings = ruled(checked.findings, rules)

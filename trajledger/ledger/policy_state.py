@@ -117,6 +117,24 @@ def contamination_rules(ledger: LedgerHome) -> ContaminationRules:
     return rules or ContaminationRules()
 
 
+def refuse_unreadable(policy: TrustPolicy, what: str) -> None:
+    """Refuse a policy file whose ``[release]`` bound or ``[contamination]`` threshold is a
+    string that is no number anyone wrote (`verify.release_rules.bound_problem`: off the JSON
+    number grammar, ``"0.9_9"``): ``policy check`` and ``policy set`` (a recorded one fails
+    closed where it is used; left33, left34).
+
+    Raises:
+        FormatError: naming the first such value.
+    """
+    from trajledger.verify.errors import FormatError
+    from trajledger.verify.release_rules import refuse_unreadable as refuse_release
+
+    refuse_release(policy.release, what)
+    if policy.contamination is not None and policy.contamination.unreadable:
+        raise FormatError(f"{what}: contamination: {policy.contamination.unreadable}; write it "
+                          "as a JSON number, as 0.9")
+
+
 def key_lookup(ledger: LedgerHome) -> KeyLookup:
     """Find a public key of the ledger's key store by its keyid (None when there is none)."""
     return keystore_lookup(ledger.keys)

@@ -798,7 +798,8 @@ def record_policy(
     Raises:
         LedgerError: the policy file cannot be read.
         FormatError: the policy file is invalid; a ``[release]`` bound written as a string
-            off the JSON number grammar, or that reads as 0 (`release_rules.refuse_unreadable`).
+            or ``[contamination]`` threshold off the JSON number grammar, or that reads as 0
+            (`policy_state.refuse_unreadable`).
         PolicyError: the signers are not enough approvers, or the serial does not increase.
     """
     from trajledger.verify.policy import load_policy_file, policy_digest
@@ -808,9 +809,9 @@ def record_policy(
     # (1)
     new = (policy_file if isinstance(policy_file, TrustPolicy)
            else load_policy_file(policy_file, key_lookup=key_lookup(ledger)))
-    from trajledger.verify.release_rules import refuse_unreadable
+    from .policy_state import refuse_unreadable
 
-    refuse_unreadable(new.release, f"policy {new.name!r}")  # a string off JSON's grammar
+    refuse_unreadable(new, f"policy {new.name!r}")  # a string off JSON's grammar
     # (2)
     signer_ids = frozenset(s.keyid for s in signers)
 

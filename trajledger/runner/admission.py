@@ -254,6 +254,8 @@ def _contamination(
     from trajledger.ledger.contamination import ruled, verified_contamination
 
     what = "no episode duplicates a holdout or regression episode"
+    if rules is not None and rules.unreadable:  # a threshold no one wrote: fail closed (left34)
+        decision.fail(what, rules.refused())
     admitted = {b.digest for b in batches}
     others: dict[str, list[str]] = {}
     damaged: list[str] = []

@@ -284,10 +284,11 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 
 
 def _refuse_unreadable(p: Any, file: Path) -> None:
-    """Refuse a ``[release]`` bound written as a string that is no JSON number (left33)."""
-    from trajledger.verify.release_rules import refuse_unreadable
+    """Refuse a ``[release]`` bound or ``[contamination]`` threshold written as a string that
+    is no JSON number (left33, left34)."""
+    from trajledger.ledger.policy_state import refuse_unreadable
 
-    refuse_unreadable(p.release, f"policy {file}")
+    refuse_unreadable(p, f"policy {file}")
 
 
 def _note_paths(file: Path, p: Any) -> None:

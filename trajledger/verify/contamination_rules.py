@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FormatError, refuse_unknown
-from .release_rules import finite_number
+from .release_rules import bound_problem, finite_number
 
 __all__ = [
     "NEAR_NUMERIC_THRESHOLD",
@@ -59,6 +59,16 @@ class ContaminationRules:
     text_threshold: float | None = None
     numeric_threshold: float | None = None
     runs: str = "exact"
+    unreadable: str = ""
+    """Why a threshold of a recorded policy is no number anyone wrote (a string off the JSON
+    number grammar: `release_rules.bound_problem`): such a policy, signed, cannot be rewritten,
+    so no dataset passes its check (fail closed, `refused`); a policy file with one is refused
+    (``ledger.policy_state.refuse_unreadable``; left34). Not in the JSON form."""
+
+    def refused(self) -> str:
+        """What fails every check while `unreadable` (empty when it is not)."""
+        return (f"the policy's contamination: {self.unreadable}, so no dataset passes its check; "
+                "record a policy that writes it as a JSON number") if self.unreadable else ""
 
     def thresholds(self) -> dict[str, float]:
         """The similarity at or above which each modality's episodes are near duplicates."""
@@ -122,4 +132,6 @@ def parse_contamination(value: object, what: str) -> ContaminationRules:
                               f"default {default:g} (a lower similarity refuses more; a higher "
                               "one would admit near duplicates the default reports)")
         out[key] = number
-    return ContaminationRules(refuse, runs=runs, **out)
+    unreadable = "; ".join(f"{k} {value[k]!r} {p}" for k in out
+                           if (p := bound_problem(value[k])))  # ("0.9_9": Python's float)
+    return ContaminationRules(refuse, runs=runs, unreadable=unreadable, **out)

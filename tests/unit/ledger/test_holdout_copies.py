@@ -1029,3 +1029,64 @@ def test_erasing_a_batch_deletes_the_grouped_held_windows(ledger: Ledger) -> Non
     forget_cached(cache, "sha256:" + "1" * 64)
     assert not [p for p in grouped if p.exists()]
 
+
+
+def test_a_threshold_string_no_one_wrote_is_refused_and_a_recorded_one_fails_closed(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """hour33's Left (left34): a ``[contamination]`` threshold given as a string was read by
+    Python's ``float``: ``"0.9_9"`` was 0.99, a number nobody wrote. ``policy check`` and
+    ``policy set`` refuse such a file (one line, nothing recorded), as ``[release]``'s bounds
+    (left33, `release_rules.bound_problem`). A policy already recorded with one (signed by
+    other software: it cannot be rewritten) stays in force, and no dataset passes its check:
+    ``dataset create`` and the gate both fail it, naming the threshold, until a successor
+    writes it as a number."""
+    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.verify.policy import load_policy_file, policy_digest
+
+    home = ledger.root
+    said = ("contamination: numeric_threshold '0.9_9' is not a JSON number (RFC 8259: digits, "
+            "an optional fraction and exponent; no spaces, '_', '+' or '.' first)")
+    bad = home / "bad.toml"
+    bad.write_text(POLICY.format(serial=2, vkey=ledger.log.vkey,
+                                 extra=NEAR + 'numeric_threshold = "0.9_9"\n'))
+    size = ledger.log.size
+    for command in (["policy", "check", bad], ["policy", "set", bad, "--key", "approver",
+                                                "--yes"]):
+        r = testkit.invoke(home, *command)
+        assert r.exit_code == 1, r.output
+        assert r.stderr == f"FAIL: policy {bad}: {said}; write it as a JSON number, as 0.9\n"
+    assert ledger.log.size == size
+    good = home / "good.toml"
+    for fine in ('"0.99"', "0.99"):
+        good.write_text(POLICY.format(serial=2, vkey=ledger.log.vkey,
+                                      extra=NEAR + f"numeric_threshold = {fine}\n"))
+        assert testkit.invoke(home, "policy", "check", good).exit_code == 0
+    # Recorded by other software: its statement says "0.9_9" (its subject: the JSON form's
+    # digest, "0.99").
+    new = load_policy_file(good)
+    body = new.to_json()
+    body["contamination"]["numeric_threshold"] = "0.9_9"
+    ledger.store.put_bytes(canonical_json(new.to_json()))
+    record_statement(ledger, "holdout-copies#2", policy_digest(new), predicates.TRUST_POLICY,
+                     {"policy": body}, [ledger.keys.signer("approver")])
+    rules = policy_rules(ledger)
+    assert rules.numeric_threshold == 0.99 and rules.unreadable
+    line = (f"the policy's {said}, so no dataset passes its check; record a policy that writes "
+            "it as a JSON number")
+    size = ledger.log.size
+    with pytest.raises(PolicyError, match="^dataset far@1 \\(train\\): " + line.replace(
+            "(", "\\(").replace(")", "\\)").replace("+", "\\+").replace(".", "\\.") + "$"):
+        create_dataset(ledger, "far", "1", "train", [template.value["text white space"]],
+                       ledger.keys.signer("vendor"))
+    assert ledger.log.size == size
+    train_set(ledger, "copies", template.value["numeric rounded 3 decimals"])
+    with pytest.raises(DataRefusedError) as e:
+        admit(ledger, "copies@1", TrustPolicy.from_json(body))
+    assert any(line in f for f in e.value.report.failures()), e.value.report.failures()
+    # A successor that writes it as a number ends it.
+    good.write_text(POLICY.format(serial=3, vkey=ledger.log.vkey,
+                                  extra=NEAR + 'numeric_threshold = "0.99"\n'))
+    record_policy(ledger, good, [ledger.keys.signer("approver")])
+    assert not policy_rules(ledger).unreadable
