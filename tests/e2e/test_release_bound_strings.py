@@ -50,6 +50,10 @@ def successor(at: Path, serial: int, bound: str) -> Path:
     ('"\u0660.5"', f"min '\u0660.5' {NOT_JSON}"),  # an Arabic-Indic zero
     ('"1e-400"', "min '1e-400' is too small to hold: it reads as 0"),
     ('"1e400"', "min: '1e400' is not a finite number"),
+    # TOML floats (not strings) that do not hold: 0.0 and inf in tomllib (left34)
+    ("1e-400", "not valid TOML: the number 1e-400 reads as 0.0: write one that holds"),
+    ("-1.5e-999", "not valid TOML: the number -1.5e-999 reads as -0.0: write one that holds"),
+    ("1e999", "not valid TOML: the number 1e999 reads as inf: write one that holds"),
 ])
 def test_a_policy_file_with_a_bound_no_one_wrote_is_refused(
     runner: CliRunner, home: Path, bound: str, said: str
@@ -62,7 +66,7 @@ def test_a_policy_file_with_a_bound_no_one_wrote_is_refused(
         assert len(r.stderr.splitlines()) == 1 and said in r.stderr, r.stderr
     assert log_size(home) == size
     # Written as JSON writes it: fine.
-    for fine in ('"0.5"', '"5e-1"', '"0"', "0.5"):
+    for fine in ('"0.5"', '"5e-1"', '"0"', "0.5", "0.0", "0e-400", "5e-324", "1_0.0"):
         expect(run(runner, home, "policy", "check", str(successor(home, 2, fine))), 0)
 
 

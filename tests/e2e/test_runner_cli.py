@@ -922,8 +922,8 @@ def test_policy_check_good(runner: CliRunner, world: World) -> None:
         ("name = [", "not valid TOML: "),
         (
             "serial = 1\n[roles.auditor]\nkeys = []\n",
-            "unknown role(s) auditor; roles are producer, approver, trainer, evaluator, log, "
-            "witness",
+            "unknown role(s) auditor (did you mean evaluator?); known: approver, evaluator, log, "
+            "producer, trainer, witness",
         ),
         (
             '[roles.approver]\nkeys = ["keys/approver-a.pub"]\nthreshold = 2\n',
@@ -946,7 +946,7 @@ def test_policy_check_good(runner: CliRunner, world: World) -> None:
         ('max_approval_age = "forever"\n', "max_approval_age: 'forever' is not a duration"),
         (
             'allowed_predicate_types = ["https://example.com/x"]\n',
-            "allowed_predicate_types: unknown type 'https://example.com/x'",
+            "allowed_predicate_types: unknown type(s) https://example.com/x; known: ",
         ),
     ],
 )
