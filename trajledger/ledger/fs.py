@@ -160,14 +160,40 @@ def remove_tree(path: Path) -> None:
     """Remove a file or a directory tree (a missing one is fine), read-only directories too (a
     command's data directory is made read-only: ``runner.workdir``)."""
     if path.is_dir() and not path.is_symlink():
-        for d, _dirs, _files in os.walk(path):
-            with contextlib.suppress(OSError):
-                if not os.access(d, os.W_OK | os.X_OK):
-                    os.chmod(d, 0o700)
-        shutil.rmtree(path, ignore_errors=True)
+        _open_up(None, str(path))
+        shutil.rmtree(path, ignore_errors=True)  # (it refuses a link itself)
     else:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+_DIR_NOFOLLOW = os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_PATH", os.O_RDONLY)
+
+
+def _open_up(parent: int | None, name: str) -> None:
+    """Give the directory ``name`` (in the directory open as ``parent``; None: a path) and each
+    directory below it mode 0700 where this process may not write or search it, so that
+    `remove_tree` can empty it; errors are ignored (what cannot be opened up stays). No link is
+    followed at any level: each directory is opened by name in its parent with ``O_NOFOLLOW``
+    and changed through that descriptor (``/proc/self/fd``), so a link swapped in since it was
+    listed (a top-level one after `remove_tree`'s check: a shared directory's race, review
+    rev30's Left) fails to open and what it points at is untouched (left34)."""
+    try:
+        fd = os.open(name, _DIR_NOFOLLOW, dir_fd=parent)
+    except OSError:  # a link (not followed), gone, or not to be opened
+        return
+    try:
+        here = f"/proc/self/fd/{fd}"  # the directory opened, whatever its name points at now
+        with contextlib.suppress(OSError):
+            if not os.access(here, os.W_OK | os.X_OK):
+                os.chmod(here, 0o700)
+        below: list[str] = []
+        with contextlib.suppress(OSError), os.scandir(here) as entries:
+            below = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        for child in below:
+            _open_up(fd, child)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: Path) -> None:
