@@ -524,3 +524,26 @@ def test_every_json_command_prints_one_document(
                  and any("--json" in o.opts for o in c.params if isinstance(o, click.Option))}
     assert set(ran) | set(JSON_ELSEWHERE) == with_json, (
         with_json - set(ran) - set(JSON_ELSEWHERE), set(ran) - with_json)
+
+
+@pytest.mark.parametrize("module", ["home", "trust_state"])
+def test_a_full_disk_writing_the_users_state_says_to_free_space(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    """hour33's Left (left34): the pins of a ledger (`home`) and a trust state's key note
+    (`trust_state`) said ``cannot write: No space left on device`` with no next step, where
+    every other write says what to do (`errors.next_step`, now through `errors.cannot_write`)."""
+    import importlib
+
+    def full(*_a: object, **_kw: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "fresh"))  # nothing pinned yet
+    monkeypatch.setattr(importlib.import_module(f"trajledger.ledger.{module}"),
+                        "write_file_atomic", full)
+    r = run(runner, home, "verify", "cartpole-bc@2")
+    expect(r, 3)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("FAIL: ") and "No space left on device" in line, line
+    assert line.endswith("; free space on the disk written to (the ledger's, or where --out "
+                         "writes) or write elsewhere, then run the command again"), line

@@ -19,6 +19,7 @@ __all__ = [
     "StoppedAfterRecordError",
     "StoreError",
     "TamperError",
+    "cannot_write",
     "disk_error",
     "read_failure",
 ]
@@ -129,3 +130,10 @@ def next_step(e: OSError) -> str:
         number = int(found.group(1))
     step = _NEXT_STEP.get(number) if number is not None else None
     return f"; {step}" if step else ""
+
+
+def cannot_write(what: str, e: OSError) -> str:
+    """The one line of a failed write of ``what`` (a state file, an output): the system's words
+    and, for a full disk or quota, a read-only file system or a permission refused, what to do
+    next (`next_step`; hour33's Left, left34)."""
+    return f"{what}: cannot write: {e.strerror or e}{next_step(e)}"

@@ -43,7 +43,7 @@ from .config import (
     no_ledger,
     setting_changes,
 )
-from .errors import AlreadyRecordedError, LedgerError, TamperError, read_failure
+from .errors import AlreadyRecordedError, LedgerError, TamperError, next_step, read_failure
 from .first_use import announce as announce_first_use
 from .first_use import judge as first_use_judge
 from .first_use import lost_floor
@@ -636,7 +636,8 @@ class LedgerHome:
                 )
             write_file_atomic(settings, json.dumps(now).encode(), mode=0o600)
         except (OSError, ValueError, AttributeError) as e:
-            raise LedgerError(f"{pin}: cannot read or write this ledger's pin: {e}") from e
+            step = next_step(e) if isinstance(e, OSError) else ""  # (a full disk: what to do)
+            raise LedgerError(f"{pin}: cannot read or write this ledger's pin: {e}{step}") from e
         return changes
 
     @classmethod

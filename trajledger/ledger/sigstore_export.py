@@ -41,7 +41,7 @@ from trajledger.verify.sigstore_adapter import (
 )
 
 from .encode import b64encode
-from .errors import LedgerError
+from .errors import LedgerError, cannot_write
 from .fs import write_file_atomic
 
 if TYPE_CHECKING:
@@ -198,5 +198,5 @@ def export_sigstore(
     try:
         write_file_atomic(out, bundle, output=True)
     except OSError as e:
-        raise LedgerError(f"{out}: cannot write: {e.strerror}") from e
+        raise LedgerError(cannot_write(str(out), e)) from e
     return SigstoreExport(item.digest, sig.keyid, signer, keyless, checked, len(bundle))

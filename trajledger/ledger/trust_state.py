@@ -61,7 +61,7 @@ from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.times import format_time, parse_time
 
-from .errors import LedgerError, TamperError
+from .errors import LedgerError, TamperError, cannot_write
 from .fs import drop_stale_temps, write_file_atomic
 from .trust_index import LockedDB, TrustIndex
 from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
@@ -347,7 +347,7 @@ class TrustState(TrustIndex):
             drop_stale_temps(mark.parent)  # a killed import's (left23's fault sweep)
             write_file_atomic(mark, self.vkey.encode() + b"\n", mode=0o600)
         except OSError as e:
-            raise LedgerError(f"trust state {mark}: cannot write: {e.strerror}") from e
+            raise LedgerError(cannot_write(f"trust state {mark}", e)) from e
 
     def sibling(self, vkey: str) -> TrustState:
         """The state of another log key in the same state directory.

@@ -57,7 +57,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
-from trajledger.ledger.errors import LedgerError, StoreError
+from trajledger.ledger.errors import LedgerError, StoreError, cannot_write
 from trajledger.ledger.fs import is_stale, remove_tree, temp_dir, tmp_entries
 from trajledger.verify.digest import digest_bytes, hash_file
 from trajledger.verify.errors import DigestMismatchError, VerificationError
@@ -272,7 +272,7 @@ def write_tree(
             os.chmod(d, 0o555)
     except OSError as e:
         remove_tree(dest)
-        raise LedgerError(f"{dest}: cannot write: {e.strerror or e}") from e
+        raise LedgerError(cannot_write(str(dest), e)) from e
     except BaseException:
         remove_tree(dest)
         raise

@@ -29,7 +29,7 @@ from trajledger.verify.note import (
 )
 
 from ..encode import format_signature_line, signature_line, vkey_string
-from ..errors import LogError
+from ..errors import LogError, cannot_write
 from ..fs import write_output
 from ..keys import Signer
 from .spec import note_key_bytes
@@ -158,7 +158,7 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
         state_dir.mkdir(parents=True, exist_ok=True)
         write_output(path, json.dumps(doc, sort_keys=True, indent=1).encode() + b"\n")
     except OSError as e:
-        raise LogError(f"witness state {path}: cannot write: {e.strerror}") from e
+        raise LogError(cannot_write(f"witness state {path}", e)) from e
     return CosignResult(log.origin, old_size, new.size, witness_vkey, timestamp)
 
 
