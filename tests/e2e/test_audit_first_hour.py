@@ -143,3 +143,53 @@ def test_a_bundle_cut_short_or_repacked_says_what_to_do(
     code, err = verify(capsys, bad, "--policy", lab.policy)
     assert code == 1 and len(err) == 1 and err[0].startswith(f"FAIL: {bad}: bundle bad.tar.zst: ")
     assert want in err[0], err
+
+
+def test_a_key_the_exporters_policy_declares_compromised_is_not_advised_to_be_added(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lab replaced its trainer key (a successor naming the new key, ``[[revoked_keys]]``
+    the old one since then) and trained with the new one. Verified under that successor alone
+    (the bundle's ``policy/N.json``), the checkpoints the old key signed before fail, and the
+    advice was ``if you trust its owner as trainer, add the key … to the policy``: a policy
+    that revokes a key a role holds is refused. Now it says the key is declared compromised
+    and to verify from the log's first policy, under which the bundle passes."""
+    import tamperkit as tk
+
+    runner = new_runner()
+    home = tmp_path / "lab"
+    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    ledger = ["--ledger", str(home)]
+    r = runner.invoke(main, [*ledger, "key", "new", "trainer2", "--no-encrypt"])
+    assert r.exit_code == 0, r.output
+    size = LedgerHome.open(home).log.size
+    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    old = (home / "keys" / "trainer.pub").read_text()
+    new = (home / "keys" / "trainer2.pub").read_text()
+    assert text.count(old) == 1
+    text = text.replace(old, new) + (f'\n[[revoked_keys]]\nkey = "keys/trainer.pub"\n'
+                                     f"compromised_since = {size}\nreason = \"laptop stolen\"\n")
+    (home / "policy2.toml").write_text(text)
+    r = runner.invoke(main, [*ledger, "policy", "set", str(home / "policy2.toml"),
+                             "--key", "approver-a", "--key", "approver-b", "--yes"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
+                             "trainer2", "--name", "cartpole-bc", "--version", "3",
+                             "--parent", "cartpole-bc@2", "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    bundle = tmp_path / "b.tar.zst"
+    r = runner.invoke(main, [*ledger, "export", "cartpole-bc@3", "--out", str(bundle)])
+    assert r.exit_code == 0, r.output
+    members = dict(tk.bundle_members(bundle))
+    (tmp_path / "first.json").write_bytes(members["policy/0.json"])
+    (tmp_path / "now.json").write_bytes(members[f"policy/{size}.json"])
+    code, err = verify(capsys, bundle, "--policy", tmp_path / "now.json")
+    assert code == 1
+    key = next(x for x in err if "> trust: " in x)
+    assert "add the key" not in key, key
+    assert f"the policy declares it compromised since log index {size}: laptop stolen; what " \
+           "it signed before then counts under the policy in force then: verify from the " \
+           "first policy of its log (a bundle's policy/0.json)" in key, key
+    code, err = verify(capsys, bundle, "--policy", tmp_path / "first.json")
+    assert code == 0, err

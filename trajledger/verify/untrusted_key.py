@@ -31,9 +31,16 @@ def key_node(failure: RecordFailure, policy: TrustPolicy) -> Node:
     assert failure.cause is not None
     _key, keyid, roles = failure.cause.split(":", 2)
     node = Node(failure.cause, "key", name=f"key {keyid[:12]}")
+    # The same policy may declare the key compromised (a lab's successor that replaced it):
+    # it cannot be added then (a policy may not revoke a key a role holds), and what it signed
+    # before counts under the policy in force then, followed from the first (aud34).
+    revoked = next((r for r in policy.revoked_keys if r.keyid == keyid), None)
+    advice = (f"if you trust its owner as {roles}, add the key {keyid} to the policy" if revoked
+              is None else f"the policy declares it {revoked.describe()}; what it signed before "
+              "then counts under the policy in force then: verify from the first policy of its "
+              "log (a bundle's policy/0.json), whose recorded successors are followed")
     node.fail("trust", f"{failure.note}: records whose envelope names only this key do not "
-              f"count under policy {policy.name!r} serial {policy.serial}; if you trust its "
-              f"owner as {roles}, add the key {keyid} to the policy")
+              f"count under policy {policy.name!r} serial {policy.serial}; {advice}")
     return node
 
 
