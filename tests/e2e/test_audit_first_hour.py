@@ -174,6 +174,12 @@ def test_a_key_the_exporters_policy_declares_compromised_is_not_advised_to_be_ad
     r = runner.invoke(main, [*ledger, "policy", "set", str(home / "policy2.toml"),
                              "--key", "approver-a", "--key", "approver-b", "--yes"])
     assert r.exit_code == 0, r.output
+    # The lab's own refusal of the old key says why (it said only "does not hold the role").
+    r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
+                             "trainer", "--name", "cartpole-bc", "--version", "3"])
+    assert r.exit_code == 1 and "does not hold the trainer role in policy 'quickstart' serial " \
+        f"2, which declares it compromised since log index {size}: laptop stolen; sign with " \
+        in r.stderr, r.output
     r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
                              "trainer2", "--name", "cartpole-bc", "--version", "3",
                              "--parent", "cartpole-bc@2", "--seed", "1"])
