@@ -176,7 +176,9 @@ def test_import_verifies_copies_and_records_once(vendor: Vendor, buyer: Path) ->
     assert r.stderr == (
         f"OK: checkpoint cartpole-bc@2 ({vendor.ref[:19]}…) from "
         f"{origin_name(vendor.vkey)}: imported, {vendor.objects} object(s), {n} foreign "
-        f"record(s) in this log (log indices 0..{n - 1}), import record at log index {n}\n"
+        f"record(s) in this log (log indices 0..{n - 1}), import record at log index {n}; its "
+        f"log applied up to size {vendor.size}: ask its owner for updates with 'trajledger "
+        f"export --updates-since {vendor.size}'\n"  # what the next update starts from (aud34)
         "OK: new: " + ", ".join(f"{v} {k}(s)" for k, v in sorted(kinds.items())) + "\n"
     )
     assert r.stdout.splitlines()[-1] == vendor.ref
@@ -194,7 +196,10 @@ def test_import_verifies_copies_and_records_once(vendor: Vendor, buyer: Path) ->
     # The same evidence again: nothing new.
     again = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
     expect(again, 0)
-    assert again.stderr.endswith(f"already imported at log index {n}; nothing new recorded\n")
+    since = f"'trajledger export --updates-since {vendor.size}'\n"
+    assert again.stderr.endswith(f"already imported at log index {n}; nothing new recorded; "
+                                 f"its log applied up to size {vendor.size}: ask its owner for "
+                                 f"updates with {since}")
     assert Ledger.open(buyer).log.size == n + 1 and store_count(buyer) == stored
 
 

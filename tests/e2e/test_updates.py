@@ -229,6 +229,12 @@ def test_a_revocation_reaches_the_buyer_in_an_update_bundle(
     assert any(line.endswith(f"its log index {applied})") for line in lines), r.stderr
     assert (f"WARNING: affected here: checkpoint bh-policy@1 ({short(ckpt)}) is built on {batch}"
             f" — see 'trajledger impact {vendor.batches[0]}'") in lines, r.stderr
+    # The report it prints (the bundle's, alone) does not call the revocation it applied
+    # "ignored" (aud34 finding 5), and its OK line names the size applied, which the vendor's
+    # next update starts from (aud34 finding 4).
+    assert ": ignored: " not in r.stdout and ": not judged by this bundle alone: " in r.stdout
+    assert f"its log applied up to size {applied + 1}: ask its owner for updates with " \
+           f"'trajledger export --updates-since {applied + 1}'" in r.stderr, r.stderr
     # The revocation and an import record were logged; nothing else (other records: by hash).
     assert buyer.size() == before + 2
     # The buyer's gate refuses, impact names the buyer's checkpoint, verify fails.

@@ -171,6 +171,8 @@ class ImportResult:
         report: the verification report of the bundle.
         logged: this log's indices of the foreign records (earlier ones on re-import).
         changes: what the import changed here (`updates.Changes`).
+        applied: the size of the foreign log applied now (its checkpoint's): the vendor's
+            next update bundle starts there (``export --updates-since``; aud34 finding 4).
     """
 
     digest: str | None
@@ -183,6 +185,7 @@ class ImportResult:
     report: Report
     logged: tuple[int, ...] = ()
     changes: Changes | None = None
+    applied: int = 0
 
 
 class _Recording:
@@ -940,7 +943,7 @@ def import_bundle(
                 artifact = {"digest": subject, "kind": entry.kind, "name": name, "logIndex": index}
             elif applied is not None and cp.size <= applied:
                 return ImportResult(None, "", "", origin_name(vkey), -1, False, 0, report,
-                                    (), Changes(origin_name(vkey)))
+                                    (), Changes(origin_name(vkey)), applied)
             entries = dict(ev.entries())
             start = ext.size if ext is not None else None
             logs = {vkey}  # this log's keys: its current one and those it rotated from
@@ -979,4 +982,4 @@ def import_bundle(
             return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                                 str(artifact["name"]) if artifact else "",
                                 origin_name(vkey), done.index, done.recorded,
-                                len(objects), report, done.logged, done.changes)
+                                len(objects), report, done.logged, done.changes, cp.size)

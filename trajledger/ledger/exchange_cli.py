@@ -469,20 +469,24 @@ def import_(
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
         emit_json(result.report.to_json() | {"import": {
             "index": result.index, "recorded": result.recorded,
-            "logged": list(result.logged), **(changes.to_json() if changes else {}),
+            "logged": list(result.logged), "applied": result.applied,
+            **(changes.to_json() if changes else {}),
             "lookalikes": lookalikes}})
     else:
         click.echo("\n".join(result.report.render()))
+    # The size applied is what the vendor's next update bundle starts from (aud34 finding 4).
+    since = (f"; its log applied up to size {result.applied}: ask its owner for updates with "
+             f"'trajledger export --updates-since {result.applied}'")
     if result.index < 0:
-        ok(f"{what}: applied already up to the bundle's checkpoint; nothing new")
+        ok(f"{what}: applied already up to the bundle's checkpoint; nothing new{since}")
     elif result.recorded:
         ok(
             f"{what}: imported, {result.objects} object(s), {len(result.logged)} foreign "
             f"record(s) in this log{_span(result.logged)}, import record at log index "
-            f"{result.index}"
+            f"{result.index}{since}"
         )
     else:
-        ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
+        ok(f"{what}: already imported at log index {result.index}; nothing new recorded{since}")
     if changes is not None:
         show_changes(changes)
     warn_origin(result.origin)

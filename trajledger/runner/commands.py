@@ -830,7 +830,7 @@ def verify(
                  "trust state): a bundle that does not extend it is a fork, or older and may "
                  "hide what the log recorded since (a revocation); ask its sender for one "
                  "exported now")
-        report_raise(report, str(bundle), skip_data, omitted)
+        report_raise(report, str(bundle), skip_data, omitted, named=True)
         return
     ledger = None
     try:
@@ -902,10 +902,14 @@ def _verify_bundle(
                              known_checkpoint=known, known_what=what), len(evidence.index.omitted)
 
 
-def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0) -> None:
+def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0,
+                 named: bool = False) -> None:
     """OK line, or a VerificationError listing every failure. The OK line says what was not
-    checked: data blobs a bundle does not hold (``omitted``), data compared by size only."""
+    checked: data blobs a bundle does not hold (``omitted``), data compared by size only; and,
+    ``named`` (a bundle), what it verified, with its full digest, as ``python -m verify``
+    does: a bundle of another artifact than the one meant passes too (aud34 finding 1)."""
     from trajledger.verify.errors import VerificationError
+    from trajledger.verify.nodes import short
 
     n, failed = report.count()
     if failed:
@@ -913,8 +917,10 @@ def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: in
             f"{subject}: {failed} of {n} checks failed\n" + "\n".join(report.failures())
         )
     erased = report.erased()
+    node = report.nodes.get(report.subject) if named else None
     ok(
-        f"{subject}: {n} checks passed"
+        f"{subject}: " + (f"{node.label.replace(short(node.id), node.id)}: " if node else "")
+        + f"{n} checks passed"
         + (f" ({erased} erased: data deleted, digests verified)" if erased else "")
         + (f" ({omitted} data blob(s) not in the bundle: their bytes not checked)" if omitted
            else "")

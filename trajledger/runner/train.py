@@ -181,9 +181,12 @@ def start_run(
     from trajledger.ledger.catalog import Catalog
 
     if not policy.holds("trainer", signer.keyid):
-        raise PolicyError(
+        revoked = next((r for r in policy.revoked_keys if r.keyid == signer.keyid), None)
+        raise PolicyError(  # a key the policy declares compromised is named so (aud34)
             f"key {signer.name} ({signer.keyid[:12]}): does not hold the trainer role in "
-            f"policy {policy.name!r} serial {policy.serial}; sign with one of its trainer keys ("
+            f"policy {policy.name!r} serial {policy.serial}"
+            + (f", which declares it {revoked.describe()}" if revoked else "")
+            + "; sign with one of its trainer keys ("
             + (", ".join(k.keyid[:16] for k in policy.role("trainer").keys) or "none")
             + "; 'trajledger key list' shows your keys' fingerprints)"
         )

@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from .bundle import BundleEvidence, verify_bundle
 from .errors import FormatError, ProvenanceError, VerificationError
+from .nodes import short
 from .policy import load_policy_file
 from .report import HIDDEN
 
@@ -49,12 +50,9 @@ class _Version(argparse.Action):
     """``-V``: the installed trajledger's version, or that this is a copy of ``verify/``."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> NoReturn:
-        from importlib.metadata import PackageNotFoundError, version
+        from .version_line import print_version  # -V only
 
-        try:
-            print(f"{parser.prog} (trajledger {version('trajledger')})")
-        except PackageNotFoundError:
-            print(f"{parser.prog} (a copy of verify/; trajledger is not installed)")
+        print_version(parser.prog)
         parser.exit(0)
 
 
@@ -129,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
     omitted = len(evidence.index.omitted)
     how = (f" ({omitted} data blob(s) not in the bundle: their bytes not checked)" if omitted
            else "") + (" (data: sizes only, not re-hashed)" if args.skip_data else "")
-    print(f"OK: {subject}: {n} checks passed{how}".translate(HIDDEN), file=sys.stderr)
+    node = report.nodes.get(report.subject)  # named in full: is it the one meant? (aud34)
+    what = node.label.replace(short(node.id), node.id) if node else report.subject
+    print(f"OK: {subject}: {what}: {n} checks passed{how}".translate(HIDDEN), file=sys.stderr)
     return EXIT_OK
 
 

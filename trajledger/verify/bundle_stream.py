@@ -32,6 +32,7 @@ SMALL_KINDS = ("checkpoint", "entry", "proof", "consistency", "range", "policy",
 """The kinds of member (`verify.bundle_index.check_member_name`) held in memory, each under
 its kind's cap (`Limits.cap`); objects stream to disk."""
 _PAX_KEYS = frozenset({"path", "size"})
+REPACKED = ": re-packed by tar? verify the file 'trajledger export' wrote, as it was sent"
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class Bounded:
         while left:
             chunk = self.read(min(left, CHUNK))
             if not chunk:
-                raise FormatError(f"{what}: truncated ({n - left} of {n} bytes)")
+                raise FormatError(f"{what}: truncated ({n - left} of {n} bytes): get it again")
             left -= len(chunk)
             yield chunk
 
@@ -158,7 +159,7 @@ def _parse_pax(data: bytes, what: str) -> dict[str, str]:
         except UnicodeDecodeError as e:
             raise FormatError(f"{what}: pax record is not text") from e
         if not eq or k not in _PAX_KEYS:
-            raise FormatError(f"{what}: pax key {k!r} is not allowed (only path and size)")
+            raise FormatError(f"{what}: pax key {k!r} not allowed (only path and size){REPACKED}")
         if k in out:
             raise FormatError(f"{what}: pax key {k!r} appears twice")
         out[k] = v
@@ -197,7 +198,7 @@ def tar_headers(stream: Bounded, limits: Limits, what: str) -> Iterator[tuple[st
         # (2)
         here = f"{what}: tar header {number}"
         if block[257:263] != b"ustar\x00" or block[263:265] != b"00":
-            raise FormatError(f"{here}: not a POSIX ustar/pax header")
+            raise FormatError(f"{here}: not a POSIX ustar/pax header{REPACKED}")
         want = _octal(block[148:156], f"{here}: checksum")
         if sum(block[:148]) + 8 * 32 + sum(block[156:]) != want:
             raise FormatError(f"{here}: header checksum does not match")
@@ -249,7 +250,7 @@ def open_zstd(path: Path, limits: Limits) -> tuple[IO[bytes], Bounded]:
     try:
         head = fh.read(18)
         if head[:4] != ZSTD_MAGIC:
-            raise FormatError(f"{what}: not zstd-compressed (magic {head[:4].hex()})")
+            raise FormatError(f"{what}: not zstd-compressed (magic {head[:4].hex() or 'none'})")
         try:
             declared = zstandard.get_frame_parameters(head).content_size
         except zstandard.ZstdError as e:

@@ -584,7 +584,8 @@ class LineageVerifier:
         kind = self.primary_kind(digest)
         if kind is None:
             missing = Node(digest, "artifact", name=f"artifact {_short(digest)}")
-            missing.fail("record", f"{digest}: no artifact with this digest is recorded in the log")
+            missing.fail("record", f"{digest}: " + ("no artifact with this digest is recorded in "
+                         "the log" if self.checkpoint else "not looked up: the log did not verify"))
             self._nodes.setdefault(digest, missing)
             self.finish()
         else:

@@ -85,10 +85,9 @@ class TrustedLog:
             self.trusted_vkeys += predecessors(self.trusted_vkeys, handovers)
         need = max(log_role.threshold, 1)
         if len(verified) < need:
-            self.log.fail(
-                "checkpoint",
-                f"signed by {len(verified)} of {need} trusted log key(s) ({'; '.join(errors)})",
-            )
+            from .untrusted_key import log_signers  # who signed it instead, and what to do
+            self.log.fail("checkpoint", f"signed by {len(verified)} of {need} trusted log key(s) "
+                          f"({'; '.join(errors)})" + log_signers(note, log_role.vkeys))
             return
         cp = verified[0]
         self.checkpoint = cp

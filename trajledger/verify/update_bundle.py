@@ -119,7 +119,8 @@ def check_extension(evidence: ExtensionEvidence, verifier: LineageVerifier, bund
             reason = getattr(rec.predicate, "reason", None)
             bundle.add(f"{entry.kind} record {i}", INFO, f"{about}: verified"
                        + (f": {reason}" if reason else ""))
-        else:
-            bundle.add(f"{entry.kind} record {i}", INFO, f"{about}: ignored: {rec.message}")
+        else:  # not "ignored": an import into a ledger that holds its subject judges it (aud34)
+            bundle.add(f"{entry.kind} record {i}", INFO,
+                       f"{about}: not judged by this bundle alone: {rec.message}")
     bundle.add("extension", OK, f"entries {ext.size}..{cp.size - 1} of the log rebuild its "
                f"root from the tree of size {ext.size}; {shown} with their records")

@@ -53,7 +53,11 @@ use), paid by a revocation's or an erasure's authority judged where it loads
 4,496 after left34's refusal of a TOML float that does not hold (``1e-400`` read as 0.0:
 ``verify.policy._toml_float``, six lines with ``import math``), paid by an unknown role and an
 unknown predicate type refused by ``refuse_unknown`` as every other unknown name (eight lines
-fewer, and a "did you mean").
+fewer, and a "did you mean");
+4,497 with aud34's OK line naming the subject in full, the "re-packed" and "get it again"
+advice of a bundle that is not as exported, and an artifact not looked up when the log fails,
+paid by ``-V``'s line loaded where used (``verify.version_line``) and the log keys that did
+sign an untrusted checkpoint named where a failure loads them (``verify.untrusted_key``).
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
           "record_json", "blame", "untrusted_key", "left_out",
-          "contamination_rules", "withdrawals")
+          "contamination_rules", "withdrawals", "version_line")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -97,7 +101,7 @@ ciphertexts), the predicates of kinds a checkpoint's lineage does not hold (eval
 releases, unsealings, imports, refusals, model signatures), the writer of records' JSON, the
 root causes of a report that fails, the node of a key the policy does not hold, why an
 exporter left evidence out, a policy's ``[contamination]`` (read by dataset create and the
-gate, never by the verifier of a bundle), withdrawn approvals."""
+gate, never by the verifier of a bundle), withdrawn approvals, the ``-V`` line."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 

@@ -1,0 +1,201 @@
+"""An auditor's first hour (aud34): a lab's bundles, its public keys, a policy written by hand,
+and ``python -m verify``; then the bundles and policies an auditor meets that must fail, each
+with one line that says what failed and what to do (docs/AUDIT_FIRST_HOUR.md).
+
+The lab is a quickstart ledger; each test reads the bundles it exported (its final checkpoint
+and a dataset of its lineage) and writes its own copies.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from testkit import new_runner
+
+from trajledger.ledger.home import LedgerHome
+from trajledger.runner.cli import main
+from trajledger.verify.__main__ import main as verify_main
+
+
+class Lab:
+    """A quickstart ledger ``home``, its final checkpoint ``ckpt`` (digest) exported as
+    ``bundle``, its dataset ``cartpole-train@2`` as ``dataset``, a hand-written policy."""
+
+    def __init__(self, root: Path) -> None:
+        runner = new_runner()
+        self.home = root / "lab"
+        r = runner.invoke(main, ["quickstart", str(self.home), "--episodes", "10"])
+        assert r.exit_code == 0, r.output
+        self.ckpt = r.stdout.strip().splitlines()[-1]
+        self.bundle, self.dataset = root / "ckpt.tar.zst", root / "dataset.tar.zst"
+        for ref, out in ((self.ckpt, self.bundle), ("cartpole-train@2", self.dataset)):
+            r = runner.invoke(main, ["--ledger", str(self.home), "export", ref, "--out", str(out)])
+            assert r.exit_code == 0, r.output
+        self.vkey = LedgerHome.open(self.home).log.vkey
+        keys = root / "keys"
+        keys.mkdir()
+        for pub in (self.home / "keys").glob("*.pub"):
+            shutil.copy(pub, keys / pub.name)
+        self.policy = root / "policy.toml"
+        self.policy.write_text(self.policy_text(self.vkey))
+
+    @staticmethod
+    def policy_text(vkey: str) -> str:
+        """The auditor's policy as docs/third-party.md writes it, with the log key ``vkey``."""
+        return (
+            'name = "auditor"\nserial = 1\n\n'
+            '[roles.producer]\nkeys = ["keys/vendor.pub"]\n\n'
+            '[roles.approver]\nkeys = ["keys/approver-a.pub", "keys/approver-b.pub"]\n'
+            "threshold = 2\n\n"
+            '[roles.trainer]\nkeys = ["keys/trainer.pub"]\n\n'
+            f'[roles.log]\nvkeys = ["{vkey}"]\n'
+        )
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    return Lab(tmp_path_factory.mktemp("aud34"))
+
+
+def verify(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, list[str]]:
+    """``python -m verify ARGS``: its exit code and its stderr lines."""
+    code = verify_main([str(a) for a in args])
+    return code, capsys.readouterr().err.splitlines()
+
+
+def test_the_ok_line_names_what_was_verified_with_its_full_digest(
+    lab: Lab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Finding 1: a bundle of another artifact than the one meant (an older checkpoint, a
+    dataset) verifies as well, exit 0, and the OK line named only the file: a script or a
+    hurried auditor could not tell. Now it names the subject, kind, name and full digest."""
+    code, err = verify(capsys, lab.bundle, "--policy", lab.policy)
+    assert code == 0, err
+    assert len(err) == 1 and err[0].startswith(f"OK: {lab.bundle}: checkpoint cartpole-bc@")
+    assert f" ({lab.ckpt}): " in err[0] and err[0].endswith(" checks passed")
+    code, err = verify(capsys, lab.dataset, "--policy", lab.policy)
+    assert code == 0, err
+    assert re.fullmatch(rf"OK: {re.escape(str(lab.dataset))}: dataset cartpole-train@2 "
+                        r"\(sha256:[0-9a-f]{64}\): \d+ checks passed", err[0]), err
+    # ``trajledger verify BUNDLE`` says the same.
+    r = new_runner().invoke(main, ["verify", str(lab.dataset), "--policy", str(lab.policy)])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith(f"OK: {lab.dataset}: dataset cartpole-train@2 (sha256:"), r.stderr
+
+
+def test_a_log_key_the_policy_does_not_name_is_named_with_what_to_do(
+    lab: Lab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Finding 2: a policy naming another log key (another lab's, or the key after a rotation
+    for a bundle exported before it) said which key it wanted, not which key signed, nor what
+    to do; and a second line said the checkpoint was not recorded in the log."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from trajledger.ledger.encode import vkey_string
+
+    key = Ed25519PrivateKey.generate().public_key().public_bytes_raw()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(Lab.policy_text(vkey_string("example.org/other-lab", key)))
+    shutil.copytree(lab.policy.parent / "keys", tmp_path / "keys")
+    code, err = verify(capsys, lab.bundle, "--policy", policy)
+    assert code == 1
+    origin, keyid = lab.vkey.split("+")[:2]
+    checkpoint = next(x for x in err if "log > checkpoint: " in x)
+    assert f"the log's checkpoint is signed by {origin}+{keyid}, which your policy's log role " \
+           "does not name: get that log's verifier key" in checkpoint
+    assert not any("no artifact with this digest is recorded" in x for x in err), err
+    assert any(x.endswith("not looked up: the log did not verify") for x in err), err
+
+
+@pytest.mark.parametrize("damage", ["cut", "empty", "repacked"])
+def test_a_bundle_cut_short_or_repacked_says_what_to_do(
+    lab: Lab, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """Finding 3: a truncated download, an empty file, or a bundle unpacked and packed again
+    by tar failed with the reader's words alone (``truncated (N of M bytes)``, ``magic `` and
+    nothing, ``not a POSIX ustar/pax header``)."""
+    import tarfile
+
+    import zstandard
+
+    data = lab.bundle.read_bytes()
+    bad = tmp_path / "bad.tar.zst"
+    if damage == "cut":
+        bad.write_bytes(data[: len(data) // 2])
+        want = "): get it again"
+    elif damage == "empty":
+        bad.write_bytes(b"")
+        want = "not zstd-compressed (magic none)"
+    else:  # extracted and packed again by tar (GNU format, as GNU tar writes by default)
+        unpacked = tmp_path / "x"
+        with tarfile.open(fileobj=zstandard.ZstdDecompressor().stream_reader(data),
+                          mode="r|") as tar:
+            tar.extractall(unpacked, filter="data")
+        with tarfile.open(tmp_path / "re.tar", "w", format=tarfile.GNU_FORMAT) as tar:
+            for p in sorted(unpacked.rglob("*")):
+                if p.is_file():
+                    tar.add(p, arcname=str(p.relative_to(unpacked)))
+        bad.write_bytes(zstandard.ZstdCompressor().compress((tmp_path / "re.tar").read_bytes()))
+        want = "re-packed by tar? verify the file 'trajledger export' wrote, as it was sent"
+    code, err = verify(capsys, bad, "--policy", lab.policy)
+    assert code == 1 and len(err) == 1 and err[0].startswith(f"FAIL: {bad}: bundle bad.tar.zst: ")
+    assert want in err[0], err
+
+
+def test_a_key_the_exporters_policy_declares_compromised_is_not_advised_to_be_added(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lab replaced its trainer key (a successor naming the new key, ``[[revoked_keys]]``
+    the old one since then) and trained with the new one. Verified under that successor alone
+    (the bundle's ``policy/N.json``), the checkpoints the old key signed before fail, and the
+    advice was ``if you trust its owner as trainer, add the key … to the policy``: a policy
+    that revokes a key a role holds is refused. Now it says the key is declared compromised
+    and to verify from the log's first policy, under which the bundle passes."""
+    import tamperkit as tk
+
+    runner = new_runner()
+    home = tmp_path / "lab"
+    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    ledger = ["--ledger", str(home)]
+    r = runner.invoke(main, [*ledger, "key", "new", "trainer2", "--no-encrypt"])
+    assert r.exit_code == 0, r.output
+    size = LedgerHome.open(home).log.size
+    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    old = (home / "keys" / "trainer.pub").read_text()
+    new = (home / "keys" / "trainer2.pub").read_text()
+    assert text.count(old) == 1
+    text = text.replace(old, new) + (f'\n[[revoked_keys]]\nkey = "keys/trainer.pub"\n'
+                                     f"compromised_since = {size}\nreason = \"laptop stolen\"\n")
+    (home / "policy2.toml").write_text(text)
+    r = runner.invoke(main, [*ledger, "policy", "set", str(home / "policy2.toml"),
+                             "--key", "approver-a", "--key", "approver-b", "--yes"])
+    assert r.exit_code == 0, r.output
+    # The lab's own refusal of the old key says why (it said only "does not hold the role").
+    r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
+                             "trainer", "--name", "cartpole-bc", "--version", "3"])
+    assert r.exit_code == 1 and "does not hold the trainer role in policy 'quickstart' serial " \
+        f"2, which declares it compromised since log index {size}: laptop stolen; sign with " \
+        in r.stderr, r.output
+    r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
+                             "trainer2", "--name", "cartpole-bc", "--version", "3",
+                             "--parent", "cartpole-bc@2", "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    bundle = tmp_path / "b.tar.zst"
+    r = runner.invoke(main, [*ledger, "export", "cartpole-bc@3", "--out", str(bundle)])
+    assert r.exit_code == 0, r.output
+    members = dict(tk.bundle_members(bundle))
+    (tmp_path / "first.json").write_bytes(members["policy/0.json"])
+    (tmp_path / "now.json").write_bytes(members[f"policy/{size}.json"])
+    code, err = verify(capsys, bundle, "--policy", tmp_path / "now.json")
+    assert code == 1
+    key = next(x for x in err if "> trust: " in x)
+    assert "add the key" not in key, key
+    assert f"the policy declares it compromised since log index {size}: laptop stolen; what " \
+           "it signed before then counts under the policy in force then: verify from the " \
+           "first policy of its log (a bundle's policy/0.json)" in key, key
+    code, err = verify(capsys, bundle, "--policy", tmp_path / "first.json")
+    assert code == 0, err
