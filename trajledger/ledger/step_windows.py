@@ -34,7 +34,8 @@ window's 16 steps an arithmetic progression, the step number or the time Gymnasi
 its clock columns, in order 0 and `COLUMNS` (`_clocked`, ``StepWindows.clocks``), so that a
 copy with a clock added holds the held episode's windows, and a held episode recorded with one
 those of a copy without it; a held window's marks (`MIN_DISTINCT`, few values) are decided
-without its clocks, so that a clock beside an agent standing still is no match (clock33).
+without its clocks, so that a clock beside an agent standing still is no match (clock33), in
+every order (rev31: reversed or subsampled, such a clock is a countdown or a clock of frames).
 The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
@@ -123,6 +124,7 @@ _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
 _CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
+_STANDING = 2.0**-25  # of two values' size: a step below half a float32 unit is no step (rev31)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 
 
@@ -349,8 +351,10 @@ def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     """Per run of `WINDOW` rows of ``raw`` (a row a step; ``len(raw) - WINDOW + 1`` runs) and
     column: whether the column is a clock over the run: its values an arithmetic progression
     to within float32 rounding (`_CLOCK_ROUNDING` of their size), increasing or decreasing,
-    never standing (the step number, ``t / 500``, the time left: Gymnasium's
-    ``TimeAwareObservation``). Only the columns `_maybe_clocks` gives are looked at."""
+    never standing (each step more than half a float32 unit, `_STANDING`: a step smaller
+    than the rounding, as of ``1e6 + t``, was taken for standing, rev31), each the sign of the
+    next (the step number, ``t / 500``, the time left: Gymnasium's ``TimeAwareObservation``;
+    a time stamp). Only the columns `_maybe_clocks` gives are looked at."""
     runs = len(raw) - WINDOW + 1
     out = np.zeros((max(runs, 0), raw.shape[1]), dtype=bool)
     maybe = _maybe_clocks(raw)
@@ -361,7 +365,9 @@ def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
         size = np.abs(r)
         d = np.diff(r, axis=0)
         tol = _CLOCK_ROUNDING * (size[:-2] + size[1:-1] + size[2:])
-        good = (np.abs(d[1:] - d[:-1]) <= tol) & (np.abs(d[:-1]) > tol)
+        step = np.abs(d) > _STANDING * (size[:-1] + size[1:])
+        good = (np.abs(d[1:] - d[:-1]) <= tol) & step[:-1] & step[1:] & (
+            (d[:-1] > 0) == (d[1:] > 0))
     bad = np.zeros((len(good) + 1, len(maybe)), dtype=np.int32)
     np.cumsum(~good, axis=0, out=bad[1:])
     out[:, maybe] = bad[WINDOW - 2 : WINDOW - 2 + runs] == bad[:runs]

@@ -80,7 +80,8 @@ whether it is of `step_windows.LONG` steps (or a whole episode of `step_windows.
 to `LONG` - 1 steps, which has one now: copy31); 7: the windows with a clock column hashed
 without it too (`step_windows.clock_columns`, part ``clocks``), and the marks of those windows
 decided without it (clock33); 8: the marks of a held episode's windows in the other orders
-decided without their clocks too (rev31)."""
+decided without their clocks too, a clock's step no longer compared with its size, and the
+windows of an episode's every set of clock columns (rev31)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks")

@@ -355,11 +355,25 @@ def test_clock_columns_are_the_windows_whose_values_step_evenly() -> None:
             d = np.diff(v)
             tol = 2.0**-20 * (np.abs(v[:-2]) + np.abs(v[1:-1]) + np.abs(v[2:]))
             want[p, j] = bool((np.abs(d[1:] - d[:-1]) <= tol).all()
-                              and (np.abs(d[:-1]) > tol).all())
+                              and (np.abs(d) > 2.0**-25 * (np.abs(v[:-1]) + np.abs(v[1:]))).all()
+                              and ((d > 0).all() or (d < 0).all()))
     assert np.array_equal(got, want)
     assert got[:, :4].all() and not got[:, 4:6].any() and got[:, 6].any() and not got[:, 6].all()
     assert got[:, 7].any() and not got[62:78, 7].any()  # the NaN at step 77
     assert not got[:, 8].any() and not got[:, 9].any()
+    # rev31: a clock far from 0 steps by less than 2**-20 of its size (a step of 1 at 10**6
+    # was taken for standing: a copy with ``10**6 + t`` added shared no window), one whose
+    # steps change sign within the rounding (a value that stands but for float noise), one
+    # that stands in float32 (``10**5 + t / 500``), and one step of a clock less than that
+    big = np.stack([1e6 + t, 1e7 - 3 * t, 1.0 + 1e-7 * (-1.0) ** t, 1e5 + t / 500,
+                    np.where(t == 150, 149 + 1e-9, t)], axis=1)
+    got = clock_columns(big)
+    assert got[:, :2].all() and not got[:, 2:4].any()
+    assert got[:, 4].any() and not got[135:151, 4].any()
+    a = walk(1, 60)
+    held = recorded(batch([("a", a)]))
+    for clock in (1e6 + t[:60], 1e7 - 3 * t[:60]):
+        assert set(held) <= every(batch([("c", np.insert(a, 2, clock, axis=1))], pa.float32()))
 
 
 def test_a_held_episode_with_a_clock_holds_the_windows_of_a_copy_without() -> None:
