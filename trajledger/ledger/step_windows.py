@@ -34,7 +34,8 @@ window's 16 steps an arithmetic progression, the step number or the time Gymnasi
 its clock columns, in order 0 and `COLUMNS` (`_clocked`, ``StepWindows.clocks``), so that a
 copy with a clock added holds the held episode's windows, and a held episode recorded with one
 those of a copy without it; a held window's marks (`MIN_DISTINCT`, few values) are decided
-without its clocks, so that a clock beside an agent standing still is no match (clock33).
+without its clocks, so that a clock beside an agent standing still is no match (clock33), in
+every order (rev31: reversed or subsampled, such a clock is a countdown or a clock of frames).
 The gate computes them from the bytes it verified; ``dataset create`` keeps them in the
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
@@ -103,8 +104,10 @@ over all its steps (copy31): of 16 to 31 steps, unrelated paths to goals shared 
 (20 steps: one episode pair of 4 x 10^6)."""
 MAX_CLOCK_SETS = 8
 """The most sets of clock columns (`clock_columns`) the windows of an episode are hashed
-without (`_clocked`), the most common first: a wrapper adds its clock in one place, so one
-set an episode is the rule, and each set costs a pass over the episode's steps."""
+without in order 0 and `COLUMNS` over its whole steps (`_clocked`), the most common first: a
+wrapper adds its clock in one place, so one set an episode is the rule, and each set costs a
+pass over the episode's steps. The windows of its other sets are hashed in order 0 over their
+own rows (at most `WINDOW` rows a window, rev31), without a `COLUMNS` hash."""
 LONG_COLUMNS = COLUMNS + 1
 """The order of a held episode's `COLUMNS` windows of `LONG` steps (`columns_spans`): their
 ``start`` is their first step (a window near its episode's end is hashed up to its last), and
@@ -121,6 +124,7 @@ _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
 _CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
+_STANDING = 2.0**-25  # of two values' size: a step below half a float32 unit is no step (rev31)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 
 
@@ -323,7 +327,8 @@ def _all_orders(
                                   first.start, mark, None if q is None else q[1], few)
     if not mark:
         two = few.copy()
-    bare = _clocked(q, lengths, first, mark)
+    got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
+    bare, untimed = (None, None) if got is None else got
     if bare is not None and mark:  # a window's marks are decided without its clocks
         at, _, f0, hc, _ = bare
         few[at] |= f0
@@ -331,6 +336,8 @@ def _all_orders(
     yield first, few
     for order in range(1, orders):
         w, more = _marked(ids, *_reordered(lengths, h, order), mark)
+        if untimed is not None:  # and so are its other orders' (rev31)
+            more |= _few_steps(*_reordered(lengths, untimed, order))
         yield replace(w, order=order), more
     yield replace(first, hashes=hashes, order=COLUMNS), two
     if bare is not None:
@@ -344,8 +351,10 @@ def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     """Per run of `WINDOW` rows of ``raw`` (a row a step; ``len(raw) - WINDOW + 1`` runs) and
     column: whether the column is a clock over the run: its values an arithmetic progression
     to within float32 rounding (`_CLOCK_ROUNDING` of their size), increasing or decreasing,
-    never standing (the step number, ``t / 500``, the time left: Gymnasium's
-    ``TimeAwareObservation``). Only the columns `_maybe_clocks` gives are looked at."""
+    never standing (each step more than half a float32 unit, `_STANDING`: a step smaller
+    than the rounding, as of ``1e6 + t``, was taken for standing, rev31), each the sign of the
+    next (the step number, ``t / 500``, the time left: Gymnasium's ``TimeAwareObservation``;
+    a time stamp). Only the columns `_maybe_clocks` gives are looked at."""
     runs = len(raw) - WINDOW + 1
     out = np.zeros((max(runs, 0), raw.shape[1]), dtype=bool)
     maybe = _maybe_clocks(raw)
@@ -356,7 +365,9 @@ def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
         size = np.abs(r)
         d = np.diff(r, axis=0)
         tol = _CLOCK_ROUNDING * (size[:-2] + size[1:-1] + size[2:])
-        good = (np.abs(d[1:] - d[:-1]) <= tol) & (np.abs(d[:-1]) > tol)
+        step = np.abs(d) > _STANDING * (size[:-1] + size[1:])
+        good = (np.abs(d[1:] - d[:-1]) <= tol) & step[:-1] & step[1:] & (
+            (d[:-1] > 0) == (d[1:] > 0))
     bad = np.zeros((len(good) + 1, len(maybe)), dtype=np.int32)
     np.cumsum(~good, axis=0, out=bad[1:])
     out[:, maybe] = bad[WINDOW - 2 : WINDOW - 2 + runs] == bad[:runs]
@@ -379,9 +390,10 @@ def _maybe_clocks(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
 
 
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
-             mark: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64],
-                                  npt.NDArray[np.bool_], npt.NDArray[np.uint64],
-                                  npt.NDArray[np.bool_]] | None:
+             mark: bool, h: npt.NDArray[np.uint64] | None = None) -> tuple[tuple[
+                 npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_],
+                 npt.NDArray[np.uint64], npt.NDArray[np.bool_]],
+                 npt.NDArray[np.uint64] | None] | None:
     """The windows ``first`` (order 0) with a clock column (`clock_columns`) hashed without
     every clock column of their first `WINDOW` steps: their indexes into ``first``, their
     hashes and marks (`_marked`), their `COLUMNS` hashes and marks (`columns_windows`), the
@@ -390,7 +402,12 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     held-out episode recorded with one holds the windows of a copy without it. Each set of
     clock columns is computed over the episodes that have it (a copier may put the clock in
     another place in each episode); of an episode, the windows of its `MAX_CLOCK_SETS` most
-    common sets (the cost: at most that many passes over its steps)."""
+    common sets (the cost: at most that many passes over its steps); those of its other sets in
+    order 0 only, over their own rows (`_rows_windows`: a copier who adds more sets before the
+    copy hid it after them, rev31), their `COLUMNS` hash 0 (none). With ``h`` (the step hashes,
+    of the held side), also the step hashes without each episode's most common set of clock
+    columns (the others' as they are; else None), whose windows in the other `ORDERS` decide
+    those orders' marks (`_few_steps`: rev31)."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, _, raw, member = q
@@ -408,23 +425,37 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     by = np.lexsort((-count, pairs[:, 0]))  # each episode's sets, the most common first
     rank = np.empty(len(by), dtype=np.int64)
     rank[by] = np.arange(len(by)) - np.searchsorted(pairs[by, 0], pairs[by, 0])
-    keep_pos = rank[inv.reshape(-1)] < MAX_CLOCK_SETS
-    pos, key = pos[keep_pos], key[keep_pos]
+    rare = rank[inv.reshape(-1)] >= MAX_CLOCK_SETS
     h0, hc = np.zeros(len(pos), np.uint64), np.zeros(len(pos), np.uint64)
     f0, fc = np.ones(len(pos), bool), np.ones(len(pos), bool)
+    top = np.full(len(lengths), -1, dtype=np.int64)  # each episode's most common set
+    top[pairs[rank == 0, 0]] = pairs[rank == 0, 1]
+    untimed = None if h is None else h.copy()
     for k in np.unique(key).tolist():
         keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
         if not keep.any():
+            if untimed is not None:  # nothing but clocks: every step alike
+                untimed[np.repeat(top == k, lengths)] = 0
             continue
         these = np.flatnonzero(key == k)
+        ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64).reshape(-1)
+        few_sets = these[rare[these]]  # order 0 only, over their own rows (rev31)
+        if len(few_sets):
+            at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
+            h0[few_sets], f0[few_sets] = _rows_windows(quantised, keep, ranks, at, mark)
+        these = these[~rare[these]]
+        if not len(these):
+            continue
         sel = pos[these]
         eps, local = np.unique(first.episode[sel], return_inverse=True)
         rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
         sub = lengths[eps]
-        ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64).reshape(-1)
         qk = np.ascontiguousarray(quantised[rows][:, keep])
-        w, few = _marked([first.episode_ids[e] for e in eps], sub,
-                         _matrix_hashes(qk, ranks), mark)
+        hk = _matrix_hashes(qk, ranks)
+        w, few = _marked([first.episode_ids[e] for e in eps], sub, hk, mark)
+        if untimed is not None:
+            mine = np.repeat(top[eps] == k, sub)
+            untimed[rows[mine]] = hk[mine]
         counts = np.maximum(sub - (WINDOW - 1), 0)
         at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
         h0[these], f0[these] = w.hashes[at], few[at]
@@ -432,7 +463,28 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
             salts = np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)), _U64(0))
             hc[these], fc[these] = columns_windows(qk, sub, local.reshape(-1),
                                                    first.start[sel], mark, salts, few[at])
-    return pos, h0, f0, hc, fc
+    return (pos, h0, f0, hc, fc), untimed
+
+
+def _rows_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
+                  ranks: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool
+                  ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """The order 0 hashes and marks (`_marked`) of the windows of the `WINDOW` rows from each
+    of rows ``at`` (ascending) of ``quantised``, of its columns ``keep`` (their members
+    ``ranks``): each run of overlapping or adjacent windows hashed once, so that the cost is
+    at most `WINDOW` rows a window, whatever the sets of clock columns an episode has."""
+    new = np.concatenate(([True], at[1:] > at[:-1] + WINDOW))
+    heads = np.flatnonzero(new)
+    seg = np.cumsum(new) - 1
+    begin = at[heads]
+    lengths = np.maximum.reduceat(at + WINDOW, heads) - begin
+    offset = np.cumsum(lengths) - lengths
+    rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(begin - offset, lengths)
+    w, few = _marked([""] * len(heads), lengths,
+                     _matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep]), ranks), mark)
+    counts = lengths - (WINDOW - 1)
+    idx = (np.cumsum(counts) - counts)[seg] + at - begin[seg]
+    return w.hashes[idx], few[idx]
 
 
 def _matrix_hashes(q: npt.NDArray[np.uint32], member: npt.NDArray[np.int64]
@@ -591,18 +643,35 @@ def _marked(
     episode = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)[:m]
     start = np.arange(m, dtype=np.int64) - first[episode]
     keep = start + WINDOW <= lengths[episode]  # not across two episodes
-    few = np.zeros(m, dtype=bool)
-    if mark:
-        # Only a window holding a step seen again within it can have few distinct steps:
-        # those alone are sorted and counted.
-        again = np.zeros(n, dtype=bool)
-        for d in range(1, WINDOW):
-            again[d:] |= h[d:] == h[:-d]
-        maybe = np.flatnonzero(np.lib.stride_tricks.sliding_window_view(again, WINDOW)
-                               [:, 1:].any(axis=1))
-        runs = np.sort(np.lib.stride_tricks.sliding_window_view(h, WINDOW)[maybe], axis=1)
-        few[maybe] = (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1 < MIN_DISTINCT
+    few = _few_runs(h) if mark else np.zeros(m, dtype=bool)
     return StepWindows(ids, lengths, episode[keep], start[keep], hashes[keep]), few[keep]
+
+
+def _few_runs(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+    """Per run of `WINDOW` step hashes ``h`` (at least `WINDOW`): whether it has fewer than
+    `MIN_DISTINCT` distinct steps."""
+    few = np.zeros(len(h) - WINDOW + 1, dtype=bool)
+    # Only a window holding a step seen again within it can have few distinct steps: those
+    # alone are sorted and counted.
+    again = np.zeros(len(h), dtype=bool)
+    for d in range(1, WINDOW):
+        again[d:] |= h[d:] == h[:-d]
+    maybe = np.flatnonzero(np.lib.stride_tricks.sliding_window_view(again, WINDOW)
+                           [:, 1:].any(axis=1))
+    runs = np.sort(np.lib.stride_tricks.sliding_window_view(h, WINDOW)[maybe], axis=1)
+    few[maybe] = (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1 < MIN_DISTINCT
+    return few
+
+
+def _few_steps(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64]
+               ) -> npt.NDArray[np.bool_]:
+    """`_marked`'s marks of the windows of whole episodes of ``lengths`` steps whose step
+    hashes are ``h``, without their hashes."""
+    if len(h) < WINDOW:
+        return np.zeros(0, dtype=bool)
+    ends = np.cumsum(lengths)
+    last = np.repeat(ends, lengths)[: len(h) - WINDOW + 1]  # each run's episode's end
+    return _few_runs(h)[np.arange(len(last)) + WINDOW <= last]
 
 
 def iter_marked(batches: Iterable[pa.RecordBatch], *, orders: bool = False) -> Iterator[

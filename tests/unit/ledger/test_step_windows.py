@@ -355,11 +355,25 @@ def test_clock_columns_are_the_windows_whose_values_step_evenly() -> None:
             d = np.diff(v)
             tol = 2.0**-20 * (np.abs(v[:-2]) + np.abs(v[1:-1]) + np.abs(v[2:]))
             want[p, j] = bool((np.abs(d[1:] - d[:-1]) <= tol).all()
-                              and (np.abs(d[:-1]) > tol).all())
+                              and (np.abs(d) > 2.0**-25 * (np.abs(v[:-1]) + np.abs(v[1:]))).all()
+                              and ((d > 0).all() or (d < 0).all()))
     assert np.array_equal(got, want)
     assert got[:, :4].all() and not got[:, 4:6].any() and got[:, 6].any() and not got[:, 6].all()
     assert got[:, 7].any() and not got[62:78, 7].any()  # the NaN at step 77
     assert not got[:, 8].any() and not got[:, 9].any()
+    # rev31: a clock far from 0 steps by less than 2**-20 of its size (a step of 1 at 10**6
+    # was taken for standing: a copy with ``10**6 + t`` added shared no window), one whose
+    # steps change sign within the rounding (a value that stands but for float noise), one
+    # that stands in float32 (``10**5 + t / 500``), and one step of a clock less than that
+    big = np.stack([1e6 + t, 1e7 - 3 * t, 1.0 + 1e-7 * (-1.0) ** t, 1e5 + t / 500,
+                    np.where(t == 150, 149 + 1e-9, t)], axis=1)
+    got = clock_columns(big)
+    assert got[:, :2].all() and not got[:, 2:4].any()
+    assert got[:, 4].any() and not got[135:151, 4].any()
+    a = walk(1, 60)
+    held = recorded(batch([("a", a)]))
+    for clock in (1e6 + t[:60], 1e7 - 3 * t[:60]):
+        assert set(held) <= every(batch([("c", np.insert(a, 2, clock, axis=1))], pa.float32()))
 
 
 def test_a_held_episode_with_a_clock_holds_the_windows_of_a_copy_without() -> None:
@@ -393,3 +407,98 @@ def test_a_clock_makes_no_match_out_of_nothing() -> None:
         walks = every(batch([(f"t{i}", clocked(walk(500 + i, 60), clock)) for i in range(30)]))
         assert not walks & every(batch([(f"h{i}", clocked(walk(i, 60), clock))
                                         for i in range(30)]), held=True)
+
+
+def test_a_held_clock_reversed_or_subsampled_makes_no_match_out_of_nothing() -> None:
+    """rev31: the held side's other orders (reversed, every k-th step) had their marks
+    decided with the clock: a held agent standing still beside the step number was 16
+    distinct steps reversed (the clock counting down) and every 2nd or 3rd step (the clock
+    stepping by 2 or 3), so an unrelated agent standing in the same state beside a countdown
+    (``T - t``) or a clock of frames (``2 t``: a frame skip of 2) shared 45 windows (a run of
+    60 steps, refused). The other orders' marks are decided without their clocks too; a copy
+    of a moving held episode, reversed with its clock, is still found."""
+    stand = np.tile([0.5, -1.0, 2.0], (120, 1))
+    t = np.arange(120.0)
+    held = every(batch([("h", np.insert(stand, 3, t, axis=1))]), held=True)
+    for clock in (100 - t[:60], 2 * t[:60], 3 * t[:60], 60 - 2 * t[:60], t[:60] / 2):
+        assert not held & every(batch([("c", np.insert(stand[:60], 3, clock, axis=1))]))
+    a = clocked(walk(6, 80), "t")
+    moving = every(batch([("h", a)]), held=True)
+    for copy in (a[::-1], a[::2], a[1::3][::-1]):  # reversed, every 2nd, every 3rd reversed
+        got = [h for w in iter_windows([batch([("c", copy)])]) if w.order == 0 and not w.clocks
+               for h in w.hashes.tolist()]
+        assert got and set(got) <= moving
+
+
+def test_a_copy_after_more_clock_sets_than_the_cap_is_found() -> None:
+    """rev31: of an episode, only the windows of its `MAX_CLOCK_SETS` most common sets of
+    clock columns were hashed without them: a held episode copied with `t` appended, after
+    700 made-up steps in which a column steps evenly throughout and one or two others in
+    turn (each 100 steps: 7 sets, and the windows across their joins another, each more
+    common than the copy's), shared none of its 45 windows. The other sets' windows are
+    hashed in order 0 over their own rows (across record batches alike)."""
+    from itertools import combinations
+
+    rng = np.random.default_rng(0)
+    a = np.cumsum(rng.normal(0, 0.05, size=(60, 8)), axis=0)
+    held = recorded(batch([("a", a)]))
+    junk = []
+    for i, cols in enumerate([s for r in (1, 2) for s in combinations(range(1, 8), r)][:12]):
+        j = np.cumsum(rng.normal(0, 0.05, size=(100, 8)), axis=0) + 3
+        j[:, 0] = 0.01 * np.arange(i * 100, (i + 1) * 100)
+        for c in cols:
+            j[:, c] = 5 + 0.01 * (c + 1) * np.arange(100)
+        junk.append(j)
+    for before in (junk[:7], junk):
+        obs = np.vstack([*before, a])
+        copy = clocked(obs, "t")
+        assert len(held) == 45 and set(held) <= every(batch([("c", copy)]))
+        assert set(held) <= every(batch([("c", copy[:40])]), batch([("c", copy[40:])]))
+
+
+def test_the_windows_of_rare_clock_sets_are_those_of_the_common(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The windows of an episode's sets of clock columns past `MAX_CLOCK_SETS` (hashed over
+    their own rows, rev31) are, hash and mark, those the episode's pass gives: every set made
+    rare (a cap of 0), of walks, standing agents and a clock that resets, held and not."""
+    from trajledger.ledger import step_windows
+
+    stand = np.tile([0.5, -1.0, 2.0, 0.0], (70, 1))
+    reset = clocked(walk(3, 90), "t")
+    reset[:, -1] %= 23  # a clock that resets: its windows apart
+    eps = [("w", clocked(walk(1, 50), "t", 1)), ("s", clocked(stand, "left")),
+           ("r", reset), ("x", np.hstack([walk(2, 30), walk(7, 30)[:, :1]])),
+           ("d", clocked(clocked(walk(4, 40)[:, :3], "t"), "t/500"))]
+    cases = [[batch(eps)], [batch(eps[:2]), batch(eps[2:])]]
+
+    def bare(batches: list[pa.RecordBatch], held: bool) -> list[tuple[str, int, int, bool]]:
+        return [(w.episode_ids[e], s, h, bool(f))
+                for w, few in step_windows._iter(batches, held, 1) if w.clocks and not w.order
+                for e, s, h, f in zip(w.episode.tolist(), w.start.tolist(), w.hashes.tolist(),
+                                      few.tolist(), strict=True)]
+
+    want = [bare(b, held) for b in cases for held in (False, True)]
+    assert all(want) and any(f[3] for f in want[1]) and not all(f[3] for f in want[1])
+    monkeypatch.setattr(step_windows, "MAX_CLOCK_SETS", 0)
+    assert [bare(b, held) for b in cases for held in (False, True)] == want
+
+
+def test_the_marks_without_the_hashes_are_the_marks() -> None:
+    """`_few_steps` (the other orders' marks without their clocks, rev31) marks the windows
+    of whole episodes as `_marked` does: episodes shorter than a window, standing and
+    moving, back to back."""
+    from trajledger.ledger import step_windows
+
+    rng = np.random.default_rng(5)
+    seen = set()
+    for _ in range(50):
+        lengths = rng.integers(0, 60, size=int(rng.integers(1, 8))).astype(np.int64)
+        n = int(lengths.sum())
+        h = rng.integers(0, 4, size=n).astype(np.uint64)  # standing in one of 4 states
+        moving = rng.random(n) < rng.random()
+        h[moving] = 100 + np.flatnonzero(moving).astype(np.uint64)  # else a new step each
+        ids = [str(i) for i in range(len(lengths))]
+        want = step_windows._marked(ids, lengths, h, True)[1]
+        assert step_windows._few_steps(lengths, h).tolist() == want.tolist()
+        seen |= set(want.tolist())
+    assert seen == {False, True}
