@@ -559,7 +559,8 @@ def _bare_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
     """`columns_windows`'s hashes of ``bare``'s windows among windows ``lo`` to ``hi`` (the
     block whose column series are ``acc``, mixed values ``v``, the windows' rows ``r``), each
     over its columns without its clocks, their salts renumbered: as computed over those
-    columns alone (the rows from 32 before the first window to 48 after the last)."""
+    columns alone. Each set's windows take the rows from 32 before to 48 after each of them
+    (only those: a set may be one window of each of thousands of episodes, fuse34)."""
     a, b = np.searchsorted(bare.at, lo), np.searchsorted(bare.at, hi)
     for s in np.unique(bare.sets[a:b]).tolist():
         if s < 0:
@@ -567,12 +568,18 @@ def _bare_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
         these = a + np.flatnonzero(bare.sets[a:b] == s)
         w = bare.at[these]
         cols, salts = bare.columns[s]
-        rs = r[w - lo]
-        off, end = max(int(rs[0]) - (LONG - WINDOW), 0), min(int(rs[-1]) + LONG, len(v))
-        sub = acc[off : end - WINDOW + 1][:, cols]
+        rs = r[w - lo]  # ascending, as are the runs of rows below
+        first, last = np.maximum(rs - (LONG - WINDOW), 0), np.minimum(rs + LONG, len(v))
+        new = np.ones(len(rs), dtype=bool)
+        new[1:] = first[1:] > last[:-1]  # the runs of rows, overlapping ones joined
+        ends = last[np.append(np.flatnonzero(new)[1:] - 1, len(rs) - 1)]
+        runs = ends - first[new]
+        rows = np.repeat(first[new] - np.cumsum(runs) + runs, runs) + np.arange(int(runs.sum()))
+        sub = acc[np.ix_(np.minimum(rows, len(acc) - 1), cols)]
         salted = bool(salts.any())
-        bare.hc[these], more = _block(sub ^ salts[None, :] if salted else sub, v[off:end][:, cols],
-                                      rs - off, room[w], start[w], steps_of[w],
+        bare.hc[these], more = _block(sub ^ salts[None, :] if salted else sub,
+                                      v[np.ix_(rows, cols)], np.searchsorted(rows, rs),
+                                      room[w], start[w], steps_of[w],
                                       salts if salted else None, bare.f0[these], mark)
         bare.fc[these] = more if mark else False
 
