@@ -574,11 +574,19 @@ def _bare_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
         new[1:] = first[1:] > last[:-1]  # the runs of rows, overlapping ones joined
         ends = last[np.append(np.flatnonzero(new)[1:] - 1, len(rs) - 1)]
         runs = ends - first[new]
-        rows = np.repeat(first[new] - np.cumsum(runs) + runs, runs) + np.arange(int(runs.sum()))
-        sub = acc[np.ix_(np.minimum(rows, len(acc) - 1), cols)]
+        part: slice | npt.NDArray[np.int64] = cols
+        if int(cols[-1] - cols[0]) + 1 == len(cols):  # the clocks first or last: no copy
+            part = slice(int(cols[0]), int(cols[-1]) + 1)
+        if len(runs) == 1:  # the rule: one set, contiguous windows
+            f, e = int(first[0]), int(ends[0])
+            sub, vs, at = acc[f : e - WINDOW + 1, part], v[f:e, part], rs - f
+        else:
+            rows = np.repeat(first[new] - np.cumsum(runs) + runs, runs) + np.arange(
+                int(runs.sum()))
+            sub = acc[np.minimum(rows, len(acc) - 1)][:, part]
+            vs, at = v[rows][:, part], np.searchsorted(rows, rs)
         salted = bool(salts.any())
-        bare.hc[these], more = _block(sub ^ salts[None, :] if salted else sub,
-                                      v[np.ix_(rows, cols)], np.searchsorted(rows, rs),
+        bare.hc[these], more = _block(sub ^ salts[None, :] if salted else sub, vs, at,
                                       room[w], start[w], steps_of[w],
                                       salts if salted else None, bare.f0[these], mark)
         bare.fc[these] = more if mark else False
