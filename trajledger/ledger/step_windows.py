@@ -321,18 +321,18 @@ def _all_orders(
     """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
     windows (``q``: the quantised observations, a row a step, the columns' salts, their raw
     values and members, or None: `_columns`), then the windows without their clock columns
-    (`_clocked`; ``clocks``: order 0 then `COLUMNS`, those windows with a clock only)."""
+    (`_clocked`; ``clocks``: order 0 then `COLUMNS`, those windows with a clock only; their
+    `COLUMNS` hashes from the same column series as the full ones: `columns_windows`)."""
     first, few = _marked(ids, lengths, h, mark)
-    hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
-                                  first.start, mark, None if q is None else q[1], few)
-    if not mark:
-        two = few.copy()
     got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
     bare, untimed = (None, None) if got is None else got
+    hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
+                                  first.start, mark, None if q is None else q[1], few, bare)
+    if not mark:
+        two = few.copy()
     if bare is not None and mark:  # a window's marks are decided without its clocks
-        at, _, f0, hc, _ = bare
-        few[at] |= f0
-        two[at] |= (hc & _U64(1)).astype(bool) | (hc == 0)
+        few[bare.at] |= bare.f0
+        two[bare.at] |= (bare.hc & _U64(1)).astype(bool) | (bare.hc == 0)
     yield first, few
     for order in range(1, orders):
         w, more = _marked(ids, *_reordered(lengths, h, order), mark)
@@ -341,10 +341,10 @@ def _all_orders(
         yield replace(w, order=order), more
     yield replace(first, hashes=hashes, order=COLUMNS), two
     if bare is not None:
-        at, h0, f0, hc, fc = bare
-        some = replace(first, episode=first.episode[at], start=first.start[at], clocks=True)
-        yield replace(some, hashes=h0), f0
-        yield replace(some, hashes=hc, order=COLUMNS), fc
+        some = replace(first, episode=first.episode[bare.at], start=first.start[bare.at],
+                       clocks=True)
+        yield replace(some, hashes=bare.h0), bare.f0
+        yield replace(some, hashes=bare.hc, order=COLUMNS), bare.fc
 
 
 def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
@@ -389,15 +389,59 @@ def _maybe_clocks(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return np.flatnonzero((good[1:] & good[:-1]).any(axis=0)).astype(np.int64)
 
 
+@dataclass
+class _Bare:
+    """The windows of order 0 with a clock column, hashed without their clock columns
+    (`_clocked`).
+
+    Attributes:
+        at: their indexes into the windows of order 0 (ascending).
+        h0: their hashes as recorded (`_marked`; 0: none, every column a clock).
+        f0: their marks (`_marked`: too few distinct steps).
+        sets: the index into ``columns`` of each one's columns without its clocks, or -1:
+            no `COLUMNS` hash (fewer than 2 columns left, or a set past `MAX_CLOCK_SETS`).
+        columns: per set of clock columns, the columns kept and their salts (the members
+            renumbered: `_columns`).
+        hc: their `COLUMNS` hashes (`columns_windows` fills them in; 0: none).
+        fc: their `COLUMNS` marks (idem; true: not compared as held out).
+    """
+
+    at: npt.NDArray[np.int64]
+    h0: npt.NDArray[np.uint64]
+    f0: npt.NDArray[np.bool_]
+    sets: npt.NDArray[np.int64]
+    columns: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]]
+    hc: npt.NDArray[np.uint64]
+    fc: npt.NDArray[np.bool_]
+
+
+def _clock_sets(clock: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
+                                                       npt.NDArray[np.int64]]:
+    """The distinct rows of ``clock`` (packed in bytes, in their bytes' order) and the index
+    of each row's: ``np.unique(np.packbits(clock, axis=1), axis=0, return_inverse=True)``,
+    by a sort of 64-bit words (big-endian: their order is the bytes') instead of rows of
+    bytes compared one by one (most of the cost of a batch with a clock, fuse34)."""
+    packed = np.packbits(clock, axis=1)
+    width = -(-packed.shape[1] // 8) * 8
+    padded = np.zeros((len(packed), width), dtype=np.uint8)
+    padded[:, : packed.shape[1]] = packed
+    words = padded.view(">u8").astype(np.uint64)
+    order = np.lexsort(words.T[::-1])
+    rows = words[order]
+    new = np.ones(len(rows), dtype=bool)
+    new[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    key = np.empty(len(rows), dtype=np.int64)
+    key[order] = np.cumsum(new) - 1
+    return packed[order[new]], key
+
+
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
-             mark: bool, h: npt.NDArray[np.uint64] | None = None) -> tuple[tuple[
-                 npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_],
-                 npt.NDArray[np.uint64], npt.NDArray[np.bool_]],
-                 npt.NDArray[np.uint64] | None] | None:
+             mark: bool, h: npt.NDArray[np.uint64] | None = None
+             ) -> tuple[_Bare, npt.NDArray[np.uint64] | None] | None:
     """The windows ``first`` (order 0) with a clock column (`clock_columns`) hashed without
-    every clock column of their first `WINDOW` steps: their indexes into ``first``, their
-    hashes and marks (`_marked`), their `COLUMNS` hashes and marks (`columns_windows`), the
-    few values decided without the clocks; None when no window has one. A copy of a held-out
+    every clock column of their first `WINDOW` steps (`_Bare`: their `COLUMNS` hashes are
+    left to `columns_windows`, from the column series it computes for the full ones), the
+    marks decided without the clocks; None when no window has one. A copy of a held-out
     episode with a clock added (the train side) then holds the held episode's windows, and a
     held-out episode recorded with one holds the windows of a copy without it. Each set of
     clock columns is computed over the episodes that have it (a copier may put the clock in
@@ -418,18 +462,19 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
         return None
-    sets, key = np.unique(np.packbits(clock[pos], axis=1), axis=0, return_inverse=True)
-    key = key.reshape(-1)
-    pairs, inv, count = np.unique(np.stack((first.episode[pos], key), axis=1), axis=0,
-                                  return_inverse=True, return_counts=True)
-    by = np.lexsort((-count, pairs[:, 0]))  # each episode's sets, the most common first
+    sets, key = _clock_sets(clock[pos])
+    pair, inv, count = np.unique(first.episode[pos] * len(sets) + key, return_inverse=True,
+                                 return_counts=True)  # (episode, set), in that order
+    ep = pair // len(sets)
+    by = np.lexsort((-count, ep))  # each episode's sets, the most common first
     rank = np.empty(len(by), dtype=np.int64)
-    rank[by] = np.arange(len(by)) - np.searchsorted(pairs[by, 0], pairs[by, 0])
+    rank[by] = np.arange(len(by)) - np.searchsorted(ep[by], ep[by])
     rare = rank[inv.reshape(-1)] >= MAX_CLOCK_SETS
-    h0, hc = np.zeros(len(pos), np.uint64), np.zeros(len(pos), np.uint64)
-    f0, fc = np.ones(len(pos), bool), np.ones(len(pos), bool)
+    bare = _Bare(pos, np.zeros(len(pos), np.uint64), np.ones(len(pos), bool),
+                 np.full(len(pos), -1, np.int64), [], np.zeros(len(pos), np.uint64),
+                 np.ones(len(pos), bool))
     top = np.full(len(lengths), -1, dtype=np.int64)  # each episode's most common set
-    top[pairs[rank == 0, 0]] = pairs[rank == 0, 1]
+    top[ep[rank == 0]] = (pair % len(sets))[rank == 0]
     untimed = None if h is None else h.copy()
     for k in np.unique(key).tolist():
         keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
@@ -442,7 +487,8 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
         few_sets = these[rare[these]]  # order 0 only, over their own rows (rev31)
         if len(few_sets):
             at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
-            h0[few_sets], f0[few_sets] = _rows_windows(quantised, keep, ranks, at, mark)
+            got = _rows_windows(quantised, keep, ranks, at, mark)
+            bare.h0[few_sets], bare.f0[few_sets] = got
         these = these[~rare[these]]
         if not len(these):
             continue
@@ -450,20 +496,20 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
         eps, local = np.unique(first.episode[sel], return_inverse=True)
         rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
         sub = lengths[eps]
-        qk = np.ascontiguousarray(quantised[rows][:, keep])
-        hk = _matrix_hashes(qk, ranks)
+        cols = np.flatnonzero(keep)
+        hk = _matrix_hashes(quantised[np.ix_(rows, cols)], ranks)
         w, few = _marked([first.episode_ids[e] for e in eps], sub, hk, mark)
         if untimed is not None:
             mine = np.repeat(top[eps] == k, sub)
             untimed[rows[mine]] = hk[mine]
         counts = np.maximum(sub - (WINDOW - 1), 0)
         at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
-        h0[these], f0[these] = w.hashes[at], few[at]
-        if qk.shape[1] >= 2:
-            salts = np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)), _U64(0))
-            hc[these], fc[these] = columns_windows(qk, sub, local.reshape(-1),
-                                                   first.start[sel], mark, salts, few[at])
-    return (pos, h0, f0, hc, fc), untimed
+        bare.h0[these], bare.f0[these] = w.hashes[at], few[at]
+        if len(cols) >= 2:
+            bare.sets[these] = len(bare.columns)
+            bare.columns.append((cols, np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)),
+                                                _U64(0))))
+    return bare, untimed
 
 
 def _rows_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
@@ -510,7 +556,8 @@ def _matrix_hashes(q: npt.NDArray[np.uint32], member: npt.NDArray[np.int64]
 def columns_windows(
     q: npt.NDArray[np.uint32] | None, lengths: npt.NDArray[np.int64],
     episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64], mark: bool = True,
-    salts: npt.NDArray[np.uint64] | None = None, steps: npt.NDArray[np.bool_] | None = None
+    salts: npt.NDArray[np.uint64] | None = None, steps: npt.NDArray[np.bool_] | None = None,
+    bare: _Bare | None = None
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The `COLUMNS` hash of each window (``start`` steps into ``episode``, of `_marked`) of
     the steps of episodes of ``lengths`` steps whose quantised observations are ``q`` (a row
@@ -525,59 +572,117 @@ def columns_windows(
     window whether it is not compared as held out: few values and not `_informative` over
     those steps, or else too few
     distinct steps (``steps``, of `_marked`; without ``mark``, all false: the train side).
-    0 and true when ``q`` is None (no such observations)."""
+    0 and true when ``q`` is None (no such observations). ``bare`` (`_clocked`, of these
+    windows): its windows' hashes without their clock columns are filled in from the same
+    column series (a column's series does not depend on the others: only the set, the
+    salts and the few values change), one polynomial pass for both (fuse34)."""
     m, n = len(episode), int(lengths.sum())
     if q is None or n < WINDOW or not m:
         return np.zeros(m, dtype=np.uint64), np.ones(m, dtype=bool)
     at = (np.cumsum(lengths) - lengths)[episode] + start  # the windows kept, ascending
     room = lengths[episode] - start  # steps from each window's first to its episode's end
-    ext = LONG - WINDOW
+    steps_of = lengths[episode]
     hashes, few = np.empty(m, dtype=np.uint64), np.zeros(m, dtype=bool)
+    salted = salts is not None and bool(salts.any())
     for lo in range(0, m, _COLUMN_BLOCK):  # a block of windows at a time: bounded memory
-        rows = at[lo : lo + _COLUMN_BLOCK]
-        base, top = max(int(rows[0]) - ext, 0), min(int(rows[-1]) + WINDOW + ext, n)
+        hi = min(lo + _COLUMN_BLOCK, m)
+        rows = at[lo:hi]
+        base, top = max(int(rows[0]) - (LONG - WINDOW), 0), min(int(rows[-1]) + LONG, n)
         with np.errstate(over="ignore"):
             v = splitmix64(q[base:top].astype(np.uint64) ^ _COLUMN_SALT)
             acc = np.zeros((len(v) - WINDOW + 1, q.shape[1]), dtype=np.uint64)
             for k in range(WINDOW):
                 acc = acc * _POLY + v[k : k + len(acc)]
-        if salts is not None and salts.any():
-            acc ^= salts[None, :]
-        r = rows - base
-        short = _few_values(v)[r]
-        ahead = short & (room[lo : lo + len(rows)] >= LONG)
-        longs = np.flatnonzero(short & (ahead | (start[lo : lo + len(rows)] >= ext)))
-        steps_of = lengths[episode[lo : lo + len(rows)]]
-        whole = np.flatnonzero(short & (steps_of >= MIN_WHOLE) & (steps_of < LONG)
-                               & (start[lo : lo + len(rows)] == 0))
-        first = r[longs] - np.where(ahead[longs], 0, ext)  # each long window's first row
-        wide = acc[first]
-        with np.errstate(over="ignore"):
-            for k in range(1, LONG // WINDOW):  # the polynomial over LONG steps, in parts
-                wide = wide * _POLY_WINDOW + acc[first + k * WINDOW]
-        got = _set_hash(acc[r], _COLUMN_SALT) & ~_U64(1)
-        got[short] = 0
-        got[longs] = _set_hash(wide, _LONG_SALT) | _U64(1)
-        more = short.copy()
+        part = slice(lo, hi)
+        hashes[part], more = _block(acc ^ salts[None, :] if salted else acc,  # type: ignore[index]
+                                    v, rows - base, room[part], start[part], steps_of[part],
+                                    salts if salted else None,
+                                    None if steps is None else steps[part], mark)
         if mark:
-            if steps is not None:
-                more |= steps[lo : lo + len(rows)]
-            more[longs] = ~_informative(v, first, LONG)
-        for n_ in np.unique(steps_of[whole]).tolist():  # an episode shorter than LONG: whole
-            these = whole[steps_of[whole] == n_]
-            wide = np.zeros((len(these), q.shape[1]), dtype=np.uint64)
-            with np.errstate(over="ignore"):
-                for k in range(n_):
-                    wide = wide * _POLY + v[r[these] + k]
-            if salts is not None and salts.any():
-                wide ^= salts[None, :]
-            got[these] = _set_hash(wide, _LONG_SALT) | _U64(1)
-            if mark:
-                more[these] = ~_informative(v, r[these], n_)
-        hashes[lo : lo + len(rows)] = got
-        if mark:
-            few[lo : lo + len(rows)] = more
+            few[part] = more
+        if bare is not None:
+            _bare_block(bare, lo, hi, acc, v, rows - base, room, start, steps_of, mark)
     return hashes, few
+
+
+def _bare_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
+                v: npt.NDArray[np.uint64], r: npt.NDArray[np.int64],
+                room: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+                steps_of: npt.NDArray[np.int64], mark: bool) -> None:
+    """`columns_windows`'s hashes of ``bare``'s windows among windows ``lo`` to ``hi`` (the
+    block whose column series are ``acc``, mixed values ``v``, the windows' rows ``r``), each
+    over its columns without its clocks, their salts renumbered: as computed over those
+    columns alone. Each set's windows take the rows from 32 before to 48 after each of them
+    (only those: a set may be one window of each of thousands of episodes, fuse34)."""
+    a, b = np.searchsorted(bare.at, lo), np.searchsorted(bare.at, hi)
+    for s in np.unique(bare.sets[a:b]).tolist():
+        if s < 0:
+            continue
+        these = a + np.flatnonzero(bare.sets[a:b] == s)
+        w = bare.at[these]
+        cols, salts = bare.columns[s]
+        rs = r[w - lo]  # ascending, as are the runs of rows below
+        first, last = np.maximum(rs - (LONG - WINDOW), 0), np.minimum(rs + LONG, len(v))
+        new = np.ones(len(rs), dtype=bool)
+        new[1:] = first[1:] > last[:-1]  # the runs of rows, overlapping ones joined
+        ends = last[np.append(np.flatnonzero(new)[1:] - 1, len(rs) - 1)]
+        runs = ends - first[new]
+        part: slice | npt.NDArray[np.int64] = cols
+        if int(cols[-1] - cols[0]) + 1 == len(cols):  # the clocks first or last: no copy
+            part = slice(int(cols[0]), int(cols[-1]) + 1)
+        if len(runs) == 1:  # the rule: one set, contiguous windows
+            f, e = int(first[0]), int(ends[0])
+            sub, vs, at = acc[f : e - WINDOW + 1, part], v[f:e, part], rs - f
+        else:
+            rows = np.repeat(first[new] - np.cumsum(runs) + runs, runs) + np.arange(
+                int(runs.sum()))
+            sub = acc[np.minimum(rows, len(acc) - 1)][:, part]
+            vs, at = v[rows][:, part], np.searchsorted(rows, rs)
+        salted = bool(salts.any())
+        bare.hc[these], more = _block(sub ^ salts[None, :] if salted else sub, vs, at,
+                                      room[w], start[w], steps_of[w],
+                                      salts if salted else None, bare.f0[these], mark)
+        bare.fc[these] = more if mark else False
+
+
+def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArray[np.int64],
+           room: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+           steps_of: npt.NDArray[np.int64], salts: npt.NDArray[np.uint64] | None,
+           steps: npt.NDArray[np.bool_] | None, mark: bool
+           ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """`columns_windows` of windows at rows ``r`` of the column series ``acc`` (salted) of
+    mixed values ``v`` (a row a step), each ``room`` steps from its episode's end, ``start``
+    from its start, of an episode of ``steps_of`` steps: the hashes and marks (``mark``)."""
+    ext = LONG - WINDOW
+    short = _few_values(v)[r]
+    ahead = short & (room >= LONG)
+    longs = np.flatnonzero(short & (ahead | (start >= ext)))
+    whole = np.flatnonzero(short & (steps_of >= MIN_WHOLE) & (steps_of < LONG) & (start == 0))
+    first = r[longs] - np.where(ahead[longs], 0, ext)  # each long window's first row
+    wide = acc[first]
+    with np.errstate(over="ignore"):
+        for k in range(1, LONG // WINDOW):  # the polynomial over LONG steps, in parts
+            wide = wide * _POLY_WINDOW + acc[first + k * WINDOW]
+    got = _set_hash(acc[r], _COLUMN_SALT) & ~_U64(1)
+    got[short] = 0
+    got[longs] = _set_hash(wide, _LONG_SALT) | _U64(1)
+    more = short.copy()
+    if mark:
+        if steps is not None:
+            more |= steps
+        more[longs] = ~_informative(v, first, LONG)
+    for n_ in np.unique(steps_of[whole]).tolist():  # an episode shorter than LONG: whole
+        these = whole[steps_of[whole] == n_]
+        wide = np.zeros((len(these), v.shape[1]), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for k in range(n_):
+                wide = wide * _POLY + v[r[these] + k]
+        if salts is not None:
+            wide ^= salts[None, :]
+        got[these] = _set_hash(wide, _LONG_SALT) | _U64(1)
+        if mark:
+            more[these] = ~_informative(v, r[these], n_)
+    return got, more
 
 
 def _set_hash(acc: npt.NDArray[np.uint64], salt: np.uint64) -> npt.NDArray[np.uint64]:

@@ -1,0 +1,288 @@
+"""The windows without their clock columns in one pass (fuse34): `step_windows._clocked` and
+`columns_windows` compute them from the column series of the full `COLUMNS` windows, and group
+the windows by their set of clock columns with a sort of words; the windows, hashes and marks
+are those of clock33's two passes with rev31's changes (kept here only as the reference,
+`two_pass`), byte for byte, over random episodes with 0, 1 or 2 clocks (appended, inserted, a
+Dict member; the step number, ``t / 500``, the time left), few-valued and continuous, short and
+long, the clock in another place in each episode, cut in record batches anywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from unittest import mock
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trajledger.ledger import step_windows
+from trajledger.ledger.episode_vectors import splitmix64
+from trajledger.ledger.step_windows import COLUMNS, MAX_CLOCK_SETS, WINDOW, StepWindows
+
+U64 = np.uint64
+
+
+def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.int64],
+                      first: StepWindows, mark: bool, h: npt.NDArray[np.uint64] | None
+                      ) -> tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64],
+                                       npt.NDArray[np.bool_], npt.NDArray[np.uint64],
+                                       npt.NDArray[np.bool_]],
+                                 npt.NDArray[np.uint64] | None] | None:
+    """clock33's `_clocked` with rev31's changes (its sets past `MAX_CLOCK_SETS` in order 0
+    over their own rows; the step hashes without each episode's most common set, ``h``), two
+    passes as they were: the sets by ``np.unique`` of rows, each set's `COLUMNS` windows
+    computed again over its columns alone (a second polynomial pass)."""
+    if q is None or not len(first.start) or q[2].shape[1] < 2:
+        return None
+    quantised, _, raw, member = q
+    if not len(step_windows._maybe_clocks(raw)):
+        return None
+    starts = np.cumsum(lengths) - lengths
+    clock = step_windows.clock_columns(raw)[starts[first.episode] + first.start]
+    pos = np.flatnonzero(clock.any(axis=1))
+    if not len(pos):
+        return None
+    sets, key = np.unique(np.packbits(clock[pos], axis=1), axis=0, return_inverse=True)
+    key = key.reshape(-1)
+    pairs, inv, count = np.unique(np.stack((first.episode[pos], key), axis=1), axis=0,
+                                  return_inverse=True, return_counts=True)
+    by = np.lexsort((-count, pairs[:, 0]))
+    rank = np.empty(len(by), dtype=np.int64)
+    rank[by] = np.arange(len(by)) - np.searchsorted(pairs[by, 0], pairs[by, 0])
+    rare = rank[inv.reshape(-1)] >= MAX_CLOCK_SETS
+    h0, hc = np.zeros(len(pos), np.uint64), np.zeros(len(pos), np.uint64)
+    f0, fc = np.ones(len(pos), bool), np.ones(len(pos), bool)
+    top = np.full(len(lengths), -1, dtype=np.int64)
+    top[pairs[rank == 0, 0]] = pairs[rank == 0, 1]
+    untimed = None if h is None else h.copy()
+    for k in np.unique(key).tolist():
+        keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
+        if not keep.any():
+            if untimed is not None:
+                untimed[np.repeat(top == k, lengths)] = 0
+            continue
+        these = np.flatnonzero(key == k)
+        ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64).reshape(-1)
+        few_sets = these[rare[these]]
+        if len(few_sets):
+            at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
+            h0[few_sets], f0[few_sets] = step_windows._rows_windows(quantised, keep, ranks, at,
+                                                                    mark)
+        these = these[~rare[these]]
+        if not len(these):
+            continue
+        sel = pos[these]
+        eps, local = np.unique(first.episode[sel], return_inverse=True)
+        rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
+        sub = lengths[eps]
+        qk = np.ascontiguousarray(quantised[rows][:, keep])
+        hk = step_windows._matrix_hashes(qk, ranks)
+        w, few = step_windows._marked([first.episode_ids[e] for e in eps], sub, hk, mark)
+        if untimed is not None:
+            mine = np.repeat(top[eps] == k, sub)
+            untimed[rows[mine]] = hk[mine]
+        counts = np.maximum(sub - (WINDOW - 1), 0)
+        at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
+        h0[these], f0[these] = w.hashes[at], few[at]
+        if qk.shape[1] >= 2:
+            salts = np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)), U64(0))
+            hc[these], fc[these] = step_windows.columns_windows(
+                qk, sub, local.reshape(-1), first.start[sel], mark, salts, few[at])
+    return (pos, h0, f0, hc, fc), untimed
+
+
+def two_pass(ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
+             q: step_windows._Columns | None, mark: bool, orders: int
+             ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
+    """clock33's `_all_orders` with rev31's marks of the other orders: the full `COLUMNS`
+    windows, then those without the clocks in a second pass (`reference_clocked`)."""
+    first, few = step_windows._marked(ids, lengths, h, mark)
+    hashes, two = step_windows.columns_windows(None if q is None else q[0], lengths,
+                                               first.episode, first.start, mark,
+                                               None if q is None else q[1], few)
+    if not mark:
+        two = few.copy()
+    got = reference_clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
+    bare, untimed = (None, None) if got is None else got
+    if bare is not None and mark:
+        at, _, f0, hc, _ = bare
+        few[at] |= f0
+        two[at] |= (hc & U64(1)).astype(bool) | (hc == 0)
+    yield first, few
+    for order in range(1, orders):
+        w, more = step_windows._marked(ids, *step_windows._reordered(lengths, h, order), mark)
+        if untimed is not None:
+            more |= step_windows._few_steps(*step_windows._reordered(lengths, untimed, order))
+        yield replace(w, order=order), more
+    yield replace(first, hashes=hashes, order=COLUMNS), two
+    if bare is not None:
+        at, h0, f0, hc, fc = bare
+        some = replace(first, episode=first.episode[at], start=first.start[at], clocks=True)
+        yield replace(some, hashes=h0), f0
+        yield replace(some, hashes=hc, order=COLUMNS), fc
+
+
+CLOCKS = ("t", "t/500", "left", "t+7")
+
+
+def with_clock(o: np.ndarray, kind: str, at: int) -> np.ndarray:
+    t = np.arange(len(o), dtype=np.float64)
+    c = {"t": t, "t/500": (t / 500).astype(np.float32), "left": 1 - t / 500, "t+7": t + 7}[kind]
+    return np.insert(o, at, c, axis=1)
+
+
+def episode(rng: np.random.Generator, n: int, width: int, kind: int) -> np.ndarray:
+    """A walk (0), one-hot cells (1), a small grid (2) or a few states visited (3): few
+    distinct steps of many values each (marked for too few distinct steps alone)."""
+    if kind == 1 and width:
+        return np.eye(width)[rng.integers(0, width, max(n // 3, 1))[rng.integers(
+            0, max(n // 3, 1), n)]]
+    if kind == 2:
+        return rng.integers(0, 3, size=(n, width)).astype(np.float64)
+    if kind == 3:
+        states = int(rng.integers(1, 5))
+        return rng.normal(size=(states, width))[rng.integers(0, states, n)]
+    return np.cumsum(rng.normal(0, 0.05, size=(n, width)), axis=0)
+
+
+def random_batches(seed: int, dict_member: bool) -> list[pa.RecordBatch]:
+    """Random episodes of one width, each with 0, 1 or 2 clocks in a place of its own (or,
+    ``dict_member``: a Dict space whose member ``time`` is a clock, or a constant, per
+    episode, and members ``pos`` and ``vel`` in any order), few-valued or continuous, of 0 to
+    150 steps, cut into record batches anywhere."""
+    rng = np.random.default_rng(seed)
+    width = int(rng.integers(0, 9))  # 0: some episodes all clocks
+    ids: list[str] = []
+    parts: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    for e in range(int(rng.integers(1, 12))):
+        n = int(rng.choice([int(rng.integers(0, 16)), int(rng.integers(16, 48)),
+                            int(rng.integers(48, 150))]))
+        o = episode(rng, n, width, int(rng.choice([0, 0, 1, 2, 3])))
+        if not dict_member:
+            for _ in range(int(rng.choice([0, 1, 1, 2]))):
+                o = with_clock(o, str(rng.choice(CLOCKS)), int(rng.integers(0, o.shape[1] + 1)))
+            if rng.random() < 0.2 and n:  # a clock cut short and one standing still
+                o = np.hstack((o, np.where(np.arange(n) < n // 2, np.arange(n), 0.0)[:, None]))
+        t = np.arange(n, dtype=np.float64)
+        times.append(((t / 500) if rng.random() < 0.7 else np.ones(n))[:, None])
+        ids += [f"e{e}"] * n
+        parts.append(o)
+    widths = {p.shape[1] for p in parts}
+    if len(widths) > 1:  # one schema a batch: pad the narrower ones with zeros
+        top = max(widths)
+        parts = [np.hstack((p, np.zeros((len(p), top - p.shape[1])))) for p in parts]
+    flat = np.vstack(parts) if parts else np.zeros((0, width))
+    if not flat.shape[1]:
+        flat = np.zeros((len(flat), 1))
+    obs: pa.Array = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), flat.shape[1])
+    if dict_member:  # members pos, vel (none, or a number or two a step) and time, any order
+        time = pa.FixedSizeListArray.from_arrays(pa.array(np.vstack(times).ravel()), 1)
+        members = {"pos": obs, "time": time}
+        vel = int(rng.integers(0, 3))
+        if vel:
+            members["vel"] = pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.normal(size=len(ids) * vel)), vel)
+        names = [str(k) for k in rng.permutation(sorted(members))]
+        obs = pa.StructArray.from_arrays([members[k] for k in names], names)
+    table = pa.table({"episode_id": pa.array(ids, pa.string()), "obs": obs})
+    cuts = sorted({int(c) for c in rng.integers(0, max(len(ids), 1), int(rng.integers(0, 4)))})
+    return [table.slice(a, b - a).to_batches()[0] for a, b in
+            zip([0, *cuts], [*cuts, len(ids)], strict=True) if b > a]
+
+
+def computed(batches: list[pa.RecordBatch], mark: bool) -> list[tuple[object, ...]]:
+    return [(w.episode_ids, w.lengths.tolist(), w.episode.tolist(), w.start.tolist(),
+             w.hashes.tolist(), w.order, w.clocks, f.tolist())
+            for w, f in step_windows._iter(batches, mark, len(step_windows.ORDERS) if mark else 1)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.booleans(), st.sampled_from([5, 64, 4096]))
+def test_the_windows_without_clocks_in_one_pass_are_the_two_passes(
+        seed: int, dict_member: bool, mark: bool, block: int) -> None:
+    """Every window, hash and mark, of both sides, as clock33's two passes gave them, in
+    blocks of windows of any size (`columns_windows`)."""
+    batches = random_batches(seed, dict_member)
+    with mock.patch.object(step_windows, "_COLUMN_BLOCK", block):
+        got = computed(batches, mark)
+    with mock.patch.object(step_windows, "_all_orders", two_pass):
+        want = computed(batches, mark)
+    assert got == want
+
+
+def test_the_random_episodes_have_clocks_of_every_kind() -> None:
+    """The property above is not vacuous: its episodes hold windows without their clocks,
+    order 0 and `COLUMNS`, with a hash and without (`COLUMNS`: of `LONG` steps too), compared
+    as held out and not."""
+    seen: dict[str, int] = {}
+    for seed in range(60):
+        for dict_member in (False, True):
+            for row in computed(random_batches(seed, dict_member), True):
+                _, _, _, _, hashes, order, clocks, marks = row
+                if not clocks:
+                    continue
+                h, f = np.array(hashes, dtype=np.uint64), np.array(marks, dtype=bool)
+                name = f"{'dict' if dict_member else 'flat'}-{order}"
+                seen[name + "-hashed"] = seen.get(name + "-hashed", 0) + int((h != 0).sum())
+                seen[name + "-none"] = seen.get(name + "-none", 0) + int((h == 0).sum())
+                seen[name + "-kept"] = seen.get(name + "-kept", 0) + int((~f).sum())
+                seen[name + "-long"] = seen.get(name + "-long", 0) + int(
+                    ((h & U64(1)) == 1).sum() if order == COLUMNS else 0)
+    assert all(seen.get(f"{k}-{o}-{what}", 0) for k in ("flat", "dict") for o in (0, COLUMNS)
+               for what in ("hashed", "kept")), seen
+    assert seen["flat-0-none"], seen  # every column a clock: no hash as recorded
+    assert all(seen[f"{k}-{COLUMNS}-{what}"] for k in ("flat", "dict")
+               for what in ("none", "long")), seen
+
+
+def test_clock_sets_are_numpys_unique_rows() -> None:
+    """`_clock_sets` (a sort of 64-bit words) gives ``np.unique``'s rows and inverse, for
+    rows of 1 to 256 columns (one to four words, a partial last byte)."""
+    rng = np.random.default_rng(3)
+    for width in (1, 7, 8, 9, 63, 64, 65, 130, 256):
+        for p in (1, 2, 50, 3000):
+            clock = rng.random((p, width)) < rng.choice([0.02, 0.5])
+            clock[rng.integers(0, p, p // 3)] = clock[0]  # repeats
+            sets, key = step_windows._clock_sets(clock)
+            want, inv = np.unique(np.packbits(clock, axis=1), axis=0, return_inverse=True)
+            assert np.array_equal(sets, want) and key.tolist() == inv.reshape(-1).tolist()
+
+
+def many_sets_batches(seed: int) -> list[pa.RecordBatch]:
+    """Episodes whose clock moves to another column every 16 to 40 steps: more sets of clock
+    columns an episode than `MAX_CLOCK_SETS` (rev31's rows windows, merged with the one pass)."""
+    rng = np.random.default_rng(seed)
+    width = int(rng.integers(MAX_CLOCK_SETS + 2, 16))
+    ids: list[str] = []
+    parts: list[np.ndarray] = []
+    for e in range(int(rng.integers(1, 4))):
+        chunks = [int(rng.integers(16, 41)) for _ in range(int(rng.integers(9, 14)))]
+        o = episode(rng, sum(chunks), width, int(rng.choice([0, 2, 3])))
+        at = 0
+        for c, n in enumerate(chunks):
+            o[at : at + n, c % width] = np.arange(n) / 500
+            at += n
+        ids += [f"e{e}"] * len(o)
+        parts.append(o)
+    flat = np.vstack(parts)
+    obs = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), width)
+    return pa.table({"episode_id": pa.array(ids, pa.string()), "obs": obs}).to_batches()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_more_sets_than_max_clock_sets_in_one_pass_are_the_two_passes(seed: int,
+                                                                       mark: bool) -> None:
+    """The sets past `MAX_CLOCK_SETS` (order 0 over their own rows, no `COLUMNS` hash) come out
+    of the one pass as out of the two."""
+    batches = many_sets_batches(seed)
+    got = computed(batches, mark)
+    with mock.patch.object(step_windows, "_all_orders", two_pass):
+        want = computed(batches, mark)
+    assert got == want
+    rows = [r for r in got if r[6] and r[5] == 0]
+    assert rows and any(h != 0 for r in rows for h in r[4])
