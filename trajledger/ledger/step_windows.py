@@ -27,7 +27,10 @@ or Tuple space's per member, copy30); a held one is compared only when it has at
 only when they come back to earlier steps often enough (`columns_windows`, copy30); an
 episode of `MIN_WHOLE` to `LONG` - 1 steps has one such window, over all its steps (copy31).
 The held side holds these apart, in order `LONG_COLUMNS`, each from its first step
-(`columns_spans`), so that the run they share is named whole (`span`, copy31).
+(`columns_spans`), so that the run they share is named whole (`span`, copy31). An image (a
+declared shape of more than `MAX_COLUMNS` numbers) has instead, in order `COLUMNS`, the
+windows of its frames as they are or flipped, channels in any order, each divided by its
+largest value (`image_windows`, img34).
 Both sides also hash each window with a clock column (`clock_columns`: its values over the
 window's 16 steps an arithmetic progression, the step number or the time Gymnasium's
 ``TimeAwareObservation`` adds, flattened into the vector or a Dict member of its own) without
@@ -55,6 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .episode_vectors import splitmix64
+from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
 
 __all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_CLOCK_SETS", "MAX_COLUMNS", "MIN_DISTINCT",
@@ -87,7 +91,7 @@ COLUMNS = len(ORDERS)
 both sides (`columns_windows`): their steps as recorded, after every order of `ORDERS`."""
 MAX_COLUMNS = 256
 """The most numbers a step's observation may have for its `COLUMNS` windows (each window
-costs a sort of its columns); wider ones (images) have none."""
+costs a sort of its columns); wider ones have none, but for images (`image_windows`)."""
 LONG = 48
 """Steps of a `COLUMNS` window whose 16 steps take few values (`_few_values`): of a one-hot
 or grid observation, the set of its columns' series says little more than which steps are
@@ -312,15 +316,18 @@ def _reordered(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
 
 def _all_orders(
     ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
-    q: _Columns | None, mark: bool, orders: int
+    q: _Columns | None, mark: bool, orders: int, f: npt.NDArray[np.uint64] | None = None
 ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
     windows (``q``: the quantised observations, a row a step, the columns' salts, their raw
-    values and members, or None: `_columns`), then the windows without their clock columns
-    (`_clocked`; ``clocks``: order 0 then `COLUMNS`, those windows with a clock only)."""
+    values and members, or None: `_columns`; of an image, ``f``, its `image_steps`, in their
+    place: `image_windows`), then the windows without their clock columns (`_clocked`;
+    ``clocks``: order 0 then `COLUMNS`, those windows with a clock only)."""
     first, few = _marked(ids, lengths, h, mark)
     hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
                                   first.start, mark, None if q is None else q[1], few)
+    if q is None and f is not None and len(f) >= WINDOW:  # an image (img34)
+        hashes, two = image_windows(f, lengths, first.episode, first.start, WINDOW), few.copy()
     if not mark:
         two = few.copy()
     bare = _clocked(q, lengths, first, mark)
@@ -685,6 +692,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
     carry_id: str | None = None
     carry = np.zeros(0, dtype=np.uint64)
     carry_q: _Columns | None = None
+    carry_f: npt.NDArray[np.uint64] | None = None
     for batch in batches:
         if "obs" not in batch.schema.names or not batch.num_rows:
             continue
@@ -693,6 +701,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         if h is None:
             continue
         q = _columns(obs)
+        f = None if q is not None else image_steps(obs, batch.schema.field("obs"), MAX_COLUMNS)
         eids = batch.column("episode_id").cast(pa.string())
         change = np.flatnonzero(np.asarray(
             pc.not_equal(eids[1:], eids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1
@@ -701,6 +710,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         lengths = np.diff(np.concatenate((firsts, [len(h)]))).astype(np.int64)
         if carry_id is not None:
             h, q = np.concatenate((carry, h)), _joined(carry_q, q)
+            f = None if f is None or carry_f is None else np.concatenate((carry_f, f))
             if ids[0] == carry_id:
                 lengths[0] += len(carry)
             else:
@@ -709,9 +719,10 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         cut = len(h) - int(lengths[-1])
         carry_id, carry = ids[-1], h[cut:]
         carry_q = None if q is None else (q[0][cut:], q[1], q[2][cut:], q[3])
+        carry_f = None if f is None else f[cut:]
         if len(ids) > 1:
             yield from _all_orders(ids[:-1], lengths[:-1], h[:cut], None if q is None else (
-                q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders)
+                q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders, None if f is None else f[:cut])
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
-                               carry_q, mark, orders)
+                               carry_q, mark, orders, carry_f)

@@ -69,7 +69,7 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 7
+WINDOWS_VERSION = 8
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -79,7 +79,8 @@ steps, and of Dict and Tuple spaces per member (copy30); 6: a `COLUMNS` hash's l
 whether it is of `step_windows.LONG` steps (or a whole episode of `step_windows.MIN_WHOLE`
 to `LONG` - 1 steps, which has one now: copy31); 7: the windows with a clock column hashed
 without it too (`step_windows.clock_columns`, part ``clocks``), and the marks of those windows
-decided without it (clock33)."""
+decided without it (clock33); 8: image observations' `step_windows.COLUMNS` windows, each
+the least over the flips of its frames (`image_windows`, img34)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks")
