@@ -110,10 +110,11 @@ def image_steps(obs: pa.Array, field: pa.Field, least: int) -> npt.NDArray[np.ui
         else:
             x = x.astype(np.float64)
             mixed = _mixed(x, x.max(axis=1))
-        mixed = (mixed.reshape(len(x), c, h * w) if first
-                 else mixed.reshape(len(x), h * w, c).transpose(0, 2, 1))
+        mixed = mixed.reshape(len(x), c, h * w) if first else mixed.reshape(len(x), h * w, c)
+        pixel = mixed[:, 0] if first else mixed[:, :, 0]
         with np.errstate(over="ignore"):
-            pixel = splitmix64(mixed.sum(axis=1, dtype=np.uint64))  # any order of channels
+            for k in range(1, c):  # the channels summed: any order of them keeps a pixel
+                pixel = pixel + (mixed[:, k] if first else mixed[:, :, k])
             out[lo : lo + len(x)] = splitmix64((pixel @ mult) ^ _U64(h * 65599 + w))
     return out
 
@@ -131,14 +132,12 @@ def _mixed(x: npt.NDArray[np.float64], top: npt.NDArray[np.float64]
 
 def _uint8_mixed(x: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
     """`_mixed` of uint8 frames, by a table of the 256 values for each largest value."""
-    top = x.max(axis=1)
-    out = np.empty(x.shape, dtype=np.uint64)
-    levels = np.arange(256, dtype=np.float64)[None, :]
-    for t in np.unique(top).tolist():
-        rows = top == t
-        table = _mixed(levels, np.array([float(t)]))[0]
-        out[rows] = table[x[rows]]
-    return out
+    tops, which = np.unique(x.max(axis=1), return_inverse=True)
+    levels = np.broadcast_to(np.arange(256, dtype=np.float64), (len(tops), 256))
+    tables = _mixed(levels, tops.astype(np.float64))
+    if len(tops) == 1:  # the rule: a frame's brightest value is in every frame
+        return np.asarray(tables[0][x], dtype=np.uint64)
+    return np.asarray(tables[which.reshape(-1)[:, None], x], dtype=np.uint64)
 
 
 def image_windows(f: npt.NDArray[np.uint64], lengths: npt.NDArray[np.int64],
