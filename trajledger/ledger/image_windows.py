@@ -41,6 +41,7 @@ FLIPS = 4
 _U64 = np.uint64
 _SALT = _U64(0x8CB92BA72F3D8DD7)
 _WINDOW_SALT = _U64(0xA0761D6478BD642F)
+_NULL = _U64(0xE7037ED1A0B428DB)  # a null step's hashes
 _POLY = _U64(0x100000001B3)
 _ROUND = np.uint32(1 << 12)  # as `step_windows`: float32 rounded to 10 bits of mantissa
 _KEEP = np.uint32(0xFFFFE000)
@@ -65,9 +66,9 @@ def image_shape(field: pa.Field, width: int, least: int) -> tuple[int, int, int,
 
 
 def _tensor_width(obs: pa.Array) -> int | None:
-    """The one length of a list column of numbers without nulls, else None."""
+    """The one length of a list column of numbers (its rows not null), else None."""
     t = obs.type
-    if obs.null_count or not len(obs) or not (
+    if not len(obs) or not (
             pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
         return None
     v = t.value_type
@@ -90,6 +91,10 @@ def image_steps(obs: pa.Array, field: pa.Field, least: int) -> npt.NDArray[np.ui
     """Per step of an image observation column (`image_shape` of ``field``, more than ``least``
     numbers a step), its frame's hash as it is and flipped (`FLIPS`): ``(steps, FLIPS)``;
     None when it is no image."""
+    valid = None
+    if obs.null_count:  # a null step hashes as none other: the other steps keep their windows
+        valid = np.asarray(obs.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        obs = obs.filter(pa.array(valid))
     width = _tensor_width(obs)
     shape = None if width is None else image_shape(field, width, least)
     if shape is None:
@@ -116,7 +121,11 @@ def image_steps(obs: pa.Array, field: pa.Field, least: int) -> npt.NDArray[np.ui
             for k in range(1, c):  # the channels summed: any order of them keeps a pixel
                 pixel = pixel + (mixed[:, k] if first else mixed[:, :, k])
             out[lo : lo + len(x)] = splitmix64((pixel @ mult) ^ _U64(h * 65599 + w))
-    return out
+    if valid is None:
+        return out
+    every = np.full((len(valid), FLIPS), _NULL, dtype=np.uint64)
+    every[valid] = out
+    return every
 
 
 def _mixed(x: npt.NDArray[np.float64], top: npt.NDArray[np.float64]

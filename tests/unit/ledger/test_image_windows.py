@@ -126,3 +126,19 @@ def test_what_is_an_image() -> None:
                          ([84, 84, 5], 84 * 84 * 5), ('{"a": 1}', 7056), (None, 7056),
                          ([1, 7056], 7056)):
         assert image_shape(field(shape), width, MAX_COLUMNS) is None, shape
+
+
+def test_a_null_observation_does_not_turn_the_image_windows_off() -> None:
+    """A null observation in a train batch (another episode's, or the copy's own) left the
+    whole batch without image windows in this branch's first version, so that one null step
+    hid every flipped copy beside it; now only the windows holding the null step differ."""
+    held = columns(batch([("a", frames(1))]), held=True)
+    b = batch([("c", frames(1)[:, :, ::-1]), ("z", frames(5)[:20])])
+    rows = b.column("obs").to_pylist()
+    rows[-1] = None  # the other episode's last step
+    rows[39] = None  # the copy's last step
+    nulls = pa.record_batch([b.column("episode_id"), pa.array(rows, b.column("obs").type)],
+                            schema=b.schema)
+    got = columns(nulls)
+    assert (len(got["c"]), len(got["z"])) == (40 - WINDOW + 1, 20 - WINDOW + 1)
+    assert got["c"][:-1] == held["a"][:-1] and got["c"][-1] not in held["a"]
