@@ -126,6 +126,7 @@ _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
 _CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
+_NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
 
 
 def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
@@ -653,7 +654,17 @@ def _columns(obs: pa.Array) -> _Columns | None:
     a row a step; `_quantised`), and each column's salt: 0, or its member's of a Dict or Tuple
     space (a tensor or a number each; copy30), so that columns are permuted within a member;
     the raw values (float64) and each column's member (from 0, for `_clocked`); else None
-    (`COLUMNS`)."""
+    (`COLUMNS`). A null step is a row of `_NULL_ROW` (raw: NaN), so that one null
+    observation does not turn a batch's windows off (img34)."""
+    if obs.null_count and obs.null_count < len(obs):
+        valid = np.asarray(obs.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        some = _columns(obs.filter(pa.array(valid)))
+        if some is None:
+            return None
+        q = np.full((len(obs), some[0].shape[1]), _NULL_ROW, dtype=np.uint32)
+        values = np.full(q.shape, np.nan)
+        q[valid], values[valid] = some[0], some[2]
+        return q, some[1], values, some[3]
     parts, salts, raw, member = [], [], [], []
     for k, (_, leaf) in enumerate(leaf_arrays("", obs)):
         t = leaf.type
