@@ -323,6 +323,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.validate_files", "trajledger.ledger.verify_files",
         "trajledger.ledger.interop_verify", "trajledger.ledger.episode_vectors",
         "trajledger.ledger.episode_features", "trajledger.ledger.step_windows",
+        "trajledger.ledger.image_windows",
         "trajledger.ledger.rollouts", "trajledger.ledger.rollouts.*",
         "trajledger.ledger.log", "trajledger.ledger.log.*",
         "trajledger.ledger.trust_rows", "trajledger.ledger.trust_index", "trajledger.ledger.names",

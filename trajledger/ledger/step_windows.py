@@ -27,7 +27,10 @@ or Tuple space's per member, copy30); a held one is compared only when it has at
 only when they come back to earlier steps often enough (`columns_windows`, copy30); an
 episode of `MIN_WHOLE` to `LONG` - 1 steps has one such window, over all its steps (copy31).
 The held side holds these apart, in order `LONG_COLUMNS`, each from its first step
-(`columns_spans`), so that the run they share is named whole (`span`, copy31).
+(`columns_spans`), so that the run they share is named whole (`span`, copy31). An image (a
+declared shape of more than `MAX_COLUMNS` numbers) has instead, in order `COLUMNS`, the
+windows of its frames as they are or flipped, channels in any order, each divided by its
+largest value (`image_windows`, img34).
 Both sides also hash each window with a clock column (`clock_columns`: its values over the
 window's 16 steps an arithmetic progression, the step number or the time Gymnasium's
 ``TimeAwareObservation`` adds, flattened into the vector or a Dict member of its own) without
@@ -56,6 +59,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .episode_vectors import splitmix64
+from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
 
 __all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_CLOCK_SETS", "MAX_COLUMNS", "MIN_DISTINCT",
@@ -88,7 +92,7 @@ COLUMNS = len(ORDERS)
 both sides (`columns_windows`): their steps as recorded, after every order of `ORDERS`."""
 MAX_COLUMNS = 256
 """The most numbers a step's observation may have for its `COLUMNS` windows (each window
-costs a sort of its columns); wider ones (images) have none."""
+costs a sort of its columns); wider ones have none, but for images (`image_windows`)."""
 LONG = 48
 """Steps of a `COLUMNS` window whose 16 steps take few values (`_few_values`): of a one-hot
 or grid observation, the set of its columns' series says little more than which steps are
@@ -126,6 +130,7 @@ _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by 
 _CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
 _STANDING = 2.0**-25  # of two values' size: a step below half a float32 unit is no step (rev31)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
+_NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
 
 
 def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
@@ -316,18 +321,21 @@ def _reordered(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
 
 def _all_orders(
     ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
-    q: _Columns | None, mark: bool, orders: int
+    q: _Columns | None, mark: bool, orders: int, f: npt.NDArray[np.uint64] | None = None
 ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
     windows (``q``: the quantised observations, a row a step, the columns' salts, their raw
-    values and members, or None: `_columns`), then the windows without their clock columns
-    (`_clocked`; ``clocks``: order 0 then `COLUMNS`, those windows with a clock only; their
-    `COLUMNS` hashes from the same column series as the full ones: `columns_windows`)."""
+    values and members, or None: `_columns`; of an image, ``f``, its `image_steps`, in their
+    place: `image_windows`), then the windows without their clock columns (`_clocked`;
+    ``clocks``: order 0 then `COLUMNS`, those windows with a clock only; their `COLUMNS`
+    hashes from the same column series as the full ones: `columns_windows`)."""
     first, few = _marked(ids, lengths, h, mark)
     got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
     bare, untimed = (None, None) if got is None else got
     hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
                                   first.start, mark, None if q is None else q[1], few, bare)
+    if q is None and f is not None and len(f) >= WINDOW:  # an image (img34)
+        hashes, two = image_windows(f, lengths, first.episode, first.start, WINDOW), few.copy()
     if not mark:
         two = few.copy()
     if bare is not None and mark:  # a window's marks are decided without its clocks
@@ -820,7 +828,17 @@ def _columns(obs: pa.Array) -> _Columns | None:
     a row a step; `_quantised`), and each column's salt: 0, or its member's of a Dict or Tuple
     space (a tensor or a number each; copy30), so that columns are permuted within a member;
     the raw values (float64) and each column's member (from 0, for `_clocked`); else None
-    (`COLUMNS`)."""
+    (`COLUMNS`). A null step is a row of `_NULL_ROW` (raw: NaN), so that one null
+    observation does not turn a batch's windows off (img34)."""
+    if obs.null_count and obs.null_count < len(obs):
+        valid = np.asarray(obs.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        some = _columns(obs.filter(pa.array(valid)))
+        if some is None:
+            return None
+        q = np.full((len(obs), some[0].shape[1]), _NULL_ROW, dtype=np.uint32)
+        values = np.full(q.shape, np.nan)
+        q[valid], values[valid] = some[0], some[2]
+        return q, some[1], values, some[3]
     parts, salts, raw, member = [], [], [], []
     for k, (_, leaf) in enumerate(leaf_arrays("", obs)):
         t = leaf.type
@@ -859,6 +877,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
     carry_id: str | None = None
     carry = np.zeros(0, dtype=np.uint64)
     carry_q: _Columns | None = None
+    carry_f: npt.NDArray[np.uint64] | None = None
     for batch in batches:
         if "obs" not in batch.schema.names or not batch.num_rows:
             continue
@@ -867,6 +886,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         if h is None:
             continue
         q = _columns(obs)
+        f = None if q is not None else image_steps(obs, batch.schema.field("obs"), MAX_COLUMNS)
         eids = batch.column("episode_id").cast(pa.string())
         change = np.flatnonzero(np.asarray(
             pc.not_equal(eids[1:], eids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1
@@ -875,6 +895,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         lengths = np.diff(np.concatenate((firsts, [len(h)]))).astype(np.int64)
         if carry_id is not None:
             h, q = np.concatenate((carry, h)), _joined(carry_q, q)
+            f = None if f is None or carry_f is None else np.concatenate((carry_f, f))
             if ids[0] == carry_id:
                 lengths[0] += len(carry)
             else:
@@ -883,9 +904,10 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         cut = len(h) - int(lengths[-1])
         carry_id, carry = ids[-1], h[cut:]
         carry_q = None if q is None else (q[0][cut:], q[1], q[2][cut:], q[3])
+        carry_f = None if f is None else f[cut:]
         if len(ids) > 1:
             yield from _all_orders(ids[:-1], lengths[:-1], h[:cut], None if q is None else (
-                q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders)
+                q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders, None if f is None else f[:cut])
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
-                               carry_q, mark, orders)
+                               carry_q, mark, orders, carry_f)

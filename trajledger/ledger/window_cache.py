@@ -81,7 +81,9 @@ to `LONG` - 1 steps, which has one now: copy31); 7: the windows with a clock col
 without it too (`step_windows.clock_columns`, part ``clocks``), and the marks of those windows
 decided without it (clock33); 8: the marks of a held episode's windows in the other orders
 decided without their clocks too, a clock's step no longer compared with its size, and the
-windows of an episode's every set of clock columns (rev31)."""
+windows of an episode's every set of clock columns (rev31); image observations'
+`step_windows.COLUMNS` windows, each the least over the flips of its frames (`image_windows`,
+img34); a null step no longer turns a batch's `COLUMNS` windows off (img34)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks")

@@ -111,6 +111,22 @@ TIMED = np.hstack([np.cumsum(np.random.default_rng(12).normal(0, 0.05, size=(STE
                              axis=0), CLOCK / 500])
 """A held episode recorded with a clock, ``t / 500``, as its last column (held-timed)."""
 
+def sprite_frames(seed: int, n: int) -> np.ndarray:
+    """16 x 16 RGB frames (uint8): a 3 x 3 sprite's random walk over a background every
+    episode shares (img34)."""
+    rng = np.random.default_rng(seed)
+    bg = np.full((16, 16, 3), 40, dtype=np.uint8)
+    bg[:3] = np.random.default_rng(0).integers(0, 255, size=(3, 16, 3))
+    out, at = np.repeat(bg[None], n, axis=0), np.array([8, 8])
+    for t in range(n):
+        out[t, at[0] : at[0] + 3, at[1] : at[1] + 3] = (230, 60, 60)
+        at = np.clip(at + rng.integers(-2, 3, size=2), (3, 0), (13, 13))
+    return out
+
+
+IMAGE = sprite_frames(13, STEPS)
+"""A held episode of image observations, 16 x 16 x 3 uint8 (held-image, img34)."""
+
 Spec = Any  # a chat (role, content) list, or a list of numeric episodes (obs, actions)
 CHAT: dict[str, Spec] = {
     "id changed": HELD_CHAT,
@@ -178,6 +194,12 @@ NUMERIC: dict[str, Spec] = {
                                    ACT)],
     "recorded with a clock, the clock dropped": [(TIMED[3:, :3], ACT[3:])],
     "wide, columns permuted": [(WIDE[:, ::-1], ACT)],
+    # img34: image observations flipped, channels swapped, rescaled; cropped
+    "image, flipped left to right": [(IMAGE[:, :, ::-1], ACT)],
+    "image, RGB <-> BGR, first 5 steps dropped": [(IMAGE[5:, :, :, ::-1], ACT[5:])],
+    "image, float32 / 255, flipped up and down": [(IMAGE[:, ::-1].astype(np.float32) / 255,
+                                                    ACT)],
+    "image, cropped 1 pixel a side": [(IMAGE[:, 1:-1, 1:-1], ACT)],
     # copy28: columns permuted or duplicated, and cut too
     "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
     "one column duplicated, permuted": [(OBS[:, [3, 1, 1, 0, 2]], ACT)],
@@ -277,6 +299,13 @@ TRANSFORMS = [
     # Not caught (docs/SECURITY.md, sixteenth round, copy30's Left): no `COLUMNS` windows
     # for more than `step_windows.MAX_COLUMNS` numbers a step.
     Row("numeric", "wide, columns permuted", "nothing", "nothing", "held-wide"),
+    # img34: an image's `COLUMNS` windows are its frames' windows as they are or flipped,
+    # channels in any order, each frame divided by its largest value (`image_windows`); a
+    # crop moves every pixel: not found (docs/SECURITY.md, nineteenth round, img34's Left).
+    *(Row("numeric", name, "nothing", "run", "held-image") for name in (
+        "image, flipped left to right", "image, RGB <-> BGR, first 5 steps dropped",
+        "image, float32 / 255, flipped up and down")),
+    Row("numeric", "image, cropped 1 pixel a side", "nothing", "nothing", "held-image"),
 ]
 
 
@@ -291,7 +320,7 @@ def numeric_rows(episode: str, obs: np.ndarray | dict[str, np.ndarray],
     def at(t: int) -> Any:
         if isinstance(obs, dict):
             return {k: [float(v) for v in o[t]] for k, o in obs.items()}
-        return [float(v) for v in obs[t]]
+        return obs[t] if obs.ndim > 2 else [float(v) for v in obs[t]]  # an image: its shape
 
     n = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
     return [{"episode_id": episode, "step": t, "obs": at(t),
@@ -321,7 +350,8 @@ def build(home: Path) -> dict[str, str]:
     more = [record_batch(ledger, numeric_rows(name, o, ACT), env="grid@1", policy="p",
                          signer=keys["vendor"], name=name).recorded.digest
             for name, o in (("held-grid", GRID), ("held-dict", DICT), ("held-wide", WIDE),
-                            ("held-short", SHORT_GRID), ("held-timed", TIMED))]
+                            ("held-short", SHORT_GRID), ("held-timed", TIMED),
+                            ("held-image", IMAGE))]
     create_dataset(ledger, "held", "1", "holdout", [text, numeric, *more], keys["vendor"])
     out = {}
     for n, (name, messages) in enumerate(CHAT.items()):
@@ -650,7 +680,10 @@ def test_the_gate_refuses_a_shared_run_of_steps(
             ("timed-grid", "one-hot with the step number, columns permuted", "60 consecutive "
              "steps (steps 1-60 of 60 of held-out episode held-grid", ""),
             ("untimed", "recorded with a clock, the clock dropped", "57 consecutive steps "
-             "(steps 4-60 of 60 of held-out episode held-timed", "")):
+             "(steps 4-60 of 60 of held-out episode held-timed", ""),
+            ("image", "image, RGB <-> BGR, first 5 steps dropped", "51 consecutive steps "  # img34
+             "(steps 10-60 of 60 of held-out episode held-image", reordered)):  # the held
+        # windows from steps 6 to 9 hold fewer than `step_windows.MIN_DISTINCT` frames
         train_set(ledger, name, template.value[f"numeric {copy}"])
         with pytest.raises(DataRefusedError) as e:
             admit(ledger, f"{name}@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
@@ -969,8 +1002,9 @@ def test_the_held_batches_are_grouped_one_at_a_time(
             given.clear()
             reads.clear()
             out[b] = check_dataset(ledger, "train", [b])
-            assert len(given) == len(reads) == 6  # each held numeric batch once (num, grid,
-            # dict, wide, short, timed: clock33's held-timed since the eighteenth round)
+            assert len(given) == len(reads) == 7  # each held numeric batch once (num, grid,
+            # dict, wide, short, timed: clock33's held-timed since the eighteenth round; image:
+            # img34's held-image since the nineteenth)
         return out
 
     with monkeypatch.context() as m:

@@ -502,3 +502,33 @@ def test_the_marks_without_the_hashes_are_the_marks() -> None:
         assert step_windows._few_steps(lengths, h).tolist() == want.tolist()
         seen |= set(want.tolist())
     assert seen == {False, True}
+def with_a_null_step(b: pa.RecordBatch, at: int = -1) -> pa.RecordBatch:
+    """``b`` with the observation of step ``at`` null (the rollout schema allows it)."""
+    rows = b.column("obs").to_pylist()
+    rows[at] = None
+    return pa.record_batch([b.column("episode_id"), pa.array(rows, b.column("obs").type)],
+                           names=["episode_id", "obs"])
+
+
+def test_a_null_observation_does_not_turn_the_columns_windows_off() -> None:
+    """img34: one null observation in a train batch (another episode's step) turned off the
+    whole batch's `COLUMNS` windows and, with them, its windows without a clock: a permuted
+    copy (copy28), a permuted one-hot walk (copy30) and a copy with a clock added (clock33)
+    beside it were found no more. Now a null step is a row of its own; only the windows that
+    hold it differ."""
+    a = walk(1, 40)
+    other = ("z", walk(7, 20))
+    held = windows(batch([("a", a)]), held=True, columns=True)["a"]
+    got = windows(with_a_null_step(batch([("c", a[:, [2, 0, 3, 1]]), other])), columns=True)
+    assert got["c"] == held and len(got["z"]) == 20 - WINDOW + 1
+    one_hot = np.eye(9)[np.random.default_rng(4).integers(9, size=70)]
+    longs = windows(batch([("h", one_hot)]), held=True, columns=True)["h"]
+    perm = np.random.default_rng(5).permutation(9)
+    z = np.eye(9)[np.random.default_rng(6).integers(9, size=20)]
+    assert windows(with_a_null_step(batch([("c", one_hot[:, perm]), ("z", z)])),
+                   columns=True)["c"] == longs
+    held0 = recorded(batch([("a", a)]))
+    timed = batch([("c", clocked(a, "t")), ("z", clocked(other[1], "t"))])
+    assert set(held0) <= every(with_a_null_step(timed))
+    mine = windows(with_a_null_step(batch([("c", a[:, ::-1])]), 39), columns=True)["c"]
+    assert mine[:-1] == held[:-1] and mine[-1] not in held  # the copy's own last step null

@@ -95,14 +95,19 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
 
 
 def two_pass(ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
-             q: step_windows._Columns | None, mark: bool, orders: int
+             q: step_windows._Columns | None, mark: bool, orders: int,
+             f: npt.NDArray[np.uint64] | None = None
              ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
-    """clock33's `_all_orders` with rev31's marks of the other orders: the full `COLUMNS`
-    windows, then those without the clocks in a second pass (`reference_clocked`)."""
+    """clock33's `_all_orders` with rev31's marks of the other orders (and img34's image
+    windows): the full `COLUMNS` windows, then those without the clocks in a second pass
+    (`reference_clocked`)."""
     first, few = step_windows._marked(ids, lengths, h, mark)
     hashes, two = step_windows.columns_windows(None if q is None else q[0], lengths,
                                                first.episode, first.start, mark,
                                                None if q is None else q[1], few)
+    if q is None and f is not None and len(f) >= WINDOW:
+        hashes, two = step_windows.image_windows(f, lengths, first.episode, first.start,
+                                                 WINDOW), few.copy()
     if not mark:
         two = few.copy()
     got = reference_clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
