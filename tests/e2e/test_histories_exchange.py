@@ -190,7 +190,8 @@ test_histories_agree.py's withdrawal of an approval):
   release, those signed before it too, in ``verify``, ``lineage``, ``impact`` and both
   verifiers of its bundle (R12, R16, R17, R19 as they now read): a release cites what the
   rules it was made under used (the parent's evaluations only under a ``max_drop``), and
-  fails when the rules now need one it does not cite. The release of its own (``r91``, hist34:
+  fails when the rules now need one it does not cite, or when one it cites fails, on a suite
+  the rules no longer require too (its lineage: DESIGN.md 7; hist34, history 9007). The release of its own (``r91``, hist34:
   `released_again`) is of ``c91``, trained on the buyer's own batch ``b91`` (the suites too,
   ``b90``, ``b92``, if it holds none then), so no marking nor vendor compromise refuses it.
 - **R25 the vendor's own ``[contamination]``** (docs/audit-index.md "Refusing near duplicates";
@@ -1015,9 +1016,9 @@ class Model:
         return evals[-1] if evals else None
 
     def release_ok(self, label: str) -> bool:  # R12, R16, R17, R23, R24: the rules now
-        r = self.buyer[label]
+        r = self.buyer[label]  # and every evaluation it cites (its lineage: hist34, 9007)
         return bool(self.suites) and self.checkpoint_ok(r.dataset) and self.scored(
-            r.dataset) and all(
+            r.dataset) and all(self.evaluation_ok(e) for e in r.evals if e) and all(
             (e := self.latest(r.dataset, x, r.index)) is not None and e in r.evals
             and self.evaluation_ok(e) and self.parent_evaluated(r.dataset, r.index, x, r.evals)
             for x in self.suites)
