@@ -191,9 +191,10 @@ test_histories_agree.py's withdrawal of an approval):
   verifiers of its bundle (R12, R16, R17, R19 as they now read): a release cites what the
   rules it was made under used (the parent's evaluations only under a ``max_drop``), and
   fails when the rules now need one it does not cite, or when one it cites fails, on a suite
-  the rules no longer require too (its lineage: DESIGN.md 7; hist34, history 9007). The release of its own (``r91``, hist34:
-  `released_again`) is of ``c91``, trained on the buyer's own batch ``b91`` (the suites too,
-  ``b90``, ``b92``, if it holds none then), so no marking nor vendor compromise refuses it.
+  the rules no longer require too (its lineage: DESIGN.md 7; hist34, history 9007). The
+  release of its own (``r91``, hist34: `released_again`) is of ``c91``, trained on the buyer's
+  own batch ``b91`` (the suites too, ``b90``, ``b92``, if it holds none then), so no marking
+  nor vendor compromise refuses it.
 - **R25 the vendor's own ``[contamination]``** (docs/audit-index.md "Refusing near duplicates";
   keys/README.md ``[contamination]``; DESIGN.md 6): the vendor's approver sets its policy's
   ``[contamination]`` (``vcontam``, one of `RULES`); the vendor's ``dataset create`` refuses as
@@ -238,10 +239,11 @@ R20) by both verifiers (R2/R3 with all the vendor knows); per vendor dataset ``a
 vendor, and per vendor checkpoint ``verify`` there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and eleven built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, and hist32's, the lead's and
-hist33's findings): the file 25.5 CPU-s (21.9 s user, 3.5 s system, ``-n 0``, at load 12 to
-15) against c717ad8's 22.6 in the same run (hist33);
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and thirteen built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, and hist32's, the lead's,
+hist33's and hist34's findings): the file 30.1 CPU-s (26.5 s user, 3.5 s
+system, ``-n 0``, medians of three, at load 14 to 19) against 3742111's 27.3 in the same run
+(hist34, ``farm-bench``);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
