@@ -941,16 +941,16 @@ class Model:
     def v_admit(self, label: str) -> bool:  # R26: the vendor's gate, under its own policy
         """``admit`` (and ``train``) at the vendor, as the buyer's gate (R4, R7, R11, R21,
         R22) from what the vendor holds under its own ``[contamination]`` in force (R25): its
-        record holds there (R15: not signed since the key's theft, nothing revoked), none of
-        its batches erased, an approval of the vendor's approver not withdrawn, no batch held
-        out by a vendor holdout (one signed since the theft is none: its record does not
-        verify, runner/admission.py); no held-out batch the vendor erased unless sealed (its
+        record holds there (R15: not signed since the key's theft, nothing revoked), it and
+        its batches not erased (history 9239), an approval of the vendor's approver not
+        withdrawn, no batch held out by a vendor holdout (one signed since the theft is none:
+        its record does not verify, runner/admission.py); no held-out batch the vendor erased unless sealed (its
         producer's erasure ends no comparison: R11), none sealed whose record was signed
         since the theft (hist32 finding 1), and no copy of one its rules refuse (a sealed one
         compared by its record: no runs)."""
         d, gone = self.vendor[label], self.erased
         held = [self.vendor[b] for o in self.v_holdouts(label) for b in o.batches]
-        return (d.split == "train" and self.v_here(label) and not set(d.batches) & gone
+        return (d.split == "train" and self.v_here(label) and not {label, *d.batches} & gone
                 and any(not out for _d, out, _i in self.vapprovals.get(label, []))
                 and not set(d.batches) & {h.label for h in held}
                 and not any(h.label in gone and not h.sealed for h in held)
