@@ -944,10 +944,10 @@ class Model:
         record holds there (R15: not signed since the key's theft, nothing revoked), it and
         its batches not erased (history 9239), an approval of the vendor's approver not
         withdrawn, no batch held out by a vendor holdout (one signed since the theft is none:
-        its record does not verify, runner/admission.py); no held-out batch the vendor erased unless sealed (its
-        producer's erasure ends no comparison: R11), none sealed whose record was signed
-        since the theft (hist32 finding 1), and no copy of one its rules refuse (a sealed one
-        compared by its record: no runs)."""
+        its record does not verify, runner/admission.py); no held-out batch the vendor erased
+        unless sealed (its producer's erasure ends no comparison: R11), none sealed whose
+        record was signed since the theft (hist32 finding 1), and no copy of one its rules
+        refuse (a sealed one compared by its record: no runs)."""
         d, gone = self.vendor[label], self.erased
         held = [self.vendor[b] for o in self.v_holdouts(label) for b in o.batches]
         return (d.split == "train" and self.v_here(label) and not {label, *d.batches} & gone
