@@ -72,7 +72,9 @@ test_histories_agree.py's withdrawal of an approval):
   the verifiers do not read episodes. A held-out batch the vendor erased (its producer: the
   buyer's approvers did not) still refuses every use now, "cannot be checked" (SECURITY.md
   thirteenth round, lead: only an approver's erasure ends the comparison; the buyer's
-  ``erase`` by an approver is not a step here).
+  ``erase`` by an approver is not a step here). A vendor holdout whose record the buyer's
+  marking (R20) distrusts is none for the gate and the verifiers (runner/admission.py; hist34
+  finding 1, a question for the lead), while ``dataset create`` still refuses from the index.
 
 - **R12 evaluations and releases** (docs/evaluations.md "``trajledger eval``", "``trajledger
   release``"; the buyer's policy: an evaluator role and one ``[[release.require]]`` on
@@ -210,8 +212,8 @@ test_histories_agree.py's withdrawal of an approval):
   ``admit`` at the vendor decides as the buyer's gate does (R4, R7, R11, R21, R22) from the
   vendor's log under the vendor's policy in force (R25's ``[contamination]``): refused when
   its record or a batch's does not hold there (revoked; signed by ``vendor`` since its
-  declared compromise, R15, whose revocations signed since count for nothing), a batch is
-  erased, no approval of the vendor's approver stands (R14's, not withdrawn), a batch is in a
+  declared compromise, R15, whose revocations signed since count for nothing), it or a batch
+  is erased, no approval of the vendor's approver stands (R14's, not withdrawn), a batch is in a
   vendor holdout (one whose record is signed since the compromise is none), a held-out batch
   the vendor erased is not sealed (its producer's erasure ends no comparison), a sealed one's
   record was signed since the compromise, or a batch is a copy of a held-out one its rules
