@@ -42,7 +42,13 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   approver changes its policy's ``[release]`` once or twice (``brules``) and now and then
   releases again a checkpoint released before (R24); in half the histories the vendor holds
   its first batch out (``wh``, shipped to the buyer in half of those) and its approver sets the
-  vendor's policy's ``[contamination]`` once or twice (``vcontam``, R25).
+  vendor's policy's ``[contamination]`` once or twice (``vcontam``, R25);
+- (hist34, streams of their own again) R24's release of the buyer's own is made of batches the
+  buyer records itself (``bown``, ``bownsuite``) just after the history's last suite is made,
+  before the vendor's later steps, and in a quarter of the other histories too; in six
+  histories in ten the vendor trains on one of its train sets (``vtrain``, once or twice; a
+  train set of its own, ``wg1``, now and then of a copy of ``v1``), approved by its approver
+  just before in eight in ten (R26).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -66,7 +72,9 @@ test_histories_agree.py's withdrawal of an approval):
   the verifiers do not read episodes. A held-out batch the vendor erased (its producer: the
   buyer's approvers did not) still refuses every use now, "cannot be checked" (SECURITY.md
   thirteenth round, lead: only an approver's erasure ends the comparison; the buyer's
-  ``erase`` by an approver is not a step here).
+  ``erase`` by an approver is not a step here). A vendor holdout whose record the buyer's
+  marking (R20) distrusts is none for the gate and the verifiers (runner/admission.py; hist34
+  finding 1, a question for the lead), while ``dataset create`` still refuses from the index.
 
 - **R12 evaluations and releases** (docs/evaluations.md "``trajledger eval``", "``trajledger
   release``"; the buyer's policy: an evaluator role and one ``[[release.require]]`` on
@@ -184,7 +192,11 @@ test_histories_agree.py's withdrawal of an approval):
   release, those signed before it too, in ``verify``, ``lineage``, ``impact`` and both
   verifiers of its bundle (R12, R16, R17, R19 as they now read): a release cites what the
   rules it was made under used (the parent's evaluations only under a ``max_drop``), and
-  fails when the rules now need one it does not cite.
+  fails when the rules now need one it does not cite, or when one it cites fails, on a suite
+  the rules no longer require too (its lineage: DESIGN.md 7; hist34, history 9007). The
+  release of its own (``r91``, hist34: `released_again`) is of ``c91``, trained on the buyer's
+  own batch ``b91`` (the suites too, ``b90``, ``b92``, if it holds none then), so no marking
+  nor vendor compromise refuses it.
 - **R25 the vendor's own ``[contamination]``** (docs/audit-index.md "Refusing near duplicates";
   keys/README.md ``[contamination]``; DESIGN.md 6): the vendor's approver sets its policy's
   ``[contamination]`` (``vcontam``, one of `RULES`); the vendor's ``dataset create`` refuses as
@@ -193,6 +205,20 @@ test_histories_agree.py's withdrawal of an approval):
   buyer, importing what the vendor made, is bound by its own rules only (R21): an import logs
   none of the vendor's policies at the buyer (its artifacts and their import records only),
   and a pin (R23) binds a release to a suite, not to the vendor's rules.
+- **R26 the vendor's gate** (DESIGN.md 6 "The runner admits a dataset only if"; docs/cli.md
+  "Held-out data in a train set"; docs/audit-index.md "Refusing near duplicates"; SECURITY.md
+  5 "Which records stay valid"; runner/admission.py ``_contamination``): the vendor's trainer
+  (``vtrainer``, in the vendor's policy) trains on a vendor train set (``vtrain``) and
+  ``admit`` at the vendor decides as the buyer's gate does (R4, R7, R11, R21, R22) from the
+  vendor's log under the vendor's policy in force (R25's ``[contamination]``): refused when
+  its record or a batch's does not hold there (revoked; signed by ``vendor`` since its
+  declared compromise, R15, whose revocations signed since count for nothing), it or a batch
+  is erased, no approval of the vendor's approver stands (R14's, not withdrawn), a batch is in a
+  vendor holdout (one whose record is signed since the compromise is none), a held-out batch
+  the vendor erased is not sealed (its producer's erasure ends no comparison), a sealed one's
+  record was signed since the compromise, or a batch is a copy of a held-out one its rules
+  refuse. A vendor checkpoint verifies at the vendor while its dataset's record holds, an
+  approval before it stands and no holdout before it holds one of its batches (R5, R11).
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -201,7 +227,8 @@ else done; ``bapprove`` is done when the dataset's record holds (R3 with R10); `
 the gate (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever the buyer has
 applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the
 vendor is done (one of something revoked there may be refused: then nothing changes at the
-buyer), and refused after the buyer's marking (R20).
+buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bown``,
+``bownsuite`` always.
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -210,13 +237,15 @@ BUYER`` and ``python -m trajledger.verify BUNDLE --policy BUYER``; per checkpoin
 verifiers; per evaluation ``verify``, ``lineage`` and its node in ``impact CK``; per
 release the same and its bundle's two verifiers; and per vendor artifact the vendor's
 newest bundle (``export REF`` at the vendor) verified under the buyer's policy (in force:
-R20) by both verifiers (R2/R3 with all the vendor knows).
+R20) by both verifiers (R2/R3 with all the vendor knows); per vendor dataset ``admit`` at the
+vendor, and per vendor checkpoint ``verify`` there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and eleven built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, and hist32's, the lead's and
-hist33's findings): the file 25.5 CPU-s (21.9 s user, 3.5 s system, ``-n 0``, at load 12 to
-15) against c717ad8's 22.6 in the same run (hist33);
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and thirteen built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, and hist32's, the lead's,
+hist33's and hist34's findings): the file 30.1 CPU-s (26.5 s user, 3.5 s
+system, ``-n 0``, medians of three, at load 14 to 19) against 3742111's 27.3 in the same run
+(hist34, ``farm-bench``);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
@@ -337,10 +366,10 @@ def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = (
                  ) -> tuple[Side, Side]:
     vendor = Side(root, "vendor")
     vendor.run("init", "--origin", "vendor.example/log")
-    for k in ("vendor", "vapprover", "vevaluator"):
+    for k in ("vendor", "vapprover", "vevaluator", "vtrainer"):
         vendor.run("key", "new", k, "--no-encrypt")
-    vendor.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
-               "--approver", "vapprover", "--out", vendor.home / "policy.toml")
+    vendor.run("policy", "init", "--producer", "vendor", "--approver", "vapprover",  # R26
+               "--trainer", "vtrainer", "--out", vendor.home / "policy.toml")
     buyer = Side(root, "buyer")
     # R14: the buyer's policy names the vendor's approver too (inline), threshold 1.
     pem = (vendor.home / "keys" / "vapprover.pub").read_text()
@@ -574,14 +603,17 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
             steps.insert(at, Step("bcontam", (rules.randrange(len(RULES)),)))
     bar = random.Random(f"release rules {seed}")  # R24: the buyer's [release] changed
     trained = [i for i, s in enumerate(steps) if s.op == "btrain"]
-    if new and shipped and bar.random() < RAISED:
+    reached = new and shipped and bar.random() < RAISED
+    if reached:
         for k in range(bar.choice([0, 1]) if trained else 0):
             at = bar.randint(trained[0] + 1, len(steps))
             steps.insert(at, Step("brules", (bar.randrange(len(RELEASES)),)))
             released = [s.args[1] for s in steps[:at] if s.op == "brelease"]
             if released and bar.random() < 0.6:  # a release under the successor too
                 steps.insert(at + 1, Step("brelease", (f"rr{k + 1}", bar.choice(released))))
-        steps += released_again(bar, steps, n["c"], ("suite", "suite2") if two else ("suite",))
+    own_release = random.Random(f"own release {seed}")  # R24's release of its own (hist34)
+    if new and (reached or own_release.random() < OWN_RELEASE):
+        steps = released_again(own_release, steps, ("suite", "suite2") if two else ("suite",))
     vc = random.Random(f"vendor contamination {seed}")  # R25: the vendor's [contamination]
     first = next((i for i, s in enumerate(steps) if s.op == "vrecord" and s.args[0] == "v1"), None)
     if new and first is not None and vc.random() < VRULED:
@@ -590,6 +622,25 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
             steps.insert(vc.randint(first + 2, len(steps)), Step("ship", ("wh",)))
         for _ in range(vc.choice([1, 1, 2])):
             steps.insert(vc.randint(0, len(steps)), Step("vcontam", (vc.randrange(len(RULES)),)))
+    gate = random.Random(f"vendor gate {seed}")  # R26: the vendor trains on its own data
+    for k in range(gate.choice([1, 2]) if new and gate.random() < VGATE else 0):
+        trains = [(i, s.args[0]) for i, s in enumerate(steps)
+                  if s.op == "vdataset" and s.args[2] == "train"]
+        mine = [(i, s.args[0], s.args[1]) for i, s in enumerate(steps)
+                if s.op == "vrecord" and not s.args[3] and s.args[0] != "v0"]
+        if mine and (not trains or gate.random() < 0.5):  # a train set of its own to train on
+            copies = [x for x in mine if x[2] == 1]  # of v1, held out in half the histories
+            i, b, _copy = gate.choice(copies if copies and gate.random() < 0.5 else mine)
+            at = gate.randint(i + 1, len(steps))
+            steps.insert(at, Step("vdataset", (f"wg{k + 1}", (b,), "train")))
+            trains = [(at, f"wg{k + 1}")]
+        if trains:
+            i, w = gate.choice(trains)
+            at = gate.randint(i + 1, len(steps))
+            if gate.random() < APPROVED:
+                steps.insert(at, Step("vapprove", (w,)))
+                at += 1
+            steps.insert(gate.randint(at, len(steps)), Step("vtrain", (f"vc{k + 1}", w)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
@@ -625,6 +676,14 @@ RELEASES: tuple[tuple[int | None, int | None, tuple[str, ...]], ...] = (
 """R24: the ``[release]`` of a ``brules`` successor: ``max_drop`` on every suite (tenths, or
 None), ``min`` on ``suite@1``'s ``score`` (tenths, or None), and the suites required (none:
 no ``[release]``)."""
+OWN_RELEASE = 0.25
+"""R24 (hist34): the share of the histories without hist33's ``[release]`` successors that
+take `released_again`'s release of the buyer's own and its successors all the same."""
+VGATE, APPROVED = 0.6, 0.8
+"""R26 (hist34): the share of histories in which the vendor trains (``vtrain``, once or twice,
+on one of its train sets, at a point drawn after it), and of those trainings whose dataset
+the vendor's approver approves just before (``vapprove``: the others are approved only if
+R14's stream did)."""
 VRULED = 0.5
 """R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
 to the buyer in half of those) and its approver sets the vendor's policy's
@@ -651,31 +710,34 @@ if "TRAJLEDGER_EXCHANGE_OWN" in os.environ:
     OWN = float(os.environ["TRAJLEDGER_EXCHANGE_OWN"])
 
 
-def released_again(rnd: random.Random, steps: list[Step], checkpoints: int,
-                   suites: tuple[str, ...]) -> list[Step]:
-    """R24: the steps a history ends with (its suites made if it made none): the buyer trains
-    ``c91`` on a batch of its own (``v91``), with a parent now and then, evaluates both on
-    each suite and releases ``c91`` (``r91``); then, once or twice, its approver sets a
-    successor with another ``[release]`` (``brules``) and, six times in ten, releases
-    ``c91`` again (``r92``, ``r93``)."""
-    made = {s.args[0] for s in steps if s.op == "bdataset"}
-    out = [] if "suite" in made else [Step("vrecord", ("v90", 0, "orig", False)),
-                                      Step("ship", ("v90",)),
-                                      Step("bdataset", ("suite", ("v90",), "holdout"))]
-    if "suite2" in suites and "suite2" not in made:
-        out += suite2(92)
-    parent = f"c{rnd.randint(1, checkpoints)}" if checkpoints and rnd.random() < 0.5 else None
-    out += [Step("vrecord", ("v91", 0, "orig", False)), Step("ship", ("v91",)),
-            Step("bdataset", ("d91", ("v91",), "train")), Step("bapprove", ("d91",)),
-            Step("btrain", ("c91", "d91", parent))]
+def released_again(rnd: random.Random, steps: list[Step], suites: tuple[str, ...]
+                   ) -> list[Step]:
+    """R24: ``steps`` with a release of the buyer's own inserted just after the history's
+    last suite is made (at a point drawn when it makes none), before the vendor's steps that
+    follow (hist34; hist33 appended it, after them): the buyer makes its suites of batches it
+    records itself if it holds none then (``bownsuite``: ``b90``, ``b92``), records ``b91``
+    (``bown``), trains ``c91`` on it, with a parent trained before now and then, evaluates
+    both on each suite (and on the vendor's ``vsuite`` if shipped before: R23's pin) and
+    releases ``c91`` (``r91``); then, once or twice, its approver sets a successor with
+    another ``[release]`` (``brules``) and, six times in ten, releases ``c91`` again
+    (``r92``, ``r93``). Nothing of it is the vendor's: no marking nor compromise refuses it."""
+    made = [i for i, s in enumerate(steps) if s.op == "bdataset" and s.args[0] in suites]
+    at = made[-1] + 1 if made else rnd.randint(0, len(steps))
+    trained = [s.args[0] for s in steps[:at] if s.op == "btrain"]
+    parent = rnd.choice(trained) if trained and rnd.random() < 0.5 else None
+    on = [*suites, *("vsuite",) * any(s.op == "ship" and s.args == ("vsuite",)
+                                      for s in steps[:at])]
+    out = [Step("bownsuite", (x, f"b9{2 * i}")) for i, x in enumerate(suites)]
+    out += [Step("bown", ("b91",)), Step("bdataset", ("d91", ("b91",), "train")),
+            Step("bapprove", ("d91",)), Step("btrain", ("c91", "d91", parent))]
     out += [Step("beval", (f"e9{i}", c, x, "evaluator"))
-            for i, (c, x) in enumerate((c, x) for c in [parent, "c91"] if c for x in suites)]
+            for i, (c, x) in enumerate((c, x) for c in [parent, "c91"] if c for x in on)]
     out.append(Step("brelease", ("r91", "c91")))
     for k in range(rnd.choice([1, 2])):
         out.append(Step("brules", (rnd.randrange(len(RELEASES)),)))
         if rnd.random() < 0.6:
             out.append(Step("brelease", (f"r9{k + 2}", "c91")))
-    return out
+    return steps[:at] + out + steps[at:]
 
 
 def suite2(v: int) -> list[Step]:
@@ -747,8 +809,10 @@ class Model:
     """What the buyer holds: imported vendor artifacts (same labels), its datasets and
     checkpoints."""
     vapprovals: dict[str, list[list[Any]]] = field(default_factory=dict)
-    """At the vendor: ``[envelope digest, withdrawn]`` per approval of a dataset, by label;
-    none reaches the buyer (R14)."""
+    """At the vendor: ``[envelope digest, withdrawn, vendor's log index]`` per approval of a
+    dataset, by label; none reaches the buyer (R14)."""
+    vchecks: dict[str, Art] = field(default_factory=dict)
+    """The vendor's checkpoints (R26; ``vindex``: its log size before the training)."""
     drop: int | None = None
     """The ``max_drop`` of the buyer's release requirements in force, in tenths (R16; R24)."""
     least: int | None = None
@@ -827,18 +891,22 @@ class Model:
     def files_gone(self, label: str) -> bool:  # R13, R20: an erasure taken in deleted them
         return ("erased", label) in self.taken or label in self.own_erased
 
-    def holdouts(self, d: Art, before: int) -> list[Art]:
+    def holdouts(self, d: Art, before: int, counted: bool = True) -> list[Art]:
+        """The holdouts recorded here before ``before``; ``counted``: only those whose record
+        counts here (R11, hist34: the gate and the verifiers take one the buyer's marking
+        distrusts for none, runner/admission.py; ``dataset create`` reads the index: all)."""
         return [o for o in self.buyer.values() if o.kind == "dataset" and o.split == "holdout"
-                and o.label != d.label and o.index < before]
+                and o.label != d.label and o.index < before and not (
+                    counted and o.label in self.vendor and not self.trusted(o.index))]
 
-    def held_out(self, d: Art, before: int) -> bool:  # R11, membership
-        return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before))
+    def held_out(self, d: Art, before: int, counted: bool = True) -> bool:  # R11, membership
+        return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before, counted))
 
     def copies(self, d: Art, before: int, gone: bool = False) -> bool:  # R11, R21, R22
         """Whether a batch of ``d`` holds a copy of a held-out one that the rules in force
         refuse. An erased held-out batch has nothing to compare (a sealed one is compared by
         its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
-        held = [h for o in self.holdouts(d, before) for b in o.batches  # create: skipped
+        held = [h for o in self.holdouts(d, before, not gone) for b in o.batches
                 if ((h := self.buyer[b]).sealed and not gone) or not self.absent(b, gone)]
         return self.copied([self.buyer[b] for b in d.batches if not (  # skipped: history 3216
             gone and self.absent(b, True))], held)
@@ -871,6 +939,39 @@ class Model:
         return not self.copied([arts[b] for b in batches if b not in gone],
                                [arts[b] for o in held for b in o.batches if b not in gone],
                                self.vrules)
+
+    def v_admit(self, label: str) -> bool:  # R26: the vendor's gate, under its own policy
+        """``admit`` (and ``train``) at the vendor, as the buyer's gate (R4, R7, R11, R21,
+        R22) from what the vendor holds under its own ``[contamination]`` in force (R25): its
+        record holds there (R15: not signed since the key's theft, nothing revoked), it and
+        its batches not erased (history 9239), an approval of the vendor's approver not
+        withdrawn, no batch held out by a vendor holdout (one signed since the theft is none:
+        its record does not verify, runner/admission.py); no held-out batch the vendor erased
+        unless sealed (its producer's erasure ends no comparison: R11), none sealed whose
+        record was signed since the theft (hist32 finding 1), and no copy of one its rules
+        refuse (a sealed one compared by its record: no runs)."""
+        d, gone = self.vendor[label], self.erased
+        held = [self.vendor[b] for o in self.v_holdouts(label) for b in o.batches]
+        return (d.split == "train" and self.v_here(label) and not {label, *d.batches} & gone
+                and any(not out for _d, out, _i in self.vapprovals.get(label, []))
+                and not set(d.batches) & {h.label for h in held}
+                and not any(h.label in gone and not h.sealed for h in held)
+                and not any(h.sealed and self.stolen(h.label) for h in held)
+                and not self.copied([self.vendor[b] for b in d.batches],
+                                    [h for h in held if h.sealed or h.label not in gone],
+                                    self.vrules))
+
+    def v_checkpoint_ok(self, label: str) -> bool:  # R26: verify at the vendor (R5, R7, R11)
+        c = self.vchecks[label]
+        d = self.vendor[c.dataset]
+        return self.v_here(d.label) and any(
+            not out and i < c.vindex for _d, out, i in self.vapprovals.get(d.label, [])
+        ) and not any(o.vindex < c.vindex and set(o.batches) & set(d.batches)
+                      for o in self.v_holdouts(d.label))
+
+    def v_holdouts(self, label: str) -> list[Art]:  # R26: the vendor's that count there
+        return [o for o in self.vendor.values() if o.kind == "dataset" and o.split == "holdout"
+                and o.label != label and not self.stolen(o.label)]
 
     def absent(self, label: str, gone: bool) -> bool:  # R4, R13: nothing to compare
         return self.erased_here(label) or (gone and self.files_gone(label))
@@ -919,9 +1020,9 @@ class Model:
         return evals[-1] if evals else None
 
     def release_ok(self, label: str) -> bool:  # R12, R16, R17, R23, R24: the rules now
-        r = self.buyer[label]
+        r = self.buyer[label]  # and every evaluation it cites (its lineage: hist34, 9007)
         return bool(self.suites) and self.checkpoint_ok(r.dataset) and self.scored(
-            r.dataset) and all(
+            r.dataset) and all(self.evaluation_ok(e) for e in r.evals if e) and all(
             (e := self.latest(r.dataset, x, r.index)) is not None and e in r.evals
             and self.evaluation_ok(e) and self.parent_evaluated(r.dataset, r.index, x, r.evals)
             for x in self.suites)
@@ -1000,6 +1101,8 @@ class Run:
     """The vendor's policy in force without its ``[contamination]``, at serial 1 (R15, R25:
     `vsucceed`)."""
     vserial: int = 1
+    own_env: bool = False
+    """The buyer registered its environment ``own@1`` (R24's batches of its own)."""
 
     @property
     def policy(self) -> Path:
@@ -1022,7 +1125,9 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bpin":  # R23: policy set refuses a pin to a record that does not verify here
         return False if not m.trusted(m.buyer["vsuite"].index) else (
             True if m.record_ok("vsuite") else None)
-    if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam"):
+    if s.op == "vtrain":  # R26: the vendor's gate
+        return m.v_admit(a[1])
+    if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
@@ -1036,7 +1141,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         d = Art(a[0], "dataset", a[1], a[2], index=size)
         if a[2] == "holdout":
             return m.new_holdout(a[1])
-        if any(m.buyer[b].sealed for b in a[1]) or m.held_out(d, size + 1):
+        if any(m.buyer[b].sealed for b in a[1]) or m.held_out(d, size + 1, counted=False):
             return False
         return not m.copies(d, size + 1, gone=True)
     if s.op == "bapprove":
@@ -1092,10 +1197,12 @@ def refs(m: Model, s: Step) -> bool:
         return a[1] in m.buyer
     if s.op == "bwithdraw":
         return a[0] in m.buyer and any(not out for _i, _d, out in m.buyer[a[0]].approvals)
-    if s.op == "vapprove":
-        return a[0] in m.vendor
+    if s.op in ("vapprove", "vtrain"):
+        return a[-1] in m.vendor
+    if s.op == "bownsuite":  # R24: only if the buyer holds no suite of that name
+        return a[0] not in m.buyer
     if s.op == "vwithdraw":
-        return any(not out for _d, out in m.vapprovals.get(a[0], []))
+        return any(not out for _d, out, _i in m.vapprovals.get(a[0], []))
     if s.op in ("brevoke", "berase"):
         return a[0] in m.buyer
     return True
@@ -1209,11 +1316,38 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(succeed(run, run.marking, RULES[a[0]], m.pinned))
     if s.op == "bpin":  # R23: a successor pinning suite@1 to the vendor's dataset of the name
         return ok(succeed(run, run.marking, m.rules, True))
+    if s.op == "vtrain":  # R26
+        label, ds = a
+        r = v.cli("train", "--dataset", m.vendor[ds].digest, "--key", "vtrainer", "--name",
+                  label, "--version", "1", "--seed", label[2:])
+        if r.exit_code == 0:
+            m.vchecks[label] = Art(label, "checkpoint", dataset=ds, digest=digest_of(r),
+                                   vindex=v.size() - 1)
+        return ok(r)
+    if s.op in ("bown", "bownsuite"):  # R24: a batch the buyer records (and its suite)
+        label, batch = (None, *a)[-2:]
+        if not run.own_env:
+            b.cli("env", "register", "own", "--version", "1", "--source", "sim", "--key",
+                  "producer")
+            run.own_env = True
+        path = long_rollouts(run.root / f"{batch}.parquet", int(batch[1:]), batch, "orig")
+        r = b.cli("record", path, "--env", "own@1", "--policy", "scripted", "--name", batch,
+                  "--licence", "CC-BY-4.0", "--key", "producer")
+        if r.exit_code == 0:
+            m.buyer[batch] = Art(batch, "batch", data=int(batch[1:]), digest=digest_of(r),
+                                 index=size)
+        if r.exit_code == 0 and label:
+            r = b.cli("dataset", "create", label, "--version", "1", "--split", "holdout",
+                      "--batch", m.buyer[batch].digest, "--key", "producer")
+            if r.exit_code == 0:
+                m.buyer[label] = Art(label, "dataset", (batch,), "holdout",
+                                     digest=digest_of(r), index=size)
+        return ok(r)
     if s.op == "vapprove":
         r = v.cli("approve", m.vendor[a[0]].digest, "--key", "vapprover", "--note",
                   f"step {len(run.ran)}")
         if r.exit_code == 0:
-            m.vapprovals.setdefault(a[0], []).append([digest_of(r), False])
+            m.vapprovals.setdefault(a[0], []).append([digest_of(r), False, v.size() - 1])
         return ok(r)
     if s.op == "vwithdraw":
         newest = [x for x in m.vapprovals[a[0]] if not x[1]][-1]
@@ -1459,6 +1593,13 @@ def judge_history(run: Run) -> list[str]:
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
                 m.v_ok(a.label) and m.marked is None)  # R20: the buyer's marking
+    for a in m.vendor.values():  # R26: the vendor's gate
+        if a.kind == "dataset":
+            compare(a.label, {"admit at the vendor": cli_verdict(run.vendor, "admit", a.digest)},
+                    m.v_admit(a.label))
+    for a in m.vchecks.values():
+        compare(a.label, {"verify at the vendor": cli_verdict(run.vendor, "verify", a.digest)},
+                m.v_checkpoint_ok(a.label))
     for a in m.buyer.values():  # R13: erased bytes stay gone (hist28 finding 1)
         if a.kind == "batch" and m.files_gone(a.label) and (back := files_of(b, a.digest)):
             out.append(f"{a.label} store: {len(back)} file(s) of it are back after its erasure")
@@ -1863,3 +2004,63 @@ def test_an_approvers_erasure_stands_when_the_producers_stops_counting(tmp_path:
     assert run.model.batch_ok("v1") and not run.problems
     assert cli_verdict(run.buyer, "verify", v1) == (True, "")
     assert impact_verdict(run.buyer, v1, v1)[0], impact_verdict(run.buyer, v1, v1)
+
+
+def test_the_vendors_gate(tmp_path: Path) -> None:
+    """R26 (hist34): the vendor trains on its own data (``vtrain``) under its own policy, and
+    its gate refuses as the model says: ``w2`` (a cut copy of its held-out ``v1``) unapproved
+    (``vc1``), then trained on under ``runs = "near"`` (``vc2``), refused once its rules are
+    the default again (``vc3``: a shared run); ``w4`` once its batch is revoked (``vc4``);
+    ``w3`` trained on (``vc5``), then refused once the vendor declares its key compromised
+    since ``w3``'s record (``vc6``), and ``vc5`` then fails ``verify`` there, while ``w4`` is
+    admitted again (``v4``'s revocation, signed since, counts for nothing: R15). ``admit`` of
+    each vendor dataset and ``verify`` of each vendor checkpoint agree with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 1, "cut", False)),
+             Step("vrecord", ("v3", 0, "orig", False)), Step("vrecord", ("v4", 0, "orig", False)),
+             Step("vdataset", ("wh", ("v1",), "holdout")), Step("vcontam", (3,)),
+             *(Step("vdataset", (w, (b,), "train")) for w, b in (("w2", "v2"), ("w4", "v4"),
+                                                                   ("w3", "v3"))),
+             Step("vtrain", ("vc1", "w2")), Step("vapprove", ("w2",)),
+             Step("vtrain", ("vc2", "w2")), Step("vcontam", (0,)), Step("vtrain", ("vc3", "w2")),
+             Step("vapprove", ("w4",)), Step("vrevoke", ("v4",)), Step("vtrain", ("vc4", "w4")),
+             Step("vapprove", ("w3",)), Step("vtrain", ("vc5", "w3")),
+             Step("vcompromise", ("w3",)), Step("vtrain", ("vc6", "w3"))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split("(")[1].split(",")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["vc1", "vc3", "vc4", "vc6"], run.ran
+    m = run.model
+    got = [run.vendor.cli("admit", m.vendor[w].digest).exit_code == 0 for w in
+           ("wh", "w2", "w3", "w4")] + [run.vendor.cli("verify", m.vchecks[c].digest).exit_code
+                                        == 0 for c in ("vc2", "vc5")]
+    assert got == [m.v_admit(w) for w in ("wh", "w2", "w3", "w4")] + [
+        m.v_checkpoint_ok(c) for c in ("vc2", "vc5")] == [False] * 3 + [True, True, False], run.ran
+    assert not run.problems
+
+
+def test_a_holdout_the_buyers_marking_distrusts(tmp_path: Path) -> None:
+    """R11 with R20 (hist34 finding 1, a design question for the lead): the buyer trains on
+    the vendor's ``v1`` (``d1``) and on an exact copy of it (``v2``: ``d2``); the vendor then
+    holds ``v1`` out (``wh``), shipped: both refused (``c1``, ``c2``). Once the buyer marks the
+    vendor's key compromised since that import, ``wh``'s record counts for nothing here, and
+    the gate and the verifiers take it for no holdout (runner/admission.py: "a record that is
+    intact but not trusted by the policy is no holdout of this policy's"): ``c3`` and ``c4``
+    are trained and verify, while ``dataset create`` of a new train set of ``v1`` (``d3``) is
+    still refused, from the index. ``admit`` says why (it said nothing)."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 1, "orig", False)),
+             Step("ship", ("v1",)), Step("ship", ("v2",)),
+             *(Step("bdataset", (f"d{i}", (f"v{i}",), "train")) for i in (1, 2)),
+             Step("bapprove", ("d1",)), Step("bapprove", ("d2",)),
+             Step("vdataset", ("wh", ("v1",), "holdout")), Step("ship", ("wh",)),
+             Step("btrain", ("c1", "d1", None)), Step("btrain", ("c2", "d2", None)),
+             Step("bmark", ("wh",)), Step("btrain", ("c3", "d1", None)),
+             Step("btrain", ("c4", "d2", None)), Step("bdataset", ("d3", ("v1",), "train"))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split("(")[1].split(",")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["c1", "c2", "d3"], run.ran
+    m, b = run.model, run.buyer
+    assert [b.cli("verify", m.buyer[c].digest).exit_code == 0 for c in ("c3", "c4")] == [
+        m.checkpoint_ok(c) for c in ("c3", "c4")] == [True, True]
+    said = " ".join(b.cli("admit", m.buyer["d2"].digest).output.split())
+    assert "held-out dataset record" in said and "compromised since" in said and (
+        "not taken as a holdout here, its batches neither held out nor compared with") in said
+    assert not run.problems

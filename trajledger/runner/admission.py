@@ -263,10 +263,17 @@ def _contamination(
     # (its split is unknown): each verified here.
     index = verifier.index
     unread = [i for i in index.unreadable() if (e := index.entry(i)) and e.kind == "dataset"]
-    for i in sorted({*index.held_out(), *unread}):
+    holdouts = set(index.held_out())
+    for i in sorted({*holdouts, *unread}):
         rec = verifier.record(i)
         if isinstance(rec, RecordFailure) and rec.damaged:
             damaged.append(rec.message)
+        elif isinstance(rec, RecordFailure) and i in holdouts:
+            # Intact but distrusted (its signer's key declared compromised since before it,
+            # say: hist34): no holdout of this policy's, which the user must be told.
+            decision.add(what, INFO, f"held-out dataset record {i} does not verify ("
+                         f"{rec.message}): not taken as a holdout here, its batches neither "
+                         "held out nor compared with")
         if not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
             continue
         ds = rec.predicate
