@@ -11,7 +11,8 @@ Non-scope: judging them (``verify.lineage`` and the runner's admission gate do).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ from .keys import Signer
 from .record import Recorded, record_statement
 
 if TYPE_CHECKING:
-    from trajledger.verify.judge import Record
+    from trajledger.verify.judge import Record, RecordFailure
     from trajledger.verify.lineage import LineageVerifier
     from trajledger.verify.log_entry import LogEntry
 
@@ -134,11 +135,9 @@ def _refuse_withdrawn_again(ledger: LedgerHome, item: CatalogItem, predicate: Ap
         PolicyError: such an approval is withdrawn (nothing signed).
     """
     from trajledger.verify.judge import Record
-    from trajledger.verify.lineage import LineageVerifier
     from trajledger.verify.statement import Statement
     from trajledger.verify.withdrawals import withdrawn
 
-    from .evidence import ledger_evidence
     from .keyless_check import might_be
     from .policy_state import current_policy
     from .signing import statement_bytes
@@ -148,16 +147,11 @@ def _refuse_withdrawn_again(ledger: LedgerHome, item: CatalogItem, predicate: Ap
         return
     new = Statement.from_bytes(statement_bytes([(item.ref or item.name, item.digest)],
                                                predicates.APPROVAL, predicate.to_predicate()))
-    verifier = LineageVerifier(ledger_evidence(ledger), found_policy[1],
-                               index=ledger.trust_state(), data="size")
-    try:
-        found = [verifier.record(i) for i in verifier.records(item.digest, "approval")]
+    with _approvals(ledger, found_policy[1], item.digest) as (verifier, found):
         same = {r.index for r in found if isinstance(r, Record) and r.statement == new}
         gone = [r for r, now in zip(found, withdrawn(verifier, found), strict=True)
                 if isinstance(r, Record) and r.index in same and not isinstance(now, Record)
                 ] if same else []
-    finally:
-        verifier.close()
     if not gone:
         return
     _token, maybe = might_be(signer)
@@ -226,10 +220,8 @@ def withdrawn_already(ledger: LedgerHome, index: int) -> str | None:
     approval that counts for nothing is judged by the revocations of its envelope that count
     (`revocations`)."""
     from trajledger.verify.judge import Record
-    from trajledger.verify.lineage import LineageVerifier
     from trajledger.verify.withdrawals import withdrawn
 
-    from .evidence import ledger_evidence
     from .policy_state import current_policy
 
     entry, found = ledger.trust_state().entry(index), current_policy(ledger)
@@ -237,16 +229,11 @@ def withdrawn_already(ledger: LedgerHome, index: int) -> str | None:
         return None
     if found is None:
         return next(iter(revocations(ledger, entry.envelope, None)), None)
-    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
-                               data="size")
-    try:
-        records = [verifier.record(i) for i in verifier.records(entry.subject, "approval")]
+    with _approvals(ledger, found[1], entry.subject) as (verifier, records):
         mine = next((r for r in records if r.index == index), None)
         if isinstance(mine, Record):
             return next((r.message for r in withdrawn(verifier, records)
                          if r.index == index and not isinstance(r, Record)), None)
-    finally:
-        verifier.close()
     return next(iter(revocations(ledger, entry.envelope, found[1])), None)
 
 
@@ -365,15 +352,9 @@ def in_force(ledger: LedgerHome, policy: TrustPolicy, digest: str) -> dict[int, 
     cannot be read (damaged: what it says is unknown) and that no revocation names is kept,
     as None. Nothing an approval that counts for nothing says can hide one that counts."""
     from trajledger.verify.judge import Record
-    from trajledger.verify.lineage import LineageVerifier
     from trajledger.verify.withdrawals import withdrawn
 
-    from .evidence import ledger_evidence
-
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
-                               data="size")
-    try:
-        found = [verifier.record(i) for i in verifier.records(digest, "approval")]
+    with _approvals(ledger, policy, digest) as (verifier, found):
         if any(verifier.records(r.entry.envelope, "revocation") for r in found
                if isinstance(r, Record)):
             found = withdrawn(verifier, found)
@@ -386,6 +367,23 @@ def in_force(ledger: LedgerHome, policy: TrustPolicy, digest: str) -> dict[int, 
                     for j in verifier.records(e.envelope, "revocation")):
                 out[r.index] = None  # unknown: a revocation of it that counts withdrew it
         return out
+
+
+@contextmanager
+def _approvals(ledger: LedgerHome, policy: TrustPolicy, digest: str) -> Iterator[
+        tuple[LineageVerifier, list[Record | RecordFailure]]]:
+    """A verifier of the ledger under ``policy`` (data by size; closed after) and the approvals
+    of ``digest`` as it judges them: what `in_force`, `withdrawn_already` and
+    `_refuse_withdrawn_again` judge withdrawals over (`verify.withdrawals.withdrawn`), as the
+    admission gate does."""
+    from trajledger.verify.lineage import LineageVerifier
+
+    from .evidence import ledger_evidence
+
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    try:
+        yield verifier, [verifier.record(i) for i in verifier.records(digest, "approval")]
     finally:
         verifier.close()
 
