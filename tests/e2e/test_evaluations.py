@@ -1317,3 +1317,43 @@ def test_eval_and_release_json_print_one_document(
     r = run(runner, home, "release", "bc@1", "--key", "approver", "--json")
     expect(r, 0)
     assert isinstance(json.loads(r.stdout), dict)
+
+
+def test_eval_and_release_name_a_key_the_policy_declares_compromised(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """aud34's Left: ``train`` with a key its policy declares compromised said so, ``eval`` and
+    ``release`` only that the key "does not hold the role" (a replaced key cannot be added
+    back to the policy that revokes it). Each now names the declaration
+    (`policy_state.not_in_role`), nothing recorded."""
+    from trajledger import Ledger
+
+    ledger = Ledger.open(home)
+    for k in ("approver2", "evaluator2"):
+        ledger.keys.create(k, encrypt=False)
+    size = ledger.log.size
+    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    text = text.replace("keys/approver.pub", "keys/approver2.pub").replace(
+        'keys = ["keys/evaluator.pub"]', 'keys = ["keys/evaluator2.pub"]')
+    for k in ("approver", "evaluator"):
+        text += (f'\n[[revoked_keys]]\nkey = "keys/{k}.pub"\ncompromised_since = {size + 1}\n'
+                 'reason = "laptop stolen"\n')
+    (home / "policy-2.toml").write_text(text)
+    ledger.set_policy(home / "policy-2.toml", keys=["approver", "approver2"])
+    before = log_size(home)
+    declared = (f"serial 2, which declares it compromised since log index {size + 1}: laptop "
+                "stolen")
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--", sys.executable, str(script), "pass")
+    expect(r, 1)
+    assert f"does not hold the evaluator role in policy 'evals' {declared} (format 2); " \
+        "evaluations are signed by roles.evaluator keys: sign with an evaluator key (1 in the " \
+        "policy)\n" in r.stderr, r.stderr  # (not "record a policy naming this key")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    assert f"does not hold the approver role in policy 'evals' {declared}; a release is " \
+        "signed by approver keys" in r.stderr, r.stderr
+    r = run(runner, home, "approve", "train@1", "--key", "approver", "--purpose", "rl")
+    expect(r, 1)  # (approve's own check of its signer named the declaration already)
+    assert f"compromised since log index {size + 1}: laptop stolen" in r.stderr, r.stderr
+    assert log_size(home) == before

@@ -86,6 +86,17 @@ def policy_records(ledger: LedgerHome) -> list[tuple[int, str, bytes]]:
     return out
 
 
+def not_in_role(name: str, keyid: str, policy: TrustPolicy, role: str) -> str:
+    """The head of the refusal of key ``name`` (``keyid``) that does not hold ``role`` in
+    ``policy``: which key, role and policy, and when the policy declares the key compromised,
+    since when and why (a replaced key: "add it to the policy" could not be done; aud34).
+    ``train``, ``eval`` and ``release`` say what to do next after it."""
+    revoked = next((r for r in policy.revoked_keys if r.keyid == keyid), None)
+    return (f"key {name} ({keyid[:12]}): does not hold the {role} role in policy "
+            f"{policy.name!r} serial {policy.serial}"
+            + (f", which declares it {revoked.describe()}" if revoked else ""))
+
+
 def current_policy(
     ledger: LedgerHome, trusted: TrustPolicy | None = None
 ) -> tuple[list[str], TrustPolicy] | None:

@@ -251,16 +251,17 @@ def evaluate(
 
     # (1)
     if not policy.holds("evaluator", signer.keyid):
+        from trajledger.ledger.policy_state import not_in_role
+
+        head = not_in_role(signer.name, signer.keyid, policy, "evaluator")
         held = policy.role("evaluator").keyids
-        fix = (f"sign with an evaluator key ({len(held)} in the policy), or record a policy "
-               "naming this key in [roles.evaluator]" if held else
-               "record a policy with [roles.evaluator] naming it (format = 2, a higher "
-               "serial; docs/evaluations.md shows one)")
-        raise PolicyError(
-            f"key {signer.name} ({signer.keyid[:12]}): does not hold the evaluator role in "
-            f"policy {policy.name!r} serial {policy.serial} (format {policy.format}); "
-            f"evaluations are signed by roles.evaluator keys: {fix}"
-        )
+        fix = (f"sign with an evaluator key ({len(held)} in the policy)" + (
+            "" if any(r.keyid == signer.keyid for r in policy.revoked_keys)  # not to be added
+            else ", or record a policy naming this key in "
+            "[roles.evaluator]") if held else "record a policy with [roles.evaluator] naming "
+            "it (format = 2, a higher serial; docs/evaluations.md shows one)")
+        raise PolicyError(f"{head} (format {policy.format}); evaluations are signed by "
+                          f"roles.evaluator keys: {fix}")
     catalog = Catalog(ledger)
     ck = catalog.resolve(checkpoint_ref, {"checkpoint"})
     suite = catalog.resolve(suite_ref, {"dataset"})

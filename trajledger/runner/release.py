@@ -76,6 +76,7 @@ def release(
         LedgerError: the log grew during the decision (run again).
     """
     from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.policy_state import not_in_role
     from trajledger.ledger.record import record_statement
     from trajledger.ledger.signing import canonical_json
     from trajledger.verify.digest import digest_bytes
@@ -93,8 +94,8 @@ def release(
     signers = list({s.keyid: s for s in signers}.values())
     for s in signers:
         if not policy.holds("approver", s.keyid):
-            raise PolicyError(f"key {s.name} ({s.keyid[:12]}): does not hold the approver role in "
-                              f"policy {policy.name!r} serial {policy.serial}")
+            raise PolicyError(f"{not_in_role(s.name, s.keyid, policy, 'approver')}; a release "
+                              "is signed by approver keys ('trajledger key list' shows yours)")
     if policy.release is None:
         raise PolicyError(
             f"policy {policy.name!r} serial {policy.serial} has no [release]: name the suites a "

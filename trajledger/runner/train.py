@@ -179,13 +179,11 @@ def start_run(
         LedgerError: a checkpoint ``name@version`` is already recorded.
     """
     from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.policy_state import not_in_role
 
     if not policy.holds("trainer", signer.keyid):
-        revoked = next((r for r in policy.revoked_keys if r.keyid == signer.keyid), None)
-        raise PolicyError(  # a key the policy declares compromised is named so (aud34)
-            f"key {signer.name} ({signer.keyid[:12]}): does not hold the trainer role in "
-            f"policy {policy.name!r} serial {policy.serial}"
-            + (f", which declares it {revoked.describe()}" if revoked else "")
+        raise PolicyError(
+            not_in_role(signer.name, signer.keyid, policy, "trainer")
             + "; sign with one of its trainer keys ("
             + (", ".join(k.keyid[:16] for k in policy.role("trainer").keys) or "none")
             + "; 'trajledger key list' shows your keys' fingerprints)"
