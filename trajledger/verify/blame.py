@@ -4,8 +4,9 @@ Scope: `blame`, what `verify.report.Report.causes` and the verdict line of a fai
 are made of: each node with failed checks that follow from no other failure (its own
 problems), those checks, and how many records fail only because of it (nodes failing through
 their lineage, and each check naming it as its cause); `fail_verdict`, the verdict line of a
-failing report; `failure_lines`, one line per cause (`verify.report.Report.failures`). Loaded
-only when a report fails (a report that passes has no cause to find).
+failing report; `failure_lines`, one line per cause (`verify.report.Report.failures`);
+`failing_node_lines`, the lines of a failing node in the text tree. Loaded only when a report
+fails (a report that passes has no cause to find).
 Non-scope: which nodes fail (`verify.report.Report.failing`); the text and JSON forms.
 """
 
@@ -14,13 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from .kinds import KINDS
+from .nodes import FAIL
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
-    from .nodes import Check, Edge, Node
+    from .nodes import Check, Edge, Node, Status
 
-__all__ = ["Graph", "blame", "fail_verdict", "failure_lines"]
+__all__ = ["Graph", "blame", "fail_verdict", "failing_node_lines", "failure_lines"]
 
 
 class Graph(Protocol):
@@ -100,3 +102,32 @@ def fail_verdict(report: Graph, subject: str, n: int) -> str:
              else "in the log")
     return (f"✗ FAIL: {subject}: {problems} problem(s) in {n} checks, {where}"
             + (f"; {depend} more fail through their lineage" if depend else ""))
+
+
+def failing_node_lines(report: Graph, node: Node, pad: str, failing: set[str],
+                       deps: Mapping[str, list[Edge]], mark: Mapping[Status, str]) -> list[str]:
+    """The lines under a failing ``node`` in the text tree (`verify.report.Report.render`,
+    ``pad`` their indent, ``mark`` the sign of each status): each check, but the failures
+    naming the same other node as their cause drawn once, with how many more there are; and a
+    node whose own checks pass, failing through its lineage (``deps``: the edges by their
+    ``src``), a ``lineage`` line naming what it depends on that fails."""
+    lines: list[str] = []
+    following: dict[str, list[Check]] = {}
+    for c in node.checks:
+        if c.status == FAIL and c.cause in report.nodes and c.cause is not None:
+            following.setdefault(c.cause, []).append(c)
+            if len(following[c.cause]) > 1:
+                continue  # drawn once below, with how many there are
+        text = c.what + (f" — {c.detail}" if c.detail else "")
+        lines.append(f"{pad}{mark[c.status]} {text}")
+    for cause, same in following.items():
+        if len(same) > 1:
+            lines.append(f"{pad}{mark[FAIL]} and {len(same) - 1} more "
+                         f"{'/'.join(sorted({c.what for c in same}))} check(s) failing "
+                         f"because {report.nodes[cause].label} fails")
+    if node.ok:
+        bad = sorted(report.nodes[d].label
+                     for d in {e.dst for e in deps.get(node.id, ()) if e.dst in failing})
+        lines.append(f"{pad}{mark[FAIL]} lineage — depends on {len(bad)} failing: "
+                     + "; ".join(bad))
+    return lines

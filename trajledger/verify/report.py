@@ -170,24 +170,13 @@ class Report:
             if node.signers:
                 facts.append("signed by " + ", ".join(s[:12] for s in node.signers))
             lines.append(head + (f" — {', '.join(facts)}" if facts else ""))
-            following: dict[str, list[Check]] = {}
-            for c in node.checks:
-                if c.status == FAIL and c.cause in self.nodes and c.cause is not None:
-                    following.setdefault(c.cause, []).append(c)
-                    if len(following[c.cause]) > 1:
-                        continue  # drawn once below, with how many there are
-                text = c.what + (f" — {c.detail}" if c.detail else "")
-                lines.append(f"{pad}    {_MARK[c.status]} {text}")
-            for cause, same in following.items():
-                if len(same) > 1:
-                    lines.append(f"{pad}    {_MARK[FAIL]} and {len(same) - 1} more "
-                                 f"{'/'.join(sorted({c.what for c in same}))} check(s) failing "
-                                 f"because {self.nodes[cause].label} fails")
-            if node.ok and node.id in failing:
-                bad = sorted(self.nodes[d].label
-                             for d in {e.dst for e in deps.get(node.id, ()) if e.dst in failing})
-                lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
-                             + "; ".join(bad))
+            if node.id in failing:  # its checks grouped by cause, or its failing lineage
+                from .blame import failing_node_lines
+
+                lines += failing_node_lines(self, node, f"{pad}    ", failing, deps, _MARK)
+            else:
+                lines += [f"{pad}    {_MARK[c.status]} {c.what}" + (f" — {c.detail}" if c.detail
+                                                                   else "") for c in node.checks]
             lines += [f"{pad}    {_MARK[status]} {text}" for status, text in marks.get(node.id, [])]
         return [line.translate(HIDDEN) for line in lines]
 
