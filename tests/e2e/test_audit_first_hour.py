@@ -199,3 +199,47 @@ def test_a_key_the_exporters_policy_declares_compromised_is_not_advised_to_be_ad
            "first policy of its log (a bundle's policy/0.json)" in key, key
     code, err = verify(capsys, bundle, "--policy", tmp_path / "first.json")
     assert code == 0, err
+
+
+def test_expect_fails_a_bundle_of_another_artifact_and_refuses_what_is_not_a_digest(
+    lab: Lab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """left35 finding 1 (aud34's Left): ``--expect DIGEST`` makes the comparison the OK line
+    asks for a check a script cannot forget: a bundle of another artifact (here the dataset's,
+    handed over as the checkpoint's) exits 1 with one line naming what it is the evidence of;
+    the one expected keeps the OK line as it was; what is not a full digest is a usage error
+    (exit 2) before anything is read. ``trajledger verify BUNDLE --expect`` alike."""
+    code, plain = verify(capsys, lab.bundle, "--policy", lab.policy)
+    assert code == 0, plain
+    for given in (lab.ckpt, lab.ckpt.upper().replace("SHA256:", "sha256:"),
+                  lab.ckpt.removeprefix("sha256:")):
+        code, err = verify(capsys, lab.bundle, "--policy", lab.policy, "--expect", given)
+        assert (code, err) == (0, plain)
+    code, err = verify(capsys, lab.dataset, "--policy", lab.policy, "--expect", lab.ckpt)
+    assert code == 1 and len(err) == 1, err
+    assert re.fullmatch(rf"FAIL: {re.escape(str(lab.dataset))}: the bundle is the evidence of "
+                        r"dataset cartpole-train@2 \(sha256:[0-9a-f]{64}\), not of "
+                        rf"{lab.ckpt}, the one expected \(--expect\): ask its sender for the "
+                        "bundle of the artifact you were given", err[0]), err
+    for bad, why in (("cartpole-bc@3", "not a digest"), (lab.ckpt[:19], "a digest of 12 hex "
+                     "digits is a prefix, which another artifact may share")):
+        with pytest.raises(SystemExit) as exited:
+            verify(capsys, lab.bundle, "--policy", lab.policy, "--expect", bad)
+        assert exited.value.code == 2
+        assert f"error: --expect {bad!r}: {why}: give the full sha256:<64 hex>" in \
+            capsys.readouterr().err
+    runner = new_runner()
+    cli = ["verify", str(lab.dataset), "--policy", str(lab.policy), "--expect"]
+    r = runner.invoke(main, [*cli, lab.ckpt])
+    assert r.exit_code == 1 and r.stderr.startswith(
+        f"FAIL: {lab.dataset}: the bundle is the evidence of dataset cartpole-train@2"), r.output
+    r = runner.invoke(main, [*cli, "cartpole-train@2"])
+    assert r.exit_code == 2 and "--expect 'cartpole-train@2': not a digest" in r.stderr, r.output
+    r = runner.invoke(main, ["verify", str(lab.bundle), "--policy", str(lab.policy), "--expect",
+                             lab.ckpt])
+    assert r.exit_code == 0 and r.stderr.startswith(f"OK: {lab.bundle}: checkpoint "), r.output
+    # A REF names what it verifies: --expect holds it to the digest given.
+    r = runner.invoke(main, ["--ledger", str(lab.home), "verify", "cartpole-bc@1", "--expect",
+                             lab.ckpt])
+    assert r.exit_code == 1 and "FAIL: cartpole-bc@1: it names checkpoint cartpole-bc@1 (sha256:" \
+        in r.stderr, r.output

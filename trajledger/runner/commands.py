@@ -8,7 +8,7 @@ inside the commands.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -742,6 +742,12 @@ def rollout(
     "against its manifest by path and SHA-256 and named OK, differs or missing; a file it "
     "does not list is extra (exit 1 for the last three); symbolic links are not followed.",
 )
+@click.option(
+    "--expect",
+    metavar="DIGEST",
+    help="REF or bundle mode: the sha256:HEX of the checkpoint or dataset you were given: exit "
+    "1 when what was verified is another (a bundle of another checkpoint verifies too).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx
 def verify(
@@ -754,6 +760,7 @@ def verify(
     policy_file: Path | None,
     skip_data: bool,
     files_dir: Path | None,
+    expect: str | None,
     as_json: bool,
 ) -> None:
     """Verify an artifact's whole lineage, or files against an envelope.
@@ -777,6 +784,13 @@ def verify(
     if files_dir is not None and (sigstore_bundle is not None or envelope is not None):
         raise click.UsageError("--files is for a REF or a bundle; the files of --envelope or "
                                "--sigstore-bundle mode are the PATHs given")
+    if expect is not None:  # a full digest, else a usage error before any work
+        from trajledger.verify.expect import expected_digest
+
+        if sigstore_bundle is not None or envelope is not None:
+            raise click.UsageError("--expect is for a REF or a bundle; --envelope and "
+                                   "--sigstore-bundle mode hash the PATHs given")
+        expect = expected_digest(expect, _usage_error)
     given = click.get_current_context().get_parameter_source
     threshold_given = given("threshold") is not click.core.ParameterSource.DEFAULT
     if sigstore_bundle is not None:
@@ -830,7 +844,7 @@ def verify(
                  "trust state): a bundle that does not extend it is a fork, or older and may "
                  "hide what the log recorded since (a revocation); ask its sender for one "
                  "exported now")
-        report_raise(report, str(bundle), skip_data, omitted, named=True)
+        report_raise(report, str(bundle), skip_data, omitted, named=True, expect=expect)
         return
     ledger = None
     try:
@@ -848,7 +862,7 @@ def verify(
         emit_json(report.to_json())
     else:
         click.echo("\n".join(report.render()))
-    report_raise(report, targets[0], skip_data)
+    report_raise(report, targets[0], skip_data, expect=expect)
 
 
 def _verify_sigstore(
@@ -902,15 +916,25 @@ def _verify_bundle(
                              known_checkpoint=known, known_what=what), len(evidence.index.omitted)
 
 
+def _usage_error(message: str) -> NoReturn:
+    raise click.UsageError(message)
+
+
 def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0,
-                 named: bool = False) -> None:
+                 named: bool = False, expect: str | None = None) -> None:
     """OK line, or a VerificationError listing every failure. The OK line says what was not
     checked: data blobs a bundle does not hold (``omitted``), data compared by size only; and,
     ``named`` (a bundle), what it verified, with its full digest, as ``python -m verify``
-    does: a bundle of another artifact than the one meant passes too (aud34 finding 1)."""
+    does: a bundle of another artifact than the one meant passes too (aud34 finding 1). With
+    ``expect`` (a digest), a report of another subject fails with one line, as ``python -m
+    verify --expect`` does."""
     from trajledger.verify.errors import VerificationError
     from trajledger.verify.nodes import short
 
+    if expect is not None and expect != report.subject:
+        from trajledger.verify.expect import other_subject
+
+        raise VerificationError(f"{subject}: {other_subject(report, expect, named)}")
     n, failed = report.count()
     if failed:
         raise VerificationError(

@@ -81,6 +81,8 @@ def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
         help="a checkpoint of the log you saw before: the bundle's must extend it (else: no "
         "rollback or fork is seen, as nothing is remembered)",
     )
+    p.add_argument("--expect", metavar="DIGEST", help="the sha256:HEX of the checkpoint or "
+                   "dataset you were given: exit 1 when the bundle is the evidence of another")
     p.add_argument(
         "--files",
         type=Path,
@@ -119,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report.render()))
     n, failed = report.count()
+    if args.expect and args.expect != report.subject:  # true of another artifact (aud34 #1)
+        from .expect import other_subject
+
+        _fail(subject, other_subject(report, args.expect))
+        return EXIT_FAILED
     if failed:
         _fail(subject, f"{failed} of {n} checks failed\n" + "\n".join(report.failures()))
         return EXIT_FAILED
@@ -143,7 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper):  # not a BUG
             stream.reconfigure(errors="backslashreplace")
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser(argv).parse_args(argv)
+    args = (parser := _parser(argv)).parse_args(argv)
+    if args.expect is not None:  # a full digest, else a usage error (exit 2) before any work
+        from .expect import expected_digest
+
+        args.expect = expected_digest(args.expect, parser.error)
     try:
         return run(args)
     except (VerificationError, FormatError) as e:
