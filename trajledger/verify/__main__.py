@@ -94,9 +94,11 @@ def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
     return p
 
 
-def _fail(subject: str, message: str) -> None:
+def _fail(subject: str, message: str, code: int = EXIT_FAILED) -> int:
+    """Print a ``FAIL:`` line per line of ``message``; return the exit ``code``."""
     for line in message.split("\n"):  # one line each, nothing in them may break or redraw it
         print(f"FAIL: {subject}: {line}".translate(HIDDEN), file=sys.stderr)
+    return code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,11 +126,9 @@ def run(args: argparse.Namespace) -> int:
     if args.expect and args.expect != report.subject:  # true of another artifact (aud34 #1)
         from .expect import other_subject
 
-        _fail(subject, other_subject(report, args.expect))
-        return EXIT_FAILED
+        return _fail(subject, other_subject(report, args.expect))
     if failed:
-        _fail(subject, f"{failed} of {n} checks failed\n" + "\n".join(report.failures()))
-        return EXIT_FAILED
+        return _fail(subject, f"{failed} of {n} checks failed\n" + "\n".join(report.failures()))
     # What was not checked is said where the verdict is read: data left out (``--no-data``, or
     # stripped by whoever handed the bundle over) like data compared by size only.
     omitted = len(evidence.index.omitted)
@@ -158,11 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except (VerificationError, FormatError) as e:
-        _fail(str(args.bundle), str(e))
-        return EXIT_FAILED
+        return _fail(str(args.bundle), str(e))
     except (ProvenanceError, OSError, MemoryError) as e:  # (the last: this machine's limit)
-        _fail(str(args.bundle), str(e) if str(e) else "out of memory: nothing was decided")
-        return EXIT_OPERATIONAL
+        return _fail(str(args.bundle), str(e) or "out of memory: nothing was decided",
+                     EXIT_OPERATIONAL)
     except Exception as e:  # the last resort of a command line: report, never a bare traceback
         traceback.print_exc()
         print(f"BUG: {type(e).__name__}: {e}; please report it", file=sys.stderr)
