@@ -243,3 +243,43 @@ def test_expect_fails_a_bundle_of_another_artifact_and_refuses_what_is_not_a_dig
                              lab.ckpt])
     assert r.exit_code == 1 and "FAIL: cartpole-bc@1: it names checkpoint cartpole-bc@1 (sha256:" \
         in r.stderr, r.output
+
+
+def test_the_auditors_own_invalid_policy_is_a_usage_error_a_bundles_damaged_one_fails(
+    lab: Lab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """left35 finding 2 (aud34's Left): a policy the auditor wrote that is not TOML or JSON, or
+    names a setting or role that does not exist, exited 1, "verification failed", as if the
+    lab's evidence had; it is the auditor's file to fix: exit 2 (usage), one line, in ``python
+    -m verify`` and ``trajledger verify`` (bundle and REF) alike. A missing file stays 3 (the
+    file system's answer); a damaged policy inside the bundle stays 1 (evidence)."""
+    import tamperkit as tk
+
+    shutil.copytree(lab.policy.parent / "keys", tmp_path / "keys")
+    cases = {
+        "typo.toml": lab.policy.read_text().replace("threshold = 2", "threshhold = 2"),
+        "role.toml": lab.policy.read_text().replace("[roles.trainer]", "[roles.trainers]"),
+        "broken.toml": "[roles\n",
+        "broken.json": "{",
+        "unknown.json": '{"name": "auditor", "serial": 1, "roles": {}, "thresold": 1}',
+    }
+    for name, text in cases.items():
+        policy = tmp_path / name
+        policy.write_text(text)
+        code, err = verify(capsys, lab.bundle, "--policy", policy)
+        assert code == 2 and len(err) == 1, (name, err)
+        assert err[0].startswith(f"FAIL: {lab.bundle}: policy {policy}: "), err
+        runner = new_runner()
+        for args in ([str(lab.bundle)], ["--ledger", str(lab.home), "cartpole-bc@2"]):
+            r = runner.invoke(main, ["verify", *args, "--policy", str(policy)])
+            assert r.exit_code == 2 and r.stderr.startswith(f"FAIL: policy {policy}: "), r.output
+            assert len(r.stderr.splitlines()) == 1, r.output
+    code, err = verify(capsys, lab.bundle, "--policy", tmp_path / "none.toml")
+    assert code == 3 and err == [f"FAIL: {lab.bundle}: policy {tmp_path / 'none.toml'}: no such "
+                                 "file"], err
+    members = tk.bundle_members(lab.bundle)
+    damaged = [(n, b"{" if n.startswith("policy/") else d) for n, d in members]
+    assert damaged != members
+    bad = tk.write_bundle(tmp_path / "bad.tar.zst", damaged, reindex=True)
+    code, err = verify(capsys, bad, "--policy", lab.policy)
+    assert code == 1 and "policy/" in err[0] and "hashes to" in err[0], err

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import click
 
 from trajledger.ledger.clikit import (
+    EXIT_USAGE,
     JSON_OPTION,
     KEY_NAME,
     NEW_NAME,
@@ -24,6 +25,7 @@ from trajledger.ledger.clikit import (
     bundle_file,
     emit_json,
     emit_result,
+    fail,
     ok,
     pass_ctx,
     recorded_json,
@@ -76,6 +78,20 @@ def _policy_file(ctx: Context, file: Path) -> Any:
     from trajledger.verify.policy import load_policy_file
 
     return load_policy_file(file, key_lookup=keystore_lookup(ctx.keystore()))
+
+
+def _verifiers_policy(ctx: Context, file: Path) -> Any:
+    """The policy FILE a verification judges under (`_policy_file`). One that is invalid (not
+    TOML or JSON, an unknown setting, a key it cannot read) is the user's own file to fix, not
+    evidence that failed: a usage error, exit 2, as ``python -m verify --policy`` (left35); a
+    damaged policy inside a bundle or a log stays exit 1."""
+    from trajledger.verify.errors import FormatError
+
+    try:
+        return _policy_file(ctx, file)
+    except FormatError as e:
+        fail(str(e))
+        raise click.exceptions.Exit(EXIT_USAGE) from e
 
 
 @click.group(cls=Group)
@@ -846,6 +862,8 @@ def verify(
                  "exported now")
         report_raise(report, str(bundle), skip_data, omitted, named=True, expect=expect)
         return
+    if policy_file is not None:  # an invalid one is a usage error (read again, with the log's
+        _verifiers_policy(ctx, policy_file)  # history, once the ledger is open)
     ledger = None
     try:
         ledger = ctx.ledger()
@@ -905,7 +923,7 @@ def _verify_bundle(
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
-        policy = _policy_file(ctx, policy_file)
+        policy = _verifiers_policy(ctx, policy_file)
         # The log key is the one that signed the checkpoint, never bundle.json's (redo21
         # finding 1); the floor is the one seen under it or a key it took over from (redo15
         # finding 2).

@@ -8,8 +8,9 @@ against its manifest, and renders the report.
 
 Output: the report on stdout (a text tree, or ``--json``); on stderr ``OK: <bundle>: N checks
 passed`` or one ``FAIL: <bundle>: <reason>`` line per failure. Exit codes, as ``trajledger``:
-0 ok; 1 verification failed or malformed evidence; 2 usage; 3 operational (missing or unreadable
-file, zstandard not installed); 4 internal bug.
+0 ok; 1 verification failed or malformed evidence (a policy inside the bundle included); 2 usage
+(your own ``--policy`` file invalid: not TOML or JSON, unknown settings); 3 operational (missing
+or unreadable file, zstandard not installed); 4 internal bug.
 """
 
 from __future__ import annotations
@@ -104,7 +105,10 @@ def _fail(subject: str, message: str, code: int = EXIT_FAILED) -> int:
 def run(args: argparse.Namespace) -> int:
     """Verify the bundle named in ``args``; print the report; return the exit code."""
     subject = str(args.bundle)
-    policy = load_policy_file(args.policy)
+    try:
+        policy = load_policy_file(args.policy)
+    except FormatError as e:  # the auditor's own file to fix, not evidence: usage (left35)
+        return _fail(subject, str(e), EXIT_USAGE)
     try:
         known = args.known_checkpoint.read_bytes() if args.known_checkpoint else None
     except OSError as e:
