@@ -283,3 +283,62 @@ def test_the_auditors_own_invalid_policy_is_a_usage_error_a_bundles_damaged_one_
     bad = tk.write_bundle(tmp_path / "bad.tar.zst", damaged, reindex=True)
     code, err = verify(capsys, bad, "--policy", lab.policy)
     assert code == 1 and "policy/" in err[0] and "hashes to" in err[0], err
+
+
+def test_a_key_the_auditor_trusts_and_the_exporter_declares_compromised_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """left35 finding 3 (aud34's Left): the auditor's hand-written policy is used as given, so
+    the lab's own successor declaring its trainer key compromised (``[[revoked_keys]]``, in the
+    bundle as ``policy/N.json``) was not consulted: a bundle holding a checkpoint that key
+    signed after the point declared (exported under a policy that still trusts it) passed,
+    exit 0. Now it fails, naming the key, the declaration and what to do; a bundle whose
+    records the key signed before then passes, with a WARNING in the report."""
+    runner = new_runner()
+    home = tmp_path / "lab"
+    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    ledger = ["--ledger", str(home)]
+    r = runner.invoke(main, [*ledger, "key", "new", "trainer2", "--no-encrypt"])
+    assert r.exit_code == 0, r.output
+    since = LedgerHome.open(home).log.size  # the next record, cartpole-bc@3, is in the window
+    r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
+                             "trainer", "--name", "cartpole-bc", "--version", "3",
+                             "--parent", "cartpole-bc@2", "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    old = (home / "keys" / "trainer.pub").read_text()
+    text = text.replace(old, (home / "keys" / "trainer2.pub").read_text()) + (
+        f'\n[[revoked_keys]]\nkey = "keys/trainer.pub"\ncompromised_since = {since}\n'
+        'reason = "laptop stolen"\n')
+    (home / "policy2.toml").write_text(text)
+    r = runner.invoke(main, [*ledger, "policy", "set", str(home / "policy2.toml"),
+                             "--key", "approver-a", "--key", "approver-b", "--yes"])
+    assert r.exit_code == 0, r.output
+    shutil.copytree(home / "keys", tmp_path / "keys", ignore=shutil.ignore_patterns("*.key"))
+    auditor = tmp_path / "auditor.toml"
+    auditor.write_text(Lab.policy_text(LedgerHome.open(home).log.vkey))
+    from trajledger.verify.keys import PublicKey
+
+    keyid = PublicKey.from_pem(old.encode(), "trainer").keyid
+    said = (f"your policy 'auditor' trusts key {keyid[:12]} as trainer, which the exporter's "
+            "own policy 'quickstart' serial 2 (in this bundle) declares compromised since log "
+            f"index {since}: laptop stolen")
+    fix = "update your policy: verify from the exporter's first policy (the bundle's policy/0.json"
+    later, earlier = tmp_path / "ckpt3.tar.zst", tmp_path / "ckpt2.tar.zst"
+    for ref, out in (("cartpole-bc@3", later), ("cartpole-bc@2", earlier)):
+        r = runner.invoke(main, [*ledger, "export", ref, "--policy", str(auditor), "--out",
+                                 str(out)])
+        assert r.exit_code == 0, r.output
+    code, err = verify(capsys, later, "--policy", auditor)
+    assert code == 1 and err[0] == f"FAIL: {later}: 1 of {err[0].split()[4]} checks failed", err
+    assert err[1].startswith(f"FAIL: {later}: bundle ckpt3.tar.zst > policy: {said}; this "
+                             f"bundle's record(s) at log index {since} were signed by it since "
+                             f"then, which its owner disowns: {fix}"), err
+    r = runner.invoke(main, ["verify", str(later), "--policy", str(auditor)])
+    assert r.exit_code == 1 and f"> policy: {said}; this bundle's record(s)" in r.stderr, r.output
+    assert verify_main([str(earlier), "--policy", str(auditor)]) == 0
+    out, err_text = capsys.readouterr()
+    assert f"· policy — WARNING: {said}; nothing in this bundle was signed by it since then, but " \
+        f"your policy would count what it signs: {fix}" in out, out
+    assert err_text.startswith(f"OK: {earlier}: checkpoint cartpole-bc@2 "), err_text

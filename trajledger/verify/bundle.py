@@ -63,7 +63,7 @@ from .lineage import INFO, OK, LineageVerifier, Node, Record, Report, name_files
 from .log_entry import LogEntry
 from .logcheck import check_entries
 from .note import Note, Verifier, verifier_from_vkey
-from .policy import TrustPolicy
+from .policy import TrustPolicy, policy_digest
 from .policy_history import follow_history
 from .predicates import RolloutBatch
 from .strict_json import load_object
@@ -623,10 +623,10 @@ def verify_bundle(
         for name in evidence.unused():
             bundle.fail("members", f"member {name} is not used by the lineage of "
                         f"{(subject or 'the extension')[:19]}…")
-    if not report.ok and records:  # evidence the exporter's policy made it leave out, and why
-        from .left_out import explain_left_out
+    if records and (not report.ok or policy_digest(in_force) != records[-1][1]):  # what the
+        from .left_out import exporters_declarations  # exporter's own policy declares (left35)
 
-        explain_left_out(report, evidence.entry_bytes, records)
+        exporters_declarations(report, bundle, in_force, records, evidence)
     # (8)
     if subject is not None:
         name_files(report.nodes[subject], evidence, files)

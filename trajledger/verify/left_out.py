@@ -1,12 +1,19 @@
-"""Why a bundle lacks what its verification needed: the exporter's own policy says so.
+"""What the exporter's own policy declares: why a bundle lacks what its verification needed,
+and a key the verifier's policy trusts that it declares compromised.
 
-Scope: `explain_left_out`: a bundle's record that verifies under the verifier's policy but
-whose manifest or data blob the bundle lacks, because the exporter's policy (the history of
-trust-policy records the bundle carries, followed from its first) declares the key that signed
-the record compromised: its export read nothing of it (the record failed there), so left it
-out. The failing check then names the key, that policy and since when, not only "manifest …
-is missing" (docs/SECURITY.md, rev18 "Left" and redo15 finding 3). Loaded only for a bundle
-whose verification failed; it explains, and never changes what passes.
+Scope: the history of trust-policy records a bundle carries, followed from its first (the
+exporter's own policy, `exporters_declarations`), read for its ``[[revoked_keys]]``:
+`explain_left_out`, a bundle's record that verifies under the verifier's policy but whose
+manifest or data blob the bundle lacks, because that policy declares the key that signed the
+record compromised: its export read nothing of it (the record failed there), so left it out.
+The failing check then names the key, that policy and since when, not only "manifest … is
+missing" (docs/SECURITY.md, rev18 "Left" and redo15 finding 3). `trusted_compromised`, a key
+the verifier's policy (written by hand, or an older one, used as given: the exporter's
+successors are not followed from it) holds in a role though the exporter's policy declares it
+compromised (left35 finding 3): a record of the bundle it signed since then fails (its
+owner's word is that the signature may be a thief's), and without one the report warns that
+the policy must be updated. Loaded only for a bundle whose verification failed, or whose
+policy in force is not the exporter's newest.
 Non-scope: judging records (``verify.judge``), the verifier's own revocations
 (``verify.key_roles.signed_by`` says those).
 """
@@ -14,32 +21,85 @@ Non-scope: judging records (``verify.judge``), the verifier's own revocations
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import ProvenanceError
 from .log_entry import LogEntry
-from .nodes import FAIL
+from .nodes import FAIL, INFO, Node
+from .policy import KEY_ROLES, TrustPolicy
 from .policy_history import follow_history
 
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["explain_left_out"]
+__all__ = ["Bundled", "explain_left_out", "exporters_declarations", "trusted_compromised"]
 
 
-def explain_left_out(report: Report, entry_bytes: Callable[[int], bytes | None],
-                     records: list[tuple[int, str, bytes]]) -> None:
-    """Add the exporter's reason to each failed "… is missing" check of ``report`` whose
-    record a key its policy declares compromised signed (``entry_bytes``: the bundle's log
-    entry at an index; ``records``: its trust-policy records, as
-    `verify.policy_history.follow_history` takes them)."""
+class Bundled(Protocol):
+    """What is read of a bundle (a `verify.bundle.BundleEvidence`): its log entries."""
+
+    def entry_bytes(self, index: int) -> bytes | None: ...
+
+    def entries(self) -> Iterator[tuple[int, bytes]]: ...
+
+
+def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy,
+                           records: list[tuple[int, str, bytes]], evidence: Bundled) -> None:
+    """Read the exporter's own policy (``records``: the bundle's trust-policy records, as
+    `verify.policy_history.follow_history` takes them, followed from the first) for what its
+    ``[[revoked_keys]]`` explain of a failing ``report`` (`explain_left_out`) and the keys of
+    the policy in force, ``trusted``, it declares compromised (`trusted_compromised`, on the
+    ``bundle`` node)."""
     try:
         theirs, _notes = follow_history(None, records)
     except ProvenanceError:
         return  # a history that cannot be followed declares nothing
     if theirs is None or not theirs.revoked_keys:
         return
+    if not report.ok:
+        explain_left_out(report, evidence.entry_bytes, theirs)
+    trusted_compromised(bundle, trusted, theirs, evidence.entries())
+
+
+def trusted_compromised(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy,
+                        entries: Iterator[tuple[int, bytes]]) -> None:
+    """A ``policy`` check on ``bundle`` for each key ``trusted`` holds in a role that the
+    exporter's policy ``theirs`` declares compromised: failed when a bundled record (each is
+    one the verification relied on: an unused member fails the bundle) was signed by it at
+    or after the point declared, whose signature the key's owner disowns; else a warning
+    (information) that the policy counts what the key signs from now on."""
+    held = {rk.keyid: (rk, roles) for rk in theirs.revoked_keys
+            if (roles := [r for r in KEY_ROLES if trusted.holds(r, rk.keyid)])}
+    if not held:
+        return
+    since: dict[str, list[int]] = {k: [] for k in held}
+    for i, raw in entries:
+        entry = LogEntry.from_bytes(raw)  # checked when the bundle was opened
+        for keyid in set(entry.signers) & set(held):
+            if held[keyid][0].covers(i, entry.time):
+                since[keyid].append(i)
+    for keyid, (rk, roles) in held.items():
+        said = (f"your policy {trusted.name!r} trusts key {keyid[:12]} as "
+                f"{' and '.join(roles)}, which the exporter's own policy {theirs.name!r} serial "
+                f"{theirs.serial} (in this bundle) declares {rk.describe()}")
+        fix = ("update your policy: verify from the exporter's first policy (the bundle's "
+               "policy/0.json, once its digest matches one you got out of band), whose recorded "
+               "successors are followed, or take the key out of your roles")
+        if since[keyid]:
+            bundle.fail("policy", f"{said}; this bundle's record(s) at log index "
+                        f"{', '.join(map(str, since[keyid]))} were signed by it since then, which "
+                        f"its owner disowns: {fix}")
+        else:
+            bundle.add("policy", INFO, f"WARNING: {said}; nothing in this bundle was signed by "
+                       f"it since then, but your policy would count what it signs: {fix}")
+
+
+def explain_left_out(report: Report, entry_bytes: Callable[[int], bytes | None],
+                     theirs: TrustPolicy) -> None:
+    """Add the exporter's reason to each failed "… is missing" check of ``report`` whose
+    record a key its policy declares compromised signed (``entry_bytes``: the bundle's log
+    entry at an index; ``theirs``: the exporter's policy, `exporters_declarations`)."""
     for node in report.nodes.values():
         missing = [i for i, c in enumerate(node.checks)
                    if c.status == FAIL and c.detail.endswith(" is missing")]
