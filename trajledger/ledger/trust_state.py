@@ -38,7 +38,8 @@ state; a reader sees a consistent snapshot. Threads of one process may share a `
 (a log writer's group commit publishes from its own thread): one lock serialises each statement
 and holds for a whole transaction, so no thread reads another's uncommitted work.
 Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.log``), the
-queries answered from the index and the connection threads share (``trust_index.py``).
+queries answered from the index and the connection threads share (``trust_index.py``), the
+tables' layout (``trust_schema``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from .errors import LedgerError, TamperError, cannot_write
 from .fs import drop_stale_temps, write_file_atomic
 from .trust_index import LockedDB, TrustIndex
 from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
+from .trust_schema import INDEXES, SCHEMA, TABLES
 from .user_state import (
     fingerprint,
     known_origin,
@@ -88,8 +90,6 @@ __all__ = [
 STATE_FORMAT = 3
 """2: adds the held-out datasets; 3: import records list the envelopes of the foreign records
 they brought (a state of an older format re-reads the log once, keeping its floor)."""
-_TABLES = ("entries", "names", "listing", "refs", "unreadable", "held_out")
-"""The derived tables: counted after each extension, compared by `TrustState.disagreements`."""
 _CHUNK = 1024
 _PARALLEL_FROM = 8 * _CHUNK
 """A reading of at least this many entries from a local store reads in `trust_rows.Workers`."""
@@ -98,30 +98,6 @@ _AHEAD = 2 * WORKERS
 _BULK_FROM = 4 * _CHUNK
 """A first use of at least this many entries builds the derived tables' indexes after their
 rows (one sort each, not a random B-tree insert per row: 1/3 the system time at 100k)."""
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS entries (
-    idx INTEGER PRIMARY KEY, kind TEXT NOT NULL, subject TEXT NOT NULL, raw BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS entries_subject ON entries (subject);
-CREATE INDEX IF NOT EXISTS entries_kind ON entries (kind);
-CREATE TABLE IF NOT EXISTS names (
-    idx INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
-    subject TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS names_ref ON names (name, version);
-CREATE INDEX IF NOT EXISTS names_subject ON names (subject);
-CREATE INDEX IF NOT EXISTS names_folded ON names (lower(name));
-CREATE TABLE IF NOT EXISTS listing (digest TEXT NOT NULL, idx INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS listing_digest ON listing (digest);
-CREATE TABLE IF NOT EXISTS refs (dst TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS refs_dst ON refs (dst);
-CREATE TABLE IF NOT EXISTS unreadable (idx INTEGER PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS held_out (idx INTEGER PRIMARY KEY);
-"""
-_INDEXES = {line.split()[5]: line for line in _SCHEMA.splitlines()
-            if line.startswith("CREATE INDEX")}
-"""The secondary indexes of the derived tables: ``{name: CREATE statement}``."""
-
 
 _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
@@ -258,7 +234,7 @@ class TrustState(TrustIndex):
             # synced (NORMAL in WAL mode may lose the last ones).
             db.execute("PRAGMA synchronous=FULL")
             # A new database's tables in one synced commit (IMMEDIATE: a second creator waits).
-            db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;" if new else _SCHEMA)
+            db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;" if new else SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise LedgerError(f"trust state {base}: cannot open: {e}") from e
         state = cls(base, vkey, db)
@@ -592,7 +568,7 @@ class TrustState(TrustIndex):
             done = self._size
             bulk = done == 0 and cp.size >= _BULK_FROM
             if bulk:  # rows appended in index order, the indexes sorted once at the end
-                for name in _INDEXES:
+                for name in INDEXES:
                     self._db.execute(f"DROP INDEX IF EXISTS {name}")
             workers = (Workers(blob_reader) if blob_reader is not None and Workers.possible()
                        and cp.size - done >= _PARALLEL_FROM else None)
@@ -643,7 +619,7 @@ class TrustState(TrustIndex):
                 )
             # (3)
             if bulk:
-                for statement in _INDEXES.values():
+                for statement in INDEXES.values():
                     self._db.execute(statement)
             self._retry_unreadable(read_blob)
             self._store_counts()
@@ -689,7 +665,7 @@ class TrustState(TrustIndex):
             if why is not None:
                 raise TamperError(f"the checkpoint of size {cp.size} (root "
                                   f"{cp.root.hex()[:16]}…) {why}", self.path)
-            for table in _TABLES:
+            for table in TABLES:
                 self._db.execute(f"DELETE FROM {table} WHERE idx >= ?", (cp.size,))
             self._store_counts()
             self._put_floor(note, rng, leaf_hash(raws[-1]) if raws else
@@ -860,7 +836,7 @@ class TrustState(TrustIndex):
 
     def _forget_rows(self) -> None:
         """Delete every derived row and the indexed range, in the caller's transaction."""
-        for table in _TABLES:
+        for table in TABLES:
             self._db.execute(f"DELETE FROM {table}")
         self._db.execute("DELETE FROM meta WHERE key IN ('range', 'counts')")
 
@@ -928,7 +904,7 @@ class TrustState(TrustIndex):
 
     def _counts(self) -> dict[str, int]:
         return {t: int(self._db.execute(f"SELECT COUNT(*) FROM {t}").fetchall()[0][0])
-                for t in _TABLES}
+                for t in TABLES}
 
     def _store_counts(self) -> None:
         self._put("counts", json.dumps(self._counts(), sort_keys=True).encode())
@@ -943,7 +919,7 @@ class TrustState(TrustIndex):
         stored = json.loads(raw) if raw is not None else {}
         now = self._counts()
         changed = [f"{t} holds {now[t]} row(s), {stored.get(t, '?')} were derived from the log"
-                   for t in _TABLES if stored.get(t) != now[t]]
+                   for t in TABLES if stored.get(t) != now[t]]
         if changed:
             raise TamperError(
                 f"trust state {self.path / 'state.sqlite'}: {'; '.join(changed)}: rows that "
@@ -967,7 +943,7 @@ class TrustState(TrustIndex):
         fresh = TrustState.__new__(TrustState)
         fresh.path = self.path
         mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        mem.executescript(_SCHEMA)
+        mem.executescript(SCHEMA)
         fresh._db = LockedDB(mem)
         try:
             done = 0
@@ -981,7 +957,7 @@ class TrustState(TrustIndex):
                      for i, raw in enumerate(raws, start=done)], read_blob)
                 done = end
             out = []
-            for table in _TABLES:
+            for table in TABLES:
                 mine = self._rows(table)
                 want = fresh._rows(table)
                 if mine != want:

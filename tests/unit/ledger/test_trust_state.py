@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from trajledger import Ledger
-from trajledger.ledger import trust_rows, trust_state
+from trajledger.ledger import trust_rows, trust_schema, trust_state
 from trajledger.ledger.errors import LedgerError, TamperError
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.trust_state import TrustState
@@ -450,7 +450,7 @@ def test_reading_in_bulk_derives_the_rows_read_one_by_one(
         monkeypatch.setattr(trust_state, "_CHUNK", size)
         state = Ledger.open(chat_home).trust_state()
         try:
-            return {t: state._rows(t) for t in trust_state._TABLES}
+            return {t: state._rows(t) for t in trust_schema.TABLES}
         finally:
             state.close()
 
@@ -493,7 +493,7 @@ def _all_rows(home: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(STATE_DIR_ENV, str(state_dir))
     state = Ledger.open(home).trust_state()
     try:
-        return {t: state._rows(t) for t in trust_state._TABLES}
+        return {t: state._rows(t) for t in trust_schema.TABLES}
     finally:
         state.close()
 
@@ -520,7 +520,7 @@ def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     ledger.record_batch([src], env="chat@1", policy="model-1", key="vendor", fmt="chat-jsonl",
                         name="plain")
     incremental = Ledger.open(chat_home).trust_state()
-    step_by_step = {t: incremental._rows(t) for t in trust_state._TABLES}
+    step_by_step = {t: incremental._rows(t) for t in trust_schema.TABLES}
     incremental.close()
     monkeypatch.setattr(trust_state, "_CHUNK", 1024)
     monkeypatch.setattr(trust_state, "_BULK_FROM", 1)  # the indexes built after the rows
@@ -529,7 +529,7 @@ def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     indexes = {r[0] for r in state._db.execute("SELECT name FROM sqlite_master WHERE type = "
                                                "'index' AND sql IS NOT NULL")}
     state.close()
-    assert indexes == set(trust_state._INDEXES)
+    assert indexes == set(trust_schema.INDEXES)
     monkeypatch.setattr(trust_state, "_BULK_FROM", 10**9)
     # Envelopes read and parsed by worker processes, runs of 2 entries, several in flight.
     monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 1)
@@ -697,7 +697,7 @@ def test_a_name_is_looked_up_folded_in_case_by_an_index() -> None:
     import sqlite3
 
     db = sqlite3.connect(":memory:")
-    db.executescript(trust_state._SCHEMA)
+    db.executescript(trust_schema.SCHEMA)
     db.execute("INSERT INTO names VALUES (0, 'dataset', 'cartpole-train', '1', 'sha256:00')")
     plan = db.execute("EXPLAIN QUERY PLAN SELECT idx FROM names WHERE lower(name) = lower(?) "
                       "AND idx < ? ORDER BY idx", ("Cartpole-Train", 1)).fetchall()

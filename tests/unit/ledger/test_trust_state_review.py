@@ -36,7 +36,7 @@ import pytest
 
 from trajledger import Ledger
 from trajledger.ledger import home as home_module
-from trajledger.ledger import trust_rows, trust_state
+from trajledger.ledger import trust_rows, trust_schema, trust_state
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.record import record_statement
 from trajledger.ledger.user_state import STATE_DIR_ENV
@@ -96,7 +96,7 @@ def _read(home: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch, **knobs:
         with contextlib.closing(ledger.trust_state()) as state:
             assert state.size == ledger.log.size
             assert state.disagreements(ledger.log.entries, ledger.read_blob) == []
-            return {t: state._rows(t) for t in trust_state._TABLES}
+            return {t: state._rows(t) for t in trust_schema.TABLES}
 
 
 def test_a_hostile_log_gives_the_same_rows_however_it_is_read(
@@ -156,7 +156,7 @@ import signal, sys, time
 # hand that on, and Python then never raises KeyboardInterrupt.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
-from trajledger.ledger import trust_rows, trust_state
+from trajledger.ledger import trust_rows, trust_schema, trust_state
 trust_state._PARALLEL_FROM = 1
 trust_state._CHUNK = 2
 trust_rows.Workers.possible = staticmethod(lambda: True)
