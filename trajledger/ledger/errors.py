@@ -22,6 +22,7 @@ __all__ = [
     "cannot_write",
     "disk_error",
     "read_failure",
+    "sqlite_next_step",
 ]
 
 
@@ -137,3 +138,30 @@ def cannot_write(what: str, e: OSError) -> str:
     and, for a full disk or quota, a read-only file system or a permission refused, what to do
     next (`next_step`; hour33's Left, left34)."""
     return f"{what}: cannot write: {e.strerror or e}{next_step(e)}"
+
+
+_SQLITE_ERRNO = {13: errno.ENOSPC, 8: errno.EACCES, 3: errno.EACCES, 14: errno.EACCES}
+"""SQLite's primary result codes (``sqlite_errorcode & 0xFF``) whose next step is the system's
+(`next_step`): SQLITE_FULL, a full disk; SQLITE_READONLY, SQLITE_PERM and SQLITE_CANTOPEN, a file
+or directory this user may not write or open (or a read-only file system)."""
+_SQLITE_STEP = {
+    5: "another trajledger process of yours holds it: let it finish, then run the command again",
+    10: "the disk failed a read or write (full, removed or failing: 'dmesg' says which); fix it, "
+        "then run the command again",
+}
+"""The next step of SQLITE_BUSY and SQLITE_IOERR (and its extended codes), which no errno says."""
+
+
+def sqlite_next_step(e: BaseException) -> str:
+    """``"; <what to do>"`` for a SQLite error, by its ``sqlite_errorcode`` (left34's Left): a
+    full disk, a file or directory that may not be written or opened, as `next_step` says it
+    for the system's errors; a database another process holds; a disk that failed. For an
+    ``OSError``, `next_step`; else ``""``."""
+    if isinstance(e, OSError):
+        return next_step(e)
+    code = getattr(e, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in _SQLITE_ERRNO:
+        return next_step(OSError(_SQLITE_ERRNO[primary], str(e)))
+    step = _SQLITE_STEP.get(primary) if primary is not None else None
+    return f"; {step}" if step else ""

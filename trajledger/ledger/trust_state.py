@@ -62,7 +62,7 @@ from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.times import format_time, parse_time
 
-from .errors import LedgerError, TamperError, cannot_write
+from .errors import LedgerError, TamperError, cannot_write, sqlite_next_step
 from .fs import drop_stale_temps, write_file_atomic
 from .trust_index import LockedDB, TrustIndex
 from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
@@ -236,7 +236,7 @@ class TrustState(TrustIndex):
             # A new database's tables in one synced commit (IMMEDIATE: a second creator waits).
             db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;" if new else SCHEMA)
         except (OSError, sqlite3.Error) as e:
-            raise LedgerError(f"trust state {base}: cannot open: {e}") from e
+            raise LedgerError(f"trust state {base}: cannot open: {e}{sqlite_next_step(e)}") from e
         state = cls(base, vkey, db)
         stored = state._meta("vkey")
         if stored is None:
@@ -398,7 +398,7 @@ class TrustState(TrustIndex):
                     self._db.execute("ROLLBACK")
                 if isinstance(e, sqlite3.Error):
                     raise LedgerError(f"trust state {self.path}: cannot write: {e}; nothing "
-                                      "was changed in it") from e
+                                      f"was changed in it{sqlite_next_step(e)}") from e
                 raise
 
     def _begin(self) -> None:
@@ -439,12 +439,11 @@ class TrustState(TrustIndex):
             db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
             db.execute("BEGIN IMMEDIATE")
             return True
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e) or "busy" in str(e):
-                return False
-            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
         except sqlite3.Error as e:
-            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+            if isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e)):
+                return False
+            raise LedgerError(f"trust state {self.path}: cannot write: {e}"
+                              f"{sqlite_next_step(e)}") from e
         finally:
             db.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
 

@@ -702,3 +702,40 @@ def test_a_name_is_looked_up_folded_in_case_by_an_index() -> None:
     plan = db.execute("EXPLAIN QUERY PLAN SELECT idx FROM names WHERE lower(name) = lower(?) "
                       "AND idx < ? ORDER BY idx", ("Cartpole-Train", 1)).fetchall()
     assert "USING INDEX names_folded" in str(plan), plan
+
+
+def test_a_write_sqlite_refuses_says_what_to_do(home: Path) -> None:
+    """left35 finding 4 (left34's Left): the trust state's ``cannot write:`` lines of a SQLite
+    error had no next step (an ``sqlite3.Error`` has no ``errno`` for `errors.next_step`); its
+    ``sqlite_errorcode`` now gives the same advice: a full database (SQLITE_FULL, made real
+    with ``max_page_count``), one that may not be written (SQLITE_READONLY, with
+    ``query_only``); and BUSY, IOERR (extended codes too) and CANTOPEN."""
+    import sqlite3
+
+    state = Ledger.open(home).trust_state()
+    pages = state._db.execute("PRAGMA page_count").fetchall()[0][0]
+    state._db.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(LedgerError) as e, state._write():
+        state._put("filler", b"0" * 200_000)
+    assert str(e.value).endswith(": cannot write: database or disk is full; nothing was changed "
+                                 "in it; free space on the disk written to (the ledger's, or "
+                                 "where --out writes) or write elsewhere, then run the command "
+                                 "again"), e.value
+    state._db.execute("PRAGMA max_page_count = 1073741823")
+    state._db.execute("PRAGMA query_only = 1")
+    with pytest.raises(LedgerError) as e, state._write():
+        state._put("filler", b"0")
+    assert str(e.value).endswith(": cannot write: attempt to write a readonly database; check "
+                                 "who owns it and its mode ('ls -ld'), or use a place of yours"), \
+        e.value  # refused at BEGIN IMMEDIATE (`_try_begin`)
+    state._db.execute("PRAGMA query_only = 0")
+    assert state._meta("filler") is None
+    from trajledger.ledger.errors import sqlite_next_step
+
+    for code, step in ((5, "; another trajledger process of yours holds it: let it finish"),
+                       (10 | 3 << 8, "; the disk failed a read or write (full, removed or "
+                                     "failing: 'dmesg' says which)"),
+                       (14, "; check who owns it and its mode ('ls -ld')"), (1, "")):
+        error = sqlite3.OperationalError("x")
+        error.sqlite_errorcode = code
+        assert sqlite_next_step(error).startswith(step) and (step or not sqlite_next_step(error))
