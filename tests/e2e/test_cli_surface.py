@@ -221,6 +221,37 @@ def test_click_suggests_commands_and_options(runner: CliRunner) -> None:
     assert r.exit_code == 2 and "Did you mean '--json'?" in r.stderr, r.stderr
 
 
+def test_a_usage_error_is_one_line_naming_the_help_to_read(runner: CliRunner,
+                                                          tmp_path: Path) -> None:
+    """left35 finding 5 (an old Left): click printed a usage error in three lines and more
+    (``Usage: …``, ``Try '… --help' for help.``, a blank line, ``Error: …``); for every command,
+    an unknown option (and a subcommand missing its argument, a group given a command it lacks)
+    is now one line saying what was wrong and the help to read, exit 2. ``--help`` is as it
+    was."""
+    for path, cmd in commands():
+        r = runner.invoke(main, ["--ledger", str(tmp_path), *path, "--no-such-option"],
+                          prog_name="trajledger")
+        assert r.exit_code == 2, (path, r.output)
+        assert r.stderr.splitlines() == [
+            f"Error: No such option '--no-such-option'; see '{' '.join(['trajledger', *path])} "
+            "--help'"], (path, r.stderr)
+        assert r.stdout == "", (path, r.output)
+        if isinstance(cmd, click.Group) and path:
+            r = runner.invoke(main, [*path, "frobnicate"], prog_name="trajledger")
+            assert r.exit_code == 2 and r.stderr.splitlines() == [
+                f"Error: No such command 'frobnicate'; see 'trajledger {' '.join(path)} "
+                "--help'"], (path, r.stderr)
+        r = runner.invoke(main, [*path, "--help"], prog_name="trajledger")
+        assert r.exit_code == 0 and r.stdout.startswith(
+            f"Usage: {' '.join(['trajledger', *path])} [OPTIONS]"), (path, r.output)
+    r = runner.invoke(main, ["verify", "x", "--policy"], prog_name="trajledger")
+    assert r.exit_code == 2 and r.stderr == ("Error: Option '--policy' requires an argument; see "
+                                             "'trajledger verify --help'\n"), r.stderr
+    r = runner.invoke(main, ["lineage", "x", "--fromat", "dot"], prog_name="trajledger")
+    assert r.exit_code == 2 and r.stderr == ("Error: No such option '--fromat'. Did you mean "
+                                             "'--format'? See 'trajledger lineage --help'\n")
+
+
 def test_json_and_another_format_is_a_usage_error(runner: CliRunner, home: Path) -> None:
     r = run(runner, home, "lineage", "x", "--json", "--format", "dot")
     assert r.exit_code == 2 and "Error: --json and --format dot: choose one" in r.stderr

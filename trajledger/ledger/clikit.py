@@ -38,6 +38,7 @@ __all__ = [
     "MANAGED",
     "Context",
     "Group",
+    "OneLineUsageError",
     "bundle_file",
     "emit_json",
     "emit_result",
@@ -45,6 +46,7 @@ __all__ = [
     "is_terminal",
     "loading",
     "ok",
+    "one_line",
     "pass_ctx",
     "progress",
     "progress_to",
@@ -551,6 +553,38 @@ def _closest(e: click.NoSuchOption) -> click.NoSuchOption:
                               ctx=e.ctx)
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error (exit 2) in one line, ``Error: <what was wrong>; see 'trajledger CMD
+    --help'``: click's is three (the usage, a hint, the error), and the first two said nothing
+    the last did not (an old Left, left35). ``--help`` itself is unchanged. ``path``: the
+    command whose help to read (default: the context's)."""
+
+    def __init__(self, message: str, ctx: click.Context | None = None,
+                 path: str | None = None) -> None:
+        super().__init__(message, ctx)
+        self.path = path or (ctx.command_path if ctx is not None else None)
+
+    def show(self, file: Any = None) -> None:
+        """Print the one line on stderr (or ``file``)."""
+        said = self.format_message().rstrip(".")
+        if self.path:  # after a question ("Did you mean …?"), a sentence of its own
+            said += (" S" if said.endswith("?") else "; s") + f"ee '{self.path} --help'"
+        click.echo(f"Error: {said}", file=file, err=file is None)
+
+
+def one_line(e: click.UsageError, ctx: click.Context | None = None) -> click.UsageError:
+    """``e`` as a `OneLineUsageError` (but the help a group without arguments prints); one that
+    names no context (click's parser raises some so) points at the subcommand ``ctx``, the
+    group's, was invoking."""
+    if isinstance(e, OneLineUsageError | click.exceptions.NoArgsIsHelpError):
+        return e
+    path = None
+    if e.ctx is None and ctx is not None:
+        path = " ".join([ctx.command_path, *([ctx.invoked_subcommand]
+                                              if ctx.invoked_subcommand else [])])
+    return OneLineUsageError(e.format_message(), e.ctx, path)
+
+
 def refuse_repeats(cmd: click.Command, ctx: click.Context, args: list[str]) -> None:
     """Refuse an option that takes one value given more than once: click keeps the last value
     silently (``train --dataset A --dataset B`` would train on B alone). Options that take many
@@ -597,6 +631,14 @@ class Group(click.Group):
         forget_appends()  # what this command line records (`stopped_line`)
         return super().main(hoist_global_options(argv), *rest, **kw)
 
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        """click's, with a usage error of the group's own options in one line (`one_line`)."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as e:
+            raise one_line(e) from None
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Parse the group's own options; a mistyped one gets the closest (`_closest`)."""
         refuse_repeats(self, ctx, args)
@@ -629,7 +671,9 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as e:  # a subcommand's option mistyped
-            raise _closest(e) from None
+            raise one_line(_closest(e), ctx) from None
+        except click.UsageError as e:  # a subcommand's, or a command's own: one line
+            raise one_line(e, ctx) from None
         except Terminated as e:  # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them
             click.echo(stopped_line(f"stopped by {e.name}"), err=True)
             raise click.exceptions.Exit(e.status) from e
