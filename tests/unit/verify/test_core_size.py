@@ -57,7 +57,14 @@ fewer, and a "did you mean");
 4,497 with aud34's OK line naming the subject in full, the "re-packed" and "get it again"
 advice of a bundle that is not as exported, and an artifact not looked up when the log fails,
 paid by ``-V``'s line loaded where used (``verify.version_line``) and the log keys that did
-sign an untrusted checkpoint named where a failure loads them (``verify.untrusted_key``).
+sign an untrusted checkpoint named where a failure loads them (``verify.untrusted_key``);
+4,495 after left35's ``--expect DIGEST`` (the option, its digest read by ``verify.expect``
+loaded with it, and the comparison: nine lines), an invalid ``--policy`` file of the auditor's
+own a usage error (three lines) and a key the exporter's policy declares compromised (read in
+``verify.left_out`` with what it left out, loaded on a failure or a policy in force that is
+not the exporter's newest: no line), paid by the lines of a failing node in the text tree
+loaded with the root causes (``verify.blame.failing_node_lines``: twelve lines fewer) and
+``_fail`` returning the exit code its line goes with (two lines fewer).
 """
 
 from __future__ import annotations
@@ -90,7 +97,7 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
           "record_json", "blame", "untrusted_key", "left_out",
-          "contamination_rules", "withdrawals", "version_line")
+          "contamination_rules", "withdrawals", "version_line", "expect")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -101,7 +108,7 @@ ciphertexts), the predicates of kinds a checkpoint's lineage does not hold (eval
 releases, unsealings, imports, refusals, model signatures), the writer of records' JSON, the
 root causes of a report that fails, the node of a key the policy does not hold, why an
 exporter left evidence out, a policy's ``[contamination]`` (read by dataset create and the
-gate, never by the verifier of a bundle), withdrawn approvals, the ``-V`` line."""
+gate, never by the verifier of a bundle), withdrawn approvals, the ``-V`` line, ``--expect``."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 
