@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from testkit import new_runner
 
 from trajledger.ledger.home import LedgerHome
@@ -64,6 +65,33 @@ def verify(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, 
     """``python -m verify ARGS``: its exit code and its stderr lines."""
     code = verify_main([str(a) for a in args])
     return code, capsys.readouterr().err.splitlines()
+
+
+def lab_with_trainer2(tmp_path: Path) -> tuple[CliRunner, Path]:
+    """A runner and a quickstart ledger ``tmp_path/lab`` holding a second trainer key,
+    ``trainer2``, which its policy does not name yet."""
+    runner = new_runner()
+    home = tmp_path / "lab"
+    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["--ledger", str(home), "key", "new", "trainer2", "--no-encrypt"])
+    assert r.exit_code == 0, r.output
+    return runner, home
+
+
+def replace_trainer(runner: CliRunner, home: Path, since: int) -> None:
+    """Record the lab's successor policy (serial 2): ``trainer2`` in place of ``trainer``, which
+    it declares compromised since log index ``since`` (laptop stolen)."""
+    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    old = (home / "keys" / "trainer.pub").read_text()
+    assert text.count(old) == 1
+    text = text.replace(old, (home / "keys" / "trainer2.pub").read_text()) + (
+        f'\n[[revoked_keys]]\nkey = "keys/trainer.pub"\ncompromised_since = {since}\n'
+        'reason = "laptop stolen"\n')
+    (home / "policy2.toml").write_text(text)
+    r = runner.invoke(main, ["--ledger", str(home), "policy", "set", str(home / "policy2.toml"),
+                             "--key", "approver-a", "--key", "approver-b", "--yes"])
+    assert r.exit_code == 0, r.output
 
 
 def test_the_ok_line_names_what_was_verified_with_its_full_digest(
@@ -156,24 +184,10 @@ def test_a_key_the_exporters_policy_declares_compromised_is_not_advised_to_be_ad
     and to verify from the log's first policy, under which the bundle passes."""
     import tamperkit as tk
 
-    runner = new_runner()
-    home = tmp_path / "lab"
-    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
+    runner, home = lab_with_trainer2(tmp_path)
     ledger = ["--ledger", str(home)]
-    r = runner.invoke(main, [*ledger, "key", "new", "trainer2", "--no-encrypt"])
-    assert r.exit_code == 0, r.output
     size = LedgerHome.open(home).log.size
-    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
-    old = (home / "keys" / "trainer.pub").read_text()
-    new = (home / "keys" / "trainer2.pub").read_text()
-    assert text.count(old) == 1
-    text = text.replace(old, new) + (f'\n[[revoked_keys]]\nkey = "keys/trainer.pub"\n'
-                                     f"compromised_since = {size}\nreason = \"laptop stolen\"\n")
-    (home / "policy2.toml").write_text(text)
-    r = runner.invoke(main, [*ledger, "policy", "set", str(home / "policy2.toml"),
-                             "--key", "approver-a", "--key", "approver-b", "--yes"])
-    assert r.exit_code == 0, r.output
+    replace_trainer(runner, home, size)
     # The lab's own refusal of the old key says why (it said only "does not hold the role").
     r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
                              "trainer", "--name", "cartpole-bc", "--version", "3"])
@@ -294,27 +308,15 @@ def test_a_key_the_auditor_trusts_and_the_exporter_declares_compromised_is_named
     signed after the point declared (exported under a policy that still trusts it) passed,
     exit 0. Now it fails, naming the key, the declaration and what to do; a bundle whose
     records the key signed before then passes, with a WARNING in the report."""
-    runner = new_runner()
-    home = tmp_path / "lab"
-    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
+    runner, home = lab_with_trainer2(tmp_path)
     ledger = ["--ledger", str(home)]
-    r = runner.invoke(main, [*ledger, "key", "new", "trainer2", "--no-encrypt"])
-    assert r.exit_code == 0, r.output
     since = LedgerHome.open(home).log.size  # the next record, cartpole-bc@3, is in the window
     r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
                              "trainer", "--name", "cartpole-bc", "--version", "3",
                              "--parent", "cartpole-bc@2", "--seed", "1"])
     assert r.exit_code == 0, r.output
-    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    replace_trainer(runner, home, since)
     old = (home / "keys" / "trainer.pub").read_text()
-    text = text.replace(old, (home / "keys" / "trainer2.pub").read_text()) + (
-        f'\n[[revoked_keys]]\nkey = "keys/trainer.pub"\ncompromised_since = {since}\n'
-        'reason = "laptop stolen"\n')
-    (home / "policy2.toml").write_text(text)
-    r = runner.invoke(main, [*ledger, "policy", "set", str(home / "policy2.toml"),
-                             "--key", "approver-a", "--key", "approver-b", "--yes"])
-    assert r.exit_code == 0, r.output
     shutil.copytree(home / "keys", tmp_path / "keys", ignore=shutil.ignore_patterns("*.key"))
     auditor = tmp_path / "auditor.toml"
     auditor.write_text(Lab.policy_text(LedgerHome.open(home).log.vkey))
