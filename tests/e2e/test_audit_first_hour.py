@@ -326,7 +326,8 @@ def test_a_key_the_auditor_trusts_and_the_exporter_declares_compromised_is_named
     said = (f"your policy 'auditor' trusts key {keyid[:12]} as trainer, which the exporter's "
             "own policy 'quickstart' serial 2 (in this bundle) declares compromised since log "
             f"index {since}: laptop stolen")
-    fix = "update your policy: verify from the exporter's first policy (the bundle's policy/0.json"
+    fix = ("if the key is theirs, update your policy: verify from the exporter's first policy "
+           "(the bundle's policy/0.json")
     later, earlier = tmp_path / "ckpt3.tar.zst", tmp_path / "ckpt2.tar.zst"
     for ref, out in (("cartpole-bc@3", later), ("cartpole-bc@2", earlier)):
         r = runner.invoke(main, [*ledger, "export", ref, "--policy", str(auditor), "--out",

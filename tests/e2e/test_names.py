@@ -113,7 +113,7 @@ def test_a_new_name_or_version_off_the_grammar_is_a_usage_error(
         name, version = (value, "7") if where == "name" else (f"fresh-{kind}", value)
         code, out = run(home, *argv(home, kind, name, version))
         assert code == 2, (value, out)
-        assert GRAMMAR in out and out.count("\nError:") == 1, (value, out)
+        assert GRAMMAR in out and out.count("Error:") == 1, (value, out)
         if len(value) > 80:
             assert len(out) < 1000, out  # the value is cut, not printed whole
     assert log_size(home) == size

@@ -858,7 +858,7 @@ def test_approve_bad_expiry(runner: CliRunner, world: World) -> None:
     expect(r, 2)
     assert r.stderr.endswith(
         "Error: Invalid value for '--expires': 'soon' is not a duration such as '30d', '12h' or "
-        "seconds\n"
+        "seconds; see 'trajledger approve --help'\n"
     )
 
 

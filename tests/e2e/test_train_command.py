@@ -357,14 +357,14 @@ def test_usage_errors(runner: CliRunner, chat_home: Path, args: list[str], messa
     r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", *args, "--",
             "true")
     assert r.exit_code == 2
-    assert r.stderr.splitlines()[-1] == message
+    assert r.stderr.splitlines() == [f"{message}; see 'trajledger train --help'"]  # one (left35)
 
 
 def test_keep_logs_without_a_command_is_a_usage_error(runner: CliRunner, chat_home: Path) -> None:
     r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--keep-logs")
     assert r.exit_code == 2
-    assert r.stderr.splitlines()[-1] == (
-        "Error: --keep-logs goes with a COMMAND (after '--')")
+    assert r.stderr.splitlines() == [
+        "Error: --keep-logs goes with a COMMAND (after '--'); see 'trajledger train --help'"]
 
 
 def test_a_refused_dataset_runs_nothing_and_records_the_refusal(

@@ -931,7 +931,8 @@ def _verify_bundle(
         known, what = floor_across(vkey, evidence.key_handovers(),
                                    tree=evidence.checkpoint) or (None, "")
         return verify_bundle(evidence, policy, data="size" if skip_data else "hash", files=files,
-                             known_checkpoint=known, known_what=what), len(evidence.index.omitted)
+                             known_checkpoint=known, known_what=what,
+                             declared=True), len(evidence.index.omitted)
 
 
 def _usage_error(message: str) -> NoReturn:

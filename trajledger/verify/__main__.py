@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     with BundleEvidence.open(args.bundle) as evidence:
         report = verify_bundle(
             evidence, policy, data="size" if args.skip_data else "hash", known_checkpoint=known,
-            files=args.files,
+            files=args.files, declared=True,
         )
     if args.json:
         print(json.dumps(report.to_json(), sort_keys=True, separators=(",", ":")))

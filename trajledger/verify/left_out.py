@@ -13,7 +13,9 @@ successors are not followed from it) holds in a role though the exporter's polic
 compromised (left35 finding 3): a record of the bundle it signed since then fails (its
 owner's word is that the signature may be a thief's), and without one the report warns that
 the policy must be updated. Loaded only for a bundle whose verification failed, or whose
-policy in force is not the exporter's newest.
+policy in force is not the exporter's newest (the latter only where an auditor verifies:
+``python -m verify``, ``trajledger verify BUNDLE``; an import judges a vendor's declarations
+itself, ``ledger.exchange``).
 Non-scope: judging records (``verify.judge``), the verifier's own revocations
 (``verify.key_roles.signed_by`` says those).
 """
@@ -44,13 +46,13 @@ class Bundled(Protocol):
     def entries(self) -> Iterator[tuple[int, bytes]]: ...
 
 
-def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy,
+def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy | None,
                            records: list[tuple[int, str, bytes]], evidence: Bundled) -> None:
     """Read the exporter's own policy (``records``: the bundle's trust-policy records, as
     `verify.policy_history.follow_history` takes them, followed from the first) for what its
     ``[[revoked_keys]]`` explain of a failing ``report`` (`explain_left_out`) and the keys of
     the policy in force, ``trusted``, it declares compromised (`trusted_compromised`, on the
-    ``bundle`` node)."""
+    ``bundle`` node; None: an import, which judges a vendor's declarations itself)."""
     try:
         theirs, _notes = follow_history(None, records)
     except ProvenanceError:
@@ -59,7 +61,8 @@ def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy,
         return
     if not report.ok:
         explain_left_out(report, evidence.entry_bytes, theirs)
-    trusted_compromised(bundle, trusted, theirs, evidence.entries())
+    if trusted is not None:
+        trusted_compromised(bundle, trusted, theirs, evidence.entries())
 
 
 def trusted_compromised(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy,
@@ -83,9 +86,9 @@ def trusted_compromised(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy,
         said = (f"your policy {trusted.name!r} trusts key {keyid[:12]} as "
                 f"{' and '.join(roles)}, which the exporter's own policy {theirs.name!r} serial "
                 f"{theirs.serial} (in this bundle) declares {rk.describe()}")
-        fix = ("update your policy: verify from the exporter's first policy (the bundle's "
-               "policy/0.json, once its digest matches one you got out of band), whose recorded "
-               "successors are followed, or take the key out of your roles")
+        fix = ("if the key is theirs, update your policy: verify from the exporter's first "
+               "policy (the bundle's policy/0.json, once its digest matches one you got out of "
+               "band), whose recorded successors are followed, or take the key out of your roles")
         if since[keyid]:
             bundle.fail("policy", f"{said}; this bundle's record(s) at log index "
                         f"{', '.join(map(str, since[keyid]))} were signed by it since then, which "

@@ -58,11 +58,11 @@ fewer, and a "did you mean");
 advice of a bundle that is not as exported, and an artifact not looked up when the log fails,
 paid by ``-V``'s line loaded where used (``verify.version_line``) and the log keys that did
 sign an untrusted checkpoint named where a failure loads them (``verify.untrusted_key``);
-4,495 after left35's ``--expect DIGEST`` (the option, its digest read by ``verify.expect``
+4,496 after left35's ``--expect DIGEST`` (the option, its digest read by ``verify.expect``
 loaded with it, and the comparison: nine lines), an invalid ``--policy`` file of the auditor's
 own a usage error (three lines) and a key the exporter's policy declares compromised (read in
 ``verify.left_out`` with what it left out, loaded on a failure or a policy in force that is
-not the exporter's newest: no line), paid by the lines of a failing node in the text tree
+not the exporter's newest: one line, ``verify_bundle``'s ``declared``), paid by the lines of a failing node in the text tree
 loaded with the root causes (``verify.blame.failing_node_lines``: twelve lines fewer) and
 ``_fail`` returning the exit code its line goes with (two lines fewer).
 """
