@@ -62,9 +62,10 @@ sign an untrusted checkpoint named where a failure loads them (``verify.untruste
 loaded with it, and the comparison: nine lines), an invalid ``--policy`` file of the auditor's
 own a usage error (three lines) and a key the exporter's policy declares compromised (read in
 ``verify.left_out`` with what it left out, loaded on a failure or a policy in force that is
-not the exporter's newest: one line, ``verify_bundle``'s ``declared``), paid by the lines of a failing node in the text tree
-loaded with the root causes (``verify.blame.failing_node_lines``: twelve lines fewer) and
-``_fail`` returning the exit code its line goes with (two lines fewer).
+not the exporter's newest: one line, ``verify_bundle``'s ``declared``), paid by the lines of
+a failing node in the text tree loaded with the root causes
+(``verify.blame.failing_node_lines``: twelve lines fewer) and ``_fail`` returning the exit
+code its line goes with (two lines fewer).
 """
 
 from __future__ import annotations
