@@ -387,6 +387,12 @@ def _judge(
             decision.fail("suite", f"{suite_node.label} is a {split!r} split; evaluate on a "
                           "holdout or regression dataset (training data proves nothing)")
         _refuse_erased(verifier, decision, suite.digest, suite_node.label)
+        from trajledger.verify.releases import trained_on_suite
+
+        shared = trained_on_suite(verifier, ck.digest,
+                                  verifier.identity_record(suite.digest, "dataset"))
+        if shared is not None:
+            decision.fail("suite", f"{suite_node.label}: {shared}")
         return links
 
     return verifier, decide(verifier, decision, ck.digest, walk)
