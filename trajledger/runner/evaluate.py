@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from trajledger.ledger.errors import LedgerError
 from trajledger.verify import predicates
+from trajledger.verify.digest import digest_bytes
 from trajledger.verify.errors import FormatError, PolicyError, VerificationError
 from trajledger.verify.other_predicates import Evaluation
 from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import TrustPolicy
 
     from .command import CommandResult
+    from .settled import Settled
 
 __all__ = [
     "BUILTIN_EVALUATOR",
@@ -481,10 +483,12 @@ def _record(
     report: Report,
     workdir: Path,
     run: CommandResult | None = None,
+    settled: Settled | None = None,
 ) -> EvalOutcome:
     """Record the evaluation's files, with ``trajledger-run/evaluation.json`` naming the
     checkpoint, suite, evaluator, time and run (so that each evaluation is an artifact of its
-    own, even with the results of another), and its predicate, signed by the evaluator key."""
+    own, even with the results of another), and its predicate, signed by the evaluator key.
+    ``settled``: COMMAND's outputs as listed and parsed (`runner.settled`)."""
     from trajledger.ledger.record import record_files
 
     from .train import LOGS_DIR
@@ -516,9 +520,17 @@ def _record(
     rec = record_files(ledger, files, signer, predicates.EVALUATION,
                        body.written(f"evaluation of {ck.name}@{ck.version}"),
                        name=f"evaluation of {ck.name}@{ck.version} on "
-                       f"{suite.name}@{suite.version}", check=lambda _size: still())
+                       f"{suite.name}@{suite.version}", check=lambda _size: _still(still, settled),
+                       on_file=settled.stored if settled is not None else None)
     return EvalOutcome(rec.digest, rec.index, body, report, run,
                        unsealing[0] if unsealing is not None else None)
+
+
+def _still(still: Callable[[], None], settled: Settled | None) -> None:
+    """Under the log's lock: the rules again, and the outputs unchanged."""
+    still()
+    if settled is not None:
+        settled.check()
 
 
 def _builtin(
@@ -645,11 +657,14 @@ def _by_command(
     from .admission import AdmittedBatch
     from .buildinfo import COMMAND_LOCK_NAMES, environment_lock, git_source
     from .command import run_command
+    from .settled import Settled
     from .train import (
         LOGS_DIR,
         CommandFailedError,
         environment_dependencies,
         exit_message,
+        kept_digests,
+        kept_logs,
         run_byproducts,
         write_checkpoint_dir,
     )
@@ -701,14 +716,17 @@ def _by_command(
                 f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}); nothing was recorded (docs/"
                 "evaluations.md gives its format)", 0,
             )
+        # As listed, and results.json as parsed (what the predicate states): each file is
+        # checked as it is stored, and all again under the log's lock (`runner.settled`).
+        settled = Settled({**files, **(kept_logs(ws.logs) if keep_logs else {})},
+                          kept_digests(run) if keep_logs else {}, ws.output)
+        files = settled.files
+        data = files[RESULTS_FILE].read_bytes()
+        settled.known[RESULTS_FILE] = digest_bytes(data)
         try:
-            results = Results.from_bytes(files[RESULTS_FILE].read_bytes(), episodes,
-                                         f"{RESULTS_FILE} of {shlex.join(argv)!r}")
+            results = Results.from_bytes(data, episodes, f"{RESULTS_FILE} of {shlex.join(argv)!r}")
         except FormatError as e:
             raise CommandFailedError(f"{e}; nothing was recorded", 0) from e
-        if keep_logs:
-            files[f"{LOGS_DIR}/stdout.log"] = ws.logs / "stdout.log"
-            files[f"{LOGS_DIR}/stderr.log"] = ws.logs / "stderr.log"
         config = [
             ResourceDescriptor(name="command",
                                content=base64.b64encode(shlex.join(argv).encode()).decode(),
@@ -717,4 +735,4 @@ def _by_command(
             *run_byproducts(run),
         ]
         return _record(ledger, signer, described, results, files, config, report, ws.root,
-                       run)
+                       run, settled)
