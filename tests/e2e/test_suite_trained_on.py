@@ -16,11 +16,18 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_evaluations import EVALUATE, cartpole_ledger, log_size, standalone_verify
+from test_evaluations import (  # noqa: F401
+    EVALUATE,
+    cartpole_ledger,
+    evals_template,
+    home,
+    log_size,
+    standalone_verify,
+)
 from test_runner_cli import expect, run
 
 
-def _suite_of_the_train_batch(ledger: object, home: Path, tmp_path: Path) -> str:
+def _suite_of_the_train_batch(ledger: object, root: Path, tmp_path: Path) -> str:
     """regression@1 holding train@1's batch, recorded by a producer's own tooling."""
     from test_evaluations import predicate
 
@@ -30,7 +37,7 @@ def _suite_of_the_train_batch(ledger: object, home: Path, tmp_path: Path) -> str
     from trajledger.verify.predicates import Dataset
 
     train = Catalog(ledger).resolve("train@1")  # type: ignore[arg-type]
-    batch = predicate(home, train.digest, "dataset")["batches"][0]
+    batch = predicate(root, train.digest, "dataset")["batches"][0]
     path = tmp_path / "dataset.json"
     path.write_text(json.dumps({"name": "regression", "version": "1", "split": "regression",
                                 "batches": [batch]}))
@@ -46,7 +53,7 @@ def test_an_evaluation_on_data_the_checkpoint_was_trained_on_counts_for_nothing(
 ) -> None:
     from trajledger.verify import releases
 
-    home = tmp_path / "home"
+    home = tmp_path / "home"  # noqa: F811 - its own ledger, not the fixture
     ledger = cartpole_ledger(home, 10)
     ledger.train("train@1", key="trainer", name="bc", version="1",
                  config={"top_fraction": 0.5}, seed=1)
@@ -96,3 +103,36 @@ def test_an_evaluation_on_data_the_checkpoint_was_trained_on_counts_for_nothing(
     proc = standalone_verify(tmp_path, bundle, home / "policy.toml")
     assert proc.returncode == 1, proc.stderr
     assert "proves nothing" in proc.stdout
+
+
+def test_the_built_in_evaluator_refuses_a_suite_replaying_training_seeds(
+    runner: CliRunner, home: Path  # noqa: F811
+) -> None:
+    # trn35 finding 5: the built-in evaluator replays each suite episode's seed. A suite played
+    # by bc@1 from seeds 0..5 shares no episode with train@1 (random play from seeds 0..29: the
+    # duplicate checks find nothing, and `dataset create` records it), but every one of its
+    # seeds starts an episode bc@1 was trained on: `eval` replayed them and recorded "6 of 6
+    # passed" (exit 0). Refused now, before anything is read; by command it is the
+    # command's own business (it may not replay seeds at all).
+    r = run(runner, home, "rollout", "--checkpoint", "bc@1", "--env", "cartpole@1",
+            "--episodes", "6", "--seed", "0", "--key", "vendor")
+    expect(r, 0)
+    r = run(runner, home, "dataset", "create", "regression", "--version", "2", "--split",
+            "regression", "--batch", r.stdout.strip(), "--key", "vendor")
+    expect(r, 0)
+    size = log_size(home)
+    for ck in ("bc@1", "bc@2"):
+        r = run(runner, home, "eval", ck, "--suite", "regression@2", "--key", "evaluator",
+                "--pass-return", "30")
+        expect(r, 1)
+        assert r.stderr == (
+            f"FAIL: evaluation of {ck} on regression@2: the built-in evaluator replays the "
+            "suite's seeds, and 6 of them (first: 0) also started episodes of train@1, which "
+            f"{ck} was trained on, in the same environment: it would be evaluated on its "
+            "training episodes' starting states; nothing was read (record a suite of other "
+            "seeds, or evaluate with '-- COMMAND')\n")
+    assert log_size(home) == size
+    # The suite of other seeds (regression@1, seeds 1000..) is replayed as before.
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--pass-return", "30")
+    expect(r, 0)

@@ -290,6 +290,7 @@ def evaluate(
         )
     if command is None:  # before anything is unsealed: the environments the replay would make
         _check_env_modules(ledger, verifier, suite.digest, allow_env_modules)
+        _refuse_training_seeds(verifier, ck, suite)
     # (3)
     unsealer = Unsealer.load(ledger, signer, unseal_key) if sealed else None
     purpose = f"evaluation of {ck.ref} ({ck.digest[:19]}…)"
@@ -339,6 +340,51 @@ def _check_env_modules(
                 and env.predicate.gymnasium_id):
             check_env_module(ledger, env.index, env.predicate.gymnasium_id, allowed,
                              f"environment {ref.name}@{ref.version}")
+
+
+def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -> None:
+    """The built-in evaluator replays each suite episode's seed in its batch's environment: a
+    seed that also started an episode the checkpoint (or a base checkpoint) was trained on, in
+    that environment, replays a training episode's starting state, which proves little. Such a
+    suite is refused before anything is read, from the batches' signed metadata (``seeds``),
+    sealed ones included (trn35 finding 5).
+
+    Raises:
+        VerificationError: a suite seed is a training seed of the same environment.
+    """
+    from trajledger.verify.lineage import Record
+
+    def batches(dataset: str) -> tuple[str, tuple[str, ...]]:
+        rec = verifier.identity_record(dataset, "dataset")
+        return ((f"{rec.predicate.name}@{rec.predicate.version}", rec.predicate.batches)
+                if isinstance(rec, Record) and isinstance(rec.predicate, predicates.Dataset)
+                else ("", ()))
+
+    def seeds(batch: str) -> set[tuple[str, str]]:
+        rec = verifier.identity_record(batch, "rollout-batch")
+        if not isinstance(rec, Record) or not isinstance(rec.predicate, predicates.RolloutBatch):
+            return set()
+        return {(rec.predicate.environment.digest, s) for s in rec.predicate.seeds}
+
+    held = {x for b in batches(suite.digest)[1] for x in seeds(b)}
+    todo, seen = [ck.digest], set()
+    while todo and held:
+        if (digest := todo.pop()) in seen:
+            continue
+        seen.add(digest)
+        for d in verifier.dependencies(digest):
+            todo += [d.digest] if d.role == "base-checkpoint" else []
+            name, members = batches(d.digest) if d.role == "dataset" else ("", ())
+            shared = sorted(held & {x for b in members for x in seeds(b)}, key=lambda x: x[1])
+            if shared:
+                raise VerificationError(
+                    f"evaluation of {ck.ref} on {suite.ref}: the built-in evaluator replays the "
+                    f"suite's seeds, and {len(shared)} of them (first: {shared[0][1]}) also "
+                    f"started episodes of {name}, which {ck.ref} "
+                    f"{'was' if digest == ck.digest else 'descends from a checkpoint'} trained "
+                    "on, in the same environment: it would be evaluated on its training "
+                    "episodes' starting states; nothing was read (record a suite of other "
+                    "seeds, or evaluate with '-- COMMAND')")
 
 
 def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem) -> None:
