@@ -482,7 +482,7 @@ def train(
     """
     from trajledger.ledger.progress import no_progress
 
-    from .trainers import TrainingData, load_trainer
+    from .trainers import TrainingData, check_result, load_trainer
 
     # (1)
     trainer = load_trainer(trainer_name)
@@ -502,6 +502,7 @@ def train(
     steps, episodes = admission_tables(admission)
     tables = TrainingData(steps, episodes, progress=ledger.progress or no_progress)
     result = trainer.train(tables, dict(config or {}), seed)
+    check_result(trainer_name, result)
     # (4)
     deps = [
         ResourceDescriptor.of(f"trainer-code:{trainer_name}", trainer_code_digest(trainer),
