@@ -45,17 +45,21 @@ FORGE_LOG = textwrap.dedent(
 )
 
 
+def _train(runner: CliRunner, ledger: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           text: str, *options: str | Path) -> Any:
+    """`train -- python SCRIPT` of ``text``, with ``options``, from ``tmp_path``."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    return run(runner, ledger, "train", "--dataset", "chat@1", "--key", "trainer", "--name", "sft",
+               "--version", "1", *options, "--", sys.executable, script)
 
 
 def test_a_kept_log_replaced_by_the_command_is_refused(
     runner: CliRunner, chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script = tmp_path / "forge.py"
-    script.write_text(FORGE_LOG)
-    monkeypatch.chdir(tmp_path)
     size = log_size(chat_home)
-    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
-            "sft", "--version", "1", "--keep-logs", "--", sys.executable, script)
+    r = _train(runner, chat_home, tmp_path, monkeypatch, FORGE_LOG, "--keep-logs")
     expect(r, 1)
     assert r.stderr.splitlines()[-1].startswith(
         "FAIL: trajledger-run/stdout.log: stored as sha256:")
@@ -141,14 +145,9 @@ def test_an_output_that_changes_while_it_is_recorded_is_refused(
     runner: CliRunner, chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     change: Any, message: str,
 ) -> None:
-    script = tmp_path / "write.py"
-    script.write_text(WRITE)
-    monkeypatch.chdir(tmp_path)
-    out = tmp_path / "out"
     _after_each_copy(monkeypatch, change)
     size = log_size(chat_home)
-    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
-            "sft", "--version", "1", "--output", out, "--", sys.executable, script)
+    r = _train(runner, chat_home, tmp_path, monkeypatch, WRITE, "--output", tmp_path / "out")
     expect(r, 1)
     assert message in r.stderr
     assert log_size(chat_home) == size
@@ -157,9 +156,4 @@ def test_an_output_that_changes_while_it_is_recorded_is_refused(
 def test_outputs_that_hold_still_are_recorded(
     runner: CliRunner, chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script = tmp_path / "write.py"
-    script.write_text(WRITE)
-    monkeypatch.chdir(tmp_path)
-    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
-            "sft", "--version", "1", "--keep-logs", "--", sys.executable, script)
-    expect(r, 0)
+    expect(_train(runner, chat_home, tmp_path, monkeypatch, WRITE, "--keep-logs"), 0)
