@@ -157,3 +157,20 @@ def test_outputs_that_hold_still_are_recorded(
     runner: CliRunner, chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expect(_train(runner, chat_home, tmp_path, monkeypatch, WRITE, "--keep-logs"), 0)
+
+
+@pytest.mark.parametrize("keep", [[], ["--keep-logs"]])
+def test_a_file_the_command_writes_under_trajledger_run_is_refused(
+    runner: CliRunner, chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    keep: list[str],
+) -> None:
+    # trajledger-run/ holds trajledger's own files (the kept logs); without --keep-logs a
+    # command could put a `trajledger-run/stdout.log` of its own making in the checkpoint,
+    # where a reader (docs/trainers.md) looks for the log: recorded, exit 0, before trn35.
+    text = WRITE + "(out / 'trajledger-run').mkdir()\n(out / 'trajledger-run' / 'stdout.log')" \
+        ".write_text('all tests passed')\n"
+    size = log_size(chat_home)
+    r = _train(runner, chat_home, tmp_path, monkeypatch, text, *keep)
+    expect(r, 3, "FAIL: the command wrote trajledger-run/stdout.log in its output directory, "
+                 "where --keep-logs puts the logs (trajledger-run/); nothing was recorded\n")
+    assert log_size(chat_home) == size

@@ -632,13 +632,13 @@ def train_command(
                 f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}): there is no checkpoint to record",
                 0,
             )
-        if keep_logs:
-            clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
-            if clash:
-                raise LedgerError(
-                    f"the command wrote {clash[0]} in its output directory, where "
-                    f"--keep-logs puts the logs ({LOGS_DIR}/); nothing was recorded"
-                )
+        # Refused with or without --keep-logs: a reader takes trajledger-run/ for trajledger's.
+        clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
+        if clash:
+            raise LedgerError(
+                f"the command wrote {clash[0]} in its output directory, where "
+                f"--keep-logs puts the logs ({LOGS_DIR}/); nothing was recorded"
+            )
         # As listed (before the lock COMMAND left is read): each file checked as it is stored.
         settled = Settled({**files, **(kept_logs(ws.logs) if keep_logs else {})},
                           kept_digests(result) if keep_logs else {}, ws.output)
