@@ -360,13 +360,16 @@ def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -
                 if isinstance(rec, Record) and isinstance(rec.predicate, predicates.Dataset)
                 else ("", ()))
 
-    def seeds(batch: str) -> set[tuple[str, str]]:
+    def seeds(batch: str) -> tuple[str, tuple[str, ...]]:
         rec = verifier.identity_record(batch, "rollout-batch")
         if not isinstance(rec, Record) or not isinstance(rec.predicate, predicates.RolloutBatch):
-            return set()
-        return {(rec.predicate.environment.digest, s) for s in rec.predicate.seeds}
+            return "", ()
+        return rec.predicate.environment.digest, rec.predicate.seeds
 
-    held = {x for b in batches(suite.digest)[1] for x in seeds(b)}
+    held: dict[str, set[str]] = {}
+    for b in batches(suite.digest)[1]:
+        env, found = seeds(b)
+        held.setdefault(env, set()).update(found)
     todo, seen = [ck.digest], set()
     while todo and held:
         if (digest := todo.pop()) in seen:
@@ -375,14 +378,18 @@ def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -
         for d in verifier.dependencies(digest):
             todo += [d.digest] if d.role == "base-checkpoint" else []
             name, members = batches(d.digest) if d.role == "dataset" else ("", ())
-            shared = sorted(held & {x for b in members for x in seeds(b)}, key=lambda x: x[1])
+            shared: set[str] = set()
+            for b in members:  # (only the suite's environments' seeds are compared)
+                env, found = seeds(b)
+                shared |= held[env].intersection(found) if env in held else set()
             if shared:
                 raise VerificationError(
                     f"evaluation of {ck.ref} on {suite.ref}: the built-in evaluator replays the "
-                    f"suite's seeds, and {len(shared)} of them (first: {shared[0][1]}) also "
-                    f"started episodes of {name}, which {ck.ref} "
-                    f"{'was' if digest == ck.digest else 'descends from a checkpoint'} trained "
-                    "on, in the same environment: it would be evaluated on its training "
+                    f"suite's seeds, and {len(shared)} of them (first: "
+                    f"{min(shared, key=lambda x: int(x) if x.lstrip('-').isdigit() else 0)}) also "
+                    f"started episodes of {name}, which "
+                    f"{ck.ref if digest == ck.digest else 'a base checkpoint of ' + ck.ref} was "
+                    "trained on, in the same environment: it would be evaluated on its training "
                     "episodes' starting states; nothing was read (record a suite of other "
                     "seeds, or evaluate with '-- COMMAND')")
 
