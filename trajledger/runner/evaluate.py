@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from trajledger.ledger.errors import LedgerError
 from trajledger.verify import predicates
+from trajledger.verify.digest import digest_bytes
 from trajledger.verify.errors import FormatError, PolicyError, VerificationError
 from trajledger.verify.other_predicates import Evaluation
 from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import TrustPolicy
 
     from .command import CommandResult
+    from .settled import Settled
 
 __all__ = [
     "BUILTIN_EVALUATOR",
@@ -288,6 +290,7 @@ def evaluate(
         )
     if command is None:  # before anything is unsealed: the environments the replay would make
         _check_env_modules(ledger, verifier, suite.digest, allow_env_modules)
+        _refuse_training_seeds(verifier, ck, suite)
     # (3)
     unsealer = Unsealer.load(ledger, signer, unseal_key) if sealed else None
     purpose = f"evaluation of {ck.ref} ({ck.digest[:19]}…)"
@@ -339,6 +342,58 @@ def _check_env_modules(
                              f"environment {ref.name}@{ref.version}")
 
 
+def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -> None:
+    """The built-in evaluator replays each suite episode's seed in its batch's environment: a
+    seed that also started an episode the checkpoint (or a base checkpoint) was trained on, in
+    that environment, replays a training episode's starting state, which proves little. Such a
+    suite is refused before anything is read, from the batches' signed metadata (``seeds``),
+    sealed ones included (trn35 finding 5).
+
+    Raises:
+        VerificationError: a suite seed is a training seed of the same environment.
+    """
+    from trajledger.verify.lineage import Record
+
+    def batches(dataset: str) -> tuple[str, tuple[str, ...]]:
+        rec = verifier.identity_record(dataset, "dataset")
+        return ((f"{rec.predicate.name}@{rec.predicate.version}", rec.predicate.batches)
+                if isinstance(rec, Record) and isinstance(rec.predicate, predicates.Dataset)
+                else ("", ()))
+
+    def seeds(batch: str) -> tuple[str, tuple[str, ...]]:
+        rec = verifier.identity_record(batch, "rollout-batch")
+        if not isinstance(rec, Record) or not isinstance(rec.predicate, predicates.RolloutBatch):
+            return "", ()
+        return rec.predicate.environment.digest, rec.predicate.seeds
+
+    held: dict[str, set[str]] = {}
+    for b in batches(suite.digest)[1]:
+        env, found = seeds(b)
+        held.setdefault(env, set()).update(found)
+    todo, seen = [ck.digest], set()
+    while todo and held:
+        if (digest := todo.pop()) in seen:
+            continue
+        seen.add(digest)
+        for d in verifier.dependencies(digest):
+            todo += [d.digest] if d.role == "base-checkpoint" else []
+            name, members = batches(d.digest) if d.role == "dataset" else ("", ())
+            shared: set[str] = set()
+            for b in members:  # (only the suite's environments' seeds are compared)
+                env, found = seeds(b)
+                shared |= held[env].intersection(found) if env in held else set()
+            if shared:
+                raise VerificationError(
+                    f"evaluation of {ck.ref} on {suite.ref}: the built-in evaluator replays the "
+                    f"suite's seeds, and {len(shared)} of them (first: "
+                    f"{min(shared, key=lambda x: int(x) if x.lstrip('-').isdigit() else 0)}) also "
+                    f"started episodes of {name}, which "
+                    f"{ck.ref if digest == ck.digest else 'a base checkpoint of ' + ck.ref} was "
+                    "trained on, in the same environment: it would be evaluated on its training "
+                    "episodes' starting states; nothing was read (record a suite of other "
+                    "seeds, or evaluate with '-- COMMAND')")
+
+
 def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem) -> None:
     """Say, before the run, when ``suite`` is not the suite a ``[[release.require]]`` of its
     ``NAME@VERSION`` counts (`verify.releases.release_suite`, as `release` and every verifier
@@ -387,6 +442,12 @@ def _judge(
             decision.fail("suite", f"{suite_node.label} is a {split!r} split; evaluate on a "
                           "holdout or regression dataset (training data proves nothing)")
         _refuse_erased(verifier, decision, suite.digest, suite_node.label)
+        from trajledger.verify.releases import trained_on_suite
+
+        shared = trained_on_suite(verifier, ck.digest,
+                                  verifier.identity_record(suite.digest, "dataset"))
+        if shared is not None:
+            decision.fail("suite", f"{suite_node.label}: {shared}")
         return links
 
     return verifier, decide(verifier, decision, ck.digest, walk)
@@ -475,10 +536,12 @@ def _record(
     report: Report,
     workdir: Path,
     run: CommandResult | None = None,
+    settled: Settled | None = None,
 ) -> EvalOutcome:
     """Record the evaluation's files, with ``trajledger-run/evaluation.json`` naming the
     checkpoint, suite, evaluator, time and run (so that each evaluation is an artifact of its
-    own, even with the results of another), and its predicate, signed by the evaluator key."""
+    own, even with the results of another), and its predicate, signed by the evaluator key.
+    ``settled``: COMMAND's outputs as listed and parsed (`runner.settled`)."""
     from trajledger.ledger.record import record_files
 
     from .train import LOGS_DIR
@@ -510,9 +573,17 @@ def _record(
     rec = record_files(ledger, files, signer, predicates.EVALUATION,
                        body.written(f"evaluation of {ck.name}@{ck.version}"),
                        name=f"evaluation of {ck.name}@{ck.version} on "
-                       f"{suite.name}@{suite.version}", check=lambda _size: still())
+                       f"{suite.name}@{suite.version}", check=lambda _size: _still(still, settled),
+                       on_file=settled.stored if settled is not None else None)
     return EvalOutcome(rec.digest, rec.index, body, report, run,
                        unsealing[0] if unsealing is not None else None)
+
+
+def _still(still: Callable[[], None], settled: Settled | None) -> None:
+    """Under the log's lock: the rules again, and the outputs unchanged."""
+    still()
+    if settled is not None:
+        settled.check()
 
 
 def _builtin(
@@ -639,11 +710,14 @@ def _by_command(
     from .admission import AdmittedBatch
     from .buildinfo import COMMAND_LOCK_NAMES, environment_lock, git_source
     from .command import run_command
+    from .settled import Settled
     from .train import (
         LOGS_DIR,
         CommandFailedError,
         environment_dependencies,
         exit_message,
+        kept_digests,
+        kept_logs,
         run_byproducts,
         write_checkpoint_dir,
     )
@@ -695,14 +769,17 @@ def _by_command(
                 f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}); nothing was recorded (docs/"
                 "evaluations.md gives its format)", 0,
             )
+        # As listed, and results.json as parsed (what the predicate states): each file is
+        # checked as it is stored, and all again under the log's lock (`runner.settled`).
+        settled = Settled({**files, **(kept_logs(ws.logs) if keep_logs else {})},
+                          kept_digests(run) if keep_logs else {}, ws.output)
+        files = settled.files
+        data = files[RESULTS_FILE].read_bytes()
+        settled.known[RESULTS_FILE] = digest_bytes(data)
         try:
-            results = Results.from_bytes(files[RESULTS_FILE].read_bytes(), episodes,
-                                         f"{RESULTS_FILE} of {shlex.join(argv)!r}")
+            results = Results.from_bytes(data, episodes, f"{RESULTS_FILE} of {shlex.join(argv)!r}")
         except FormatError as e:
             raise CommandFailedError(f"{e}; nothing was recorded", 0) from e
-        if keep_logs:
-            files[f"{LOGS_DIR}/stdout.log"] = ws.logs / "stdout.log"
-            files[f"{LOGS_DIR}/stderr.log"] = ws.logs / "stderr.log"
         config = [
             ResourceDescriptor(name="command",
                                content=base64.b64encode(shlex.join(argv).encode()).decode(),
@@ -711,4 +788,4 @@ def _by_command(
             *run_byproducts(run),
         ]
         return _record(ledger, signer, described, results, files, config, report, ws.root,
-                       run)
+                       run, settled)

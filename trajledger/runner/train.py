@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import TrustPolicy
 
     from .command import CommandResult
+    from .settled import Settled
 
 __all__ = [
     "BUILDER_ID",
@@ -70,6 +71,8 @@ __all__ = [
     "dependency_lock_digest",
     "environment_dependencies",
     "exit_message",
+    "kept_digests",
+    "kept_logs",
     "lineage_dependencies",
     "record_checkpoint",
     "rollout",
@@ -314,6 +317,7 @@ def record_checkpoint(
     byproducts: Sequence[ResourceDescriptor] = (),
     name: str,
     version: str,
+    settled: Settled | None = None,
 ) -> Recorded:
     """Record checkpoint files with their SLSA provenance, signed by the run's trainer key.
 
@@ -323,7 +327,8 @@ def record_checkpoint(
     invocation id and times; ``byproducts``. Subjects: the manifest digest (``NAME@VERSION``),
     then each file's path and sha256. Before the files are stored, and again under the log's
     lock, the rules are judged again (`check_still_admitted`); under the lock, the name must
-    still be free (another run may have taken it).
+    still be free (another run may have taken it). ``settled``: the outputs as listed, each
+    checked as it is stored and all again under the lock (`runner.settled`).
     """
     from trajledger.ledger.record import record_files
     from trajledger.verify.policy import policy_digest
@@ -352,6 +357,8 @@ def record_checkpoint(
         # Under the log's lock: another run may have taken the name, or the rules changed.
         check_name_free(ledger, name, version)
         check_still_admitted(ledger, start, admission)
+        if settled is not None:
+            settled.check()
 
     try:
         # Judged before the files are stored (a refusal leaves no orphan in the store), and
@@ -368,6 +375,7 @@ def record_checkpoint(
             inline_manifest=False,
             file_subjects=True,
             check=still_free_and_admitted,
+            on_file=settled.stored if settled is not None else None,
         )
     except DataRefusedError as e:
         command = external.get("command")
@@ -474,7 +482,7 @@ def train(
     """
     from trajledger.ledger.progress import no_progress
 
-    from .trainers import TrainingData, load_trainer
+    from .trainers import TrainingData, check_result, load_trainer
 
     # (1)
     trainer = load_trainer(trainer_name)
@@ -494,6 +502,7 @@ def train(
     steps, episodes = admission_tables(admission)
     tables = TrainingData(steps, episodes, progress=ledger.progress or no_progress)
     result = trainer.train(tables, dict(config or {}), seed)
+    check_result(trainer_name, result)
     # (4)
     deps = [
         ResourceDescriptor.of(f"trainer-code:{trainer_name}", trainer_code_digest(trainer),
@@ -583,6 +592,7 @@ def train_command(
             taken, an output file is a link.
     """
     from .command import run_command
+    from .settled import Settled
     from .workdir import Workspace, write_data_dir
 
     # (1)
@@ -622,20 +632,22 @@ def train_command(
                 f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}): there is no checkpoint to record",
                 0,
             )
-        if keep_logs:
-            clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
-            if clash:
-                raise LedgerError(
-                    f"the command wrote {clash[0]} in its output directory, where "
-                    f"--keep-logs puts the logs ({LOGS_DIR}/); nothing was recorded"
-                )
-            files[f"{LOGS_DIR}/stdout.log"] = ws.logs / "stdout.log"
-            files[f"{LOGS_DIR}/stderr.log"] = ws.logs / "stderr.log"
+        # Refused with or without --keep-logs: a reader takes trajledger-run/ for trajledger's.
+        clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
+        if clash:
+            raise LedgerError(
+                f"the command wrote {clash[0]} in its output directory, where "
+                f"--keep-logs puts the logs ({LOGS_DIR}/); nothing was recorded"
+            )
+        # As listed (before the lock COMMAND left is read): each file checked as it is stored.
+        settled = Settled({**files, **(kept_logs(ws.logs) if keep_logs else {})},
+                          kept_digests(result) if keep_logs else {}, ws.output)
+        files = settled.files
         recorded = record_checkpoint(
             ledger, files, start, admission, build_type=COMMAND_BUILD_TYPE,
             external={"command": list(argv)},
             dependencies=environment_dependencies(source, lock, files),
-            byproducts=run_byproducts(result), name=name, version=version,
+            byproducts=run_byproducts(result), name=name, version=version, settled=settled,
         )
         # (8) on leaving: the inputs and the temporary directory are removed
     return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files),
@@ -658,6 +670,18 @@ def write_checkpoint_dir(ledger: LedgerHome, digest: str, dest: Path) -> Any:
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
     return write_tree(dest, ledger.store,
                       [TreeFile(f.path, f.digest, f.size) for f in manifest.files])
+
+
+def kept_logs(logs: Path) -> dict[str, Path]:
+    """The kept logs by manifest name (``--keep-logs``)."""
+    return {f"{LOGS_DIR}/{s}.log": logs / f"{s}.log" for s in ("stdout", "stderr")}
+
+
+def kept_digests(result: CommandResult) -> dict[str, str]:
+    """The digests the kept logs must have: those of the streams as they came (the
+    provenance's byproducts state them)."""
+    return {f"{LOGS_DIR}/stdout.log": result.stdout.digest,
+            f"{LOGS_DIR}/stderr.log": result.stderr.digest}
 
 
 def run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:

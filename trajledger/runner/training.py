@@ -189,6 +189,7 @@ class Training:
             LedgerError: the run is over, the directory holds no file, a link or a special
                 file, or this ``name@version`` is already recorded.
         """
+        from .settled import Settled
         from .workdir import output_files
 
         if self._closed:
@@ -217,7 +218,7 @@ class Training:
             self.ledger, files, self._start, self.admission, build_type=PYTHON_BUILD_TYPE,
             external=external, dependencies=self._environment,
             byproducts=[metrics_byproduct(clean)] if clean else [],
-            name=self.name, version=version,
+            name=self.name, version=version, settled=Settled(files, {}, path),
         )
         outcome = TrainOutcome(recorded.digest, recorded.index, clean, self.admission,
                                files=len(files), new=recorded.new)

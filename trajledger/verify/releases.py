@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .policy import TrustPolicy
 
 __all__ = ["Walk", "brought_by", "evaluation_problems", "judge_use", "release_named",
-           "release_requirement", "release_rules", "release_suite"]
+           "release_requirement", "release_rules", "release_suite", "trained_on_suite"]
 
 
 class Walk(Protocol):
@@ -160,7 +160,36 @@ def judge_use(v: Walk, node: Node, rec: Record) -> None:
 
 def _suite_problems(v: Walk, ev: Evaluation) -> list[str]:
     v.artifact(ev.suite.digest, "dataset")
-    return evaluation_problems(ev, v.identity_record(ev.suite.digest, "dataset"))
+    suite = v.identity_record(ev.suite.digest, "dataset")
+    shared = trained_on_suite(v, ev.checkpoint.digest, suite)
+    return evaluation_problems(ev, suite) + ([shared] if shared else [])
+
+
+def trained_on_suite(v: Walk, checkpoint: str, suite: Record | RecordFailure | None) -> str | None:
+    """Why ``suite`` (a dataset's verified record) is no held-out suite for ``checkpoint``:
+    it, or one of its batches, is in a dataset the checkpoint or one of its base checkpoints
+    was trained on (`dataset create` refuses such a dataset; a producer's own tooling does
+    not: trn35); None when it is not, or is no held-out split (`evaluation_problems` says so).
+    The lineage must have been walked (`dependencies`)."""
+    if (not isinstance(suite, Record) or not isinstance(suite.predicate, Dataset)
+            or suite.predicate.split not in HELD_OUT):  # (a train split is refused as one)
+        return None
+    held = {suite.entry.subject, *suite.predicate.batches}
+    todo, seen = [checkpoint], set()
+    while todo:
+        if (ck := todo.pop()) in seen:
+            continue
+        seen.add(ck)
+        for d in v.dependencies(ck):
+            todo += [d.digest] if d.role == "base-checkpoint" else []
+            rec = v.identity_record(d.digest, "dataset") if d.role == "dataset" else None
+            if isinstance(rec, Record) and isinstance(ds := rec.predicate, Dataset) and (
+                    shared := held & {d.digest, *ds.batches}):
+                whose = "it was" if ck == checkpoint else f"its parent {_short(ck)} was"
+                return (f"{ds.name}@{ds.version}, which {whose} trained on, holds "
+                        f"{_short(min(shared))} of the suite: an evaluation on data the "
+                        "checkpoint was trained on proves nothing")
+    return None
 
 
 def release_rules(

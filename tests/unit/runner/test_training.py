@@ -168,3 +168,33 @@ def test_conversations_of_observation_data_are_refused(chat_home: Path) -> None:
             pa.nulls(run.steps.num_rows, pa.string())), run.episodes)
         with pytest.raises(TrainingDataError, match="no step has a role"):
             run.conversations()
+
+
+def test_a_file_that_changes_while_it_is_saved_is_refused(
+    chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # trn35 (`runner.settled`): what `run.save` records is the directory as listed. A writer
+    # on another thread (an uploader, a logger writing into the directory) that grows a file
+    # after the store copied it recorded a mix of the file's states, exit 0, before.
+    from trajledger.runner.settled import OutputsChangedError
+
+    ledger = Ledger.open(chat_home)
+    model = _model(tmp_path)
+    with ledger.training("chat@1", key="trainer", name="sft", version="1") as run:
+        store = run.ledger.store
+        put_file = store.put_file
+
+        def put_then_grow(path: Path, **kw: object) -> object:
+            got = put_file(path, **kw)  # type: ignore[arg-type]
+            with open(path, "ab") as f:
+                f.write(b"more")
+            return got
+
+        monkeypatch.setattr(store, "put_file", put_then_grow)
+        size = ledger.log.size
+        with pytest.raises(OutputsChangedError, match="changed while it was recorded"):
+            run.save(model)
+        assert ledger.log.size == size
+        monkeypatch.setattr(store, "put_file", put_file)
+        run.save(model)  # held still: recorded
+    assert _kinds(ledger)[-1] == "checkpoint"

@@ -43,6 +43,7 @@ __all__ = [
     "TrainingDataError",
     "UnknownTrainerError",
     "available_trainers",
+    "check_result",
     "load_policy",
     "load_trainer",
 ]
@@ -122,6 +123,37 @@ class TrainResult:
     files: dict[str, bytes]
     metrics: dict[str, float] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+
+
+def check_result(trainer: str, result: object) -> None:
+    """What a trainer handed back can be recorded: a `TrainResult` of at least one file,
+    each named by a relative ``/``-separated path (no ``..``, none also a directory of another)
+    and given as bytes. Checked before any file is written: a name such as ``../x`` or
+    ``/abs/x`` was written outside the run's temporary directory before the record refused it,
+    no file at all recorded an empty checkpoint (exit 0), and text for bytes was a bug (trn35).
+
+    Raises:
+        TrainerPluginError: it cannot (nothing is written or recorded).
+    """
+    from trajledger.verify.manifest import check_path
+
+    files = result.files if isinstance(result, TrainResult) else None
+    problem = ("returned no TrainResult" if files is None else
+               "returned no file: there is no checkpoint to record" if not files else None)
+    dirs = {n[:i] for n in files or {} if isinstance(n, str) for i, c in enumerate(n) if c == "/"}
+    for name, data in (files or {}).items():
+        try:
+            check_path(name, f"file name {name!r}")
+        except FormatError as e:
+            problem = str(e)
+        if problem is None and not isinstance(data, bytes | bytearray | memoryview):
+            problem = f"file {name!r} is a {type(data).__name__}, want bytes"
+        if problem is None and name in dirs:
+            problem = f"file name {name!r} is also a directory of another file"
+        if problem is not None:
+            break
+    if problem is not None:
+        raise TrainerPluginError(f"trainer {trainer!r}: {problem}; nothing was recorded")
 
 
 @runtime_checkable
