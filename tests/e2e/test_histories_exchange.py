@@ -246,7 +246,9 @@ R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and thirteen built 
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, and hist32's, the lead's,
 hist33's and hist34's findings): the file 30.1 CPU-s (26.5 s user, 3.5 s
 system, ``-n 0``, medians of three, at load 14 to 19) against 3742111's 27.3 in the same run
-(hist34, ``farm-bench``);
+(hist34, ``farm-bench``); hold35's hand test of R11 turned round 3.05 CPU-s against hist34's
+2.20 (the test alone as a process, medians of three, load 12 to 14: a checkpoint more, a
+bundle's verifiers and `judge_history`);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).

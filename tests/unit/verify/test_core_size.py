@@ -57,7 +57,13 @@ fewer, and a "did you mean");
 4,497 with aud34's OK line naming the subject in full, the "re-packed" and "get it again"
 advice of a bundle that is not as exported, and an artifact not looked up when the log fails,
 paid by ``-V``'s line loaded where used (``verify.version_line``) and the log keys that did
-sign an untrusted checkpoint named where a failure loads them (``verify.untrusted_key``).
+sign an untrusted checkpoint named where a failure loads them (``verify.untrusted_key``);
+4,452 in 34 after hold35 made room: a log entry's field checks (a writer's, and why bytes are
+not an entry's canonical encoding: ``verify.entry_fields``) load on use, the entry's version
+and kinds in ``verify.entry_format``; 4,459 with hold35's distrusted holdout (hist34 finding 1,
+failing closed: an argument and a branch in ``verify.judge.held_out``, the hook
+``LineageVerifier.distrusted``; what such a record declares, ``verify.distrusted``, loads on
+use).
 """
 
 from __future__ import annotations
