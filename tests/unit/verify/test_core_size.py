@@ -96,7 +96,8 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
           "record_json", "blame", "untrusted_key", "left_out",
-          "contamination_rules", "withdrawals", "version_line", "entry_fields")
+          "contamination_rules", "withdrawals", "version_line", "entry_fields",
+          "distrusted")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -108,7 +109,8 @@ releases, unsealings, imports, refusals, model signatures), the writer of record
 root causes of a report that fails, the node of a key the policy does not hold, why an
 exporter left evidence out, a policy's ``[contamination]`` (read by dataset create and the
 gate, never by the verifier of a bundle), withdrawn approvals, the ``-V`` line, the field checks
-of a log entry that is not canonical (and of a writer's)."""
+of a log entry that is not canonical (and of a writer's), what a held-out dataset record the policy
+does not trust declares."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 
