@@ -73,8 +73,9 @@ test_histories_agree.py's withdrawal of an approval):
   buyer's approvers did not) still refuses every use now, "cannot be checked" (SECURITY.md
   thirteenth round, lead: only an approver's erasure ends the comparison; the buyer's
   ``erase`` by an approver is not a step here). A vendor holdout whose record the buyer's
-  marking (R20) distrusts is none for the gate and the verifiers (runner/admission.py; hist34
-  finding 1, a question for the lead), while ``dataset create`` still refuses from the index.
+  marking (R20) distrusts holds out all the same, in the gate, the verifiers and ``dataset
+  create`` alike (fail closed: verify/distrusted.py; hist34 finding 1, the lead's decision,
+  hold35).
 
 - **R12 evaluations and releases** (docs/evaluations.md "``trajledger eval``", "``trajledger
   release``"; the buyer's policy: an evaluator role and one ``[[release.require]]`` on
@@ -214,7 +215,7 @@ test_histories_agree.py's withdrawal of an approval):
   its record or a batch's does not hold there (revoked; signed by ``vendor`` since its
   declared compromise, R15, whose revocations signed since count for nothing), it or a batch
   is erased, no approval of the vendor's approver stands (R14's, not withdrawn), a batch is in a
-  vendor holdout (one whose record is signed since the compromise is none), a held-out batch
+  vendor holdout (one whose record is signed since the compromise too: R11), a held-out batch
   the vendor erased is not sealed (its producer's erasure ends no comparison), a sealed one's
   record was signed since the compromise, or a batch is a copy of a held-out one its rules
   refuse. A vendor checkpoint verifies at the vendor while its dataset's record holds, an
@@ -245,7 +246,9 @@ R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and thirteen built 
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, and hist32's, the lead's,
 hist33's and hist34's findings): the file 30.1 CPU-s (26.5 s user, 3.5 s
 system, ``-n 0``, medians of three, at load 14 to 19) against 3742111's 27.3 in the same run
-(hist34, ``farm-bench``);
+(hist34, ``farm-bench``); hold35's hand test of R11 turned round 3.05 CPU-s against hist34's
+2.20 (the test alone as a process, medians of three, load 12 to 14: a checkpoint more, a
+bundle's verifiers and `judge_history`);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
@@ -891,22 +894,20 @@ class Model:
     def files_gone(self, label: str) -> bool:  # R13, R20: an erasure taken in deleted them
         return ("erased", label) in self.taken or label in self.own_erased
 
-    def holdouts(self, d: Art, before: int, counted: bool = True) -> list[Art]:
-        """The holdouts recorded here before ``before``; ``counted``: only those whose record
-        counts here (R11, hist34: the gate and the verifiers take one the buyer's marking
-        distrusts for none, runner/admission.py; ``dataset create`` reads the index: all)."""
+    def holdouts(self, d: Art, before: int) -> list[Art]:
+        """The holdouts recorded here before ``before``, one the buyer's marking distrusts too
+        (R11, hold35: fail closed in the gate, the verifiers and ``dataset create`` alike)."""
         return [o for o in self.buyer.values() if o.kind == "dataset" and o.split == "holdout"
-                and o.label != d.label and o.index < before and not (
-                    counted and o.label in self.vendor and not self.trusted(o.index))]
+                and o.label != d.label and o.index < before]
 
-    def held_out(self, d: Art, before: int, counted: bool = True) -> bool:  # R11, membership
-        return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before, counted))
+    def held_out(self, d: Art, before: int) -> bool:  # R11, membership
+        return any(set(o.batches) & set(d.batches) for o in self.holdouts(d, before))
 
     def copies(self, d: Art, before: int, gone: bool = False) -> bool:  # R11, R21, R22
         """Whether a batch of ``d`` holds a copy of a held-out one that the rules in force
         refuse. An erased held-out batch has nothing to compare (a sealed one is compared by
         its record); ``gone``: nor has one whose bytes are gone here (``dataset create``)."""
-        held = [h for o in self.holdouts(d, before, not gone) for b in o.batches
+        held = [h for o in self.holdouts(d, before) for b in o.batches
                 if ((h := self.buyer[b]).sealed and not gone) or not self.absent(b, gone)]
         return self.copied([self.buyer[b] for b in d.batches if not (  # skipped: history 3216
             gone and self.absent(b, True))], held)
@@ -945,8 +946,8 @@ class Model:
         R22) from what the vendor holds under its own ``[contamination]`` in force (R25): its
         record holds there (R15: not signed since the key's theft, nothing revoked), it and
         its batches not erased (history 9239), an approval of the vendor's approver not
-        withdrawn, no batch held out by a vendor holdout (one signed since the theft is none:
-        its record does not verify, runner/admission.py); no held-out batch the vendor erased
+        withdrawn, no batch held out by a vendor holdout (one signed since the theft too: fail
+        closed, hold35; runner/admission.py); no held-out batch the vendor erased
         unless sealed (its producer's erasure ends no comparison: R11), none sealed whose
         record was signed since the theft (hist32 finding 1), and no copy of one its rules
         refuse (a sealed one compared by its record: no runs)."""
@@ -969,9 +970,9 @@ class Model:
         ) and not any(o.vindex < c.vindex and set(o.batches) & set(d.batches)
                       for o in self.v_holdouts(d.label))
 
-    def v_holdouts(self, label: str) -> list[Art]:  # R26: the vendor's that count there
-        return [o for o in self.vendor.values() if o.kind == "dataset" and o.split == "holdout"
-                and o.label != label and not self.stolen(o.label)]
+    def v_holdouts(self, label: str) -> list[Art]:  # R26: the vendor's, one signed since
+        return [o for o in self.vendor.values() if o.kind == "dataset"  # the theft too (hold35)
+                and o.split == "holdout" and o.label != label]
 
     def absent(self, label: str, gone: bool) -> bool:  # R4, R13: nothing to compare
         return self.erased_here(label) or (gone and self.files_gone(label))
@@ -1141,7 +1142,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         d = Art(a[0], "dataset", a[1], a[2], index=size)
         if a[2] == "holdout":
             return m.new_holdout(a[1])
-        if any(m.buyer[b].sealed for b in a[1]) or m.held_out(d, size + 1, counted=False):
+        if any(m.buyer[b].sealed for b in a[1]) or m.held_out(d, size + 1):
             return False
         return not m.copies(d, size + 1, gone=True)
     if s.op == "bapprove":
@@ -2037,30 +2038,55 @@ def test_the_vendors_gate(tmp_path: Path) -> None:
     assert not run.problems
 
 
-def test_a_holdout_the_buyers_marking_distrusts(tmp_path: Path) -> None:
-    """R11 with R20 (hist34 finding 1, a design question for the lead): the buyer trains on
-    the vendor's ``v1`` (``d1``) and on an exact copy of it (``v2``: ``d2``); the vendor then
-    holds ``v1`` out (``wh``), shipped: both refused (``c1``, ``c2``). Once the buyer marks the
-    vendor's key compromised since that import, ``wh``'s record counts for nothing here, and
-    the gate and the verifiers take it for no holdout (runner/admission.py: "a record that is
-    intact but not trusted by the policy is no holdout of this policy's"): ``c3`` and ``c4``
-    are trained and verify, while ``dataset create`` of a new train set of ``v1`` (``d3``) is
-    still refused, from the index. ``admit`` says why (it said nothing)."""
+def test_a_holdout_the_buyers_marking_distrusts(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """R11 with R20 (hist34 finding 1; the lead's decision, hold35: fail closed): the buyer
+    trains ``c0`` on the vendor's ``v1`` (``d1``), then makes ``d2`` of an exact copy of it
+    (``v2``); the vendor then holds ``v1`` out (``wh``), shipped: ``c1`` and ``c2`` are refused.
+    Once the buyer marks the vendor's key compromised since that import, ``wh``'s record counts
+    for nothing here, and still holds ``v1`` out: ``c3``, ``c4`` and ``dataset create`` of a
+    new train set of ``v1`` (``d3``) are refused, and ``admit`` names the record, why it is not
+    trusted and the way on. ``c0``, trained before the holdout, still verifies; ``c5``, trained
+    under hist34's rule (the distrusted holdout taken for none, as the gate did before),
+    fails ``verify`` and both verifiers of its bundle with the same line: the gate and the
+    verifiers decide alike. The way on: the approver erases ``v1``, which ends the comparison
+    of ``d2`` with it (``c6``). Every path agrees with the model (`judge_history`)."""
     steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 1, "orig", False)),
              Step("ship", ("v1",)), Step("ship", ("v2",)),
              *(Step("bdataset", (f"d{i}", (f"v{i}",), "train")) for i in (1, 2)),
              Step("bapprove", ("d1",)), Step("bapprove", ("d2",)),
+             Step("btrain", ("c0", "d1", None)),
              Step("vdataset", ("wh", ("v1",), "holdout")), Step("ship", ("wh",)),
              Step("btrain", ("c1", "d1", None)), Step("btrain", ("c2", "d2", None)),
              Step("bmark", ("wh",)), Step("btrain", ("c3", "d1", None)),
              Step("btrain", ("c4", "d2", None)), Step("bdataset", ("d3", ("v1",), "train"))]
     run = run_history(tmp_path / "h", steps)
     refused = [r.split("(")[1].split(",")[0] for r in run.ran if " -> refused" in r]
-    assert refused == ["c1", "c2", "d3"], run.ran
+    assert refused == ["c1", "c2", "c3", "c4", "d3"], run.ran
     m, b = run.model, run.buyer
-    assert [b.cli("verify", m.buyer[c].digest).exit_code == 0 for c in ("c3", "c4")] == [
-        m.checkpoint_ok(c) for c in ("c3", "c4")] == [True, True]
-    said = " ".join(b.cli("admit", m.buyer["d2"].digest).output.split())
-    assert "held-out dataset record" in said and "compromised since" in said and (
-        "not taken as a holdout here, its batches neither held out nor compared with") in said
-    assert not run.problems
+    with monkeypatch.context() as old:  # hist34's rule: the gate let such a train set through
+        import trajledger.verify.distrusted as distrusted
+        from trajledger.verify.lineage import LineageVerifier
+
+        old.setattr(LineageVerifier, "distrusted", lambda *_: None)
+        old.setattr(distrusted, "distrusted_holdout", lambda *_: None)
+        assert perform(run, Step("btrain", ("c5", "d1", None)), b.size())[0]
+    held = "rollout-batch {} is in holdout dataset wh@1 (log index {}), whose record the policy " \
+        "does not trust (".format(m.buyer["v1"].digest[:19] + "…", m.buyer["wh"].index)
+    for c, ok in (("c0", True), ("c5", False)):
+        assert m.checkpoint_ok(c) is ok
+        got = {"verify": cli_verdict(b, "verify", m.buyer[c].digest),
+               **bundle_verdicts(run, b, m.buyer[c].digest, "buyer")}
+        assert {k: v[0] for k, v in got.items()} == dict.fromkeys(got, ok), got
+    said = " ".join(b.cli("verify", m.buyer["c5"].digest).output.split())
+    assert held in said and "compromised since" in said and "held out all the same (fail " \
+        "closed" in said and "train on a dataset without this batch" in said, said
+    admit1 = " ".join(b.cli("admit", m.buyer["d1"].digest).output.split())
+    assert held in admit1, admit1
+    admit2 = " ".join(b.cli("admit", m.buyer["d2"].digest).output.split())
+    assert "exact duplicate" in admit2 and "holdout dataset wh@1 (log index" in admit2 and (
+        "compromised since") in admit2 and "taken as a holdout all the same (fail closed" in \
+        admit2 and "an approver's erasure of the held-out batch" in admit2, admit2
+    replay(run, [Step("berase", ("v1",)), Step("btrain", ("c6", "d2", None))])
+    assert run.ran[-1] == "btrain(c6, d2, None) -> ok", run.ran
+    assert judge_history(run) == []

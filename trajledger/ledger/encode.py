@@ -25,12 +25,12 @@ from trajledger.verify.bundle_index import INDEX_KEYS, BundleIndex
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.digest import HEX64
 from trajledger.verify.dsse import Envelope
+from trajledger.verify.entry_fields import check_entry_fields
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import (
     ENTRY_VERSION,
     MAX_ENTRY_SIZE,
     LogEntry,
-    check_entry_fields,
 )
 from trajledger.verify.note import (
     ALG_ED25519,

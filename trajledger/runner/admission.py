@@ -248,10 +248,12 @@ def _contamination(
     regression batch of a verified dataset record, re-hashed as it is read. A held-out batch
     that cannot be read and verified fails the check: contamination cannot be ruled out. So
     does a dataset record whose evidence is damaged (its envelope missing or not hashing to
-    its entry): its split is unknown, and it may be a holdout. A record that is intact but not
-    trusted by the policy is no holdout of this policy's.
+    its entry): its split is unknown, and it may be a holdout. A held-out record that is intact
+    but not trusted by the policy is a holdout all the same (fail closed,
+    `verify.distrusted`): its batches are compared, and a failure names it and why.
     """
     from trajledger.ledger.contamination import ruled, verified_contamination
+    from trajledger.verify.distrusted import distrusted_holdout
 
     what = "no episode duplicates a holdout or regression episode"
     if rules is not None and rules.unreadable:  # a threshold no one wrote: fail closed (left34)
@@ -259,6 +261,7 @@ def _contamination(
     admitted = {b.digest for b in batches}
     others: dict[str, list[str]] = {}
     damaged: list[str] = []
+    distrusted: dict[int, tuple[Dataset, str]] = {}  # (hist34 finding 1; hold35: fail closed)
     # The index's held-out datasets, and every dataset record whose envelope it could not read
     # (its split is unknown): each verified here.
     index = verifier.index
@@ -266,18 +269,16 @@ def _contamination(
     holdouts = set(index.held_out())
     for i in sorted({*holdouts, *unread}):
         rec = verifier.record(i)
+        ds = rec.predicate if isinstance(rec, Record) else None
         if isinstance(rec, RecordFailure) and rec.damaged:
             damaged.append(rec.message)
         elif isinstance(rec, RecordFailure) and i in holdouts:
             # Intact but distrusted (its signer's key declared compromised since before it,
-            # say: hist34): no holdout of this policy's, which the user must be told.
-            decision.add(what, INFO, f"held-out dataset record {i} does not verify ("
-                         f"{rec.message}): not taken as a holdout here, its batches neither "
-                         "held out nor compared with")
-        if not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-            continue
-        ds = rec.predicate
-        if ds.split not in ("holdout", "regression"):
+            # say: hist34): a holdout all the same, read without trusting its signer.
+            ds = distrusted_holdout(verifier, i)
+            if ds is not None:
+                distrusted[i] = (ds, rec.message)
+        if not isinstance(ds, Dataset) or ds.split not in ("holdout", "regression"):
             continue
         for b in ds.batches:
             if b not in admitted:
@@ -333,6 +334,19 @@ def _contamination(
         decision.fail(what, f"{f.kind} duplicate: {f}")
     if len(exact) > 20:
         decision.fail(what, f"... and {len(exact) - 20} more duplicates")
+    # A holdout no one trusted that refuses this train set is named, with why and the way on.
+    hit = {f.other_batch for f in exact} | {
+        b for b in others if any(f" {b[:19]}…: " in line for line in report.unchecked)}
+    for i, (ds, why) in distrusted.items():
+        line = (f"{ds.split} dataset {ds.name}@{ds.version} (log index {i}) does not verify "
+                f"({why}): taken as a holdout all the same (fail closed: what no one trusted "
+                "declared held out may be a test set), its batches compared with")
+        if hit & set(ds.batches):
+            decision.fail(what, line + "; leave the copies out of the train set, or an "
+                          "approver's erasure of the held-out batch (trajledger erase) ends the "
+                          "comparison with it")
+        else:
+            decision.add(what, INFO, line)
     near = [f for f in findings if f.kind != "exact"]
     if near and not refuse_near:
         decision.add(what, INFO, f"{len(near)} near duplicate(s) (first: {near[0]})")

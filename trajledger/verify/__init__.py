@@ -13,7 +13,9 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``merkle``     RFC 6962 hashing, inclusion and consistency proofs
 - ``tiles``      C2SP tlog-tiles layout and a storage-independent tile reader
 - ``note``       C2SP signed notes; ``checkpoint`` C2SP checkpoints; ``tlog_proof`` offline proofs
-- ``log_entry``  the log's entries (JCS records with the ``prev`` hash chain)
+- ``log_entry``  the log's entries (JCS records with the ``prev`` hash chain); ``entry_format``
+                 their version and kinds, ``entry_fields`` each field checked (a writer's
+                 checks, and why bytes are not canonical: loaded only then)
 - ``logcheck``   the chain-and-root checker of a tiled log (or a subset of it) over a fetcher
 - ``policy``     trust policies and their history
 - ``sigstore_adapter``  Sigstore bundles: key mode with ``cryptography``; keyless through the

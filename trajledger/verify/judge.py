@@ -227,10 +227,14 @@ def standing(node: Node, predicate: Predicate, revocations: Iterable[Record],
 
 
 def held_out(node: Node, label: str, others: Iterable[tuple[int, str, Record | RecordFailure]],
-             unreadable: Iterable[int]) -> None:
+             unreadable: Iterable[int],
+             distrusted: Callable[[int, str, RecordFailure], str | None]) -> None:
     """Add the ``not held out`` check: ``others`` are the other dataset records logged before
     the use that list a batch of the dataset (``(index, batch, record)``), ``unreadable`` the
-    dataset records before it whose envelopes cannot be read (they may hold any batch out)."""
+    dataset records before it whose envelopes cannot be read (they may hold any batch out).
+    One that is intact but not trusted by the policy holds its batches out all the same (fail
+    closed): ``distrusted`` says why it holds a batch out (None: it does not hold it out;
+    `verify.distrusted.held_out_line`)."""
     what = f"{label}: not held out"
     before = len(node.checks)
     for i, b, other in others:
@@ -238,6 +242,8 @@ def held_out(node: Node, label: str, others: Iterable[tuple[int, str, Record | R
             if other.damaged:
                 node.fail(what, f"dataset record {i} lists batch {_short(b)} but cannot be "
                           f"read: {other.message}; {REPAIR_HINT}")
+            elif (why := distrusted(i, b, other)) is not None:
+                node.fail(what, why)
             continue
         o = other.predicate
         if isinstance(o, Dataset) and o.split in HELD_OUT:

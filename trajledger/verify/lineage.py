@@ -16,8 +16,9 @@ dataset or a rollout batch:
 - status: revocations (fail), erasures (reported as erased, not as tampering: a blob is excused
   as erased only when a verified erasure lists it). **Fail closed**: a revocation or erasure of
   the artifact, or a dataset that could hold its batches out, whose envelope is missing or
-  damaged fails the artifact (it cannot be known what it says); one that verifies but is not
-  signed under the policy is shown and ignored;
+  damaged fails the artifact (it cannot be known what it says); a revocation or erasure that is
+  intact but not signed under the policy is shown and ignored, a held-out dataset so signed
+  still holds its batches out (`verify.distrusted`);
 - relations, from the registry (`verify.kinds.Kind.dependencies`): a checkpoint's datasets (train
   split only, no member batch in a holdout or regression dataset recorded before it, approved by
   the approver threshold for the purpose before it was recorded, unexpired), environments,
@@ -499,8 +500,9 @@ class LineageVerifier:
             1. The dataset's record verifies.
             2. Its split is ``train``.
             3. No member batch is in a holdout or regression dataset recorded before the use;
-               a dataset record that cannot be read (so could hold one out) fails the use
-               (`verify.judge.held_out`).
+               a dataset record that cannot be read (so could hold one out) fails the use, and
+               one that is intact but not trusted by the policy holds its batches out all the
+               same (`verify.judge.held_out`, `distrusted`: fail closed).
             4. The approver threshold approved it for the purpose, before the use, unexpired
                at the time of the use (`verify.judge.approvals`).
 
@@ -540,9 +542,18 @@ class LineageVerifier:
         held_out(node, label,
                  ((i, b, self.record(i)) for b in ds.batches for i in listed[b]
                   if other(self.entry(i), i)),
-                 [i for i in self.index.unreadable() if other(self.entry(i), i)])
+                 [i for i in self.index.unreadable() if other(self.entry(i), i)],
+                 self.distrusted)
         # (4)
         self.approvals(node, label, digest, purpose or ds.purpose, before, at_time)
+
+    def distrusted(self, index: int, batch: str, failure: RecordFailure) -> str | None:
+        """Why the dataset record at ``index``, intact but not trusted by the policy
+        (``failure``), holds ``batch`` out all the same (None: it does not hold it out):
+        `verify.distrusted.held_out_line`, loaded only for such a record."""
+        from .distrusted import held_out_line
+
+        return held_out_line(self, index, batch, failure)
 
     def approvals(
         self, node: Node, label: str, digest: str, purpose: str, before: int, at_time: dt.datetime

@@ -7,9 +7,10 @@ Scope: one log entry is the RFC 8785 (JCS) JSON object
 
 (keys in JCS order, no whitespace). `LogEntry` is the one definition of that format: the writer
 (``ledger.log``) builds entries with ``ledger.encode.log_entry`` (its fields checked by
-`check_entry_fields`, then encoded), and verifiers read them with `LogEntry.from_bytes`, which
-accepts exactly the canonical bytes and nothing else, so one entry has one encoding and one
-leaf hash. ``prev`` is the RFC 6962 leaf hash of the entry before it
+``verify.entry_fields.check_entry_fields``, then encoded), and verifiers read them with
+`LogEntry.from_bytes`, which accepts exactly the canonical bytes and nothing else (why other
+bytes are not an entry is found by ``verify.entry_fields``, loaded only then), so one entry
+has one encoding and one leaf hash. ``prev`` is the RFC 6962 leaf hash of the entry before it
 (64 zeros for entry 0): ``verify.logcheck.check_entries`` checks that hash chain.
 
 Non-scope: where entries live (``verify.tiles``), Merkle proofs (``verify.merkle``), and whether
@@ -24,11 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ._jcs import canonical_bytes
-from .digest import HEX64, parse_digest
+from .entry_format import ENTRY_VERSION, KINDS
 from .errors import FormatError
 from .merkle import leaf_hash
-from .strict_json import load_object
 from .times import parse_time
 
 __all__ = [
@@ -37,28 +36,15 @@ __all__ = [
     "KINDS",
     "MAX_ENTRY_SIZE",
     "LogEntry",
-    "check_entry_fields",
 ]
 
 MAX_ENTRY_SIZE = 0xFFFF
 """Largest entry a log holds: an entry bundle (c2sp.org/tlog-tiles) stores its length as a
 uint16. `verify.tiles` re-exports it."""
 
-ENTRY_VERSION = 1
-"""The ``v`` field of every entry this module reads and writes."""
-
 GENESIS_PREV = "0" * 64
 """The ``prev`` of entry 0: there is no entry before it."""
 
-KINDS = frozenset({
-    "approval", "checkpoint", "dataset", "environment", "erasure", "evaluation", "evaluator",
-    "files", "import", "model-signature", "refusal", "release", "revocation", "rollout-batch",
-    "trust-policy", "unsealing",
-})
-"""Every entry kind: the encoding's closed set (schemas/log-entry.v1.schema.json); the kind
-registry (`verify.kinds.KINDS`) describes each one, and only these (a test checks both)."""
-
-_FIELDS = ("envelope", "kind", "prev", "signers", "subject", "time", "v")
 _KIND_ALT = "|".join(sorted(KINDS, key=len, reverse=True))
 # The canonical encoding, field by field. Every value is ASCII without characters JSON escapes,
 # so JCS reduces to this template; anything else (whitespace, other key order, escapes, other
@@ -69,32 +55,6 @@ _CANONICAL = re.compile(
     rb'"subject":"sha256:([0-9a-f]{64})",'
     rb'"time":"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)","v":1\}'
 )
-
-
-def check_entry_fields(
-    kind: object,
-    subject: object,
-    envelope: object,
-    signers: object,
-    time: object,
-    prev: object,
-    what: str,
-) -> None:
-    """Check the fields of an entry; ``what`` names it in messages."""
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise FormatError(f"{what}: kind {kind!r} is unknown, want one of {sorted(KINDS)}")
-    parse_digest(subject, f"{what}: subject")
-    parse_digest(envelope, f"{what}: envelope")
-    if not isinstance(signers, tuple) or not signers:
-        raise FormatError(f"{what}: signers is empty, want at least one keyid")
-    for k in signers:
-        if not isinstance(k, str) or not HEX64.fullmatch(k):
-            raise FormatError(f"{what}: signer keyid {k!r} is not 64 lowercase hex")
-    if list(signers) != sorted(set(signers)):
-        raise FormatError(f"{what}: signers {list(signers)} are not sorted and unique")
-    parse_time(time, what)
-    if not isinstance(prev, str) or not HEX64.fullmatch(prev):
-        raise FormatError(f"{what}: prev {prev!r} is not 64 lowercase hex")
 
 
 @dataclass(frozen=True)
@@ -148,8 +108,10 @@ class LogEntry:
         if len(data) > MAX_ENTRY_SIZE:
             raise FormatError(f"{what}: {len(data)} bytes, want at most {MAX_ENTRY_SIZE}")
         m = _CANONICAL.fullmatch(data)
-        if m is None:
-            return cls._from_json(data, what)
+        if m is None:  # why it is not canonical: loaded only for such an entry
+            from .entry_fields import fields_from_json
+
+            return cls(*fields_from_json(data, what), bytes(data))
         # The pattern fixed every byte but two things: signer order and calendar validity.
         signers = tuple(s[1:-1] for s in m.group(4).decode().split(","))
         if list(signers) != sorted(set(signers)):
@@ -165,26 +127,3 @@ class LogEntry:
             prev=m.group(3).decode(),
             raw=bytes(data),
         )
-
-    @classmethod
-    def _from_json(cls, data: bytes, what: str) -> LogEntry:
-        """Slow path: find out precisely why ``data`` is not a canonical entry."""
-        obj = load_object(data, what)
-        if sorted(obj) != list(_FIELDS):
-            missing = sorted(set(_FIELDS) - set(obj))
-            unknown = sorted(set(obj) - set(_FIELDS))
-            raise FormatError(f"{what}: missing field(s) {missing}, unknown field(s) {unknown}")
-        v = obj["v"]
-        if type(v) is not int or v != ENTRY_VERSION:
-            raise FormatError(f"{what}: v is {v!r}, want {ENTRY_VERSION}")
-        signers = obj["signers"]
-        if not isinstance(signers, list):
-            raise FormatError(f"{what}: signers is {type(signers).__name__}, want a list")
-        fields = (obj["kind"], obj["subject"], obj["envelope"], tuple(signers), obj["time"])
-        check_entry_fields(*fields, obj["prev"], what)
-        if canonical_bytes(obj, what) != data:
-            raise FormatError(
-                f"{what}: is valid JSON but not in canonical form (RFC 8785: no whitespace, keys "
-                "sorted, no escapes), want the canonical encoding"
-            )
-        return cls(*fields, obj["prev"], bytes(data))

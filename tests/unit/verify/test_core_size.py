@@ -66,6 +66,12 @@ not the exporter's newest: one line, ``verify_bundle``'s ``declared``), paid by 
 a failing node in the text tree loaded with the root causes
 (``verify.blame.failing_node_lines``: twelve lines fewer) and ``_fail`` returning the exit
 code its line goes with (two lines fewer).
+4,452 in 34 after hold35 made room: a log entry's field checks (a writer's, and why bytes are
+not an entry's canonical encoding: ``verify.entry_fields``) load on use, the entry's version
+and kinds in ``verify.entry_format``; 4,459 with hold35's distrusted holdout (hist34 finding 1,
+failing closed: an argument and a branch in ``verify.judge.held_out``, the hook
+``LineageVerifier.distrusted``; what such a record declares, ``verify.distrusted``, loads on
+use).
 """
 
 from __future__ import annotations
@@ -98,7 +104,8 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
           "record_json", "blame", "untrusted_key", "left_out",
-          "contamination_rules", "withdrawals", "version_line", "expect")
+          "contamination_rules", "withdrawals", "version_line", "expect", "entry_fields",
+          "distrusted")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -109,7 +116,9 @@ ciphertexts), the predicates of kinds a checkpoint's lineage does not hold (eval
 releases, unsealings, imports, refusals, model signatures), the writer of records' JSON, the
 root causes of a report that fails, the node of a key the policy does not hold, why an
 exporter left evidence out, a policy's ``[contamination]`` (read by dataset create and the
-gate, never by the verifier of a bundle), withdrawn approvals, the ``-V`` line, ``--expect``."""
+gate, never by the verifier of a bundle), withdrawn approvals, the ``-V`` line, ``--expect``,
+the field checks of a log entry that is not canonical (and of a writer's), what a held-out
+dataset record the policy does not trust declares."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 

@@ -47,6 +47,7 @@ from trajledger.ledger.files import media_type_for
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke
+from trajledger.runner.admission import DataRefusedError
 from trajledger.runner.cli import main
 from trajledger.runner.rollouts import run_policy
 from trajledger.runner.train import train
@@ -733,24 +734,25 @@ def test_time_comes_from_the_log(setup: Setup) -> None:
     assert f"approval {near.index} expired at " in detail
 
 
-def _holdout(setup: Setup) -> int:
+def _holdout(setup: Setup, key: str = "vendor", split: str = "holdout") -> int:
     path = setup.root / "tmp" / "h.json"
     path.write_text("{}")
     body = {
         "name": "h",
         "version": "1",
-        "split": "holdout",
+        "split": split,
         "purpose": "eval",
         "batches": [setup.batch],
     }
-    return record_files(
-        setup.ledger,
-        {"dataset.json": path},
-        setup.keys["vendor"],
-        predicates.DATASET,
-        body,
-        name="h@1",
-    ).index
+    with another_tool():
+        return record_files(
+            setup.ledger,
+            {"dataset.json": path},
+            setup.keys[key],
+            predicates.DATASET,
+            body,
+            name="h@1",
+        ).index
 
 
 def test_a_holdout_recorded_after_the_checkpoint_does_not_taint_it(setup: Setup) -> None:
@@ -763,6 +765,48 @@ def test_a_holdout_recorded_after_the_checkpoint_does_not_taint_it(setup: Setup)
         f"dataset ds@1: not held out: rollout-batch {setup.batch[:19]}… is in holdout dataset "
         f"h@1 (log index {index})"
     ]
+
+
+DISTRUSTED = {
+    "a key the policy does not hold": ("x", "", "(not in the policy), want producer key(s)"),
+    "a key out of its role": ("trainer", "", "(trainer role), want producer key(s)"),
+    "a key the policy declares compromised": (
+        "x", '[[revoked_keys]]\nkey = "keys/x.pub"\ncompromised_since = {index}\n'
+        'reason = "laptop stolen"\n', "compromised since log index {index}: laptop stolen"),
+}
+
+
+@pytest.mark.parametrize("case", DISTRUSTED)
+def test_a_holdout_the_policy_does_not_trust_still_holds_out(setup: Setup, case: str) -> None:
+    """hist34 finding 1, the lead's decision (hold35): a held-out dataset record that is intact
+    but not trusted by the policy holds its batches out all the same (fail closed), for a use
+    now (the verifiers' ``dataset_use``) and at the gate (``train``), which decide alike; the
+    line says which record, why it is not trusted and the way on. A train set so signed that
+    lists the batch holds nothing out."""
+    key, extra, why = DISTRUSTED[case]
+    index = _holdout(setup, key)
+    policy = setup.policy(extra=extra.format(index=index))
+    use = Node("use", "admission", name="use now")
+    setup.verifier(policy=policy).dataset_use(use, setup.dataset, None)
+    (line,) = [f"{c.what}: {c.detail}" for c in use.checks if c.status == FAIL]
+    assert line.startswith(
+        f"dataset ds@1: not held out: rollout-batch {setup.batch[:19]}… is in holdout dataset "
+        f"h@1 (log index {index}), whose record the policy does not trust (dataset record "
+        f"{index}: no signature by a trusted key")
+    assert why.format(index=index) in line and line.endswith(
+        "held out all the same (fail closed: what no one trusted declared held out may be a "
+        "test set); train on a dataset without this batch"), line
+    with pytest.raises(DataRefusedError) as refused:
+        train(setup.ledger, "ds@1", "bc", setup.keys["trainer"], policy, name="m2", version="1")
+    assert line.removeprefix("dataset ds@1: not held out: ") in str(refused.value)
+
+
+def test_a_train_set_the_policy_does_not_trust_holds_nothing_out(setup: Setup) -> None:
+    _holdout(setup, "x", "train")
+    use = Node("use", "admission", name="use now")
+    setup.verifier().dataset_use(use, setup.dataset, None)
+    assert [c.detail for c in use.checks if c.what == "dataset ds@1: not held out"] == [
+        "no batch is in a holdout or regression split"]
 
 
 def test_a_dataset_record_that_cannot_be_read_fails_a_later_use(setup: Setup) -> None:
