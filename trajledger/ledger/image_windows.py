@@ -57,7 +57,7 @@ _NAN = np.uint32(0x7FC00000)  # every NaN, whatever its payload
 _POLY = _U64(0x100000001B3)
 _ROUND = np.uint32(1 << 12)  # as `step_windows`: float32 rounded to 10 bits of mantissa
 _KEEP = np.uint32(0xFFFFE000)
-_ROWS = 256  # frames hashed at once: bounded memory
+_VALUES = 1 << 21  # numbers hashed at once (a frame at least): bounded memory, ~80 bytes each
 
 
 def image_shape(field: pa.Field, width: int, least: int) -> tuple[int, int, int, bool] | None:
@@ -131,8 +131,9 @@ def image_steps(obs: pa.Array, field: pa.Field, least: int) -> npt.NDArray[np.ui
         values = values.cast(pa.float64())
     flat = np.asarray(values.to_numpy(zero_copy_only=False)).reshape(n, -1)
     out = np.empty(n, dtype=np.uint64)
-    for lo in range(0, n, _ROWS):
-        x = flat[lo : lo + _ROWS]
+    rows = max(1, _VALUES // (h * w * c))
+    for lo in range(0, n, rows):
+        x = flat[lo : lo + rows]
         x = x.reshape(len(x), c, h * w) if first else np.ascontiguousarray(np.swapaxes(
             x.reshape(len(x), h * w, c), 1, 2))
         if not small:

@@ -4,6 +4,8 @@ episodes of one environment (one static background, one start) share none."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -219,3 +221,19 @@ def test_a_null_observation_does_not_turn_the_image_windows_off() -> None:
     got = columns(nulls)
     assert (len(got["c"]), len(got["z"])) == (40 - WINDOW + 1, 20 - WINDOW + 1)
     assert got["c"][:-1] == held["a"][:-1] and got["c"][-1] not in held["a"]
+
+
+def test_the_memory_of_hashing_frames_is_bounded_by_numbers_not_frames() -> None:
+    """256 float32 frames of 128 x 128 x 4 (67 MB): bc3060a hashed 256 frames at once whatever
+    their size, 604 MB traced at the peak (9 times the frames: 1024 x 1024 x 3 camera frames
+    would need 29 GB); now a bounded count of numbers at once (92 MB)."""
+    o = np.random.default_rng(0).integers(0, 255, size=(256, 128, 128, 4), dtype=np.uint8)
+    b = batch([("e", o.astype(np.float32) / 255)])
+    tracemalloc.start()
+    try:
+        got = image_steps(*field_of(b))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got is not None and len(got) == 256
+    assert peak < 2 * o.size * 4
