@@ -234,3 +234,44 @@ def test_a_buyer_is_warned_of_a_vendor_name_that_can_pass_for_another(
     assert json.loads(r.stdout)["import"]["lookalikes"] == [w[len("WARNING: "):]
                                                            for w in warned], r.stdout
     assert [x for x in r.stderr.splitlines() if "can pass for another name" in x] == warned
+
+
+FAKE = "cartpole-bc@3 (sha256:" + "ab" * 32 + ")\u200b\u2060\ufeff"
+"""A batch's name that imitates the subject an auditor was told to compare the OK line with,
+a full digest, then invisible characters (rev32)."""
+
+
+def test_a_name_that_imitates_a_digest_is_shown_escaped_in_the_ok_line(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """aud34 made the OK line name the subject with its full digest, and the docs tell the
+    auditor to compare it with the one they were given; a name is the producer's, and on
+    bc3060a one holding ``(sha256:<the digest meant>)`` printed that digest in the OK line
+    before the real one, and zero-width characters reached the terminal unescaped. Now the
+    parentheses of a name and the zero-width characters are escaped where a name is shown:
+    the only ``(sha256:`` of the line is the subject's own."""
+    root = tmp_path_factory.mktemp("fake-digest")
+
+    def make(root: Path) -> tuple[Path, str, Path]:
+        home = testkit.copy_template(quickstart_template, root / "vendor")
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(record, "check_subject_name", lambda _name: None)
+            code, out = run(home, "record", write_steps(root / "steps.jsonl"), "--env",
+                            "cartpole@1", "--policy", "random", "--key", "vendor", "--name",
+                            FAKE)
+        assert code == 0, out
+        digest = out.strip().splitlines()[-1]
+        bundle = root / "fake.tar.zst"
+        assert run(home, "export", digest, "--out", bundle)[0] == 0
+        return home, digest, bundle
+
+    home, digest, bundle = testkit.as_own_user(root, make)
+    assert verify_main([str(bundle), "--policy", str(home / "policy.toml")]) == 0
+    line = capsys.readouterr().err.strip()
+    assert line.count("(sha256:") == 1 and f"(sha256:{digest.removeprefix('sha256:')})" in line
+    assert "\\u0028sha256:abab" in line and "\\u200b\\u2060\\ufeff" in line, line
+    code, out = run(home, "verify", bundle, "--policy", home / "policy.toml")
+    ok = [x for x in out.splitlines() if x.startswith("OK:")]
+    assert code == 0 and len(ok) == 1 and ok[0].count("(sha256:") == 1, out
+    assert "\\u0028sha256:abab" in ok[0] and shown(out) == [], out

@@ -29,8 +29,8 @@ episode of `MIN_WHOLE` to `LONG` - 1 steps has one such window, over all its ste
 The held side holds these apart, in order `LONG_COLUMNS`, each from its first step
 (`columns_spans`), so that the run they share is named whole (`span`, copy31). An image (a
 declared shape of more than `MAX_COLUMNS` numbers) has instead, in order `COLUMNS`, the
-windows of its frames as they are or flipped, channels in any order, each divided by its
-largest value (`image_windows`, img34).
+windows of its frames as they are, flipped or turned, channels in any order, each scaled to
+its range (`image_windows`, img34, rev32).
 Both sides also hash each window with a clock column (`clock_columns`: its values over the
 window's 16 steps an arithmetic progression, the step number or the time Gymnasium's
 ``TimeAwareObservation`` adds, flattened into the vector or a Dict member of its own) without

@@ -69,7 +69,7 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 8
+WINDOWS_VERSION = 9
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -83,7 +83,9 @@ decided without it (clock33); 8: the marks of a held episode's windows in the ot
 decided without their clocks too, a clock's step no longer compared with its size, and the
 windows of an episode's every set of clock columns (rev31); image observations'
 `step_windows.COLUMNS` windows, each the least over the flips of its frames (`image_windows`,
-img34); a null step no longer turns a batch's `COLUMNS` windows off (img34)."""
+img34); a null step no longer turns a batch's `COLUMNS` windows off (img34); 9: an image's
+frames each in its least form of eight (flips, turns, transposes), its channels hashed apart and
+each value scaled to the frame's finite range (rev32)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks")

@@ -42,6 +42,10 @@ OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
 # none may erase, redraw, break or reorder what a reader sees (the lines' own breaks remain).
 HIDDEN = {c: f"\\u{c:04x}" for c in (*range(32), *range(127, 160), 0x61C, 0x200E, 0x200F,
                                       *range(0x2028, 0x202F), *range(0x2066, 0x206A))}
+# And in a signed name (`Node.label`), which the ledger never records with them: parentheses (a
+# name holding ``(sha256:<another digest>)`` passed for the subject's in an OK line, rev32) and
+# the zero-width characters (two names that look one).
+_NAMED = HIDDEN | {c: f"\\u{c:04x}" for c in (40, 41, *range(0x200B, 0x200E), 0x2060, 0xFEFF)}
 
 
 def short(digest: str) -> str:
@@ -103,9 +107,7 @@ class Node:
     def status(self) -> Status:
         """``fail`` when a check failed; else ``erased`` when data was erased; else ``ok``."""
         statuses = {c.status for c in self.checks}
-        if FAIL in statuses:
-            return FAIL
-        return ERASED if ERASED in statuses else OK
+        return FAIL if FAIL in statuses else ERASED if ERASED in statuses else OK
 
     @property
     def ok(self) -> bool:
@@ -115,10 +117,10 @@ class Node:
     @property
     def label(self) -> str:
         """``kind name@version (sha256:1234abcd…)`` (or the node's own name; a name that
-        begins with the kind once: ``release of X``), escaped (`HIDDEN`): messages name nodes
+        begins with the kind once: ``release of X``), escaped (`_NAMED`): messages name nodes
         by it."""
         if self.kind in KINDS:
-            ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(HIDDEN)
+            ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(_NAMED)
             kind = "" if ref.startswith(f"{self.kind} ") else f"{self.kind} "  # "release of X"
             return f"{kind}{ref} ({short(self.id)})" if ref else f"{self.kind} {short(self.id)}"
         return (self.name or self.kind).translate(HIDDEN)

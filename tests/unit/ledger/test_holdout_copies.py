@@ -200,6 +200,12 @@ NUMERIC: dict[str, Spec] = {
     "image, float32 / 255, flipped up and down": [(IMAGE[:, ::-1].astype(np.float32) / 255,
                                                     ACT)],
     "image, cropped 1 pixel a side": [(IMAGE[:, 1:-1, 1:-1], ACT)],
+    # rev32: each frame turned or flipped its own way; transposed, to [-1, 1], a constant alpha
+    "image, turned or flipped each step its own way": [(np.stack(
+        [np.rot90(f, k % 4) if k % 2 else f[::-1] for k, f in enumerate(IMAGE)]), ACT)],
+    "image, transposed, float32 / 127.5 - 1, a constant alpha": [(np.concatenate(
+        (IMAGE.transpose(0, 2, 1, 3), np.full((*IMAGE.shape[:3], 1), 255, np.uint8)),
+        axis=3).astype(np.float32) / np.float32(127.5) - 1, ACT)],
     # copy28: columns permuted or duplicated, and cut too
     "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
     "one column duplicated, permuted": [(OBS[:, [3, 1, 1, 0, 2]], ACT)],
@@ -306,6 +312,10 @@ TRANSFORMS = [
         "image, flipped left to right", "image, RGB <-> BGR, first 5 steps dropped",
         "image, float32 / 255, flipped up and down")),
     Row("numeric", "image, cropped 1 pixel a side", "nothing", "nothing", "held-image"),
+    # rev32: each frame in its least of eight forms, channels apart, scaled to its range
+    *(Row("numeric", name, "nothing", "run", "held-image") for name in (
+        "image, turned or flipped each step its own way",
+        "image, transposed, float32 / 127.5 - 1, a constant alpha")),
 ]
 
 
