@@ -71,7 +71,8 @@ not an entry's canonical encoding: ``verify.entry_fields``) load on use, the ent
 and kinds in ``verify.entry_format``; 4,459 with hold35's distrusted holdout (hist34 finding 1,
 failing closed: an argument and a branch in ``verify.judge.held_out``, the hook
 ``LineageVerifier.distrusted``; what such a record declares, ``verify.distrusted``, loads on
-use).
+use); 4,457 with the twentieth round merged (left35's, hold35's, and rev32's signed names
+shown with their parentheses escaped, paid by ``Node.status`` on one line).
 """
 
 from __future__ import annotations
