@@ -994,6 +994,11 @@ class Model:
     """The vendor's policy in force names the buyer's producer key and log (R27: ``vtrust``)."""
     bapplied: int = 0
     """The buyer's log size the vendor applied (R27: 0, nothing imported from it yet)."""
+    vtook: set[str] = field(default_factory=set)
+    """R27: the vendor's artifacts whose revocation by the buyer's approver a sale brought into
+    the vendor's log (ignored there, carried by its bundles: history 9030)."""
+    sold_revoked: set[str] = field(default_factory=set)
+    """R27: what the buyer's approver had revoked when the vendor last applied the buyer's log."""
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
@@ -1148,6 +1153,14 @@ class Model:
         if not self.trusts_buyer:
             return False
         return self.compromised_since is None or not any(b in self.vendor for b in d.batches)
+
+    def v_bundle_ok(self, label: str) -> bool:  # R2, R3, R20, R27: under the buyer's policy
+        """Whether the vendor's newest bundle of ``label`` verifies under the buyer's policy
+        in force: as the vendor knows it (`v_ok`), before the buyer's marking (R20), and none
+        of its lineage revoked by the buyer's approver in a record a sale brought into the
+        vendor's log (R27: its policy ignored it, the buyer's counts it; history 9030)."""
+        return self.v_ok(label) and self.marked is None and not (
+            {label, *self.vendor[label].batches} & self.vtook)
 
     def v_holdouts(self, label: str) -> list[Art]:  # R26: the vendor's that count there
         return [o for o in self.vendor.values() if o.kind == "dataset" and o.split == "holdout"
@@ -1319,7 +1332,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "verase":
         return None if a[0] in m.erased else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
-        return False if m.marked is not None else True if m.v_ok(a[0]) else None
+        return False if m.marked is not None else True if m.v_bundle_ok(a[0]) else None
     if s.op in ("update", "monitor"):  # R10, R18
         return True
     if s.op == "bdataset":  # R11, R21 (the rules in force), R22 (a sealed batch)
@@ -1636,8 +1649,11 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
     r = b.cli("export", m.buyer[label].digest, *since, "--out", out)
     if r.exit_code == 0:
         r = v.cli("import", out, "--key", "vapprover")
-    if r.exit_code == 0:
-        m.bapplied = bsize
+    if r.exit_code == 0:  # the bundle carries its lineage's revocations, and the extension
+        took = m.own_revoked & {label, *m.buyer[label].batches}  # every one since (9030)
+        took |= m.own_revoked - m.sold_revoked if since else set()
+        m.vtook |= {x for x in took if x in m.vendor}
+        m.bapplied, m.sold_revoked = bsize, set(m.own_revoked)
         for x in (label, *m.buyer[label].batches):
             if x not in m.vendor and x not in m.back:  # the vendor's own stay its own
                 a = m.buyer[x]
@@ -1838,7 +1854,7 @@ def judge_history(run: Run) -> list[str]:
                     m.checkpoint_ok(a.label))
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
-                m.v_ok(a.label) and m.marked is None)  # R20: the buyer's marking
+                m.v_bundle_ok(a.label))  # R20: the buyer's marking; R27
     for a in m.vendor.values():  # R26: the vendor's gate
         if a.kind == "dataset":
             compare(a.label, {"admit at the vendor": cli_verdict(run.vendor, "admit", a.digest)},
@@ -1853,6 +1869,11 @@ def judge_history(run: Run) -> list[str]:
     for a in m.buyer.values():  # R13: erased bytes stay gone (hist28 finding 1)
         if a.kind == "batch" and m.files_gone(a.label) and (back := files_of(b, a.digest)):
             out.append(f"{a.label} store: {len(back)} file(s) of it are back after its erasure")
+    for a in m.vendor.values():  # R27: and at the vendor, whatever the buyer sells back
+        if a.kind == "batch" and a.label in m.erased and (back := files_of(run.vendor,
+                                                                           a.digest)):
+            out.append(f"{a.label} vendor's store: {len(back)} file(s) of it are back after its "
+                       "erasure")
     return out + run.problems + run.vendor.problems + run.buyer.problems
 
 
