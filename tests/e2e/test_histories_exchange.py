@@ -280,11 +280,11 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and thirteen built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, and hist32's, the lead's,
-hist33's and hist34's findings): the file 30.1 CPU-s (26.5 s user, 3.5 s
-system, ``-n 0``, medians of three, at load 14 to 19) against 3742111's 27.3 in the same run
-(hist34, ``farm-bench``);
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and fourteen built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, and hist32's, the
+lead's, hist33's and hist34's findings): the file 30.1 CPU-s (26.1 s user, 3.9 s system, ``-n
+0``, medians of three, at load 12 to 18) against bc3060a's 26.5 (23.2, 3.3) in the same run
+(hist35, ``farm-bench`` pairs: +3.6 CPU-s, the hand history R27 with R28);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
@@ -2348,7 +2348,9 @@ def test_the_vendor_buys_back(tmp_path: Path) -> None:
     ``refuse = "near"``; the vendor's holdout of ``v3`` is refused, a train set it bought holding
     it. The buyer's approver revokes ``d91`` and erases ``v3``, taken in with the next sale and
     ignored there (the vendor's policy does not name that approver): ``v3``'s files stay and
-    ``d3`` is trained on until the vendor revokes ``v3`` itself. Once the vendor declares its
+    ``d3`` is trained on until the vendor revokes ``v3`` itself; its revocation of ``v1``, in the
+    sold set's lineage, is carried by the vendor's bundle of ``v1``, which the buyer's policy
+    refuses (history 9030). Once the vendor declares its
     key ``vendor`` compromised, a bundle holding a record that key signed is refused (``d2``),
     while what the buyer's key signed is trained on still (``vb8``). ``admit`` of each set bought
     back and ``verify`` of each vendor checkpoint agree with the model."""
@@ -2368,7 +2370,8 @@ def test_the_vendor_buys_back(tmp_path: Path) -> None:
              *(Step("vtrain", (f"vb{i}", d)) for i, d in ((2, "d1"), (3, "d2"), (4, "d3"),
                                                           (5, "d91"), (9, "d82"))),
              Step("vcontam", (1,)), Step("vtrain", ("vb10", "d82")),
-             Step("brevoke", ("d91",)), Step("berase", ("v3",)), Step("bsell", ("d1",)),
+             Step("brevoke", ("d91",)), Step("berase", ("v3",)), Step("brevoke", ("v1",)),
+             Step("bsell", ("d1",)),
              Step("vtrain", ("vb11", "d3")), Step("vrevoke", ("v3",)),
              Step("vtrain", ("vb6", "d3")), Step("vcompromise", (None,)),
              Step("bsell", ("d2",)), Step("vtrain", ("vb8", "d91"))]
@@ -2379,6 +2382,9 @@ def test_the_vendor_buys_back(tmp_path: Path) -> None:
                        "vtrain(vb6, d3)", "bsell(d2)"], run.ran
     m, v = run.model, run.vendor
     assert files_of(v, m.vendor["v3"].digest), "the buyer's erasure deleted the vendor's files"
+    # The buyer's revocation of v1, ignored at the vendor, travels in its bundles (history 9030).
+    assert [o[0] for o in bundle_verdicts(run, v, m.vendor["v1"].digest, "v1").values()] == [
+        m.v_bundle_ok("v1")] * 2 == [False] * 2, run.ran
     got = [v.cli("admit", m.back[d].digest).exit_code == 0 for d in ("d1", "d2", "d3", "d91",
                                                                      "d82")]
     got += [v.cli("verify", m.vchecks[c].digest).exit_code == 0 for c in ("vb4", "vb9", "vb8")]
