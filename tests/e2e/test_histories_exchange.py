@@ -282,9 +282,9 @@ there (R26).
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
 R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and fourteen built by hand (R12,
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, and hist32's, the
-lead's, hist33's and hist34's findings): the file 30.1 CPU-s (26.1 s user, 3.9 s system, ``-n
-0``, medians of three, at load 12 to 18) against bc3060a's 26.5 (23.2, 3.3) in the same run
-(hist35, ``farm-bench`` pairs: +3.6 CPU-s, the hand history R27 with R28);
+lead's, hist33's and hist34's findings): the file 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n
+0``, medians of three, at load 12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same run
+(hist35, ``farm-bench`` pairs: +3.5 CPU-s, the hand history R27 with R28);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
