@@ -48,7 +48,14 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   before the vendor's later steps, and in a quarter of the other histories too; in six
   histories in ten the vendor trains on one of its train sets (``vtrain``, once or twice; a
   train set of its own, ``wg1``, now and then of a copy of ``v1``), approved by its approver
-  just before in eight in ten (R26).
+  just before in eight in ten (R26);
+- (hist35, streams of their own again) in four histories in ten the vendor records two
+  batches of chat episodes (``v81``; ``v82``, a copy of it exact, equal once normalised or
+  near, or unrelated), holds ``v81`` out now and then (``wt``), ships both, and the buyer holds
+  ``v81`` out (``h81``), makes a train set of ``v82`` (``d82``), approves and trains on it
+  (R28); in half the histories the buyer sells one or two of its train sets back to the vendor
+  (``bsell``), whose approver names the buyer's producer key and log in its policy (``vtrust``,
+  in nine in ten), approves them (eight in ten) and trains on them (``vtrain``) (R27).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -220,6 +227,36 @@ test_histories_agree.py's withdrawal of an approval):
   record was signed since the compromise, or a batch is a copy of a held-out one its rules
   refuse. A vendor checkpoint verifies at the vendor while its dataset's record holds, an
   approval before it stands and no holdout before it holds one of its batches (R5, R11).
+- **R27 the vendor buys back** (docs/third-party.md "What an import adds to your ledger",
+  "Updates between organisations"; schemas/SPEC.md "Which keys count for a record",
+  "Revocation authority"; DESIGN.md 6): the buyer exports one of its train sets (of the
+  vendor's batches, of its own ``b91`` or of chat episodes: with ``--updates-since`` the
+  buyer's log size the vendor applied) and the vendor imports it, signed by its approver
+  (``bsell``). The import verifies the whole bundle under the vendor's policy in force: refused
+  until that policy names the buyer's producer key and log (``vtrust``), and refused once the
+  vendor declared ``vendor`` compromised when the bundle holds a record that key signed (the
+  successor names ``vendor`` in no role, and a bundle is judged under one policy, not the
+  vendor's history: as R20's ship after the buyer's marking); the buyer's own record failing
+  there, either (its export may be refused). The vendor's batches in it stay the vendor's
+  own (one record, its index, its revocations and erasures); the buyer's records are taken in
+  and hold there. The buyer's approvals never travel with a dataset (R14 the other way), and
+  its approver's revocations and erasures that a later sale's extension brings are ignored
+  there (the vendor's policy names no approver of the buyer's): they neither refuse a set nor
+  delete the vendor's files. The vendor's gate then judges a set bought back as R26 its own:
+  its approver's approval, the vendor's revocations, erasures and compromise of its own
+  batches in it, its holdouts (membership) and its ``[contamination]`` (copies, R21, R28); its
+  ``dataset create`` counts a set bought back among its train sets (R25: a holdout of one of
+  its batches is refused).
+- **R28 chat episodes** (docs/recording.md "Chat rollouts"; docs/audit-index.md "The
+  normalised text fingerprint", "Text episodes (threshold 0.8)"; docs/trainers.md ``train --
+  COMMAND``): a vendor batch of chat episodes (`text_rollouts`) and its copies: exact, equal
+  once normalised (case, white space, another system prompt: an exact duplicate too), or two
+  words of each prompt replaced (a near duplicate, 0.89 to 0.93); held out at either party (a
+  sealed one compared by the fingerprints and sketches its record publishes, R22), a train set
+  of a copy is refused by ``dataset create`` and the gates as R11, R21, R25 and R26 say
+  (``refused``: exact always, near with ``refuse = "near"``; no runs of steps in text), across
+  both ledgers and back (R27). The built-in trainer learns from observations and actions only:
+  a set of chat episodes is trained by a COMMAND (`SFT`), after the same gate.
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -229,7 +266,8 @@ the gate (R4 with R10, R11) and its parent (R5); an ``update`` is done whenever 
 applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what holds at the
 vendor is done (one of something revoked there may be refused: then nothing changes at the
 buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bown``,
-``bownsuite`` always.
+``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
+buyer), ``vtrust`` always.
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -238,17 +276,18 @@ BUYER`` and ``python -m trajledger.verify BUNDLE --policy BUYER``; per checkpoin
 verifiers; per evaluation ``verify``, ``lineage`` and its node in ``impact CK``; per
 release the same and its bundle's two verifiers; and per vendor artifact the vendor's
 newest bundle (``export REF`` at the vendor) verified under the buyer's policy (in force:
-R20) by both verifiers (R2/R3 with all the vendor knows); per vendor dataset ``admit`` at the
-vendor, and per vendor checkpoint ``verify`` there (R26).
+R20) by both verifiers (R2/R3 with all the vendor knows); per vendor dataset, and per
+dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint ``verify``
+there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and thirteen built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, and hist32's, the lead's,
-hist33's and hist34's findings): the file 30.1 CPU-s (26.5 s user, 3.5 s
-system, ``-n 0``, medians of three, at load 14 to 19) against 3742111's 27.3 in the same run
-(hist34, ``farm-bench``); hold35's hand test of R11 turned round 3.05 CPU-s against hist34's
-2.20 (the test alone as a process, medians of three, load 12 to 14: a checkpoint more, a
-bundle's verifiers and `judge_history`);
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and fourteen built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, and hist32's, the
+lead's, hist33's and hist34's findings): the file 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n
+0``, medians of three, at load 12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same run
+(hist35, ``farm-bench`` pairs: +3.5 CPU-s, the hand history R27 with R28); hold35's hand
+test of R11 turned round 3.05 CPU-s against hist34's 2.20 (the test alone as a process,
+medians of three, load 12 to 14: a checkpoint more, a bundle's verifiers and `judge_history`);
 ``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
 alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
 vendor's approvals left out).
@@ -425,6 +464,41 @@ def long_rollouts(path: Path, data: int, tag: str, variant: str) -> Path:
     names = ("episode_id", "step", "obs", "action", "reward", "terminated", "truncated")
     columns = zip(*rows, strict=True)
     pq.write_table(pa.table({k: list(c) for k, c in zip(names, columns, strict=True)}), path)
+    return path
+
+
+WORDS = ("river", "stone", "light", "garden", "window", "paper", "market", "table", "orange",
+         "silver", "winter", "engine", "planet", "bridge", "forest", "letter", "mirror",
+         "basket", "candle", "doctor", "island", "kitchen", "ladder", "motor", "needle", "ocean",
+         "pencil", "rabbit", "saddle", "ticket", "valley", "wagon", "yellow", "anchor", "butter",
+         "castle", "desert", "feather", "guitar", "hammer", "jacket", "kettle", "lemon",
+         "magnet", "napkin", "pepper", "quilt", "rocket", "shadow", "tunnel", "violin", "walnut")
+"""R28: the words of `text_rollouts`' prompts."""
+
+
+def text_rollouts(path: Path, data: int, tag: str, variant: str) -> Path:
+    """R28 (hist35): four chat episodes (docs/recording.md "Chat rollouts": a system prompt, a
+    user's prompt of 30 words drawn from `WORDS` by ``data``, the assistant's answer with a
+    reward), their ids of ``tag``, as ``variant`` says (`TEXT_VARIANTS`): ``t-orig`` as drawn;
+    ``t-norm`` the same conversation upper-cased, its white space doubled and another system
+    prompt (an equal normalised text fingerprint: an exact duplicate, docs/audit-index.md "The
+    normalised text fingerprint"); ``t-edit`` with two words of each prompt replaced (a near
+    duplicate of ``t-orig`` and ``t-norm`` at the text threshold 0.8: measured 0.89 to 0.93)."""
+    rnd = random.Random(data)
+    lines = []
+    for e in range(4):
+        words = [rnd.choice(WORDS) for _ in range(30)]
+        answer = " ".join(rnd.choice(WORDS) for _ in range(5))
+        if variant == "t-edit":
+            words[7], words[21] = "zebra", "quartz"
+        system, prompt = "Answer in five words.", " ".join(words)
+        if variant == "t-norm":
+            system, prompt, answer = ("You are terse.", prompt.upper().replace(" ", "  "),
+                                      answer.upper())
+        lines.append(json.dumps({"episode_id": f"ep-{tag}-{e}", "messages": [
+            {"role": "system", "content": system}, {"role": "user", "content": prompt},
+            {"role": "assistant", "content": answer, "reward": 1.0}]}) + "\n")
+    path.write_text("".join(lines))
     return path
 
 
@@ -644,6 +718,12 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
                 steps.insert(at, Step("vapprove", (w,)))
                 at += 1
             steps.insert(gate.randint(at, len(steps)), Step("vtrain", (f"vc{k + 1}", w)))
+    chat = random.Random(f"text {seed}")  # R28 (hist35): chat episodes exchanged
+    if new and chat.random() < TEXT:
+        steps = text_steps(chat, steps)
+    back = random.Random(f"buy back {seed}")  # R27 (hist35): the vendor buys back
+    if new and back.random() < BACK:
+        steps = bought_back(back, steps)
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
@@ -687,6 +767,14 @@ VGATE, APPROVED = 0.6, 0.8
 on one of its train sets, at a point drawn after it), and of those trainings whose dataset
 the vendor's approver approves just before (``vapprove``: the others are approved only if
 R14's stream did)."""
+TEXT = 0.4
+TEXT_VARIANTS = ("t-orig", "t-norm", "t-edit")
+"""R28 (hist35): the share of histories with the vendor's chat batches (`text_steps`), and
+what a copy of one is (`text_rollouts`)."""
+BACK, TRUSTED = 0.5, 0.9
+"""R27 (hist35): the share of histories in which the buyer sells train sets back to the vendor
+(`bought_back`), and of those in which the vendor's policy comes to name the buyer's producer
+key and log (``vtrust``)."""
 VRULED = 0.5
 """R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
 to the buyer in half of those) and its approver sets the vendor's policy's
@@ -741,6 +829,63 @@ def released_again(rnd: random.Random, steps: list[Step], suites: tuple[str, ...
         if rnd.random() < 0.6:
             out.append(Step("brelease", (f"r9{k + 2}", "c91")))
     return steps[:at] + out + steps[at:]
+
+
+def text_steps(rnd: random.Random, steps: list[Step]) -> list[Step]:
+    """R28 (hist35): ``steps`` with a vendor's batch of chat episodes (``v81``, sealed in a
+    quarter of the histories) and another (``v82``: an exact copy, one equal once normalised,
+    a near one, or unrelated), interleaved at points drawn in this order: in half the histories
+    the vendor holds ``v81`` out (``wt``) and in half makes a train set of ``v82`` (``w82``),
+    shipped then instead of ``v82``; it ships ``v81``; the buyer holds it out (``h81``) and
+    makes a train set of ``v82`` (``d82``), in either order, approves and trains on it
+    (``c82``)."""
+    variant = rnd.choice(["t-orig", "t-norm", "t-norm", "t-edit", "other"])
+    block = [Step("vrecord", ("v81", 0, "t-orig", rnd.random() < 0.25)),
+             Step("vrecord", ("v82", 81, variant, False) if variant != "other" else
+                  ("v82", 0, "t-orig", False))]
+    if rnd.random() < 0.5:
+        block.append(Step("vdataset", ("wt", ("v81",), "holdout")))
+    sold = "v82"
+    if rnd.random() < 0.5:
+        block.append(Step("vdataset", ("w82", ("v82",), "train")))
+        sold = "w82"
+    made = [Step("bdataset", ("h81", ("v81",), "holdout")),
+            Step("bdataset", ("d82", ("v82",), "train"))]
+    block += [Step("ship", ("v81",)), Step("ship", (sold,)),
+              *(made if rnd.random() < 0.6 else made[::-1]), Step("bapprove", ("d82",)),
+              Step("btrain", ("c82", "d82", None))]
+    at = sorted(rnd.randint(0, len(steps)) for _ in block)
+    out = list(steps)
+    for k, (i, step) in enumerate(zip(at, block, strict=True)):
+        out.insert(i + k, step)
+    return out
+
+
+def bought_back(rnd: random.Random, steps: list[Step]) -> list[Step]:
+    """R27 (hist35): ``steps`` with the buyer selling one or two of its train sets back to the
+    vendor (``bsell``, at a point drawn after the set is made), the vendor's approver naming
+    the buyer's producer key and log in its policy (``vtrust``: in nine histories in ten,
+    before the first sale in seven in ten), and each sold set approved by the vendor's approver
+    (``vapprove``, in eight in ten) and trained on by the vendor (``vtrain``, ``vb1``, ``vb2``)
+    at points drawn after the sale."""
+    for k in range(rnd.choice([1, 1, 2])):
+        sets = [(i, s.args[0]) for i, s in enumerate(steps)
+                if s.op == "bdataset" and s.args[2] == "train"]
+        if not sets:
+            return steps
+        i, d = rnd.choice(sets)
+        at = rnd.randint(i + 1, len(steps))
+        steps = [*steps[:at], Step("bsell", (d,)), *steps[at:]]
+        at = rnd.randint(at + 1, len(steps))
+        if rnd.random() < APPROVED:
+            steps.insert(at, Step("vapprove", (d,)))
+            at += 1
+        steps.insert(rnd.randint(at, len(steps)), Step("vtrain", (f"vb{k + 1}", d)))
+    first = next(i for i, s in enumerate(steps) if s.op == "bsell")
+    if rnd.random() < TRUSTED:
+        at = rnd.randint(0, first) if rnd.random() < 0.7 else rnd.randint(first + 1, len(steps))
+        steps.insert(at, Step("vtrust"))
+    return steps
 
 
 def suite2(v: int) -> list[Step]:
@@ -845,6 +990,18 @@ class Model:
     taken: dict[tuple[str, str], int] = field(default_factory=dict)
     """``("revoked" | "erased", label)``: the buyer's log size before the import that took the
     vendor's revocation or erasure of a held artifact in (R20: the index of its record here)."""
+    back: dict[str, Art] = field(default_factory=dict)
+    """At the vendor: what its imports of the buyer's bundles brought (R27: the buyer's train
+    sets and its own batches in them; the vendor's own batches in them stay its own)."""
+    trusts_buyer: bool = False
+    """The vendor's policy in force names the buyer's producer key and log (R27: ``vtrust``)."""
+    bapplied: int = 0
+    """The buyer's log size the vendor applied (R27: 0, nothing imported from it yet)."""
+    vtook: set[str] = field(default_factory=set)
+    """R27: the vendor's artifacts whose revocation by the buyer's approver a sale brought into
+    the vendor's log (ignored there, carried by its bundles: history 9030)."""
+    sold_revoked: set[str] = field(default_factory=set)
+    """R27: what the buyer's approver had revoked when the vendor last applied the buyer's log."""
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
@@ -924,7 +1081,7 @@ class Model:
         set of a batch the vendor holds out, or of a copy of one its rules refuse, is
         refused (a batch it erased skipped), and so is a holdout of a batch of one of its
         train sets, or of one its train sets hold a copy of."""
-        arts, gone = self.vendor, self.erased
+        arts, gone = {**self.back, **self.vendor}, self.erased  # R27: bought back too
         sets = [o for o in arts.values() if o.kind == "dataset"]
         held = [o for o in sets if o.split == "holdout"]
         trains = [o for o in sets if o.split == "train"]
@@ -951,24 +1108,60 @@ class Model:
         unless sealed (its producer's erasure ends no comparison: R11), none sealed whose
         record was signed since the theft (hist32 finding 1), and no copy of one its rules
         refuse (a sealed one compared by its record: no runs)."""
-        d, gone = self.vendor[label], self.erased
+        d, gone = self.v_art(label), self.erased
         held = [self.vendor[b] for o in self.v_holdouts(label) for b in o.batches]
-        return (d.split == "train" and self.v_here(label) and not {label, *d.batches} & gone
+        return (d.split == "train" and self.v_holds(label) and not {label, *d.batches} & gone
                 and any(not out for _d, out, _i in self.vapprovals.get(label, []))
                 and not set(d.batches) & {h.label for h in held}
                 and not any(h.label in gone and not h.sealed for h in held)
                 and not any(h.sealed and self.stolen(h.label) for h in held)
-                and not self.copied([self.vendor[b] for b in d.batches],
+                and not self.copied([self.v_art(b) for b in d.batches],
                                     [h for h in held if h.sealed or h.label not in gone],
                                     self.vrules))
 
     def v_checkpoint_ok(self, label: str) -> bool:  # R26: verify at the vendor (R5, R7, R11)
         c = self.vchecks[label]
-        d = self.vendor[c.dataset]
-        return self.v_here(d.label) and any(
+        d = self.v_art(c.dataset)
+        return self.v_holds(d.label) and any(
             not out and i < c.vindex for _d, out, i in self.vapprovals.get(d.label, [])
         ) and not any(o.vindex < c.vindex and set(o.batches) & set(d.batches)
                       for o in self.v_holdouts(d.label))
+
+    def v_art(self, label: str) -> Art:  # R27: the vendor's own, or what it bought back
+        return self.vendor[label] if label in self.vendor else self.back[label]
+
+    def v_holds(self, label: str) -> bool:  # R26, R27: at the vendor, under its policy
+        """Whether ``label``'s record and its batches' hold at the vendor: its own as R26 says
+        (`v_here`), the buyer's (R27) always: their import verified them under the vendor's
+        policy, and a revocation or erasure by the buyer's approver, whom that policy does not
+        name, is ignored there (docs/third-party.md "Updates between organisations")."""
+        a = self.v_art(label)
+        return all(self.v_here(x) for x in (label, *a.batches) if x in self.vendor)
+
+    def sell(self, label: str) -> bool | None:  # R27: the vendor imports the buyer's bundle
+        """The buyer's ``export`` of its train set ``label`` imported by the vendor (None:
+        either): refused unless the vendor's policy in force names the buyer's producer key and
+        log (an import verifies the whole bundle under the importer's policy in force,
+        docs/third-party.md "What an import adds to your ledger"), and once the vendor declared
+        its key ``vendor`` compromised when the bundle holds a record that key signed (a vendor
+        batch, its environment): its successor names ``vendor`` in no role, and a bundle is
+        judged under one policy, not the vendor's history (schemas/SPEC.md "Which keys count
+        for a record"; as R20's ship after the buyer's marking). Either when the buyer's own
+        record fails there (its export of it may be refused)."""
+        d = self.buyer[label]
+        if not self.record_ok(label):
+            return None
+        if not self.trusts_buyer:
+            return False
+        return self.compromised_since is None or not any(b in self.vendor for b in d.batches)
+
+    def v_bundle_ok(self, label: str) -> bool:  # R2, R3, R20, R27: under the buyer's policy
+        """Whether the vendor's newest bundle of ``label`` verifies under the buyer's policy
+        in force: as the vendor knows it (`v_ok`), before the buyer's marking (R20), and none
+        of its lineage revoked by the buyer's approver in a record a sale brought into the
+        vendor's log (R27: its policy ignored it, the buyer's counts it; history 9030)."""
+        return self.v_ok(label) and self.marked is None and not (
+            {label, *self.vendor[label].batches} & self.vtook)
 
     def v_holdouts(self, label: str) -> list[Art]:  # R26: the vendor's, one signed since
         return [o for o in self.vendor.values() if o.kind == "dataset"  # the theft too (hold35)
@@ -1060,6 +1253,8 @@ def relation(a: Art, b: Art) -> str | None:
     (0.95 to 0.99) duplicates, or nothing (None)."""
     if a.data != b.data:
         return None
+    if (text := {a.variant, b.variant}) & set(TEXT_VARIANTS):  # R28: chat episodes
+        return "near" if len(text) == 2 and "t-edit" in text else "exact"
     if a.variant == b.variant:
         return "exact"
     if "cut" in (a.variant, b.variant):
@@ -1126,16 +1321,19 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bpin":  # R23: policy set refuses a pin to a record that does not verify here
         return False if not m.trusted(m.buyer["vsuite"].index) else (
             True if m.record_ok("vsuite") else None)
-    if s.op == "vtrain":  # R26: the vendor's gate
+    if s.op == "vtrain":  # R26: the vendor's gate (R27: on what it bought back too)
         return m.v_admit(a[1])
-    if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite"):
+    if s.op == "bsell":  # R27
+        return m.sell(a[0])
+    if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
+                "vtrust"):
         return True
     if s.op in ("vrecord", "vrevoke"):
         return None if s.op == "vrevoke" and a[0] in m.revoked else True
     if s.op == "verase":
         return None if a[0] in m.erased else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
-        return False if m.marked is not None else True if m.v_ok(a[0]) else None
+        return False if m.marked is not None else True if m.v_bundle_ok(a[0]) else None
     if s.op in ("update", "monitor"):  # R10, R18
         return True
     if s.op == "bdataset":  # R11, R21 (the rules in force), R22 (a sealed batch)
@@ -1161,8 +1359,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return m.admit(ds, size)
     if s.op in ("bwithdraw", "vwithdraw"):
         return True
-    if s.op == "vapprove":  # the vendor's approve: its record holds there (R3, R15)
-        return m.v_here(a[0])
+    if s.op == "vapprove":  # the vendor's approve: its record holds there (R3, R15, R27)
+        return m.v_holds(a[0])
     if s.op == "brevoke":
         return None if a[0] in m.own_revoked else True
     if s.op == "berase":
@@ -1198,11 +1396,15 @@ def refs(m: Model, s: Step) -> bool:
         return a[1] in m.buyer
     if s.op == "bwithdraw":
         return a[0] in m.buyer and any(not out for _i, _d, out in m.buyer[a[0]].approvals)
-    if s.op in ("vapprove", "vtrain"):
-        return a[-1] in m.vendor
+    if s.op in ("vapprove", "vtrain"):  # R27: or bought back
+        return a[-1] in m.vendor or a[-1] in m.back
+    if s.op == "bsell":  # R27: a train set the buyer holds whole (nothing of it erased here)
+        return a[0] in m.buyer and not any(m.absent(b, True) for b in m.buyer[a[0]].batches)
+    if s.op == "vtrust":
+        return not m.trusts_buyer
     if s.op == "bownsuite":  # R24: only if the buyer holds no suite of that name
         return a[0] not in m.buyer
-    if s.op == "vwithdraw":
+    if s.op == "vwithdraw":  # (R27: its label bought back or its own)
         return any(not out for _d, out, _i in m.vapprovals.get(a[0], []))
     if s.op in ("brevoke", "berase"):
         return a[0] in m.buyer
@@ -1225,7 +1427,9 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         original = m.vendor.get(f"v{copy}") if copy else None  # (R23's v0 is no original)
         data = original.data if original else copy or int(label[1:])
         path = run.root / f"{label}.parquet"
-        if variant is not None:  # R21: 24-step episodes
+        if variant in TEXT_VARIANTS:  # R28: chat episodes
+            path = text_rollouts(path.with_suffix(".jsonl"), data, label, variant)
+        elif variant is not None:  # R21: 24-step episodes
             long_rollouts(path, data, label, variant)
         elif not path.exists():
             rollouts(path, data, label)
@@ -1317,10 +1521,13 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(succeed(run, run.marking, RULES[a[0]], m.pinned))
     if s.op == "bpin":  # R23: a successor pinning suite@1 to the vendor's dataset of the name
         return ok(succeed(run, run.marking, m.rules, True))
-    if s.op == "vtrain":  # R26
+    if s.op in ("vtrust", "bsell"):  # R27
+        return buy_back(run, s)
+    if s.op == "vtrain":  # R26 (R27: on what it bought back too)
         label, ds = a
-        r = v.cli("train", "--dataset", m.vendor[ds].digest, "--key", "vtrainer", "--name",
-                  label, "--version", "1", "--seed", label[2:])
+        r = v.cli("train", "--dataset", m.v_art(ds).digest, "--key", "vtrainer", "--name",
+                  label, "--version", "1",
+                  *sft(run, [m.v_art(x) for x in m.v_art(ds).batches], label, label[2:]))
         if r.exit_code == 0:
             m.vchecks[label] = Art(label, "checkpoint", dataset=ds, digest=digest_of(r),
                                    vindex=v.size() - 1)
@@ -1345,7 +1552,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                      digest=digest_of(r), index=size)
         return ok(r)
     if s.op == "vapprove":
-        r = v.cli("approve", m.vendor[a[0]].digest, "--key", "vapprover", "--note",
+        r = v.cli("approve", m.v_art(a[0]).digest, "--key", "vapprover", "--note",
                   f"step {len(run.ran)}")
         if r.exit_code == 0:
             m.vapprovals.setdefault(a[0], []).append([digest_of(r), False, v.size() - 1])
@@ -1391,14 +1598,69 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
     if s.op == "btrain":
         label, ds, parent = a
         r = b.cli("train", "--dataset", m.buyer[ds].digest, "--key", "trainer", "--name", label,
-                  "--version", "1", "--seed", label[1:],  # one checkpoint a run (its bytes)
-                  *(("--parent", m.buyer[parent].digest) if parent else ()))
+                  "--version", "1",
+                  *(("--parent", m.buyer[parent].digest) if parent else ()),
+                  *sft(run, [m.buyer[x] for x in m.buyer[ds].batches], label, label[1:]))
         if r.exit_code == 0:
             m.buyer[label] = Art(label, "checkpoint", dataset=ds, parent=parent,
                                  digest=digest_of(r), index=size,
                                  score=score_of(b, digest_of(r)))
         return ok(r)
     raise AssertionError(s.op)
+
+
+SFT = """\
+import hashlib, os, pathlib, sys
+data, out = (pathlib.Path(os.environ[k]) for k in ("TRAJLEDGER_DATA_DIR", "TRAJLEDGER_OUTPUT_DIR"))
+(out / "model.txt").write_text(hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
+                               + sys.argv[1])
+"""
+"""R28: a training COMMAND for chat data (docs/trainers.md ``train -- COMMAND``; the built-in
+``bc`` learns from observations and actions only, and refuses chat messages after the gate)."""
+
+
+def sft(run: Run, batches: list[Art], label: str, seed: str) -> tuple[str | Path, ...]:
+    """``--seed SEED`` (the built-in trainer: one checkpoint a run, its bytes), or R28's
+    ``-- python sft.py LABEL`` when a batch of the set is of chat episodes."""
+    if not any(x.variant in TEXT_VARIANTS for x in batches):
+        return ("--seed", seed)
+    (run.root / "sft.py").write_text(SFT)
+    return ("--", sys.executable, run.root / "sft.py", label)
+
+
+def buy_back(run: Run, s: Step) -> tuple[bool, str]:
+    """R27: ``vtrust``, the vendor's approver sets a successor naming the buyer's producer key
+    (a producer) and the buyer's log (its ``vkeys``); ``bsell``, the buyer exports its train
+    set (with ``--updates-since`` the buyer's log size the vendor applied, once it applied one)
+    and the vendor imports it, signed by its approver; on success the model's follows."""
+    m, v, b = run.model, run.vendor, run.buyer
+    if s.op == "vtrust":
+        pem = (b.home / "keys" / "producer.pub").read_text()
+        text = vsucceed(run).replace("[roles.producer]\nkeys = [\n",
+                                     f'[roles.producer]\nkeys = [\n  """{pem}""",\n', 1)
+        text = text.replace("vkeys = [", f'vkeys = ["{b.vkey()}", ', 1)
+        assert text.count(pem) == 1 and b.vkey() in text
+        r = vsucceed(run, text, m.vrules)
+        m.trusts_buyer = m.trusts_buyer or r.exit_code == 0
+        return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
+    label = s.args[0]
+    out = run.root / f"sell-{len(run.ran)}.tar.zst"
+    since = ("--updates-since", str(m.bapplied)) if m.bapplied else ()
+    bsize = b.size()
+    r = b.cli("export", m.buyer[label].digest, *since, "--out", out)
+    if r.exit_code == 0:
+        r = v.cli("import", out, "--key", "vapprover")
+    if r.exit_code == 0:  # the bundle carries its lineage's revocations, and the extension
+        took = m.own_revoked & {label, *m.buyer[label].batches}  # every one since (9030)
+        took |= m.own_revoked - m.sold_revoked if since else set()
+        m.vtook |= {x for x in took if x in m.vendor}
+        m.bapplied, m.sold_revoked = bsize, set(m.own_revoked)
+        for x in (label, *m.buyer[label].batches):
+            if x not in m.vendor and x not in m.back:  # the vendor's own stay its own
+                a = m.buyer[x]
+                m.back[x] = Art(x, a.kind, a.batches, a.split, a.data, a.variant, a.sealed,
+                                digest=a.digest, vindex=v.size() - 1)
+    return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
 
 
 def contamination(rules: dict[str, Any]) -> str:
@@ -1593,17 +1855,26 @@ def judge_history(run: Run) -> list[str]:
                     m.checkpoint_ok(a.label))
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
-                m.v_ok(a.label) and m.marked is None)  # R20: the buyer's marking
+                m.v_bundle_ok(a.label))  # R20: the buyer's marking; R27
     for a in m.vendor.values():  # R26: the vendor's gate
         if a.kind == "dataset":
             compare(a.label, {"admit at the vendor": cli_verdict(run.vendor, "admit", a.digest)},
                     m.v_admit(a.label))
+    for a in m.back.values():  # R27: what the vendor bought back, at its gate
+        if a.kind == "dataset":
+            compare(a.label, {"admit at the vendor (bought back)": cli_verdict(
+                run.vendor, "admit", a.digest)}, m.v_admit(a.label))
     for a in m.vchecks.values():
         compare(a.label, {"verify at the vendor": cli_verdict(run.vendor, "verify", a.digest)},
                 m.v_checkpoint_ok(a.label))
     for a in m.buyer.values():  # R13: erased bytes stay gone (hist28 finding 1)
         if a.kind == "batch" and m.files_gone(a.label) and (back := files_of(b, a.digest)):
             out.append(f"{a.label} store: {len(back)} file(s) of it are back after its erasure")
+    for a in m.vendor.values():  # R27: and at the vendor, whatever the buyer sells back
+        if a.kind == "batch" and a.label in m.erased and (back := files_of(run.vendor,
+                                                                           a.digest)):
+            out.append(f"{a.label} vendor's store: {len(back)} file(s) of it are back after its "
+                       "erasure")
     return out + run.problems + run.vendor.problems + run.buyer.problems
 
 
@@ -2090,3 +2361,60 @@ def test_a_holdout_the_buyers_marking_distrusts(tmp_path: Path,
     replay(run, [Step("berase", ("v1",)), Step("btrain", ("c6", "d2", None))])
     assert run.ran[-1] == "btrain(c6, d2, None) -> ok", run.ran
     assert judge_history(run) == []
+
+
+def test_the_vendor_buys_back(tmp_path: Path) -> None:
+    """R27, R28 (hist35): the buyer sells its train sets back to the vendor (``bsell``). Refused
+    until the vendor's policy names the buyer's producer key and log (``vtrust``); then the
+    vendor's batches in them stay its own and its gate judges them under its own policy: ``d1``
+    of its held-out ``v1`` refused (``vb2``), ``d2`` of an exact copy of it too (``vb3``),
+    ``d91`` of the buyer's own batch refused unapproved (``vb1``: the buyer's approvals never
+    travel with a dataset), then trained on; ``d82``, chat episodes two words off the vendor's
+    held-out ones (a near duplicate, R28), trained on under the default rules and refused under
+    ``refuse = "near"``; the vendor's holdout of ``v3`` is refused, a train set it bought holding
+    it. The buyer's approver revokes ``d91`` and erases ``v3``, taken in with the next sale and
+    ignored there (the vendor's policy does not name that approver): ``v3``'s files stay and
+    ``d3`` is trained on until the vendor revokes ``v3`` itself; its revocation of ``v1``, in the
+    sold set's lineage, is carried by the vendor's bundle of ``v1``, which the buyer's policy
+    refuses (history 9030). Once the vendor declares its
+    key ``vendor`` compromised, a bundle holding a record that key signed is refused (``d2``),
+    while what the buyer's key signed is trained on still (``vb8``). ``admit`` of each set bought
+    back and ``verify`` of each vendor checkpoint agree with the model."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 1, "orig", False)),
+             Step("vrecord", ("v3", 0, "orig", False)),
+             Step("vrecord", ("v81", 0, "t-orig", False)),
+             Step("vrecord", ("v82", 81, "t-edit", False)),
+             *(Step("ship", (x,)) for x in ("v1", "v2", "v3", "v81", "v82")),
+             Step("bown", ("b91",)), Step("vdataset", ("wt", ("v81",), "holdout")),
+             *(Step("bdataset", (f"d{i}", (f"v{i}",), "train")) for i in (1, 2, 3)),
+             Step("bdataset", ("d91", ("b91",), "train")),
+             Step("bdataset", ("d82", ("v82",), "train")),
+             Step("bsell", ("d1",)), Step("vtrust"), Step("vdataset", ("wh", ("v1",), "holdout")),
+             *(Step("bsell", (d,)) for d in ("d1", "d2", "d3", "d91", "d82")),
+             Step("vdataset", ("wh3", ("v3",), "holdout")), Step("vtrain", ("vb1", "d91")),
+             *(Step("vapprove", (d,)) for d in ("d91", "d1", "d2", "d3", "d82")),
+             *(Step("vtrain", (f"vb{i}", d)) for i, d in ((2, "d1"), (3, "d2"), (4, "d3"),
+                                                          (5, "d91"), (9, "d82"))),
+             Step("vcontam", (1,)), Step("vtrain", ("vb10", "d82")),
+             Step("brevoke", ("d91",)), Step("berase", ("v3",)), Step("brevoke", ("v1",)),
+             Step("bsell", ("d1",)),
+             Step("vtrain", ("vb11", "d3")), Step("vrevoke", ("v3",)),
+             Step("vtrain", ("vb6", "d3")), Step("vcompromise", (None,)),
+             Step("bsell", ("d2",)), Step("vtrain", ("vb8", "d91"))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["bsell(d1)", "vdataset(wh3, ('v3',), holdout)", "vtrain(vb1, d91)",
+                       "vtrain(vb2, d1)", "vtrain(vb3, d2)", "vtrain(vb10, d82)",
+                       "vtrain(vb6, d3)", "bsell(d2)"], run.ran
+    m, v = run.model, run.vendor
+    assert files_of(v, m.vendor["v3"].digest), "the buyer's erasure deleted the vendor's files"
+    # The buyer's revocation of v1, ignored at the vendor, travels in its bundles (history 9030).
+    assert [o[0] for o in bundle_verdicts(run, v, m.vendor["v1"].digest, "v1").values()] == [
+        m.v_bundle_ok("v1")] * 2 == [False] * 2, run.ran
+    got = [v.cli("admit", m.back[d].digest).exit_code == 0 for d in ("d1", "d2", "d3", "d91",
+                                                                     "d82")]
+    got += [v.cli("verify", m.vchecks[c].digest).exit_code == 0 for c in ("vb4", "vb9", "vb8")]
+    assert got == [m.v_admit(d) for d in ("d1", "d2", "d3", "d91", "d82")] + [
+        m.v_checkpoint_ok(c) for c in ("vb4", "vb9", "vb8")] == [False] * 3 + [True, False] + [
+        False, True, True], run.ran
+    assert not run.problems
