@@ -61,6 +61,7 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
+from .standing_columns import left_out, still_columns
 
 __all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_CLOCK_SETS", "MAX_COLUMNS", "MIN_DISTINCT",
            "MIN_WHOLE", "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "clock_columns",
@@ -244,6 +245,9 @@ class StepWindows:
             in that order (`order_lengths`, `held_steps`).
         clocks: the windows are hashed without their clock columns (`_clocked`): of order 0
             or `COLUMNS`, only those with a clock, each of a hash (0: none, not compared).
+        still: the windows are hashed without their clock columns and their episode's
+            standing columns (`standing_columns`): of order 0 or `COLUMNS`, of episodes
+            with one, each of a hash (0: none); the train side's alone (never held, copy35).
     """
 
     episode_ids: list[str]
@@ -253,6 +257,7 @@ class StepWindows:
     hashes: npt.NDArray[np.uint64]
     order: int = 0
     clocks: bool = False
+    still: bool = False
 
 
 def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
@@ -331,9 +336,10 @@ def _all_orders(
     hashes from the same column series as the full ones: `columns_windows`)."""
     first, few = _marked(ids, lengths, h, mark)
     got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
-    bare, untimed = (None, None) if got is None else got
+    bare, untimed, stilled = (None, None, None) if got is None else got
     hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
-                                  first.start, mark, None if q is None else q[1], few, bare)
+                                  first.start, mark, None if q is None else q[1], few, bare,
+                                  stilled)
     if q is None and f is not None and len(f) >= WINDOW:  # an image (img34)
         hashes, two = image_windows(f, lengths, first.episode, first.start, WINDOW), few.copy()
     if not mark:
@@ -353,6 +359,12 @@ def _all_orders(
                        clocks=True)
         yield replace(some, hashes=bare.h0), bare.f0
         yield replace(some, hashes=bare.hc, order=COLUMNS), bare.fc
+    if stilled is not None:  # the train side's: never held (copy35)
+        some = replace(first, episode=first.episode[stilled.at], start=first.start[stilled.at],
+                       still=True)
+        never = np.ones(len(stilled.at), dtype=bool)
+        yield replace(some, hashes=stilled.h0), never
+        yield replace(some, hashes=stilled.hc, order=COLUMNS), never
 
 
 def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
@@ -445,11 +457,39 @@ def _clock_sets(clock: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
 
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
              mark: bool, h: npt.NDArray[np.uint64] | None = None
-             ) -> tuple[_Bare, npt.NDArray[np.uint64] | None] | None:
+             ) -> tuple[_Bare | None, npt.NDArray[np.uint64] | None, _Bare | None] | None:
     """The windows ``first`` (order 0) with a clock column (`clock_columns`) hashed without
-    every clock column of their first `WINDOW` steps (`_Bare`: their `COLUMNS` hashes are
+    every clock column of their first `WINDOW` steps (`_bare`), and the step hashes without
+    each episode's most common set of them (with ``h``: `_bare`); then, of the windows of
+    episodes with standing columns (`standing_columns`), those hashed without their clock
+    and standing columns (`standing_columns.left_out`; never compared as held out: the
+    train side's, copy35). None when no window has either."""
+    if q is None or not len(first.start) or q[2].shape[1] < 2:
+        return None
+    quantised, raw = q[0], q[2]
+    still = still_columns(quantised, lengths, WINDOW)
+    if still is None and not len(_maybe_clocks(raw)):  # no clock anywhere: the rule
+        return None
+    starts = np.cumsum(lengths) - lengths
+    clock = clock_columns(raw)[starts[first.episode] + first.start]
+    got = _bare(q, lengths, first, mark, clock, h)
+    bare, untimed = (None, None) if got is None else got
+    stilled = None
+    if still is not None:
+        at = first.episode
+        drop = left_out(clock, still[at], (quantised[starts] != 0)[at])
+        stilled = (_bare(q, lengths, first, False, drop) or (None, None))[0]
+    return (None if bare is None and stilled is None else (bare, untimed, stilled))
+
+
+def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark: bool,
+          clock: npt.NDArray[np.bool_], h: npt.NDArray[np.uint64] | None = None
+          ) -> tuple[_Bare, npt.NDArray[np.uint64] | None] | None:
+    """The windows ``first`` (order 0) with a column left out (``clock``, a row a window:
+    its clock columns, `clock_columns`; or twice as many, `standing_columns.left_out`: those
+    left out in order 0, then in `COLUMNS`) hashed without them (`_Bare`: their `COLUMNS` hashes are
     left to `columns_windows`, from the column series it computes for the full ones), the
-    marks decided without the clocks; None when no window has one. A copy of a held-out
+    marks decided without them; None when no window has one. A copy of a held-out
     episode with a clock added (the train side) then holds the held episode's windows, and a
     held-out episode recorded with one holds the windows of a copy without it. Each set of
     clock columns is computed over the episodes that have it (a copier may put the clock in
@@ -460,13 +500,9 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     of the held side), also the step hashes without each episode's most common set of clock
     columns (the others' as they are; else None), whose windows in the other `ORDERS` decide
     those orders' marks (`_few_steps`: rev31)."""
-    if q is None or not len(first.start) or q[2].shape[1] < 2:
-        return None
     quantised, _, raw, member = q
-    if not len(_maybe_clocks(raw)):  # no clock anywhere: the rule (3/7 of a pass)
-        return None
     starts = np.cumsum(lengths) - lengths
-    clock = clock_columns(raw)[starts[first.episode] + first.start]
+    split = clock.shape[1] > raw.shape[1]
     pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
         return None
@@ -484,8 +520,11 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     top = np.full(len(lengths), -1, dtype=np.int64)  # each episode's most common set
     top[ep[rank == 0]] = (pair % len(sets))[rank == 0]
     untimed = None if h is None else h.copy()
+    width = raw.shape[1]
     for k in np.unique(key).tolist():
-        keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
+        bits = np.unpackbits(sets[k]).astype(bool)
+        keep = ~bits[:width]
+        kept_c = ~bits[width : 2 * width] if split else keep  # of `COLUMNS`
         if not keep.any():
             if untimed is not None:  # nothing but clocks: every step alike
                 untimed[np.repeat(top == k, lengths)] = 0
@@ -513,7 +552,10 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
         counts = np.maximum(sub - (WINDOW - 1), 0)
         at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
         bare.h0[these], bare.f0[these] = w.hashes[at], few[at]
-        if len(cols) >= 2:
+        if split:
+            cols = np.flatnonzero(kept_c)
+            ranks = np.unique(member[kept_c], return_inverse=True)[1].astype(np.int64).reshape(-1)
+        if 2 <= len(cols) < width:
             bare.sets[these] = len(bare.columns)
             bare.columns.append((cols, np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)),
                                                 _U64(0))))
@@ -565,7 +607,7 @@ def columns_windows(
     q: npt.NDArray[np.uint32] | None, lengths: npt.NDArray[np.int64],
     episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64], mark: bool = True,
     salts: npt.NDArray[np.uint64] | None = None, steps: npt.NDArray[np.bool_] | None = None,
-    bare: _Bare | None = None
+    bare: _Bare | None = None, stilled: _Bare | None = None
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The `COLUMNS` hash of each window (``start`` steps into ``episode``, of `_marked`) of
     the steps of episodes of ``lengths`` steps whose quantised observations are ``q`` (a row
@@ -583,7 +625,8 @@ def columns_windows(
     0 and true when ``q`` is None (no such observations). ``bare`` (`_clocked`, of these
     windows): its windows' hashes without their clock columns are filled in from the same
     column series (a column's series does not depend on the others: only the set, the
-    salts and the few values change), one polynomial pass for both (fuse34)."""
+    salts and the few values change), one polynomial pass for both (fuse34); ``stilled``
+    the same, without standing columns too (`standing_columns.left_out`, copy35)."""
     m, n = len(episode), int(lengths.sum())
     if q is None or n < WINDOW or not m:
         return np.zeros(m, dtype=np.uint64), np.ones(m, dtype=bool)
@@ -610,6 +653,8 @@ def columns_windows(
             few[part] = more
         if bare is not None:
             _bare_block(bare, lo, hi, acc, v, rows - base, room, start, steps_of, mark)
+        if stilled is not None:  # idem without standing columns (copy35), never held
+            _bare_block(stilled, lo, hi, acc, v, rows - base, room, start, steps_of, False)
     return hashes, few
 
 
@@ -808,7 +853,8 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
     (`columns_spans`)."""
     for w, few in _iter(batches, held, len(ORDERS) if held else 1):
         if held:
-            yield from columns_spans(kept(w, ~few))
+            if not w.still:
+                yield from columns_spans(kept(w, ~few))
         else:
             yield columns_kept(w)
 
@@ -816,7 +862,7 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
 def columns_kept(w: StepWindows) -> StepWindows:
     """``w``, but of `COLUMNS` windows, and of windows without their clocks, those with a
     hash (not 0: `columns_windows`, `_clocked`)."""
-    return kept(w, w.hashes != 0) if w.order == COLUMNS or w.clocks else w
+    return kept(w, w.hashes != 0) if w.order == COLUMNS or w.clocks or w.still else w
 
 
 _Columns = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64], npt.NDArray[np.float64],

@@ -193,6 +193,14 @@ NUMERIC: dict[str, Spec] = {
     "Dict, a time member added": [({"pos": DICT["pos"], "time": CLOCK, "vel": DICT["vel"]},
                                    ACT)],
     "recorded with a clock, the clock dropped": [(TIMED[3:, :3], ACT[3:])],
+    # copy35: a column that stands throughout the episode added (a task id, a bias feature,
+    # a time stamp that stands in float32)
+    "task id appended": [(np.hstack([OBS, np.full((STEPS, 1), 7.0)]), ACT)],
+    "bias inserted, columns permuted, first 5 steps dropped": [
+        (np.insert(OBS, 2, 1.0, axis=1)[5:, [4, 0, 2, 3, 1]], ACT[5:])],
+    "a time stamp appended": [(np.hstack([OBS, 1.7e9 + 0.02 * CLOCK]), ACT)],
+    "Dict, a task member added": [({"pos": DICT["pos"], "task": np.full((STEPS, 1), 3.0),
+                                    "vel": DICT["vel"]}, ACT)],
     "wide, columns permuted": [(WIDE[:, ::-1], ACT)],
     # img34: image observations flipped, channels swapped, rescaled; cropped
     "image, flipped left to right": [(IMAGE[:, :, ::-1], ACT)],
@@ -296,6 +304,12 @@ TRANSFORMS = [
         ("one-hot with the step number, columns permuted", "held-grid"),
         ("Dict, a time member added", "held-dict"),
         ("recorded with a clock, the clock dropped", "held-timed"))),
+    # copy35: a standing column added shared no window (docs/SECURITY.md, nineteenth round,
+    # rev31's Left): the train side's windows without clocks are without it too.
+    *(Row("numeric", name, "nothing", "run", of) for name, of in (
+        ("task id appended", "held-num"),
+        ("bias inserted, columns permuted, first 5 steps dropped", "held-num"),
+        ("a time stamp appended", "held-num"), ("Dict, a task member added", "held-dict"))),
     # Not caught (docs/SECURITY.md, sixteenth round, copy30's Left): no `COLUMNS` windows
     # for more than `step_windows.MAX_COLUMNS` numbers a step.
     Row("numeric", "wide, columns permuted", "nothing", "nothing", "held-wide"),
@@ -856,7 +870,9 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
                              [(real.windows.hashes[:0], real.few[:0])] * (len(ORDERS) - 1),
                              (real.windows.hashes[:0], real.few[:0]),
                              (real.windows.start[:0], real.windows.hashes[:0], real.few[:0],
-                              real.windows.hashes[:0], real.few[:0])), steps)
+                              real.windows.hashes[:0], real.few[:0]),
+                             (real.windows.start[:0], real.windows.hashes[:0],
+                              real.windows.hashes[:0])), steps)
     assert forged is not None
     held.write_bytes(forged)
     forget_grouped(ledger.root / "index" / "features")  # grouped again from the forged file
