@@ -335,7 +335,7 @@ def _all_orders(
     ``clocks``: order 0 then `COLUMNS`, those windows with a clock only; their `COLUMNS`
     hashes from the same column series as the full ones: `columns_windows`)."""
     first, few = _marked(ids, lengths, h, mark)
-    got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
+    got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None, orders == 1)
     bare, untimed, stilled = (None, None, None) if got is None else got
     hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
                                   first.start, mark, None if q is None else q[1], few, bare,
@@ -424,6 +424,8 @@ class _Bare:
             renumbered: `_columns`).
         hc: their `COLUMNS` hashes (`columns_windows` fills them in; 0: none).
         fc: their `COLUMNS` marks (idem; true: not compared as held out).
+        still: of windows without standing columns (copy35), per episode the columns
+            those of set -2 (no clock, a tensor: `_still_hashes`) leave out of `COLUMNS`.
     """
 
     at: npt.NDArray[np.int64]
@@ -433,6 +435,7 @@ class _Bare:
     columns: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]]
     hc: npt.NDArray[np.uint64]
     fc: npt.NDArray[np.bool_]
+    still: npt.NDArray[np.bool_] | None = None
 
 
 def _clock_sets(clock: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
@@ -456,18 +459,19 @@ def _clock_sets(clock: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
 
 
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
-             mark: bool, h: npt.NDArray[np.uint64] | None = None
+             mark: bool, h: npt.NDArray[np.uint64] | None = None, stand: bool = False
              ) -> tuple[_Bare | None, npt.NDArray[np.uint64] | None, _Bare | None] | None:
     """The windows ``first`` (order 0) with a clock column (`clock_columns`) hashed without
     every clock column of their first `WINDOW` steps (`_bare`), and the step hashes without
     each episode's most common set of them (with ``h``: `_bare`); then, of the windows of
     episodes with standing columns (`standing_columns`), those hashed without their clock
-    and standing columns (`standing_columns.left_out`; never compared as held out: the
-    train side's, copy35). None when no window has either."""
+    and standing columns (``stand``, the train side: `standing_columns.left_out`, never
+    compared as held out, copy35; a tensor's windows without a clock in one pass,
+    `_still_hashes`). None when no window has either."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, raw = q[0], q[2]
-    still = still_columns(quantised, lengths, WINDOW)
+    still = still_columns(quantised, lengths, WINDOW) if stand else None
     if still is None and not len(_maybe_clocks(raw)):  # no clock anywhere: the rule
         return None
     starts = np.cumsum(lengths) - lengths
@@ -478,8 +482,80 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     if still is not None:
         at = first.episode
         drop = left_out(clock, still[at], (quantised[starts] != 0)[at])
+        width = raw.shape[1]
+        pure = ~clock.any(axis=1) & drop[:, :width].any(axis=1) & bool((q[3] == 0).all())
+        drop[pure] = False  # those in one pass, the others by their sets
         stilled = (_bare(q, lengths, first, False, drop) or (None, None))[0]
+        if pure.any():
+            stilled = _still_hashes(quantised, lengths, first, pure, still, stilled)
     return (None if bare is None and stilled is None else (bare, untimed, stilled))
+
+
+def _still_hashes(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
+                  first: StepWindows, pure: npt.NDArray[np.bool_],
+                  still: npt.NDArray[np.bool_], some: _Bare | None) -> _Bare:
+    """``some`` (`_bare`'s windows without standing columns) and the windows ``pure`` (of a
+    tensor, without a clock: their episode's standing columns ``still`` left out, a set an
+    episode) in one pass: each step's hash without its episode's standing columns (its other
+    values moved up, as `_matrix_hashes` of those alone pairs them), the windows of those
+    (`_marked`); their `COLUMNS` hashes set -2 (`_still_block`). Not a loop over the
+    episodes: a batch of short episodes, each with its own standing columns, cost 17 times
+    its windows so (an attacker's batch, copy35)."""
+    idx = np.flatnonzero(pure)
+    width = q.shape[1]
+    eps, local = np.unique(first.episode[idx], return_inverse=True)
+    starts = np.cumsum(lengths) - lengths
+    sub = lengths[eps]
+    rows = np.repeat(starts[eps] - (np.cumsum(sub) - sub), sub) + np.arange(int(sub.sum()))
+    keep = ~still[np.repeat(eps, sub)]
+    g = np.take_along_axis(q[rows], np.argsort(~keep, axis=1, kind="stable"), axis=1)
+    n = keep.sum(axis=1)
+    g[np.arange(width)[None, :] >= n[:, None]] = 0
+    if width % 2:
+        g = np.hstack((g, np.zeros((len(g), 1), dtype=np.uint32)))
+    pairs = g[:, 0::2].astype(np.uint64) | (g[:, 1::2].astype(np.uint64) << _U64(32))
+    mixed = splitmix64(pairs ^ _salts(0, np.arange(pairs.shape[1], dtype=np.uint64))[None, :])
+    mixed[np.arange(pairs.shape[1])[None, :] >= ((n + 1) // 2)[:, None]] = 0
+    h = splitmix64(splitmix64(mixed.sum(axis=1, dtype=np.uint64)
+                              ^ splitmix64(n.astype(np.uint64))))
+    w, _ = _marked([first.episode_ids[e] for e in eps], sub, h, False)
+    counts = np.maximum(sub - (WINDOW - 1), 0)
+    h0 = w.hashes[(np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[idx]]
+    drop_c = np.zeros_like(still)  # per episode: `standing_columns.left_out`'s second half
+    also = still & (q[starts] != 0)
+    drop_c[eps] = also[eps] & also[eps].any(axis=1)[:, None]
+    none = np.zeros(0, dtype=np.int64)
+    if some is None:
+        some = _Bare(none, np.zeros(0, np.uint64), np.zeros(0, bool), none, [],
+                     np.zeros(0, np.uint64), np.zeros(0, bool))
+    order = np.argsort(np.concatenate((some.at, idx)), kind="stable")
+    sets = np.where(drop_c[first.episode[idx]].any(axis=1), -2, -1)
+    return _Bare(np.concatenate((some.at, idx))[order], np.concatenate((some.h0, h0))[order],
+                 np.ones(len(order), bool), np.concatenate((some.sets, sets))[order],
+                 some.columns, np.zeros(len(order), np.uint64), np.ones(len(order), bool),
+                 drop_c)
+
+
+def _still_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
+                 v: npt.NDArray[np.uint64], r: npt.NDArray[np.int64], ep: npt.NDArray[np.int64],
+                 room: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+                 steps_of: npt.NDArray[np.int64]) -> None:
+    """`_bare_block` of ``bare``'s windows of set -2 (`_still_hashes`) among windows ``lo`` to
+    ``hi``, all at once: each column left out takes the series of its episode's first column
+    kept (``ep``: each row's episode), which a set of series (`_set_hash`, `_few_values`)
+    holds once, so that each window's hash is that over the columns kept."""
+    a, b = np.searchsorted(bare.at, lo), np.searchsorted(bare.at, hi)
+    these = a + np.flatnonzero(bare.sets[a:b] == -2)
+    if not len(these) or bare.still is None:
+        return
+    w = bare.at[these]
+    mask = bare.still[ep]
+    other = np.argmax(~mask, axis=1)
+    every = np.arange(len(v))
+    vm = np.where(mask, v[every, other][:, None], v)
+    am = np.where(mask[: len(acc)], acc[every[: len(acc)], other[: len(acc)]][:, None], acc)
+    bare.hc[these] = _block(am, vm, r[w - lo], room[w], start[w], steps_of[w], None, None,
+                            False)[0]
 
 
 def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark: bool,
@@ -655,6 +731,8 @@ def columns_windows(
             _bare_block(bare, lo, hi, acc, v, rows - base, room, start, steps_of, mark)
         if stilled is not None:  # idem without standing columns (copy35), never held
             _bare_block(stilled, lo, hi, acc, v, rows - base, room, start, steps_of, False)
+            ep = np.searchsorted(np.cumsum(lengths), np.arange(base, top), side="right")
+            _still_block(stilled, lo, hi, acc, v, rows - base, ep, room, start, steps_of)
     return hashes, few
 
 

@@ -122,7 +122,8 @@ class Compared:
         still: the windows of episodes with a standing column (`standing_columns`)
             hashed without it and their clocks: their indexes into ``windows`` (ascending),
             their hashes and `step_windows.COLUMNS` hashes (0: none); compared as train
-            windows only (copy35); None with ``windows``.
+            windows only (copy35); None with ``windows``, or computed as a held batch's
+            (with ``orders``: read as train windows, it is computed again).
     """
 
     windows: StepWindows | None
@@ -137,7 +138,8 @@ class Compared:
         """Whether it holds the parts ``wanted``."""
         return ((not wanted[0] or self.normalised is not None)
                 and (not wanted[1] or (self.windows is not None and self.columns is not None
-                                       and self.clocks is not None and self.still is not None))
+                                       and self.clocks is not None
+                                       and (wanted[2] or self.still is not None)))
                 and (not wanted[2] or self.windows is None or self.orders is not None))
 
     def step_windows(self, held: bool) -> list[StepWindows]:
@@ -229,7 +231,7 @@ def compute(path: Path, wanted: Wanted) -> Compared:
     stills = (at.astype(np.int64), *(np.concatenate(x).astype(np.uint64) if x else
                                      np.zeros(0, np.uint64) for x in still[2:]))
     return Compared(windows, f(0), normalised, orders, (h(COLUMNS), f(COLUMNS)), clocks,
-                    stills)
+                    None if wanted[2] else stills)
 
 
 def _placed(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
