@@ -632,9 +632,10 @@ def test_a_reordered_run_says_how_it_was_reordered(
         assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of 60 of held-out episode " \
                "held-num" in str(cols), name
         assert str(cols).endswith("(equal to 3 significant digits), its columns reordered or "
-                                  "duplicated")
-        assert (cols.to_json()["columns"], {"every", "reversed"} & set(cols.to_json())) == (
-            True, set())
+                                  "duplicated (of an image: its frames flipped, their channels "
+                                  "reordered or rescaled)")
+        assert (cols.to_json()["columns"], {"every", "reversed", "added"} & set(cols.to_json())
+                ) == (True, set())
     # copy30; copy31: the run named whole (on 5f64dc8: 28 steps 1-28, 18 steps 11-28: each
     # window of `step_windows.LONG` steps counted as 16)
     for name, held, shared in (("one-hot columns permuted", "held-grid", (1, 60, 60)),
@@ -650,7 +651,8 @@ def test_a_reordered_run_says_how_it_was_reordered(
         a, b, _ = shared
         assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of {shared[2]} of held-out " \
                f"episode {held} of batch " in str(cols), name
-        assert str(cols).endswith(", its columns reordered or duplicated")
+        assert str(cols).endswith(", its columns reordered or duplicated (of an image: its "
+                                  "frames flipped, their channels reordered or rescaled)")
     [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
                                                              "step"]]).findings  # copy28
     assert (third.shared, third.every, third.reversed) == ((3, 60, 60), 3, True)
@@ -680,7 +682,9 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     [failure] = e.value.report.failures()
     assert "shares 30 consecutive steps (every second step of steps 1-59 of 60 of held-out " \
            "episode held-num" in failure, failure
-    reordered = ", its columns reordered or duplicated"
+    reordered = (", its columns reordered or duplicated (of an image: its frames flipped, their "
+                 "channels reordered or rescaled)")
+    clock = ", with a clock column (the step number or a time) added"  # copy35: what was added
     for name, copy, says, ends in (  # copy28; copy30; copy31 (the run named whole; a short
             # episode); clock33: a clock added or dropped (the windows without it)
             ("cols", "one column duplicated, permuted", "60 consecutive steps (steps 1-60 of 60 "
@@ -690,11 +694,17 @@ def test_the_gate_refuses_a_shared_run_of_steps(
             ("short", "one-hot of 40 steps, columns permuted", "40 consecutive steps (steps "
              "1-40 of 40 of held-out episode held-short", reordered),
             ("timed", "step number appended", "60 consecutive steps (steps 1-60 of 60 of "
-             "held-out episode held-num", ""),
+             "held-out episode held-num", "(equal to 3 significant digits)" + clock),
             ("timed-grid", "one-hot with the step number, columns permuted", "60 consecutive "
-             "steps (steps 1-60 of 60 of held-out episode held-grid", ""),
+             "steps (steps 1-60 of 60 of held-out episode held-grid", reordered + clock),
+            ("task", "task id appended", "60 consecutive steps (steps 1-60 of 60 of held-out "
+             "episode held-num", ", with a column of one value (a task id, a bias) added"),
+            ("stamp", "a time stamp appended", "60 consecutive steps (steps 1-60 of 60 of "
+             "held-out episode held-num", ", with a column of one value (a task id, a bias) "
+             "added"),
             ("untimed", "recorded with a clock, the clock dropped", "57 consecutive steps "
-             "(steps 4-60 of 60 of held-out episode held-timed", ""),
+             "(steps 4-60 of 60 of held-out episode held-timed", "(equal to 3 significant "
+             "digits)"),  # the held side's clock: not said
             ("image", "image, RGB <-> BGR, first 5 steps dropped", "51 consecutive steps "  # img34
              "(steps 10-60 of 60 of held-out episode held-image", reordered)):  # the held
         # windows from steps 6 to 9 hold fewer than `step_windows.MIN_DISTINCT` frames
