@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["left_out", "still_columns"]
+__all__ = ["in_place_of", "left_out", "still_columns"]
 
 
 def still_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int
@@ -51,3 +51,17 @@ def left_out(clock: npt.NDArray[np.bool_], still: npt.NDArray[np.bool_],
     also = still & nonzero
     some = np.asarray(also.any(axis=1), dtype=bool)[:, None]
     return np.hstack((both & use, (clock | also) & use & some))
+
+
+def in_place_of(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64],
+                mask: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint64],
+                                                      npt.NDArray[np.uint64]]:
+    """Column series hashes ``acc`` (a row a window's first step) and mixed values ``v`` (a
+    row a step, ``mask`` per row: the columns left out), each column left out given the
+    row's first column kept: a set of series (``step_windows._set_hash``, ``_few_values``)
+    holds a repeat once, so that a window's set is that of the columns kept."""
+    other = np.argmax(~mask, axis=1)
+    every = np.arange(len(v))
+    vm = np.where(mask, v[every, other][:, None], v)
+    am = np.where(mask[: len(acc)], acc[every[: len(acc)], other[: len(acc)]][:, None], acc)
+    return am, vm

@@ -61,7 +61,9 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
-from .standing_columns import left_out, still_columns
+from .standing_columns import in_place_of, left_out, still_columns
+from .window_clocks import clock_columns as clocks_over
+from .window_clocks import maybe_clocks
 
 __all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_CLOCK_SETS", "MAX_COLUMNS", "MIN_DISTINCT",
            "MIN_WHOLE", "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "clock_columns",
@@ -128,8 +130,6 @@ _COLUMN_SALT = _U64(0x9E3779B97F4A7C15)
 _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
-_CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
-_STANDING = 2.0**-25  # of two values' size: a step below half a float32 unit is no step (rev31)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 _NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
 
@@ -368,45 +368,10 @@ def _all_orders(
 
 
 def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-    """Per run of `WINDOW` rows of ``raw`` (a row a step; ``len(raw) - WINDOW + 1`` runs) and
-    column: whether the column is a clock over the run: its values an arithmetic progression
-    to within float32 rounding (`_CLOCK_ROUNDING` of their size), increasing or decreasing,
-    never standing (each step more than half a float32 unit, `_STANDING`: a step smaller
-    than the rounding, as of ``1e6 + t``, was taken for standing, rev31), each the sign of the
-    next (the step number, ``t / 500``, the time left: Gymnasium's ``TimeAwareObservation``;
-    a time stamp). Only the columns `_maybe_clocks` gives are looked at."""
-    runs = len(raw) - WINDOW + 1
-    out = np.zeros((max(runs, 0), raw.shape[1]), dtype=bool)
-    maybe = _maybe_clocks(raw)
-    if runs < 1 or not len(maybe):
-        return out
-    r = raw[:, maybe]
-    with np.errstate(invalid="ignore", over="ignore"):
-        size = np.abs(r)
-        d = np.diff(r, axis=0)
-        tol = _CLOCK_ROUNDING * (size[:-2] + size[1:-1] + size[2:])
-        step = np.abs(d) > _STANDING * (size[:-1] + size[1:])
-        good = (np.abs(d[1:] - d[:-1]) <= tol) & step[:-1] & step[1:] & (
-            (d[:-1] > 0) == (d[1:] > 0))
-    bad = np.zeros((len(good) + 1, len(maybe)), dtype=np.int32)
-    np.cumsum(~good, axis=0, out=bad[1:])
-    out[:, maybe] = bad[WINDOW - 2 : WINDOW - 2 + runs] == bad[:runs]
-    return out
-
-
-def _maybe_clocks(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """The columns of ``raw`` that may be a clock over some `WINDOW` rows (`clock_columns`):
-    a window's 16 rows hold the triples of rows from two consecutive multiples of 7, and
-    both must step evenly (3/7 of a pass over the rows)."""
-    if len(raw) < WINDOW:
-        return np.zeros(0, dtype=np.int64)
-    m = (len(raw) - 3) // 7 + 1
-    a, b, c = raw[0 : 7 * m : 7], raw[1 : 7 * m + 1 : 7], raw[2 : 7 * m + 2 : 7]
-    with np.errstate(invalid="ignore", over="ignore"):
-        step = b - a
-        good = (np.abs(c - b - step) <= _CLOCK_ROUNDING * (np.abs(a) + np.abs(b) + np.abs(c))) & (
-            step != 0)
-    return np.flatnonzero((good[1:] & good[:-1]).any(axis=0)).astype(np.int64)
+    """Per run of `WINDOW` rows of ``raw`` (a row a step) and column: whether the column is a
+    clock over the run (`window_clocks.clock_columns`: the step number, ``t / 500``, the time
+    left, a time stamp)."""
+    return clocks_over(raw, WINDOW)
 
 
 @dataclass
@@ -472,7 +437,7 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
         return None
     quantised, raw = q[0], q[2]
     still = still_columns(quantised, lengths, WINDOW) if stand else None
-    if still is None and not len(_maybe_clocks(raw)):  # no clock anywhere: the rule
+    if still is None and not len(maybe_clocks(raw, WINDOW)):  # no clock anywhere: the rule
         return None
     starts = np.cumsum(lengths) - lengths
     clock = clock_columns(raw)[starts[first.episode] + first.start]
@@ -541,19 +506,14 @@ def _still_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
                  room: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
                  steps_of: npt.NDArray[np.int64]) -> None:
     """`_bare_block` of ``bare``'s windows of set -2 (`_still_hashes`) among windows ``lo`` to
-    ``hi``, all at once: each column left out takes the series of its episode's first column
-    kept (``ep``: each row's episode), which a set of series (`_set_hash`, `_few_values`)
-    holds once, so that each window's hash is that over the columns kept."""
+    ``hi``, all at once (`standing_columns.in_place_of`; ``ep``: each row's episode), so
+    that each window's hash is that over the columns kept."""
     a, b = np.searchsorted(bare.at, lo), np.searchsorted(bare.at, hi)
     these = a + np.flatnonzero(bare.sets[a:b] == -2)
     if not len(these) or bare.still is None:
         return
     w = bare.at[these]
-    mask = bare.still[ep]
-    other = np.argmax(~mask, axis=1)
-    every = np.arange(len(v))
-    vm = np.where(mask, v[every, other][:, None], v)
-    am = np.where(mask[: len(acc)], acc[every[: len(acc)], other[: len(acc)]][:, None], acc)
+    am, vm = in_place_of(acc, v, bare.still[ep])
     bare.hc[these] = _block(am, vm, r[w - lo], room[w], start[w], steps_of[w], None, None,
                             False)[0]
 

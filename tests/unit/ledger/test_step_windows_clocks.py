@@ -18,7 +18,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger import standing_columns, step_windows
+from trajledger.ledger import standing_columns, step_windows, window_clocks
 from trajledger.ledger.episode_vectors import splitmix64
 from trajledger.ledger.step_windows import COLUMNS, MAX_CLOCK_SETS, WINDOW, StepWindows
 
@@ -40,7 +40,7 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, _, raw, member = q
-    if drop is None and not len(step_windows._maybe_clocks(raw)):
+    if drop is None and not len(window_clocks.maybe_clocks(raw, WINDOW)):
         return None
     starts = np.cumsum(lengths) - lengths
     clock = (step_windows.clock_columns(raw)[starts[first.episode] + first.start]
