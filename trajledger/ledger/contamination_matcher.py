@@ -33,6 +33,9 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
 _PENDING = 1 << 20
+_PLAIN, _CLOCKS, _STILL = 1, 2, 4  # a train window as recorded, without its clocks, without
+# its standing columns too (copy35): a run none of whose windows is plain had such columns
+# added to the copy (`Finding.added`)
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 
 
@@ -85,13 +88,15 @@ class Matcher:
                                npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
         self._steps: dict[int, int] = {}
         self._pending: list[tuple[str, list[str], npt.NDArray[np.uint64],
-                                  npt.NDArray[np.int64]]] = []
+                                  npt.NDArray[np.int64], int]] = []
         self._hits: dict[int, list[npt.NDArray[np.int64]]] = {}  # held run -> windows hit
-        self._group_trains: dict[int, dict[tuple[str, str], None]] = {}  # by window hash
+        # by window hash: the train episodes hitting it, each with the kinds of its windows
+        # that did (`_PLAIN`, `_CLOCKS`, `_STILL`)
+        self._group_trains: dict[int, dict[tuple[str, str], int]] = {}
         self._grouped: list[Grouped] = []  # held windows kept grouped (`held_windows`)
         self._grouped_hits: dict[int, list[npt.NDArray[np.int64]]] = {}  # positions hit
-        self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]] | None = (
-            None)
+        self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int,
+                                        int]] | None = None
         self._frozen = False
 
     def hold(self, batch: str, chunk: FeatureChunk) -> None:
@@ -161,7 +166,8 @@ class Matcher:
         self._freeze()
         for w in windows:
             if len(w.hashes):
-                self._pending.append((batch, w.episode_ids, w.hashes, w.episode))
+                kind = _CLOCKS if w.clocks else _STILL if w.still else _PLAIN
+                self._pending.append((batch, w.episode_ids, w.hashes, w.episode, kind))
         if sum(len(p[2]) for p in self._pending) >= _PENDING:
             self._match()
         self._run_info = None
@@ -198,7 +204,7 @@ class Matcher:
                 self._grouped_hits.setdefault(k, []).append(pos)
                 found.append(grouped.hashes[pos])
         uniq = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
-        for batch, ids, hashes, episode in pending:
+        for batch, ids, hashes, episode, kind in pending:
             g = np.searchsorted(uniq, hashes)
             hit = g < len(uniq)
             hit[hit] = uniq[g[hit]] == hashes[hit]
@@ -207,9 +213,11 @@ class Matcher:
             _, first = np.unique(g * max(len(ids), 1) + t, return_index=True)
             first.sort()
             for h, ti in zip(uniq[g[first]].tolist(), t[first].tolist(), strict=True):
-                self._group_trains.setdefault(h, {})[(batch, ids[ti])] = None
+                trains = self._group_trains.setdefault(h, {})
+                trains[(batch, ids[ti])] = trains.get((batch, ids[ti]), 0) | kind
 
-    def _runs_of(self) -> dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int]]:
+    def _runs_of(self) -> dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int,
+                                          int]]:
         """Per held episode sharing a run with train episodes: the first train episode met
         (in the order fed), how many train episodes share a run with it, and the longest run
         it shares with the first (`_shared`). Groups are expanded to held episodes here, once."""
@@ -253,7 +261,10 @@ class Matcher:
             if key not in union:
                 union[key] = len(set().union(*(self._group_trains[g] for g in key)))
             shared = {(o, s) for g, o, s in at[i] if te in self._group_trains[g]}
-            out[i] = (te, union[key], *self._shared(shared, i))
+            kinds = 0
+            for g, _, _ in at[i]:
+                kinds |= self._group_trains[g].get(te, 0)
+            out[i] = (te, union[key], *self._shared(shared, i), kinds)
         self._run_info = out
         return out
 
@@ -342,7 +353,7 @@ class Matcher:
         for i in range(len(self._episodes)):
             b, e = self._batches[i], self._episodes[i]
             normalised = i not in self._exact_first and i in self._norm_first
-            shared, order = None, 0
+            shared, order, kinds = None, 0, _PLAIN
             if i in self._exact_first:
                 tb, te = self._exact_first[i]
                 kind, sim, matches = "exact", 1.0, self._exact_count[i]
@@ -350,7 +361,7 @@ class Matcher:
                 tb, te = self._norm_first[i]
                 kind, sim, matches = "exact", 1.0, self._norm_count[i]
             elif i in runs:
-                (tb, te), matches, shared, order = runs[i]
+                (tb, te), matches, shared, order, kinds = runs[i]
                 kind, sim = "exact", 1.0
             elif self._count[i] > 0 and self._best_of[i] is not None:
                 tb, te = self._best_of[i]  # type: ignore[misc]
@@ -364,7 +375,9 @@ class Matcher:
             train_labels = tuple(self.train_labels.get(tb, ()))
             other_labels = tuple(self.other_labels.get(b, ()))
             k, _, back = order_steps(order)
+            added = () if kinds & _PLAIN else tuple(  # known of the train side's windows only
+                name for bit, name in ((_CLOCKS, "clock"), (_STILL, "standing")) if kinds & bit)
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
-                               normalised, shared, k, back, order >= COLUMNS))
+                               normalised, shared, k, back, order >= COLUMNS, added))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out

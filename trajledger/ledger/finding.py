@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 __all__ = ["Finding", "duplicate_lines"]
 
 _NTH = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+_ADDED = {("clock",): "a clock column (the step number or a time)",
+          ("standing",): "a column of one value (a task id, a bias)",
+          ("clock", "standing"): "a clock column and a column of one value"}
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,13 @@ class Finding:
     """The run is of those steps in reverse order (a copy reversed in time)."""
     columns: bool = False
     """The run is of those steps with their observation's columns reordered or some repeated
-    (`step_windows.COLUMNS`)."""
+    (`step_windows.COLUMNS`; of an image, its frames flipped, their channels reordered or
+    rescaled: `image_windows`)."""
+    added: tuple[str, ...] = ()
+    """Columns the train episode has and the held one has not, left out to match (copy35):
+    ``clock`` (a column that counts the steps: `step_windows.clock_columns`), ``standing``
+    (one of one value throughout its episode: `standing_columns`). Known of the train side's
+    windows only: a held episode recorded with a clock and copied without says none."""
 
     def __str__(self) -> str:
         more = f" and {self.matches - 1} more" if self.matches > 1 else ""
@@ -70,7 +79,9 @@ class Finding:
                 f"{o}){more.replace(' more', ' more train episodes')}: a copy of a run of its "
                 "observations (equal to 3 significant digits)"
                 + (", reversed in time" if self.reversed else "")
-                + (", its columns reordered or duplicated" if self.columns else "")
+                + (", its columns reordered or duplicated (of an image: its frames flipped, "
+                   "their channels reordered or rescaled)" if self.columns else "")
+                + (f", with {_ADDED[self.added]} added" if self.added in _ADDED else "")
             )
         what = (
             "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
@@ -94,7 +105,8 @@ class Finding:
             del out["shared"]
         else:
             out["shared"] = list(self.shared)
-        for key, plain in (("every", 1), ("reversed", False), ("columns", False)):
+        out["added"] = list(self.added)
+        for key, plain in (("every", 1), ("reversed", False), ("columns", False), ("added", [])):
             if out[key] == plain:
                 del out[key]  # the JSON of a run as recorded is what it was
         return out

@@ -61,6 +61,9 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
+from .standing_columns import in_place_of, left_out, still_columns
+from .window_clocks import clock_columns as clocks_over
+from .window_clocks import maybe_clocks
 
 __all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_CLOCK_SETS", "MAX_COLUMNS", "MIN_DISTINCT",
            "MIN_WHOLE", "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "clock_columns",
@@ -127,8 +130,6 @@ _COLUMN_SALT = _U64(0x9E3779B97F4A7C15)
 _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
-_CLOCK_ROUNDING = 2.0**-20  # of a value's size: 8 times float32's rounding (2**-24, 3 values)
-_STANDING = 2.0**-25  # of two values' size: a step below half a float32 unit is no step (rev31)
 _ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 _NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
 
@@ -244,6 +245,9 @@ class StepWindows:
             in that order (`order_lengths`, `held_steps`).
         clocks: the windows are hashed without their clock columns (`_clocked`): of order 0
             or `COLUMNS`, only those with a clock, each of a hash (0: none, not compared).
+        still: the windows are hashed without their clock columns and their episode's
+            standing columns (`standing_columns`): of order 0 or `COLUMNS`, of episodes
+            with one, each of a hash (0: none); the train side's alone (never held, copy35).
     """
 
     episode_ids: list[str]
@@ -253,6 +257,7 @@ class StepWindows:
     hashes: npt.NDArray[np.uint64]
     order: int = 0
     clocks: bool = False
+    still: bool = False
 
 
 def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
@@ -330,10 +335,11 @@ def _all_orders(
     ``clocks``: order 0 then `COLUMNS`, those windows with a clock only; their `COLUMNS`
     hashes from the same column series as the full ones: `columns_windows`)."""
     first, few = _marked(ids, lengths, h, mark)
-    got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
-    bare, untimed = (None, None) if got is None else got
+    got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None, orders == 1)
+    bare, untimed, stilled = (None, None, None) if got is None else got
     hashes, two = columns_windows(None if q is None else q[0], lengths, first.episode,
-                                  first.start, mark, None if q is None else q[1], few, bare)
+                                  first.start, mark, None if q is None else q[1], few, bare,
+                                  stilled)
     if q is None and f is not None and len(f) >= WINDOW:  # an image (img34)
         hashes, two = image_windows(f, lengths, first.episode, first.start, WINDOW), few.copy()
     if not mark:
@@ -353,48 +359,19 @@ def _all_orders(
                        clocks=True)
         yield replace(some, hashes=bare.h0), bare.f0
         yield replace(some, hashes=bare.hc, order=COLUMNS), bare.fc
+    if stilled is not None:  # the train side's: never held (copy35)
+        some = replace(first, episode=first.episode[stilled.at], start=first.start[stilled.at],
+                       still=True)
+        never = np.ones(len(stilled.at), dtype=bool)
+        yield replace(some, hashes=stilled.h0), never
+        yield replace(some, hashes=stilled.hc, order=COLUMNS), never
 
 
 def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-    """Per run of `WINDOW` rows of ``raw`` (a row a step; ``len(raw) - WINDOW + 1`` runs) and
-    column: whether the column is a clock over the run: its values an arithmetic progression
-    to within float32 rounding (`_CLOCK_ROUNDING` of their size), increasing or decreasing,
-    never standing (each step more than half a float32 unit, `_STANDING`: a step smaller
-    than the rounding, as of ``1e6 + t``, was taken for standing, rev31), each the sign of the
-    next (the step number, ``t / 500``, the time left: Gymnasium's ``TimeAwareObservation``;
-    a time stamp). Only the columns `_maybe_clocks` gives are looked at."""
-    runs = len(raw) - WINDOW + 1
-    out = np.zeros((max(runs, 0), raw.shape[1]), dtype=bool)
-    maybe = _maybe_clocks(raw)
-    if runs < 1 or not len(maybe):
-        return out
-    r = raw[:, maybe]
-    with np.errstate(invalid="ignore", over="ignore"):
-        size = np.abs(r)
-        d = np.diff(r, axis=0)
-        tol = _CLOCK_ROUNDING * (size[:-2] + size[1:-1] + size[2:])
-        step = np.abs(d) > _STANDING * (size[:-1] + size[1:])
-        good = (np.abs(d[1:] - d[:-1]) <= tol) & step[:-1] & step[1:] & (
-            (d[:-1] > 0) == (d[1:] > 0))
-    bad = np.zeros((len(good) + 1, len(maybe)), dtype=np.int32)
-    np.cumsum(~good, axis=0, out=bad[1:])
-    out[:, maybe] = bad[WINDOW - 2 : WINDOW - 2 + runs] == bad[:runs]
-    return out
-
-
-def _maybe_clocks(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """The columns of ``raw`` that may be a clock over some `WINDOW` rows (`clock_columns`):
-    a window's 16 rows hold the triples of rows from two consecutive multiples of 7, and
-    both must step evenly (3/7 of a pass over the rows)."""
-    if len(raw) < WINDOW:
-        return np.zeros(0, dtype=np.int64)
-    m = (len(raw) - 3) // 7 + 1
-    a, b, c = raw[0 : 7 * m : 7], raw[1 : 7 * m + 1 : 7], raw[2 : 7 * m + 2 : 7]
-    with np.errstate(invalid="ignore", over="ignore"):
-        step = b - a
-        good = (np.abs(c - b - step) <= _CLOCK_ROUNDING * (np.abs(a) + np.abs(b) + np.abs(c))) & (
-            step != 0)
-    return np.flatnonzero((good[1:] & good[:-1]).any(axis=0)).astype(np.int64)
+    """Per run of `WINDOW` rows of ``raw`` (a row a step) and column: whether the column is a
+    clock over the run (`window_clocks.clock_columns`: the step number, ``t / 500``, the time
+    left, a time stamp)."""
+    return clocks_over(raw, WINDOW)
 
 
 @dataclass
@@ -412,6 +389,8 @@ class _Bare:
             renumbered: `_columns`).
         hc: their `COLUMNS` hashes (`columns_windows` fills them in; 0: none).
         fc: their `COLUMNS` marks (idem; true: not compared as held out).
+        still: of windows without standing columns (copy35), per episode the columns
+            those of set -2 (no clock, a tensor: `_still_hashes`) leave out of `COLUMNS`.
     """
 
     at: npt.NDArray[np.int64]
@@ -421,6 +400,7 @@ class _Bare:
     columns: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]]
     hc: npt.NDArray[np.uint64]
     fc: npt.NDArray[np.bool_]
+    still: npt.NDArray[np.bool_] | None = None
 
 
 def _clock_sets(clock: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
@@ -444,12 +424,108 @@ def _clock_sets(clock: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
 
 
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
-             mark: bool, h: npt.NDArray[np.uint64] | None = None
-             ) -> tuple[_Bare, npt.NDArray[np.uint64] | None] | None:
+             mark: bool, h: npt.NDArray[np.uint64] | None = None, stand: bool = False
+             ) -> tuple[_Bare | None, npt.NDArray[np.uint64] | None, _Bare | None] | None:
     """The windows ``first`` (order 0) with a clock column (`clock_columns`) hashed without
-    every clock column of their first `WINDOW` steps (`_Bare`: their `COLUMNS` hashes are
+    every clock column of their first `WINDOW` steps (`_bare`), and the step hashes without
+    each episode's most common set of them (with ``h``: `_bare`); then, of the windows of
+    episodes with standing columns (`standing_columns`), those hashed without their clock
+    and standing columns (``stand``, the train side: `standing_columns.left_out`, never
+    compared as held out, copy35; a tensor's windows without a clock in one pass,
+    `_still_hashes`). None when no window has either."""
+    if q is None or not len(first.start) or q[2].shape[1] < 2:
+        return None
+    quantised, raw = q[0], q[2]
+    still = still_columns(quantised, lengths, WINDOW) if stand else None
+    if still is None and not len(maybe_clocks(raw, WINDOW)):  # no clock anywhere: the rule
+        return None
+    starts = np.cumsum(lengths) - lengths
+    clock = clock_columns(raw)[starts[first.episode] + first.start]
+    got = _bare(q, lengths, first, mark, clock, h)
+    bare, untimed = (None, None) if got is None else got
+    stilled = None
+    if still is not None:
+        at = first.episode
+        drop = left_out(clock, still[at], (quantised[starts] != 0)[at])
+        width = raw.shape[1]
+        pure = ~clock.any(axis=1) & drop[:, :width].any(axis=1) & bool((q[3] == 0).all())
+        drop[pure] = False  # those in one pass, the others by their sets
+        stilled = (_bare(q, lengths, first, False, drop) or (None, None))[0]
+        if pure.any():
+            stilled = _still_hashes(quantised, lengths, first, pure, still, stilled)
+    return (None if bare is None and stilled is None else (bare, untimed, stilled))
+
+
+def _still_hashes(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
+                  first: StepWindows, pure: npt.NDArray[np.bool_],
+                  still: npt.NDArray[np.bool_], some: _Bare | None) -> _Bare:
+    """``some`` (`_bare`'s windows without standing columns) and the windows ``pure`` (of a
+    tensor, without a clock: their episode's standing columns ``still`` left out, a set an
+    episode) in one pass: each step's hash without its episode's standing columns (its other
+    values moved up, as `_matrix_hashes` of those alone pairs them), the windows of those
+    (`_marked`); their `COLUMNS` hashes set -2 (`_still_block`). Not a loop over the
+    episodes: a batch of short episodes, each with its own standing columns, cost 17 times
+    its windows so (an attacker's batch, copy35)."""
+    idx = np.flatnonzero(pure)
+    width = q.shape[1]
+    eps, local = np.unique(first.episode[idx], return_inverse=True)
+    starts = np.cumsum(lengths) - lengths
+    sub = lengths[eps]
+    rows = np.repeat(starts[eps] - (np.cumsum(sub) - sub), sub) + np.arange(int(sub.sum()))
+    keep = ~still[np.repeat(eps, sub)]
+    g = np.take_along_axis(q[rows], np.argsort(~keep, axis=1, kind="stable"), axis=1)
+    n = keep.sum(axis=1)
+    g[np.arange(width)[None, :] >= n[:, None]] = 0
+    if width % 2:
+        g = np.hstack((g, np.zeros((len(g), 1), dtype=np.uint32)))
+    pairs = g[:, 0::2].astype(np.uint64) | (g[:, 1::2].astype(np.uint64) << _U64(32))
+    mixed = splitmix64(pairs ^ _salts(0, np.arange(pairs.shape[1], dtype=np.uint64))[None, :])
+    mixed[np.arange(pairs.shape[1])[None, :] >= ((n + 1) // 2)[:, None]] = 0
+    h = splitmix64(splitmix64(mixed.sum(axis=1, dtype=np.uint64)
+                              ^ splitmix64(n.astype(np.uint64))))
+    w, _ = _marked([first.episode_ids[e] for e in eps], sub, h, False)
+    counts = np.maximum(sub - (WINDOW - 1), 0)
+    h0 = w.hashes[(np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[idx]]
+    drop_c = np.zeros_like(still)  # per episode: `standing_columns.left_out`'s second half
+    also = still & (q[starts] != 0)
+    drop_c[eps] = also[eps] & also[eps].any(axis=1)[:, None]
+    none = np.zeros(0, dtype=np.int64)
+    if some is None:
+        some = _Bare(none, np.zeros(0, np.uint64), np.zeros(0, bool), none, [],
+                     np.zeros(0, np.uint64), np.zeros(0, bool))
+    order = np.argsort(np.concatenate((some.at, idx)), kind="stable")
+    sets = np.where(drop_c[first.episode[idx]].any(axis=1), -2, -1)
+    return _Bare(np.concatenate((some.at, idx))[order], np.concatenate((some.h0, h0))[order],
+                 np.ones(len(order), bool), np.concatenate((some.sets, sets))[order],
+                 some.columns, np.zeros(len(order), np.uint64), np.ones(len(order), bool),
+                 drop_c)
+
+
+def _still_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
+                 v: npt.NDArray[np.uint64], r: npt.NDArray[np.int64], ep: npt.NDArray[np.int64],
+                 room: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+                 steps_of: npt.NDArray[np.int64]) -> None:
+    """`_bare_block` of ``bare``'s windows of set -2 (`_still_hashes`) among windows ``lo`` to
+    ``hi``, all at once (`standing_columns.in_place_of`; ``ep``: each row's episode), so
+    that each window's hash is that over the columns kept."""
+    a, b = np.searchsorted(bare.at, lo), np.searchsorted(bare.at, hi)
+    these = a + np.flatnonzero(bare.sets[a:b] == -2)
+    if not len(these) or bare.still is None:
+        return
+    w = bare.at[these]
+    am, vm = in_place_of(acc, v, bare.still[ep])
+    bare.hc[these] = _block(am, vm, r[w - lo], room[w], start[w], steps_of[w], None, None,
+                            False)[0]
+
+
+def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark: bool,
+          clock: npt.NDArray[np.bool_], h: npt.NDArray[np.uint64] | None = None
+          ) -> tuple[_Bare, npt.NDArray[np.uint64] | None] | None:
+    """The windows ``first`` (order 0) with a column left out (``clock``, a row a window:
+    its clock columns, `clock_columns`; or twice as many, `standing_columns.left_out`: those
+    left out in order 0, then in `COLUMNS`) hashed without them (`_Bare`: their `COLUMNS` hashes are
     left to `columns_windows`, from the column series it computes for the full ones), the
-    marks decided without the clocks; None when no window has one. A copy of a held-out
+    marks decided without them; None when no window has one. A copy of a held-out
     episode with a clock added (the train side) then holds the held episode's windows, and a
     held-out episode recorded with one holds the windows of a copy without it. Each set of
     clock columns is computed over the episodes that have it (a copier may put the clock in
@@ -460,13 +536,9 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     of the held side), also the step hashes without each episode's most common set of clock
     columns (the others' as they are; else None), whose windows in the other `ORDERS` decide
     those orders' marks (`_few_steps`: rev31)."""
-    if q is None or not len(first.start) or q[2].shape[1] < 2:
-        return None
     quantised, _, raw, member = q
-    if not len(_maybe_clocks(raw)):  # no clock anywhere: the rule (3/7 of a pass)
-        return None
     starts = np.cumsum(lengths) - lengths
-    clock = clock_columns(raw)[starts[first.episode] + first.start]
+    split = clock.shape[1] > raw.shape[1]
     pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
         return None
@@ -484,8 +556,11 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     top = np.full(len(lengths), -1, dtype=np.int64)  # each episode's most common set
     top[ep[rank == 0]] = (pair % len(sets))[rank == 0]
     untimed = None if h is None else h.copy()
+    width = raw.shape[1]
     for k in np.unique(key).tolist():
-        keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
+        bits = np.unpackbits(sets[k]).astype(bool)
+        keep = ~bits[:width]
+        kept_c = ~bits[width : 2 * width] if split else keep  # of `COLUMNS`
         if not keep.any():
             if untimed is not None:  # nothing but clocks: every step alike
                 untimed[np.repeat(top == k, lengths)] = 0
@@ -513,7 +588,10 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
         counts = np.maximum(sub - (WINDOW - 1), 0)
         at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
         bare.h0[these], bare.f0[these] = w.hashes[at], few[at]
-        if len(cols) >= 2:
+        if split:
+            cols = np.flatnonzero(kept_c)
+            ranks = np.unique(member[kept_c], return_inverse=True)[1].astype(np.int64).reshape(-1)
+        if 2 <= len(cols) < width:
             bare.sets[these] = len(bare.columns)
             bare.columns.append((cols, np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)),
                                                 _U64(0))))
@@ -565,7 +643,7 @@ def columns_windows(
     q: npt.NDArray[np.uint32] | None, lengths: npt.NDArray[np.int64],
     episode: npt.NDArray[np.int64], start: npt.NDArray[np.int64], mark: bool = True,
     salts: npt.NDArray[np.uint64] | None = None, steps: npt.NDArray[np.bool_] | None = None,
-    bare: _Bare | None = None
+    bare: _Bare | None = None, stilled: _Bare | None = None
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The `COLUMNS` hash of each window (``start`` steps into ``episode``, of `_marked`) of
     the steps of episodes of ``lengths`` steps whose quantised observations are ``q`` (a row
@@ -583,7 +661,8 @@ def columns_windows(
     0 and true when ``q`` is None (no such observations). ``bare`` (`_clocked`, of these
     windows): its windows' hashes without their clock columns are filled in from the same
     column series (a column's series does not depend on the others: only the set, the
-    salts and the few values change), one polynomial pass for both (fuse34)."""
+    salts and the few values change), one polynomial pass for both (fuse34); ``stilled``
+    the same, without standing columns too (`standing_columns.left_out`, copy35)."""
     m, n = len(episode), int(lengths.sum())
     if q is None or n < WINDOW or not m:
         return np.zeros(m, dtype=np.uint64), np.ones(m, dtype=bool)
@@ -610,6 +689,10 @@ def columns_windows(
             few[part] = more
         if bare is not None:
             _bare_block(bare, lo, hi, acc, v, rows - base, room, start, steps_of, mark)
+        if stilled is not None:  # idem without standing columns (copy35), never held
+            _bare_block(stilled, lo, hi, acc, v, rows - base, room, start, steps_of, False)
+            ep = np.searchsorted(np.cumsum(lengths), np.arange(base, top), side="right")
+            _still_block(stilled, lo, hi, acc, v, rows - base, ep, room, start, steps_of)
     return hashes, few
 
 
@@ -808,7 +891,8 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
     (`columns_spans`)."""
     for w, few in _iter(batches, held, len(ORDERS) if held else 1):
         if held:
-            yield from columns_spans(kept(w, ~few))
+            if not w.still:
+                yield from columns_spans(kept(w, ~few))
         else:
             yield columns_kept(w)
 
@@ -816,7 +900,7 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
 def columns_kept(w: StepWindows) -> StepWindows:
     """``w``, but of `COLUMNS` windows, and of windows without their clocks, those with a
     hash (not 0: `columns_windows`, `_clocked`)."""
-    return kept(w, w.hashes != 0) if w.order == COLUMNS or w.clocks else w
+    return kept(w, w.hashes != 0) if w.order == COLUMNS or w.clocks or w.still else w
 
 
 _Columns = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64], npt.NDArray[np.float64],

@@ -18,7 +18,10 @@ once the batch was read as held out) per other order of `step_windows.ORDERS` it
 hashes and bits, then (part ``columns``) every window's `step_windows.COLUMNS` hash and bit
 (no such hash or too few distinct steps), then (part ``clocks``, its count ``clocks`` in the
 header) the windows with a clock column hashed without it (`step_windows.clock_columns`):
-their indexes (int64, ascending), hashes and bits, then their `COLUMNS` hashes and bits.
+their indexes (int64, ascending), hashes and bits, then their `COLUMNS` hashes and bits,
+then (part ``still``, its count ``still``) the windows of episodes with a standing column
+hashed without it and their clocks (`standing_columns`, the train side's): their
+indexes (int64, ascending), hashes and `COLUMNS` hashes.
 Which episode and start each window has follows from the lengths (every start from 0 to
 length - `step_windows.WINDOW`, the lengths in each order from `step_windows.order_lengths`).
 
@@ -85,13 +88,16 @@ windows of an episode's every set of clock columns (rev31); image observations'
 `step_windows.COLUMNS` windows, each the least over the flips of its frames (`image_windows`,
 img34); a null step no longer turns a batch's `COLUMNS` windows off (img34); 9: an image's
 frames each in its least form of eight (flips, turns, transposes), its channels hashed apart and
-each value scaled to the frame's finite range (rev32)."""
+each value scaled to the frame's finite range (rev32); the train side's windows without clocks
+also without their episode's standing columns (`standing_columns`, copy35)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
-_PARTS = ("windows", "normalised", "orders", "columns", "clocks")
+_PARTS = ("windows", "normalised", "orders", "columns", "clocks", "still")
 Clocks = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_],
                npt.NDArray[np.uint64], npt.NDArray[np.bool_]]
 """`Compared.clocks`."""
+Still = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.uint64]]
+"""`Compared.still`."""
 Wanted = tuple[bool, bool, bool]
 """The parts of a batch compared: normalised text fingerprints, windows, windows in other
 orders (of a held batch)."""
@@ -114,6 +120,11 @@ class Compared:
         clocks: the windows with a clock column (`step_windows.clock_columns`), hashed
             without it: their indexes into ``windows`` (ascending), their hashes and marks,
             their `step_windows.COLUMNS` hashes and marks; None with ``windows``.
+        still: the windows of episodes with a standing column (`standing_columns`)
+            hashed without it and their clocks: their indexes into ``windows`` (ascending),
+            their hashes and `step_windows.COLUMNS` hashes (0: none); compared as train
+            windows only (copy35); None with ``windows``, or computed as a held batch's
+            (with ``orders``: read as train windows, it is computed again).
     """
 
     windows: StepWindows | None
@@ -122,12 +133,14 @@ class Compared:
     orders: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]] | None = None
     columns: tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]] | None = None
     clocks: Clocks | None = None
+    still: Still | None = None
 
     def has(self, wanted: Wanted) -> bool:
         """Whether it holds the parts ``wanted``."""
         return ((not wanted[0] or self.normalised is not None)
                 and (not wanted[1] or (self.windows is not None and self.columns is not None
-                                       and self.clocks is not None))
+                                       and self.clocks is not None
+                                       and (wanted[2] or self.still is not None)))
                 and (not wanted[2] or self.windows is None or self.orders is not None))
 
     def step_windows(self, held: bool) -> list[StepWindows]:
@@ -147,7 +160,11 @@ class Compared:
                                clocks=True)
             bare = [(some, f0), (replace(some, hashes=hc, order=COLUMNS), fc)]
         if not held:
-            return [w, *map(columns_kept, columns + [b for b, _ in bare])]
+            still = [] if self.still is None or not len(self.still[0]) else [StepWindows(
+                w.episode_ids, w.lengths, w.episode[self.still[0]], w.start[self.still[0]],
+                hs, order, still=True) for hs, order in ((self.still[1], 0),
+                                                          (self.still[2], COLUMNS))]
+            return [w, *map(columns_kept, columns + [b for b, _ in bare] + still)]
         out = [kept(w, ~self.few)]
         for order, (hashes, few) in enumerate(self.orders or [], start=1):
             lengths = order_lengths(w.lengths, order)
@@ -170,7 +187,14 @@ def compute(path: Path, wanted: Wanted) -> Compared:
     hashes: list[list[npt.NDArray[np.uint64]]] = [[] for _ in range(COLUMNS + 1)]
     few: list[list[npt.NDArray[np.bool_]]] = [[] for _ in range(COLUMNS + 1)]
     bare: list[list[npt.NDArray[np.generic]]] = [[] for _ in range(6)]  # episode, start, ...
+    still: list[list[npt.NDArray[np.generic]]] = [[] for _ in range(4)]  # idem, h0, hc
     for w, marks in iter_marked(parquet_batches(path, WINDOW_COLUMNS), orders=wanted[2]):
+        if w.still:  # idem (copy35)
+            if not w.order:
+                still[0].append(w.episode + (len(ids) - len(w.episode_ids)))
+                still[1].append(w.start)
+            still[2 + bool(w.order)].append(w.hashes)
+            continue
         if w.clocks:  # after its batch's order 0: its episodes are counted
             if not w.order:
                 bare[0].append(w.episode + (len(ids) - len(w.episode_ids)))
@@ -204,7 +228,11 @@ def compute(path: Path, wanted: Wanted) -> Compared:
              for i, b in enumerate(bare[2:])]
     clocks = (pos.astype(np.int64), parts[0].astype(np.uint64), parts[1].astype(bool),
               parts[2].astype(np.uint64), parts[3].astype(bool))
-    return Compared(windows, f(0), normalised, orders, (h(COLUMNS), f(COLUMNS)), clocks)
+    at = (np.cumsum(counts) - counts)[cat(still[0])] + cat(still[1])  # type: ignore[arg-type]
+    stills = (at.astype(np.int64), *(np.concatenate(x).astype(np.uint64) if x else
+                                     np.zeros(0, np.uint64) for x in still[2:]))
+    return Compared(windows, f(0), normalised, orders, (h(COLUMNS), f(COLUMNS)), clocks,
+                    None if wanted[2] else stills)
 
 
 def _placed(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
@@ -227,7 +255,8 @@ def encode(c: Compared, steps: str) -> bytes | None:
     not every window of its episodes in order (then nothing is kept)."""
     parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None,
                                          c.orders is not None, c.columns is not None,
-                                         c.clocks is not None), strict=True) if on]
+                                         c.clocks is not None, c.still is not None),
+                                strict=True) if on]
     w = c.windows or StepWindows([], np.zeros(0, np.int64), np.zeros(0, np.int64),
                                  np.zeros(0, np.int64), np.zeros(0, np.uint64))
     episode, start = _placed(w.lengths)
@@ -235,9 +264,12 @@ def encode(c: Compared, steps: str) -> bytes | None:
     columns = [] if c.columns is None else [c.columns]
     clocks = c.clocks or (np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, bool),
                           np.zeros(0, np.uint64), np.zeros(0, bool))
+    still = c.still or (np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint64))
     if not (np.array_equal(episode, w.episode) and np.array_equal(start, w.start)
             and len(c.few) == len(w.hashes) and _ascending(clocks[0], len(w.hashes))
             and all(len(a) == len(clocks[0]) for a in clocks)
+            and _ascending(still[0], len(w.hashes)) and all(len(a) == len(still[0])
+                                                            for a in still)
             and all(len(hs) == len(fs) == len(w.hashes) for hs, fs in columns)) or (orders and not (
                 len(orders) == len(ORDERS) - 1 and all(
                     len(hs) == len(fs) == _windows(order_lengths(w.lengths, o))
@@ -257,11 +289,13 @@ def encode(c: Compared, steps: str) -> bytes | None:
         *((clocks[0].astype("<i8").tobytes(),
            *(p for hs, fs in (clocks[1:3], clocks[3:5]) for p in (
                hs.astype("<u8").tobytes(), np.packbits(fs, bitorder="little").tobytes())))
-          if c.clocks is not None else ())))
+          if c.clocks is not None else ()),
+        *((still[0].astype("<i8").tobytes(), still[1].astype("<u8").tobytes(),
+           still[2].astype("<u8").tobytes()) if c.still is not None else ())))
     header = {"steps": steps, "version": WINDOWS_VERSION, "parts": parts,
               "episodes": len(w.episode_ids), "windows": len(w.hashes), "ids": len(ids),
               "normalised": len(norm), "normalised_ids": len(norm_ids),
-              "clocks": len(clocks[0]),
+              "clocks": len(clocks[0]), "still": len(still[0]),
               "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
     head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     return MAGIC + struct.pack("<I", len(head)) + head + body
@@ -320,6 +354,9 @@ def decode(data: bytes, steps: str) -> Compared:
     clocked = _count(header, "clocks", w) if "clocks" in parts else 0
     if "clocks" in parts:
         sizes += (8 * clocked, 8 * clocked, (clocked + 7) // 8, 8 * clocked, (clocked + 7) // 8)
+    stood = _count(header, "still", w) if "still" in parts else 0
+    if "still" in parts:
+        sizes += (8 * stood,) * 3
     if sum(sizes) != n:
         raise FormatError(f"a body of {n} bytes, want {sum(sizes)}")
     if hashlib.sha256(body).hexdigest() != header.get("sha256"):
@@ -353,8 +390,16 @@ def decode(data: bytes, steps: str) -> Compared:
             np.frombuffer(piece[k + j], dtype="<u8").astype(np.uint64),
             np.unpackbits(np.frombuffer(piece[k + j + 1], dtype=np.uint8),
                           bitorder="little")[:clocked] == 1)))
+    still = None
+    if "still" in parts:
+        k = 8 + 2 * len(counts) + 2 * ("columns" in parts) + 5 * ("clocks" in parts)
+        where = np.frombuffer(piece[k], dtype="<i8").astype(np.int64)
+        still = (where, *(np.frombuffer(piece[k + j], dtype="<u8").astype(np.uint64)
+                          for j in (1, 2)))
+        if not _ascending(where, w):
+            raise FormatError("its windows with a standing column are not in order")
     return Compared(windows, few, normalised, orders if "orders" in parts else None, columns,
-                    clocks)  # type: ignore[arg-type]
+                    clocks, still)  # type: ignore[arg-type]
 
 
 def _ascending(pos: npt.NDArray[np.int64], windows: int) -> bool:

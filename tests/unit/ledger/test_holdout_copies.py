@@ -193,6 +193,14 @@ NUMERIC: dict[str, Spec] = {
     "Dict, a time member added": [({"pos": DICT["pos"], "time": CLOCK, "vel": DICT["vel"]},
                                    ACT)],
     "recorded with a clock, the clock dropped": [(TIMED[3:, :3], ACT[3:])],
+    # copy35: a column that stands throughout the episode added (a task id, a bias feature,
+    # a time stamp that stands in float32)
+    "task id appended": [(np.hstack([OBS, np.full((STEPS, 1), 7.0)]), ACT)],
+    "bias inserted, columns permuted, first 5 steps dropped": [
+        (np.insert(OBS, 2, 1.0, axis=1)[5:, [4, 0, 2, 3, 1]], ACT[5:])],
+    "a time stamp appended": [(np.hstack([OBS, 1.7e9 + 0.02 * CLOCK]), ACT)],
+    "Dict, a task member added": [({"pos": DICT["pos"], "task": np.full((STEPS, 1), 3.0),
+                                    "vel": DICT["vel"]}, ACT)],
     "wide, columns permuted": [(WIDE[:, ::-1], ACT)],
     # img34: image observations flipped, channels swapped, rescaled; cropped
     "image, flipped left to right": [(IMAGE[:, :, ::-1], ACT)],
@@ -302,6 +310,12 @@ TRANSFORMS = [
         ("one-hot with the step number, columns permuted", "held-grid"),
         ("Dict, a time member added", "held-dict"),
         ("recorded with a clock, the clock dropped", "held-timed"))),
+    # copy35: a standing column added shared no window (docs/SECURITY.md, nineteenth round,
+    # rev31's Left): the train side's windows without clocks are without it too.
+    *(Row("numeric", name, "nothing", "run", of) for name, of in (
+        ("task id appended", "held-num"),
+        ("bias inserted, columns permuted, first 5 steps dropped", "held-num"),
+        ("a time stamp appended", "held-num"), ("Dict, a task member added", "held-dict"))),
     # Not caught (docs/SECURITY.md, sixteenth round, copy30's Left): no `COLUMNS` windows
     # for more than `step_windows.MAX_COLUMNS` numbers a step.
     Row("numeric", "wide, columns permuted", "nothing", "nothing", "held-wide"),
@@ -628,9 +642,10 @@ def test_a_reordered_run_says_how_it_was_reordered(
         assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of 60 of held-out episode " \
                "held-num" in str(cols), name
         assert str(cols).endswith("(equal to 3 significant digits), its columns reordered or "
-                                  "duplicated")
-        assert (cols.to_json()["columns"], {"every", "reversed"} & set(cols.to_json())) == (
-            True, set())
+                                  "duplicated (of an image: its frames flipped, their channels "
+                                  "reordered or rescaled)")
+        assert (cols.to_json()["columns"], {"every", "reversed", "added"} & set(cols.to_json())
+                ) == (True, set())
     # copy30; copy31: the run named whole (on 5f64dc8: 28 steps 1-28, 18 steps 11-28: each
     # window of `step_windows.LONG` steps counted as 16)
     for name, held, shared in (("one-hot columns permuted", "held-grid", (1, 60, 60)),
@@ -646,7 +661,8 @@ def test_a_reordered_run_says_how_it_was_reordered(
         a, b, _ = shared
         assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of {shared[2]} of held-out " \
                f"episode {held} of batch " in str(cols), name
-        assert str(cols).endswith(", its columns reordered or duplicated")
+        assert str(cols).endswith(", its columns reordered or duplicated (of an image: its "
+                                  "frames flipped, their channels reordered or rescaled)")
     [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
                                                              "step"]]).findings  # copy28
     assert (third.shared, third.every, third.reversed) == ((3, 60, 60), 3, True)
@@ -676,7 +692,9 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     [failure] = e.value.report.failures()
     assert "shares 30 consecutive steps (every second step of steps 1-59 of 60 of held-out " \
            "episode held-num" in failure, failure
-    reordered = ", its columns reordered or duplicated"
+    reordered = (", its columns reordered or duplicated (of an image: its frames flipped, their "
+                 "channels reordered or rescaled)")
+    clock = ", with a clock column (the step number or a time) added"  # copy35: what was added
     for name, copy, says, ends in (  # copy28; copy30; copy31 (the run named whole; a short
             # episode); clock33: a clock added or dropped (the windows without it)
             ("cols", "one column duplicated, permuted", "60 consecutive steps (steps 1-60 of 60 "
@@ -686,11 +704,17 @@ def test_the_gate_refuses_a_shared_run_of_steps(
             ("short", "one-hot of 40 steps, columns permuted", "40 consecutive steps (steps "
              "1-40 of 40 of held-out episode held-short", reordered),
             ("timed", "step number appended", "60 consecutive steps (steps 1-60 of 60 of "
-             "held-out episode held-num", ""),
+             "held-out episode held-num", "(equal to 3 significant digits)" + clock),
             ("timed-grid", "one-hot with the step number, columns permuted", "60 consecutive "
-             "steps (steps 1-60 of 60 of held-out episode held-grid", ""),
+             "steps (steps 1-60 of 60 of held-out episode held-grid", reordered + clock),
+            ("task", "task id appended", "60 consecutive steps (steps 1-60 of 60 of held-out "
+             "episode held-num", ", with a column of one value (a task id, a bias) added"),
+            ("stamp", "a time stamp appended", "60 consecutive steps (steps 1-60 of 60 of "
+             "held-out episode held-num", ", with a column of one value (a task id, a bias) "
+             "added"),
             ("untimed", "recorded with a clock, the clock dropped", "57 consecutive steps "
-             "(steps 4-60 of 60 of held-out episode held-timed", ""),
+             "(steps 4-60 of 60 of held-out episode held-timed", "(equal to 3 significant "
+             "digits)"),  # the held side's clock: not said
             ("image", "image, RGB <-> BGR, first 5 steps dropped", "51 consecutive steps "  # img34
              "(steps 10-60 of 60 of held-out episode held-image", reordered)):  # the held
         # windows from steps 6 to 9 hold fewer than `step_windows.MIN_DISTINCT` frames
@@ -866,7 +890,9 @@ def test_a_forged_kept_file_does_not_reach_the_gate(
                              [(real.windows.hashes[:0], real.few[:0])] * (len(ORDERS) - 1),
                              (real.windows.hashes[:0], real.few[:0]),
                              (real.windows.start[:0], real.windows.hashes[:0], real.few[:0],
-                              real.windows.hashes[:0], real.few[:0])), steps)
+                              real.windows.hashes[:0], real.few[:0]),
+                             (real.windows.start[:0], real.windows.hashes[:0],
+                              real.windows.hashes[:0])), steps)
     assert forged is not None
     held.write_bytes(forged)
     forget_grouped(ledger.root / "index" / "features")  # grouped again from the forged file

@@ -18,7 +18,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger import step_windows
+from trajledger.ledger import standing_columns, step_windows, window_clocks
 from trajledger.ledger.episode_vectors import splitmix64
 from trajledger.ledger.step_windows import COLUMNS, MAX_CLOCK_SETS, WINDOW, StepWindows
 
@@ -26,7 +26,8 @@ U64 = np.uint64
 
 
 def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.int64],
-                      first: StepWindows, mark: bool, h: npt.NDArray[np.uint64] | None
+                      first: StepWindows, mark: bool, h: npt.NDArray[np.uint64] | None,
+                      drop: npt.NDArray[np.bool_] | None = None
                       ) -> tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64],
                                        npt.NDArray[np.bool_], npt.NDArray[np.uint64],
                                        npt.NDArray[np.bool_]],
@@ -34,14 +35,17 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
     """clock33's `_clocked` with rev31's changes (its sets past `MAX_CLOCK_SETS` in order 0
     over their own rows; the step hashes without each episode's most common set, ``h``), two
     passes as they were: the sets by ``np.unique`` of rows, each set's `COLUMNS` windows
-    computed again over its columns alone (a second polynomial pass)."""
+    computed again over its columns alone (a second polynomial pass). ``drop``: the columns
+    left out of each window instead of its clocks (`standing_columns.left_out`, copy35)."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, _, raw, member = q
-    if not len(step_windows._maybe_clocks(raw)):
+    if drop is None and not len(window_clocks.maybe_clocks(raw, WINDOW)):
         return None
     starts = np.cumsum(lengths) - lengths
-    clock = step_windows.clock_columns(raw)[starts[first.episode] + first.start]
+    clock = (step_windows.clock_columns(raw)[starts[first.episode] + first.start]
+             if drop is None else drop)
+    width = raw.shape[1]
     pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
         return None
@@ -59,7 +63,9 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
     top[pairs[rank == 0, 0]] = pairs[rank == 0, 1]
     untimed = None if h is None else h.copy()
     for k in np.unique(key).tolist():
-        keep = ~np.unpackbits(sets[k])[: raw.shape[1]].astype(bool)
+        bits = np.unpackbits(sets[k]).astype(bool)
+        keep = ~bits[:width]
+        kept_c = keep if drop is None else ~bits[width : 2 * width]
         if not keep.any():
             if untimed is not None:
                 untimed[np.repeat(top == k, lengths)] = 0
@@ -87,11 +93,40 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
         counts = np.maximum(sub - (WINDOW - 1), 0)
         at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
         h0[these], f0[these] = w.hashes[at], few[at]
-        if qk.shape[1] >= 2:
+        qc = np.ascontiguousarray(quantised[rows][:, kept_c])
+        if 2 <= qc.shape[1] < width:
+            ranks = np.unique(member[kept_c], return_inverse=True)[1].astype(np.int64).reshape(-1)
             salts = np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)), U64(0))
             hc[these], fc[these] = step_windows.columns_windows(
-                qk, sub, local.reshape(-1), first.start[sel], mark, salts, few[at])
+                qc, sub, local.reshape(-1), first.start[sel], mark, salts, few[at])
     return (pos, h0, f0, hc, fc), untimed
+
+
+def reference_still(q: step_windows._Columns | None, lengths: npt.NDArray[np.int64],
+                    first: StepWindows) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64],
+                                                 npt.NDArray[np.uint64]] | None:
+    """The windows without their standing and clock columns (copy35): `reference_clocked`
+    of the columns `standing_columns.left_out` gives, unmarked (the train side's)."""
+    if q is None or not len(first.start) or q[2].shape[1] < 2:
+        return None
+    still = standing_columns.still_columns(q[0], lengths, WINDOW)
+    if still is None:
+        return None
+    starts = np.cumsum(lengths) - lengths
+    clock = step_windows.clock_columns(q[2])[starts[first.episode] + first.start]
+    drop = standing_columns.left_out(clock, still[first.episode],
+                                     (q[0][starts] != 0)[first.episode])
+    # The windows without a clock (of a tensor) are one set an episode, apart from the
+    # others: those past `MAX_CLOCK_SETS` are counted without them.
+    pure = ~clock.any(axis=1) & drop[:, : q[2].shape[1]].any(axis=1) & bool((q[3] == 0).all())
+    parts = [reference_clocked(q, lengths, first, False, None, np.where(p[:, None], drop, False))
+             for p in (pure, ~pure)]
+    got = [g[0] for g in parts if g is not None]
+    if not got:
+        return None
+    at, h0, hc = (np.concatenate([g[j] for g in got]) for j in (0, 1, 3))
+    order = np.argsort(at, kind="stable")
+    return at[order], h0[order], hc[order]
 
 
 def two_pass(ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
@@ -128,6 +163,12 @@ def two_pass(ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.u
         some = replace(first, episode=first.episode[at], start=first.start[at], clocks=True)
         yield replace(some, hashes=h0), f0
         yield replace(some, hashes=hc, order=COLUMNS), fc
+    still = reference_still(q, lengths, first) if orders == 1 else None  # the train side's
+    if still is not None:
+        at, h0, hc = still
+        some = replace(first, episode=first.episode[at], start=first.start[at], still=True)
+        yield replace(some, hashes=h0), np.ones(len(at), dtype=bool)
+        yield replace(some, hashes=hc, order=COLUMNS), np.ones(len(at), dtype=bool)
 
 
 CLOCKS = ("t", "t/500", "left", "t+7")
@@ -172,6 +213,9 @@ def random_batches(seed: int, dict_member: bool) -> list[pa.RecordBatch]:
                 o = with_clock(o, str(rng.choice(CLOCKS)), int(rng.integers(0, o.shape[1] + 1)))
             if rng.random() < 0.2 and n:  # a clock cut short and one standing still
                 o = np.hstack((o, np.where(np.arange(n) < n // 2, np.arange(n), 0.0)[:, None]))
+            if rng.random() < 0.3:  # a standing column: a task id, a bias (copy35)
+                o = np.insert(o, int(rng.integers(0, o.shape[1] + 1)),
+                              float(rng.choice([0.0, 1.0, 7.0])), axis=1)
         t = np.arange(n, dtype=np.float64)
         times.append(((t / 500) if rng.random() < 0.7 else np.ones(n))[:, None])
         ids += [f"e{e}"] * n
@@ -201,7 +245,7 @@ def random_batches(seed: int, dict_member: bool) -> list[pa.RecordBatch]:
 
 def computed(batches: list[pa.RecordBatch], mark: bool) -> list[tuple[object, ...]]:
     return [(w.episode_ids, w.lengths.tolist(), w.episode.tolist(), w.start.tolist(),
-             w.hashes.tolist(), w.order, w.clocks, f.tolist())
+             w.hashes.tolist(), w.order, w.clocks, w.still, f.tolist())
             for w, f in step_windows._iter(batches, mark, len(step_windows.ORDERS) if mark else 1)]
 
 
@@ -225,9 +269,15 @@ def test_the_random_episodes_have_clocks_of_every_kind() -> None:
     as held out and not."""
     seen: dict[str, int] = {}
     for seed in range(60):
-        for dict_member in (False, True):
-            for row in computed(random_batches(seed, dict_member), True):
-                _, _, _, _, hashes, order, clocks, marks = row
+        for dict_member, mark in ((False, True), (True, True), (False, False), (True, False)):
+            for row in computed(random_batches(seed, dict_member), mark):
+                _, _, _, _, hashes, order, clocks, still, marks = row
+                if not mark and not still:
+                    continue
+                if still:  # copy35: the windows without standing columns too, never held
+                    assert all(marks)
+                    seen[f"still-{order}"] = seen.get(f"still-{order}", 0) + sum(
+                        h != 0 for h in hashes)
                 if not clocks:
                     continue
                 h, f = np.array(hashes, dtype=np.uint64), np.array(marks, dtype=bool)
@@ -240,6 +290,7 @@ def test_the_random_episodes_have_clocks_of_every_kind() -> None:
     assert all(seen.get(f"{k}-{o}-{what}", 0) for k in ("flat", "dict") for o in (0, COLUMNS)
                for what in ("hashed", "kept")), seen
     assert seen["flat-0-none"], seen  # every column a clock: no hash as recorded
+    assert seen["still-0"] and seen[f"still-{COLUMNS}"], seen
     assert all(seen[f"{k}-{COLUMNS}-{what}"] for k in ("flat", "dict")
                for what in ("none", "long")), seen
 

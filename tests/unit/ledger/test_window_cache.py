@@ -34,16 +34,20 @@ def step_file(tmp_path: Path) -> Path:
     """Numeric episodes of 40, 10 (too short for a window) and 30 steps (its last 20 steps
     padding), one of 56 steps of few values (cells of a grid: `step_windows.LONG_COLUMNS`;
     it ends a record batch of 17 rows: one with a chat has no `COLUMNS` windows), one of 51
-    steps whose third column is a clock from step 20 (clock33: windows without it too),
-    then two chats, one with a system prompt."""
+    steps whose third column is a clock from step 20 (clock33: windows without it too), one
+    of 40 steps whose second column stands at 7 (copy35: the train side's windows without
+    it), then two chats, one with a system prompt."""
     rng = np.random.default_rng(3)
     rows: list[dict[str, object]] = []
-    for e, n in (("é-0", 40), ("e-1", 10), ("e-2", 30), ("k-4", 51), ("g-3", 56)):
+    for e, n in (("é-0", 40), ("e-1", 10), ("e-2", 30), ("k-4", 51), ("s-5", 40),
+                 ("g-3", 56)):
         obs = np.cumsum(rng.normal(size=(n, 3)), axis=0)
         if e == "e-2":
             obs[10:] = 0.0
         if e == "k-4":
             obs[20:, 2] = np.arange(31) / 500
+        if e == "s-5":
+            obs[:, 1] = 7.0
         if e == "g-3":
             obs = rng.integers(0, 4, size=(n, 3)).astype(float)
         rows += [{"episode_id": e, "obs": [float(v) for v in obs[t]], "role": None,
@@ -60,9 +64,11 @@ def same(a: Compared, b: Compared) -> None:
     assert a.normalised == b.normalised
     for held in (False, True):
         xs, ys = a.step_windows(held), b.step_windows(held)
-        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1) + 3 + 2 * held
+        assert len(xs) == len(ys) == (len(ORDERS) if held and a.orders else 1) + 3 + 2 * held + (
+            0 if held or a.still is None else 2)
         for x, y in zip(xs, ys, strict=True):
-            assert (x.episode_ids, x.order, x.clocks) == (y.episode_ids, y.order, y.clocks)
+            assert (x.episode_ids, x.order, x.clocks, x.still) == (
+                y.episode_ids, y.order, y.clocks, y.still)
             for f in ("lengths", "episode", "start", "hashes"):
                 assert np.array_equal(getattr(x, f), getattr(y, f)), f
 
@@ -71,23 +77,32 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
     path = step_file(tmp_path)
     got = compute(path, (True, True, True))
     assert got.normalised is not None and [e for e, _ in got.normalised] == ["c-0", "c-1"]
-    # The windows are those `iter_windows` gives, held (in every order) or not.
+    # The windows are those `iter_windows` gives, held (in every order) or not (computed as
+    # a train batch's: its windows without standing columns, copy35).
+    assert got.still is None
     for held in (False, True):
-        ws = got.step_windows(held)
+        ws = (got if held else compute(path, (True, True, False))).step_windows(held)
         direct = list(iter_windows(pq.ParquetFile(path).iter_batches(
             batch_size=17, columns=list(WINDOW_COLUMNS)), held=held))
         spans = [COLUMNS, *([LONG_COLUMNS] if held else [])]
-        assert [(w.order, w.clocks) for w in ws] == [
-            *((o, False) for o in [*range(len(ORDERS) if held else 1), *spans]),
-            (0, True), *((o, True) for o in spans)]
-        assert [len(w.hashes) > 0 for w in ws[-3 - 2 * held :]] == [True] * (3 + held) + [
+        assert [(w.order, w.clocks, w.still) for w in ws] == [
+            *((o, False, False) for o in [*range(len(ORDERS) if held else 1), *spans]),
+            (0, True, False), *((o, True, False) for o in spans),
+            *([] if held else [(0, False, True), (COLUMNS, False, True)])]  # copy35: train
+        tail = ws[-3 - 2 * held :] if held else ws[-5:-2]
+        assert [len(w.hashes) > 0 for w in tail] == [True] * (3 + held) + [
             False] * held  # the clocked episode takes many values: no long windows
         assert {w.episode_ids[e] for w in ws if w.clocks for e in w.episode} == {"k-4"}
+        assert {w.episode_ids[e] for w in ws if w.still for e in w.episode} == (
+            set() if held else {"s-5"})
+        if not held:
+            assert all(len(w.hashes) == 25 for w in ws[-2:])
         for w in ws:
+            kind = (w.order, w.clocks, w.still)
             assert np.array_equal(w.hashes, np.concatenate(
-                [d.hashes for d in direct if (d.order, d.clocks) == (w.order, w.clocks)]))
+                [d.hashes for d in direct if (d.order, d.clocks, d.still) == kind]))
             assert np.array_equal(w.start, np.concatenate(
-                [d.start for d in direct if (d.order, d.clocks) == (w.order, w.clocks)]))
+                [d.start for d in direct if (d.order, d.clocks, d.still) == kind]))
     assert got.few.any() and not got.few.all()  # e-2's padding
     data = encode(got, STEPS)
     assert data is not None and data.startswith(MAGIC)
@@ -96,6 +111,8 @@ def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
     kept, why = read_kept(tmp_path / "cache", STEPS, (True, True, True))
     assert why == "" and kept is not None
     same(kept, got)
+    # A held batch's file has no windows without standing columns: as train, computed again.
+    assert read_kept(tmp_path / "cache", STEPS, (True, True, False)) == (None, "")
     # A part not kept is not there: computed again, silently.
     as_train = compute(path, (True, True, False))
     assert as_train.orders is None and len(as_train.step_windows(True)) == 6  # and COLUMNS
@@ -120,10 +137,11 @@ def edit_header(data: bytes, key: str, value: object) -> bytes:
 @pytest.mark.parametrize("damage", ["truncated", "a byte changed", "another step file's",
                                     "another version's", "more windows said", "not one",
                                     "empty", "resealed with an id out of range",
-                                    "resealed with clocks out of order"])
+                                    "resealed with clocks out of order",
+                                    "resealed with standing windows out of order"])
 def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    got = compute(step_file(tmp_path), (True, True, True))
+    got = compute(step_file(tmp_path), (True, True, "standing" not in damage))
     data = encode(got, STEPS)
     assert data is not None
     body_at = len(data) - 40
@@ -143,6 +161,16 @@ def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str,
         with monkeypatch.context() as m:  # as a forger would write it
             m.setattr(window_cache, "_ascending", lambda pos, windows: True)
             data = encode(dataclasses.replace(got, clocks=(pos, *got.clocks[1:])), STEPS) or b""
+        with pytest.raises(FormatError, match="not in order"):
+            decode(data, STEPS)
+        bad = data
+    if damage == "resealed with standing windows out of order":  # copy35
+        assert got.still is not None and len(got.still[0]) > 1
+        at = got.still[0].copy()
+        at[[0, 1]] = at[[1, 0]]
+        with monkeypatch.context() as m:
+            m.setattr(window_cache, "_ascending", lambda pos, windows: True)
+            data = encode(dataclasses.replace(got, still=(at, *got.still[1:])), STEPS) or b""
         with pytest.raises(FormatError, match="not in order"):
             decode(data, STEPS)
         bad = data
