@@ -33,10 +33,10 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
 _PENDING = 1 << 20
+"""Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 _PLAIN, _CLOCKS, _STILL = 1, 2, 4  # a train window as recorded, without its clocks, without
 # its standing columns too (copy35): a run none of whose windows is plain had such columns
 # added to the copy (`Finding.added`)
-"""Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 
 
 def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
