@@ -257,6 +257,13 @@ test_histories_agree.py's withdrawal of an approval):
   (``refused``: exact always, near with ``refuse = "near"``; no runs of steps in text), across
   both ledgers and back (R27). The built-in trainer learns from observations and actions only:
   a set of chat episodes is trained by a COMMAND (`SFT`), after the same gate.
+- **R29 what the exporter disowns** (SECURITY.md, twentieth round, left35 finding 3; docs/
+  AUDIT_FIRST_HOUR.md): an auditor's verifier (``verify BUNDLE``, ``python -m
+  trajledger.verify``) of the vendor's newest bundle, under the buyer's policy that still holds
+  ``vendor`` as producer, fails it when the bundle holds a record ``vendor`` signed at or after
+  the ``compromised_since`` the vendor's own policy declares: besides R15's (an artifact or a
+  revocation so signed), an erasure of the artifact or of one of its batches; an import judges
+  the vendor's declarations itself (R15), so ``ship`` is as before.
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -953,6 +960,8 @@ class Model:
     """At the vendor: labels revoked, batches erased."""
     revoked_at: dict[str, int] = field(default_factory=dict)
     """At the vendor: the log index of each revocation."""
+    erased_at: dict[str, int] = field(default_factory=dict)
+    """At the vendor: the log index of each erasure (R29)."""
     buyer: dict[str, Art] = field(default_factory=dict)
     """What the buyer holds: imported vendor artifacts (same labels), its datasets and
     checkpoints."""
@@ -1162,6 +1171,14 @@ class Model:
         vendor's log (R27: its policy ignored it, the buyer's counts it; history 9030)."""
         return self.v_ok(label) and self.marked is None and not (
             {label, *self.vendor[label].batches} & self.vtook)
+
+    def v_disowned(self, label: str) -> bool:  # R29: an auditor's verifiers of the bundle
+        """Whether the vendor's newest bundle of ``label`` holds an erasure, of it or of one of
+        its batches, that ``vendor`` signed at or after the point its policy declares (an
+        artifact or a revocation so signed fails `v_ok` already)."""
+        k = self.compromised_since
+        return k is not None and any(self.erased_at.get(x, -1) >= k
+                                     for x in (label, *self.vendor[label].batches))
 
     def v_holdouts(self, label: str) -> list[Art]:  # R26: the vendor's, one signed since
         return [o for o in self.vendor.values() if o.kind == "dataset"  # the theft too (hold35)
@@ -1461,6 +1478,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("erase", m.vendor[a[0]].digest, "--reason", "consent", "--key", "vendor")
         if r.exit_code == 0:
             m.erased.add(a[0])
+            m.erased_at[a[0]] = v.size() - 1
         return ok(r)
     if s.op in ("ship", "update"):
         out = run.root / f"ship-{len(run.ran)}.tar.zst"
@@ -1525,9 +1543,10 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return buy_back(run, s)
     if s.op == "vtrain":  # R26 (R27: on what it bought back too)
         label, ds = a
+        seed = label[2:] if label.startswith("vc") else str(500 + int(label[2:]))  # (vb: R27)
         r = v.cli("train", "--dataset", m.v_art(ds).digest, "--key", "vtrainer", "--name",
                   label, "--version", "1",
-                  *sft(run, [m.v_art(x) for x in m.v_art(ds).batches], label, label[2:]))
+                  *sft(run, [m.v_art(x) for x in m.v_art(ds).batches], label, seed))
         if r.exit_code == 0:
             m.vchecks[label] = Art(label, "checkpoint", dataset=ds, digest=digest_of(r),
                                    vindex=v.size() - 1)
@@ -1855,7 +1874,7 @@ def judge_history(run: Run) -> list[str]:
                     m.checkpoint_ok(a.label))
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
-                m.v_bundle_ok(a.label))  # R20: the buyer's marking; R27
+                m.v_bundle_ok(a.label) and not m.v_disowned(a.label))  # R20; R27; R29
     for a in m.vendor.values():  # R26: the vendor's gate
         if a.kind == "dataset":
             compare(a.label, {"admit at the vendor": cli_verdict(run.vendor, "admit", a.digest)},
