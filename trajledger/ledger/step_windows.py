@@ -697,21 +697,35 @@ def _windows_block(bare: _Bare, these: npt.NDArray[np.int64], lo: int,
                    start: npt.NDArray[np.int64], steps_of: npt.NDArray[np.int64],
                    mark: bool) -> None:
     """`_bare_block` of a tensor's windows ``these``, whatever their sets, at once: each
-    window's 80 rows around it (`LONG` - `WINDOW` before, `LONG` from it) copied, its columns
-    left out (``bare.left``) given its first kept column's series (`in_place_of`: a set of
-    series holds a repeat once; whether steps are alike does not change)."""
-    ext, span = LONG - WINDOW, 2 * LONG - WINDOW
-    step = max(1, (1 << 21) // (span * v.shape[1]))
+    window's rows copied, its columns left out (``bare.left``) given its first kept column's
+    series (`in_place_of`: a set of series holds a repeat once; whether steps are alike does
+    not change); its own `WINDOW` rows first, then, of few values (`column_series.few_values`),
+    the 80 around it (`LONG` - `WINDOW` before, `LONG` from it) that `_block` reads."""
+    assert bare.left is not None
+    ext, span, width = LONG - WINDOW, 2 * LONG - WINDOW, v.shape[1]
+    step = max(1, (1 << 21) // (WINDOW * width))
     for i in range(0, len(these), step):
         t = these[i : i + step]
-        w = bare.at[t]
-        rows = np.clip((r[w - lo] - ext)[:, None] + np.arange(span), 0, len(v) - 1).reshape(-1)
-        assert bare.left is not None
-        am, vm = in_place_of(acc[np.minimum(rows, len(acc) - 1)], v[rows],
-                             np.repeat(bare.left[bare.sets[t]], span, axis=0))
-        bare.hc[t], more = _block(am, vm, np.arange(len(t)) * span + ext, room[w], start[w],
-                                  steps_of[w], None, bare.f0[t], mark)
-        bare.fc[t] = more if mark else False
+        rs, mask = r[bare.at[t] - lo], bare.left[bare.sets[t]]
+        first = np.argmax(~mask, axis=1)[:, None]
+        vr = v[rs[:, None] + np.arange(WINDOW)]  # a window, its rows, its columns
+        vm = np.where(mask[:, None, :], np.take_along_axis(vr, first[:, None, :], axis=2), vr)
+        short = few_values(vm.reshape(-1, width), WINDOW, MIN_DISTINCT)[::WINDOW]
+        ar = acc[rs]
+        bare.hc[t] = set_hash(np.where(mask, np.take_along_axis(ar, first, axis=1), ar),
+                              _COLUMN_SALT) & ~_U64(1)
+        bare.fc[t] = bare.f0[t] if mark else False
+        t = t[short]
+        step_ = max(1, (1 << 21) // (span * width))
+        for j in range(0, len(t), step_):
+            u = t[j : j + step_]
+            w = bare.at[u]
+            rows = np.clip((r[w - lo] - ext)[:, None] + np.arange(span), 0, len(v) - 1).ravel()
+            am, vm2 = in_place_of(acc[np.minimum(rows, len(acc) - 1)], v[rows],
+                                  np.repeat(bare.left[bare.sets[u]], span, axis=0))
+            bare.hc[u], more = _block(am, vm2, np.arange(len(u)) * span + ext, room[w],
+                                      start[w], steps_of[w], None, bare.f0[u], mark)
+            bare.fc[u] = more if mark else False
 
 
 def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArray[np.int64],

@@ -376,14 +376,19 @@ def every_window_sets_batches(seed: int) -> list[pa.RecordBatch]:
             zip([0, *cuts], [*cuts, len(ids)], strict=True) if b > a]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.booleans())
-def test_a_clock_set_a_window_in_one_pass_is_the_set_by_set_path(seed: int, mark: bool) -> None:
-    """rows36: the windows of sets past `MAX_CLOCK_SETS` of a tensor, all sets hashed at once
-    (`_kept_windows`, `row_hashes.kept_hashes`), are every window, hash and mark of the set by
-    set reference (`_rows_windows` a set), on both sides and in every order."""
-    batches = every_window_sets_batches(seed)
-    got = computed(batches, mark)
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from([1, 32, 10**9]),
+       st.booleans())
+def test_a_clock_set_a_window_in_one_pass_is_the_set_by_set_path(
+        seed: int, mark: bool, few: int, attack: bool) -> None:
+    """rows36: a tensor's windows without their clocks, all sets hashed at once
+    (`_tensor_bare`, `_kept_windows`, `row_hashes.kept_hashes`) and their `COLUMNS` hashes of
+    sets of fewer than ``few`` windows in a block at once (`_windows_block`: none, the rule,
+    all), are every window, hash and mark of the set by set reference, on both sides and in
+    every order, over the attacker's batches and the random ones."""
+    batches = every_window_sets_batches(seed) if attack else random_batches(seed, False)
+    with mock.patch.object(step_windows, "_FEW_WINDOWS", few):
+        got = computed(batches, mark)
     with mock.patch.object(step_windows, "_all_orders", two_pass):
         want = computed(batches, mark)
     assert got == want
