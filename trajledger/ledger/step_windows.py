@@ -422,7 +422,7 @@ def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark:
     clock columns is computed over the episodes that have it (a copier may put the clock in
     another place in each episode); of an episode, the windows of its `MAX_CLOCK_SETS` most
     common sets (the cost: at most that many passes over its steps); those of its other sets in
-    order 0 only, over their own rows (`_rows_windows`: a copier who adds more sets before the
+    order 0 only, over their own rows (`_kept_windows`: a copier who adds more sets before the
     copy hid it after them, rev31), their `COLUMNS` hash 0 (none). With ``h`` (the step hashes,
     of the held side), also the step hashes without each episode's most common set of clock
     columns (the others' as they are; else None), whose windows in the other `ORDERS` decide
@@ -467,7 +467,8 @@ def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark:
         few_sets = these[rare[these]]  # order 0 only, over their own rows (rev31)
         if len(few_sets) and not tensor:
             at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
-            got = _rows_windows(quantised, keep, ranks, at, mark)
+            got = _kept_windows(quantised, keep[None, :], np.zeros(len(at), np.int64), at,
+                                mark, ranks)
             bare.h0[few_sets], bare.f0[few_sets] = got
         these = these[~rare[these]]
         cols = np.flatnonzero(keep)
@@ -542,33 +543,16 @@ def _tensor_bare(bare: _Bare, quantised: npt.NDArray[np.uint32], lengths: npt.ND
             quantised, keep[some], key[some], starts[wep[some]] + first.start[bare.at[some]], mark)
 
 
-def _rows_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
-                  ranks: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool
+def _kept_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
+                  key: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool,
+                  ranks: npt.NDArray[np.int64] | None = None
                   ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The order 0 hashes and marks (`_marked`) of the windows of the `WINDOW` rows from each
-    of rows ``at`` (ascending) of ``quantised``, of its columns ``keep`` (their members
-    ``ranks``): each run of overlapping or adjacent windows hashed once, so that the cost is
-    at most `WINDOW` rows a window, whatever the sets of clock columns an episode has."""
-    new = np.concatenate(([True], at[1:] > at[:-1] + WINDOW))
-    heads = np.flatnonzero(new)
-    seg = np.cumsum(new) - 1
-    begin = at[heads]
-    lengths = np.maximum.reduceat(at + WINDOW, heads) - begin
-    offset = np.cumsum(lengths) - lengths
-    rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(begin - offset, lengths)
-    w, few = _marked([""] * len(heads), lengths,
-                     matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep]), ranks), mark)
-    counts = lengths - (WINDOW - 1)
-    idx = (np.cumsum(counts) - counts)[seg] + at - begin[seg]
-    return w.hashes[idx], few[idx]
-
-
-def _kept_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
-                  key: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool
-                  ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-    """`_rows_windows` of the windows at rows ``at`` of a tensor's ``quantised``, each of its
-    own columns ``keep`` (a row a window; ``key``: its set), all in one pass: each run of
-    overlapping or adjacent windows of one set hashed once (`row_hashes.kept_hashes`)."""
+    of rows ``at`` of ``quantised``, each of its columns ``keep`` (a row a window; ``key``: its
+    set) alone: each run of overlapping or adjacent windows of one set hashed once, so that
+    the cost is at most `WINDOW` rows a window, whatever the sets of clock columns an episode
+    has (rev31); of a tensor, all sets in one pass (`row_hashes.kept_hashes`, rows36); with
+    ``ranks`` (the members of a Dict or Tuple space's columns kept), of one set, ``keep[0]``."""
     order = np.lexsort((at, key))
     a, k = at[order], key[order]
     new = np.ones(len(a), dtype=bool)
@@ -579,7 +563,9 @@ def _kept_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_]
     lengths = np.maximum.reduceat(a + WINDOW, heads) - begin
     offset = np.cumsum(lengths) - lengths
     rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(begin - offset, lengths)
-    h = kept_hashes(quantised, np.repeat(keep[order[heads]], lengths, axis=0), rows)
+    h = (kept_hashes(quantised, np.repeat(keep[order[heads]], lengths, axis=0), rows)
+         if ranks is None else matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep[0]]),
+                                             ranks))
     w, few = _marked([""] * len(heads), lengths, h, mark)
     counts = lengths - (WINDOW - 1)
     idx = (np.cumsum(counts) - counts)[seg] + a - begin[seg]

@@ -25,6 +25,28 @@ from trajledger.ledger.step_windows import COLUMNS, MAX_CLOCK_SETS, WINDOW, Step
 U64 = np.uint64
 
 
+def rows_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
+                  ranks: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool
+                  ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """rev31's `_rows_windows`, a call a set (the reference; rows36 hashes all sets at once):
+    the order 0 hashes and marks (`_marked`) of the windows of the `WINDOW` rows from each
+    of rows ``at`` (ascending) of ``quantised``, of its columns ``keep`` (their members
+    ``ranks``): each run of overlapping or adjacent windows hashed once, so that the cost is
+    at most `WINDOW` rows a window, whatever the sets of clock columns an episode has."""
+    new = np.concatenate(([True], at[1:] > at[:-1] + WINDOW))
+    heads = np.flatnonzero(new)
+    seg = np.cumsum(new) - 1
+    begin = at[heads]
+    lengths = np.maximum.reduceat(at + WINDOW, heads) - begin
+    offset = np.cumsum(lengths) - lengths
+    rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(begin - offset, lengths)
+    hk = row_hashes.matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep]), ranks)
+    w, few = step_windows._marked([""] * len(heads), lengths, hk, mark)
+    counts = lengths - (WINDOW - 1)
+    idx = (np.cumsum(counts) - counts)[seg] + at - begin[seg]
+    return w.hashes[idx], few[idx]
+
+
 def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.int64],
                       first: StepWindows, mark: bool, h: npt.NDArray[np.uint64] | None,
                       drop: npt.NDArray[np.bool_] | None = None
@@ -75,7 +97,7 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
         few_sets = these[rare[these]]
         if len(few_sets):
             at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
-            h0[few_sets], f0[few_sets] = step_windows._rows_windows(quantised, keep, ranks, at,
+            h0[few_sets], f0[few_sets] = rows_windows(quantised, keep, ranks, at,
                                                                     mark)
         these = these[~rare[these]]
         if not len(these):
@@ -255,8 +277,13 @@ def test_the_windows_without_clocks_in_one_pass_are_the_two_passes(
         seed: int, dict_member: bool, mark: bool, block: int) -> None:
     """Every window, hash and mark, of both sides, as clock33's two passes gave them, in
     blocks of windows of any size (`columns_windows`)."""
-    batches = random_batches(seed, dict_member)
-    with mock.patch.object(step_windows, "_COLUMN_BLOCK", block):
+    one_pass_is_two(random_batches(seed, dict_member), mark, "_COLUMN_BLOCK", block)
+
+
+def one_pass_is_two(batches: list[pa.RecordBatch], mark: bool, name: str, value: int) -> None:
+    """Every window, hash and mark of ``batches`` (step_windows' ``name`` set to ``value``) as
+    the two passes give them (`two_pass`)."""
+    with mock.patch.object(step_windows, name, value):
         got = computed(batches, mark)
     with mock.patch.object(step_windows, "_all_orders", two_pass):
         want = computed(batches, mark)
@@ -387,11 +414,7 @@ def test_a_clock_set_a_window_in_one_pass_is_the_set_by_set_path(
     all), are every window, hash and mark of the set by set reference, on both sides and in
     every order, over the attacker's batches and the random ones."""
     batches = every_window_sets_batches(seed) if attack else random_batches(seed, False)
-    with mock.patch.object(step_windows, "_FEW_WINDOWS", few):
-        got = computed(batches, mark)
-    with mock.patch.object(step_windows, "_all_orders", two_pass):
-        want = computed(batches, mark)
-    assert got == want
+    one_pass_is_two(batches, mark, "_FEW_WINDOWS", few)
 
 
 def test_the_attackers_batches_have_many_sets_past_the_max() -> None:
