@@ -58,7 +58,7 @@ def in_place_of(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64],
                                                       npt.NDArray[np.uint64]]:
     """Column series hashes ``acc`` (a row a window's first step) and mixed values ``v`` (a
     row a step, ``mask`` per row: the columns left out), each column left out given the
-    row's first column kept: a set of series (``step_windows._set_hash``, ``_few_values``)
+    row's first column kept: a set of series (``column_series.set_hash``, ``few_values``)
     holds a repeat once, so that a window's set is that of the columns kept."""
     other = np.argmax(~mask, axis=1)
     every = np.arange(len(v))

@@ -58,12 +58,14 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .column_series import few_values, informative, set_hash
 from .episode_vectors import splitmix64
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
+from .row_hashes import kept_hashes, matrix_hashes, quantised, row_sums, tensor_width
 from .standing_columns import in_place_of, left_out, still_columns
 from .window_clocks import clock_columns as clocks_over
-from .window_clocks import maybe_clocks
+from .window_clocks import clock_sets, maybe_clocks
 
 __all__ = ["COLUMNS", "LONG", "LONG_COLUMNS", "MAX_CLOCK_SETS", "MAX_COLUMNS", "MIN_DISTINCT",
            "MIN_WHOLE", "ORDERS", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "clock_columns",
@@ -97,14 +99,14 @@ MAX_COLUMNS = 256
 """The most numbers a step's observation may have for its `COLUMNS` windows (each window
 costs a sort of its columns); wider ones have none, but for images (`image_windows`)."""
 LONG = 48
-"""Steps of a `COLUMNS` window whose 16 steps take few values (`_few_values`): of a one-hot
-or grid observation, the set of its columns' series says little more than which steps are
-alike, which 16 steps of unrelated walks share (copy28: 4,432 of 90,000 windows); over 48
+"""Steps of a `COLUMNS` window whose 16 steps take few values (`column_series.few_values`):
+of a one-hot or grid observation, the set of its columns' series says little more than which
+steps are alike, which 16 steps of unrelated walks share (copy28: 4,432 of 90,000 windows); over 48
 steps, with `MIN_REVISITS`, unrelated random walks and paths to goals share none (32 steps:
 paths to goals did, copy30). A multiple of `WINDOW`."""
 MIN_REVISITS = 8
 """Steps of a held `LONG` window that must equal an earlier one of it for it to be compared
-(`_informative`)."""
+(`column_series.informative`)."""
 MIN_WHOLE = 32
 """The fewest steps of an episode shorter than `LONG` whose `COLUMNS` window of few values is
 over all its steps (copy31): of 16 to 31 steps, unrelated paths to goals shared such windows
@@ -122,95 +124,13 @@ they cover `LONG` steps from it (`span`), so that the run a copy shares is named
 as 16 steps a window, a permuted one-hot copy of 60 steps said 28 (copy31)."""
 
 _U64 = np.uint64
-_SALT = _U64(0xD6E8FEB86659FD93)
 _POLY = _U64(0x100000001B3)  # odd: the window polynomial's base
-_ROUND = np.uint32(1 << 12)  # half of the 13 mantissa bits dropped
-_KEEP = np.uint32(0xFFFFE000)
 _COLUMN_SALT = _U64(0x9E3779B97F4A7C15)
 _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
+_FEW_WINDOWS = 32  # a set with fewer windows in a block: `_windows_block`, not a pass a set
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
-_ODD = splitmix64(np.arange(MAX_COLUMNS, dtype=np.uint64)) | _U64(1)
 _NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
-
-
-def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
-    """Each value as float32 rounded to 10 bits of mantissa (nearest), -0.0 as 0.0, a null as
-    NaN (integers through float64, as a float64 copy of them)."""
-    if not pa.types.is_floating(values.type):
-        values = values.cast(pa.float64())
-    if values.null_count:
-        values = values.fill_null(float("nan"))
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = np.asarray(values.to_numpy(zero_copy_only=False)).astype(np.float32) + np.float32(0)
-    with np.errstate(over="ignore"):
-        return np.asarray((f.view(np.uint32) + _ROUND) & _KEEP, dtype=np.uint32)
-
-
-def _leaf_rows(arr: pa.Array) -> tuple[pa.Array, npt.NDArray[np.int64]]:
-    """The values of a (nested) list column and the row of each."""
-    rows: npt.NDArray[np.int64] = np.arange(len(arr), dtype=np.int64)
-    while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or (
-        pa.types.is_fixed_size_list(arr.type)
-    ):
-        parents = np.asarray(pc.list_parent_indices(arr).to_numpy(zero_copy_only=False))
-        rows = rows[parents.astype(np.int64)]
-        arr = pc.list_flatten(arr)
-    return arr, rows
-
-
-def _width(arr: pa.Array) -> int | None:
-    """The one length of a list column of numbers without null rows (a tensor), else None."""
-    if arr.null_count or not len(arr) or not (
-            pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
-            or pa.types.is_fixed_size_list(arr.type)):
-        return None
-    t = arr.type.value_type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-        return None
-    if pa.types.is_fixed_size_list(arr.type):
-        return int(arr.type.list_size)
-    bounds = pc.min_max(pc.list_value_length(arr)).as_py()
-    return int(bounds["min"]) if bounds["min"] == bounds["max"] else None
-
-
-def _salts(leaf: int, pairs: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    with np.errstate(over="ignore"):
-        return splitmix64(pairs + _SALT * _U64(leaf + 1))
-
-
-def _row_sums(arr: pa.Array, leaf: int, n: int) -> tuple[npt.NDArray[np.uint64],
-                                                         npt.NDArray[np.uint64]] | None:
-    """Per row: the sum of the mixed pairs of its quantised values (value 2j in the low and
-    2j + 1 in the high half of pair j, salted by j) and its number of values; None when a
-    value is not a number. A tensor column takes a matrix path with the same result."""
-    width = _width(arr)
-    if width is not None:
-        q = _quantised(pc.list_flatten(arr)).reshape(n, width)
-        if width % 2:
-            q = np.hstack((q, np.zeros((n, 1), dtype=np.uint32)))
-        pairs = q[:, 0::2].astype(np.uint64) | (q[:, 1::2].astype(np.uint64) << _U64(32))
-        salts = _salts(leaf, np.arange(pairs.shape[1], dtype=np.uint64))
-        mixed = splitmix64(pairs ^ salts[None, :])
-        return mixed.sum(axis=1, dtype=np.uint64), np.full(n, width, dtype=np.uint64)
-    values, rows = _leaf_rows(arr)
-    t = values.type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-        return None
-    starts = np.searchsorted(rows, np.arange(n))
-    ends = np.searchsorted(rows, np.arange(n), side="right")
-    sums = np.zeros(n, dtype=np.uint64)
-    if len(rows):
-        at = np.arange(len(rows)) - starts[rows]
-        shifted = _quantised(values).astype(np.uint64) << ((at % 2) * 32).astype(np.uint64)
-        first = np.flatnonzero(at % 2 == 0)
-        mixed = splitmix64(np.add.reduceat(shifted, first) ^ _salts(
-            leaf, (at[first] // 2).astype(np.uint64)))
-        by_row = np.concatenate(([_U64(0)], np.cumsum(mixed, dtype=np.uint64)))
-        p0, p1 = np.searchsorted(first, starts), np.searchsorted(first, ends)
-        with np.errstate(over="ignore"):
-            sums = by_row[p1] - by_row[p0]
-    return sums, (ends - starts).astype(np.uint64)
 
 
 def step_hashes(col: pa.Array) -> npt.NDArray[np.uint64] | None:
@@ -219,7 +139,7 @@ def step_hashes(col: pa.Array) -> npt.NDArray[np.uint64] | None:
     n = len(col)
     total = np.zeros(n, dtype=np.uint64)
     for k, (_, leaf) in enumerate(leaf_arrays("", col)):
-        got = _row_sums(leaf, k, n)
+        got = row_sums(leaf, k, n)
         if got is None:
             return None
         sums, length = got
@@ -391,6 +311,7 @@ class _Bare:
         fc: their `COLUMNS` marks (idem; true: not compared as held out).
         still: of windows without standing columns (copy35), per episode the columns
             those of set -2 (no clock, a tensor: `_still_hashes`) leave out of `COLUMNS`.
+        left: of a tensor, per set, the columns it leaves out of `COLUMNS` (`_windows_block`).
     """
 
     at: npt.NDArray[np.int64]
@@ -401,26 +322,7 @@ class _Bare:
     hc: npt.NDArray[np.uint64]
     fc: npt.NDArray[np.bool_]
     still: npt.NDArray[np.bool_] | None = None
-
-
-def _clock_sets(clock: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
-                                                       npt.NDArray[np.int64]]:
-    """The distinct rows of ``clock`` (packed in bytes, in their bytes' order) and the index
-    of each row's: ``np.unique(np.packbits(clock, axis=1), axis=0, return_inverse=True)``,
-    by a sort of 64-bit words (big-endian: their order is the bytes') instead of rows of
-    bytes compared one by one (most of the cost of a batch with a clock, fuse34)."""
-    packed = np.packbits(clock, axis=1)
-    width = -(-packed.shape[1] // 8) * 8
-    padded = np.zeros((len(packed), width), dtype=np.uint8)
-    padded[:, : packed.shape[1]] = packed
-    words = padded.view(">u8").astype(np.uint64)
-    order = np.lexsort(words.T[::-1])
-    rows = words[order]
-    new = np.ones(len(rows), dtype=bool)
-    new[1:] = (rows[1:] != rows[:-1]).any(axis=1)
-    key = np.empty(len(rows), dtype=np.int64)
-    key[order] = np.cumsum(new) - 1
-    return packed[order[new]], key
+    left: npt.NDArray[np.bool_] | None = None
 
 
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
@@ -462,27 +364,16 @@ def _still_hashes(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
     """``some`` (`_bare`'s windows without standing columns) and the windows ``pure`` (of a
     tensor, without a clock: their episode's standing columns ``still`` left out, a set an
     episode) in one pass: each step's hash without its episode's standing columns (its other
-    values moved up, as `_matrix_hashes` of those alone pairs them), the windows of those
+    values moved up: `row_hashes.kept_hashes`), the windows of those
     (`_marked`); their `COLUMNS` hashes set -2 (`_still_block`). Not a loop over the
     episodes: a batch of short episodes, each with its own standing columns, cost 17 times
     its windows so (an attacker's batch, copy35)."""
     idx = np.flatnonzero(pure)
-    width = q.shape[1]
     eps, local = np.unique(first.episode[idx], return_inverse=True)
     starts = np.cumsum(lengths) - lengths
     sub = lengths[eps]
     rows = np.repeat(starts[eps] - (np.cumsum(sub) - sub), sub) + np.arange(int(sub.sum()))
-    keep = ~still[np.repeat(eps, sub)]
-    g = np.take_along_axis(q[rows], np.argsort(~keep, axis=1, kind="stable"), axis=1)
-    n = keep.sum(axis=1)
-    g[np.arange(width)[None, :] >= n[:, None]] = 0
-    if width % 2:
-        g = np.hstack((g, np.zeros((len(g), 1), dtype=np.uint32)))
-    pairs = g[:, 0::2].astype(np.uint64) | (g[:, 1::2].astype(np.uint64) << _U64(32))
-    mixed = splitmix64(pairs ^ _salts(0, np.arange(pairs.shape[1], dtype=np.uint64))[None, :])
-    mixed[np.arange(pairs.shape[1])[None, :] >= ((n + 1) // 2)[:, None]] = 0
-    h = splitmix64(splitmix64(mixed.sum(axis=1, dtype=np.uint64)
-                              ^ splitmix64(n.astype(np.uint64))))
+    h = kept_hashes(q, ~still[np.repeat(eps, sub)], rows)
     w, _ = _marked([first.episode_ids[e] for e in eps], sub, h, False)
     counts = np.maximum(sub - (WINDOW - 1), 0)
     h0 = w.hashes[(np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[idx]]
@@ -531,7 +422,7 @@ def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark:
     clock columns is computed over the episodes that have it (a copier may put the clock in
     another place in each episode); of an episode, the windows of its `MAX_CLOCK_SETS` most
     common sets (the cost: at most that many passes over its steps); those of its other sets in
-    order 0 only, over their own rows (`_rows_windows`: a copier who adds more sets before the
+    order 0 only, over their own rows (`_kept_windows`: a copier who adds more sets before the
     copy hid it after them, rev31), their `COLUMNS` hash 0 (none). With ``h`` (the step hashes,
     of the held side), also the step hashes without each episode's most common set of clock
     columns (the others' as they are; else None), whose windows in the other `ORDERS` decide
@@ -542,7 +433,7 @@ def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark:
     pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
         return None
-    sets, key = _clock_sets(clock[pos])
+    sets, key = clock_sets(clock[pos])
     pair, inv, count = np.unique(first.episode[pos] * len(sets) + key, return_inverse=True,
                                  return_counts=True)  # (episode, set), in that order
     ep = pair // len(sets)
@@ -557,86 +448,130 @@ def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark:
     top[ep[rank == 0]] = (pair % len(sets))[rank == 0]
     untimed = None if h is None else h.copy()
     width = raw.shape[1]
-    for k in np.unique(key).tolist():
+    tensor, left = not member.any(), []
+    if tensor:  # every set at once (rows36)
+        _tensor_bare(bare, quantised, lengths, first, mark, ~clock[pos][:, :width], sets, key,
+                     top, untimed)
+    by_key = np.argsort(key, kind="stable")  # each set's windows, ascending: not a pass a set
+    bounds = np.searchsorted(key[by_key], np.arange(len(sets) + 1))
+    for k in np.unique(key[~rare] if tensor else key).tolist():
         bits = np.unpackbits(sets[k]).astype(bool)
         keep = ~bits[:width]
         kept_c = ~bits[width : 2 * width] if split else keep  # of `COLUMNS`
         if not keep.any():
-            if untimed is not None:  # nothing but clocks: every step alike
+            if untimed is not None and not tensor:  # nothing but clocks: every step alike
                 untimed[np.repeat(top == k, lengths)] = 0
             continue
-        these = np.flatnonzero(key == k)
+        these = by_key[bounds[k] : bounds[k + 1]]
         ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64).reshape(-1)
         few_sets = these[rare[these]]  # order 0 only, over their own rows (rev31)
-        if len(few_sets):
+        if len(few_sets) and not tensor:
             at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
-            got = _rows_windows(quantised, keep, ranks, at, mark)
+            got = _kept_windows(quantised, keep[None, :], np.zeros(len(at), np.int64), at,
+                                mark, ranks)
             bare.h0[few_sets], bare.f0[few_sets] = got
         these = these[~rare[these]]
+        cols = np.flatnonzero(keep)
+        if len(these) and not tensor:
+            _set_windows(bare, quantised, lengths, first, mark, these, cols, ranks, k, top,
+                         untimed)
         if not len(these):
             continue
-        sel = pos[these]
-        eps, local = np.unique(first.episode[sel], return_inverse=True)
-        rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
-        sub = lengths[eps]
-        cols = np.flatnonzero(keep)
-        hk = _matrix_hashes(quantised[np.ix_(rows, cols)], ranks)
-        w, few = _marked([first.episode_ids[e] for e in eps], sub, hk, mark)
-        if untimed is not None:
-            mine = np.repeat(top[eps] == k, sub)
-            untimed[rows[mine]] = hk[mine]
-        counts = np.maximum(sub - (WINDOW - 1), 0)
-        at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
-        bare.h0[these], bare.f0[these] = w.hashes[at], few[at]
         if split:
             cols = np.flatnonzero(kept_c)
             ranks = np.unique(member[kept_c], return_inverse=True)[1].astype(np.int64).reshape(-1)
         if 2 <= len(cols) < width:
             bare.sets[these] = len(bare.columns)
+            left.append(np.bincount(cols, minlength=width) == 0)
             bare.columns.append((cols, np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)),
                                                 _U64(0))))
+    bare.left = np.array(left, dtype=bool).reshape(-1, width) if tensor else None
     return bare, untimed
 
 
-def _rows_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
-                  ranks: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool
+def _set_windows(bare: _Bare, quantised: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
+                 first: StepWindows, mark: bool, these: npt.NDArray[np.int64],
+                 cols: npt.NDArray[np.int64], ranks: npt.NDArray[np.int64], k: int,
+                 top: npt.NDArray[np.int64], untimed: npt.NDArray[np.uint64] | None) -> None:
+    """`_bare`'s windows ``these`` of set ``k`` (its columns ``cols`` kept, of members
+    ``ranks``: a Dict or Tuple space) over the whole steps of their episodes; the step hashes
+    ``untimed`` of the episodes whose most common set (``top``) it is."""
+    starts = np.cumsum(lengths) - lengths
+    sel = bare.at[these]
+    eps, local = np.unique(first.episode[sel], return_inverse=True)
+    rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
+    sub = lengths[eps]
+    hk = matrix_hashes(quantised[np.ix_(rows, cols)], ranks)
+    w, few = _marked([first.episode_ids[e] for e in eps], sub, hk, mark)
+    if untimed is not None:
+        mine = np.repeat(top[eps] == k, sub)
+        untimed[rows[mine]] = hk[mine]
+    counts = np.maximum(sub - (WINDOW - 1), 0)
+    at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
+    bare.h0[these], bare.f0[these] = w.hashes[at], few[at]
+
+
+def _tensor_bare(bare: _Bare, quantised: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
+                 first: StepWindows, mark: bool, keep: npt.NDArray[np.bool_],
+                 sets: npt.NDArray[np.uint8], key: npt.NDArray[np.int64],
+                 top: npt.NDArray[np.int64], untimed: npt.NDArray[np.uint64] | None) -> None:
+    """`_bare`'s order 0 hashes and marks of a tensor's windows (``keep``: each one's columns
+    kept; ``key``: its set), every set at once (rows36): each episode's steps without its most
+    common set (``top``; ``untimed``), the windows of that set from them; the others' over
+    their own rows (`_kept_windows`). Not a pass a set: an attacker's batch whose every
+    window has its own set of clock columns paid a Python call a window so (rev32)."""
+    starts = np.cumsum(lengths) - lengths
+    eps = np.flatnonzero(top >= 0)
+    sub = lengths[eps]
+    rows = np.repeat(starts[eps] - (np.cumsum(sub) - sub), sub) + np.arange(int(sub.sum()))
+    tk = ~np.unpackbits(sets[top[eps]], axis=1)[:, : keep.shape[1]].astype(bool)
+    ok = np.repeat(tk.any(axis=1), sub)
+    hk = np.zeros(len(rows), dtype=np.uint64)  # nothing but clocks: every step alike
+    hk[ok] = kept_hashes(quantised, np.repeat(tk, sub, axis=0)[ok], rows[ok])
+    if untimed is not None:
+        untimed[rows] = hk
+    w, few = _marked([""] * len(eps), sub, hk, mark)
+    wep = first.episode[bare.at]
+    mine = np.flatnonzero((key == top[wep]) & keep.any(axis=1))
+    counts = np.maximum(sub - (WINDOW - 1), 0)
+    at = (np.cumsum(counts) - counts)[np.searchsorted(eps, wep[mine])] + first.start[
+        bare.at[mine]]
+    bare.h0[mine], bare.f0[mine] = w.hashes[at], few[at]
+    some = np.flatnonzero((key != top[wep]) & keep.any(axis=1))
+    if len(some):
+        bare.h0[some], bare.f0[some] = _kept_windows(
+            quantised, keep[some], key[some], starts[wep[some]] + first.start[bare.at[some]], mark)
+
+
+def _kept_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
+                  key: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool,
+                  ranks: npt.NDArray[np.int64] | None = None
                   ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The order 0 hashes and marks (`_marked`) of the windows of the `WINDOW` rows from each
-    of rows ``at`` (ascending) of ``quantised``, of its columns ``keep`` (their members
-    ``ranks``): each run of overlapping or adjacent windows hashed once, so that the cost is
-    at most `WINDOW` rows a window, whatever the sets of clock columns an episode has."""
-    new = np.concatenate(([True], at[1:] > at[:-1] + WINDOW))
+    of rows ``at`` of ``quantised``, each of its columns ``keep`` (a row a window; ``key``: its
+    set) alone: each run of overlapping or adjacent windows of one set hashed once, so that
+    the cost is at most `WINDOW` rows a window, whatever the sets of clock columns an episode
+    has (rev31); of a tensor, all sets in one pass (`row_hashes.kept_hashes`, rows36); with
+    ``ranks`` (the members of a Dict or Tuple space's columns kept), of one set, ``keep[0]``."""
+    order = np.lexsort((at, key))
+    a, k = at[order], key[order]
+    new = np.ones(len(a), dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | (a[1:] > a[:-1] + WINDOW)
     heads = np.flatnonzero(new)
     seg = np.cumsum(new) - 1
-    begin = at[heads]
-    lengths = np.maximum.reduceat(at + WINDOW, heads) - begin
+    begin = a[heads]
+    lengths = np.maximum.reduceat(a + WINDOW, heads) - begin
     offset = np.cumsum(lengths) - lengths
     rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(begin - offset, lengths)
-    w, few = _marked([""] * len(heads), lengths,
-                     _matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep]), ranks), mark)
+    h = (kept_hashes(quantised, np.repeat(keep[order[heads]], lengths, axis=0), rows)
+         if ranks is None else matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep[0]]),
+                                             ranks))
+    w, few = _marked([""] * len(heads), lengths, h, mark)
     counts = lengths - (WINDOW - 1)
-    idx = (np.cumsum(counts) - counts)[seg] + at - begin[seg]
-    return w.hashes[idx], few[idx]
-
-
-def _matrix_hashes(q: npt.NDArray[np.uint32], member: npt.NDArray[np.int64]
-                   ) -> npt.NDArray[np.uint64]:
-    """`step_hashes` of observations whose quantised values are ``q`` (a row a step), each
-    column of member ``member`` (from 0: a Dict or Tuple space's, or all 0: a tensor), no
-    null among them."""
-    n = len(q)
-    total = np.zeros(n, dtype=np.uint64)
-    for k in np.unique(member).tolist():
-        part = q[:, member == k]
-        width = part.shape[1]
-        if width % 2:
-            part = np.hstack((part, np.zeros((n, 1), dtype=np.uint32)))
-        pairs = part[:, 0::2].astype(np.uint64) | (part[:, 1::2].astype(np.uint64) << _U64(32))
-        salts = _salts(k, np.arange(pairs.shape[1], dtype=np.uint64))
-        sums = splitmix64(pairs ^ salts[None, :]).sum(axis=1, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            total += splitmix64(sums ^ splitmix64(np.full(n, width + k, dtype=np.uint64)))
-    return splitmix64(total)
+    idx = (np.cumsum(counts) - counts)[seg] + a - begin[seg]
+    hashes, marks = np.empty(len(a), dtype=np.uint64), np.empty(len(a), dtype=bool)
+    hashes[order], marks[order] = w.hashes[idx], few[idx]
+    return hashes, marks
 
 
 def columns_windows(
@@ -650,13 +585,13 @@ def columns_windows(
     a step): each column's series over the window's steps hashed (a polynomial of its mixed
     values, unsalted by its place; ``salts``: by its Dict or Tuple member, `_columns`), the
     distinct ones summed mixed, so that permuting or repeating columns keeps it. A window
-    whose 16 steps take few values (`_few_values`: one-hot, a grid) is hashed over the
+    whose 16 steps take few values (`column_series.few_values`: one-hot, a grid) is hashed over the
     `LONG` steps from its first (or, near its episode's end, up to its last) instead, and
     has no hash when its episode has neither, but for the window at the first step of an
     episode of `MIN_WHOLE` to `LONG` - 1 steps: over all its steps (copy31); a hash's low
     bit says which (1: over `LONG` steps or the whole episode, `columns_spans`); and per
-    window whether it is not compared as held out: few values and not `_informative` over
-    those steps, or else too few
+    window whether it is not compared as held out: few values and not
+    `column_series.informative` over those steps, or else too few
     distinct steps (``steps``, of `_marked`; without ``mark``, all false: the train side).
     0 and true when ``q`` is None (no such observations). ``bare`` (`_clocked`, of these
     windows): its windows' hashes without their clock columns are filled in from the same
@@ -706,7 +641,13 @@ def _bare_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
     columns alone. Each set's windows take the rows from 32 before to 48 after each of them
     (only those: a set may be one window of each of thousands of episodes, fuse34)."""
     a, b = np.searchsorted(bare.at, lo), np.searchsorted(bare.at, hi)
-    for s in np.unique(bare.sets[a:b]).tolist():
+    ids, count = np.unique(bare.sets[a:b], return_counts=True)
+    if bare.left is not None:  # a tensor's sets of few windows, at once (rows36)
+        few = a + np.flatnonzero(np.isin(bare.sets[a:b], ids[(ids >= 0) & (
+            count < _FEW_WINDOWS)]))
+        _windows_block(bare, few, lo, acc, v, r, room, start, steps_of, mark)
+        ids = ids[count >= _FEW_WINDOWS]
+    for s in ids.tolist():
         if s < 0:
             continue
         these = a + np.flatnonzero(bare.sets[a:b] == s)
@@ -736,6 +677,43 @@ def _bare_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
         bare.fc[these] = more if mark else False
 
 
+def _windows_block(bare: _Bare, these: npt.NDArray[np.int64], lo: int,
+                   acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64],
+                   r: npt.NDArray[np.int64], room: npt.NDArray[np.int64],
+                   start: npt.NDArray[np.int64], steps_of: npt.NDArray[np.int64],
+                   mark: bool) -> None:
+    """`_bare_block` of a tensor's windows ``these``, whatever their sets, at once: each
+    window's rows copied, its columns left out (``bare.left``) given its first kept column's
+    series (`in_place_of`: a set of series holds a repeat once; whether steps are alike does
+    not change); its own `WINDOW` rows first, then, of few values (`column_series.few_values`),
+    the 80 around it (`LONG` - `WINDOW` before, `LONG` from it) that `_block` reads."""
+    assert bare.left is not None
+    ext, span, width = LONG - WINDOW, 2 * LONG - WINDOW, v.shape[1]
+    step = max(1, (1 << 21) // (WINDOW * width))
+    for i in range(0, len(these), step):
+        t = these[i : i + step]
+        rs, mask = r[bare.at[t] - lo], bare.left[bare.sets[t]]
+        first = np.argmax(~mask, axis=1)[:, None]
+        vr = v[rs[:, None] + np.arange(WINDOW)]  # a window, its rows, its columns
+        vm = np.where(mask[:, None, :], np.take_along_axis(vr, first[:, None, :], axis=2), vr)
+        short = few_values(vm.reshape(-1, width), WINDOW, MIN_DISTINCT)[::WINDOW]
+        ar = acc[rs]
+        bare.hc[t] = set_hash(np.where(mask, np.take_along_axis(ar, first, axis=1), ar),
+                              _COLUMN_SALT) & ~_U64(1)
+        bare.fc[t] = bare.f0[t] if mark else False
+        t = t[short]
+        step_ = max(1, (1 << 21) // (span * width))
+        for j in range(0, len(t), step_):
+            u = t[j : j + step_]
+            w = bare.at[u]
+            rows = np.clip((r[w - lo] - ext)[:, None] + np.arange(span), 0, len(v) - 1).ravel()
+            am, vm2 = in_place_of(acc[np.minimum(rows, len(acc) - 1)], v[rows],
+                                  np.repeat(bare.left[bare.sets[u]], span, axis=0))
+            bare.hc[u], more = _block(am, vm2, np.arange(len(u)) * span + ext, room[w],
+                                      start[w], steps_of[w], None, bare.f0[u], mark)
+            bare.fc[u] = more if mark else False
+
+
 def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArray[np.int64],
            room: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
            steps_of: npt.NDArray[np.int64], salts: npt.NDArray[np.uint64] | None,
@@ -745,7 +723,7 @@ def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArra
     mixed values ``v`` (a row a step), each ``room`` steps from its episode's end, ``start``
     from its start, of an episode of ``steps_of`` steps: the hashes and marks (``mark``)."""
     ext = LONG - WINDOW
-    short = _few_values(v)[r]
+    short = few_values(v, WINDOW, MIN_DISTINCT)[r]
     ahead = short & (room >= LONG)
     longs = np.flatnonzero(short & (ahead | (start >= ext)))
     whole = np.flatnonzero(short & (steps_of >= MIN_WHOLE) & (steps_of < LONG) & (start == 0))
@@ -754,14 +732,14 @@ def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArra
     with np.errstate(over="ignore"):
         for k in range(1, LONG // WINDOW):  # the polynomial over LONG steps, in parts
             wide = wide * _POLY_WINDOW + acc[first + k * WINDOW]
-    got = _set_hash(acc[r], _COLUMN_SALT) & ~_U64(1)
+    got = set_hash(acc[r], _COLUMN_SALT) & ~_U64(1)
     got[short] = 0
-    got[longs] = _set_hash(wide, _LONG_SALT) | _U64(1)
+    got[longs] = set_hash(wide, _LONG_SALT) | _U64(1)
     more = short.copy()
     if mark:
         if steps is not None:
             more |= steps
-        more[longs] = ~_informative(v, first, LONG)
+        more[longs] = ~informative(v, first, LONG, MIN_DISTINCT, MIN_REVISITS)
     for n_ in np.unique(steps_of[whole]).tolist():  # an episode shorter than LONG: whole
         these = whole[steps_of[whole] == n_]
         wide = np.zeros((len(these), v.shape[1]), dtype=np.uint64)
@@ -770,52 +748,10 @@ def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArra
                 wide = wide * _POLY + v[r[these] + k]
         if salts is not None:
             wide ^= salts[None, :]
-        got[these] = _set_hash(wide, _LONG_SALT) | _U64(1)
+        got[these] = set_hash(wide, _LONG_SALT) | _U64(1)
         if mark:
-            more[these] = ~_informative(v, r[these], n_)
+            more[these] = ~informative(v, r[these], n_, MIN_DISTINCT, MIN_REVISITS)
     return got, more
-
-
-def _set_hash(acc: npt.NDArray[np.uint64], salt: np.uint64) -> npt.NDArray[np.uint64]:
-    """Per row of column series hashes ``acc``: the hash of the set of them."""
-    acc = np.sort(acc, axis=1)
-    mixed = splitmix64(acc ^ salt)
-    mixed[:, 1:][acc[:, 1:] == acc[:, :-1]] = 0  # a repeated column once
-    with np.errstate(over="ignore"):
-        return splitmix64(mixed.sum(axis=1, dtype=np.uint64) + salt)
-
-
-def _informative(v: npt.NDArray[np.uint64], first: npt.NDArray[np.int64], steps: int
-                 ) -> npt.NDArray[np.bool_]:
-    """Per run of ``steps`` steps of mixed values ``v`` (a row a step) from row ``first``:
-    whether it has at least `MIN_DISTINCT` distinct steps and `MIN_REVISITS` steps equal to
-    an earlier one of it. Of few values, only which steps are alike survives a permutation
-    of the columns: runs that never come back to a step (a path straight to a goal) all
-    have the same, as do runs of a few steps alone."""
-    if not len(first):
-        return np.zeros(0, dtype=bool)
-    with np.errstate(over="ignore"):
-        key = splitmix64(v * _ODD[: v.shape[1]][None, :]).sum(axis=1, dtype=np.uint64)
-    runs = np.sort(np.lib.stride_tricks.sliding_window_view(key, steps)[first], axis=1)
-    distinct = (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1
-    return np.asarray((distinct >= MIN_DISTINCT) & (steps - distinct >= MIN_REVISITS))
-
-
-def _few_values(v: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
-    """Per window of steps of mixed values ``v`` (a row a step): whether its values set fewer
-    than `MIN_DISTINCT` of 64 bits, one bit a value by its top 6 bits (so fewer than that
-    many distinct values, or a few more alike there). With few values, unrelated windows
-    relabel into each other: a one-hot observation (0 and 1) of any walk over distinct cells
-    has the columns of any other's, a grid walk's (x, y) those of its transpose."""
-    bits = np.bitwise_or.reduce(_U64(1) << (v >> _U64(58)), axis=1)
-    seen = bits[: len(bits) - WINDOW + 1].copy()
-    for k in range(1, WINDOW):
-        seen |= bits[k : k + len(seen)]
-    with np.errstate(over="ignore"):  # the bits set (SWAR popcount)
-        seen -= (seen >> _U64(1)) & _U64(0x5555555555555555)
-        seen = (seen & _U64(0x3333333333333333)) + ((seen >> _U64(2)) & _U64(0x3333333333333333))
-        seen = (seen + (seen >> _U64(4))) & _U64(0x0F0F0F0F0F0F0F0F)
-        return np.asarray((seen * _U64(0x0101010101010101)) >> _U64(56) < MIN_DISTINCT)
 
 
 def _marked(
@@ -909,8 +845,9 @@ _Columns = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64], npt.NDArray[np.
 
 def _columns(obs: pa.Array) -> _Columns | None:
     """The quantised observations of a column of 2 to `MAX_COLUMNS` numbers a row (a matrix,
-    a row a step; `_quantised`), and each column's salt: 0, or its member's of a Dict or Tuple
-    space (a tensor or a number each; copy30), so that columns are permuted within a member;
+    a row a step; `row_hashes.quantised`), and each column's salt: 0, or its member's of a
+    Dict or Tuple space (a tensor or a number each; copy30), so that columns are permuted
+    within a member;
     the raw values (float64) and each column's member (from 0, for `_clocked`); else None
     (`COLUMNS`). A null step is a row of `_NULL_ROW` (raw: NaN), so that one null
     observation does not turn a batch's windows off (img34)."""
@@ -927,7 +864,7 @@ def _columns(obs: pa.Array) -> _Columns | None:
     for k, (_, leaf) in enumerate(leaf_arrays("", obs)):
         t = leaf.type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-            width = _width(leaf)
+            width = tensor_width(leaf)
             if width is None:
                 return None
             values = pc.list_flatten(leaf)
@@ -935,7 +872,7 @@ def _columns(obs: pa.Array) -> _Columns | None:
             return None  # a number a step: no columns to permute
         else:
             width, values = 1, leaf
-        parts.append(_quantised(values).reshape(len(obs), width))
+        parts.append(quantised(values).reshape(len(obs), width))
         salt = splitmix64(np.array([k], dtype=np.uint64))[0] if k else _U64(0)
         salts.append(np.full(width, salt, dtype=np.uint64))
         raw.append(np.asarray(values.cast(pa.float64()).to_numpy(zero_copy_only=False),

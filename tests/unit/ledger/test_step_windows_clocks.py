@@ -18,11 +18,33 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger import standing_columns, step_windows, window_clocks
+from trajledger.ledger import row_hashes, standing_columns, step_windows, window_clocks
 from trajledger.ledger.episode_vectors import splitmix64
 from trajledger.ledger.step_windows import COLUMNS, MAX_CLOCK_SETS, WINDOW, StepWindows
 
 U64 = np.uint64
+
+
+def rows_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
+                  ranks: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool
+                  ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """rev31's `_rows_windows`, a call a set (the reference; rows36 hashes all sets at once):
+    the order 0 hashes and marks (`_marked`) of the windows of the `WINDOW` rows from each
+    of rows ``at`` (ascending) of ``quantised``, of its columns ``keep`` (their members
+    ``ranks``): each run of overlapping or adjacent windows hashed once, so that the cost is
+    at most `WINDOW` rows a window, whatever the sets of clock columns an episode has."""
+    new = np.concatenate(([True], at[1:] > at[:-1] + WINDOW))
+    heads = np.flatnonzero(new)
+    seg = np.cumsum(new) - 1
+    begin = at[heads]
+    lengths = np.maximum.reduceat(at + WINDOW, heads) - begin
+    offset = np.cumsum(lengths) - lengths
+    rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(begin - offset, lengths)
+    hk = row_hashes.matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep]), ranks)
+    w, few = step_windows._marked([""] * len(heads), lengths, hk, mark)
+    counts = lengths - (WINDOW - 1)
+    idx = (np.cumsum(counts) - counts)[seg] + at - begin[seg]
+    return w.hashes[idx], few[idx]
 
 
 def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.int64],
@@ -75,7 +97,7 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
         few_sets = these[rare[these]]
         if len(few_sets):
             at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
-            h0[few_sets], f0[few_sets] = step_windows._rows_windows(quantised, keep, ranks, at,
+            h0[few_sets], f0[few_sets] = rows_windows(quantised, keep, ranks, at,
                                                                     mark)
         these = these[~rare[these]]
         if not len(these):
@@ -85,7 +107,7 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
         rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
         sub = lengths[eps]
         qk = np.ascontiguousarray(quantised[rows][:, keep])
-        hk = step_windows._matrix_hashes(qk, ranks)
+        hk = row_hashes.matrix_hashes(qk, ranks)
         w, few = step_windows._marked([first.episode_ids[e] for e in eps], sub, hk, mark)
         if untimed is not None:
             mine = np.repeat(top[eps] == k, sub)
@@ -255,8 +277,13 @@ def test_the_windows_without_clocks_in_one_pass_are_the_two_passes(
         seed: int, dict_member: bool, mark: bool, block: int) -> None:
     """Every window, hash and mark, of both sides, as clock33's two passes gave them, in
     blocks of windows of any size (`columns_windows`)."""
-    batches = random_batches(seed, dict_member)
-    with mock.patch.object(step_windows, "_COLUMN_BLOCK", block):
+    one_pass_is_two(random_batches(seed, dict_member), mark, "_COLUMN_BLOCK", block)
+
+
+def one_pass_is_two(batches: list[pa.RecordBatch], mark: bool, name: str, value: int) -> None:
+    """Every window, hash and mark of ``batches`` (step_windows' ``name`` set to ``value``) as
+    the two passes give them (`two_pass`)."""
+    with mock.patch.object(step_windows, name, value):
         got = computed(batches, mark)
     with mock.patch.object(step_windows, "_all_orders", two_pass):
         want = computed(batches, mark)
@@ -296,14 +323,14 @@ def test_the_random_episodes_have_clocks_of_every_kind() -> None:
 
 
 def test_clock_sets_are_numpys_unique_rows() -> None:
-    """`_clock_sets` (a sort of 64-bit words) gives ``np.unique``'s rows and inverse, for
-    rows of 1 to 256 columns (one to four words, a partial last byte)."""
+    """`window_clocks.clock_sets` (a sort of 64-bit words) gives ``np.unique``'s rows and
+    inverse, for rows of 1 to 256 columns (one to four words, a partial last byte)."""
     rng = np.random.default_rng(3)
     for width in (1, 7, 8, 9, 63, 64, 65, 130, 256):
         for p in (1, 2, 50, 3000):
             clock = rng.random((p, width)) < rng.choice([0.02, 0.5])
             clock[rng.integers(0, p, p // 3)] = clock[0]  # repeats
-            sets, key = step_windows._clock_sets(clock)
+            sets, key = window_clocks.clock_sets(clock)
             want, inv = np.unique(np.packbits(clock, axis=1), axis=0, return_inverse=True)
             assert np.array_equal(sets, want) and key.tolist() == inv.reshape(-1).tolist()
 
@@ -342,3 +369,70 @@ def test_more_sets_than_max_clock_sets_in_one_pass_are_the_two_passes(seed: int,
     assert got == want
     rows = [r for r in got if r[6] and r[5] == 0]
     assert rows and any(h != 0 for r in rows for h in r[4])
+
+
+def every_window_sets_batches(seed: int) -> list[pa.RecordBatch]:
+    """rev32's attacker's batch: each column an arithmetic progression (a clock) over runs of
+    16 to 30 steps at random places, so that nearly every window has its own set of clock
+    columns (all, some, none), many more sets an episode than `MAX_CLOCK_SETS`; a walk, a
+    grid or a few states under them (repeated steps: marks), episodes of 0 to 200 steps, one
+    now and then all clocks, cut into record batches anywhere."""
+    rng = np.random.default_rng(seed)
+    width = int(rng.integers(2, 14))
+    ids: list[str] = []
+    parts: list[np.ndarray] = []
+    for e in range(int(rng.integers(1, 6))):
+        n = int(rng.integers(0, 200))
+        o = episode(rng, n, width, int(rng.choice([0, 2, 3])))
+        for c in range(width):
+            at = int(rng.integers(0, 20))
+            while at < n:
+                run = int(rng.integers(16, 31))
+                o[at : at + run, c] = (np.arange(len(o[at : at + run])) * rng.choice([1, 0.002])
+                                       + rng.integers(0, 9))
+                at += run + int(rng.integers(0, 24))
+        if rng.random() < 0.1:  # every column a clock
+            o[:] = np.arange(n)[:, None]
+        ids += [f"e{e}"] * n
+        parts.append(o)
+    flat = np.vstack(parts)
+    obs = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), width)
+    table = pa.table({"episode_id": pa.array(ids, pa.string()), "obs": obs})
+    cuts = sorted({int(c) for c in rng.integers(0, max(len(ids), 1), int(rng.integers(0, 4)))})
+    return [table.slice(a, b - a).to_batches()[0] for a, b in
+            zip([0, *cuts], [*cuts, len(ids)], strict=True) if b > a]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from([1, 32, 10**9]),
+       st.booleans())
+def test_a_clock_set_a_window_in_one_pass_is_the_set_by_set_path(
+        seed: int, mark: bool, few: int, attack: bool) -> None:
+    """rows36: a tensor's windows without their clocks, all sets hashed at once
+    (`_tensor_bare`, `_kept_windows`, `row_hashes.kept_hashes`) and their `COLUMNS` hashes of
+    sets of fewer than ``few`` windows in a block at once (`_windows_block`: none, the rule,
+    all), are every window, hash and mark of the set by set reference, on both sides and in
+    every order, over the attacker's batches and the random ones."""
+    batches = every_window_sets_batches(seed) if attack else random_batches(seed, False)
+    one_pass_is_two(batches, mark, "_FEW_WINDOWS", few)
+
+
+def test_the_attackers_batches_have_many_sets_past_the_max() -> None:
+    """The property above is not vacuous: its episodes have more sets of clock columns than
+    `MAX_CLOCK_SETS`, windows of those with a hash and marked both ways."""
+    calls: list[int] = []
+    marks: list[bool] = []
+    kept = step_windows._kept_windows
+
+    def counted(*args: object) -> tuple[np.ndarray, np.ndarray]:
+        got = kept(*args)  # type: ignore[arg-type]
+        calls.append(len(np.unique(args[2])))  # type: ignore[arg-type]
+        assert (got[0] != 0).all()
+        marks.extend(got[1].tolist())
+        return got
+
+    with mock.patch.object(step_windows, "_kept_windows", counted):
+        for seed in range(20):
+            computed(every_window_sets_batches(seed), True)
+    assert len(calls) >= 10 and max(calls) > 5 * MAX_CLOCK_SETS, calls
+    assert any(marks) and not all(marks)
