@@ -151,9 +151,11 @@ class Changes:
     @property
     def stopped(self) -> bool:
         """True when something this ledger holds may no longer be used (revoked, erased,
-        signed by a compromised key, or named by a record that cannot be read)."""
+        signed by a compromised key, or named by a record that cannot be read), or the other
+        log revoked or erased its own artifact held here with a key this policy does not
+        count (out36 finding 1)."""
         return bool(self.revoked or self.erased or self.compromised or self.unreadable
-                    or self.pending)
+                    or self.pending or any(r.get("own") for r in self.ignored))
 
     def lines(self) -> list[tuple[str, str]]:
         """``(level, text)`` lines for the command's stderr: ``ok``, ``warning``, ``note``."""
@@ -182,6 +184,9 @@ class Changes:
                         f"{self.origin} about {r['label']}, which you hold: not taken in "
                         "(pass --key APPROVER to apply it)"))
         for r in self.ignored:
+            if r.get("own"):
+                out.append(("warning", self._not_applied(r)))
+                continue
             out.append(("note", f"ignored: {r['kind']} at log index {r['logIndex']} of "
                         f"{self.origin} about {r['label']}: {r['why']}"))
         for a in self.affected:
@@ -195,6 +200,22 @@ class Changes:
                  f"the {r['deleted']} file(s) of it this import brought are deleted again")
                 for r in self.deleted_again]
         return out
+
+    def _not_applied(self, r: Mapping[str, Any]) -> str:
+        """The line of the other log's revocation or erasure of its own artifact, held here,
+        that this ledger's policy does not count (signed by a key it does not name): the
+        vendor's word did not reach the gate, so say what is built on it and the ways on."""
+        verb, command = (("erased", "erase") if r["kind"] == "erasure"
+                         else ("revoked", "revoke"))
+        names = r.get("affectsLabels", [])
+        built = f" and {', '.join(names[:3])} {'is' if len(names) == 1 else 'are'} built on it"
+        built = "" if not names else built + (
+            f" (and {len(names) - 3} more: 'trajledger impact')" if len(names) > 3 else "")
+        return (f"not applied here: {self.origin} {verb} its own {r['label']}"
+                f", which you hold{built}, but {r['why']}; so your gate, verify and impact "
+                f"still take it as good: ask {self.origin} for a {r['kind']} signed by a key "
+                f"your policy names for it, or {command} it here yourself ('trajledger "
+                f"{command} {r['digest']} --key APPROVER --reason ...')")
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form."""
@@ -501,7 +522,7 @@ def apply_update(
             # Steps 4 and 5 again (each does what is not done yet, and says what counts): an
             # import stopped after its record (killed, or the lock check) left them undone.
             _compromises(ledger, policy, signers, update, here, changes, foreign)
-            _judge(ledger, policy, foreign, here, changes, earlier, set(update.objects))
+            _judge(ledger, policy, foreign, here, changes, earlier, update)
             changes.logged = logged
             return Applied(earlier, False, logged, changes)
         predicate: dict[str, Any] = {
@@ -535,7 +556,7 @@ def apply_update(
         for i in sorted(fresh):
             e = foreign[i]
             changes.new.setdefault(e.kind, []).append(e.subject)
-        _judge(ledger, policy, foreign, here, changes, done, set(update.objects))
+        _judge(ledger, policy, foreign, here, changes, done, update)
         _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
         changes.logged = logged
         return Applied(done, True, logged, changes)
@@ -596,13 +617,15 @@ def _note_text(note: str) -> bytes:
 
 
 def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
-           here: Mapping[int, int], changes: Changes, recorded: int, brought: set[str]) -> None:
+           here: Mapping[int, int], changes: Changes, recorded: int, update: Update) -> None:
     """Step 5 of `apply_update` (``recorded``: the import record's index; ``brought``: the
     objects the update stored): each revocation and erasure taken in, verified in this
     ledger under ``policy``; an erasure that counts deletes this ledger's copy of its
     subject's files; an erasure recorded here before deletes again the files of its subject
     the update brought back (`_erased_before`); then what of this ledger's own is built on
-    what stopped."""
+    what stopped, and what is built on the other log's stops of its own artifacts that do not
+    count here (out36 finding 1: `Changes.lines` warns of them, with the ways on)."""
+    brought, logs = set(update.objects), {update.vkey, *update.logs}
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     stopped: dict[str, str] = {}
@@ -642,11 +665,20 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                     changes.unreadable.append(facts)
                     stopped[e.subject] = name
                 else:
-                    changes.ignored.append(facts | {"why": rec.message})
+                    own = from_log(ledger, e.subject, logs)  # the other log's own artifact
+                    changes.ignored.append(facts | {"why": rec.message, "own": own,
+                                                    "affects": [], "affectsLabels": []})
             _erased_before(ledger, verifier, brought, set(here.values()), changes, recorded)
         for c in changes.compromised:
             stopped.update({d: label(ledger, d) for d in c["revokedHere"]})
         origins = Origins(ledger)
+        for r in changes.ignored:
+            if r.get("own") and verifier.primary_kind(r["digest"]) is not None:
+                built = sorted((n.id, n.label) for n in impact(verifier, r["digest"])
+                               .nodes.values() if n.kind in ("dataset", "checkpoint")
+                               and n.id != r["digest"] and n.index is not None
+                               and not origins.of(n.index))
+                r["affects"], r["affectsLabels"] = [d for d, _ in built], [x for _, x in built]
         for digest, because in stopped.items():
             if verifier.primary_kind(digest) is None:
                 continue
