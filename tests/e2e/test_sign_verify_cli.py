@@ -259,9 +259,25 @@ def test_tampered_payload(signed: Signed, runner: CliRunner) -> None:
 def test_signed_by_an_untrusted_key(signed: Signed, runner: CliRunner) -> None:
     assert run(runner, signed.home, "key", "new", "mallory").exit_code == 0
     other = signed.write("mallory.pub", KeyStore(signed.home / "keys").public("mallory").to_pem())
+    mallory = KeyStore(signed.home / "keys").public("mallory").keyid[:16]
     expect(signed.verify(runner, pubkey=other), 1,
            f"FAIL: envelope {signed.envelope}: no signature by a trusted key: "
-           "0 of 1 required signature(s) verified\n")
+           f"0 of 1 required signature(s) verified; it names signing key(s) "
+           f"{signed.keyid[:16]}, not the key(s) given: {other} (ed25519, keyid {mallory}): a "
+           "key file replaced, or another key of that name? Ask the signer for its public key "
+           "('trajledger key export NAME' prints it), compare the keyid, and give that file "
+           "with --pubkey\n")
+
+
+def test_a_p256_key_of_the_signers_name_names_both_keys(signed: Signed,
+                                                       runner: CliRunner) -> None:
+    # out36 finding 2: alice's name, another algorithm (alice.pub swapped for a P-256 key).
+    assert run(runner, signed.home, "key", "new", "alice2", "--alg", "p256").exit_code == 0
+    other = signed.write("alice.pub", KeyStore(signed.home / "keys").public("alice2").to_pem())
+    r = signed.verify(runner, pubkey=other)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.count("\n") == 1 and f"it names signing key(s) {signed.keyid[:16]}, not " \
+        f"the key(s) given: {other} (ecdsa-p256, keyid " in r.stderr, r.stderr  # fmt: skip
 
 
 def test_predicate_type_not_allowed(signed: Signed, runner: CliRunner) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from trajledger.verify import predicates
 from trajledger.verify.dsse import Envelope
-from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.errors import DigestMismatchError, FormatError, SignatureError
 from trajledger.verify.keys import PublicKey
 from trajledger.verify.statement import verify_statement
 from trajledger.verify.tree import TreeDiff, diff_tree, manifest_from_statement
@@ -88,13 +88,16 @@ def verify_files(
     envelope = Envelope.from_bytes(
         read_input(envelope_path, "envelope"), f"envelope {envelope_path}"
     )
-    verified = verify_statement(
-        envelope,
-        keys,
-        allowed_predicate_types={predicates.FILES},
-        threshold=threshold,
-        what=f"envelope {envelope_path}",
-    )
+    try:
+        verified = verify_statement(
+            envelope,
+            keys,
+            allowed_predicate_types={predicates.FILES},
+            threshold=threshold,
+            what=f"envelope {envelope_path}",
+        )
+    except SignatureError as e:
+        raise SignatureError(_not_the_signers(str(e), envelope, pubkey_paths, keys)) from e
     manifest = manifest_from_statement(verified.statement, f"envelope {envelope_path}")
     files = collect_files(paths)
     if on_progress is None:
@@ -106,3 +109,20 @@ def verify_files(
     return FilesResult(
         subject, tuple(k.keyid[:16] for k in verified.signers), len(manifest.files), diff
     )
+
+
+def _not_the_signers(message: str, envelope: Envelope, paths: Sequence[Path],
+                     keys: Sequence[PublicKey]) -> str:
+    """``message`` (no key given verified the envelope) with the keys that signed it, as the
+    envelope names them, beside the keys given: a key file swapped at the path the user
+    trusts, or another key of the same name (out36 finding 2), says so and what to do."""
+    given = {k.keyid[:16] for k in keys}
+    named = sorted({s.keyid[:16] for s in envelope.signatures if s.keyid} - given)
+    if "no signature by a trusted key" not in message or not named:
+        return message
+    files = ", ".join(f"{p} ({k.algorithm}, keyid {k.keyid[:16]})"
+                      for p, k in zip(paths, keys, strict=True))
+    return (f"{message}; it names signing key(s) {', '.join(named)}, not the key(s) given: "
+            f"{files}: a key file replaced, or another key of that name? Ask the signer for "
+            "its public key ('trajledger key export NAME' prints it), compare the keyid, and "
+            "give that file with --pubkey")
