@@ -222,10 +222,26 @@ def key_export(ctx: Context, name: str, as_json: bool) -> None:
     Example:
       trajledger key export vendor > vendor.pub
     """
-    key = ctx.keystore().public(name)
+    store = ctx.keystore()
+    key = store.public(name)
     pem = key.to_pem().decode("ascii")
-    emit_result(as_json, pem.removesuffix("\n"),
-                {"name": name, "algorithm": key.algorithm, "keyid": key.keyid, "pem": pem})
+    level, line, roles = "ok", "", None
+    if (ctx.home / "ledger.toml").exists():  # a key store before 'init' has no policy
+        from trajledger.verify.errors import ProvenanceError
+
+        from .errors import LedgerError
+        from .policy_state import exported_key_line
+
+        others = [(k.name, k.keyid) for k in store.list()]
+        try:
+            level, line, roles = exported_key_line(ctx.ledger(), name, key, others)
+        except (LedgerError, ProvenanceError) as e:  # the key is printed all the same
+            level, line = "warning", f"key {name}: its roles cannot be read: {e}"
+    emit_result(as_json, pem.removesuffix("\n"), {
+        "name": name, "algorithm": key.algorithm, "keyid": key.keyid, "pem": pem,
+        "roles": roles})
+    if line:
+        (warn if level == "warning" else ok)(line)
 
 
 @click.command()

@@ -39,6 +39,7 @@ __all__ = [
     "check_signers",
     "contamination_rules",
     "current_policy",
+    "exported_key_line",
     "inline_keys_toml",
     "inline_paths",
     "key_lookup",
@@ -257,6 +258,40 @@ def check_signers(
             f"the policy's {' or '.join(roles)} key(s): {', '.join(members) or 'none'}); "
             "nothing was signed"
         )
+
+
+def exported_key_line(ledger: LedgerHome, name: str, key: PublicKey,
+                      others: Sequence[tuple[str, str]]) -> tuple[str, str, list[str] | None]:
+    """What ``trajledger key export NAME`` says of the key it prints (out36 finding 3): its
+    fingerprint and the roles the policy in force gives it, so that a ``keys/NAME.pub``
+    replaced, or linked to another key, is seen before it is handed to a buyer, who would
+    trust it. ``others`` are the ``(name, keyid)`` of the key store's other keys.
+
+    Returns:
+        ``(level, text, roles)``: ``ok`` with the roles it holds (None and no text: no policy
+        in force);
+        ``warning`` when it is another name's key, or holds no role in the policy in force (a
+        key made for the next policy also holds none: the line says both).
+    """
+    from trajledger.verify.policy import KEY_ROLES
+
+    what = f"key {name} ({key.algorithm}, fingerprint {key.keyid[:16]})"
+    found = current_policy(ledger)
+    roles = None if found is None else [r for r in KEY_ROLES if found[1].holds(r, key.keyid)]
+    same = sorted(n for n, keyid in others if keyid == key.keyid and n != name)
+    if same:
+        return ("warning", f"{what} is the key of {', '.join(same)} too: keys/{name}.pub was "
+                "copied from or links to it; give out a key under one name only (its owner "
+                "knows which), and compare fingerprints with the policy's", roles)
+    if found is None:
+        return ("ok", "", roles)  # a ledger's first keys, made for its first policy
+    policy = found[1]
+    where = f"policy {policy.name!r} serial {policy.serial}, the policy in force"
+    if roles:
+        return ("ok", f"{what}: {' and '.join(roles)} in {where}", roles)
+    return ("warning", f"{what} holds no role in {where}: if it is not a key made for the next "
+            f"policy, keys/{name}.pub was replaced; do not give it out: compare its fingerprint "
+            "with the policy's ('trajledger policy show') and restore the file", roles)
 
 
 # -- policy files: keys inline, and what a new policy changes ----------------------------------
