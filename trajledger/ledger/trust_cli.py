@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from .clikit import VKEY, Context, emit_json, ok, pass_ctx
+from .clikit import VKEY, Context, emit_json, ok, pass_ctx, warn
 
 __all__ = ["COMMANDS"]
 
@@ -129,6 +129,14 @@ def trust(
         pinned = pin_log_key(vkey, checkpoint.read_bytes() if checkpoint is not None else None)
         ok(f"log {pinned.origin}: key {pinned.fingerprint} pinned" + (
             f"; floor at size {pinned.size}" if pinned.size is not None else ""))
+        if pinned.others:  # out36 finding 4: a second key under a name this user trusts
+            held = ", ".join(f"{k} ({'size ' + str(n) + ' seen' if n is not None else 'pinned'})"
+                             for k, n in pinned.others)
+            warn(f"log {pinned.origin}: you trusted another key for this origin before: {held}; "
+                 "both are trusted now, each on its own. If its owner rotated its key, the "
+                 "handover from the old key is followed without a pin; if not, one of the two "
+                 "keys is not the owner's: check the fingerprint with them (run 'trajledger "
+                 "trust' in a ledger of each to see its key)")
         return
     if checkpoint is not None:
         raise click.UsageError("--checkpoint goes with the VKEY it is signed by")

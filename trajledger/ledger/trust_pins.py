@@ -37,11 +37,14 @@ and how far ahead of the clock that time must be to be forgotten (`forget_clock_
 @dataclass(frozen=True)
 class Pinned:
     """A log key pinned ahead (`pin_log_key`): its origin, fingerprint, and the floor's size
-    when a checkpoint was pinned with it."""
+    when a checkpoint was pinned with it; ``others``: this user's other keys of that origin
+    (fingerprint, and the size seen, None when pinned ahead only), known before the pin (out36
+    finding 4: `trust_cli` warns of them)."""
 
     origin: str
     fingerprint: str
     size: int | None
+    others: tuple[tuple[str, int | None], ...] = ()
 
 
 def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | None = None
@@ -59,11 +62,18 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
         verify_checkpoint(checkpoint, verifier)  # before anything is pinned
     state = TrustState.open(vkey, directory)
     try:
+        others = []
+        if not state.pinned() and state.floor() is None:  # a key new to this user
+            for other in state.siblings():
+                seen = other.floor_checkpoint()
+                others.append((fingerprint(other.vkey), seen.size if seen else None))
+                other.close()
         state.pin("pinned ahead ('trajledger trust')")
         if checkpoint is not None:
             state.advance_floor(checkpoint, what="checkpoint given to 'trajledger trust'")
         floor = state.floor_checkpoint()
-        return Pinned(verifier.name, fingerprint(vkey), floor.size if floor else None)
+        return Pinned(verifier.name, fingerprint(vkey), floor.size if floor else None,
+                      tuple(others))
     finally:
         state.close()
 
