@@ -132,7 +132,12 @@ def test_impact_after_revocation_names_the_checkpoints(
     assert r.exit_code == 0, r.output
     r = run(runner, home, "impact", "cartpole-random")
     assert r.exit_code == 0, r.output
-    assert r.stderr == "2 checkpoint(s) reached: cartpole-bc@1, cartpole-bc@2\n"
+    # The verdict on stderr too (out36 finding 5: it was the report's first line alone).
+    reached, verdict = r.stderr.splitlines()
+    assert reached == "2 checkpoint(s) reached: cartpole-bc@1, cartpole-bc@2"
+    assert verdict.startswith("WARNING: impact cartpole-random: 1 of ") and verdict.endswith(
+        " checks failed, so what is marked failing in the report fails through it ('trajledger "
+        "verify REF' of each says why); the answer is whole: exit 0"), verdict
     lines = r.stdout.splitlines()
     assert any(ln.startswith("✗ rollout-batch cartpole-random (") for ln in lines)
     assert "    ✗ revoked — PII found (log index 20)" in lines
