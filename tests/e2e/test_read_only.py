@@ -60,6 +60,7 @@ READS: dict[str, Callable[[tk.Quickstart, Path], list[str]]] = {
     "fsck": lambda q, _: ["fsck"],
     "policy show": lambda q, _: ["policy", "show"],
     "key list": lambda q, _: ["key", "list"],
+    "key export": lambda q, _: ["key", "export", "vendor"],  # reads the policy (out36)
 }
 """Every read command, with arguments (the quickstart, a writable directory for outputs)."""
 
