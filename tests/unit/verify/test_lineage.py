@@ -809,6 +809,40 @@ def test_a_train_set_the_policy_does_not_trust_holds_nothing_out(setup: Setup) -
         "no batch is in a holdout or regression split"]
 
 
+def test_a_release_suite_whose_record_does_not_verify_is_named(setup: Setup) -> None:
+    """left36 (hold35's Left): releases' suite choice skipped a record of the suite's name
+    that the policy does not trust (or a damaged one) and said the suite was "missing"; it
+    names the record, why it does not verify and the way on, pinned or not."""
+    from trajledger.verify.release_rules import Requirement
+    from trajledger.verify.releases import release_suite
+
+    index = _holdout(setup, "x")  # h@1, signed by a key the policy does not hold
+    v = setup.verifier()
+    digest = v.entry(index).subject  # type: ignore[union-attr]
+    suite, problem = release_suite(v, Requirement("h@1"), index + 1)
+    assert suite is None and problem is not None, problem
+    assert problem.startswith(
+        f"the holdout dataset h@1 (log index {index}) is not trusted by the policy (dataset "
+        f"record {index}: no signature by a trusted key"), problem
+    assert problem.endswith(
+        "an evaluation counts only on a suite whose record verifies; if the policy should trust "
+        "its signer, give that key the producer role in a policy successor (a key declared "
+        "compromised stays so), else record the suite again with a producer key, under another "
+        "version, and name that one in [[release.require]]"), problem
+    assert release_suite(v, Requirement("h@2"), index + 1) == (None, None)  # another name
+    pinned = release_suite(v, Requirement("h@1", digest=digest), index + 1)[1]
+    assert pinned is not None and pinned.startswith(
+        f"the suite is pinned to {digest}: its dataset record (log index {index}) is not "
+        f"trusted by the policy (dataset record {index}: no signature by a trusted key"), pinned
+    ev = TamperedEvidence(setup.root)  # its envelope gone: a name no one can read
+    ev.blobs[setup.envelope_of(index)] = None
+    problem = release_suite(setup.verifier(ev), Requirement("h@1"), index + 1)[1]
+    assert problem is not None and problem.startswith(
+        "missing: no verified holdout or regression dataset h@1 is logged before it; dataset "
+        f"record {index}, whose name cannot be read (it may be the suite), is damaged ("), problem
+    assert "restore it from a copy with 'trajledger fsck --repair --from BUNDLE|LEDGER'" in problem
+
+
 def test_a_dataset_record_that_cannot_be_read_fails_a_later_use(setup: Setup) -> None:
     # It may be a holdout holding these batches out: what it lists is unknown (fail closed).
     index = _holdout(setup)
