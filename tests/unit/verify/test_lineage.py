@@ -801,6 +801,28 @@ def test_a_holdout_the_policy_does_not_trust_still_holds_out(setup: Setup, case:
     assert line.removeprefix("dataset ds@1: not held out: ") in str(refused.value)
 
 
+def test_dataset_creates_refusal_says_the_holdouts_record_is_not_trusted(setup: Setup) -> None:
+    """left36 (hold35's Left): ``dataset create`` refuses a batch a distrusted holdout lists
+    (it reads the index, as before) and now says, on that path only, that the holdout's record
+    is not trusted here, why, and that it is held out all the same; the same decision ``admit``
+    and the verifiers make (``verify.distrusted``)."""
+    from trajledger.ledger.artifacts import create_dataset
+    from trajledger.verify.errors import PolicyError
+
+    index = _holdout(setup, "x")  # h@1 holds the batch out, signed by a key not in the policy
+    h = setup.ledger.log.entry(index)
+    with pytest.raises(PolicyError) as refused:
+        create_dataset(setup.ledger, "t", "2", "train", [setup.batch], setup.keys["vendor"])
+    line = str(refused.value)
+    assert line.startswith(f"dataset t@2 (train): batch {setup.batch} is already in holdout "
+                           f"dataset h@1 (sha256:{json.loads(h)['subject'][7:19]}…); its record "
+                           f"(log index {index}) is not trusted here (dataset record {index}: no "
+                           "signature by a trusted key"), line
+    assert "(not in the policy), want producer key(s)" in line and line.endswith(
+        "held out all the same (fail closed: what no one trusted declared held out may be a "
+        "test set)"), line
+
+
 def test_a_train_set_the_policy_does_not_trust_holds_nothing_out(setup: Setup) -> None:
     _holdout(setup, "x", "train")
     use = Node("use", "admission", name="use now")
