@@ -34,17 +34,19 @@ def test_an_identity_the_auditor_trusts_and_the_exporter_declares_compromised_is
     compromised since f2's index. The auditor's hand-written policy still trusts ALICE: f2's
     bundle fails naming the identity, the declaration and what to do (exit 0 before); f1's
     passes with a WARNING in the report."""
+    import testkit
+
     from trajledger import Ledger
 
     config, root = trust_files
     home = tmp_path / "ledger"
-    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
 
-    def ok(*args: str) -> Any:
-        r = runner.invoke(main, ["--ledger", str(home), *args])
-        assert r.exit_code == 0, r.output
-        return r
+    def ok(*args: str) -> Any:  # a command that must succeed
+        done = testkit.invoke(home, *args)
+        assert done.exit_code == 0, done.output
+        return done
 
     ok("init", "--origin", "test.example/keyless")
     for k in ("vendor", "a", "b"):
