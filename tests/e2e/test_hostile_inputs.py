@@ -393,7 +393,8 @@ def test_hostile_policies(world: World, text: str, name: str) -> None:
     path = world.write(name, text)
     message = "nested too deeply" if "surrogate" not in name else "lone surrogate"
     refused(world, "policy", "check", path, match=message)
-    refused(world, "policy", "set", path, "--key", "a", "--key", "b", match=message)
+    refused(world, "policy", "set", path, "--key", "a", "--key", "b", code=2,  # usage (left36)
+            match=message)
 
 
 def test_a_ledger_toml_nested_100k_deep(world: World, tmp_path: Path,

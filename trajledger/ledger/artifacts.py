@@ -926,11 +926,14 @@ def create_dataset(
             continue
         name_, version_ = name_version("dataset", statement)
         ref = f"{name_}@{version_}" if version_ else name_
-        for d in sorted(set(digests) & set(other.get("batches") or [])):
-            conflicts.append(
-                f"batch {d} is already in {other.get('split')} dataset {ref} "
-                f"({entry.subject[:19]}…)"
-            )
+        shared = sorted(set(digests) & set(other.get("batches") or []))
+        if not shared:
+            continue
+        from .split_trust import untrusted_note  # the refusal path only: is it trusted here?
+
+        why = untrusted_note(ledger, i, str(other.get("split")))
+        conflicts += [f"batch {d} is already in {other.get('split')} dataset {ref} "
+                      f"({entry.subject[:19]}…){why}" for d in shared]
     if conflicts:
         raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))
     # (3) (4)

@@ -26,7 +26,7 @@ from trajledger._signals import Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME
-from .errors import LedgerError, disk_error, next_step
+from .errors import LedgerError, PolicyFileError, disk_error, next_step
 
 __all__ = [
     "EXIT_BUG",
@@ -490,6 +490,8 @@ EXIT_INTERRUPTED = 130
 
 def exit_code_for(e: BaseException) -> int:
     """The CLI exit code of an exception (DESIGN §8)."""
+    if isinstance(e, PolicyFileError):  # the user's own file to fix: usage (left36)
+        return EXIT_USAGE
     if isinstance(e, VerificationError | FormatError):
         return EXIT_FAILED
     if isinstance(e, LedgerError | ProvenanceError | OSError):

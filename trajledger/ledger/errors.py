@@ -9,13 +9,14 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from trajledger.verify.errors import ProvenanceError, VerificationError
+from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 __all__ = [
     "AlreadyRecordedError",
     "KeyError_",
     "LedgerError",
     "LogError",
+    "PolicyFileError",
     "StoppedAfterRecordError",
     "StoreError",
     "TamperError",
@@ -28,6 +29,15 @@ __all__ = [
 
 class LedgerError(ProvenanceError):
     """An operational problem with the ledger: missing, unreadable or misconfigured."""
+
+
+class PolicyFileError(FormatError):
+    """The user's own policy FILE is invalid (not TOML or JSON, an unknown setting or role, a
+    key it cannot read or no key store holds): a usage error, exit 2 (DESIGN §8: input the
+    user wrote and must fix), not evidence that failed, on every command that takes one
+    (``--policy``, ``policy set FILE``; left36, as left35 made ``verify``). ``policy check
+    FILE`` judges the file: its verdict stays a `FormatError`, exit 1. A file that cannot be
+    read stays an `OSError` (exit 3); a damaged policy in a log or bundle stays exit 1."""
 
 
 class StoreError(LedgerError):

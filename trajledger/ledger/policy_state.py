@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.verify.digest import digest_bytes
-from trajledger.verify.errors import PolicyError
+from trajledger.verify.errors import FormatError, PolicyError
 from trajledger.verify.policy import KeyLookup, TrustPolicy, load_policy_file
 from trajledger.verify.policy_history import follow_history
 
-from .errors import LedgerError, StoreError, TamperError
+from .errors import LedgerError, PolicyFileError, StoreError, TamperError
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -49,6 +49,7 @@ __all__ = [
     "path_entries",
     "policy_records",
     "policy_toml",
+    "read_policy_file",
 ]
 
 
@@ -168,6 +169,20 @@ def keystore_lookup(keys: KeyStore) -> KeyLookup:
     return lookup
 
 
+def read_policy_file(path: Path, lookup: KeyLookup | None) -> TrustPolicy:
+    """The user's own policy FILE (`verify.policy.load_policy_file`, keys named by keyid found
+    with ``lookup``).
+
+    Raises:
+        PolicyFileError: it is invalid: a usage error, exit 2 (left36).
+        OSError: it cannot be read.
+    """
+    try:
+        return load_policy_file(path, key_lookup=lookup)
+    except FormatError as e:
+        raise PolicyFileError(str(e)) from e
+
+
 def load_policy(ledger: LedgerHome, policy_file: Path | None) -> tuple[TrustPolicy, list[str]]:
     """The policy to apply: the file given (followed through the log's policy history), or the
     ledger's policy in force. Every command that applies a policy loads it here.
@@ -175,12 +190,12 @@ def load_policy(ledger: LedgerHome, policy_file: Path | None) -> tuple[TrustPoli
     Raises:
         LedgerError: no policy given and none recorded.
         OSError: the file cannot be read.
-        FormatError: the policy file is invalid.
+        PolicyFileError: the policy file is invalid (a `FormatError`; exit 2).
         TamperError: a trust-policy record's envelope is missing or damaged.
     """
     trusted = None
     if policy_file is not None:
-        trusted = load_policy_file(policy_file, key_lookup=key_lookup(ledger))
+        trusted = read_policy_file(policy_file, key_lookup(ledger))
         # A log key the user's own file names is pinned ahead: its first use is no blind one.
         ledger.expect_log_keys(trusted.role("log").vkeys)
     found = current_policy(ledger, trusted)

@@ -71,13 +71,13 @@ def command_policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
 
 
 def _policy_file(ctx: Context, file: Path) -> Any:
-    """The policy FILE as read where no ledger's policy history applies (policy check, bundle
-    and Sigstore verification): keys named by keyid are looked up in the key store of the
-    ledger directory, as `load_policy` does for admit, train, verify, export and import."""
-    from trajledger.ledger.policy_state import keystore_lookup
-    from trajledger.verify.policy import load_policy_file
+    """The policy FILE as read where no ledger's policy history applies (policy check, set and
+    inline, bundle and Sigstore verification): keys named by keyid are looked up in the key
+    store of the ledger directory, as `load_policy` does for admit, train, verify, export and
+    import. An invalid one is a `PolicyFileError`, exit 2 (the user's file to fix; left36)."""
+    from trajledger.ledger.policy_state import keystore_lookup, read_policy_file
 
-    return load_policy_file(file, key_lookup=keystore_lookup(ctx.keystore()))
+    return read_policy_file(file, keystore_lookup(ctx.keystore()))
 
 
 def _verifiers_policy(ctx: Context, file: Path) -> Any:
@@ -287,9 +287,14 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     Example:
       trajledger policy check policy.toml
     """
+    from trajledger.ledger.errors import PolicyFileError
+    from trajledger.verify.errors import FormatError
     from trajledger.verify.policy import policy_digest
 
-    p = _policy_file(ctx, file)
+    try:
+        p = _policy_file(ctx, file)
+    except PolicyFileError as e:  # the file is what is judged here: its verdict, exit 1
+        raise FormatError(str(e)) from e
     _refuse_unreadable(p, file)
     if as_json:
         emit_json(p.to_json() | {"digest": policy_digest(p)})
@@ -299,12 +304,20 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     ok(f"policy {file}: valid, serial {p.serial}")
 
 
-def _refuse_unreadable(p: Any, file: Path) -> None:
+def _refuse_unreadable(p: Any, file: Path, *, usage: bool = False) -> None:
     """Refuse a ``[release]`` bound or ``[contamination]`` threshold written as a string that
-    is no JSON number (left33, left34)."""
+    is no JSON number (left33, left34); with ``usage`` (``policy set``: the user's file to
+    fix, not the file judged) as a `PolicyFileError`, exit 2 (left36)."""
+    from trajledger.ledger.errors import PolicyFileError
     from trajledger.ledger.policy_state import refuse_unreadable
+    from trajledger.verify.errors import FormatError
 
-    refuse_unreadable(p, f"policy {file}")
+    try:
+        refuse_unreadable(p, f"policy {file}")
+    except FormatError as e:
+        if not usage:
+            raise
+        raise PolicyFileError(str(e)) from e
 
 
 def _note_paths(file: Path, p: Any) -> None:
@@ -365,7 +378,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
 
     ledger = ctx.ledger()
     new = _policy_file(ctx, file)
-    _refuse_unreadable(new, file)
+    _refuse_unreadable(new, file, usage=True)
     _note_paths(file, new)
     found = current_policy(ledger)
     lines, changed = membership_changes(found[1] if found is not None else None, new)

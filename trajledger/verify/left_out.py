@@ -12,7 +12,13 @@ the verifier's policy (written by hand, or an older one, used as given: the expo
 successors are not followed from it) holds in a role though the exporter's policy declares it
 compromised (left35 finding 3): a record of the bundle it signed since then fails (its
 owner's word is that the signature may be a thief's), and without one the report warns that
-the policy must be updated. Loaded only for a bundle whose verification failed, or whose
+the policy must be updated; `trusted_identities_compromised`, the same for a Sigstore identity
+its ``[[revoked_identities]]`` declares compromised (left36 finding 1: a record the identity
+signed keylessly since then). The exporter's word is its newest policy the history follows to:
+a successor that drops a declaration is not followed (``verify.succession``: a revoked key or
+identity stays revoked), and one that moves its point is its approvers' later word, which the
+verifier applies to the exporter's own log as well (`TrustPolicy.revocation` of the policy in
+force, not of the earlier ones). Loaded only for a bundle whose verification failed, or whose
 policy in force is not the exporter's newest (the latter only where an auditor verifies:
 ``python -m verify``, ``trajledger verify BUNDLE``; an import judges a vendor's declarations
 itself, ``ledger.exchange``).
@@ -33,9 +39,12 @@ from .policy import KEY_ROLES, TrustPolicy
 from .policy_history import follow_history
 
 if TYPE_CHECKING:
+    from .compromise import RevokedIdentity, RevokedKey
+    from .keys import Identity
     from .report import Report
 
-__all__ = ["Bundled", "explain_left_out", "exporters_declarations", "trusted_compromised"]
+__all__ = ["Bundled", "explain_left_out", "exporters_declarations", "trusted_compromised",
+           "trusted_identities_compromised"]
 
 
 class Bundled(Protocol):
@@ -44,6 +53,8 @@ class Bundled(Protocol):
     def entry_bytes(self, index: int) -> bytes | None: ...
 
     def entries(self) -> Iterator[tuple[int, bytes]]: ...
+
+    def blob(self, digest: str) -> bytes | None: ...
 
 
 def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy | None,
@@ -57,12 +68,13 @@ def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy | 
         theirs, _notes = follow_history(None, records)
     except ProvenanceError:
         return  # a history that cannot be followed declares nothing
-    if theirs is None or not theirs.revoked_keys:
+    if theirs is None or not (theirs.revoked_keys or theirs.revoked_identities):
         return
-    if not report.ok:
+    if not report.ok and theirs.revoked_keys:
         explain_left_out(report, evidence.entry_bytes, theirs)
     if trusted is not None:
         trusted_compromised(bundle, trusted, theirs, evidence.entries())
+        trusted_identities_compromised(bundle, trusted, theirs, evidence)
 
 
 def trusted_compromised(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy,
@@ -83,19 +95,75 @@ def trusted_compromised(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy,
             if held[keyid][0].covers(i, entry.time):
                 since[keyid].append(i)
     for keyid, (rk, roles) in held.items():
-        said = (f"your policy {trusted.name!r} trusts key {keyid[:12]} as "
-                f"{' and '.join(roles)}, which the exporter's own policy {theirs.name!r} serial "
-                f"{theirs.serial} (in this bundle) declares {rk.describe()}")
-        fix = ("if the key is theirs, update your policy: verify from the exporter's first "
-               "policy (the bundle's policy/0.json, once its digest matches one you got out of "
-               "band), whose recorded successors are followed, or take the key out of your roles")
-        if since[keyid]:
-            bundle.fail("policy", f"{said}; this bundle's record(s) at log index "
-                        f"{', '.join(map(str, since[keyid]))} were signed by it since then, which "
-                        f"its owner disowns: {fix}")
-        else:
-            bundle.add("policy", INFO, f"WARNING: {said}; nothing in this bundle was signed by "
-                       f"it since then, but your policy would count what it signs: {fix}")
+        _declared(bundle, trusted, theirs, ("key", keyid[:12]), roles, rk, since[keyid])
+
+
+def trusted_identities_compromised(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy,
+                                   evidence: Bundled) -> None:
+    """As `trusted_compromised`, for the Sigstore identities ``trusted`` holds in a role that
+    the exporter's policy declares compromised (``[[revoked_identities]]``): a bundled record
+    such an identity signed keylessly (its Sigstore bundle verifying under ``trusted``'s root)
+    at or after the point declared, by the log entry's time or a signing time Sigstore
+    verified (as `verify.judge.judge_record` judges a revoked identity), fails the check."""
+    held = [(ri, roles) for ri in theirs.revoked_identities
+            if (roles := [r for r in KEY_ROLES if ri.identity in trusted.role(r).identities])]
+    if not held:
+        return
+    from .sigstore_adapter import trusted_root_bytes  # loaded only for such an identity
+
+    root = trusted_root_bytes(trusted.sigstore_trusted_root)
+    since: list[list[int]] = [[] for _ in held]
+    for i, raw in evidence.entries():
+        entry = LogEntry.from_bytes(raw)  # checked when the bundle was opened
+        data = evidence.blob(entry.envelope)
+        for (ri, _roles), found in zip(held, since, strict=True):
+            if data is not None and _signed_since(ri, i, entry, data, evidence.blob, root):
+                found.append(i)
+    for (ri, roles), found in zip(held, since, strict=True):
+        who = f"{ri.identity.subject} ({ri.identity.issuer})"
+        _declared(bundle, trusted, theirs, ("identity", who), roles, ri, found)
+
+
+def _signed_since(ri: RevokedIdentity, index: int, entry: LogEntry, data: bytes,
+                  blob: Callable[[str], bytes | None], root: bytes | None) -> bool:
+    """True when the identity ``ri`` declares compromised signed the envelope ``data`` of the
+    record at ``index`` keylessly, at or after the point declared."""
+    from .dsse import Envelope
+    from .sigstore_adapter import identity_signers
+
+    times: list[str] = []
+
+    def covered(_who: Identity, time: str) -> None:
+        times.extend([time] if ri.covers(index, time) else [])
+
+    try:
+        envelope = Envelope.from_bytes(data, f"envelope of entry {index}")
+        found, _notes = identity_signers(envelope, blob, [ri.identity], trusted_root=root,
+                                         revoked=covered)
+    except ProvenanceError:  # a damaged envelope: the verification fails it already
+        return False
+    return bool(found) and (bool(times) or ri.covers(index, entry.time))
+
+
+def _declared(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy, who: tuple[str, str],
+              roles: list[str], declared: RevokedKey | RevokedIdentity, since: list[int]) -> None:
+    """The ``policy`` check on ``bundle`` for one key or identity (``who``: what it is, and
+    its name) ``trusted`` holds in ``roles`` that the exporter's policy ``theirs`` declares
+    compromised: failed when the bundle's records at ``since`` were signed by it since then."""
+    said = (f"your policy {trusted.name!r} trusts {who[0]} {who[1]} as {' and '.join(roles)}, "
+            f"which the exporter's own policy {theirs.name!r} serial {theirs.serial} (in this "
+            f"bundle) declares {declared.describe()}")
+    fix = (f"if the {who[0]} is theirs, update your policy: verify from the exporter's first "
+           "policy (the bundle's policy/0.json, once its digest matches one you got out of "
+           f"band), whose recorded successors are followed, or take the {who[0]} out of your "
+           "roles")
+    if since:
+        bundle.fail("policy", f"{said}; this bundle's record(s) at log index "
+                    f"{', '.join(map(str, since))} were signed by it since then, which its "
+                    f"owner disowns: {fix}")
+    else:
+        bundle.add("policy", INFO, f"WARNING: {said}; nothing in this bundle was signed by it "
+                   f"since then, but your policy would count what it signs: {fix}")
 
 
 def explain_left_out(report: Report, entry_bytes: Callable[[int], bytes | None],

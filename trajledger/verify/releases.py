@@ -31,6 +31,7 @@ from .report import short as _short
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
+    from .evidence import Evidence
     from .kinds import Dependency
     from .log_entry import LogEntry
     from .log_index import LogIndex
@@ -46,6 +47,7 @@ class Walk(Protocol):
 
     policy: TrustPolicy
     checkpoint: Checkpoint | None
+    evidence: Evidence
 
     @property
     def index(self) -> LogIndex: ...
@@ -275,7 +277,7 @@ def release_suite(v: Walk, req: Requirement, before: int,
                  and isinstance(p := r.predicate, Dataset) and f"{p.name}@{p.version}" == req.suite]
         own = next((d for i, d in named if _same_log(origin, brought_by(v, i))), None)
         if own is not None or not named:
-            return own, None
+            return own, None if named else _unverified_suite(v, req, before)
         at, theirs = named[0]
         return None, (f"no holdout or regression dataset {req.suite} of the release's own log "
                       f"is logged before it; {theirs} (log index {at}) came from another log, "
@@ -289,7 +291,9 @@ def release_suite(v: Walk, req: Requirement, before: int,
         return None, pinned + (f"found a {other} record, not a dataset" if other else
                                "no dataset record of it is logged before the release")
     rec = v.record(found[0])
-    if not isinstance(rec, Record) or not isinstance(ds := rec.predicate, Dataset):
+    if isinstance(rec, RecordFailure):
+        return None, pinned + _why_not(rec, f"its dataset record (log index {found[0]})")
+    if not isinstance(ds := rec.predicate, Dataset):
         return None, pinned + f"its dataset record (log index {found[0]}) does not verify"
     if ds.split not in HELD_OUT:
         return None, pinned + (f"found dataset {ds.name}@{ds.version}, a {ds.split!r} split; "
@@ -297,6 +301,41 @@ def release_suite(v: Walk, req: Requirement, before: int,
     if f"{ds.name}@{ds.version}" != req.suite:
         return None, pinned + f"found dataset {ds.name}@{ds.version}, not {req.suite}"
     return req.digest, None
+
+
+def _unverified_suite(v: Walk, req: Requirement, before: int) -> str | None:
+    """Why no verified held-out dataset of ``req``'s ``NAME@VERSION`` is logged before
+    ``before``, when one of that name, or of a name no one can read, is there but does not
+    verify (hold35's Left: such a record was skipped and the suite said "missing"); None when
+    there is none at all. An evaluation counts only on a suite whose record verifies."""
+    from .distrusted import distrusted_holdout
+
+    unknown = None
+    for i in sorted({*v.index.held_out(), *v.index.unreadable()}):
+        if i >= before or isinstance(rec := v.record(i), Record):
+            continue
+        ds = distrusted_holdout(v, i)  # what it declares, its signers not trusted
+        if ds is not None and f"{ds.name}@{ds.version}" == req.suite:
+            return _why_not(rec, f"the {ds.split} dataset {req.suite} (log index {i})")
+        if ds is None and rec.damaged and unknown is None and v.kind_at(i, "dataset"):
+            unknown = _why_not(rec, f"dataset record {i}, whose name cannot be read (it may be "
+                               "the suite),")
+    return None if unknown is None else (f"missing: no verified holdout or regression dataset "
+                                         f"{req.suite} is logged before it; {unknown}")
+
+
+def _why_not(rec: RecordFailure, what: str) -> str:
+    """Why the suite's record ``what`` counts for nothing, and the way on."""
+    from .judge import REPAIR_HINT
+
+    if rec.damaged:
+        return f"{what} is damaged ({rec.message}): {REPAIR_HINT}; an evaluation counts only " \
+            "on a suite whose record verifies"
+    return (f"{what} is not trusted by the policy ({rec.message}): an evaluation counts only "
+            "on a suite whose record verifies; if the policy should trust its signer, give that "
+            "key the producer role in a policy successor (a key declared compromised stays "
+            "so), else record the suite again with a producer key, under another version, and "
+            "name that one in [[release.require]]")
 
 
 def brought_by(v: Walk, index: int) -> frozenset[str]:

@@ -801,12 +801,68 @@ def test_a_holdout_the_policy_does_not_trust_still_holds_out(setup: Setup, case:
     assert line.removeprefix("dataset ds@1: not held out: ") in str(refused.value)
 
 
+def test_dataset_creates_refusal_says_the_holdouts_record_is_not_trusted(setup: Setup) -> None:
+    """left36 (hold35's Left): ``dataset create`` refuses a batch a distrusted holdout lists
+    (it reads the index, as before) and now says, on that path only, that the holdout's record
+    is not trusted here, why, and that it is held out all the same; the same decision ``admit``
+    and the verifiers make (``verify.distrusted``)."""
+    from trajledger.ledger.artifacts import create_dataset
+    from trajledger.verify.errors import PolicyError
+
+    index = _holdout(setup, "x")  # h@1 holds the batch out, signed by a key not in the policy
+    h = setup.ledger.log.entry(index)
+    with pytest.raises(PolicyError) as refused:
+        create_dataset(setup.ledger, "t", "2", "train", [setup.batch], setup.keys["vendor"])
+    line = str(refused.value)
+    assert line.startswith(f"dataset t@2 (train): batch {setup.batch} is already in holdout "
+                           f"dataset h@1 (sha256:{json.loads(h)['subject'][7:19]}…); its record "
+                           f"(log index {index}) is not trusted here (dataset record {index}: no "
+                           "signature by a trusted key"), line
+    assert "(not in the policy), want producer key(s)" in line and line.endswith(
+        "held out all the same (fail closed: what no one trusted declared held out may be a "
+        "test set)"), line
+
+
 def test_a_train_set_the_policy_does_not_trust_holds_nothing_out(setup: Setup) -> None:
     _holdout(setup, "x", "train")
     use = Node("use", "admission", name="use now")
     setup.verifier().dataset_use(use, setup.dataset, None)
     assert [c.detail for c in use.checks if c.what == "dataset ds@1: not held out"] == [
         "no batch is in a holdout or regression split"]
+
+
+def test_a_release_suite_whose_record_does_not_verify_is_named(setup: Setup) -> None:
+    """left36 (hold35's Left): releases' suite choice skipped a record of the suite's name
+    that the policy does not trust (or a damaged one) and said the suite was "missing"; it
+    names the record, why it does not verify and the way on, pinned or not."""
+    from trajledger.verify.release_rules import Requirement
+    from trajledger.verify.releases import release_suite
+
+    index = _holdout(setup, "x")  # h@1, signed by a key the policy does not hold
+    v = setup.verifier()
+    digest = v.entry(index).subject  # type: ignore[union-attr]
+    suite, problem = release_suite(v, Requirement("h@1"), index + 1)
+    assert suite is None and problem is not None, problem
+    assert problem.startswith(
+        f"the holdout dataset h@1 (log index {index}) is not trusted by the policy (dataset "
+        f"record {index}: no signature by a trusted key"), problem
+    assert problem.endswith(
+        "an evaluation counts only on a suite whose record verifies; if the policy should trust "
+        "its signer, give that key the producer role in a policy successor (a key declared "
+        "compromised stays so), else record the suite again with a producer key, under another "
+        "version, and name that one in [[release.require]]"), problem
+    assert release_suite(v, Requirement("h@2"), index + 1) == (None, None)  # another name
+    pinned = release_suite(v, Requirement("h@1", digest=digest), index + 1)[1]
+    assert pinned is not None and pinned.startswith(
+        f"the suite is pinned to {digest}: its dataset record (log index {index}) is not "
+        f"trusted by the policy (dataset record {index}: no signature by a trusted key"), pinned
+    ev = TamperedEvidence(setup.root)  # its envelope gone: a name no one can read
+    ev.blobs[setup.envelope_of(index)] = None
+    problem = release_suite(setup.verifier(ev), Requirement("h@1"), index + 1)[1]
+    assert problem is not None and problem.startswith(
+        "missing: no verified holdout or regression dataset h@1 is logged before it; dataset "
+        f"record {index}, whose name cannot be read (it may be the suite), is damaged ("), problem
+    assert "restore it from a copy with 'trajledger fsck --repair --from BUNDLE|LEDGER'" in problem
 
 
 def test_a_dataset_record_that_cannot_be_read_fails_a_later_use(setup: Setup) -> None:

@@ -767,3 +767,41 @@ def test_contamination_refusals(keydir: Path, table: str, message: str) -> None:
         parse(keydir, toml(extra=f"[contamination]\n{table}"))
     with pytest.raises(FormatError, match="contamination: must be a table"):
         parse(keydir, toml(extra='contamination = "near"'))
+
+
+def test_the_exporters_declaration_is_its_newest_followed_policys_word(keydir: Path) -> None:
+    """left36 (the brief's question on ``TrustPolicy.earlier``): which of the exporter's
+    recorded policies declares a key compromised, for `verify.left_out`? The newest its history
+    follows to. A successor that drops the declaration is not followed (``check_successor``: a
+    revoked key stays revoked), so a thief's (or a careless) policy cannot erase it; one that
+    moves its point is the approvers' later word, which the verifier applies to the exporter's
+    own log too (`TrustPolicy.revocation` of the policy in force)."""
+    from types import SimpleNamespace
+
+    from trajledger.verify.left_out import exporters_declarations
+    from trajledger.verify.nodes import Node
+
+    def revoking(since: int) -> str:
+        return f'[[revoked_keys]]\nkey = "c.pub"\ncompromised_since = {since}\nreason = "lost"\n'
+
+    d1, e1 = record(parse(keydir, toml(extra=revoking(4))), ["a", "b"])
+    d2, e2 = record(parse(keydir, toml(serial=2)), ["a", "b"])  # drops it: not followed
+    d3, e3 = record(parse(keydir, toml(serial=3, extra=revoking(8))), ["a", "b"])
+    auditor = parse(keydir, toml().replace(b'"vendor.pub"', b'"c.pub"')
+                    .replace(b'name = "p"', b'name = "auditor"'))
+    evidence = SimpleNamespace(entries=lambda: iter(()), blob=lambda d: None,
+                               entry_bytes=lambda i: None)
+
+    def declared(records: list[tuple[int, str, bytes]]) -> list[str]:
+        bundle = Node("bundle", "bundle", name="bundle b")
+        exporters_declarations(SimpleNamespace(ok=True), bundle, auditor,  # type: ignore[arg-type]
+                               records, evidence)  # type: ignore[arg-type]
+        return [c.detail for c in bundle.checks]
+
+    said = (f"WARNING: your policy 'auditor' trusts key {SIGNERS['c'].keyid[:12]} as producer, "
+            "which the exporter's own policy 'p' serial {} (in this bundle) declares compromised "
+            "since log index {}: lost; nothing in this bundle was signed by it since then")
+    got = declared([(0, d1, e1), (5, d2, e2)])
+    assert len(got) == 1 and got[0].startswith(said.format(1, 4)), got
+    got = declared([(0, d1, e1), (5, d2, e2), (9, d3, e3)])
+    assert len(got) == 1 and got[0].startswith(said.format(3, 8)), got

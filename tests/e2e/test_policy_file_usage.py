@@ -1,0 +1,74 @@
+"""An invalid policy FILE of the user's own is a usage error, exit 2, on every command that
+takes one (twenty-first round, left36 finding 4; docs/SECURITY.md "Review of 2026-12-05,
+twenty-first round (left36)").
+
+left35 made ``verify --policy`` so (DESIGN §8: 2 is input the user wrote and must fix); ``admit``,
+``train``, ``eval``, ``release``, ``lineage``, ``impact``, ``export``, ``import``, ``policy set``
+and ``policy inline`` still exited 1, "verification failed", as if evidence had. ``policy check
+FILE`` judges the file: its verdict stays 1. A missing file stays 3 (the file system's answer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from testkit import new_runner
+
+from trajledger.ledger.home import LedgerHome
+from trajledger.runner.cli import main
+
+COMMANDS = {
+    "admit": ["admit", "cartpole-train@2"],
+    "train": ["train", "--dataset", "cartpole-train@2", "--key", "trainer", "--name", "x",
+              "--version", "9"],
+    "eval": ["eval", "cartpole-bc@2", "--suite", "cartpole-train@2", "--key", "vendor"],
+    "release": ["release", "cartpole-bc@2", "--key", "approver-a"],
+    "lineage": ["lineage", "cartpole-bc@2"],
+    "impact": ["impact", "cartpole-train@2"],
+    "export": ["export", "cartpole-bc@2", "--out", "{tmp}/x.tar.zst"],
+    "import": ["import", "{tmp}/b.tar.zst", "--key", "approver-a"],
+    "verify REF": ["verify", "cartpole-bc@2"],
+    "verify BUNDLE": ["verify", "{tmp}/b.tar.zst"],
+}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("left36")
+    runner = new_runner()
+    r = runner.invoke(main, ["quickstart", str(root / "lab"), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["--ledger", str(root / "lab"), "export", "cartpole-bc@2", "--out",
+                             str(root / "b.tar.zst")])
+    assert r.exit_code == 0, r.output
+    return root
+
+
+@pytest.mark.parametrize("text", ["[roles\n", 'name = "p"\n[roles.auditor]\nkeys = []\n'],
+                         ids=["not-toml", "unknown-role"])
+def test_an_invalid_policy_file_of_the_users_own_is_a_usage_error(lab: Path, text: str) -> None:
+    runner = new_runner()
+    bad = lab / "bad.toml"
+    bad.write_text(text)
+    home = lab / "lab"
+    size = LedgerHome.open(home).log.size
+
+    def run(*args: str) -> tuple[int, str]:
+        r = runner.invoke(main, ["--ledger", str(home), *(a.format(tmp=lab) for a in args)])
+        return r.exit_code, r.stderr
+
+    for name, args in COMMANDS.items():
+        code, err = run(*args, "--policy", str(bad))
+        assert code == 2, (name, err)
+        assert err.startswith(f"FAIL: policy {bad}: ") and len(err.splitlines()) == 1, (name, err)
+    for args in (["policy", "set", str(bad), "--key", "approver-a", "--key", "approver-b",
+                  "--yes"], ["policy", "inline", str(bad)]):
+        code, err = run(*args)
+        assert code == 2 and err.startswith(f"FAIL: policy {bad}: "), (args, err)
+    code, err = run("policy", "check", str(bad))  # the file is what is judged: its verdict
+    assert code == 1 and err.startswith(f"FAIL: policy {bad}: "), err
+    code, err = run("admit", "cartpole-train@2", "--policy", str(lab / "none.toml"))
+    assert code == 3 and err == f"FAIL: policy {lab / 'none.toml'}: no such file\n", err
+    assert LedgerHome.open(home).log.size == size
+    assert not (lab / "x.tar.zst").exists()
