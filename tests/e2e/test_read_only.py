@@ -6,7 +6,12 @@ everything under the ledger directory (the log, the objects, ``keys/``, ``log-ke
 ``policy.toml``, ``ledger.toml``) but ``index/``, and the runner's state: the user's state
 directory, whose SQLite database holds the floor checkpoint (the runner's memory of the log) and
 the index of the log's entries. Files must keep their bytes and modes; the database its rows,
-table by table (a read raises the floor only when the log has grown, and here it has not).
+table by table (a read raises the floor only when the log has grown, and here it has not),
+but for the time the state was last used at (``meta``'s ``used_at``, `TrustState.used_at`): a
+verifier notes its clock there at most once a minute, so that a clock set back later is judged
+no earlier; memory of the user's clock, like the floor, no evidence. The test removes it from
+the copy first, so that a read notes it whatever the time since the quickstart was built (it
+failed under load when that was more than a minute).
 
 Excluded, and why: ``index/`` holds the derived caches, the audit index (``index/lance``, for
 query and stats) and the log's lookup cache (``index/log-lookup``), both derived from the log
@@ -94,7 +99,8 @@ def evidence(home: Path, state: Path) -> dict[str, object]:
         try:
             tables = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             for (table,) in sorted(tables.fetchall()):
-                rows = sorted(map(repr, con.execute(f'SELECT * FROM "{table}"').fetchall()))
+                rows = sorted(repr(r) for r in con.execute(f'SELECT * FROM "{table}"')
+                              if not (table == "meta" and r[0] == "used_at"))
                 out[f"state/{db.relative_to(state)}: {table}"] = rows
         finally:
             con.close()
@@ -105,6 +111,13 @@ def test_read_commands_never_write_evidence(
     pristine: tk.Quickstart, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home, state = copy(pristine, tmp_path)
+    for db in state.rglob("*.sqlite"):  # as if last used long ago (the module docstring)
+        con = sqlite3.connect(db)
+        try:
+            with con:
+                con.execute("DELETE FROM meta WHERE key = 'used_at'")
+        finally:
+            con.close()
     out = tmp_path / "out"
     out.mkdir()
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(state))
