@@ -131,13 +131,17 @@ def matrix_hashes(q: npt.NDArray[np.uint32], member: npt.NDArray[np.int64]
 
 
 def kept_hashes(q: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
-                rows: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.uint64]:
+                rows: npt.NDArray[np.int64] | None = None,
+                member: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.uint64]:
     """Per row of a tensor's quantised values ``q`` (or per row ``rows`` of it): `matrix_hashes`
     of its columns ``keep`` (a row each; at least one) alone, in one pass whatever their sets:
     each row's kept
     values moved up in order, the rest 0 and their pairs left out, the width its own count.
     Not a call per set of columns: an attacker's batch whose every window has its own set of
-    clock columns cost a Python call a window so (rev32)."""
+    clock columns cost a Python call a window so (rev32). ``member``: each column's member of
+    a Dict or Tuple space (ascending, `_members_kept`)."""
+    if member is not None and member.any():
+        return _members_kept(q, keep, rows, member)
     width = q.shape[1]
     out = np.empty(len(keep), dtype=np.uint64)
     cols = np.arange(width + width % 2)
@@ -154,4 +158,49 @@ def kept_hashes(q: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
         mixed[cols[None, : len(salts)] >= ((n + 1) // 2)[:, None]] = 0
         out[lo : lo + step] = splitmix64(splitmix64(
             mixed.sum(axis=1, dtype=np.uint64) ^ splitmix64(n.astype(np.uint64))))
+    return out
+
+
+def _members_kept(q: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
+                  rows: npt.NDArray[np.int64] | None, member: npt.NDArray[np.int64]
+                  ) -> npt.NDArray[np.uint64]:
+    """`kept_hashes` of a Dict or Tuple space (``member``: each column's, ascending), each row's
+    members renumbered from 0 among those it keeps a column of (as ``np.unique`` of the kept
+    columns' members renumbers them for `matrix_hashes`), in one pass (dict36): each member's
+    kept values moved up within its own block of columns (its width, made even), each pair
+    salted by its row's rank of its member, each member's sum mixed with its count plus that
+    rank, the members absent from a row left out. Not a call per set: a Dict space's windows,
+    each with its own set of clock columns, cost a Python call a set so (rows36's Left)."""
+    width = q.shape[1]
+    heads = np.flatnonzero(np.diff(member, prepend=member[0] - 1) != 0)  # each member's first
+    widths = np.diff(np.append(heads, width))
+    padded = widths + widths % 2
+    where = np.cumsum(padded) - padded  # each member's first place in the compacted row
+    of = np.repeat(np.arange(len(heads)), widths)  # each column's member, from 0
+    pair_of = np.repeat(np.arange(len(heads)), padded // 2)  # each pair's member
+    pair_at = (np.arange(int(padded.sum()) // 2) - np.repeat(where // 2, padded // 2)).astype(
+        np.uint64)  # each pair's place within its member
+    out = np.empty(len(keep), dtype=np.uint64)
+    step = max(1, _BLOCK // max(int(padded.sum()), 1))
+    for lo in range(0, len(keep), step):
+        m = keep[lo : lo + step]
+        part = q[lo : lo + step] if rows is None else q[rows[lo : lo + step]]
+        count = np.add.reduceat(m, heads, axis=1, dtype=np.int64)  # per row and member
+        before = np.cumsum(count, axis=1) - count
+        r, c = np.nonzero(m)
+        g = np.zeros((len(m), int(padded.sum())), dtype=np.uint32)
+        at = np.cumsum(m, axis=1)[r, c] - 1 - before[r, of[c]] + where[of[c]]
+        g[r, at] = part[r, c]
+        pairs = g[:, 0::2].astype(np.uint64) | (g[:, 1::2].astype(np.uint64) << _U64(32))
+        present = count > 0
+        rank = (np.cumsum(present, axis=1) - 1).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            salts = splitmix64(pair_at[None, :] + _SALT * (rank[:, pair_of] + _U64(1)))
+        mixed = splitmix64(pairs ^ salts)
+        mixed[pair_at[None, :] >= ((count[:, pair_of] + 1) // 2).astype(np.uint64)] = 0
+        sums = np.add.reduceat(mixed, where // 2, axis=1, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            each = splitmix64(sums ^ splitmix64(count.astype(np.uint64) + rank))
+        each[~present] = 0
+        out[lo : lo + step] = splitmix64(each.sum(axis=1, dtype=np.uint64))
     return out
