@@ -166,41 +166,43 @@ def _members_kept(q: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
                   ) -> npt.NDArray[np.uint64]:
     """`kept_hashes` of a Dict or Tuple space (``member``: each column's, ascending), each row's
     members renumbered from 0 among those it keeps a column of (as ``np.unique`` of the kept
-    columns' members renumbers them for `matrix_hashes`), in one pass (dict36): each member's
-    kept values moved up within its own block of columns (its width, made even), each pair
-    salted by its row's rank of its member, each member's sum mixed with its count plus that
-    rank, the members absent from a row left out. Not a call per set: a Dict space's windows,
-    each with its own set of clock columns, cost a Python call a set so (rows36's Left)."""
+    columns' members renumbers them for `matrix_hashes`), all sets at once (dict36): member
+    by member (the space's, a few), each row's kept values moved up as a tensor's are, its
+    pairs salted by the row's rank of the member (a table of ranks and places), its sum mixed
+    with its count plus that rank, a member the row keeps none of left out. A block of rows
+    of one set (the rule: a clock in one place) is `matrix_hashes` of it. Not a call per set:
+    a Dict space's windows, each with its own set of clock columns, cost a Python call a set
+    so (rows36's Left)."""
     width = q.shape[1]
     heads = np.flatnonzero(np.diff(member, prepend=member[0] - 1) != 0)  # each member's first
-    widths = np.diff(np.append(heads, width))
-    padded = widths + widths % 2
-    where = np.cumsum(padded) - padded  # each member's first place in the compacted row
-    of = np.repeat(np.arange(len(heads)), widths)  # each column's member, from 0
-    pair_of = np.repeat(np.arange(len(heads)), padded // 2)  # each pair's member
-    pair_at = (np.arange(int(padded.sum()) // 2) - np.repeat(where // 2, padded // 2)).astype(
-        np.uint64)  # each pair's place within its member
+    ends = np.append(heads[1:], width)
+    most = int((ends - heads).max())
+    table = np.stack([pair_salts(k, np.arange((most + 1) // 2, dtype=np.uint64))
+                      for k in range(len(heads))])  # per rank and pair: its salt
     out = np.empty(len(keep), dtype=np.uint64)
-    step = max(1, _BLOCK // max(int(padded.sum()), 1))
+    step = max(1, _BLOCK // max(width, 1))
     for lo in range(0, len(keep), step):
         m = keep[lo : lo + step]
         part = q[lo : lo + step] if rows is None else q[rows[lo : lo + step]]
-        count = np.add.reduceat(m, heads, axis=1, dtype=np.int64)  # per row and member
-        before = np.cumsum(count, axis=1) - count
-        r, c = np.nonzero(m)
-        g = np.zeros((len(m), int(padded.sum())), dtype=np.uint32)
-        at = np.cumsum(m, axis=1)[r, c] - 1 - before[r, of[c]] + where[of[c]]
-        g[r, at] = part[r, c]
-        pairs = g[:, 0::2].astype(np.uint64) | (g[:, 1::2].astype(np.uint64) << _U64(32))
-        present = count > 0
-        rank = (np.cumsum(present, axis=1) - 1).astype(np.uint64)
-        with np.errstate(over="ignore"):
-            salts = splitmix64(pair_at[None, :] + _SALT * (rank[:, pair_of] + _U64(1)))
-        mixed = splitmix64(pairs ^ salts)
-        mixed[pair_at[None, :] >= ((count[:, pair_of] + 1) // 2).astype(np.uint64)] = 0
-        sums = np.add.reduceat(mixed, where // 2, axis=1, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            each = splitmix64(sums ^ splitmix64(count.astype(np.uint64) + rank))
-        each[~present] = 0
-        out[lo : lo + step] = splitmix64(each.sum(axis=1, dtype=np.uint64))
+        if (m == m[0]).all():  # one set
+            ranks = np.unique(member[m[0]], return_inverse=True)[1].astype(np.int64)
+            out[lo : lo + step] = matrix_hashes(part[:, m[0]], ranks.reshape(-1))
+            continue
+        total = np.zeros(len(m), dtype=np.uint64)
+        rank = np.zeros(len(m), dtype=np.int64)
+        for h, e in zip(heads.tolist(), ends.tolist(), strict=True):
+            mm = m[:, h:e]
+            n = mm.sum(axis=1)
+            cols = np.arange(e - h + (e - h) % 2)
+            g = np.zeros((len(m), len(cols)), dtype=np.uint32)
+            g[cols[None, :] < n[:, None]] = part[:, h:e][mm]  # each row compacted
+            pairs = g[:, 0::2].astype(np.uint64) | (g[:, 1::2].astype(np.uint64) << _U64(32))
+            mixed = splitmix64(pairs ^ table[:, : len(cols) // 2][rank])
+            mixed[cols[None, : len(cols) // 2] >= ((n + 1) // 2)[:, None]] = 0
+            each = splitmix64(mixed.sum(axis=1, dtype=np.uint64) ^ splitmix64(
+                (n + rank).astype(np.uint64)))
+            with np.errstate(over="ignore"):
+                total += np.where(n > 0, each, _U64(0))
+            rank += n > 0
+        out[lo : lo + step] = splitmix64(total)
     return out
