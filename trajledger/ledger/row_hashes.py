@@ -131,13 +131,17 @@ def matrix_hashes(q: npt.NDArray[np.uint32], member: npt.NDArray[np.int64]
 
 
 def kept_hashes(q: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
-                rows: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.uint64]:
+                rows: npt.NDArray[np.int64] | None = None,
+                member: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.uint64]:
     """Per row of a tensor's quantised values ``q`` (or per row ``rows`` of it): `matrix_hashes`
     of its columns ``keep`` (a row each; at least one) alone, in one pass whatever their sets:
     each row's kept
     values moved up in order, the rest 0 and their pairs left out, the width its own count.
     Not a call per set of columns: an attacker's batch whose every window has its own set of
-    clock columns cost a Python call a window so (rev32)."""
+    clock columns cost a Python call a window so (rev32). ``member``: each column's member of
+    a Dict or Tuple space (ascending, `_members_kept`)."""
+    if member is not None and member.any():
+        return _members_kept(q, keep, rows, member)
     width = q.shape[1]
     out = np.empty(len(keep), dtype=np.uint64)
     cols = np.arange(width + width % 2)
@@ -154,4 +158,51 @@ def kept_hashes(q: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
         mixed[cols[None, : len(salts)] >= ((n + 1) // 2)[:, None]] = 0
         out[lo : lo + step] = splitmix64(splitmix64(
             mixed.sum(axis=1, dtype=np.uint64) ^ splitmix64(n.astype(np.uint64))))
+    return out
+
+
+def _members_kept(q: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
+                  rows: npt.NDArray[np.int64] | None, member: npt.NDArray[np.int64]
+                  ) -> npt.NDArray[np.uint64]:
+    """`kept_hashes` of a Dict or Tuple space (``member``: each column's, ascending), each row's
+    members renumbered from 0 among those it keeps a column of (as ``np.unique`` of the kept
+    columns' members renumbers them for `matrix_hashes`), all sets at once (dict36): member
+    by member (the space's, a few), each row's kept values moved up as a tensor's are, its
+    pairs salted by the row's rank of the member (a table of ranks and places), its sum mixed
+    with its count plus that rank, a member the row keeps none of left out. A block of rows
+    of one set (the rule: a clock in one place) is `matrix_hashes` of it. Not a call per set:
+    a Dict space's windows, each with its own set of clock columns, cost a Python call a set
+    so (rows36's Left)."""
+    width = q.shape[1]
+    heads = np.flatnonzero(np.diff(member, prepend=member[0] - 1) != 0)  # each member's first
+    ends = np.append(heads[1:], width)
+    most = int((ends - heads).max())
+    table = np.stack([pair_salts(k, np.arange((most + 1) // 2, dtype=np.uint64))
+                      for k in range(len(heads))])  # per rank and pair: its salt
+    out = np.empty(len(keep), dtype=np.uint64)
+    step = max(1, _BLOCK // max(width, 1))
+    for lo in range(0, len(keep), step):
+        m = keep[lo : lo + step]
+        part = q[lo : lo + step] if rows is None else q[rows[lo : lo + step]]
+        if (m == m[0]).all():  # one set
+            ranks = np.unique(member[m[0]], return_inverse=True)[1].astype(np.int64)
+            out[lo : lo + step] = matrix_hashes(part[:, m[0]], ranks.reshape(-1))
+            continue
+        total = np.zeros(len(m), dtype=np.uint64)
+        rank = np.zeros(len(m), dtype=np.int64)
+        for h, e in zip(heads.tolist(), ends.tolist(), strict=True):
+            mm = m[:, h:e]
+            n = mm.sum(axis=1)
+            cols = np.arange(e - h + (e - h) % 2)
+            g = np.zeros((len(m), len(cols)), dtype=np.uint32)
+            g[cols[None, :] < n[:, None]] = part[:, h:e][mm]  # each row compacted
+            pairs = g[:, 0::2].astype(np.uint64) | (g[:, 1::2].astype(np.uint64) << _U64(32))
+            mixed = splitmix64(pairs ^ table[:, : len(cols) // 2][rank])
+            mixed[cols[None, : len(cols) // 2] >= ((n + 1) // 2)[:, None]] = 0
+            each = splitmix64(mixed.sum(axis=1, dtype=np.uint64) ^ splitmix64(
+                (n + rank).astype(np.uint64)))
+            with np.errstate(over="ignore"):
+                total += np.where(n > 0, each, _U64(0))
+            rank += n > 0
+        out[lo : lo + step] = splitmix64(total)
     return out

@@ -58,11 +58,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .column_series import few_values, informative, set_hash
+from .column_series import few_values, informative, kept_sets, set_hash
 from .episode_vectors import splitmix64
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
-from .row_hashes import kept_hashes, matrix_hashes, quantised, row_sums, tensor_width
+from .row_hashes import kept_hashes, quantised, row_sums, tensor_width
 from .standing_columns import in_place_of, left_out, still_columns
 from .window_clocks import clock_columns as clocks_over
 from .window_clocks import clock_sets, maybe_clocks
@@ -131,6 +131,7 @@ _FEW_WINDOWS = 32  # a set with fewer windows in a block: `_windows_block`, not 
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
 _NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
+_NO_SETS = (np.zeros((0, 0), dtype=bool), np.zeros((0, 0), dtype=np.uint64))  # `_Bare.columns`
 
 
 def step_hashes(col: pa.Array) -> npt.NDArray[np.uint64] | None:
@@ -305,24 +306,23 @@ class _Bare:
         f0: their marks (`_marked`: too few distinct steps).
         sets: the index into ``columns`` of each one's columns without its clocks, or -1:
             no `COLUMNS` hash (fewer than 2 columns left, or a set past `MAX_CLOCK_SETS`).
-        columns: per set of clock columns, the columns kept and their salts (the members
-            renumbered: `_columns`).
+        columns: per set of clock columns (a row each), the columns it leaves out of
+            `COLUMNS` and each column's salt (the members renumbered: `_columns`;
+            `column_series.kept_sets`).
         hc: their `COLUMNS` hashes (`columns_windows` fills them in; 0: none).
         fc: their `COLUMNS` marks (idem; true: not compared as held out).
         still: of windows without standing columns (copy35), per episode the columns
             those of set -2 (no clock, a tensor: `_still_hashes`) leave out of `COLUMNS`.
-        left: of a tensor, per set, the columns it leaves out of `COLUMNS` (`_windows_block`).
     """
 
     at: npt.NDArray[np.int64]
     h0: npt.NDArray[np.uint64]
     f0: npt.NDArray[np.bool_]
     sets: npt.NDArray[np.int64]
-    columns: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]]
+    columns: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint64]]
     hc: npt.NDArray[np.uint64]
     fc: npt.NDArray[np.bool_]
     still: npt.NDArray[np.bool_] | None = None
-    left: npt.NDArray[np.bool_] | None = None
 
 
 def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWindows,
@@ -382,7 +382,7 @@ def _still_hashes(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
     drop_c[eps] = also[eps] & also[eps].any(axis=1)[:, None]
     none = np.zeros(0, dtype=np.int64)
     if some is None:
-        some = _Bare(none, np.zeros(0, np.uint64), np.zeros(0, bool), none, [],
+        some = _Bare(none, np.zeros(0, np.uint64), np.zeros(0, bool), none, _NO_SETS,
                      np.zeros(0, np.uint64), np.zeros(0, bool))
     order = np.argsort(np.concatenate((some.at, idx)), kind="stable")
     sets = np.where(drop_c[first.episode[idx]].any(axis=1), -2, -1)
@@ -418,17 +418,17 @@ def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark:
     left to `columns_windows`, from the column series it computes for the full ones), the
     marks decided without them; None when no window has one. A copy of a held-out
     episode with a clock added (the train side) then holds the held episode's windows, and a
-    held-out episode recorded with one holds the windows of a copy without it. Each set of
-    clock columns is computed over the episodes that have it (a copier may put the clock in
-    another place in each episode); of an episode, the windows of its `MAX_CLOCK_SETS` most
-    common sets (the cost: at most that many passes over its steps); those of its other sets in
-    order 0 only, over their own rows (`_kept_windows`: a copier who adds more sets before the
-    copy hid it after them, rev31), their `COLUMNS` hash 0 (none). With ``h`` (the step hashes,
+    held-out episode recorded with one holds the windows of a copy without it. Every set of
+    clock columns at once (`_tensor_bare`, a tensor's or a Dict's: a copier may put the clock
+    in another place in each episode, or in each window): each episode's most common set
+    over its steps, the other windows over their own rows (`_kept_windows`: a copier who adds
+    more sets before the copy hid it after them, rev31); a `COLUMNS` hash for the windows of
+    an episode's `MAX_CLOCK_SETS` most common sets only (`column_series.kept_sets`), the
+    others' 0 (none). With ``h`` (the step hashes,
     of the held side), also the step hashes without each episode's most common set of clock
     columns (the others' as they are; else None), whose windows in the other `ORDERS` decide
     those orders' marks (`_few_steps`: rev31)."""
     quantised, _, raw, member = q
-    starts = np.cumsum(lengths) - lengths
     split = clock.shape[1] > raw.shape[1]
     pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
@@ -441,85 +441,33 @@ def _bare(q: _Columns, lengths: npt.NDArray[np.int64], first: StepWindows, mark:
     rank = np.empty(len(by), dtype=np.int64)
     rank[by] = np.arange(len(by)) - np.searchsorted(ep[by], ep[by])
     rare = rank[inv.reshape(-1)] >= MAX_CLOCK_SETS
-    bare = _Bare(pos, np.zeros(len(pos), np.uint64), np.ones(len(pos), bool),
-                 np.full(len(pos), -1, np.int64), [], np.zeros(len(pos), np.uint64),
-                 np.ones(len(pos), bool))
     top = np.full(len(lengths), -1, dtype=np.int64)  # each episode's most common set
     top[ep[rank == 0]] = (pair % len(sets))[rank == 0]
     untimed = None if h is None else h.copy()
     width = raw.shape[1]
-    tensor, left = not member.any(), []
-    if tensor:  # every set at once (rows36)
-        _tensor_bare(bare, quantised, lengths, first, mark, ~clock[pos][:, :width], sets, key,
-                     top, untimed)
-    by_key = np.argsort(key, kind="stable")  # each set's windows, ascending: not a pass a set
-    bounds = np.searchsorted(key[by_key], np.arange(len(sets) + 1))
-    for k in np.unique(key[~rare] if tensor else key).tolist():
-        bits = np.unpackbits(sets[k]).astype(bool)
-        keep = ~bits[:width]
-        kept_c = ~bits[width : 2 * width] if split else keep  # of `COLUMNS`
-        if not keep.any():
-            if untimed is not None and not tensor:  # nothing but clocks: every step alike
-                untimed[np.repeat(top == k, lengths)] = 0
-            continue
-        these = by_key[bounds[k] : bounds[k + 1]]
-        ranks = np.unique(member[keep], return_inverse=True)[1].astype(np.int64).reshape(-1)
-        few_sets = these[rare[these]]  # order 0 only, over their own rows (rev31)
-        if len(few_sets) and not tensor:
-            at = starts[first.episode[pos[few_sets]]] + first.start[pos[few_sets]]
-            got = _kept_windows(quantised, keep[None, :], np.zeros(len(at), np.int64), at,
-                                mark, ranks)
-            bare.h0[few_sets], bare.f0[few_sets] = got
-        these = these[~rare[these]]
-        cols = np.flatnonzero(keep)
-        if len(these) and not tensor:
-            _set_windows(bare, quantised, lengths, first, mark, these, cols, ranks, k, top,
-                         untimed)
-        if not len(these):
-            continue
-        if split:
-            cols = np.flatnonzero(kept_c)
-            ranks = np.unique(member[kept_c], return_inverse=True)[1].astype(np.int64).reshape(-1)
-        if 2 <= len(cols) < width:
-            bare.sets[these] = len(bare.columns)
-            left.append(np.bincount(cols, minlength=width) == 0)
-            bare.columns.append((cols, np.where(ranks > 0, splitmix64(ranks.astype(np.uint64)),
-                                                _U64(0))))
-    bare.left = np.array(left, dtype=bool).reshape(-1, width) if tensor else None
+    bare = _Bare(pos, np.zeros(len(pos), np.uint64), np.ones(len(pos), bool),
+                 np.full(len(pos), -1, np.int64), _NO_SETS, np.zeros(len(pos), np.uint64),
+                 np.ones(len(pos), bool))
+    _tensor_bare(bare, quantised, lengths, first, mark, ~clock[pos][:, :width], sets, key,
+                 top, untimed, member)  # every set at once (rows36; a Dict's too, dict36)
+    index, left, salts = kept_sets(sets, np.bincount(key[~rare], minlength=len(sets)) > 0,
+                                   width, split, member)
+    bare.sets[~rare] = index[key[~rare]]  # those past `MAX_CLOCK_SETS`: no `COLUMNS` hash
+    bare.columns = (left, salts)
     return bare, untimed
-
-
-def _set_windows(bare: _Bare, quantised: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
-                 first: StepWindows, mark: bool, these: npt.NDArray[np.int64],
-                 cols: npt.NDArray[np.int64], ranks: npt.NDArray[np.int64], k: int,
-                 top: npt.NDArray[np.int64], untimed: npt.NDArray[np.uint64] | None) -> None:
-    """`_bare`'s windows ``these`` of set ``k`` (its columns ``cols`` kept, of members
-    ``ranks``: a Dict or Tuple space) over the whole steps of their episodes; the step hashes
-    ``untimed`` of the episodes whose most common set (``top``) it is."""
-    starts = np.cumsum(lengths) - lengths
-    sel = bare.at[these]
-    eps, local = np.unique(first.episode[sel], return_inverse=True)
-    rows = np.concatenate([np.arange(starts[e], starts[e] + lengths[e]) for e in eps])
-    sub = lengths[eps]
-    hk = matrix_hashes(quantised[np.ix_(rows, cols)], ranks)
-    w, few = _marked([first.episode_ids[e] for e in eps], sub, hk, mark)
-    if untimed is not None:
-        mine = np.repeat(top[eps] == k, sub)
-        untimed[rows[mine]] = hk[mine]
-    counts = np.maximum(sub - (WINDOW - 1), 0)
-    at = (np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[sel]
-    bare.h0[these], bare.f0[these] = w.hashes[at], few[at]
 
 
 def _tensor_bare(bare: _Bare, quantised: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
                  first: StepWindows, mark: bool, keep: npt.NDArray[np.bool_],
                  sets: npt.NDArray[np.uint8], key: npt.NDArray[np.int64],
-                 top: npt.NDArray[np.int64], untimed: npt.NDArray[np.uint64] | None) -> None:
+                 top: npt.NDArray[np.int64], untimed: npt.NDArray[np.uint64] | None,
+                 member: npt.NDArray[np.int64]) -> None:
     """`_bare`'s order 0 hashes and marks of a tensor's windows (``keep``: each one's columns
     kept; ``key``: its set), every set at once (rows36): each episode's steps without its most
     common set (``top``; ``untimed``), the windows of that set from them; the others' over
     their own rows (`_kept_windows`). Not a pass a set: an attacker's batch whose every
-    window has its own set of clock columns paid a Python call a window so (rev32)."""
+    window has its own set of clock columns paid a Python call a window so (rev32). Of a
+    Dict or Tuple space (``member``) the same, each row's members renumbered (dict36)."""
     starts = np.cumsum(lengths) - lengths
     eps = np.flatnonzero(top >= 0)
     sub = lengths[eps]
@@ -527,7 +475,7 @@ def _tensor_bare(bare: _Bare, quantised: npt.NDArray[np.uint32], lengths: npt.ND
     tk = ~np.unpackbits(sets[top[eps]], axis=1)[:, : keep.shape[1]].astype(bool)
     ok = np.repeat(tk.any(axis=1), sub)
     hk = np.zeros(len(rows), dtype=np.uint64)  # nothing but clocks: every step alike
-    hk[ok] = kept_hashes(quantised, np.repeat(tk, sub, axis=0)[ok], rows[ok])
+    hk[ok] = kept_hashes(quantised, np.repeat(tk, sub, axis=0)[ok], rows[ok], member)
     if untimed is not None:
         untimed[rows] = hk
     w, few = _marked([""] * len(eps), sub, hk, mark)
@@ -540,19 +488,20 @@ def _tensor_bare(bare: _Bare, quantised: npt.NDArray[np.uint32], lengths: npt.ND
     some = np.flatnonzero((key != top[wep]) & keep.any(axis=1))
     if len(some):
         bare.h0[some], bare.f0[some] = _kept_windows(
-            quantised, keep[some], key[some], starts[wep[some]] + first.start[bare.at[some]], mark)
+            quantised, keep[some], key[some], starts[wep[some]] + first.start[bare.at[some]], mark,
+            member)
 
 
 def _kept_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
                   key: npt.NDArray[np.int64], at: npt.NDArray[np.int64], mark: bool,
-                  ranks: npt.NDArray[np.int64] | None = None
+                  member: npt.NDArray[np.int64] | None = None
                   ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
     """The order 0 hashes and marks (`_marked`) of the windows of the `WINDOW` rows from each
     of rows ``at`` of ``quantised``, each of its columns ``keep`` (a row a window; ``key``: its
     set) alone: each run of overlapping or adjacent windows of one set hashed once, so that
     the cost is at most `WINDOW` rows a window, whatever the sets of clock columns an episode
-    has (rev31); of a tensor, all sets in one pass (`row_hashes.kept_hashes`, rows36); with
-    ``ranks`` (the members of a Dict or Tuple space's columns kept), of one set, ``keep[0]``."""
+    has (rev31); all sets in one pass (`row_hashes.kept_hashes`: a tensor's, rows36; with
+    ``member``, each column's member, a Dict or Tuple space's, dict36)."""
     order = np.lexsort((at, key))
     a, k = at[order], key[order]
     new = np.ones(len(a), dtype=bool)
@@ -563,9 +512,7 @@ def _kept_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_]
     lengths = np.maximum.reduceat(a + WINDOW, heads) - begin
     offset = np.cumsum(lengths) - lengths
     rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(begin - offset, lengths)
-    h = (kept_hashes(quantised, np.repeat(keep[order[heads]], lengths, axis=0), rows)
-         if ranks is None else matrix_hashes(np.ascontiguousarray(quantised[rows][:, keep[0]]),
-                                             ranks))
+    h = kept_hashes(quantised, np.repeat(keep[order[heads]], lengths, axis=0), rows, member)
     w, few = _marked([""] * len(heads), lengths, h, mark)
     counts = lengths - (WINDOW - 1)
     idx = (np.cumsum(counts) - counts)[seg] + a - begin[seg]
@@ -642,17 +589,14 @@ def _bare_block(bare: _Bare, lo: int, hi: int, acc: npt.NDArray[np.uint64],
     (only those: a set may be one window of each of thousands of episodes, fuse34)."""
     a, b = np.searchsorted(bare.at, lo), np.searchsorted(bare.at, hi)
     ids, count = np.unique(bare.sets[a:b], return_counts=True)
-    if bare.left is not None:  # a tensor's sets of few windows, at once (rows36)
-        few = a + np.flatnonzero(np.isin(bare.sets[a:b], ids[(ids >= 0) & (
-            count < _FEW_WINDOWS)]))
+    few = a + np.flatnonzero(np.isin(bare.sets[a:b], ids[(ids >= 0) & (count < _FEW_WINDOWS)]))
+    if len(few):  # sets of few windows, at once (rows36; a Dict's too, dict36)
         _windows_block(bare, few, lo, acc, v, r, room, start, steps_of, mark)
-        ids = ids[count >= _FEW_WINDOWS]
-    for s in ids.tolist():
-        if s < 0:
-            continue
+    for s in ids[(ids >= 0) & (count >= _FEW_WINDOWS)].tolist():
         these = a + np.flatnonzero(bare.sets[a:b] == s)
         w = bare.at[these]
-        cols, salts = bare.columns[s]
+        cols = np.flatnonzero(~bare.columns[0][s])
+        salts = bare.columns[1][s, cols]
         rs = r[w - lo]  # ascending, as are the runs of rows below
         first, last = np.maximum(rs - (LONG - WINDOW), 0), np.minimum(rs + LONG, len(v))
         new = np.ones(len(rs), dtype=bool)
@@ -682,35 +626,40 @@ def _windows_block(bare: _Bare, these: npt.NDArray[np.int64], lo: int,
                    r: npt.NDArray[np.int64], room: npt.NDArray[np.int64],
                    start: npt.NDArray[np.int64], steps_of: npt.NDArray[np.int64],
                    mark: bool) -> None:
-    """`_bare_block` of a tensor's windows ``these``, whatever their sets, at once: each
-    window's rows copied, its columns left out (``bare.left``) given its first kept column's
-    series (`in_place_of`: a set of series holds a repeat once; whether steps are alike does
-    not change); its own `WINDOW` rows first, then, of few values (`column_series.few_values`),
-    the 80 around it (`LONG` - `WINDOW` before, `LONG` from it) that `_block` reads."""
-    assert bare.left is not None
+    """`_bare_block` of windows ``these``, whatever their sets, at once: each window's rows
+    copied, its columns left out (``bare.columns``) given its first kept column's series and
+    salt (`in_place_of`: a set of series holds a repeat once; whether steps are alike does
+    not change; a Dict's salts are its set's, dict36); its own `WINDOW` rows first, then, of
+    few values (`column_series.few_values`), the 80 around it (`LONG` - `WINDOW` before,
+    `LONG` from it) that `_block` reads."""
     ext, span, width = LONG - WINDOW, 2 * LONG - WINDOW, v.shape[1]
+    left, salts = bare.columns
     step = max(1, (1 << 21) // (WINDOW * width))
     for i in range(0, len(these), step):
         t = these[i : i + step]
-        rs, mask = r[bare.at[t] - lo], bare.left[bare.sets[t]]
+        rs, mask = r[bare.at[t] - lo], left[bare.sets[t]]
         first = np.argmax(~mask, axis=1)[:, None]
         vr = v[rs[:, None] + np.arange(WINDOW)]  # a window, its rows, its columns
         vm = np.where(mask[:, None, :], np.take_along_axis(vr, first[:, None, :], axis=2), vr)
         short = few_values(vm.reshape(-1, width), WINDOW, MIN_DISTINCT)[::WINDOW]
+        s = salts[bare.sets[t]]
+        s = np.where(mask, np.take_along_axis(s, first, axis=1), s)  # the salts, in place
         ar = acc[rs]
-        bare.hc[t] = set_hash(np.where(mask, np.take_along_axis(ar, first, axis=1), ar),
+        bare.hc[t] = set_hash(np.where(mask, np.take_along_axis(ar, first, axis=1), ar) ^ s,
                               _COLUMN_SALT) & ~_U64(1)
         bare.fc[t] = bare.f0[t] if mark else False
-        t = t[short]
+        t, s = t[short], s[short]
         step_ = max(1, (1 << 21) // (span * width))
         for j in range(0, len(t), step_):
-            u = t[j : j + step_]
+            u, su = t[j : j + step_], s[j : j + step_]
             w = bare.at[u]
             rows = np.clip((r[w - lo] - ext)[:, None] + np.arange(span), 0, len(v) - 1).ravel()
             am, vm2 = in_place_of(acc[np.minimum(rows, len(acc) - 1)], v[rows],
-                                  np.repeat(bare.left[bare.sets[u]], span, axis=0))
-            bare.hc[u], more = _block(am, vm2, np.arange(len(u)) * span + ext, room[w],
-                                      start[w], steps_of[w], None, bare.f0[u], mark)
+                                  np.repeat(left[bare.sets[u]], span, axis=0))
+            salted = bool(su.any())
+            bare.hc[u], more = _block(am ^ np.repeat(su, span, axis=0) if salted else am, vm2,
+                                      np.arange(len(u)) * span + ext, room[w], start[w],
+                                      steps_of[w], su if salted else None, bare.f0[u], mark)
             bare.fc[u] = more if mark else False
 
 
@@ -719,9 +668,10 @@ def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArra
            steps_of: npt.NDArray[np.int64], salts: npt.NDArray[np.uint64] | None,
            steps: npt.NDArray[np.bool_] | None, mark: bool
            ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-    """`columns_windows` of windows at rows ``r`` of the column series ``acc`` (salted) of
-    mixed values ``v`` (a row a step), each ``room`` steps from its episode's end, ``start``
-    from its start, of an episode of ``steps_of`` steps: the hashes and marks (``mark``)."""
+    """`columns_windows` of windows at rows ``r`` of the column series ``acc`` (salted by
+    ``salts``: a column's, or a row a window's) of mixed values ``v`` (a row a step), each
+    ``room`` steps from its episode's end, ``start`` from its start, of an episode of
+    ``steps_of`` steps: the hashes and marks (``mark``)."""
     ext = LONG - WINDOW
     short = few_values(v, WINDOW, MIN_DISTINCT)[r]
     ahead = short & (room >= LONG)
@@ -746,8 +696,8 @@ def _block(acc: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64], r: npt.NDArra
         with np.errstate(over="ignore"):
             for k in range(n_):
                 wide = wide * _POLY + v[r[these] + k]
-        if salts is not None:
-            wide ^= salts[None, :]
+        if salts is not None:  # a column's, or a window's (`_windows_block`)
+            wide ^= salts[None, :] if salts.ndim == 1 else salts[these]
         got[these] = set_hash(wide, _LONG_SALT) | _U64(1)
         if mark:
             more[these] = ~informative(v, r[these], n_, MIN_DISTINCT, MIN_REVISITS)

@@ -15,7 +15,7 @@ from unittest import mock
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trajledger.ledger import row_hashes, standing_columns, step_windows, window_clocks
@@ -371,12 +371,14 @@ def test_more_sets_than_max_clock_sets_in_one_pass_are_the_two_passes(seed: int,
     assert rows and any(h != 0 for r in rows for h in r[4])
 
 
-def every_window_sets_batches(seed: int) -> list[pa.RecordBatch]:
+def every_window_sets_batches(seed: int, dict_space: bool = False) -> list[pa.RecordBatch]:
     """rev32's attacker's batch: each column an arithmetic progression (a clock) over runs of
     16 to 30 steps at random places, so that nearly every window has its own set of clock
     columns (all, some, none), many more sets an episode than `MAX_CLOCK_SETS`; a walk, a
     grid or a few states under them (repeated steps: marks), episodes of 0 to 200 steps, one
-    now and then all clocks, cut into record batches anywhere."""
+    now and then all clocks, cut into record batches anywhere. ``dict_space`` (dict36): the
+    columns as a Dict space's members of 1 to 4 numbers each (a number alone now and then),
+    in an order of their own, now and then with a member of none."""
     rng = np.random.default_rng(seed)
     width = int(rng.integers(2, 14))
     ids: list[str] = []
@@ -396,7 +398,19 @@ def every_window_sets_batches(seed: int) -> list[pa.RecordBatch]:
         ids += [f"e{e}"] * n
         parts.append(o)
     flat = np.vstack(parts)
-    obs = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), width)
+    obs: pa.Array = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), width)
+    if dict_space:
+        cuts = sorted({int(c) for c in rng.integers(1, width, int(rng.integers(1, width)))})
+        members = [np.ascontiguousarray(flat[:, a:b]) for a, b in
+                   zip([0, *cuts], [*cuts, width], strict=True)]
+        if rng.random() < 0.2:
+            members.insert(int(rng.integers(0, len(members) + 1)), np.zeros((len(flat), 0)))
+        arrays: list[pa.Array] = [
+            pa.array([[]] * len(flat), pa.list_(pa.float64())) if not m.shape[1] else
+            pa.array(m[:, 0]) if m.shape[1] == 1 and rng.random() < 0.3 else
+            pa.FixedSizeListArray.from_arrays(pa.array(m.ravel()), m.shape[1]) for m in members]
+        names = [f"m{k}" for k in rng.permutation(len(arrays))]
+        obs = pa.StructArray.from_arrays(arrays, names)
     table = pa.table({"episode_id": pa.array(ids, pa.string()), "obs": obs})
     cuts = sorted({int(c) for c in rng.integers(0, max(len(ids), 1), int(rng.integers(0, 4)))})
     return [table.slice(a, b - a).to_batches()[0] for a, b in
@@ -415,6 +429,82 @@ def test_a_clock_set_a_window_in_one_pass_is_the_set_by_set_path(
     every order, over the attacker's batches and the random ones."""
     batches = every_window_sets_batches(seed) if attack else random_batches(seed, False)
     one_pass_is_two(batches, mark, "_FEW_WINDOWS", few)
+
+
+def few_values_dict_batches(seed: int) -> list[pa.RecordBatch]:
+    """A Dict space of 2 to 4 members of 1 to 4 numbers, one-hot or a small grid (few values:
+    the `COLUMNS` windows of `LONG` steps, or of a whole episode of `MIN_WHOLE` to `LONG` - 1
+    steps), a clock over runs of 16 to 40 steps now and then in a third of the columns (sets
+    of clock columns of a few windows each; the first from step 0 one time in two), episodes
+    of 16 to 120 steps, cut anywhere."""
+    rng = np.random.default_rng(seed)
+    widths = [int(w) for w in rng.integers(1, 5, int(rng.integers(2, 5)))]
+    width = sum(widths)
+    clocked = np.flatnonzero(rng.random(width) < 0.35)
+    ids: list[str] = []
+    parts: list[np.ndarray] = []
+    for e in range(int(rng.integers(1, 6))):
+        n = int(rng.choice([int(rng.integers(32, 48)), int(rng.integers(16, 121))]))
+        o = np.hstack([episode(rng, n, w, int(rng.choice([1, 2]))) for w in widths])
+        for c in clocked.tolist():
+            at = int(rng.choice([0, int(rng.integers(0, 30))]))  # 0: a whole episode's window
+            while at < n:
+                run = int(rng.integers(16, 41))
+                o[at : at + run, c] = np.arange(len(o[at : at + run])) / 500
+                at += run + int(rng.integers(0, 40))
+        ids += [f"e{e}"] * n
+        parts.append(o)
+    flat = np.vstack(parts)
+    cuts = np.cumsum(widths)[:-1].tolist()
+    members = [pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(m).ravel()),
+                                                 m.shape[1]) for m in np.split(flat, cuts, axis=1)]
+    obs = pa.StructArray.from_arrays(members, [f"m{k}" for k in rng.permutation(len(members))])
+    table = pa.table({"episode_id": pa.array(ids, pa.string()), "obs": obs})
+    cut = sorted({int(c) for c in rng.integers(0, len(ids), int(rng.integers(0, 3)))})
+    return [table.slice(a, b - a).to_batches()[0] for a, b in
+            zip([0, *cut], [*cut, len(ids)], strict=True) if b > a]
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from([1, 32, 10**9]),
+       st.sampled_from(["attack", "random", "few"]))
+@example(16, True, 10**9, "few")  # two whole episodes' windows of other salts in one call
+def test_a_dicts_clock_set_a_window_in_one_pass_is_the_set_by_set_path(
+        seed: int, mark: bool, few: int, data: str) -> None:
+    """dict36: a Dict or Tuple space's windows without their clocks, all sets hashed at once
+    (each row's members renumbered: `row_hashes.kept_hashes` with ``member``), and their
+    `COLUMNS` hashes at once (`_windows_block`, each set's salts), are every window, hash and
+    mark of the set by set reference (`reference_clocked`: the members renumbered a set at a
+    time, `row_hashes.matrix_hashes`), both sides, every order, over the attacker's batches as
+    a Dict space, the random Dict ones and Dict spaces of few values."""
+    batches = (every_window_sets_batches(seed, True) if data == "attack" else
+               random_batches(seed, True) if data == "random" else few_values_dict_batches(seed))
+    one_pass_is_two(batches, mark, "_FEW_WINDOWS", few)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_kept_hashes_of_members_are_matrix_hashes(seed: int) -> None:
+    """`row_hashes.kept_hashes` with ``member`` (dict36) of each row is `matrix_hashes` of
+    that row's kept columns alone, their members renumbered from 0 (``np.unique``): members
+    of 1 to 5 columns (odd and even), numbered with gaps or from 0, values repeated or not,
+    any rows, in blocks of any size."""
+    rng = np.random.default_rng(seed)
+    widths = rng.integers(1, 6, int(rng.integers(1, 6)))
+    member = np.repeat(np.sort(rng.choice(9, len(widths), replace=False)), widths)
+    n = int(rng.integers(1, 40))
+    q = rng.integers(0, 2**32, (n + 3, len(member)), dtype=np.uint64).astype(np.uint32)
+    if rng.random() < 0.3:
+        q[:] = q[0]
+    keep = rng.random((n, len(member))) < rng.choice([0.2, 0.6, 1.0])
+    keep[np.arange(n), rng.integers(0, len(member), n)] = True
+    rows = rng.integers(0, n + 3, n)
+    with mock.patch.object(row_hashes, "_BLOCK", int(rng.choice([1, 7, 1 << 21]))):
+        got = row_hashes.kept_hashes(q, keep, rows, member.astype(np.int64)).tolist()
+    want = [int(row_hashes.matrix_hashes(q[rows[i]][None, keep[i]], np.unique(
+        member[keep[i]], return_inverse=True)[1].reshape(-1).astype(np.int64))[0])
+        for i in range(n)]
+    assert got == want
 
 
 def test_the_attackers_batches_have_many_sets_past_the_max() -> None:
@@ -436,3 +526,37 @@ def test_the_attackers_batches_have_many_sets_past_the_max() -> None:
             computed(every_window_sets_batches(seed), True)
     assert len(calls) >= 10 and max(calls) > 5 * MAX_CLOCK_SETS, calls
     assert any(marks) and not all(marks)
+
+
+def test_the_attackers_dict_batches_have_many_sets_and_few_calls() -> None:
+    """The Dict property above is not vacuous (dict36): its batches are Dict spaces of 2 or
+    more members with more sets of clock columns an episode than `MAX_CLOCK_SETS`, their
+    windows of order 0 and `COLUMNS` with a hash and without, marked both ways; and every
+    set of a batch's windows is hashed in one call of `row_hashes.kept_hashes` a kind
+    (whole episodes, windows over their own rows), not one a set."""
+    calls: list[int] = []
+    spaces: list[int] = []
+    hashed = row_hashes.kept_hashes
+
+    def counted(q: np.ndarray, keep: np.ndarray, rows: object = None,
+                member: np.ndarray | None = None) -> np.ndarray:
+        assert member is not None
+        spaces.append(len(np.unique(member)))
+        calls.append(len(np.unique(np.packbits(keep, axis=1), axis=0)))
+        return hashed(q, keep, rows, member)  # type: ignore[arg-type]
+
+    seen = {"h0": 0, "none0": 0, "hc": 0, "nonec": 0, "kept": 0, "marked": 0}
+    with mock.patch.object(step_windows, "kept_hashes", counted):
+        for seed in range(20):
+            for row in computed(every_window_sets_batches(seed, True), True):
+                _, _, _, _, hashes, order, clocks, _, marks = row
+                if clocks:
+                    h = np.array(hashes, dtype=U64)
+                    tag = "0" if order == 0 else "c"
+                    seen["h" + tag] += int((h != 0).sum())
+                    seen["none" + tag] += int((h == 0).sum())
+                    f = np.array(marks, dtype=bool)
+                    seen["kept"] += int((~f).sum())
+                    seen["marked"] += int(f.sum())
+    assert all(seen.values()), seen
+    assert min(spaces) >= 2 and max(calls) > 5 * MAX_CLOCK_SETS, (spaces, calls)
