@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from .image_windows import image_steps
 from .rollouts.schema import tensor_field, tensor_shape
+from .row_hashes import matrix_hashes, quantised
 from .standing_columns import still_columns
 
 __all__ = ["MAX_STACK", "left_columns", "stacked_columns", "stacked_frames"]
@@ -167,8 +168,6 @@ def stacked_frames(obs: pa.Array, field: pa.Field, least: int
     it is no image of more than ``least`` numbers), and whether the step is stacked on the
     one before (the first step of the column: true, its episode's first is not judged). None
     when no way fits."""
-    from .step_windows import step_hashes  # step_windows imports this module
-
     try:
         shape = tensor_shape(field)
     except ValueError:
@@ -203,9 +202,9 @@ def stacked_frames(obs: pa.Array, field: pa.Field, least: int
                 newest = np.moveaxis(newest.reshape(n, frame[-1], -1), 1, 2)
             newest = np.ascontiguousarray(newest).reshape(n, -1)
             arr = pa.FixedSizeListArray.from_arrays(pa.array(newest.ravel()), newest.shape[1])
-            h = step_hashes(arr)
-            if h is None:
-                return None
+            width = newest.shape[1]  # `step_windows.step_hashes` of a tensor
+            h = matrix_hashes(quantised(pa.array(newest.ravel())).reshape(n, width),
+                              np.zeros(width, dtype=np.int64))
             img = image_steps(arr, tensor_field("obs", arr.type.value_type, frame), least)
             stacked = np.ones(n, dtype=bool)
             stacked[1:] = ok
