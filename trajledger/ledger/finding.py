@@ -16,8 +16,9 @@ __all__ = ["Finding", "duplicate_lines"]
 
 _NTH = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _ADDED = {("clock",): "a clock column (the step number or a time)",
-          ("standing",): "a column of one value (a task id, a bias)",
-          ("clock", "standing"): "a clock column and a column of one value"}
+          ("standing",): "a column of one value (a task id, a bias) or earlier frames (a "
+                         "frame stack)",
+          ("clock", "standing"): "a clock column and a column of one value or earlier frames"}
 
 
 @dataclass(frozen=True)

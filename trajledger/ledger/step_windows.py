@@ -60,10 +60,11 @@ import pyarrow.compute as pc
 
 from .column_series import few_values, informative, kept_sets, set_hash
 from .episode_vectors import splitmix64
+from .frame_stacks import left_columns, stacked_frames
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
 from .row_hashes import kept_hashes, quantised, row_sums, tensor_width
-from .standing_columns import in_place_of, left_out, still_columns
+from .standing_columns import in_place_of, left_out
 from .window_clocks import clock_columns as clocks_over
 from .window_clocks import clock_sets, maybe_clocks
 
@@ -247,7 +248,8 @@ def _reordered(lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
 
 def _all_orders(
     ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
-    q: _Columns | None, mark: bool, orders: int, f: npt.NDArray[np.uint64] | None = None
+    q: _Columns | None, mark: bool, orders: int, f: npt.NDArray[np.uint64] | None = None,
+    s: npt.NDArray[np.uint64] | None = None
 ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
     windows (``q``: the quantised observations, a row a step, the columns' salts, their raw
@@ -286,6 +288,34 @@ def _all_orders(
         never = np.ones(len(stilled.at), dtype=bool)
         yield replace(some, hashes=stilled.h0), never
         yield replace(some, hashes=stilled.hc, order=COLUMNS), never
+    if s is not None:  # a stacked image's newest frames: the train side's (win36)
+        yield from _stacked_windows(ids, lengths, s)
+
+
+def _stacked_windows(ids: list[str], lengths: npt.NDArray[np.int64],
+                     s: npt.NDArray[np.uint64]) -> Iterator[tuple[StepWindows,
+                                                                  npt.NDArray[np.bool_]]]:
+    """The windows of the episodes of a stacked image (``s``, a row a step: its newest
+    frame's step hash and image hash, and whether it is stacked on the step before:
+    `frame_stacks.stacked_frames`) each of whose steps after its first is, over their newest
+    frames (order 0 and `COLUMNS`, ``still``: never held); nothing when none is."""
+    ends = np.cumsum(lengths)
+    bad = s[:, 2] == 0
+    bad[ends - lengths] = False
+    ok = ~np.logical_or.reduceat(bad, ends - lengths) & (lengths >= WINDOW)
+    eps = np.flatnonzero(ok)
+    if not len(eps):
+        return
+    sub = lengths[eps]
+    rows = np.repeat(ends[eps] - sub - (np.cumsum(sub) - sub), sub) + np.arange(int(sub.sum()))
+    w, _ = _marked([ids[e] for e in eps], sub, s[rows, 0], False)
+    never = np.ones(len(w.hashes), dtype=bool)
+    some = StepWindows(ids, lengths, eps[w.episode], w.start, w.hashes, still=True)
+    yield some, never
+    img = s[rows, 1]
+    hc = (image_windows(img, sub, w.episode, w.start, WINDOW) if img.all() else
+          np.zeros(len(w.hashes), dtype=np.uint64))
+    yield replace(some, hashes=hc, order=COLUMNS), never
 
 
 def clock_columns(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
@@ -338,7 +368,7 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, raw = q[0], q[2]
-    still = still_columns(quantised, lengths, WINDOW) if stand else None
+    still, nonzero = left_columns(quantised, lengths, WINDOW) if stand else (None, None)
     if still is None and not len(maybe_clocks(raw, WINDOW)):  # no clock anywhere: the rule
         return None
     starts = np.cumsum(lengths) - lengths
@@ -346,21 +376,22 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     got = _bare(q, lengths, first, mark, clock, h)
     bare, untimed = (None, None) if got is None else got
     stilled = None
-    if still is not None:
+    if still is not None and nonzero is not None:
         at = first.episode
-        drop = left_out(clock, still[at], (quantised[starts] != 0)[at])
+        drop = left_out(clock, still[at], nonzero[at])
         width = raw.shape[1]
         pure = ~clock.any(axis=1) & drop[:, :width].any(axis=1) & bool((q[3] == 0).all())
         drop[pure] = False  # those in one pass, the others by their sets
         stilled = (_bare(q, lengths, first, False, drop) or (None, None))[0]
         if pure.any():
-            stilled = _still_hashes(quantised, lengths, first, pure, still, stilled)
+            stilled = _still_hashes(quantised, lengths, first, pure, still, stilled, nonzero)
     return (None if bare is None and stilled is None else (bare, untimed, stilled))
 
 
 def _still_hashes(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
                   first: StepWindows, pure: npt.NDArray[np.bool_],
-                  still: npt.NDArray[np.bool_], some: _Bare | None) -> _Bare:
+                  still: npt.NDArray[np.bool_], some: _Bare | None,
+                  nonzero: npt.NDArray[np.bool_]) -> _Bare:
     """``some`` (`_bare`'s windows without standing columns) and the windows ``pure`` (of a
     tensor, without a clock: their episode's standing columns ``still`` left out, a set an
     episode) in one pass: each step's hash without its episode's standing columns (its other
@@ -378,8 +409,8 @@ def _still_hashes(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64],
     counts = np.maximum(sub - (WINDOW - 1), 0)
     h0 = w.hashes[(np.cumsum(counts) - counts)[local.reshape(-1)] + first.start[idx]]
     drop_c = np.zeros_like(still)  # per episode: `standing_columns.left_out`'s second half
-    also = still & (q[starts] != 0)
-    drop_c[eps] = also[eps] & also[eps].any(axis=1)[:, None]
+    also = np.asarray(still & nonzero, dtype=bool)
+    drop_c[eps] = also[eps] & np.asarray(also[eps].any(axis=1), dtype=bool)[:, None]
     none = np.zeros(0, dtype=np.int64)
     if some is None:
         some = _Bare(none, np.zeros(0, np.uint64), np.zeros(0, bool), none, _NO_SETS,
@@ -849,6 +880,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
     carry = np.zeros(0, dtype=np.uint64)
     carry_q: _Columns | None = None
     carry_f: npt.NDArray[np.uint64] | None = None
+    carry_s: npt.NDArray[np.uint64] | None = None
     for batch in batches:
         if "obs" not in batch.schema.names or not batch.num_rows:
             continue
@@ -858,6 +890,10 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
             continue
         q = _columns(obs)
         f = None if q is not None else image_steps(obs, batch.schema.field("obs"), MAX_COLUMNS)
+        got = None if q is not None or orders > 1 else stacked_frames(
+            obs, batch.schema.field("obs"), MAX_COLUMNS)
+        s = None if got is None else np.stack(
+            (got[0], got[1], got[2].astype(np.uint64)), axis=1)
         eids = batch.column("episode_id").cast(pa.string())
         change = np.flatnonzero(np.asarray(
             pc.not_equal(eids[1:], eids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1
@@ -867,6 +903,7 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         if carry_id is not None:
             h, q = np.concatenate((carry, h)), _joined(carry_q, q)
             f = None if f is None or carry_f is None else np.concatenate((carry_f, f))
+            s = None if s is None or carry_s is None else np.concatenate((carry_s, s))
             if ids[0] == carry_id:
                 lengths[0] += len(carry)
             else:
@@ -876,9 +913,11 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         carry_id, carry = ids[-1], h[cut:]
         carry_q = None if q is None else (q[0][cut:], q[1], q[2][cut:], q[3])
         carry_f = None if f is None else f[cut:]
+        carry_s = None if s is None else s[cut:]
         if len(ids) > 1:
             yield from _all_orders(ids[:-1], lengths[:-1], h[:cut], None if q is None else (
-                q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders, None if f is None else f[:cut])
+                q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders, None if f is None else f[:cut],
+                None if s is None else s[:cut])
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
-                               carry_q, mark, orders, carry_f)
+                               carry_q, mark, orders, carry_f, carry_s)

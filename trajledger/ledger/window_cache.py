@@ -20,7 +20,8 @@ hashes and bits, then (part ``columns``) every window's `step_windows.COLUMNS` h
 header) the windows with a clock column hashed without it (`step_windows.clock_columns`):
 their indexes (int64, ascending), hashes and bits, then their `COLUMNS` hashes and bits,
 then (part ``still``, its count ``still``) the windows of episodes with a standing column
-hashed without it and their clocks (`standing_columns`, the train side's): their
+hashed without it and their clocks (`standing_columns`), or of a frame stack over its newest
+frames (`frame_stacks`), the train side's: their
 indexes (int64, ascending), hashes and `COLUMNS` hashes.
 Which episode and start each window has follows from the lengths (every start from 0 to
 length - `step_windows.WINDOW`, the lengths in each order from `step_windows.order_lengths`).
@@ -72,7 +73,7 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 9
+WINDOWS_VERSION = 10
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -89,7 +90,8 @@ windows of an episode's every set of clock columns (rev31); image observations'
 img34); a null step no longer turns a batch's `COLUMNS` windows off (img34); 9: an image's
 frames each in its least form of eight (flips, turns, transposes), its channels hashed apart and
 each value scaled to the frame's finite range (rev32); the train side's windows without clocks
-also without their episode's standing columns (`standing_columns`, copy35)."""
+also without their episode's standing columns (`standing_columns`, copy35); 10: those of a
+frame stack's episodes over each step's newest frame (`frame_stacks`, win36)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks", "still")

@@ -124,6 +124,16 @@ def sprite_frames(seed: int, n: int) -> np.ndarray:
     return out
 
 
+def stacked(o: np.ndarray, k: int, zeros: bool = False) -> np.ndarray:
+    """Each step the last ``k`` observations, oldest first, the first steps padded with the
+    first observation (or zeros), as Gymnasium's ``FrameStackObservation`` does (win36);
+    of vectors, flattened."""
+    pad = np.zeros_like(o[:1]) if zeros else o[:1]
+    x = np.concatenate([np.repeat(pad, k - 1, axis=0), o])
+    out = np.stack([x[j : j + len(o)] for j in range(k)], axis=1)
+    return out.reshape(len(o), -1) if o.ndim == 2 else out
+
+
 IMAGE = sprite_frames(13, STEPS)
 """A held episode of image observations, 16 x 16 x 3 uint8 (held-image, img34)."""
 
@@ -214,6 +224,13 @@ NUMERIC: dict[str, Spec] = {
     "image, transposed, float32 / 127.5 - 1, a constant alpha": [(np.concatenate(
         (IMAGE.transpose(0, 2, 1, 3), np.full((*IMAGE.shape[:3], 1), 255, np.uint8)),
         axis=3).astype(np.float32) / np.float32(127.5) - 1, ACT)],
+    # win36: frame stacks (Gymnasium's ``FrameStackObservation``, Atari's 4 frames)
+    "4 frames stacked, first 5 steps dropped": [(stacked(OBS, 4)[5:], ACT[5:])],
+    "3 frames stacked, interleaved, zeros first": [(stacked(OBS, 3, zeros=True).reshape(
+        STEPS, 3, 4).transpose(0, 2, 1).reshape(STEPS, 12), ACT)],
+    "image, 4 frames stacked (4 x H x W x 3)": [(stacked(IMAGE, 4), ACT)],
+    "image, 4 frames stacked on the channels (H x W x 12), first 3 steps dropped": [(
+        np.concatenate(list(stacked(IMAGE, 4).transpose(1, 0, 2, 3, 4)), axis=3)[3:], ACT[3:])],
     # copy28: columns permuted or duplicated, and cut too
     "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
     "one column duplicated, permuted": [(OBS[:, [3, 1, 1, 0, 2]], ACT)],
@@ -326,6 +343,13 @@ TRANSFORMS = [
         "image, flipped left to right", "image, RGB <-> BGR, first 5 steps dropped",
         "image, float32 / 255, flipped up and down")),
     Row("numeric", "image, cropped 1 pixel a side", "nothing", "nothing", "held-image"),
+    # win36: a frame stack's windows over its newest frame (`frame_stacks`)
+    *(Row("numeric", name, "nothing", "run", of) for name, of in (
+        ("4 frames stacked, first 5 steps dropped", "held-num"),
+        ("3 frames stacked, interleaved, zeros first", "held-num"),
+        ("image, 4 frames stacked (4 x H x W x 3)", "held-image"),
+        ("image, 4 frames stacked on the channels (H x W x 12), first 3 steps dropped",
+         "held-image"))),
     # rev32: each frame in its least of eight forms, channels apart, scaled to its range
     *(Row("numeric", name, "nothing", "run", "held-image") for name in (
         "image, turned or flipped each step its own way",
@@ -695,6 +719,8 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     reordered = (", its columns reordered or duplicated (of an image: its frames flipped, their "
                  "channels reordered or rescaled)")
     clock = ", with a clock column (the step number or a time) added"  # copy35: what was added
+    standing = ", with a column of one value (a task id, a bias) or earlier frames (a frame " \
+               "stack) added"
     for name, copy, says, ends in (  # copy28; copy30; copy31 (the run named whole; a short
             # episode); clock33: a clock added or dropped (the windows without it)
             ("cols", "one column duplicated, permuted", "60 consecutive steps (steps 1-60 of 60 "
@@ -708,10 +734,11 @@ def test_the_gate_refuses_a_shared_run_of_steps(
             ("timed-grid", "one-hot with the step number, columns permuted", "60 consecutive "
              "steps (steps 1-60 of 60 of held-out episode held-grid", reordered + clock),
             ("task", "task id appended", "60 consecutive steps (steps 1-60 of 60 of held-out "
-             "episode held-num", ", with a column of one value (a task id, a bias) added"),
+             "episode held-num", standing),
             ("stamp", "a time stamp appended", "60 consecutive steps (steps 1-60 of 60 of "
-             "held-out episode held-num", ", with a column of one value (a task id, a bias) "
-             "added"),
+             "held-out episode held-num", standing),
+            ("stack", "4 frames stacked, first 5 steps dropped", "55 consecutive steps (steps "
+             "6-60 of 60 of held-out episode held-num", standing),  # win36
             ("untimed", "recorded with a clock, the clock dropped", "57 consecutive steps "
              "(steps 4-60 of 60 of held-out episode held-timed", "(equal to 3 significant "
              "digits)"),  # the held side's clock: not said

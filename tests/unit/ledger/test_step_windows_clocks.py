@@ -18,7 +18,13 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger import row_hashes, standing_columns, step_windows, window_clocks
+from trajledger.ledger import (
+    frame_stacks,
+    row_hashes,
+    standing_columns,
+    step_windows,
+    window_clocks,
+)
 from trajledger.ledger.episode_vectors import splitmix64
 from trajledger.ledger.step_windows import COLUMNS, MAX_CLOCK_SETS, WINDOW, StepWindows
 
@@ -131,13 +137,12 @@ def reference_still(q: step_windows._Columns | None, lengths: npt.NDArray[np.int
     of the columns `standing_columns.left_out` gives, unmarked (the train side's)."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
-    still = standing_columns.still_columns(q[0], lengths, WINDOW)
-    if still is None:
+    still, nonzero = frame_stacks.left_columns(q[0], lengths, WINDOW)  # win36: or stacked
+    if still is None or nonzero is None:
         return None
     starts = np.cumsum(lengths) - lengths
     clock = step_windows.clock_columns(q[2])[starts[first.episode] + first.start]
-    drop = standing_columns.left_out(clock, still[first.episode],
-                                     (q[0][starts] != 0)[first.episode])
+    drop = standing_columns.left_out(clock, still[first.episode], nonzero[first.episode])
     # The windows without a clock (of a tensor) are one set an episode, apart from the
     # others: those past `MAX_CLOCK_SETS` are counted without them.
     pure = ~clock.any(axis=1) & drop[:, : q[2].shape[1]].any(axis=1) & bool((q[3] == 0).all())
@@ -153,11 +158,11 @@ def reference_still(q: step_windows._Columns | None, lengths: npt.NDArray[np.int
 
 def two_pass(ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64],
              q: step_windows._Columns | None, mark: bool, orders: int,
-             f: npt.NDArray[np.uint64] | None = None
+             f: npt.NDArray[np.uint64] | None = None, s: npt.NDArray[np.uint64] | None = None
              ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """clock33's `_all_orders` with rev31's marks of the other orders (and img34's image
-    windows): the full `COLUMNS` windows, then those without the clocks in a second pass
-    (`reference_clocked`)."""
+    windows, win36's of a stacked image ``s``): the full `COLUMNS` windows, then those
+    without the clocks in a second pass (`reference_clocked`)."""
     first, few = step_windows._marked(ids, lengths, h, mark)
     hashes, two = step_windows.columns_windows(None if q is None else q[0], lengths,
                                                first.episode, first.start, mark,
@@ -191,6 +196,8 @@ def two_pass(ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.u
         some = replace(first, episode=first.episode[at], start=first.start[at], still=True)
         yield replace(some, hashes=h0), np.ones(len(at), dtype=bool)
         yield replace(some, hashes=hc, order=COLUMNS), np.ones(len(at), dtype=bool)
+    if s is not None:
+        yield from step_windows._stacked_windows(ids, lengths, s)
 
 
 CLOCKS = ("t", "t/500", "left", "t+7")

@@ -1,0 +1,227 @@
+"""Frame stacks: observations that hold the last k observations of an episode (Gymnasium's
+``FrameStackObservation``, Atari's 4 frames, SB3's ``VecFrameStack``), its first steps padded
+with its first observation or zeros, which a copier may make of a held-out episode with one
+wrapper (win36: such a copy shared no window with the held episode, every step's hash covering
+every frame).
+
+Scope: `stacked_columns` (per episode of a vector observation and column: whether it is of a
+frame other than the newest of a stack) and `stacked_frames` (per step of an image observation
+stacked along an axis of its declared shape, the hashes of its newest frame alone). A step is
+stacked on the step before when each of its frames but the newest is the next newer frame of
+the step before (the frames in blocks of the vector, or interleaved, newest last or first);
+an episode of a vector is stacked when every step after its first is. The train side also
+hashes the windows of a stacked episode over its newest frame alone (``step_windows``, kept
+with the windows without standing columns: ``StepWindows.still``), so that the copy holds the
+held episode's windows, cut, subsampled or permuted; a stack's newest frame is an observation
+of the episode, so nothing matches that the episode's own observations would not.
+Non-scope: a held episode recorded stacked and copied without the stack (the held side holds
+no such window), a stack of one number a step (no columns left to compare), grayscale and
+resizing (docs/SECURITY.md, twenty-first round, win36), the hashes (``step_windows``,
+``image_windows``).
+Spec: docs/audit-index.md ("Duplicates and contamination between splits").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .image_windows import image_steps
+from .rollouts.schema import tensor_field, tensor_shape
+from .row_hashes import matrix_hashes, quantised
+from .standing_columns import still_columns
+
+__all__ = ["MAX_STACK", "left_columns", "stacked_columns", "stacked_frames"]
+
+MAX_STACK = 8
+"""The most frames a stack may hold (Atari's 4, Gymnasium's examples' 4 to 8)."""
+_PROBE = 9  # an image's first steps, compared before all of them
+_VALUES = 1 << 21  # numbers compared at once: bounded memory
+
+
+def _layouts(width: int) -> list[npt.NDArray[np.int64]]:
+    """The column indexes of each frame of a vector of ``width`` numbers stacked k times, a
+    row a frame: in blocks (Gymnasium, SB3 on a vector), then interleaved (a stack along the
+    last axis of ``(d, 1)``), for every k from 2 to `MAX_STACK` leaving at least 2 numbers a
+    frame."""
+    out = []
+    for k in range(min(MAX_STACK, width // 2), 1, -1):  # an interleaved stack of 4 is one of 2
+        if not width % k:
+            cols = np.arange(width, dtype=np.int64)
+            out += [cols.reshape(k, width // k), cols.reshape(width // k, k).T.copy()]
+    return out
+
+
+def _linked(x: npt.NDArray[np.generic], frames: npt.NDArray[np.int64], shift: int
+            ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Per step of ``x`` (a row a step) but the first: whether it is stacked on the step
+    before, ``shift`` frames on (every second step of a stack: 2), its frames (``frames``, a
+    row each) newest last, and newest first."""
+    older, newer = frames[:-shift].ravel(), frames[shift:].ravel()
+    last = np.all(x[1:, older] == x[:-1, newer], axis=1)
+    first = np.all(x[1:, newer] == x[:-1, older], axis=1)
+    return last, first
+
+
+def stacked_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int
+                    ) -> npt.NDArray[np.bool_] | None:
+    """Per episode (of ``lengths`` steps, whose quantised observations are ``q``, a row a
+    step) and column: whether it is of a frame other than the newest, in an episode of
+    ``window`` steps or more each of whose steps after the first is stacked on the step
+    before (the first way of `_layouts` that fits, the fewest frames a step apart first);
+    None when no episode is. An episode whose every column is the one before it a step
+    later, or earlier (a delay line of one number: a sweep of a one-hot), is none: it is a
+    stack of every grouping of its columns, and its frames are no observation."""
+    width = q.shape[1]
+    starts = np.cumsum(lengths) - lengths
+    todo = np.flatnonzero(lengths >= window)
+    if not len(todo) or width < 4:
+        return None
+    out = np.zeros((len(lengths), width), dtype=bool)
+    line = np.arange(width, dtype=np.int64)[:, None]
+    for direction in (0, 1):
+        todo = np.setdiff1d(todo, _fitting(q, starts, lengths, todo, line, 1, direction))
+    layouts = _layouts(width)  # the fewest steps between frames first: 4 frames of d, one
+    ways = [(f, k) for k in range(1, MAX_STACK) for f in layouts if k < len(f)]  # step apart,
+    for frames, shift in ways:  # are also 8 of d / 2, two apart
+        for direction in (0, 1):
+            got = _fitting(q, starts, lengths, todo, frames, shift, direction)
+            older = np.ones(width, dtype=bool)
+            older[frames[-1] if direction == 0 else frames[0]] = False
+            out[got] = older
+            todo = np.setdiff1d(todo, got)
+    return out if out.any() else None
+
+
+def _fitting(q: npt.NDArray[np.uint32], starts: npt.NDArray[np.int64],
+             lengths: npt.NDArray[np.int64], todo: npt.NDArray[np.int64],
+             frames: npt.NDArray[np.int64], shift: int, direction: int
+             ) -> npt.NDArray[np.int64]:
+    """The episodes among ``todo`` each of whose steps after the first is stacked on the step
+    before in ``frames``, ``shift`` frames on, the newest last (``direction`` 0) or first: each
+    episode's second step compared first, only those it leaves compared whole."""
+    if not len(todo):
+        return todo
+    s = starts[todo]
+    pair = np.stack((q[s], q[s + 1]), axis=1).reshape(-1, q.shape[1])
+    eps = todo[_linked(pair, frames, shift)[direction][::2]]
+    if not len(eps):
+        return eps
+    sub = lengths[eps]
+    first = np.cumsum(sub) - sub
+    rows = np.repeat(starts[eps] - first, sub) + np.arange(int(sub.sum()))
+    x = q[rows]
+    bad = np.ones(len(x), dtype=bool)  # per step: not stacked (its episode's first is)
+    bad[1:] = ~_linked(x, frames, shift)[direction]
+    bad[first] = False
+    return eps[~np.logical_or.reduceat(bad, first)]
+
+
+def left_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int
+                 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | tuple[None, None]:
+    """Per episode and column: whether the train side's windows without standing columns
+    leave it out (an episode's standing columns, `standing_columns.still_columns`; of a
+    stacked episode, `stacked_columns`, its older frames' columns instead), and whether they
+    leave it out of `step_windows.COLUMNS` too (a standing column not 0, every older frame's
+    column; `standing_columns.left_out`); None and None when no episode has either."""
+    still = still_columns(q, lengths, window)
+    stacked = stacked_columns(q, lengths, window)
+    if still is None and stacked is None:
+        return None, None
+    starts = np.cumsum(lengths) - lengths
+    nonzero = np.asarray(q[starts] != 0, dtype=bool)
+    if stacked is None:
+        assert still is not None
+        return still, nonzero
+    some = np.asarray(stacked.any(axis=1), dtype=bool)[:, None]
+    out = stacked if still is None else np.where(some, stacked, still)
+    return out, np.asarray(nonzero | stacked, dtype=bool)
+
+
+def _candidates(shape: tuple[int, ...]) -> list[tuple[int, int, tuple[int, ...], bool]]:
+    """The ways a declared shape may be a stack: ``(k, axis, frame shape, channels axis moved
+    last)``, k frames along ``axis`` (0 or the last), each of the frame shape; a channel axis
+    of k frames of 1, 3 or 4 channels, or a leading axis of k whole frames."""
+    out: list[tuple[int, int, tuple[int, ...], bool]] = []
+    if len(shape) == 4 and 2 <= shape[0] <= MAX_STACK:  # (k, H, W, C) or (k, C, H, W)
+        out.append((shape[0], 0, shape[1:], False))
+    if len(shape) == 3:
+        for axis, m, rest in ((0, shape[0], shape[1:]), (2, shape[2], shape[:2])):
+            for c in (1, 3, 4):
+                k = m // c
+                if m % c or not 2 <= k <= MAX_STACK or min(rest) <= MAX_STACK:
+                    continue
+                frame = rest if c == 1 else ((c, *rest) if axis == 0 else (*rest, c))
+                out.append((k, axis, frame, axis == 2 and c > 1))
+    return out
+
+
+def stacked_frames(obs: pa.Array, field: pa.Field, least: int
+                   ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64],
+                              npt.NDArray[np.bool_]] | None:
+    """Per step of an image observation column stacked along an axis of its declared shape
+    (`_candidates`; the first way more than half of its steps are stacked on the step before,
+    newest last or first): its newest frame's step hash (``step_windows.step_hashes`` of that
+    frame, as an observation of its own) and image hash (``image_windows.image_steps``, 0 when
+    it is no image of more than ``least`` numbers), and whether the step is stacked on the
+    one before (the first step of the column: true, its episode's first is not judged). None
+    when no way fits."""
+    try:
+        shape = tensor_shape(field)
+    except ValueError:
+        return None
+    if shape is None or obs.null_count or len(obs) < 2:
+        return None
+    ways = _candidates(shape)
+    if not ways:
+        return None
+    t = obs.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+        return None
+    values = pc.list_flatten(obs)
+    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+        return None
+    n = len(obs)
+    flat = np.asarray(values.to_numpy(zero_copy_only=False))
+    if flat.size != n * int(np.prod(shape)):
+        return None
+    x = flat.reshape(n, *shape)
+    for k, axis, frame, moved in ways:
+        f = (np.moveaxis(x, axis + 1, 1) if axis else x).reshape(n, k, -1)
+        for direction in (0, 1):
+            ok = _frames_linked(f, direction, min(n, _PROBE))
+            if 2 * int(ok.sum()) <= len(ok):
+                continue
+            ok = _frames_linked(f, direction, n)
+            if 2 * int(ok.sum()) <= n - 1:
+                continue
+            newest = f[:, k - 1 if direction == 0 else 0]
+            if moved:  # the frame's channels back last, as the step held them
+                newest = np.moveaxis(newest.reshape(n, frame[-1], -1), 1, 2)
+            newest = np.ascontiguousarray(newest).reshape(n, -1)
+            arr = pa.FixedSizeListArray.from_arrays(pa.array(newest.ravel()), newest.shape[1])
+            width = newest.shape[1]  # `step_windows.step_hashes` of a tensor
+            h = matrix_hashes(quantised(pa.array(newest.ravel())).reshape(n, width),
+                              np.zeros(width, dtype=np.int64))
+            img = image_steps(arr, tensor_field("obs", arr.type.value_type, frame), least)
+            stacked = np.ones(n, dtype=bool)
+            stacked[1:] = ok
+            return (h, np.zeros(n, np.uint64) if img is None else img, stacked)
+    return None
+
+
+def _frames_linked(f: npt.NDArray[np.generic], direction: int, n: int) -> npt.NDArray[np.bool_]:
+    """Per step of frames ``f`` (``(steps, k, values)``) from the second to the ``n``-th:
+    whether each of its frames but the newest (the last, ``direction`` 0, or the first) is
+    the next newer frame of the step before; compared `_VALUES` numbers at a time."""
+    k = f.shape[1]
+    older, newer = (slice(0, k - 1), slice(1, k)) if direction == 0 else (
+        slice(1, k), slice(0, k - 1))
+    out = np.empty(max(n - 1, 0), dtype=bool)
+    step = max(1, _VALUES // max(1, f.shape[1] * f.shape[2]))
+    for lo in range(1, n, step):
+        hi = min(n, lo + step)
+        out[lo - 1 : hi - 1] = np.all(f[lo:hi, older] == f[lo - 1 : hi - 1, newer], axis=(1, 2))
+    return out
