@@ -275,3 +275,50 @@ def test_a_name_that_imitates_a_digest_is_shown_escaped_in_the_ok_line(
     ok = [x for x in out.splitlines() if x.startswith("OK:")]
     assert code == 0 and len(ok) == 1 and ok[0].count("(sha256:") == 1, out
     assert "\\u0028sha256:abab" in ok[0] and shown(out) == [], out
+
+
+LOOKALIKES = {
+    # rev33 finding 2: rev32 escaped a name's ASCII parentheses and five zero-width characters;
+    # a vendor's own software signs any text, and these showed unescaped in the OK line.
+    "fullwidth": "cartpole-bc@3 \uff08sha256:" + "ab" * 32 + "\uff09\u2063\u00ad",
+    "ornament": "cartpole-bc@3 \u2768sha256:" + "ab" * 32 + "\u2769\ufe0f\U000e0041\u3164",
+    "small": "cartpole-bc@3\u00a0\ufe59sha256:" + "ab" * 32 + "\ufe5a\u180e\u2064\u115f",
+}
+"""Names whose parentheses are look-alikes (fullwidth, an ornament, the small form) and whose
+tails are invisible (an invisible operator, a soft hyphen, a variation selector, a tag
+character, Hangul fillers, a Mongolian separator)."""
+
+
+@pytest.mark.parametrize("kind", sorted(LOOKALIKES))
+def test_a_name_imitating_a_digest_with_lookalike_parentheses_is_escaped(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str], kind: str,
+) -> None:
+    """The OK line names the subject as ``(sha256:…)``; a name whose parentheses only look
+    like those (or whose characters show as nothing) is shown escaped: the line's one
+    ``sha256:`` is the subject's, and nothing of it is invisible."""
+    root = tmp_path_factory.mktemp("lookalike")
+    fake = LOOKALIKES[kind]
+
+    def make(root: Path) -> tuple[Path, str, Path]:
+        home = testkit.copy_template(quickstart_template, root / "vendor")
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(record, "check_subject_name", lambda _name: None)
+            code, out = run(home, "record", write_steps(root / "steps.jsonl"), "--env",
+                            "cartpole@1", "--policy", "random", "--key", "vendor", "--name",
+                            fake)
+        assert code == 0, out
+        digest = out.strip().splitlines()[-1]
+        bundle = root / "fake.tar.zst"
+        assert run(home, "export", digest, "--out", bundle)[0] == 0
+        return home, digest, bundle
+
+    home, digest, bundle = testkit.as_own_user(root, make)
+    assert verify_main([str(bundle), "--policy", str(home / "policy.toml")]) == 0
+    code, out = run(home, "verify", bundle, "--policy", home / "policy.toml")
+    lines = [capsys.readouterr().err.strip(), *(x for x in out.splitlines() if x.startswith("OK:"))]
+    assert code == 0 and len(lines) == 2, out
+    for line in lines:
+        assert line.count("(sha256:") == 1 and f"(sha256:{digest.removeprefix('sha256:')})" in line
+        assert line.isascii(), line  # each character of these names beyond ASCII is escaped
+        assert "sha256:" + "ab" * 32 + "\\u" in line, line  # its look-alike ")" escaped
