@@ -220,13 +220,16 @@ class ObjectStore:
             os.close(root)
 
     def put_file(
-        self, path: str | os.PathLike[str], *, names: set[Path] | None = None
+        self, path: str | os.PathLike[str], *, names: set[Path] | None = None,
+        opened: Callable[[os.stat_result], None] | None = None,
     ) -> FileDigest:
         """Copy a file into the store, hashing while copying (one read of the source).
 
         Args:
             path: the file.
             names: as `put_stream`.
+            opened: given the ``fstat`` of the file opened, before it is read (on a local
+                store): the caller's check that it is the file it listed (`runner.settled`).
 
         Raises:
             StoreError: the source cannot be read or the store cannot be written.
@@ -238,6 +241,8 @@ class ObjectStore:
         except OSError as e:
             raise StoreError(f"{path}: cannot read: {e.strerror}") from e
         with src:
+            if opened is not None:
+                opened(os.fstat(src.fileno()))
             return self.put_stream(src, name=str(path), names=names)
 
     def sync_names(self, names: set[Path]) -> None:

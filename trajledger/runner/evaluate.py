@@ -583,7 +583,8 @@ def _record(
                        body.written(f"evaluation of {ck.name}@{ck.version}"),
                        name=f"evaluation of {ck.name}@{ck.version} on "
                        f"{suite.name}@{suite.version}", check=lambda _size: _still(still, settled),
-                       on_file=settled.stored if settled is not None else None)
+                       on_file=settled.stored if settled is not None else None,
+                       on_open=settled.opened if settled is not None else None)
     return EvalOutcome(rec.digest, rec.index, body, report, run,
                        unsealing[0] if unsealing is not None else None)
 
