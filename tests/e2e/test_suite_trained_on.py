@@ -105,6 +105,16 @@ def test_an_evaluation_on_data_the_checkpoint_was_trained_on_counts_for_nothing(
     assert "proves nothing" in proc.stdout
 
 
+def _regression_2_of_bc1_played_from_0(runner: CliRunner, home: Path) -> None:  # noqa: F811
+    """regression@2: one batch of bc@1's play from seeds 0..5 (its training seeds)."""
+    r = run(runner, home, "rollout", "--checkpoint", "bc@1", "--env", "cartpole@1",
+            "--episodes", "6", "--seed", "0", "--key", "vendor")
+    expect(r, 0)
+    r = run(runner, home, "dataset", "create", "regression", "--version", "2", "--split",
+            "regression", "--batch", r.stdout.strip(), "--key", "vendor")
+    expect(r, 0)
+
+
 def test_the_built_in_evaluator_refuses_a_suite_replaying_training_seeds(
     runner: CliRunner, home: Path  # noqa: F811
 ) -> None:
@@ -114,12 +124,7 @@ def test_the_built_in_evaluator_refuses_a_suite_replaying_training_seeds(
     # seeds starts an episode bc@1 was trained on: `eval` replayed them and recorded "6 of 6
     # passed" (exit 0). Refused now, before anything is read; by command it is the
     # command's own business (it may not replay seeds at all).
-    r = run(runner, home, "rollout", "--checkpoint", "bc@1", "--env", "cartpole@1",
-            "--episodes", "6", "--seed", "0", "--key", "vendor")
-    expect(r, 0)
-    r = run(runner, home, "dataset", "create", "regression", "--version", "2", "--split",
-            "regression", "--batch", r.stdout.strip(), "--key", "vendor")
-    expect(r, 0)
+    _regression_2_of_bc1_played_from_0(runner, home)
     size = log_size(home)
     for ck in ("bc@1", "bc@2"):
         r = run(runner, home, "eval", ck, "--suite", "regression@2", "--key", "evaluator",
@@ -159,12 +164,7 @@ def test_a_suite_whose_signed_seeds_are_not_those_it_replays_is_refused(
     forged.from_predicate = made.from_predicate  # type: ignore[attr-defined]
     with monkeypatch.context() as m:
         m.setattr(artifacts, "RolloutBatch", forged)
-        r = run(runner, home, "rollout", "--checkpoint", "bc@1", "--env", "cartpole@1",
-                "--episodes", "6", "--seed", "0", "--key", "vendor")
-    expect(r, 0)
-    r = run(runner, home, "dataset", "create", "regression", "--version", "2", "--split",
-            "regression", "--batch", r.stdout.strip(), "--key", "vendor")
-    expect(r, 0)
+        _regression_2_of_bc1_played_from_0(runner, home)
     size = log_size(home)
     r = run(runner, home, "eval", "bc@1", "--suite", "regression@2", "--key", "evaluator",
             "--pass-return", "30")
