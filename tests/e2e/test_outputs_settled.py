@@ -174,3 +174,42 @@ def test_a_file_the_command_writes_under_trajledger_run_is_refused(
     expect(r, 3, "FAIL: the command wrote trajledger-run/stdout.log in its output directory, "
                  "where --keep-logs puts the logs (trajledger-run/); nothing was recorded\n")
     assert log_size(chat_home) == size
+
+
+def test_a_directory_renamed_away_for_the_read_and_back_is_refused(
+    runner: CliRunner, chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rev33 finding 3: each output's `lstat` was compared when listed, after the store read it
+    # and under the log's lock: a writer that renamed the output directory away, put a file of
+    # the same size at the path for the store's read, then renamed the directory back, left
+    # the path's `lstat` as listed. The checkpoint recorded model.bin as b"1" * 1000, exit 0,
+    # while --output kept b"0" * 1000. Now the file the store opens must be the one listed.
+    import shutil
+
+    from trajledger.ledger.store import ObjectStore
+
+    put = ObjectStore.put_file
+
+    def swapped_for_the_read(self: ObjectStore, path: Any, **kw: Any) -> Any:
+        path = Path(path)
+        if path.name != "model.bin":
+            return put(self, path, **kw)
+        away = path.parent.with_name("away")
+        path.parent.rename(away)
+        path.parent.mkdir()
+        path.write_bytes(b"1" * 1000)
+        try:
+            return put(self, path, **kw)
+        finally:
+            shutil.rmtree(path.parent)
+            away.rename(path.parent)
+
+    monkeypatch.setattr(ObjectStore, "put_file", swapped_for_the_read)
+    size = log_size(chat_home)
+    one = WRITE.replace('(out / "config.json").write_text("{}")', "")  # (no other read)
+    r = _train(runner, chat_home, tmp_path, monkeypatch, one, "--output", tmp_path / "out")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: model.bin: changed while it was recorded; a process the "
+                               "command started outside its process group"), r.stderr
+    assert log_size(chat_home) == size
+    assert (tmp_path / "out" / "model.bin").read_bytes() == b"0" * 1000

@@ -105,6 +105,16 @@ def test_an_evaluation_on_data_the_checkpoint_was_trained_on_counts_for_nothing(
     assert "proves nothing" in proc.stdout
 
 
+def _regression_2_of_bc1_played_from_0(runner: CliRunner, home: Path) -> None:  # noqa: F811
+    """regression@2: one batch of bc@1's play from seeds 0..5 (its training seeds)."""
+    r = run(runner, home, "rollout", "--checkpoint", "bc@1", "--env", "cartpole@1",
+            "--episodes", "6", "--seed", "0", "--key", "vendor")
+    expect(r, 0)
+    r = run(runner, home, "dataset", "create", "regression", "--version", "2", "--split",
+            "regression", "--batch", r.stdout.strip(), "--key", "vendor")
+    expect(r, 0)
+
+
 def test_the_built_in_evaluator_refuses_a_suite_replaying_training_seeds(
     runner: CliRunner, home: Path  # noqa: F811
 ) -> None:
@@ -114,12 +124,7 @@ def test_the_built_in_evaluator_refuses_a_suite_replaying_training_seeds(
     # seeds starts an episode bc@1 was trained on: `eval` replayed them and recorded "6 of 6
     # passed" (exit 0). Refused now, before anything is read; by command it is the
     # command's own business (it may not replay seeds at all).
-    r = run(runner, home, "rollout", "--checkpoint", "bc@1", "--env", "cartpole@1",
-            "--episodes", "6", "--seed", "0", "--key", "vendor")
-    expect(r, 0)
-    r = run(runner, home, "dataset", "create", "regression", "--version", "2", "--split",
-            "regression", "--batch", r.stdout.strip(), "--key", "vendor")
-    expect(r, 0)
+    _regression_2_of_bc1_played_from_0(runner, home)
     size = log_size(home)
     for ck in ("bc@1", "bc@2"):
         r = run(runner, home, "eval", ck, "--suite", "regression@2", "--key", "evaluator",
@@ -136,3 +141,41 @@ def test_the_built_in_evaluator_refuses_a_suite_replaying_training_seeds(
     r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
             "--pass-return", "30")
     expect(r, 0)
+
+
+@pytest.mark.parametrize("listed", [(), ("00", "+1", "2 ", "3_0"), ("1000",)])
+def test_a_suite_whose_signed_seeds_are_not_those_it_replays_is_refused(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    listed: tuple[str, ...]
+) -> None:
+    # rev33 finding 1: the refusal of training seeds (trn35 finding 5) read the suite batches'
+    # signed `seeds`, the built-in evaluator replays the seeds of their episodes.parquet. A
+    # batch recorded by a producer's own tooling (here `rollout` with the metadata's seeds
+    # swapped) listing no seed, the seeds in another form ("00" for 0) or other seeds, while its
+    # episodes are bc@1's play from its training seeds 0..5: `eval` replayed them and recorded
+    # "6 of 6 episode(s) passed", exit 0.
+    from trajledger.ledger import artifacts
+
+    made = artifacts.RolloutBatch
+
+    def forged(**kw: object) -> object:
+        return made(**{**kw, "seeds": listed})  # type: ignore[arg-type]
+
+    forged.from_predicate = made.from_predicate  # type: ignore[attr-defined]
+    with monkeypatch.context() as m:
+        m.setattr(artifacts, "RolloutBatch", forged)
+        _regression_2_of_bc1_played_from_0(runner, home)
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@2", "--key", "evaluator",
+            "--pass-return", "30")
+    expect(r, 1)
+    if listed[:1] == ("00",):  # the training seeds in another form: seen before the replay
+        assert r.stderr.startswith("FAIL: evaluation of bc@1 on regression@2: the built-in "
+                                   "evaluator replays the suite's seeds, and 3 of them (first: "
+                                   "0) also started episodes of train@1")
+    else:
+        assert r.stderr.startswith("FAIL: batch sha256:")
+        assert ("of the suite: its episodes.parquet replays seed 0, which its signed metadata "
+                "(seeds) does not list") in r.stderr
+    assert r.stderr.count("\n") == 1
+    assert log_size(home) == size

@@ -236,6 +236,27 @@ def test_a_buyer_is_warned_of_a_vendor_name_that_can_pass_for_another(
     assert [x for x in r.stderr.splitlines() if "can pass for another name" in x] == warned
 
 
+def _named_batch_bundle(template: testkit.Template[str], root: Path,
+                        name: str) -> tuple[Path, str, Path]:
+    """A vendor ledger, a batch it recorded under ``name`` (its own software: no check of the
+    name), and the batch's bundle."""
+
+    def make(root: Path) -> tuple[Path, str, Path]:
+        home = testkit.copy_template(template, root / "vendor")
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(record, "check_subject_name", lambda _name: None)
+            code, out = run(home, "record", write_steps(root / "steps.jsonl"), "--env",
+                            "cartpole@1", "--policy", "random", "--key", "vendor", "--name",
+                            name)
+        assert code == 0, out
+        digest = out.strip().splitlines()[-1]
+        bundle = root / "fake.tar.zst"
+        assert run(home, "export", digest, "--out", bundle)[0] == 0
+        return home, digest, bundle
+
+    return testkit.as_own_user(root, make)
+
+
 FAKE = "cartpole-bc@3 (sha256:" + "ab" * 32 + ")\u200b\u2060\ufeff"
 """A batch's name that imitates the subject an auditor was told to compare the OK line with,
 a full digest, then invisible characters (rev32)."""
@@ -251,22 +272,8 @@ def test_a_name_that_imitates_a_digest_is_shown_escaped_in_the_ok_line(
     before the real one, and zero-width characters reached the terminal unescaped. Now the
     parentheses of a name and the zero-width characters are escaped where a name is shown:
     the only ``(sha256:`` of the line is the subject's own."""
-    root = tmp_path_factory.mktemp("fake-digest")
-
-    def make(root: Path) -> tuple[Path, str, Path]:
-        home = testkit.copy_template(quickstart_template, root / "vendor")
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(record, "check_subject_name", lambda _name: None)
-            code, out = run(home, "record", write_steps(root / "steps.jsonl"), "--env",
-                            "cartpole@1", "--policy", "random", "--key", "vendor", "--name",
-                            FAKE)
-        assert code == 0, out
-        digest = out.strip().splitlines()[-1]
-        bundle = root / "fake.tar.zst"
-        assert run(home, "export", digest, "--out", bundle)[0] == 0
-        return home, digest, bundle
-
-    home, digest, bundle = testkit.as_own_user(root, make)
+    home, digest, bundle = _named_batch_bundle(
+        quickstart_template, tmp_path_factory.mktemp("fake-digest"), FAKE)
     assert verify_main([str(bundle), "--policy", str(home / "policy.toml")]) == 0
     line = capsys.readouterr().err.strip()
     assert line.count("(sha256:") == 1 and f"(sha256:{digest.removeprefix('sha256:')})" in line
@@ -275,3 +282,35 @@ def test_a_name_that_imitates_a_digest_is_shown_escaped_in_the_ok_line(
     ok = [x for x in out.splitlines() if x.startswith("OK:")]
     assert code == 0 and len(ok) == 1 and ok[0].count("(sha256:") == 1, out
     assert "\\u0028sha256:abab" in ok[0] and shown(out) == [], out
+
+
+LOOKALIKES = {
+    # rev33 finding 2: rev32 escaped a name's ASCII parentheses and five zero-width characters;
+    # a vendor's own software signs any text, and these showed unescaped in the OK line.
+    "fullwidth": "cartpole-bc@3 \uff08sha256:" + "ab" * 32 + "\uff09\u2063\u00ad",
+    "ornament": "cartpole-bc@3 \u2768sha256:" + "ab" * 32 + "\u2769\ufe0f\U000e0041\u3164",
+    "small": "cartpole-bc@3\u00a0\ufe59sha256:" + "ab" * 32 + "\ufe5a\u180e\u2064\u115f",
+}
+"""Names whose parentheses are look-alikes (fullwidth, an ornament, the small form) and whose
+tails are invisible (an invisible operator, a soft hyphen, a variation selector, a tag
+character, Hangul fillers, a Mongolian separator)."""
+
+
+@pytest.mark.parametrize("kind", sorted(LOOKALIKES))
+def test_a_name_imitating_a_digest_with_lookalike_parentheses_is_escaped(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str], kind: str,
+) -> None:
+    """The OK line names the subject as ``(sha256:…)``; a name whose parentheses only look
+    like those (or whose characters show as nothing) is shown escaped: the line's one
+    ``sha256:`` is the subject's, and nothing of it is invisible."""
+    home, digest, bundle = _named_batch_bundle(
+        quickstart_template, tmp_path_factory.mktemp("lookalike"), LOOKALIKES[kind])
+    assert verify_main([str(bundle), "--policy", str(home / "policy.toml")]) == 0
+    code, out = run(home, "verify", bundle, "--policy", home / "policy.toml")
+    lines = [capsys.readouterr().err.strip(), *(x for x in out.splitlines() if x.startswith("OK:"))]
+    assert code == 0 and len(lines) == 2, out
+    for line in lines:
+        assert line.count("(sha256:") == 1 and f"(sha256:{digest.removeprefix('sha256:')})" in line
+        assert line.isascii(), line  # each character of these names beyond ASCII is escaped
+        assert "sha256:" + "ab" * 32 + "\\u" in line, line  # its look-alike ")" escaped

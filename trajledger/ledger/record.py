@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -263,6 +264,7 @@ def record_files(
     name: str | None = None,
     *,
     on_file: Callable[[FileDigest], None] | None = None,
+    on_open: Callable[[str, os.stat_result], None] | None = None,
     inline_manifest: bool = True,
     file_subjects: bool = False,
     action: str | None = None,
@@ -301,6 +303,8 @@ def record_files(
         kind: the log entry kind; default the kind of ``predicate_type``.
         name: the subject name; default the first path's name.
         on_file: called after each file is stored (progress).
+        on_open: called with a file's name and the ``fstat`` of the file the store opened,
+            before it is read (`ObjectStore.put_file`'s ``opened``).
         inline_manifest: put the manifest in the predicate (so the envelope verifies files on
             its own). Off for standard predicates such as SLSA provenance, which must keep
             their own shape; the manifest blob in the store binds the files either way.
@@ -373,7 +377,8 @@ def record_files(
                 return f
             if isinstance(f, FileDigest):
                 return store.adopt_file(f.path, f)
-            return store.put_file(f, names=named)
+            opened = None if on_open is None else partial(on_open, n)
+            return store.put_file(f, names=named, opened=opened)
 
         for future in [pool.submit(put, n) for n in names]:
             d = result_of(future)  # Ctrl-C is seen, whichever thread the kernel hands it to

@@ -220,24 +220,34 @@ class ObjectStore:
             os.close(root)
 
     def put_file(
-        self, path: str | os.PathLike[str], *, names: set[Path] | None = None
+        self, path: str | os.PathLike[str], *, names: set[Path] | None = None,
+        opened: Callable[[os.stat_result], None] | None = None,
     ) -> FileDigest:
         """Copy a file into the store, hashing while copying (one read of the source).
 
         Args:
             path: the file.
             names: as `put_stream`.
+            opened: given the ``fstat`` of the file opened, before it is read (on a local
+                store): the caller's check that it is the file it listed (`runner.settled`).
 
         Raises:
-            StoreError: the source cannot be read or the store cannot be written.
+            StoreError: the source cannot be read, is not a regular file (rev33: a FIFO would
+                block the read for good, ``/dev/zero`` fill the store), or the store cannot
+                be written.
         """
         if self._fs is not None:
             return self._remote_put_file(Path(path), str(path))
-        try:
-            src = open(path, "rb")  # noqa: SIM115 - closed below
+        try:  # (not blocked by a FIFO put at the path since it was listed: refused below)
+            src = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # noqa: SIM115
         except OSError as e:
             raise StoreError(f"{path}: cannot read: {e.strerror}") from e
         with src:
+            if not stat.S_ISREG((st := os.fstat(src.fileno())).st_mode):  # FIFO, /dev/zero
+                raise StoreError(f"{path}: not a regular file now (a FIFO or a device put at its "
+                                 "path, or a link to one); nothing was stored from it")
+            if opened is not None:
+                opened(st)
             return self.put_stream(src, name=str(path), names=names)
 
     def sync_names(self, names: set[Path]) -> None:

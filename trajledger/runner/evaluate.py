@@ -342,6 +342,15 @@ def _check_env_modules(
                              f"environment {ref.name}@{ref.version}")
 
 
+def _seed(value: object) -> str:
+    """A seed as the built-in evaluator replays it (``int``: ``"07"``, ``"+7"`` and ``7.0`` are
+    7), else as written: signed metadata and episodes compared in one form (rev33 finding 1)."""
+    try:
+        return str(int(value))  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return str(value)
+
+
 def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -> None:
     """The built-in evaluator replays each suite episode's seed in its batch's environment: a
     seed that also started an episode the checkpoint (or a base checkpoint) was trained on, in
@@ -369,7 +378,7 @@ def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -
     held: dict[str, set[str]] = {}
     for b in batches(suite.digest)[1]:
         env, found = seeds(b)
-        held.setdefault(env, set()).update(found)
+        held.setdefault(env, set()).update(map(_seed, found))
     todo, seen = [ck.digest], set()
     while todo and held:
         if (digest := todo.pop()) in seen:
@@ -381,7 +390,7 @@ def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -
             shared: set[str] = set()
             for b in members:  # (only the suite's environments' seeds are compared)
                 env, found = seeds(b)
-                shared |= held[env].intersection(found) if env in held else set()
+                shared |= held[env].intersection(map(_seed, found)) if env in held else set()
             if shared:
                 raise VerificationError(
                     f"evaluation of {ck.ref} on {suite.ref}: the built-in evaluator replays the "
@@ -574,7 +583,8 @@ def _record(
                        body.written(f"evaluation of {ck.name}@{ck.version}"),
                        name=f"evaluation of {ck.name}@{ck.version} on "
                        f"{suite.name}@{suite.version}", check=lambda _size: _still(still, settled),
-                       on_file=settled.stored if settled is not None else None)
+                       on_file=settled.stored if settled is not None else None,
+                       on_open=settled.opened if settled is not None else None)
     return EvalOutcome(rec.digest, rec.index, body, report, run,
                        unsealing[0] if unsealing is not None else None)
 
@@ -676,6 +686,14 @@ def _replay(
         first = ids[seeds.index(None)]
         raise FormatError(f"episode {first!r} of batch {b.digest[:19]}… has no seed: the "
                           "built-in evaluator replays seeds; evaluate with '-- COMMAND'")
+    # The seeds replayed are those `_refuse_training_seeds` compared: the signed metadata's.
+    listed = set(map(_seed, b.predicate.seeds))
+    if (unlisted := next((s for s in seeds if _seed(s) not in listed), None)) is not None:
+        raise VerificationError(
+            f"batch {b.digest[:19]}… of the suite: its episodes.parquet replays seed "
+            f"{unlisted}, which its signed metadata (seeds) does not list, and only those are "
+            "checked against the checkpoint's training seeds; nothing was recorded (ask its "
+            "producer for a batch whose metadata lists its seeds, or evaluate with '-- COMMAND')")
     if gym_id not in thresholds:
         found = pass_return if pass_return is not None else gym.spec(gym_id).reward_threshold
         if found is None:

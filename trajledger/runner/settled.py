@@ -7,6 +7,7 @@ trajledger knows some files must have: the kept logs (hashed as they streamed, w
 provenance's ``stdout`` / ``stderr`` byproducts state) and an evaluation's ``results.json``
 (hashed as it was parsed, which its predicate's tests and metrics come from).
 
+- `Settled.opened` is given each file the store opens (its ``fstat``): the file listed;
 - `Settled.stored` is given each file as the store hashed it (`ledger.record.record_files`'
   ``on_file``): its size and ``stat`` must be those it had when listed, and its digest the
   known one;
@@ -47,12 +48,15 @@ class OutputsChangedError(VerificationError):
     hashed (nothing is recorded)."""
 
 
+def _fields(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _mark(path: Path) -> tuple[int, ...] | None:
     try:
-        st = os.lstat(path)
+        return _fields(os.lstat(path))
     except OSError:
         return None
-    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class Settled:
@@ -77,6 +81,19 @@ class Settled:
 
     def _unchanged(self, name: str) -> None:
         if _mark(self.files[name]) != self.marks[name]:
+            raise OutputsChangedError(f"{name}: changed while it was recorded; {HINT}")
+
+    def opened(self, name: str, st: os.stat_result) -> None:
+        """The file the store opened for ``name`` (its ``fstat``, before it is read): the one
+        listed. A path holds its file's ``lstat`` before and after the read while another
+        file is read, if a directory on the way is renamed away for the read and back
+        (rev33 finding 3): only the file opened tells. A file of a known digest is judged by
+        it (`stored`), whichever file was read.
+
+        Raises:
+            OutputsChangedError: it is another file, or this one changed.
+        """
+        if name in self.marks and name not in self.known and _fields(st) != self.marks[name]:
             raise OutputsChangedError(f"{name}: changed while it was recorded; {HINT}")
 
     def stored(self, d: FileDigest) -> None:

@@ -376,6 +376,7 @@ def record_checkpoint(
             file_subjects=True,
             check=still_free_and_admitted,
             on_file=settled.stored if settled is not None else None,
+            on_open=settled.opened if settled is not None else None,
         )
     except DataRefusedError as e:
         command = external.get("command")

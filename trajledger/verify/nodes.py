@@ -9,6 +9,7 @@ Non-scope: the graph and its verdict, causes and forms (``verify.report``, ``ver
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -42,10 +43,24 @@ OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
 # none may erase, redraw, break or reorder what a reader sees (the lines' own breaks remain).
 HIDDEN = {c: f"\\u{c:04x}" for c in (*range(32), *range(127, 160), 0x61C, 0x200E, 0x200F,
                                       *range(0x2028, 0x202F), *range(0x2066, 0x206A))}
-# And in a signed name (`Node.label`), which the ledger never records with them: parentheses (a
-# name holding ``(sha256:<another digest>)`` passed for the subject's in an OK line, rev32) and
-# the zero-width characters (two names that look one).
-_NAMED = HIDDEN | {c: f"\\u{c:04x}" for c in (40, 41, *range(0x200B, 0x200E), 0x2060, 0xFEFF)}
+
+
+class _Named(dict[int, str]):
+    """And in a signed name (`Node.label`), which the ledger never records with them:
+    parentheses (a name holding ``(sha256:<another digest>)`` passed for the subject's in an OK
+    line, rev32) and, beyond ASCII, every character that shows as another or as nothing (rev33):
+    a compatibility form (``（`` fullwidth, ``﹙`` small: NFKC changes it), a look-alike
+    parenthesis (``❨``), a variation selector, a filler or a joiner, a format, private,
+    unassigned or space character (soft hyphen, tags, invisible operators)."""
+
+    def __missing__(self, c: int) -> str:
+        ch, what = chr(c), unicodedata.name(chr(c), "")
+        odd = unicodedata.category(ch)[0] in "CZ" or unicodedata.normalize("NFKC", ch) != ch
+        odd |= any(w in what for w in ("PARENTHES", "VARIATION", "FILLER", "JOINER", "INHERENT"))
+        return self.setdefault(c, ascii(ch)[1:-1] if c > 127 and odd else ch)  # \xad, \uff08
+
+
+_NAMED = _Named(HIDDEN | {40: "\\u0028", 41: "\\u0029"})
 
 
 def short(digest: str) -> str:

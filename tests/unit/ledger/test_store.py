@@ -121,6 +121,32 @@ def test_put_file(backend: Backend, tmp_path: Path) -> None:
     assert backend.store.get(HELLO_DIGEST) == HELLO
 
 
+def test_a_fifo_or_device_where_a_file_was_is_refused_not_read(tmp_path: Path) -> None:
+    """rev33 finding 4: a file listed as regular (`collect_files`, `runner.settled`) can be
+    replaced by a FIFO or a link to a device before the store opens it: the store opened a FIFO
+    blocking until some writer came (for good: a worker thread no Ctrl-C ends), and would have
+    copied ``/dev/zero`` until the disk was full. Now it is refused before it is read. (The
+    writer here, once the FIFO is open for reading, closes at once: the old code stored b"".)"""
+    import threading
+
+    store = ObjectStore(tmp_path / "objects")
+    fifo = tmp_path / "model.bin"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: os.close(os.open(fifo, os.O_WRONLY)), daemon=True)
+    writer.start()
+    try:
+        with pytest.raises(StoreError, match=r"model\.bin: not a regular file now \(a FIFO"):
+            store.put_file(fifo)
+    finally:  # the writer's open waits for a reader: give it one until it has had it
+        while writer.is_alive():
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            writer.join(0.01)
+    zero = tmp_path / "zero.bin"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(StoreError, match=r"zero\.bin: not a regular file now"):
+        store.put_file(zero)
+
+
 def test_put_file_missing_source(backend: Backend, tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"nope\.bin: cannot read: No such file or directory$"):
         backend.store.put_file(tmp_path / "nope.bin")
