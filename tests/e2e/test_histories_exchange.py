@@ -78,8 +78,11 @@ test_histories_agree.py's withdrawal of an approval):
   failed by membership only (a holdout recorded before it that names one of its batches):
   the verifiers do not read episodes. A held-out batch the vendor erased (its producer: the
   buyer's approvers did not) still refuses every use now, "cannot be checked" (SECURITY.md
-  thirteenth round, lead: only an approver's erasure ends the comparison; the buyer's
-  ``erase`` by an approver is not a step here). A vendor holdout whose record the buyer's
+  thirteenth round, lead: only an approver's erasure ends the comparison; R13), and so does
+  one whose bytes that erasure deleted once the buyer's marking (R20) makes the erasure and
+  the batch's record count for nothing (history 234: the bytes stay gone and no bundle of the
+  batch imports under the marking; runner/admission.py names the holdout and the way on, an
+  approver's ``erase`` of the batch; hist36). A vendor holdout whose record the buyer's
   marking (R20) distrusts holds out all the same, in the gate, the verifiers and ``dataset
   create`` alike (fail closed: verify/distrusted.py; hist34 finding 1, the lead's decision,
   hold35).
@@ -146,7 +149,7 @@ test_histories_agree.py's withdrawal of an approval):
   the vendor's key signed that an import at or after it brought fails (R2, R3, and what is
   built on it, R4, R5, R12), and so does a vendor's revocation or erasure taken in at or
   after it (what it named holds again, but a batch whose files it deleted fails as missing:
-  hist32); what was taken in before holds, and so does what the buyer's own approver signed
+  hist32, and held out cannot be checked: R11, history 234); what was taken in before holds, and so does what the buyer's own approver signed
   (R13, R15's revocations), its erasure of a batch the vendor had erased too (it lists the
   blobs the vendor's deleted: hist33 finding 1). A vendor's bundle is refused under the
   buyer's policy in force (the successor, the one file a vendor's log does not carry:
@@ -1215,8 +1218,12 @@ class Model:
                    for o in self.holdouts(d, now) for b in o.batches if (h := self.buyer[b]))
 
     def erased_held_out(self, d: Art, now: int) -> bool:  # R11: the vendor's erasure only
-        return any(b in self.known_erased - self.own_erased and not self.buyer[b].sealed
-                   for o in self.holdouts(d, now) for b in o.batches)  # R22: by its record
+        """A held-out batch whose bytes the vendor's erasure deleted here, the buyer's approver
+        not having erased it: cannot be checked (a sealed one is compared by its record, R22),
+        also once the buyer's marking makes that erasure count for nothing (R20, history 234:
+        the bytes stay gone, and no bundle of the batch imports under the marking)."""
+        return any(self.files_gone(b) and b not in self.own_erased and not self.buyer[b].sealed
+                   for o in self.holdouts(d, now) for b in o.batches)
 
     def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
@@ -2115,6 +2122,44 @@ def test_a_sealed_held_out_batch_whose_record_no_longer_counts(tmp_path: Path) -
     replay(run, [Step("berase", ("v4",))])
     assert run.buyer.cli("admit", d1).exit_code == 0 and m.admit("d1", run.buyer.size())
     assert judge_history(run) == []
+
+
+def test_a_held_out_batch_whose_erasure_no_longer_counts(tmp_path: Path) -> None:
+    """History 234 (the lead's Left, twentieth round; hist36, minimised): the buyer holds out
+    the vendor's ``v4`` (``suite2``); the vendor erases it and the erasure is taken in (its
+    files deleted here); the buyer then marks the vendor's key compromised since ``v2``'s
+    import, before ``v4``'s: the erasure and ``v4``'s record count for nothing, its bytes stay
+    gone, and ``admit`` of the buyer's own unrelated ``d91`` is refused, "cannot be checked"
+    (fail closed: R11, R20), where the model said accept. The line now names the holdout and
+    the way on that works, an approver's erasure of the batch, with its command; it said
+    that a sealed batch's publications could not be trusted, of a batch not sealed. Checked by
+    hand, the other ways do not work: the vendor's bundle of ``v4`` is refused under the
+    marking (a ``ship``, and one exported before the erasure), and the holdout's revocation or
+    erasure by the buyer's approver leaves ``d91`` refused. Every path agrees with the model."""
+    steps = [Step("vrecord", ("v2", 0, "orig", False)), Step("ship", ("v2",)),
+             Step("vrecord", ("v4", 0, "orig", False)), Step("ship", ("v4",)),
+             Step("bdataset", ("suite2", ("v4",), "holdout")), Step("verase", ("v4",)),
+             Step("update", ()), Step("bmark", ("v2",)), Step("bown", ("b91",)),
+             Step("bdataset", ("d91", ("b91",), "train")), Step("bapprove", ("d91",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, d91 = run.model, run.model.buyer["d91"].digest
+    replay(run, [Step("ship", ("v4",)), Step("brevoke", ("suite2",))])
+    assert run.ran[-2].startswith("ship(v4) -> refused") and run.ran[-1] == (
+        "brevoke(suite2) -> ok"), run.ran
+    r = run.buyer.cli("admit", d91)
+    assert r.exit_code == 1 and not m.admit("d91", run.buyer.size()), r.output
+    said = " ".join(r.stderr.split())
+    assert re.search(r"cannot be checked: holdout/regression batch sha256:\w{12}…: object "
+                     r"sha256:\w{64}: not in the store; its record does not verify \(.*"
+                     r"compromised since.*\), so nothing this policy trusts says why its bytes "
+                     r"are gone", said), said
+    assert "sealed" not in said and "held out by holdout suite2@1: an approver's erasure of it " \
+        f"ends the comparison (trajledger erase {m.buyer['v4'].digest} --key APPROVER --reason " \
+        "REASON); revoking or erasing the holdout does not" in said, said
+    assert judge_history(run) == []
+    replay(run, [Step("berase", ("v4",))])
+    assert run.buyer.cli("admit", d91).exit_code == 0 and m.admit("d91", run.buyer.size())
 
 
 def test_a_pin_to_a_suite_signed_before_the_buyers_marking(tmp_path: Path) -> None:
