@@ -55,7 +55,10 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   ``v81`` out (``h81``), makes a train set of ``v82`` (``d82``), approves and trains on it
   (R28); in half the histories the buyer sells one or two of its train sets back to the vendor
   (``bsell``), whose approver names the buyer's producer key and log in its policy (``vtrust``,
-  in nine in ten), approves them (eight in ten) and trains on them (``vtrain``) (R27).
+  in nine in ten), approves them (eight in ten) and trains on them (``vtrain``) (R27);
+- (hist36, a stream of its own again) in half the histories with a sale back, the vendor's
+  approver names the buyer's approver in the vendor's policy (``vname``: before the first sale
+  in half of those) (R30).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -149,14 +152,13 @@ test_histories_agree.py's withdrawal of an approval):
   the vendor's key signed that an import at or after it brought fails (R2, R3, and what is
   built on it, R4, R5, R12), and so does a vendor's revocation or erasure taken in at or
   after it (what it named holds again, but a batch whose files it deleted fails as missing:
-  hist32, and held out cannot be checked: R11, history 234); what was taken in before holds, and so does what the buyer's own approver signed
-  (R13, R15's revocations), its erasure of a batch the vendor had erased too (it lists the
-  blobs the vendor's deleted: hist33 finding 1). A vendor's bundle is refused under the
-  buyer's policy in force (the successor, the one file a vendor's log does not carry:
-  ``vendor`` holds no role in it), so every later ``ship`` is refused;
-  an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
-  bundles carry its policy history: verified under its first policy, the successor is
-  followed, as in its ledger.
+  hist32, and held out cannot be checked: R11, history 234); what was taken in before holds, and so
+  does what the buyer's own approver signed (R13, R15's revocations), its erasure of a batch the
+  vendor had erased too (it lists the blobs the vendor's deleted: hist33 finding 1). A vendor's
+  bundle is refused under the buyer's policy in force (the successor, the one file a vendor's log
+  does not carry: ``vendor`` holds no role in it), so every later ``ship`` is refused; an ``update``
+  or ``monitor`` is done (the vendor's revocations ignored). The buyer's own bundles carry its
+  policy history: verified under its first policy, the successor is followed, as in its ledger.
 - **R21 contamination settings** (docs/audit-index.md "Refusing near duplicates", "Shared runs
   of steps"; docs/cli.md "Held-out data in a train set"; keys/README.md ``[contamination]``):
   the vendor's batches are 24-step episodes (`long_rollouts`), a copy an exact one, one cut
@@ -268,6 +270,17 @@ test_histories_agree.py's withdrawal of an approval):
   revocation so signed), an erasure of the artifact or of one of its batches; an import judges
   the vendor's declarations itself (R15), so ``ship`` is as before.
 
+- **R30 a vendor that names the buyer's approver** (schemas/SPEC.md "Revocation authority": a
+  revocation or erasure counts when its signer is an approver; "The policy applied": the log's
+  policies followed through their successors, so a record is judged under the policy in force
+  at its index; docs/third-party.md "Updates between organisations"): once the vendor's policy
+  names the buyer's approver (``vname``), that approver's revocations and erasures a sale brings
+  into the vendor's log (R27: of the set's lineage, and the extension's since the size applied)
+  count there: of the vendor's own batches and datasets and of what it bought back, refusing
+  them at the vendor's gate and ``vapprove`` (R26) and deleting the vendor's files of a batch
+  erased (an approver's erasure of a held-out batch then ends the vendor's comparison with it,
+  as R13 at the buyer); one a sale brought before the naming still counts for nothing there.
+
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
 here); of a train set, refused when it holds a sealed or held-out batch or a copy R21 refuses,
@@ -277,7 +290,7 @@ applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what ho
 vendor is done (one of something revoked there may be refused: then nothing changes at the
 buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bown``,
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
-buyer), ``vtrust`` always.
+buyer), ``vtrust`` and ``vname`` always.
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -734,6 +747,11 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
     back = random.Random(f"buy back {seed}")  # R27 (hist35): the vendor buys back
     if new and back.random() < BACK:
         steps = bought_back(back, steps)
+        names = random.Random(f"vendor names the buyer's approver {seed}")  # R30 (hist36)
+        first = next((i for i, s in enumerate(steps) if s.op == "bsell"), None)
+        if first is not None and names.random() < NAMED:
+            at = names.randint(0, first) if names.random() < 0.5 else names.randint(0, len(steps))
+            steps.insert(at, Step("vname"))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
@@ -785,6 +803,10 @@ BACK, TRUSTED = 0.5, 0.9
 """R27 (hist35): the share of histories in which the buyer sells train sets back to the vendor
 (`bought_back`), and of those in which the vendor's policy comes to name the buyer's producer
 key and log (``vtrust``)."""
+NAMED = 0.5
+"""R30 (hist36): the share of the histories with a sale back (R27) in which the vendor's
+approver names the buyer's approver in its policy (``vname``: before the first sale in half of
+those, at a point drawn in the others)."""
 VRULED = 0.5
 """R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
 to the buyer in half of those) and its approver sets the vendor's policy's
@@ -1014,6 +1036,15 @@ class Model:
     the vendor's log (ignored there, carried by its bundles: history 9030)."""
     sold_revoked: set[str] = field(default_factory=set)
     """R27: what the buyer's approver had revoked when the vendor last applied the buyer's log."""
+    sold_erased: set[str] = field(default_factory=set)
+    """R30: what the buyer's approver had erased then."""
+    names_approver: bool = False
+    """R30: the vendor's policy in force names the buyer's approver (``vname``)."""
+    vrev_b: set[str] = field(default_factory=set)
+    verase_b: set[str] = field(default_factory=set)
+    """R30: what the vendor holds (its own, or bought back) that the buyer's approver revoked
+    and erased in records a sale brought into the vendor's log while its policy named that
+    approver: they count there (an erasure deletes the vendor's files)."""
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
@@ -1045,7 +1076,8 @@ class Model:
     def v_here(self, label: str) -> bool:  # R15: in the vendor's ledger, a revocation the key
         a, k = self.vendor[label], self.compromised_since  # signed since its theft counts
         return all((x not in self.revoked or (k is not None and self.revoked_at[x] >= k))
-                   and not self.stolen(x) for x in (label, *a.batches))  # for nothing
+                   and not self.stolen(x) and x not in self.vrev_b  # for nothing (R30: the
+                   for x in (label, *a.batches))  # buyer's approver's, once named, counts)
 
     # The buyer's view.
     def batch_ok(self, label: str) -> bool:  # R2, R10, R13, R20
@@ -1093,7 +1125,7 @@ class Model:
         set of a batch the vendor holds out, or of a copy of one its rules refuse, is
         refused (a batch it erased skipped), and so is a holdout of a batch of one of its
         train sets, or of one its train sets hold a copy of."""
-        arts, gone = {**self.back, **self.vendor}, self.erased  # R27: bought back too
+        arts, gone = {**self.back, **self.vendor}, self.erased | self.verase_b  # R27, R30
         sets = [o for o in arts.values() if o.kind == "dataset"]
         held = [o for o in sets if o.split == "holdout"]
         trains = [o for o in sets if o.split == "train"]
@@ -1120,12 +1152,13 @@ class Model:
         unless sealed (its producer's erasure ends no comparison: R11), none sealed whose
         record was signed since the theft (hist32 finding 1), and no copy of one its rules
         refuse (a sealed one compared by its record: no runs)."""
-        d, gone = self.v_art(label), self.erased
+        d, gone = self.v_art(label), self.erased | self.verase_b  # R30: an approver's too
         held = [self.vendor[b] for o in self.v_holdouts(label) for b in o.batches]
         return (d.split == "train" and self.v_holds(label) and not {label, *d.batches} & gone
                 and any(not out for _d, out, _i in self.vapprovals.get(label, []))
                 and not set(d.batches) & {h.label for h in held}
-                and not any(h.label in gone and not h.sealed for h in held)
+                and not any(h.label in self.erased - self.verase_b and not h.sealed
+                            for h in held)  # R30: an approver's erasure ends the comparison
                 and not any(h.sealed and self.stolen(h.label) for h in held)
                 and not self.copied([self.v_art(b) for b in d.batches],
                                     [h for h in held if h.sealed or h.label not in gone],
@@ -1148,7 +1181,8 @@ class Model:
         policy, and a revocation or erasure by the buyer's approver, whom that policy does not
         name, is ignored there (docs/third-party.md "Updates between organisations")."""
         a = self.v_art(label)
-        return all(self.v_here(x) for x in (label, *a.batches) if x in self.vendor)
+        return all(self.v_here(x) for x in (label, *a.batches) if x in self.vendor) and not (
+            {label, *a.batches} & self.vrev_b)  # R30: the buyer's approver, once named
 
     def sell(self, label: str) -> bool | None:  # R27: the vendor imports the buyer's bundle
         """The buyer's ``export`` of its train set ``label`` imported by the vendor (None:
@@ -1350,12 +1384,12 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bsell":  # R27
         return m.sell(a[0])
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
-                "vtrust"):
+                "vtrust", "vname"):
         return True
-    if s.op in ("vrecord", "vrevoke"):
-        return None if s.op == "vrevoke" and a[0] in m.revoked else True
+    if s.op in ("vrecord", "vrevoke"):  # R30: the buyer's approver revoked it there too
+        return None if s.op == "vrevoke" and a[0] in m.revoked | m.vrev_b else True
     if s.op == "verase":
-        return None if a[0] in m.erased else True
+        return None if a[0] in m.erased | m.verase_b else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
         return False if m.marked is not None else True if m.v_bundle_ok(a[0]) else None
     if s.op in ("update", "monitor"):  # R10, R18
@@ -1426,6 +1460,8 @@ def refs(m: Model, s: Step) -> bool:
         return a[0] in m.buyer and not any(m.absent(b, True) for b in m.buyer[a[0]].batches)
     if s.op == "vtrust":
         return not m.trusts_buyer
+    if s.op == "vname":  # R30
+        return not m.names_approver
     if s.op == "bownsuite":  # R24: only if the buyer holds no suite of that name
         return a[0] not in m.buyer
     if s.op == "vwithdraw":  # (R27: its label bought back or its own)
@@ -1546,7 +1582,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(succeed(run, run.marking, RULES[a[0]], m.pinned))
     if s.op == "bpin":  # R23: a successor pinning suite@1 to the vendor's dataset of the name
         return ok(succeed(run, run.marking, m.rules, True))
-    if s.op in ("vtrust", "bsell"):  # R27
+    if s.op in ("vtrust", "bsell", "vname"):  # R27, R30
         return buy_back(run, s)
     if s.op == "vtrain":  # R26 (R27: on what it bought back too)
         label, ds = a
@@ -1669,6 +1705,14 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
         r = vsucceed(run, text, m.vrules)
         m.trusts_buyer = m.trusts_buyer or r.exit_code == 0
         return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
+    if s.op == "vname":  # R30: the buyer's approver in the vendor's approver role
+        pem = (b.home / "keys" / "approver.pub").read_text()
+        text = vsucceed(run).replace("[roles.approver]\nkeys = [\n",
+                                     f'[roles.approver]\nkeys = [\n  """{pem}""",\n', 1)
+        assert text.count(pem) == 1
+        r = vsucceed(run, text, m.vrules)
+        m.names_approver = m.names_approver or r.exit_code == 0
+        return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
     label = s.args[0]
     out = run.root / f"sell-{len(run.ran)}.tar.zst"
     since = ("--updates-since", str(m.bapplied)) if m.bapplied else ()
@@ -1680,12 +1724,17 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
         took = m.own_revoked & {label, *m.buyer[label].batches}  # every one since (9030)
         took |= m.own_revoked - m.sold_revoked if since else set()
         m.vtook |= {x for x in took if x in m.vendor}
-        m.bapplied, m.sold_revoked = bsize, set(m.own_revoked)
+        gone = m.own_erased & {label, *m.buyer[label].batches}  # R30: erasures travel so too
+        gone |= m.own_erased - m.sold_erased if since else set()
+        m.bapplied, m.sold_revoked, m.sold_erased = bsize, set(m.own_revoked), set(m.own_erased)
         for x in (label, *m.buyer[label].batches):
             if x not in m.vendor and x not in m.back:  # the vendor's own stay its own
                 a = m.buyer[x]
                 m.back[x] = Art(x, a.kind, a.batches, a.split, a.data, a.variant, a.sealed,
                                 digest=a.digest, vindex=v.size() - 1)
+        if m.names_approver:  # R30: logged under a policy naming the buyer's approver
+            m.vrev_b |= {x for x in took if x in m.vendor or x in m.back}
+            m.verase_b |= {x for x in gone if x in m.vendor or x in m.back}
     return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
 
 
@@ -1896,9 +1945,9 @@ def judge_history(run: Run) -> list[str]:
     for a in m.buyer.values():  # R13: erased bytes stay gone (hist28 finding 1)
         if a.kind == "batch" and m.files_gone(a.label) and (back := files_of(b, a.digest)):
             out.append(f"{a.label} store: {len(back)} file(s) of it are back after its erasure")
-    for a in m.vendor.values():  # R27: and at the vendor, whatever the buyer sells back
-        if a.kind == "batch" and a.label in m.erased and (back := files_of(run.vendor,
-                                                                           a.digest)):
+    for a in [*m.vendor.values(), *m.back.values()]:  # R27: and at the vendor, whatever the
+        if a.kind == "batch" and a.label in m.erased | m.verase_b and (  # buyer sells back
+                back := files_of(run.vendor, a.digest)):  # (R30: or the buyer's approver erased)
             out.append(f"{a.label} vendor's store: {len(back)} file(s) of it are back after its "
                        "erasure")
     return out + run.problems + run.vendor.problems + run.buyer.problems
@@ -2424,6 +2473,36 @@ def test_a_holdout_the_buyers_marking_distrusts(tmp_path: Path,
         admit2 and "an approver's erasure of the held-out batch" in admit2, admit2
     replay(run, [Step("berase", ("v1",)), Step("btrain", ("c6", "d2", None))])
     assert run.ran[-1] == "btrain(c6, d2, None) -> ok", run.ran
+    assert judge_history(run) == []
+
+
+def test_a_vendor_that_names_the_buyers_approver(tmp_path: Path) -> None:
+    """R30 (hist36): the buyer's approver revokes the vendor's ``v1`` and a sale brings the
+    revocation into the vendor's log, ignored there (its policy names no approver of the
+    buyer's); the vendor's approver then names the buyer's approver in its policy (``vname``),
+    and the next sale brings the buyer's erasure of ``v2`` and revocation of ``d1`` (a set the
+    vendor bought back): logged under a policy naming their signer, they count there (schemas/
+    SPEC.md "Revocation authority": an approver revokes or erases anything), so the vendor's
+    gate refuses ``w2`` (of ``v2``, erased, its files deleted at the vendor) and ``d1``; ``v1``'s
+    revocation, logged before the naming, still counts for nothing there (each record is judged
+    under the policy in force at its index): ``w1`` is admitted. Every path agrees with the
+    model (`judge_history`: the vendor's gate, its store, its newest bundles)."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2, 3)),
+             *(Step("ship", (f"v{i}",)) for i in (1, 2, 3)),
+             *(Step("vdataset", (f"w{i}", (f"v{i}",), "train")) for i in (1, 2)),
+             Step("vapprove", ("w1",)), Step("vapprove", ("w2",)),
+             Step("bdataset", ("d1", ("v3",), "train")), Step("vtrust"), Step("bsell", ("d1",)),
+             Step("vapprove", ("d1",)), Step("brevoke", ("v1",)), Step("bown", ("b91",)),
+             Step("bdataset", ("d91", ("b91",), "train")), Step("bsell", ("d91",)),
+             Step("vname"), Step("berase", ("v2",)), Step("brevoke", ("d1",)),
+             Step("bdataset", ("d92", ("b91",), "train")), Step("bsell", ("d92",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, v = run.model, run.vendor
+    assert (m.vrev_b, m.verase_b, m.vtook) == ({"d1"}, {"v2"}, {"v1"})
+    got = {w: v.cli("admit", m.v_art(w).digest).exit_code == 0 for w in ("w1", "w2", "d1")}
+    assert got == {w: m.v_admit(w) for w in got} == {"w1": True, "w2": False, "d1": False}, got
+    assert files_of(v, m.vendor["v2"].digest) == set()
     assert judge_history(run) == []
 
 

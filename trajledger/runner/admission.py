@@ -349,9 +349,9 @@ def _contamination(
     for line in report.unchecked:
         # A sealed batch whose record does not verify (its signer's key declared compromised,
         # say: hist32) has only ciphertext here, and fingerprints no one can trust: say so.
-        why = next((m for b, m in untrusted.items() if f" {b}…: " in line), None)
+        bad = next((m for b, m in untrusted.items() if f" {b}…: " in line), None)
         decision.fail(what, f"cannot be checked: {line}" + (
-            "" if why is None else f"; its record does not verify ({why[0]}), {why[1]}"))
+            "" if bad is None else f"; its record does not verify ({bad[0]}), {bad[1]}"))
     # A batch in both splits is reported by the split rule; here, only episodes that reached
     # the other side in another batch.
     findings = ruled(report.findings, rules)
