@@ -58,7 +58,8 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   in nine in ten), approves them (eight in ten) and trains on them (``vtrain``) (R27);
 - (hist36, a stream of its own again) in half the histories with a sale back, the vendor's
   approver names the buyer's approver in the vendor's policy (``vname``: before the first sale
-  in half of those) (R30).
+  in half of those), and in seven in ten of those the buyer's approver then revokes or erases
+  something the vendor shipped and a sale follows (R30).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -752,6 +753,14 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
         if first is not None and names.random() < NAMED:
             at = names.randint(0, first) if names.random() < 0.5 else names.randint(0, len(steps))
             steps.insert(at, Step("vname"))
+            shipped = [s.args[0] for s in steps if s.op == "ship"]
+            sets = [s.args[0] for s in steps if s.op == "bdataset" and s.args[2] == "train"]
+            if shipped and sets and names.random() < AFTER:  # the buyer's word, then a sale
+                x = names.choice(shipped)
+                op = "berase" if x[1:].isdigit() and names.random() < 0.5 else "brevoke"
+                at = names.randint(at + 1, len(steps))
+                steps.insert(at, Step(op, (x,)))
+                steps.insert(names.randint(at + 1, len(steps)), Step("bsell", (names.choice(sets),)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
@@ -803,10 +812,12 @@ BACK, TRUSTED = 0.5, 0.9
 """R27 (hist35): the share of histories in which the buyer sells train sets back to the vendor
 (`bought_back`), and of those in which the vendor's policy comes to name the buyer's producer
 key and log (``vtrust``)."""
-NAMED = 0.5
+NAMED, AFTER = 0.5, 0.7
 """R30 (hist36): the share of the histories with a sale back (R27) in which the vendor's
 approver names the buyer's approver in its policy (``vname``: before the first sale in half of
-those, at a point drawn in the others)."""
+those, at a point drawn in the others), and of those in which the buyer's approver then revokes
+or erases something the vendor shipped (``brevoke``, ``berase``) and a sale follows
+(``bsell`` of one of its train sets, one sold before too)."""
 VRULED = 0.5
 """R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
 to the buyer in half of those) and its approver sets the vendor's policy's
