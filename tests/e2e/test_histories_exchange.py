@@ -760,7 +760,8 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
                 op = "berase" if x[1:].isdigit() and names.random() < 0.5 else "brevoke"
                 at = names.randint(at + 1, len(steps))
                 steps.insert(at, Step(op, (x,)))
-                steps.insert(names.randint(at + 1, len(steps)), Step("bsell", (names.choice(sets),)))
+                at = names.randint(at + 1, len(steps))
+                steps.insert(at, Step("bsell", (names.choice(sets),)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
