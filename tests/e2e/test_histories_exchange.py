@@ -305,9 +305,12 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and fourteen built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, and hist32's, the
-lead's, hist33's and hist34's findings): the file 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and sixteen built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, and hist32's,
+the lead's, hist33's, hist34's and history 234's findings): the file 34.4 CPU-s (30.0 s user,
+4.5 s system, ``-n 0``, medians of two ``farm-bench`` pairs, at load 13 to 14) against
+62f580e6's 32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x, the hand histories
+of history 234 and R30); before it, 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n
 0``, medians of three, at load 12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same run
 (hist35, ``farm-bench`` pairs: +3.5 CPU-s, the hand history R27 with R28); hold35's hand
 test of R11 turned round 3.05 CPU-s against hist34's 2.20 (the test alone as a process,
