@@ -55,7 +55,11 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   ``v81`` out (``h81``), makes a train set of ``v82`` (``d82``), approves and trains on it
   (R28); in half the histories the buyer sells one or two of its train sets back to the vendor
   (``bsell``), whose approver names the buyer's producer key and log in its policy (``vtrust``,
-  in nine in ten), approves them (eight in ten) and trains on them (``vtrain``) (R27).
+  in nine in ten), approves them (eight in ten) and trains on them (``vtrain``) (R27);
+- (hist36, a stream of its own again) in half the histories with a sale back, the vendor's
+  approver names the buyer's approver in the vendor's policy (``vname``: before the first sale
+  in half of those), and in seven in ten of those the buyer's approver then revokes or erases
+  something the vendor shipped and a sale follows (R30).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -78,8 +82,11 @@ test_histories_agree.py's withdrawal of an approval):
   failed by membership only (a holdout recorded before it that names one of its batches):
   the verifiers do not read episodes. A held-out batch the vendor erased (its producer: the
   buyer's approvers did not) still refuses every use now, "cannot be checked" (SECURITY.md
-  thirteenth round, lead: only an approver's erasure ends the comparison; the buyer's
-  ``erase`` by an approver is not a step here). A vendor holdout whose record the buyer's
+  thirteenth round, lead: only an approver's erasure ends the comparison; R13), and so does
+  one whose bytes that erasure deleted once the buyer's marking (R20) makes the erasure and
+  the batch's record count for nothing (history 234: the bytes stay gone and no bundle of the
+  batch imports under the marking; runner/admission.py names the holdout and the way on, an
+  approver's ``erase`` of the batch; hist36). A vendor holdout whose record the buyer's
   marking (R20) distrusts holds out all the same, in the gate, the verifiers and ``dataset
   create`` alike (fail closed: verify/distrusted.py; hist34 finding 1, the lead's decision,
   hold35).
@@ -146,14 +153,13 @@ test_histories_agree.py's withdrawal of an approval):
   the vendor's key signed that an import at or after it brought fails (R2, R3, and what is
   built on it, R4, R5, R12), and so does a vendor's revocation or erasure taken in at or
   after it (what it named holds again, but a batch whose files it deleted fails as missing:
-  hist32); what was taken in before holds, and so does what the buyer's own approver signed
-  (R13, R15's revocations), its erasure of a batch the vendor had erased too (it lists the
-  blobs the vendor's deleted: hist33 finding 1). A vendor's bundle is refused under the
-  buyer's policy in force (the successor, the one file a vendor's log does not carry:
-  ``vendor`` holds no role in it), so every later ``ship`` is refused;
-  an ``update`` or ``monitor`` is done (the vendor's revocations ignored). The buyer's own
-  bundles carry its policy history: verified under its first policy, the successor is
-  followed, as in its ledger.
+  hist32, and held out cannot be checked: R11, history 234); what was taken in before holds, and so
+  does what the buyer's own approver signed (R13, R15's revocations), its erasure of a batch the
+  vendor had erased too (it lists the blobs the vendor's deleted: hist33 finding 1). A vendor's
+  bundle is refused under the buyer's policy in force (the successor, the one file a vendor's log
+  does not carry: ``vendor`` holds no role in it), so every later ``ship`` is refused; an ``update``
+  or ``monitor`` is done (the vendor's revocations ignored). The buyer's own bundles carry its
+  policy history: verified under its first policy, the successor is followed, as in its ledger.
 - **R21 contamination settings** (docs/audit-index.md "Refusing near duplicates", "Shared runs
   of steps"; docs/cli.md "Held-out data in a train set"; keys/README.md ``[contamination]``):
   the vendor's batches are 24-step episodes (`long_rollouts`), a copy an exact one, one cut
@@ -265,6 +271,17 @@ test_histories_agree.py's withdrawal of an approval):
   revocation so signed), an erasure of the artifact or of one of its batches; an import judges
   the vendor's declarations itself (R15), so ``ship`` is as before.
 
+- **R30 a vendor that names the buyer's approver** (schemas/SPEC.md "Revocation authority": a
+  revocation or erasure counts when its signer is an approver; "The policy applied": the log's
+  policies followed through their successors, so a record is judged under the policy in force
+  at its index; docs/third-party.md "Updates between organisations"): once the vendor's policy
+  names the buyer's approver (``vname``), that approver's revocations and erasures a sale brings
+  into the vendor's log (R27: of the set's lineage, and the extension's since the size applied)
+  count there: of the vendor's own batches and datasets and of what it bought back, refusing
+  them at the vendor's gate and ``vapprove`` (R26) and deleting the vendor's files of a batch
+  erased (an approver's erasure of a held-out batch then ends the vendor's comparison with it,
+  as R13 at the buyer); one a sale brought before the naming still counts for nothing there.
+
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
 here); of a train set, refused when it holds a sealed or held-out batch or a copy R21 refuses,
@@ -274,7 +291,7 @@ applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what ho
 vendor is done (one of something revoked there may be refused: then nothing changes at the
 buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bown``,
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
-buyer), ``vtrust`` always.
+buyer), ``vtrust`` and ``vname`` always.
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -288,9 +305,12 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and fourteen built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, and hist32's, the
-lead's, hist33's and hist34's findings): the file 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and sixteen built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, and hist32's,
+the lead's, hist33's, hist34's and history 234's findings): the file 34.4 CPU-s (30.0 s user,
+4.5 s system, ``-n 0``, medians of two ``farm-bench`` pairs, at load 13 to 14) against
+62f580e6's 32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x, the hand histories
+of history 234 and R30); before it, 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n
 0``, medians of three, at load 12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same run
 (hist35, ``farm-bench`` pairs: +3.5 CPU-s, the hand history R27 with R28); hold35's hand
 test of R11 turned round 3.05 CPU-s against hist34's 2.20 (the test alone as a process,
@@ -731,6 +751,20 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
     back = random.Random(f"buy back {seed}")  # R27 (hist35): the vendor buys back
     if new and back.random() < BACK:
         steps = bought_back(back, steps)
+        names = random.Random(f"vendor names the buyer's approver {seed}")  # R30 (hist36)
+        first = next((i for i, s in enumerate(steps) if s.op == "bsell"), None)
+        if first is not None and names.random() < NAMED:
+            at = names.randint(0, first) if names.random() < 0.5 else names.randint(0, len(steps))
+            steps.insert(at, Step("vname"))
+            shipped = [s.args[0] for s in steps if s.op == "ship"]
+            sets = [s.args[0] for s in steps if s.op == "bdataset" and s.args[2] == "train"]
+            if shipped and sets and names.random() < AFTER:  # the buyer's word, then a sale
+                x = names.choice(shipped)
+                op = "berase" if x[1:].isdigit() and names.random() < 0.5 else "brevoke"
+                at = names.randint(at + 1, len(steps))
+                steps.insert(at, Step(op, (x,)))
+                at = names.randint(at + 1, len(steps))
+                steps.insert(at, Step("bsell", (names.choice(sets),)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
     return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
             for s in steps]
@@ -782,6 +816,12 @@ BACK, TRUSTED = 0.5, 0.9
 """R27 (hist35): the share of histories in which the buyer sells train sets back to the vendor
 (`bought_back`), and of those in which the vendor's policy comes to name the buyer's producer
 key and log (``vtrust``)."""
+NAMED, AFTER = 0.5, 0.7
+"""R30 (hist36): the share of the histories with a sale back (R27) in which the vendor's
+approver names the buyer's approver in its policy (``vname``: before the first sale in half of
+those, at a point drawn in the others), and of those in which the buyer's approver then revokes
+or erases something the vendor shipped (``brevoke``, ``berase``) and a sale follows
+(``bsell`` of one of its train sets, one sold before too)."""
 VRULED = 0.5
 """R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
 to the buyer in half of those) and its approver sets the vendor's policy's
@@ -1011,6 +1051,15 @@ class Model:
     the vendor's log (ignored there, carried by its bundles: history 9030)."""
     sold_revoked: set[str] = field(default_factory=set)
     """R27: what the buyer's approver had revoked when the vendor last applied the buyer's log."""
+    sold_erased: set[str] = field(default_factory=set)
+    """R30: what the buyer's approver had erased then."""
+    names_approver: bool = False
+    """R30: the vendor's policy in force names the buyer's approver (``vname``)."""
+    vrev_b: set[str] = field(default_factory=set)
+    verase_b: set[str] = field(default_factory=set)
+    """R30: what the vendor holds (its own, or bought back) that the buyer's approver revoked
+    and erased in records a sale brought into the vendor's log while its policy named that
+    approver: they count there (an erasure deletes the vendor's files)."""
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
@@ -1042,7 +1091,8 @@ class Model:
     def v_here(self, label: str) -> bool:  # R15: in the vendor's ledger, a revocation the key
         a, k = self.vendor[label], self.compromised_since  # signed since its theft counts
         return all((x not in self.revoked or (k is not None and self.revoked_at[x] >= k))
-                   and not self.stolen(x) for x in (label, *a.batches))  # for nothing
+                   and not self.stolen(x) and x not in self.vrev_b  # for nothing (R30: the
+                   for x in (label, *a.batches))  # buyer's approver's, once named, counts)
 
     # The buyer's view.
     def batch_ok(self, label: str) -> bool:  # R2, R10, R13, R20
@@ -1090,7 +1140,7 @@ class Model:
         set of a batch the vendor holds out, or of a copy of one its rules refuse, is
         refused (a batch it erased skipped), and so is a holdout of a batch of one of its
         train sets, or of one its train sets hold a copy of."""
-        arts, gone = {**self.back, **self.vendor}, self.erased  # R27: bought back too
+        arts, gone = {**self.back, **self.vendor}, self.erased | self.verase_b  # R27, R30
         sets = [o for o in arts.values() if o.kind == "dataset"]
         held = [o for o in sets if o.split == "holdout"]
         trains = [o for o in sets if o.split == "train"]
@@ -1117,12 +1167,13 @@ class Model:
         unless sealed (its producer's erasure ends no comparison: R11), none sealed whose
         record was signed since the theft (hist32 finding 1), and no copy of one its rules
         refuse (a sealed one compared by its record: no runs)."""
-        d, gone = self.v_art(label), self.erased
+        d, gone = self.v_art(label), self.erased | self.verase_b  # R30: an approver's too
         held = [self.vendor[b] for o in self.v_holdouts(label) for b in o.batches]
         return (d.split == "train" and self.v_holds(label) and not {label, *d.batches} & gone
                 and any(not out for _d, out, _i in self.vapprovals.get(label, []))
                 and not set(d.batches) & {h.label for h in held}
-                and not any(h.label in gone and not h.sealed for h in held)
+                and not any(h.label in self.erased - self.verase_b and not h.sealed
+                            for h in held)  # R30: an approver's erasure ends the comparison
                 and not any(h.sealed and self.stolen(h.label) for h in held)
                 and not self.copied([self.v_art(b) for b in d.batches],
                                     [h for h in held if h.sealed or h.label not in gone],
@@ -1145,7 +1196,8 @@ class Model:
         policy, and a revocation or erasure by the buyer's approver, whom that policy does not
         name, is ignored there (docs/third-party.md "Updates between organisations")."""
         a = self.v_art(label)
-        return all(self.v_here(x) for x in (label, *a.batches) if x in self.vendor)
+        return all(self.v_here(x) for x in (label, *a.batches) if x in self.vendor) and not (
+            {label, *a.batches} & self.vrev_b)  # R30: the buyer's approver, once named
 
     def sell(self, label: str) -> bool | None:  # R27: the vendor imports the buyer's bundle
         """The buyer's ``export`` of its train set ``label`` imported by the vendor (None:
@@ -1215,8 +1267,12 @@ class Model:
                    for o in self.holdouts(d, now) for b in o.batches if (h := self.buyer[b]))
 
     def erased_held_out(self, d: Art, now: int) -> bool:  # R11: the vendor's erasure only
-        return any(b in self.known_erased - self.own_erased and not self.buyer[b].sealed
-                   for o in self.holdouts(d, now) for b in o.batches)  # R22: by its record
+        """A held-out batch whose bytes the vendor's erasure deleted here, the buyer's approver
+        not having erased it: cannot be checked (a sealed one is compared by its record, R22),
+        also once the buyer's marking makes that erasure count for nothing (R20, history 234:
+        the bytes stay gone, and no bundle of the batch imports under the marking)."""
+        return any(self.files_gone(b) and b not in self.own_erased and not self.buyer[b].sealed
+                   for o in self.holdouts(d, now) for b in o.batches)
 
     def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
@@ -1343,12 +1399,12 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bsell":  # R27
         return m.sell(a[0])
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
-                "vtrust"):
+                "vtrust", "vname"):
         return True
-    if s.op in ("vrecord", "vrevoke"):
-        return None if s.op == "vrevoke" and a[0] in m.revoked else True
+    if s.op in ("vrecord", "vrevoke"):  # R30: the buyer's approver revoked it there too
+        return None if s.op == "vrevoke" and a[0] in m.revoked | m.vrev_b else True
     if s.op == "verase":
-        return None if a[0] in m.erased else True
+        return None if a[0] in m.erased | m.verase_b else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
         return False if m.marked is not None else True if m.v_bundle_ok(a[0]) else None
     if s.op in ("update", "monitor"):  # R10, R18
@@ -1419,6 +1475,8 @@ def refs(m: Model, s: Step) -> bool:
         return a[0] in m.buyer and not any(m.absent(b, True) for b in m.buyer[a[0]].batches)
     if s.op == "vtrust":
         return not m.trusts_buyer
+    if s.op == "vname":  # R30
+        return not m.names_approver
     if s.op == "bownsuite":  # R24: only if the buyer holds no suite of that name
         return a[0] not in m.buyer
     if s.op == "vwithdraw":  # (R27: its label bought back or its own)
@@ -1539,7 +1597,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(succeed(run, run.marking, RULES[a[0]], m.pinned))
     if s.op == "bpin":  # R23: a successor pinning suite@1 to the vendor's dataset of the name
         return ok(succeed(run, run.marking, m.rules, True))
-    if s.op in ("vtrust", "bsell"):  # R27
+    if s.op in ("vtrust", "bsell", "vname"):  # R27, R30
         return buy_back(run, s)
     if s.op == "vtrain":  # R26 (R27: on what it bought back too)
         label, ds = a
@@ -1662,6 +1720,14 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
         r = vsucceed(run, text, m.vrules)
         m.trusts_buyer = m.trusts_buyer or r.exit_code == 0
         return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
+    if s.op == "vname":  # R30: the buyer's approver in the vendor's approver role
+        pem = (b.home / "keys" / "approver.pub").read_text()
+        text = vsucceed(run).replace("[roles.approver]\nkeys = [\n",
+                                     f'[roles.approver]\nkeys = [\n  """{pem}""",\n', 1)
+        assert text.count(pem) == 1
+        r = vsucceed(run, text, m.vrules)
+        m.names_approver = m.names_approver or r.exit_code == 0
+        return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
     label = s.args[0]
     out = run.root / f"sell-{len(run.ran)}.tar.zst"
     since = ("--updates-since", str(m.bapplied)) if m.bapplied else ()
@@ -1673,12 +1739,17 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
         took = m.own_revoked & {label, *m.buyer[label].batches}  # every one since (9030)
         took |= m.own_revoked - m.sold_revoked if since else set()
         m.vtook |= {x for x in took if x in m.vendor}
-        m.bapplied, m.sold_revoked = bsize, set(m.own_revoked)
+        gone = m.own_erased & {label, *m.buyer[label].batches}  # R30: erasures travel so too
+        gone |= m.own_erased - m.sold_erased if since else set()
+        m.bapplied, m.sold_revoked, m.sold_erased = bsize, set(m.own_revoked), set(m.own_erased)
         for x in (label, *m.buyer[label].batches):
             if x not in m.vendor and x not in m.back:  # the vendor's own stay its own
                 a = m.buyer[x]
                 m.back[x] = Art(x, a.kind, a.batches, a.split, a.data, a.variant, a.sealed,
                                 digest=a.digest, vindex=v.size() - 1)
+        if m.names_approver:  # R30: logged under a policy naming the buyer's approver
+            m.vrev_b |= {x for x in took if x in m.vendor or x in m.back}
+            m.verase_b |= {x for x in gone if x in m.vendor or x in m.back}
     return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
 
 
@@ -1889,9 +1960,9 @@ def judge_history(run: Run) -> list[str]:
     for a in m.buyer.values():  # R13: erased bytes stay gone (hist28 finding 1)
         if a.kind == "batch" and m.files_gone(a.label) and (back := files_of(b, a.digest)):
             out.append(f"{a.label} store: {len(back)} file(s) of it are back after its erasure")
-    for a in m.vendor.values():  # R27: and at the vendor, whatever the buyer sells back
-        if a.kind == "batch" and a.label in m.erased and (back := files_of(run.vendor,
-                                                                           a.digest)):
+    for a in [*m.vendor.values(), *m.back.values()]:  # R27: and at the vendor, whatever the
+        if a.kind == "batch" and a.label in m.erased | m.verase_b and (  # buyer sells back
+                back := files_of(run.vendor, a.digest)):  # (R30: or the buyer's approver erased)
             out.append(f"{a.label} vendor's store: {len(back)} file(s) of it are back after its "
                        "erasure")
     return out + run.problems + run.vendor.problems + run.buyer.problems
@@ -2115,6 +2186,44 @@ def test_a_sealed_held_out_batch_whose_record_no_longer_counts(tmp_path: Path) -
     replay(run, [Step("berase", ("v4",))])
     assert run.buyer.cli("admit", d1).exit_code == 0 and m.admit("d1", run.buyer.size())
     assert judge_history(run) == []
+
+
+def test_a_held_out_batch_whose_erasure_no_longer_counts(tmp_path: Path) -> None:
+    """History 234 (the lead's Left, twentieth round; hist36, minimised): the buyer holds out
+    the vendor's ``v4`` (``suite2``); the vendor erases it and the erasure is taken in (its
+    files deleted here); the buyer then marks the vendor's key compromised since ``v2``'s
+    import, before ``v4``'s: the erasure and ``v4``'s record count for nothing, its bytes stay
+    gone, and ``admit`` of the buyer's own unrelated ``d91`` is refused, "cannot be checked"
+    (fail closed: R11, R20), where the model said accept. The line now names the holdout and
+    the way on that works, an approver's erasure of the batch, with its command; it said
+    that a sealed batch's publications could not be trusted, of a batch not sealed. Checked by
+    hand, the other ways do not work: the vendor's bundle of ``v4`` is refused under the
+    marking (a ``ship``, and one exported before the erasure), and the holdout's revocation or
+    erasure by the buyer's approver leaves ``d91`` refused. Every path agrees with the model."""
+    steps = [Step("vrecord", ("v2", 0, "orig", False)), Step("ship", ("v2",)),
+             Step("vrecord", ("v4", 0, "orig", False)), Step("ship", ("v4",)),
+             Step("bdataset", ("suite2", ("v4",), "holdout")), Step("verase", ("v4",)),
+             Step("update", ()), Step("bmark", ("v2",)), Step("bown", ("b91",)),
+             Step("bdataset", ("d91", ("b91",), "train")), Step("bapprove", ("d91",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, d91 = run.model, run.model.buyer["d91"].digest
+    replay(run, [Step("ship", ("v4",)), Step("brevoke", ("suite2",))])
+    assert run.ran[-2].startswith("ship(v4) -> refused") and run.ran[-1] == (
+        "brevoke(suite2) -> ok"), run.ran
+    r = run.buyer.cli("admit", d91)
+    assert r.exit_code == 1 and not m.admit("d91", run.buyer.size()), r.output
+    said = " ".join(r.stderr.split())
+    assert re.search(r"cannot be checked: holdout/regression batch sha256:\w{12}…: object "
+                     r"sha256:\w{64}: not in the store; its record does not verify \(.*"
+                     r"compromised since.*\), so nothing this policy trusts says why its bytes "
+                     r"are gone", said), said
+    assert "sealed" not in said and "held out by holdout suite2@1: an approver's erasure of it " \
+        f"ends the comparison (trajledger erase {m.buyer['v4'].digest} --key APPROVER --reason " \
+        "REASON); revoking or erasing the holdout does not" in said, said
+    assert judge_history(run) == []
+    replay(run, [Step("berase", ("v4",))])
+    assert run.buyer.cli("admit", d91).exit_code == 0 and m.admit("d91", run.buyer.size())
 
 
 def test_a_pin_to_a_suite_signed_before_the_buyers_marking(tmp_path: Path) -> None:
@@ -2379,6 +2488,36 @@ def test_a_holdout_the_buyers_marking_distrusts(tmp_path: Path,
         admit2 and "an approver's erasure of the held-out batch" in admit2, admit2
     replay(run, [Step("berase", ("v1",)), Step("btrain", ("c6", "d2", None))])
     assert run.ran[-1] == "btrain(c6, d2, None) -> ok", run.ran
+    assert judge_history(run) == []
+
+
+def test_a_vendor_that_names_the_buyers_approver(tmp_path: Path) -> None:
+    """R30 (hist36): the buyer's approver revokes the vendor's ``v1`` and a sale brings the
+    revocation into the vendor's log, ignored there (its policy names no approver of the
+    buyer's); the vendor's approver then names the buyer's approver in its policy (``vname``),
+    and the next sale brings the buyer's erasure of ``v2`` and revocation of ``d1`` (a set the
+    vendor bought back): logged under a policy naming their signer, they count there (schemas/
+    SPEC.md "Revocation authority": an approver revokes or erases anything), so the vendor's
+    gate refuses ``w2`` (of ``v2``, erased, its files deleted at the vendor) and ``d1``; ``v1``'s
+    revocation, logged before the naming, still counts for nothing there (each record is judged
+    under the policy in force at its index): ``w1`` is admitted. Every path agrees with the
+    model (`judge_history`: the vendor's gate, its store, its newest bundles)."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2, 3)),
+             *(Step("ship", (f"v{i}",)) for i in (1, 2, 3)),
+             *(Step("vdataset", (f"w{i}", (f"v{i}",), "train")) for i in (1, 2)),
+             Step("vapprove", ("w1",)), Step("vapprove", ("w2",)),
+             Step("bdataset", ("d1", ("v3",), "train")), Step("vtrust"), Step("bsell", ("d1",)),
+             Step("vapprove", ("d1",)), Step("brevoke", ("v1",)), Step("bown", ("b91",)),
+             Step("bdataset", ("d91", ("b91",), "train")), Step("bsell", ("d91",)),
+             Step("vname"), Step("berase", ("v2",)), Step("brevoke", ("d1",)),
+             Step("bdataset", ("d92", ("b91",), "train")), Step("bsell", ("d92",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, v = run.model, run.vendor
+    assert (m.vrev_b, m.verase_b, m.vtook) == ({"d1"}, {"v2"}, {"v1"})
+    got = {w: v.cli("admit", m.v_art(w).digest).exit_code == 0 for w in ("w1", "w2", "d1")}
+    assert got == {w: m.v_admit(w) for w in got} == {"w1": True, "w2": False, "d1": False}, got
+    assert files_of(v, m.vendor["v2"].digest) == set()
     assert judge_history(run) == []
 
 

@@ -231,6 +231,34 @@ def _erased(verifier: LineageVerifier, batch: str) -> str | None:
     return found
 
 
+def _unverified_way_on(verifier: LineageVerifier, failure: RecordFailure, batch: str,
+                       held: list[str]) -> str:
+    """Why a held-out batch whose record does not verify cannot be checked, and the way on.
+
+    Sealed (its record read without trusting its signer, as `verify.distrusted` reads a
+    holdout's): what it publishes to compare with cannot be trusted (hist32 finding 1). Not
+    sealed, and its bytes not here (history 234: the vendor erased it, then the buyer's marking
+    made the erasure and the batch's record count for nothing): nothing the policy trusts says
+    why they are gone, and no bundle of the batch imports under it. Either way only an
+    approver's erasure of the batch ends the comparison (the holdout's revocation or erasure
+    does not: no record ends a holdout)."""
+    from trajledger.verify.log_index import read_record
+
+    entry = verifier.entry(failure.index)
+    try:
+        pred = None if entry is None else read_record(
+            entry, verifier.evidence.blob(entry.envelope), f"log entry {failure.index}")[1]
+    except ProvenanceError:
+        pred = None
+    erase = (f"an approver's erasure of it ends the comparison (trajledger erase {batch} "
+             "--key APPROVER --reason REASON)")
+    if not isinstance(pred, RolloutBatch) or pred.sealed is not None:
+        return f"so what a sealed batch publishes to compare with cannot be trusted; {erase}"
+    return (f"so nothing this policy trusts says why its bytes are gone (an erasure signed by "
+            f"a key it no longer trusts, say) and no import of them verifies under it; held out "
+            f"by {' and '.join(held)}: {erase}; revoking or erasing the holdout does not")
+
+
 def _contamination(
     ledger: LedgerHome,
     verifier: LineageVerifier,
@@ -294,7 +322,7 @@ def _contamination(
                 and found.predicate.sealed is not None):
             sealed[b] = found.predicate.sealed
         elif isinstance(found, RecordFailure):  # its bytes are compared, if it has any here
-            untrusted[b[:19]] = found.message
+            untrusted[b[:19]] = (found.message, _unverified_way_on(verifier, found, b, others[b]))
     # A held-out batch an approver erased (consent withdrawn, say) has no data left to compare
     # with, nor to evaluate on: it is said, not failed; failing it refused every train set of
     # the ledger for good (agree24). Its producer's erasure alone still fails the check.
@@ -321,10 +349,9 @@ def _contamination(
     for line in report.unchecked:
         # A sealed batch whose record does not verify (its signer's key declared compromised,
         # say: hist32) has only ciphertext here, and fingerprints no one can trust: say so.
-        why = next((m for b, m in untrusted.items() if f" {b}…: " in line), None)
-        decision.fail(what, f"cannot be checked: {line}" + ("" if why is None else (
-            f"; its record does not verify ({why}), so what a sealed batch publishes to "
-            "compare with cannot be trusted; an approver's erasure of it ends the comparison")))
+        bad = next((m for b, m in untrusted.items() if f" {b}…: " in line), None)
+        decision.fail(what, f"cannot be checked: {line}" + (
+            "" if bad is None else f"; its record does not verify ({bad[0]}), {bad[1]}"))
     # A batch in both splits is reported by the split rule; here, only episodes that reached
     # the other side in another batch.
     findings = ruled(report.findings, rules)
