@@ -131,7 +131,8 @@ def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> No
     assert usage.returncode == 2 and "--policy" in usage.stderr
     typo = verify("bundle.tar.zst", "--polcy", "policy.toml")
     assert typo.returncode == 2
-    assert typo.stderr.endswith("for --polcy, did you mean --policy?\n"), typo.stderr
+    assert typo.stderr.endswith(
+        "for --polcy, did you mean --policy? See 'python -m verify --help'\n"), typo.stderr
     version = verify("-V")  # a copy of verify/ alone: no trajledger installed to name
     assert version.returncode == 0 and version.stdout == (
         "python -m verify (a copy of verify/; trajledger is not installed)\n"

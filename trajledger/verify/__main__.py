@@ -36,7 +36,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with "did you mean" for a misspelt option in any usage error (its options as
-    added, the arguments as given: ``given``)."""
+    added, the arguments as given: ``given``), in one line as `trajledger`'s (its control
+    characters escaped: an argument is printed in it), exit 2."""
 
     given: Sequence[str] = ()
 
@@ -44,7 +45,9 @@ class _Parser(argparse.ArgumentParser):
         from .did_you_mean import suggestions  # only on a usage error
 
         options = tuple(o for action in self._actions for o in action.option_strings)
-        super().error(message + suggestions(self.given, options))
+        said = (message + suggestions(self.given, options)).translate(HIDDEN)
+        see = (" S" if said.endswith("?") else "; s") + f"ee '{self.prog} --help'"
+        self.exit(2, f"{self.prog}: error: {said}{see}\n")
 
 
 class _Version(argparse.Action):

@@ -26,7 +26,22 @@ def test_a_misspelt_option_gets_the_close_one(
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2
-    assert capsys.readouterr().err.rstrip("\n").endswith(tail)
+    see = (" S" if tail.endswith("?") else "; s") + "ee 'python -m trajledger.verify --help'"
+    assert capsys.readouterr().err.endswith(f"{tail}{see}\n")
+
+
+@pytest.mark.parametrize("argv", [[], ["b.tar.zst"], ["b", "--policy", "p", "--bad\x1b[2J\nOK: x"]])
+def test_a_usage_error_is_one_line_its_arguments_escaped(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One line, as `trajledger`'s (argparse printed the usage first: four lines); an argument
+    that holds a terminal's escape or a line break cannot redraw the screen or add a line."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err, err
+    assert err.startswith("python -m trajledger.verify: error: ")
 
 
 def test_an_abbreviation_is_not_a_misspelling(capsys: pytest.CaptureFixture[str]) -> None:
