@@ -236,8 +236,6 @@ class ObjectStore:
                 block the read for good, ``/dev/zero`` fill the store), or the store cannot
                 be written.
         """
-        if self._fs is not None:
-            return self._remote_put_file(Path(path), str(path))
         try:  # (not blocked by a FIFO put at the path since it was listed: refused below)
             src = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # noqa: SIM115
         except OSError as e:
@@ -248,6 +246,8 @@ class ObjectStore:
                                  "path, or a link to one); nothing was stored from it")
             if opened is not None:
                 opened(st)
+            if self._fs is not None:  # hashed, then uploaded, from the file opened (the lead)
+                return self._remote_put_file(Path(path), str(path), opened=src)
             return self.put_stream(src, name=str(path), names=names)
 
     def sync_names(self, names: set[Path]) -> None:
@@ -318,18 +318,26 @@ class ObjectStore:
 
     # -- remote writing --------------------------------------------------------------------------
 
-    def _remote_put_file(self, path: Path, name: str, expect: str | None = None) -> FileDigest:
+    def _remote_put_file(self, path: Path, name: str, expect: str | None = None,
+                         opened: IO[bytes] | None = None) -> FileDigest:
         """Hash a local file, then upload it under its digest (unless present); with ``expect``,
-        only when it hashes to that."""
+        only when it hashes to that. Given ``opened`` (`put_file`'s, checked as a regular
+        file), both read that file, not what the path names by then."""
+        def source() -> io.BufferedReader:
+            if opened is None:
+                return open(path, "rb")  # closed by its caller
+            os.lseek(opened.fileno(), 0, os.SEEK_SET)
+            return os.fdopen(os.dup(opened.fileno()), "rb")
+
         try:
-            hashed = hash_file(path)
+            with source() as src:
+                digest, size = copy_hashing(src, lambda _: None)
         except OSError as e:
             raise StoreError(f"{name}: cannot read: {e.strerror}") from e
-        digest, size = hashed.digest, hashed.size
         _refuse_other(name, digest, expect)
 
-        self._remote_put(digest, size, lambda: open(path, "rb"))  # noqa: SIM115 - closed by _remote_put
-        return FileDigest(Path(name), size, hashed.sha256)
+        self._remote_put(digest, size, source)
+        return FileDigest(Path(name), size, digest.removeprefix(DIGEST_PREFIX))
 
     def adopt_file(self, path: str | os.PathLike[str], known: FileDigest) -> FileDigest:
         """Move a file whose digest is already known (hashed while it was written) into the store.

@@ -121,15 +121,18 @@ def test_put_file(backend: Backend, tmp_path: Path) -> None:
     assert backend.store.get(HELLO_DIGEST) == HELLO
 
 
-def test_a_fifo_or_device_where_a_file_was_is_refused_not_read(tmp_path: Path) -> None:
+def test_a_fifo_or_device_where_a_file_was_is_refused_not_read(backend: Backend,
+                                                              tmp_path: Path) -> None:
     """rev33 finding 4: a file listed as regular (`collect_files`, `runner.settled`) can be
     replaced by a FIFO or a link to a device before the store opens it: the store opened a FIFO
     blocking until some writer came (for good: a worker thread no Ctrl-C ends), and would have
     copied ``/dev/zero`` until the disk was full. Now it is refused before it is read. (The
-    writer here, once the FIFO is open for reading, closes at once: the old code stored b"".)"""
+    writer here, once the FIFO is open for reading, closes at once: the old code stored b"".)
+    On a remote store too (the lead, after rev33: it hashed the path, then opened it again to
+    upload)."""
     import threading
 
-    store = ObjectStore(tmp_path / "objects")
+    store = backend.store
     fifo = tmp_path / "model.bin"
     os.mkfifo(fifo)
     writer = threading.Thread(target=lambda: os.close(os.open(fifo, os.O_WRONLY)), daemon=True)
@@ -145,6 +148,12 @@ def test_a_fifo_or_device_where_a_file_was_is_refused_not_read(tmp_path: Path) -
     zero.symlink_to("/dev/zero")
     with pytest.raises(StoreError, match=r"zero\.bin: not a regular file now"):
         store.put_file(zero)
+    model = tmp_path / "ok.bin"
+    model.write_bytes(HELLO)
+    seen: list[os.stat_result] = []
+    assert store.put_file(model, opened=seen.append).digest == HELLO_DIGEST
+    assert [(s.st_ino, s.st_size) for s in seen] == [(model.stat().st_ino, len(HELLO))]
+    assert store.get(HELLO_DIGEST) == HELLO
 
 
 def test_put_file_missing_source(backend: Backend, tmp_path: Path) -> None:
