@@ -64,10 +64,14 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
     try:
         others = []
         if not state.pinned() and state.floor() is None:  # a key new to this user
-            for other in state.siblings():
-                seen = other.floor_checkpoint()
-                others.append((fingerprint(other.vkey), seen.size if seen else None))
-                other.close()
+            earlier = state.siblings()
+            try:
+                for other in earlier:
+                    seen = other.floor_checkpoint()
+                    others.append((fingerprint(other.vkey), seen.size if seen else None))
+            finally:
+                for other in earlier:
+                    other.close()
         state.pin("pinned ahead ('trajledger trust')")
         if checkpoint is not None:
             state.advance_floor(checkpoint, what="checkpoint given to 'trajledger trust'")
