@@ -125,6 +125,19 @@ class Origins:
             return None
         return str(pred.log["vkey"]) if isinstance(pred, Import) else None
 
+    def first(self, index: int) -> str | None:
+        """The verifier key of the log the first import of the record at ``index`` brought it
+        from (where this ledger got it: a log that relayed it here later is not its source);
+        None for this ledger's own records, or when that import record cannot be read."""
+        state = self.ledger.trust_state()
+        raw = state.entry_bytes(index)
+        for j in state.listing(LogEntry.from_bytes(raw).envelope) if raw is not None else ():
+            if (e := state.entry(j)) is not None and e.kind == "import":
+                if j not in self._vkeys:
+                    self._vkeys[j] = self._import_vkey(j)
+                return self._vkeys[j]
+        return None
+
     def imported(self, index: int) -> bool:
         """Whether an import brought the record at ``index``: an import record lists its
         envelope, whatever that import record says of its log (an unreadable one counts; a

@@ -71,7 +71,7 @@ from trajledger.verify.errors import (
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Report
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.log_key import HANDOVER_DIR, key_chain, parse_handover
+from trajledger.verify.log_key import HANDOVER_DIR, key_chain, parse_handover, predecessors
 from trajledger.verify.merkle import leaf_hash, verify_inclusion
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
@@ -946,9 +946,11 @@ def import_bundle(
                                     (), Changes(origin_name(vkey)), applied)
             entries = dict(ev.entries())
             start = ext.size if ext is not None else None
-            logs = {vkey}  # this log's keys: its current one and those it rotated from
-            for h in ev.key_handovers():  # verified by verify_bundle
-                logs |= {parse_handover(h).old, parse_handover(h).new}
+            # This log's keys: its current one and those it rotated from, the handovers that
+            # lead to it; not every handover the bundle carries (another log's are public,
+            # signed by that log's two keys: copied in, they made its artifacts this log's own
+            # to stop: rev34 finding 1).
+            logs = {vkey, *predecessors([vkey], ev.key_handovers())}
             sizes = {m.name: m.size for m in ev.index.members}
             objects = {d: FileDigest(p, sizes[f"objects/sha256/{d[7:]}"], d[7:])
                        for d, p in ev.objects.items()}

@@ -629,6 +629,7 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     stopped: dict[str, str] = {}
+    origins = Origins(ledger)
     files: dict[str, set[str]] | None = None  # read at the first erasure that deletes here
     try:
         # Decided and deleted under the log's writer lock, as `status.erase` does: a record
@@ -665,13 +666,16 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                     changes.unreadable.append(facts)
                     stopped[e.subject] = name
                 else:
-                    own = from_log(ledger, e.subject, logs)  # the other log's own artifact
+                    # the other log's own artifact: this ledger got it from that log first
+                    # (a log that relayed it here later does not own it: rev34 finding 2)
+                    state = ledger.trust_state()
+                    own = any(KINDS[x.kind].lineage and origins.first(j) in logs
+                              for j in state.about(e.subject) if (x := state.entry(j)))
                     changes.ignored.append(facts | {"why": rec.message, "own": own,
                                                     "affects": [], "affectsLabels": []})
             _erased_before(ledger, verifier, brought, set(here.values()), changes, recorded)
         for c in changes.compromised:
             stopped.update({d: label(ledger, d) for d in c["revokedHere"]})
-        origins = Origins(ledger)
         for r in changes.ignored:
             if r.get("own") and verifier.primary_kind(r["digest"]) is not None:
                 built = sorted((n.id, n.label) for n in impact(verifier, r["digest"])
@@ -807,7 +811,9 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
     _declared_elsewhere(ledger, policy, update, parsed, changes, imports)
     # (1) (an entry this update brings is its own: what import records say of that index,
     # this one's included, is not parsed only to be replaced)
-    seen = _entries_of(update.vkey, imports, skip=update.entries)
+    # (what it brought under the keys it rotated from too: rev34 finding 3)
+    seen = {i: e for k in (*update.logs, update.vkey)
+            for i, e in _entries_of(k, imports, skip=update.entries).items()}
     seen |= {i: parsed[i] if i in parsed else LogEntry.from_bytes(update.entries[i])
              for i in update.entries}
     theirs, own = _their_compromises(ledger, seen)

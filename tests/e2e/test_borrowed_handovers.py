@@ -1,0 +1,158 @@
+"""End to end (rev34, twenty-second round): a log that relays another log's records, or
+carries its key handovers.
+
+1. A key handover note (``key-handovers/<n>``) is public: every bundle a vendor exports after
+   it rotated its log key carries it, signed by both of its keys. An import took the keys of
+   every handover in a bundle for the bundle's own log's keys (`Update.logs`), whether or not
+   they led to the key that signed it. Mallory, another vendor the buyer buys from, copying
+   the vendor's handover into its own log, passed for the vendor: its policy's declaration
+   that the vendor's producer key is compromised revoked the vendor's batches at the buyer,
+   signed by the buyer's approver (`updates._compromises` stops only what a log alone
+   brought). Now only the handovers that lead to the bundle's key are its log's.
+2. A log that relays the vendor's records (it imported them) and revokes the vendor's batch
+   with a key the buyer does not trust was out36's ``WARNING: not applied here: mallory...
+   revoked its own ...``, counted as a stop (``monitor --fail-on-revocation`` exit 1). Its
+   own is now what the buyer got from it first.
+3. The vendor's own key compromise, declared after it rotated its log key, revoked nothing
+   the vendor had brought here under its old log key (`_compromises` read the import
+   records of the new key only).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_updates import Buyer, Vendor, short
+
+REASON = "a competitor's data"
+
+
+def _mallory_relaying(tmp_path: Path, *, borrowed: bool = True
+                     ) -> tuple[Vendor, Vendor, Buyer, str, int]:
+    """The buyer buys from the vendor and from mallory (its policy names both logs and both
+    producer keys, each for its own data) and trains on the vendor's dataset; mallory imports
+    the vendor's bundle too (its policy names the vendor's keys: anyone's public keys) and
+    gains an approver key; the vendor rotates its log key and the buyer follows; with
+    ``borrowed``, mallory copies the vendor's handover note into its own log, so that its
+    exports carry it.
+    Returns the vendor, mallory, the buyer, the checkpoint and what the buyer applied of
+    mallory's log."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    mallory = Vendor(tmp_path, "mallory", "mallory.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [vendor, mallory])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    buyer.run("import", mallory.bundle, "--key", "approver")
+    buyer.run("approve", vendor.dataset, "--key", "approver")
+    ckpt = buyer.last("train", "--dataset", vendor.dataset, "--key", "trainer", "--name",
+                      "bh-policy", "--version", "1")  # fmt: skip
+    applied = mallory.size()
+    mallory.run("key", "new", "mal-approver", "--no-encrypt")
+    policy = mallory.home / "policy.toml"
+    vendor_pem = (vendor.home / "keys" / "vendor.pub").read_text()
+    own_pem = (mallory.home / "keys" / "mal-approver.pub").read_text()
+    text = policy.read_text().replace("serial = 1", "serial = 2").replace(
+        "[roles.producer]\nkeys = [", f'[roles.producer]\nkeys = [\n"""{vendor_pem}""",'
+    ).replace('vkeys = ["', f'vkeys = ["{vendor.vkey()}", "')
+    policy.write_text(text + f'\n[roles.approver]\nkeys = ["""{own_pem}"""]\nthreshold = 1\n')
+    mallory.run("policy", "set", policy, "--key", "vendor", "--yes")
+    mallory.run("import", vendor.bundle, "--key", "mal-approver")
+    rotated_at = vendor.size()
+    vendor.run("log", "rotate-key")
+    update = tmp_path / "rotated.tar.zst"
+    vendor.run("export", "--updates-since", str(rotated_at), "--out", update)
+    buyer.run("import", update, "--key", "approver")
+    if borrowed:
+        handovers = mallory.home / "log" / "key-handovers"
+        handovers.mkdir()
+        (handovers / "1").write_bytes(
+            (vendor.home / "log" / "key-handovers" / "1").read_bytes())
+    return vendor, mallory, buyer, ckpt, applied
+
+
+def _vendor_keyid(vendor: Vendor) -> str:
+    return str(next(k["keyid"] for k in json.loads(vendor.run("key", "list", "--json").stdout)
+                    if k["name"] == "vendor"))
+
+
+@pytest.mark.parametrize("borrowed", [False, True], ids=["relayed", "borrowed-handover"])
+def test_a_relaying_logs_revocation_of_the_vendors_batch_is_a_note(
+    tmp_path: Path, borrowed: bool
+) -> None:
+    """Mallory relays the vendor's records (its log holds them: it imported them) and revokes
+    the vendor's batch with its own approver key. It never owned that batch: the buyer got it
+    from the vendor first. Before the fix: ``WARNING: not applied here: mallory... revoked its
+    own rollout-batch vendor-1 ..., which you hold and checkpoint bh-policy@1 ... is built on
+    it``, and the import counted it as a stop (`Changes.stopped`: ``monitor
+    --fail-on-revocation`` exit 1), with or without the vendor's handover copied in."""
+    vendor, mallory, buyer, _ckpt, applied = _mallory_relaying(tmp_path, borrowed=borrowed)
+    mallory.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "mal-approver")
+    forged = tmp_path / "mallory-update.tar.zst"
+    mallory.run("export", "--updates-since", str(applied), "--out", forged)
+    r = buyer.run("import", forged, "--key", "approver", "--json")
+    assert "WARNING: not applied here" not in r.stderr, r.stderr
+    batch = f"rollout-batch vendor-1 ({short(vendor.batches[0])})"
+    assert f"NOTE: ignored: revocation at log index 11 of {mallory.origin} about {batch}: " \
+        in r.stderr, r.stderr  # fmt: skip
+    ignored = json.loads(r.stdout)["import"]["ignored"]
+    assert [(x["digest"], x["own"], x["affects"]) for x in ignored] == [
+        (vendor.batches[0], False, [])]
+    buyer.run("admit", vendor.dataset)
+
+
+def test_another_logs_key_compromise_with_a_borrowed_handover_revokes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Mallory's policy names the vendor's producer key (anyone's public key), then declares
+    it compromised since 0. Before the fix the vendor's handover in mallory's export made
+    what the vendor brought here mallory's "alone" (`_brought_by`), and the buyer's import
+    revoked the vendor's environment, batches and dataset, signed by the buyer's approver:
+    its gate refused the vendor's dataset, its checkpoint failed."""
+    vendor, mallory, buyer, ckpt, applied = _mallory_relaying(tmp_path)
+    keyid = _vendor_keyid(vendor)
+    policy = mallory.home / "policy.toml"
+    vendor_pem = (vendor.home / "keys" / "vendor.pub").read_text()
+    text = policy.read_text().replace("serial = 2", "serial = 3").replace(
+        f'"""{vendor_pem}""",', "")
+    policy.write_text(text + f'\n[[revoked_keys]]\nkey = "{keyid}"\ncompromised_since = 0\n'
+                      'reason = "stolen"\n')  # fmt: skip
+    mallory.run("policy", "set", policy, "--key", "mal-approver", "--yes")
+    forged = tmp_path / "mallory-update.tar.zst"
+    mallory.run("export", "--updates-since", str(applied), "--out", forged)
+    before = buyer.size()
+    r = buyer.run("import", forged, "--key", "approver", "--json")
+    changes = json.loads(r.stdout)["import"]
+    assert changes["compromised"] == [], r.stderr
+    assert {x["kind"] for x in changes["ignored"]} == {"key compromise"}, r.stderr
+    assert vendor.batches[0] in {x["digest"] for x in changes["ignored"]}
+    assert "revoked here" not in r.stderr, r.stderr
+    assert buyer.size() == before + 1  # the import record alone: nothing revoked
+    buyer.run("admit", vendor.dataset)
+    buyer.run("verify", ckpt)
+
+
+def test_a_vendors_key_compromise_after_its_rotation_still_revokes_what_it_brought(
+    tmp_path: Path,
+) -> None:
+    """The fix's other side: the handover that leads to the key signing the update is its
+    log's, so what the vendor brought here under its old log key is its own to stop."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    applied = vendor.size()
+    vendor.run("log", "rotate-key")
+    keyid = _vendor_keyid(vendor)
+    new = tmp_path / "vendor-2.toml"
+    vendor.run("key", "new", "vendor-new", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor-new", "--out", new)
+    new.write_text(new.read_text().replace("serial = 1", "serial = 2")
+                   + f'\n[[revoked_keys]]\nkey = "{keyid}"\ncompromised_since = 0\n'
+                   'reason = "stolen laptop"\n')  # fmt: skip
+    vendor.run("policy", "set", new, "--key", "vendor", "--yes")
+    update = tmp_path / "vendor-update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver", "--json")
+    revoked = json.loads(r.stdout)["import"]["compromised"][0]["revokedHere"]
+    assert set(vendor.batches) <= set(revoked), r.stderr
+    buyer.run("admit", vendor.dataset, code=1)
