@@ -72,3 +72,30 @@ def test_an_invalid_policy_file_of_the_users_own_is_a_usage_error(lab: Path, tex
     assert code == 3 and err == f"FAIL: policy {lab / 'none.toml'}: no such file\n", err
     assert LedgerHome.open(home).log.size == size
     assert not (lab / "x.tar.zst").exists()
+
+
+def test_a_policy_file_larger_than_a_recorded_policy_is_refused_unread(
+    lab: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A policy FILE is read up to the size a recorded policy may have (an envelope's bound,
+    64 MiB), then refused as a usage error. Before (rev34), every byte was read first: a 1 GB
+    file took seconds and its size in memory before ``not valid TOML``, and ``--policy
+    /dev/zero`` (a link to it, a device path typed by mistake) grew until the process was
+    killed. Sparse here: 64 MiB and one byte of nothing."""
+    from trajledger.verify.__main__ import main as verify_main
+    from trajledger.verify.dsse import MAX_ENVELOPE_BYTES
+
+    big = lab / "big.toml"
+    with big.open("wb") as f:
+        f.truncate(MAX_ENVELOPE_BYTES + 1)
+    runner, home = new_runner(), lab / "lab"
+    for args in (COMMANDS["admit"], COMMANDS["verify BUNDLE"], ["policy", "inline", "{tmp}"]):
+        args = [a.format(tmp=lab) for a in args]
+        args = [*args[:-1], str(big)] if args[0] == "policy" else [*args, "--policy", str(big)]
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == 2, (args, r.stderr)
+        assert r.stderr == f"FAIL: policy {big}: larger than 64 MiB\n", (args, r.stderr)
+    capsys.readouterr()
+    assert verify_main([str(lab / "b.tar.zst"), "--policy", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"FAIL: {lab / 'b.tar.zst'}: policy {big}: larger than 64 MiB\n", err

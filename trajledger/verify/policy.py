@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import predicates
 from .digest import HEX64, digest_bytes
+from .dsse import MAX_ENVELOPE_BYTES
 from .errors import FormatError, refuse_unknown
 from .keys import Identity, KeyLookup, PublicKey
 from .note import Verifier, verifier_from_vkey
@@ -464,12 +465,15 @@ def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> Trus
         OSError: the file cannot be read (the message names it).
         FormatError: the policy is invalid.
     """
-    try:
-        data = path.read_bytes()
+    try:  # a policy is no larger than the log records one (/dev/zero ends: rev34)
+        with path.open("rb") as f:
+            data = f.read(MAX_ENVELOPE_BYTES + 1)
     except FileNotFoundError as e:
         raise OSError(f"policy {path}: no such file") from e
     except OSError as e:
         raise OSError(f"policy {path}: cannot read: {e.strerror or e}") from e
+    if len(data) > MAX_ENVELOPE_BYTES:
+        raise FormatError(f"policy {path}: larger than {MAX_ENVELOPE_BYTES >> 20} MiB")
     if path.suffix == ".json":
         return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
     return TrustPolicy.from_toml(data, path.parent, f"policy {path}", key_lookup=key_lookup)
