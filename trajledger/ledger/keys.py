@@ -327,12 +327,19 @@ def _der_int(value: int) -> bytes:
 
 
 def _read_or_empty(path: Path) -> bytes:
-    """A private key file's bytes (at most 64 KiB: a key file is far smaller), or none."""
+    """A private key file's bytes (at most 64 KiB: a key file is far smaller), or none; opened
+    as a regular file (a FIFO left there hung 'key list' and 'key export' of every key: rev34).
+
+    Raises:
+        KeyError_: it is not a regular file, or cannot be read."""
+    from trajledger.verify.ledger_dir import read_regular
+
     try:
-        with path.open("rb") as f:
-            return f.read(65536)
+        return read_regular(path, 65536)
     except FileNotFoundError:
         return b""
+    except OSError as e:
+        raise KeyError_(f"key {path.stem}: cannot read {path}: {e.strerror}") from e
 
 
 def _refuse_link(path: Path) -> None:
@@ -610,7 +617,7 @@ class KeyStore:
         check_key_name(name)
         path = self.directory / f"{name}.pub"
         try:
-            data = read_regular(path)
+            data = read_regular(path, 65536)  # a PEM public key is far smaller (rev34)
         except FileNotFoundError as e:
             key = path.with_suffix(".key")
             raise KeyError_(
