@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, short
+from test_updates import Buyer, Vendor, declare_compromised, short, two_vendors_trained
 
 REASON = "a competitor's data"
 
@@ -39,14 +39,8 @@ def _mallory_relaying(tmp_path: Path, *, borrowed: bool = True
     exports carry it.
     Returns the vendor, mallory, the buyer, the checkpoint and what the buyer applied of
     mallory's log."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    mallory = Vendor(tmp_path, "mallory", "mallory.example/log", seeds=(3, 4))
-    buyer = Buyer(tmp_path, [vendor, mallory])
-    buyer.run("import", vendor.bundle, "--key", "approver")
-    buyer.run("import", mallory.bundle, "--key", "approver")
-    buyer.run("approve", vendor.dataset, "--key", "approver")
-    ckpt = buyer.last("train", "--dataset", vendor.dataset, "--key", "trainer", "--name",
-                      "bh-policy", "--version", "1")  # fmt: skip
+    vendor, mallory, buyer, ckpt = two_vendors_trained(tmp_path, ("vendor", "mallory"),
+                                                       "bh-policy")
     applied = mallory.size()
     mallory.run("key", "new", "mal-approver", "--no-encrypt")
     policy = mallory.home / "policy.toml"
@@ -142,14 +136,7 @@ def test_a_vendors_key_compromise_after_its_rotation_still_revokes_what_it_broug
     buyer.run("import", vendor.bundle, "--key", "approver")
     applied = vendor.size()
     vendor.run("log", "rotate-key")
-    keyid = _vendor_keyid(vendor)
-    new = tmp_path / "vendor-2.toml"
-    vendor.run("key", "new", "vendor-new", "--no-encrypt")
-    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor-new", "--out", new)
-    new.write_text(new.read_text().replace("serial = 1", "serial = 2")
-                   + f'\n[[revoked_keys]]\nkey = "{keyid}"\ncompromised_since = 0\n'
-                   'reason = "stolen laptop"\n')  # fmt: skip
-    vendor.run("policy", "set", new, "--key", "vendor", "--yes")
+    declare_compromised(vendor, tmp_path / "vendor-2.toml", _vendor_keyid(vendor))
     update = tmp_path / "vendor-update.tar.zst"
     vendor.run("export", "--updates-since", str(applied), "--out", update)
     r = buyer.run("import", update, "--key", "approver", "--json")

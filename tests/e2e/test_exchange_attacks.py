@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, rollouts, short
+from test_updates import Buyer, Vendor, rollouts, short, two_vendors_trained
 
 from trajledger.ledger.home import LedgerHome
 from trajledger.ledger.log import EntrySpec
@@ -44,14 +44,7 @@ def test_a_vendor_cannot_declare_another_partys_key_compromised_here(tmp_path: P
     then declares both keys compromised since 0. Before the fix the buyer's import revoked both
     here, signed by the buyer's own approver (so they counted everywhere), and told the buyer to
     distrust vendor one's key: a vendor stopped another vendor's data and the buyer's own."""
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
-    buyer = Buyer(tmp_path, [one, two])
-    buyer.run("import", one.bundle, "--key", "approver")
-    buyer.run("import", two.bundle, "--key", "approver")
-    buyer.run("approve", one.dataset, "--key", "approver")
-    ckpt = buyer.last("train", "--dataset", one.dataset, "--key", "trainer", "--name", "p",
-                      "--version", "1")  # fmt: skip
+    one, two, buyer, ckpt = two_vendors_trained(tmp_path, ("one", "two"), "p")
     applied = two.size()
     victims = {"one": (one.home / "keys" / "vendor.pub", one.batches[0]),
                "trainer": (buyer.home / "keys" / "trainer.pub", ckpt)}

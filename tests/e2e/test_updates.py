@@ -148,6 +148,31 @@ def train_a_buyer(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
     return vendor, buyer, ckpt
 
 
+def two_vendors_trained(tmp_path: Path, names: tuple[str, str], ckpt: str
+                        ) -> tuple[Vendor, Vendor, Buyer, str]:
+    """Two vendors (``names``, origins ``NAME.example/log``) whose bundles a buyer imports; the
+    buyer approves the first's dataset and trains ``ckpt``@1 on it."""
+    one = Vendor(tmp_path, names[0], f"{names[0]}.example/log")
+    two = Vendor(tmp_path, names[1], f"{names[1]}.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [one, two])
+    for v in (one, two):
+        buyer.run("import", v.bundle, "--key", "approver")
+    buyer.run("approve", one.dataset, "--key", "approver")
+    return one, two, buyer, buyer.last("train", "--dataset", one.dataset, "--key", "trainer",
+                                       "--name", ckpt, "--version", "1")
+
+
+def declare_compromised(vendor: Vendor, new: Path, keyid: str) -> None:
+    """The vendor's successor policy: its producer a new key ``vendor-new``, its key ``keyid``
+    declared compromised since 0, set with its key ``vendor``."""
+    vendor.run("key", "new", "vendor-new", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor-new", "--out", new)
+    new.write_text(new.read_text().replace("serial = 1", "serial = 2")
+                   + f'\n[[revoked_keys]]\nkey = "{keyid}"\ncompromised_since = 0\n'
+                   'reason = "stolen laptop"\n')  # fmt: skip
+    vendor.run("policy", "set", new, "--key", "vendor", "--yes")
+
+
 @pytest.fixture(autouse=True)
 def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
@@ -601,15 +626,9 @@ def test_a_vendors_key_compromise_revokes_what_it_signed_here(
 ) -> None:
     vendor, buyer, ckpt = trained
     applied = vendor.size()
-    vendor.run("key", "new", "vendor-new", "--no-encrypt")
     keyid = json.loads(vendor.run("key", "list", "--json").stdout)
     old = next(k["keyid"] for k in keyid if k["name"] == "vendor")
-    new = tmp_path / "new.toml"
-    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor-new", "--out", new)
-    new.write_text(new.read_text().replace("serial = 1", "serial = 2")
-                   + f'\n[[revoked_keys]]\nkey = "{old}"\ncompromised_since = 0\n'
-                   'reason = "stolen laptop"\n')  # fmt: skip
-    vendor.run("policy", "set", new, "--key", "vendor", "--yes")
+    declare_compromised(vendor, tmp_path / "new.toml", old)
     update = tmp_path / "update.tar.zst"
     vendor.run("export", "--updates-since", str(applied), "--out", update)
     r = buyer.run("import", update, "--key", "approver")
