@@ -33,7 +33,7 @@ from .rollouts.schema import tensor_field, tensor_shape
 from .row_hashes import matrix_hashes, quantised
 from .standing_columns import still_columns
 
-__all__ = ["MAX_STACK", "left_columns", "stacked_columns", "stacked_frames"]
+__all__ = ["MAX_STACK", "left_columns", "member_stacks", "stacked_columns", "stacked_frames"]
 
 MAX_STACK = 8
 """The most frames a stack may hold (Atari's 4, Gymnasium's examples' 4 to 8)."""
@@ -119,15 +119,34 @@ def _fitting(q: npt.NDArray[np.uint32], starts: npt.NDArray[np.int64],
     return eps[~np.logical_or.reduceat(bad, first)]
 
 
-def left_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int
+def member_stacks(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int,
+                  member: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.bool_] | None:
+    """`stacked_columns` of a tensor (``member`` None or all 0), or of each member of a Dict
+    or Tuple space (``member``: each column's, ascending) of 4 numbers or more on its own, a
+    stacked member beside others (win37: a stack of the whole space is no stack of any of
+    its members); None when no episode has one."""
+    if member is None or not member.any():
+        return stacked_columns(q, lengths, window)
+    out = None
+    for k in np.unique(member).tolist():
+        cols = np.flatnonzero(member == k)
+        got = stacked_columns(q[:, cols], lengths, window) if len(cols) >= 4 else None
+        if got is not None:
+            out = np.zeros((len(lengths), q.shape[1]), dtype=bool) if out is None else out
+            out[:, cols] = got
+    return out
+
+
+def left_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int,
+                 member: npt.NDArray[np.int64] | None = None
                  ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | tuple[None, None]:
     """Per episode and column: whether the train side's windows without standing columns
     leave it out (an episode's standing columns, `standing_columns.still_columns`; of a
-    stacked episode, `stacked_columns`, its older frames' columns instead), and whether they
+    stacked episode, `member_stacks`, its older frames' columns instead), and whether they
     leave it out of `step_windows.COLUMNS` too (a standing column not 0, every older frame's
     column; `standing_columns.left_out`); None and None when no episode has either."""
     still = still_columns(q, lengths, window)
-    stacked = stacked_columns(q, lengths, window)
+    stacked = member_stacks(q, lengths, window, member)
     if still is None and stacked is None:
         return None, None
     starts = np.cumsum(lengths) - lengths
