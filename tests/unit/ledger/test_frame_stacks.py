@@ -340,3 +340,26 @@ def test_a_stacked_member_of_a_dict_space_is_found_both_ways() -> None:
             p, v = walk(s), walk(s + 500, width=2)
             for c in (p, flat(stack(p, 4))):
                 assert not set().union(*windows(dict_batch([("t", c, v)])).values()) & allh
+
+
+def test_the_kept_file_holds_a_held_stacks_windows(tmp_path: Path) -> None:
+    """win37: `window_cache.compute` of a held batch of stacked episodes (a vector's, a Dict
+    member's) gives the held windows `iter_windows` gives, those over the newest frames among
+    them (part ``clocks``), and the file written and read back gives them again."""
+    plain = batch([("a", flat(stack(walk(1), 4))), ("b", flat(stack(walk(2), 4, zeros=True)))])
+    member = dict_batch([("a", flat(stack(walk(3), 4)), walk(4, width=2))])
+    for name, b in (("vector", plain), ("dict", member)):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_batches([b]), path, row_group_size=17)
+        want = windows(b, held=True)
+        c = compute(path, (False, True, True))
+        digest = "sha256:" + "cd" * 32
+        data = encode(c, digest)
+        assert data is not None
+        for kept_c in (c, decode(data, digest)):
+            got: dict[str, set[int]] = {}
+            for w in kept_c.step_windows(True):
+                for e, h in zip(w.episode.tolist(), w.hashes.tolist(), strict=True):
+                    got.setdefault(w.episode_ids[e], set()).add(h)
+            assert got == want, name
+        assert c.clocks is not None and len(c.clocks[0]), name
