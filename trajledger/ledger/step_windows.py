@@ -364,7 +364,9 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     episodes with standing columns (`standing_columns`), those hashed without their clock
     and standing columns (``stand``, the train side: `standing_columns.left_out`, never
     compared as held out, copy35; a tensor's windows without a clock in one pass,
-    `_still_hashes`). None when no window has either."""
+    `_still_hashes`). The held side (``mark``, not ``stand``) leaves a stacked episode's older
+    frames out with its clocks (`frame_stacks.member_stacks`, win37). None when no window has
+    either."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, raw = q[0], q[2]
