@@ -14,8 +14,11 @@ hashes the windows of a stacked episode over its newest frame alone (``step_wind
 with the windows without standing columns: ``StepWindows.still``), so that the copy holds the
 held episode's windows, cut, subsampled or permuted; a stack's newest frame is an observation
 of the episode, so nothing matches that the episode's own observations would not.
-Non-scope: a held episode recorded stacked and copied without the stack (the held side holds
-no such window), a stack of one number a step (no columns left to compare), grayscale and
+The held side (win37) leaves a stacked episode's older frames out with its clock columns
+(``step_windows._clocked``: `member_stacks`), so that a held episode recorded stacked holds the
+windows of a copy without the stack; a Dict or Tuple space's member is a stack by itself.
+Non-scope: a held image recorded stacked and copied without the stack, a stack of one number
+a step (no columns left to compare), grayscale and
 resizing (docs/SECURITY.md, twenty-first round, win36), the hashes (``step_windows``,
 ``image_windows``).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
@@ -33,7 +36,7 @@ from .rollouts.schema import tensor_field, tensor_shape
 from .row_hashes import matrix_hashes, quantised
 from .standing_columns import still_columns
 
-__all__ = ["MAX_STACK", "left_columns", "stacked_columns", "stacked_frames"]
+__all__ = ["MAX_STACK", "left_columns", "member_stacks", "stacked_columns", "stacked_frames"]
 
 MAX_STACK = 8
 """The most frames a stack may hold (Atari's 4, Gymnasium's examples' 4 to 8)."""
@@ -81,13 +84,15 @@ def stacked_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], w
         return None
     out = np.zeros((len(lengths), width), dtype=bool)
     line = np.arange(width, dtype=np.int64)[:, None]
+    heads = np.zeros((len(lengths), 2, width), dtype=q.dtype)  # each episode's first 2 steps
+    heads[todo] = np.stack((q[starts[todo]], q[starts[todo] + 1]), axis=1)
     for direction in (0, 1):
-        todo = np.setdiff1d(todo, _fitting(q, starts, lengths, todo, line, 1, direction))
+        todo = np.setdiff1d(todo, _fitting(q, heads, starts, lengths, todo, line, 1, direction))
     layouts = _layouts(width)  # the fewest steps between frames first: 4 frames of d, one
     ways = [(f, k) for k in range(1, MAX_STACK) for f in layouts if k < len(f)]  # step apart,
     for frames, shift in ways:  # are also 8 of d / 2, two apart
         for direction in (0, 1):
-            got = _fitting(q, starts, lengths, todo, frames, shift, direction)
+            got = _fitting(q, heads, starts, lengths, todo, frames, shift, direction)
             older = np.ones(width, dtype=bool)
             older[frames[-1] if direction == 0 else frames[0]] = False
             out[got] = older
@@ -95,18 +100,22 @@ def stacked_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], w
     return out if out.any() else None
 
 
-def _fitting(q: npt.NDArray[np.uint32], starts: npt.NDArray[np.int64],
+def _fitting(q: npt.NDArray[np.uint32], heads: npt.NDArray[np.uint32],
+             starts: npt.NDArray[np.int64],
              lengths: npt.NDArray[np.int64], todo: npt.NDArray[np.int64],
              frames: npt.NDArray[np.int64], shift: int, direction: int
              ) -> npt.NDArray[np.int64]:
     """The episodes among ``todo`` each of whose steps after the first is stacked on the step
     before in ``frames``, ``shift`` frames on, the newest last (``direction`` 0) or first: each
-    episode's second step compared first, only those it leaves compared whole."""
+    episode's second step compared first (``heads``: per episode its first two steps, gathered
+    once for every way), only those it leaves compared whole."""
     if not len(todo):
         return todo
-    s = starts[todo]
-    pair = np.stack((q[s], q[s + 1]), axis=1).reshape(-1, q.shape[1])
-    eps = todo[_linked(pair, frames, shift)[direction][::2]]
+    older, newer = frames[:-shift].ravel(), frames[shift:].ravel()
+    if direction:
+        older, newer = newer, older
+    h = heads[todo]
+    eps = todo[np.all(h[:, 1, older] == h[:, 0, newer], axis=1)]  # `_linked` of the two
     if not len(eps):
         return eps
     sub = lengths[eps]
@@ -119,15 +128,34 @@ def _fitting(q: npt.NDArray[np.uint32], starts: npt.NDArray[np.int64],
     return eps[~np.logical_or.reduceat(bad, first)]
 
 
-def left_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int
+def member_stacks(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int,
+                  member: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.bool_] | None:
+    """`stacked_columns` of a tensor (``member`` None or all 0), or of each member of a Dict
+    or Tuple space (``member``: each column's, ascending) of 4 numbers or more on its own, a
+    stacked member beside others (win37: a stack of the whole space is no stack of any of
+    its members); None when no episode has one."""
+    if member is None or not member.any():
+        return stacked_columns(q, lengths, window)
+    out = None
+    for k in np.unique(member).tolist():
+        cols = np.flatnonzero(member == k)
+        got = stacked_columns(q[:, cols], lengths, window) if len(cols) >= 4 else None
+        if got is not None:
+            out = np.zeros((len(lengths), q.shape[1]), dtype=bool) if out is None else out
+            out[:, cols] = got
+    return out
+
+
+def left_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int,
+                 member: npt.NDArray[np.int64] | None = None
                  ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | tuple[None, None]:
     """Per episode and column: whether the train side's windows without standing columns
     leave it out (an episode's standing columns, `standing_columns.still_columns`; of a
-    stacked episode, `stacked_columns`, its older frames' columns instead), and whether they
+    stacked episode, `member_stacks`, its older frames' columns instead), and whether they
     leave it out of `step_windows.COLUMNS` too (a standing column not 0, every older frame's
     column; `standing_columns.left_out`); None and None when no episode has either."""
     still = still_columns(q, lengths, window)
-    stacked = stacked_columns(q, lengths, window)
+    stacked = member_stacks(q, lengths, window, member)
     if still is None and stacked is None:
         return None, None
     starts = np.cumsum(lengths) - lengths

@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 
 from .column_series import few_values, informative, kept_sets, set_hash
 from .episode_vectors import splitmix64
-from .frame_stacks import left_columns, stacked_frames
+from .frame_stacks import left_columns, member_stacks, stacked_frames
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
 from .row_hashes import kept_hashes, quantised, row_sums, tensor_width
@@ -364,15 +364,20 @@ def _clocked(q: _Columns | None, lengths: npt.NDArray[np.int64], first: StepWind
     episodes with standing columns (`standing_columns`), those hashed without their clock
     and standing columns (``stand``, the train side: `standing_columns.left_out`, never
     compared as held out, copy35; a tensor's windows without a clock in one pass,
-    `_still_hashes`). None when no window has either."""
+    `_still_hashes`). The held side (``mark``, not ``stand``) leaves a stacked episode's older
+    frames out with its clocks (`frame_stacks.member_stacks`, win37). None when no window has
+    either."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, raw = q[0], q[2]
-    still, nonzero = left_columns(quantised, lengths, WINDOW) if stand else (None, None)
-    if still is None and not len(maybe_clocks(raw, WINDOW)):  # no clock anywhere: the rule
+    still, nonzero = left_columns(quantised, lengths, WINDOW, q[3]) if stand else (None, None)
+    older = None if stand or not mark else member_stacks(quantised, lengths, WINDOW, q[3])
+    if still is None and older is None and not len(maybe_clocks(raw, WINDOW)):  # the rule
         return None
     starts = np.cumsum(lengths) - lengths
     clock = clock_columns(raw)[starts[first.episode] + first.start]
+    if older is not None:  # a held stack's older frames, as its clocks (win37)
+        clock = clock | older[first.episode]
     got = _bare(q, lengths, first, mark, clock, h)
     bare, untimed = (None, None) if got is None else got
     stilled = None

@@ -73,7 +73,7 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
            "keep", "read_kept"]
 
-WINDOWS_VERSION = 10
+WINDOWS_VERSION = 11
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -91,7 +91,9 @@ img34); a null step no longer turns a batch's `COLUMNS` windows off (img34); 9: 
 frames each in its least form of eight (flips, turns, transposes), its channels hashed apart and
 each value scaled to the frame's finite range (rev32); the train side's windows without clocks
 also without their episode's standing columns (`standing_columns`, copy35); 10: those of a
-frame stack's episodes over each step's newest frame (`frame_stacks`, win36)."""
+frame stack's episodes over each step's newest frame (`frame_stacks`, win36); 11: the held
+side's too, kept with its windows without clocks (part ``clocks``), and a Dict or Tuple space's
+member a stack by itself (`frame_stacks.member_stacks`, win37)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks", "still")

@@ -161,7 +161,7 @@ def test_a_stacked_copy_of_an_image_episode_holds_the_held_windows(name: str) ->
 def test_unrelated_stacked_episodes_share_no_held_window(kind: str) -> None:
     """A stack's newest frame is an observation of its own episode: unrelated episodes
     stacked (2, 4 frames) share no window with held ones of the same kind; and the held side
-    holds the same windows stacked or not (none over a newest frame)."""
+    holds no window without standing columns (``still``: the train side's alone)."""
     def make(seed: int) -> np.ndarray:
         return (walk(seed) if kind == "walks" else grid(seed, size=10) if kind == "grid (x, y)"
                 else grid(seed, one_hot=True))
@@ -270,3 +270,96 @@ def test_the_kept_file_holds_a_stacks_windows(tmp_path: Path) -> None:
         back = decode(data, digest)
         assert back.still is not None and all(
             np.array_equal(x, y) for x, y in zip(back.still, c.still, strict=True))
+
+
+def dict_batch(episodes: list[tuple[str, np.ndarray, np.ndarray]]) -> pa.RecordBatch:
+    """Steps of episodes of a Dict space ``{"pos": vector, "vel": vector}``."""
+    ids = [e for e, p, _ in episodes for _ in range(len(p))]
+    members = []
+    for j in (1, 2):
+        x = np.concatenate([e[j] for e in episodes])
+        members.append(pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1]))
+    return pa.record_batch({"episode_id": pa.array(ids),
+                            "obs": pa.StructArray.from_arrays(members, ["pos", "vel"])})
+
+
+UNSTACKED = {
+    "4 frames": lambda o: flat(stack(o, 4)),
+    "2 frames, zeros first": lambda o: flat(stack(o, 2, zeros=True)),
+    "3 frames interleaved, the newest first": lambda o: flat(
+        stack(o, 3)[:, ::-1].transpose(0, 2, 1)),
+}
+"""Held episodes recorded stacked, each copied without the stack (its newest frames)."""
+
+
+@pytest.mark.parametrize("kind", ["walks", "one-hot grid"])
+@pytest.mark.parametrize("name", list(UNSTACKED))
+def test_a_held_stacked_episode_copied_without_the_stack_is_found(name: str, kind: str) -> None:
+    """win37: a held episode recorded stacked (2 to 4 frames, blocks or interleaved) and
+    copied as its newest frames alone (the train side keeps each step's newest observation)
+    shares its held episode's windows, held cut across record batches or not, and none of
+    another's; unrelated episodes, stacked or not, share none. On e5d93d4b none was found
+    (the held side held no window over a newest frame)."""
+    def make(seed: int) -> np.ndarray:
+        return walk(seed) if kind == "walks" else grid(seed, one_hot=True)
+    eps = [make(s) for s in (1, 2, 4)]
+    stacked = [UNSTACKED[name](o) for o in eps]
+    held = windows(batch([(f"h{i}", c) for i, c in enumerate(stacked)]), held=True)
+    cut = windows(batch([("h0", stacked[0][:20])]),
+                  batch([("h0", stacked[0][20:]), ("h1", stacked[1]), ("h2", stacked[2])]),
+                  held=True)
+    assert cut == held
+    for i, o in enumerate(eps):
+        got = windows(batch([("c", o[7:])]))["c"]
+        assert got & held[f"h{i}"], i
+        assert not got & (set().union(*held.values()) - held[f"h{i}"]), i
+    others = [make(s) for s in range(1000, 1040)]
+    allh = set().union(*held.values())
+    for train in (batch([(f"t{i}", o) for i, o in enumerate(others)]),
+                  batch([(f"t{i}", UNSTACKED[name](o)) for i, o in enumerate(others)])):
+        assert not set().union(*windows(train).values()) & allh
+
+
+def test_a_stacked_member_of_a_dict_space_is_found_both_ways() -> None:
+    """win37: a Dict space whose member ``pos`` is stacked (4 frames) beside a member that is
+    not: a copy of a held episode so stacked shares its windows, and a held episode recorded
+    so, copied with ``pos`` unstacked, shares its windows; none of another's, and unrelated
+    episodes, stacked or not, none. On e5d93d4b neither was found (a stack of the whole space
+    is no stack: its member ``vel`` is none)."""
+    eps = [(walk(s), walk(s + 500, width=2)) for s in (1, 2, 3)]
+    plain = dict_batch([(f"h{i}", p, v) for i, (p, v) in enumerate(eps)])
+    stacked = dict_batch([(f"h{i}", flat(stack(p, 4)), v) for i, (p, v) in enumerate(eps)])
+    for held_b, copy in ((plain, lambda p: flat(stack(p, 4))), (stacked, lambda p: p)):
+        held = windows(held_b, held=True)
+        allh = set().union(*held.values())
+        for i, (p, v) in enumerate(eps):
+            got = windows(dict_batch([("c", copy(p)[5:], v[5:])]))["c"]
+            assert got & held[f"h{i}"], i
+            assert not got & (allh - held[f"h{i}"]), i
+        for s in range(1000, 1020):
+            p, v = walk(s), walk(s + 500, width=2)
+            for c in (p, flat(stack(p, 4))):
+                assert not set().union(*windows(dict_batch([("t", c, v)])).values()) & allh
+
+
+def test_the_kept_file_holds_a_held_stacks_windows(tmp_path: Path) -> None:
+    """win37: `window_cache.compute` of a held batch of stacked episodes (a vector's, a Dict
+    member's) gives the held windows `iter_windows` gives, those over the newest frames among
+    them (part ``clocks``), and the file written and read back gives them again."""
+    plain = batch([("a", flat(stack(walk(1), 4))), ("b", flat(stack(walk(2), 4, zeros=True)))])
+    member = dict_batch([("a", flat(stack(walk(3), 4)), walk(4, width=2))])
+    for name, b in (("vector", plain), ("dict", member)):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_batches([b]), path, row_group_size=17)
+        want = windows(b, held=True)
+        c = compute(path, (False, True, True))
+        digest = "sha256:" + "cd" * 32
+        data = encode(c, digest)
+        assert data is not None
+        for kept_c in (c, decode(data, digest)):
+            got: dict[str, set[int]] = {}
+            for w in kept_c.step_windows(True):
+                for e, h in zip(w.episode.tolist(), w.hashes.tolist(), strict=True):
+                    got.setdefault(w.episode_ids[e], set()).add(h)
+            assert got == want, name
+        assert c.clocks is not None and len(c.clocks[0]), name

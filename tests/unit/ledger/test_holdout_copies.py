@@ -136,6 +136,8 @@ def stacked(o: np.ndarray, k: int, zeros: bool = False) -> np.ndarray:
 
 IMAGE = sprite_frames(13, STEPS)
 """A held episode of image observations, 16 x 16 x 3 uint8 (held-image, img34)."""
+STACKED = np.cumsum(np.random.default_rng(14).normal(0, 0.05, size=(STEPS, 4)), axis=0)
+"""A held episode recorded as a frame stack of 4 (held-stacked, win37): its newest frames."""
 
 Spec = Any  # a chat (role, content) list, or a list of numeric episodes (obs, actions)
 CHAT: dict[str, Spec] = {
@@ -231,6 +233,9 @@ NUMERIC: dict[str, Spec] = {
     "image, 4 frames stacked (4 x H x W x 3)": [(stacked(IMAGE, 4), ACT)],
     "image, 4 frames stacked on the channels (H x W x 12), first 3 steps dropped": [(
         np.concatenate(list(stacked(IMAGE, 4).transpose(1, 0, 2, 3, 4)), axis=3)[3:], ACT[3:])],
+    # win37: a held stack copied without it; a Dict space's stacked member
+    "a held stack's newest frames, first 5 steps dropped": [(STACKED[5:], ACT[5:])],
+    "Dict, pos stacked (4 frames)": [({"pos": stacked(DICT["pos"], 4), "vel": DICT["vel"]}, ACT)],
     # copy28: columns permuted or duplicated, and cut too
     "columns permuted, first 10 steps dropped": [(OBS[10:, [2, 0, 3, 1]], ACT[10:])],
     "one column duplicated, permuted": [(OBS[:, [3, 1, 1, 0, 2]], ACT)],
@@ -350,6 +355,10 @@ TRANSFORMS = [
         ("image, 4 frames stacked (4 x H x W x 3)", "held-image"),
         ("image, 4 frames stacked on the channels (H x W x 12), first 3 steps dropped",
          "held-image"))),
+    # win37: the held side's windows over a stack's newest frames; a Dict member's stack
+    *(Row("numeric", name, "nothing", "run", of) for name, of in (
+        ("a held stack's newest frames, first 5 steps dropped", "held-stacked"),
+        ("Dict, pos stacked (4 frames)", "held-dict"))),
     # rev32: each frame in its least of eight forms, channels apart, scaled to its range
     *(Row("numeric", name, "nothing", "run", "held-image") for name in (
         "image, turned or flipped each step its own way",
@@ -399,7 +408,7 @@ def build(home: Path) -> dict[str, str]:
                          signer=keys["vendor"], name=name).recorded.digest
             for name, o in (("held-grid", GRID), ("held-dict", DICT), ("held-wide", WIDE),
                             ("held-short", SHORT_GRID), ("held-timed", TIMED),
-                            ("held-image", IMAGE))]
+                            ("held-image", IMAGE), ("held-stacked", stacked(STACKED, 4)))]
     create_dataset(ledger, "held", "1", "holdout", [text, numeric, *more], keys["vendor"])
     out = {}
     for n, (name, messages) in enumerate(CHAT.items()):
@@ -742,6 +751,9 @@ def test_the_gate_refuses_a_shared_run_of_steps(
             ("untimed", "recorded with a clock, the clock dropped", "57 consecutive steps "
              "(steps 4-60 of 60 of held-out episode held-timed", "(equal to 3 significant "
              "digits)"),  # the held side's clock: not said
+            ("unstacked", "a held stack's newest frames, first 5 steps dropped", "55 "
+             "consecutive steps (steps 6-60 of 60 of held-out episode held-stacked", "(equal "
+             "to 3 significant digits)"),  # win37: the held side's stack, not said either
             ("image", "image, RGB <-> BGR, first 5 steps dropped", "51 consecutive steps "  # img34
              "(steps 10-60 of 60 of held-out episode held-image", reordered)):  # the held
         # windows from steps 6 to 9 hold fewer than `step_windows.MIN_DISTINCT` frames
@@ -1065,9 +1077,9 @@ def test_the_held_batches_are_grouped_one_at_a_time(
             given.clear()
             reads.clear()
             out[b] = check_dataset(ledger, "train", [b])
-            assert len(given) == len(reads) == 7  # each held numeric batch once (num, grid,
+            assert len(given) == len(reads) == 8  # each held numeric batch once (num, grid,
             # dict, wide, short, timed: clock33's held-timed since the eighteenth round; image:
-            # img34's held-image since the nineteenth)
+            # img34's held-image since the nineteenth; win37's held-stacked)
         return out
 
     with monkeypatch.context() as m:

@@ -55,7 +55,7 @@ def rows_windows(quantised: npt.NDArray[np.uint32], keep: npt.NDArray[np.bool_],
 
 def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.int64],
                       first: StepWindows, mark: bool, h: npt.NDArray[np.uint64] | None,
-                      drop: npt.NDArray[np.bool_] | None = None
+                      drop: npt.NDArray[np.bool_] | None = None, stacks: bool = False
                       ) -> tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64],
                                        npt.NDArray[np.bool_], npt.NDArray[np.uint64],
                                        npt.NDArray[np.bool_]],
@@ -64,15 +64,21 @@ def reference_clocked(q: step_windows._Columns | None, lengths: npt.NDArray[np.i
     over their own rows; the step hashes without each episode's most common set, ``h``), two
     passes as they were: the sets by ``np.unique`` of rows, each set's `COLUMNS` windows
     computed again over its columns alone (a second polynomial pass). ``drop``: the columns
-    left out of each window instead of its clocks (`standing_columns.left_out`, copy35)."""
+    left out of each window instead of its clocks (`standing_columns.left_out`, copy35).
+    ``stacks`` (the held side, win37): a stacked episode's older frames left out with its
+    clocks (`frame_stacks.member_stacks`)."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
     quantised, _, raw, member = q
-    if drop is None and not len(window_clocks.maybe_clocks(raw, WINDOW)):
+    older = (frame_stacks.member_stacks(quantised, lengths, WINDOW, member)
+             if stacks and drop is None else None)
+    if drop is None and older is None and not len(window_clocks.maybe_clocks(raw, WINDOW)):
         return None
     starts = np.cumsum(lengths) - lengths
     clock = (step_windows.clock_columns(raw)[starts[first.episode] + first.start]
              if drop is None else drop)
+    if older is not None:
+        clock = clock | older[first.episode]
     width = raw.shape[1]
     pos = np.flatnonzero(clock.any(axis=1))
     if not len(pos):
@@ -137,7 +143,7 @@ def reference_still(q: step_windows._Columns | None, lengths: npt.NDArray[np.int
     of the columns `standing_columns.left_out` gives, unmarked (the train side's)."""
     if q is None or not len(first.start) or q[2].shape[1] < 2:
         return None
-    still, nonzero = frame_stacks.left_columns(q[0], lengths, WINDOW)  # win36: or stacked
+    still, nonzero = frame_stacks.left_columns(q[0], lengths, WINDOW, q[3])  # win36: or stacked
     if still is None or nonzero is None:
         return None
     starts = np.cumsum(lengths) - lengths
@@ -172,7 +178,8 @@ def two_pass(ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.u
                                                  WINDOW), few.copy()
     if not mark:
         two = few.copy()
-    got = reference_clocked(q, lengths, first, mark, h if mark and orders > 1 else None)
+    got = reference_clocked(q, lengths, first, mark, h if mark and orders > 1 else None,
+                            stacks=mark and orders > 1)
     bare, untimed = (None, None) if got is None else got
     if bare is not None and mark:
         at, _, f0, hc, _ = bare
@@ -237,6 +244,8 @@ def random_batches(seed: int, dict_member: bool) -> list[pa.RecordBatch]:
         n = int(rng.choice([int(rng.integers(0, 16)), int(rng.integers(16, 48)),
                             int(rng.integers(48, 150))]))
         o = episode(rng, n, width, int(rng.choice([0, 0, 1, 2, 3])))
+        if rng.random() < 0.2 and o.shape[1] >= 2:  # win37: a stack of 2 (the held side's)
+            o = np.hstack((np.vstack((o[:1], o[:-1])), o))
         if not dict_member:
             for _ in range(int(rng.choice([0, 1, 1, 2]))):
                 o = with_clock(o, str(rng.choice(CLOCKS)), int(rng.integers(0, o.shape[1] + 1)))
@@ -327,6 +336,23 @@ def test_the_random_episodes_have_clocks_of_every_kind() -> None:
     assert seen["still-0"] and seen[f"still-{COLUMNS}"], seen
     assert all(seen[f"{k}-{COLUMNS}-{what}"] for k in ("flat", "dict")
                for what in ("none", "long")), seen
+
+
+def test_the_random_episodes_have_stacks_both_ways() -> None:
+    """The property above is not vacuous for win37's held stacks: its batches, flat and of a
+    Dict space, hold episodes `frame_stacks.member_stacks` takes for stacks."""
+    seen = {False: 0, True: 0}
+    for seed in range(60):
+        for dict_member in (False, True):
+            table = pa.Table.from_batches(random_batches(seed, dict_member))
+            q = step_windows._columns(table.column("obs").combine_chunks())
+            ids = table.column("episode_id").to_pylist()
+            _, first, lengths = np.unique(ids, return_index=True, return_counts=True)
+            lengths = lengths[np.argsort(first)].astype(np.int64)
+            if q is not None and frame_stacks.member_stacks(q[0], lengths, WINDOW,
+                                                            q[3]) is not None:
+                seen[dict_member] += 1
+    assert all(seen.values()), seen
 
 
 def test_clock_sets_are_numpys_unique_rows() -> None:
