@@ -307,8 +307,11 @@ test_histories_agree.py's withdrawal of an approval):
   taken in by an update or a ``monitor`` (a revocation of an approval held here: hist37 finding
   1), counts here (R7): the checkpoint, its children and the dataset's admission fail. ``monitor
   --fail-on-revocation`` exits 1 when the extension since the size applied revokes or erases
-  something the buyer holds, else 0 (either after the buyer's marking or the vendor's
-  compromise, a sale back, or a withdrawal since: `Model.watched`), and takes it in either way.
+  something the buyer holds, else 0 (either after the vendor's compromise, a sale back, or a
+  withdrawal since: `Model.watched`), and takes it in either way. After the buyer's marking
+  (R20) such a revocation or erasure counts for nothing here, and every update, ``monitor`` and
+  ``bwatch`` that takes it in says so (out36: ``WARNING: not applied here: ORIGIN revoked its
+  own …``, what is built on it and what to do: `unapplied`); ``bwatch`` exits 1 for it too.
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -1173,11 +1176,14 @@ class Model:
         buyer runs daily"); either after the buyer's marking or the vendor's compromise (what
         is not applied here, out36; R15's revocations here), a sale back (R27: the buyer's own
         revocations in the vendor's log) or a withdrawal (a revocation of an approval)."""
-        if self.marked is not None or self.compromised_since is not None or self.bapplied or \
+        if self.compromised_since is not None or self.bapplied or \
                 any(i >= self.applied for i in self.vwithdrawn_at):
             return None
-        return not any(x in self.buyer and i >= self.applied
-                       for x, i in [*self.revoked_at.items(), *self.erased_at.items()])
+        return not self.fresh()
+
+    def fresh(self) -> set[str]:  # R31: what the vendor's extension revokes or erases here
+        return {x for x, i in [*self.revoked_at.items(), *self.erased_at.items()]
+                if x in self.buyer and i >= self.applied}
 
     @property
     def known_revoked(self) -> set[str]:  # R20: none the vendor's key signed since the marking
@@ -1665,9 +1671,10 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("export", *ref, *since, "--out", out)
         if r.exit_code != 0:
             return ok(r)
-        vsize = v.size()
+        vsize, fresh = v.size(), m.fresh()
         r = b.cli("import", out, "--key", "approver")
         if r.exit_code == 0:
+            unapplied(run, r, fresh, size)
             if s.op == "ship":
                 for x in lineage(m, a[0]):
                     if x not in m.buyer:
@@ -1679,11 +1686,12 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
             m.learn(size)
         return ok(r)
     if s.op in ("monitor", "bwatch"):  # R18: the vendor's log served, watched with the
-        vsize = v.size()  # approver's key (R31: and --fail-on-revocation)
+        vsize, fresh = v.size(), m.fresh()  # approver's key (R31: --fail-on-revocation)
         r = watch(v, b, *("--fail-on-revocation",) * (s.op == "bwatch"))
         if r.exit_code == 0 or "was revoked or erased there" in r.stderr:  # taken in (R31)
             m.applied = vsize
             m.learn(size)
+            unapplied(run, r, fresh, size)
         return ok(r)
     if s.op == "vckship":  # R31: the vendor's checkpoint, its bundle imported by the buyer
         c = m.vchecks[a[0]]
@@ -1830,6 +1838,19 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                  score=score_of(b, digest_of(r)))
         return ok(r)
     raise AssertionError(s.op)
+
+
+def unapplied(run: Run, r: Any, fresh: set[str], size: int) -> None:
+    """R31 (out36): an update or ``monitor`` after the buyer's marking (R20) that takes in the
+    vendor's revocation or erasure of what the buyer holds says it is not applied here, with
+    what to do (`WARNING: not applied here: … revoked its own …`); the vendor's compromise
+    (R15) aside."""
+    m = run.model
+    if fresh and m.marked is not None and m.marked <= size and m.compromised_since is None \
+            and "WARNING: not applied here" not in r.stderr:
+        run.problems.append(f"{run.ran and 'after ' + run.ran[-1]}: the vendor's revocation or "
+                            f"erasure of {sorted(fresh)} taken in, ignored under the marking, "
+                            f"without 'WARNING: not applied here':\n{r.stderr[-400:]}")
 
 
 SFT = """\
@@ -2757,3 +2778,22 @@ def test_a_vendor_checkpoint_fine_tuned_then_its_approval_withdrawn(tmp_path: Pa
     replay(run, [Step("vrevoke", ("v1",)), Step("bwatch")])
     assert run.ran[-1].startswith("bwatch() -> refused: something this ledger holds"), run.ran
     assert judge_history(run) == []
+
+
+def test_a_vendor_revocation_not_applied_after_the_marking(tmp_path: Path) -> None:
+    """R31 with R20 (out36's warning): after the buyer's marking the vendor revokes ``v1``,
+    under the buyer's ``c1``, and erases ``v2``; ``monitor --fail-on-revocation`` exits 1,
+    each ignored under the marking and said so (`unapplied`: ``WARNING: not applied here``,
+    the checkpoint built on it named), and ``c1`` still holds (R20)."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
+             Step("ship", ("v1",)), Step("ship", ("v2",)),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("bmark", (None,)),
+             Step("vrevoke", ("v1",)), Step("verase", ("v2",)), Step("bwatch")]
+    run = run_history(tmp_path / "h", steps)
+    assert run.ran[-1].startswith("bwatch() -> refused: something this ledger holds"), run.ran
+    assert run.model.checkpoint_ok("c1") and run.model.watched() is True
+    r = watch(run.vendor, run.buyer, "--fail-on-revocation")  # nothing new: exit 0
+    assert r.exit_code == 0 and judge_history(run) == []
+    unapplied(run, r, {"v1"}, run.buyer.size())  # `unapplied` sees a line missing
+    assert run.problems and "not applied here" in run.problems[-1]
