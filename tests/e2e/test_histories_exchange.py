@@ -1612,6 +1612,16 @@ def refs(m: Model, s: Step) -> bool:
     return True
 
 
+def brought(m: Model, label: str, size: int) -> None:
+    """What the buyer holds once an import brought the vendor's ``label`` (its lineage), each
+    new one at the buyer's log size ``size`` before the import (R10)."""
+    for x in lineage(m, label):
+        if x not in m.buyer:
+            art = m.vendor[x]
+            m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data, art.variant,
+                             art.sealed, digest=art.digest, index=size)
+
+
 def digest_of(r: Any) -> str:
     return str(r.stdout.strip().splitlines()[-1])
 
@@ -1676,12 +1686,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         if r.exit_code == 0:
             unapplied(run, r, fresh, size)
             if s.op == "ship":
-                for x in lineage(m, a[0]):
-                    if x not in m.buyer:
-                        art = m.vendor[x]
-                        m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data,
-                                         art.variant, art.sealed, digest=art.digest,
-                                         index=size)
+                brought(m, a[0], size)
             m.applied = vsize
             m.learn(size)
         return ok(r)
@@ -1703,11 +1708,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         vsize = v.size()
         r = b.cli("import", out, "--key", "approver")
         if r.exit_code == 0:
-            for x in lineage(m, c.dataset):
-                if x not in m.buyer:
-                    art = m.vendor[x]
-                    m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data,
-                                     art.variant, art.sealed, digest=art.digest, index=size)
+            brought(m, c.dataset, size)
             m.buyer[c.dataset].approvals += [  # the approvals it was trained under travel
                 [size, d, False] for d, gone, i in m.vapprovals.get(c.dataset, [])
                 if i < c.vindex and not gone]
