@@ -2798,3 +2798,22 @@ def test_a_vendor_revocation_not_applied_after_the_marking(tmp_path: Path) -> No
     assert r.exit_code == 0 and judge_history(run) == []
     unapplied(run, r, {"v1"}, run.buyer.size())  # `unapplied` sees a line missing
     assert run.problems and "not applied here" in run.problems[-1]
+
+
+def test_a_vendor_checkpoint_shipped_after_other_datasets(tmp_path: Path) -> None:
+    """R31 (hist37 finding 2, history 733 minimised): after the size the buyer applied the
+    vendor records ``w9``, a train set of ``v2``, and ``w8``, a holdout of ``v3`` (neither holds
+    ``vc1``'s batch), then trains ``vc1`` on ``w1``. Its bundle (``--updates-since`` the size
+    applied) carries those dataset records as entries of the extension: the held-out check
+    reads every dataset record before the use, so their envelopes travel too (not before:
+    ``not held out: dataset record 6 cannot be read``, the bundle refused by the buyer and
+    under the vendor's own policy alike). The buyer imports it and fine-tunes from it."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2, 3)),
+             Step("ship", ("v2",)), Step("bvtrust"),
+             Step("vdataset", ("w1", ("v1",), "train")), Step("vapprove", ("w1",)),
+             Step("vdataset", ("w9", ("v2",), "train")),
+             Step("vdataset", ("w8", ("v3",), "holdout")), Step("vtrain", ("vc1", "w1")),
+             Step("vckship", ("vc1",)), Step("btrain", ("c71", "w1", "vc1"))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert run.model.checkpoint_ok("c71") and judge_history(run) == []
