@@ -303,7 +303,9 @@ test_histories_agree.py's withdrawal of an approval):
   and not withdrawn (its approver is an approver here, R14): the dataset is approved here from
   then on (``admit``), and the checkpoint holds at the buyer as the buyer's own would (R5, R11
   with the buyer's holdouts logged before its import: its index here is the import's), and so
-  does a checkpoint fine-tuned from it (``--parent``, R5). A withdrawal of such an approval,
+  does a checkpoint fine-tuned from it (``--parent``, R5). The vendor's datasets recorded in the
+  extension before the checkpoint travel with it (their envelopes: its held-out check reads
+  them; hist37 finding 2). A withdrawal of such an approval,
   taken in by an update or a ``monitor`` (a revocation of an approval held here: hist37 finding
   1), counts here (R7): the checkpoint, its children and the dataset's admission fail. ``monitor
   --fail-on-revocation`` exits 1 when the extension since the size applied revokes or erases
@@ -336,19 +338,20 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and seventeen built by hand (R12,
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and nineteen built by hand (R12,
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, R31 with
-hist37's finding, and hist32's, the lead's, hist33's, hist34's and history 234's findings): the
-file 34.4 CPU-s (30.0 s user, 4.5 s system, ``-n 0``, medians of two ``farm-bench`` pairs, at
-load 13 to 14) against 62f580e6's 32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x,
-the hand histories of history 234 and R30); before it, 30.4 CPU-s (26.4 s user, 4.1 s system,
-``-n 0``, medians of three, at load 12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same
-run (hist35, ``farm-bench`` pairs: +3.5 CPU-s, the hand history R27 with R28); hold35's hand
-test of R11 turned round 3.05 CPU-s against hist34's 2.20 (the test alone as a process, medians
-of three, load 12 to 14: a checkpoint more, a bundle's verifiers and `judge_history`);
-``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S alone,
-each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the vendor's
-approvals left out).
+hist37's two findings and out36's warning, and hist32's, the lead's, hist33's, hist34's and
+history 234's findings): hist37's three, as a process at load 11: 5.3 CPU-s (4.6 s user, 0.7 s
+system, with pytest's start; R30's alone so: 2.9); the file 34.4 CPU-s (30.0 s user, 4.5 s
+system, ``-n 0``, medians of two ``farm-bench`` pairs, at load 13 to 14) against 62f580e6's
+32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x, the hand histories of history 234
+and R30); before it, 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n 0``, medians of three, at load
+12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same run (hist35, ``farm-bench`` pairs:
++3.5 CPU-s, the hand history R27 with R28); hold35's hand test of R11 turned round 3.05 CPU-s
+against hist34's 2.20 (the test alone as a process, medians of three, load 12 to 14: a
+checkpoint more, a bundle's verifiers and `judge_history`); ``TRAJLEDGER_EXCHANGE_N=200`` runs
+seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S alone, each with those steps
+(``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the vendor's approvals left out).
 """
 
 from __future__ import annotations
