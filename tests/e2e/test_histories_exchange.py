@@ -59,7 +59,15 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
 - (hist36, a stream of its own again) in half the histories with a sale back, the vendor's
   approver names the buyer's approver in the vendor's policy (``vname``: before the first sale
   in half of those), and in seven in ten of those the buyer's approver then revokes or erases
-  something the vendor shipped and a sale follows (R30).
+  something the vendor shipped and a sale follows (R30);
+- (hist37, a stream of its own again, drawn after every other) in six histories in ten, the
+  vendor's checkpoint (``vc1``, ``vc2``: R26) is shipped to the buyer (``vckship``), whose
+  approver names the vendor's trainer key in its policy (``bvtrust``: before the ship in eight
+  in ten, after it, and a ship again, in the others); the buyer fine-tunes from it (``btrain``
+  of ``c71`` with ``--parent``), the vendor's approver now and then withdraws its approval of
+  the checkpoint's dataset (``vwithdraw``), and in eight in ten the vendor revokes a batch of
+  it or the dataset (or, in a fifth of those, declares its key compromised since one) and the
+  buyer runs ``monitor --fail-on-revocation`` (``bwatch``) (R31).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -113,8 +121,8 @@ test_histories_agree.py's withdrawal of an approval):
   keys/README.md ``publish``: an update carries revocations', erasures' and policies'
   envelopes only): a vendor's approval of its dataset never reaches the buyer with the
   dataset or an update (only a checkpoint's bundle carries approvals; the vendor trains
-  nothing here), so it counts for nothing there although the buyer's policy names its
-  approver, and its withdrawal changes nothing there.
+  nothing here but R31's), so it counts for nothing there although the buyer's policy names
+  its approver, and its withdrawal changes nothing there; R31 for a checkpoint's bundle.
 - **R15 a vendor's key compromise** (docs/third-party.md "Updates between organisations";
   SECURITY.md 5 "Which records stay valid"): from the successor on, the vendor cannot sign
   with ``vendor`` (every vendor step that would is refused); its newest bundles under the
@@ -282,6 +290,31 @@ test_histories_agree.py's withdrawal of an approval):
   erased (an approver's erasure of a held-out batch then ends the vendor's comparison with it,
   as R13 at the buyer); one a sale brought before the naming still counts for nothing there.
 
+- **R31 the vendor's checkpoints shipped** (schemas/bundle.v1.md "Which members": a
+  checkpoint's bundle carries its dataset's approvals; docs/third-party.md "Updates between
+  organisations", "What a buyer runs daily"; SECURITY.md, twenty-first round, out36): the
+  vendor's checkpoint's bundle (``export CK`` with ``--updates-since`` the size applied) is
+  refused by the buyer's ``import`` while the buyer's policy does not name the vendor's trainer
+  key (``bvtrust``: its record's signer) and after the buyer's marking (R20: its dataset's and
+  batches' records are ``vendor``'s); else done when the checkpoint verifies at the vendor
+  (R26), its dataset's newest bundle verifies under the buyer's policy and nothing of it is
+  revoked, erased or held out here (either otherwise: `Model.carried`). It brings the
+  dataset, its batches and the vendor's approvals of the dataset logged before the checkpoint
+  and not withdrawn (its approver is an approver here, R14): the dataset is approved here from
+  then on (``admit``), and the checkpoint holds at the buyer as the buyer's own would (R5, R11
+  with the buyer's holdouts logged before its import: its index here is the import's), and so
+  does a checkpoint fine-tuned from it (``--parent``, R5). The vendor's datasets recorded in the
+  extension before the checkpoint travel with it (their envelopes: its held-out check reads
+  them; hist37 finding 2). A withdrawal of such an approval,
+  taken in by an update or a ``monitor`` (a revocation of an approval held here: hist37 finding
+  1), counts here (R7): the checkpoint, its children and the dataset's admission fail. ``monitor
+  --fail-on-revocation`` exits 1 when the extension since the size applied revokes or erases
+  something the buyer holds, else 0 (either after the vendor's compromise, a sale back, or a
+  withdrawal since: `Model.watched`), and takes it in either way. After the buyer's marking
+  (R20) such a revocation or erasure counts for nothing here, and every update, ``monitor`` and
+  ``bwatch`` that takes it in says so (out36: ``WARNING: not applied here: ORIGIN revoked its
+  own …``, what is built on it and what to do: `unapplied`); ``bwatch`` exits 1 for it too.
+
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
 here); of a train set, refused when it holds a sealed or held-out batch or a copy R21 refuses,
@@ -291,7 +324,7 @@ applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what ho
 vendor is done (one of something revoked there may be refused: then nothing changes at the
 buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bown``,
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
-buyer), ``vtrust`` and ``vname`` always.
+buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31.
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -305,19 +338,20 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and sixteen built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, and hist32's,
-the lead's, hist33's, hist34's and history 234's findings): the file 34.4 CPU-s (30.0 s user,
-4.5 s system, ``-n 0``, medians of two ``farm-bench`` pairs, at load 13 to 14) against
-62f580e6's 32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x, the hand histories
-of history 234 and R30); before it, 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n
-0``, medians of three, at load 12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same run
-(hist35, ``farm-bench`` pairs: +3.5 CPU-s, the hand history R27 with R28); hold35's hand
-test of R11 turned round 3.05 CPU-s against hist34's 2.20 (the test alone as a process,
-medians of three, load 12 to 14: a checkpoint more, a bundle's verifiers and `judge_history`);
-``TRAJLEDGER_EXCHANGE_N=200`` runs seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S
-alone, each with those steps (``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the
-vendor's approvals left out).
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and nineteen built by hand (R12,
+R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, R31 with
+hist37's two findings and out36's warning, and hist32's, the lead's, hist33's, hist34's and
+history 234's findings): hist37's three, as a process at load 11: 5.3 CPU-s (4.6 s user, 0.7 s
+system, with pytest's start; R30's alone so: 2.9); the file 34.4 CPU-s (30.0 s user, 4.5 s
+system, ``-n 0``, medians of two ``farm-bench`` pairs, at load 13 to 14) against 62f580e6's
+32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x, the hand histories of history 234
+and R30); before it, 30.4 CPU-s (26.4 s user, 4.1 s system, ``-n 0``, medians of three, at load
+12 to 15) against bc3060a's 26.9 (23.4, 3.5) in the same run (hist35, ``farm-bench`` pairs:
++3.5 CPU-s, the hand history R27 with R28); hold35's hand test of R11 turned round 3.05 CPU-s
+against hist34's 2.20 (the test alone as a process, medians of three, load 12 to 14: a
+checkpoint more, a bundle's verifiers and `judge_history`); ``TRAJLEDGER_EXCHANGE_N=200`` runs
+seeds 0 to 199, ``TRAJLEDGER_EXCHANGE_SEED=S`` seed S alone, each with those steps
+(``TRAJLEDGER_EXCHANGE_OWN=0``: the buyer's own steps and the vendor's approvals left out).
 """
 
 from __future__ import annotations
@@ -766,8 +800,12 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
                 at = names.randint(at + 1, len(steps))
                 steps.insert(at, Step("bsell", (names.choice(sets),)))
     watch = random.Random(f"monitor {seed}")  # R18: a stream of its own
-    return [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
-            for s in steps]
+    steps = [Step("monitor") if s.op == "update" and extra and watch.random() < MONITOR else s
+             for s in steps]
+    shipped_ck = random.Random(f"vendor checkpoints {seed}")  # R31 (hist37)
+    if new and shipped_ck.random() < VCKSHIP:
+        steps = checkpoint_shipped(shipped_ck, steps)
+    return steps
 
 
 MAX_DROP = 0.5
@@ -822,6 +860,13 @@ approver names the buyer's approver in its policy (``vname``: before the first s
 those, at a point drawn in the others), and of those in which the buyer's approver then revokes
 or erases something the vendor shipped (``brevoke``, ``berase``) and a sale follows
 (``bsell`` of one of its train sets, one sold before too)."""
+VCKSHIP, VTNAMED, WITHDRAWN, WATCHED = 0.6, 0.8, 0.3, 0.8
+"""R31 (hist37): the share of histories in which the vendor's checkpoint is shipped to the buyer
+(`checkpoint_shipped`: of those in which the vendor trains one, R26), of those in which the
+buyer's policy names the vendor's trainer before the ship (``bvtrust``; after it in the others),
+of those in which the vendor's approver then withdraws its approval of the checkpoint's dataset
+(``vwithdraw``), and of those in which a revocation of the vendor's follows, watched by
+``monitor --fail-on-revocation`` (``bwatch``)."""
 VRULED = 0.5
 """R25: the share of histories in which the vendor holds its first batch out (``wh``, shipped
 to the buyer in half of those) and its approver sets the vendor's policy's
@@ -933,6 +978,45 @@ def bought_back(rnd: random.Random, steps: list[Step]) -> list[Step]:
         at = rnd.randint(0, first) if rnd.random() < 0.7 else rnd.randint(first + 1, len(steps))
         steps.insert(at, Step("vtrust"))
     return steps
+
+
+def checkpoint_shipped(rnd: random.Random, steps: list[Step]) -> list[Step]:
+    """R31 (hist37): ``steps`` with one of the vendor's checkpoints (``vc1``, ``vc2``: R26)
+    shipped to the buyer (``vckship``: its bundle, with ``--updates-since`` the size applied, and
+    the buyer's import), the buyer's approver naming the vendor's trainer key in its policy's
+    trainer role (``bvtrust``: before the ship in eight histories in ten), and then, at points
+    drawn in this order, the buyer fine-tuning from it (``btrain`` of ``c71`` with the vendor's
+    checkpoint as ``--parent``, on the vendor's dataset it was trained on, or on a train set of
+    the buyer's made before), now and then the vendor's approver withdrawing its approval of
+    that dataset (``vwithdraw``), and in most the vendor revoking one of the dataset's batches or
+    the dataset (``vrevoke``), or declaring its key compromised since one of them
+    (``vcompromise``), then the buyer's ``monitor --fail-on-revocation`` (``bwatch``)."""
+    trained = [(i, s.args[0], s.args[1]) for i, s in enumerate(steps)
+               if s.op == "vtrain" and s.args[0].startswith("vc")]
+    if not trained:
+        return steps
+    i, ck, ds = rnd.choice(trained)
+    members = next(s.args[1] for s in steps if s.op == "vdataset" and s.args[0] == ds)
+    at = rnd.randint(i + 1, len(steps))
+    named = rnd.randint(0, at) if rnd.random() < VTNAMED else rnd.randint(at, len(steps))
+    out = [*steps[:at], Step("vckship", (ck,)), *steps[at:]]
+    out.insert(named + (named > at), Step("bvtrust"))
+    if named > at:  # shipped again once named
+        out.insert(rnd.randint(named + 2, len(out)), Step("vckship", (ck,)))
+    at = out.index(Step("vckship", (ck,)))
+    sets = [s.args[0] for s in out[:at] if s.op == "bdataset" and s.args[2] == "train"]
+    at = rnd.randint(at + 1, len(out))
+    out.insert(at, Step("btrain", ("c71", rnd.choice(sets) if sets and rnd.random() < 0.5
+                                   else ds, ck)))
+    if rnd.random() < WITHDRAWN:
+        at = rnd.randint(at + 1, len(out))
+        out.insert(at, Step("vwithdraw", (ds,)))
+    if rnd.random() < WATCHED:
+        at = rnd.randint(at + 1, len(out))
+        x = rnd.choice([*members, ds])
+        out.insert(at, Step("vcompromise", (x,)) if rnd.random() < 0.2 else Step("vrevoke", (x,)))
+        out.insert(rnd.randint(at + 1, len(out)), Step("bwatch"))
+    return out
 
 
 def suite2(v: int) -> list[Step]:
@@ -1060,12 +1144,49 @@ class Model:
     """R30: what the vendor holds (its own, or bought back) that the buyer's approver revoked
     and erased in records a sale brought into the vendor's log while its policy named that
     approver: they count there (an erasure deletes the vendor's files)."""
+    vtrainer: bool = False
+    """R31: the buyer's policy in force names the vendor's trainer key (``bvtrust``)."""
+    vwithdrawn_at: list[int] = field(default_factory=list)
+    """R31: the vendor's log index of each withdrawal of its approver's (``vwithdraw``)."""
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
             for x in done & self.buyer.keys() if self.trusted(size) else ():  # R20: ignored
                 self.taken.setdefault((how, x), size)
         self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)}
+        out = {d for ap in self.vapprovals.values() for d, gone, _i in ap if gone}  # R31: of
+        for a in self.buyer.values():  # an approval a checkpoint's bundle brought here
+            for ap in a.approvals:
+                ap[2] = ap[2] or ap[1] in out
+
+    def carried(self, ck: str) -> bool | None:  # R31: ``vckship`` (None: either)
+        """The vendor's checkpoint ``ck`` shipped to the buyer: refused while the buyer's
+        policy does not name the vendor's trainer (its record's signer) and after the buyer's
+        marking (R20: its dataset's and batches' records, signed by ``vendor``); done when it
+        verifies at the vendor (R26), its lineage's newest bundle under the buyer's policy
+        (R2, R3, R15, R27) and nothing of it is refused here (revoked, erased, held out)."""
+        if not self.vtrainer or self.marked is not None:
+            return False
+        c = self.vchecks[ck]
+        d = Art(c.dataset, "dataset", self.vendor[c.dataset].batches)
+        return True if self.v_checkpoint_ok(ck) and self.v_bundle_ok(c.dataset) and all(
+            x not in self.buyer or (self.batch_ok(x) and not self.absent(x, True))
+            for x in (c.dataset, *d.batches)) and not self.held_out(d, 1 << 30) else None
+
+    def watched(self) -> bool | None:  # R31: ``monitor --fail-on-revocation``
+        """Exit 0 (True) or 1 (False) of ``bwatch`` (None: either): 1 when the vendor revoked
+        or erased something the buyer holds since the size applied (docs/third-party.md "What a
+        buyer runs daily"); either after the buyer's marking or the vendor's compromise (what
+        is not applied here, out36; R15's revocations here), a sale back (R27: the buyer's own
+        revocations in the vendor's log) or a withdrawal (a revocation of an approval)."""
+        if self.compromised_since is not None or self.bapplied or \
+                any(i >= self.applied for i in self.vwithdrawn_at):
+            return None
+        return not self.fresh()
+
+    def fresh(self) -> set[str]:  # R31: what the vendor's extension revokes or erases here
+        return {x for x, i in [*self.revoked_at.items(), *self.erased_at.items()]
+                if x in self.buyer and i >= self.applied}
 
     @property
     def known_revoked(self) -> set[str]:  # R20: none the vendor's key signed since the marking
@@ -1398,8 +1519,12 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return m.v_admit(a[1])
     if s.op == "bsell":  # R27
         return m.sell(a[0])
+    if s.op == "vckship":  # R31
+        return m.carried(a[0])
+    if s.op == "bwatch":
+        return m.watched()
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
-                "vtrust", "vname"):
+                "vtrust", "vname", "bvtrust"):
         return True
     if s.op in ("vrecord", "vrevoke"):  # R30: the buyer's approver revoked it there too
         return None if s.op == "vrevoke" and a[0] in m.revoked | m.vrev_b else True
@@ -1448,12 +1573,16 @@ def refs(m: Model, s: Step) -> bool:
         return all(b in m.vendor for b in a[1])
     if s.op in ("ship", "vrevoke", "verase"):
         return a[0] in m.vendor
-    if s.op == "vcompromise":
-        return a[0] is None or a[0] in m.vendor
+    if s.op == "vcompromise":  # (R31's: once a history)
+        return m.compromised_since is None and (a[0] is None or a[0] in m.vendor)
     if s.op == "bmark":  # since the import that brought a[0], or since now
         return m.marked is None and (a[0] is None or a[0] in m.buyer)
-    if s.op in ("update", "monitor"):
+    if s.op in ("update", "monitor", "bwatch"):
         return m.applied > 0
+    if s.op == "vckship":  # R31
+        return a[0] in m.vchecks and a[0] not in m.buyer
+    if s.op == "bvtrust":
+        return not m.vtrainer
     if s.op == "bpin":
         return "vsuite" in m.buyer and not m.pinned
     if s.op == "bdataset":
@@ -1484,6 +1613,16 @@ def refs(m: Model, s: Step) -> bool:
     if s.op in ("brevoke", "berase"):
         return a[0] in m.buyer
     return True
+
+
+def brought(m: Model, label: str, size: int) -> None:
+    """What the buyer holds once an import brought the vendor's ``label`` (its lineage), each
+    new one at the buyer's log size ``size`` before the import (R10)."""
+    for x in lineage(m, label):
+        if x not in m.buyer:
+            art = m.vendor[x]
+            m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data, art.variant,
+                             art.sealed, digest=art.digest, index=size)
 
 
 def digest_of(r: Any) -> str:
@@ -1545,26 +1684,44 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("export", *ref, *since, "--out", out)
         if r.exit_code != 0:
             return ok(r)
+        vsize, fresh = v.size(), m.fresh()
+        r = b.cli("import", out, "--key", "approver")
+        if r.exit_code == 0:
+            unapplied(run, r, fresh, size)
+            if s.op == "ship":
+                brought(m, a[0], size)
+            m.applied = vsize
+            m.learn(size)
+        return ok(r)
+    if s.op in ("monitor", "bwatch"):  # R18: the vendor's log served, watched with the
+        vsize, fresh = v.size(), m.fresh()  # approver's key (R31: --fail-on-revocation)
+        r = watch(v, b, *("--fail-on-revocation",) * (s.op == "bwatch"))
+        if r.exit_code == 0 or "was revoked or erased there" in r.stderr:  # taken in (R31)
+            m.applied = vsize
+            m.learn(size)
+            unapplied(run, r, fresh, size)
+        return ok(r)
+    if s.op == "vckship":  # R31: the vendor's checkpoint, its bundle imported by the buyer
+        c = m.vchecks[a[0]]
+        out = run.root / f"ship-{len(run.ran)}.tar.zst"
+        since = ("--updates-since", str(m.applied)) if m.applied else ()
+        r = v.cli("export", c.digest, *since, "--out", out)
+        if r.exit_code != 0:
+            return ok(r)
         vsize = v.size()
         r = b.cli("import", out, "--key", "approver")
         if r.exit_code == 0:
-            if s.op == "ship":
-                for x in lineage(m, a[0]):
-                    if x not in m.buyer:
-                        art = m.vendor[x]
-                        m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data,
-                                         art.variant, art.sealed, digest=art.digest,
-                                         index=size)
+            brought(m, c.dataset, size)
+            m.buyer[c.dataset].approvals += [  # the approvals it was trained under travel
+                [size, d, False] for d, gone, i in m.vapprovals.get(c.dataset, [])
+                if i < c.vindex and not gone]
+            m.buyer[a[0]] = Art(a[0], "checkpoint", dataset=c.dataset, digest=c.digest,
+                                index=size + 1, score=score_of(b, c.digest))
             m.applied = vsize
             m.learn(size)
         return ok(r)
-    if s.op == "monitor":  # R18: the vendor's log served, watched with the approver's key
-        vsize = v.size()
-        r = watch(v, b)
-        if r.exit_code == 0:
-            m.applied = vsize
-            m.learn(size)
-        return ok(r)
+    if s.op == "bvtrust":  # R31: a successor naming the vendor's trainer key
+        return ok(succeed(run, run.marking, m.rules, m.pinned, vtrainer=True))
     if s.op == "bapprove":
         r = b.cli("approve", m.buyer[a[0]].digest, "--key", "approver", "--note",
                   f"step {len(run.ran)}")  # one statement a step (withdraw26 finding 3)
@@ -1639,6 +1796,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("revoke", newest[0], "--reason", "hist28 withdraws", "--key", "vapprover")
         if r.exit_code == 0:
             newest[1] = True
+            m.vwithdrawn_at.append(v.size() - 1)
         return ok(r)
     if s.op == "bwithdraw":  # its newest that counts
         newest = [x for x in m.buyer[a[0]].approvals if not x[2]][-1]
@@ -1684,6 +1842,19 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                  score=score_of(b, digest_of(r)))
         return ok(r)
     raise AssertionError(s.op)
+
+
+def unapplied(run: Run, r: Any, fresh: set[str], size: int) -> None:
+    """R31 (out36): an update or ``monitor`` after the buyer's marking (R20) that takes in the
+    vendor's revocation or erasure of what the buyer holds says it is not applied here, with
+    what to do (`WARNING: not applied here: … revoked its own …`); the vendor's compromise
+    (R15) aside."""
+    m = run.model
+    if fresh and m.marked is not None and m.marked <= size and m.compromised_since is None \
+            and "WARNING: not applied here" not in r.stderr:
+        run.problems.append(f"{run.ran and 'after ' + run.ran[-1]}: the vendor's revocation or "
+                            f"erasure of {sorted(fresh)} taken in, ignored under the marking, "
+                            f"without 'WARNING: not applied here':\n{r.stderr[-400:]}")
 
 
 SFT = """\
@@ -1779,7 +1950,7 @@ def vsucceed(run: Run, text: str | None = None, rules: dict[str, Any] | None = N
 
 def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
             release: tuple[int | None, int | None, tuple[str, ...]] | None = None,
-            *, as_json: bool = False) -> Any:
+            *, as_json: bool = False, vtrainer: bool = False) -> Any:
     """The buyer's approver sets a successor of its policy in force: the first one, without
     ``vendor`` as a producer and with ``marking`` (R20) if any, with ``[contamination]``
     ``rules`` (R21), its requirements on ``suite@1`` pinned to ``vsuite``'s digest when
@@ -1793,6 +1964,11 @@ def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
     if pinned:
         text = text.replace('suite = "suite@1"\n', 'suite = "suite@1"\ndigest = '
                             f'"{run.model.buyer["vsuite"].digest}"\n')
+    if vtrainer or run.model.vtrainer:  # R31: the vendor's trainer, a trainer here too
+        pem = (run.vendor.home / "keys" / "vtrainer.pub").read_text()
+        text = text.replace('keys = ["keys/trainer.pub"]',
+                            f'keys = ["keys/trainer.pub", """{pem}"""]')
+        assert pem in text
     if marking:
         text = text.replace('"trust/vendor.pub", ', "")
         assert text.count("trust/vendor.pub") == 0
@@ -1804,13 +1980,14 @@ def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
         run.model.rules, run.model.pinned, run.marking = rules, pinned, marking
         run.release = release
         run.model.drop, run.model.least, run.model.suites = release
+        run.model.vtrainer = run.model.vtrainer or vtrainer
         run.successor = path if marking else None
     else:
         run.serial -= 1
     return r
 
 
-def watch(vendor: Side, buyer: Side) -> Any:
+def watch(vendor: Side, buyer: Side, *more: str) -> Any:
     """``monitor URL --vkey V --key approver`` at ``buyer`` of ``vendor``'s log, served (as
     ``log serve`` does, with the envelopes its policy publishes, by default) in this process
     for the one command."""
@@ -1833,7 +2010,7 @@ def watch(vendor: Side, buyer: Side) -> Any:
             os.environ["TRAJLEDGER_STATE_DIR"] = before
     server.start(poll_interval=0.02)
     try:
-        return buyer.cli("monitor", server.url, "--vkey", vkey, "--key", "approver")
+        return buyer.cli("monitor", server.url, "--vkey", vkey, "--key", "approver", *more)
     finally:
         server.stop()
 
@@ -2576,3 +2753,70 @@ def test_the_vendor_buys_back(tmp_path: Path) -> None:
         m.v_checkpoint_ok(c) for c in ("vb4", "vb9", "vb8")] == [False] * 3 + [True, False] + [
         False, True, True], run.ran
     assert not run.problems
+
+
+def test_a_vendor_checkpoint_fine_tuned_then_its_approval_withdrawn(tmp_path: Path) -> None:
+    """R31 (hist37): the vendor trains ``vc1`` on ``w1`` under its approver's approval; its
+    bundle is refused by the buyer until the buyer's policy names the vendor's trainer
+    (``bvtrust``), then imported with the approval it was trained under (the vendor's approver
+    is an approver here too: R14), and the buyer fine-tunes ``c71`` from it on its own ``d1``.
+    The vendor's approver withdraws that approval and the buyer's ``monitor`` takes the
+    withdrawal in, as an update bundle of the same extension does (R18): ``vc1`` and ``c71``
+    fail at the buyer, and ``admit w1`` refuses (hist37 finding 1: the monitor dropped every
+    entry not about an artifact held here, a withdrawal's subject being the approval's
+    envelope, and moved the size applied past it). The vendor then revokes ``v1``: ``monitor
+    --fail-on-revocation`` exits 1, naming ``c71``. Every path agrees with the model."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
+             Step("vdataset", ("w1", ("v1",), "train")), Step("vapprove", ("w1",)),
+             Step("vtrain", ("vc1", "w1")), Step("ship", ("v2",)),
+             Step("bdataset", ("d1", ("v2",), "train")), Step("bapprove", ("d1",)),
+             Step("vckship", ("vc1",)), Step("bvtrust"), Step("vckship", ("vc1",)),
+             Step("btrain", ("c71", "d1", "vc1"))]
+    run = run_history(tmp_path / "h", steps)
+    assert [r.split(" -> ")[1][:7] for r in run.ran] == ["ok"] * 8 + ["refused"] + ["ok"] * 3
+    m, b = run.model, run.buyer
+    assert m.checkpoint_ok("c71") and judge_history(run) == []
+    replay(run, [Step("vwithdraw", ("w1",)), Step("monitor")])
+    assert not m.checkpoint_ok("vc1") and not m.checkpoint_ok("c71") and not m.admit("w1", 0)
+    assert b.cli("verify", m.buyer["vc1"].digest).exit_code == 1
+    replay(run, [Step("vrevoke", ("v1",)), Step("bwatch")])
+    assert run.ran[-1].startswith("bwatch() -> refused: something this ledger holds"), run.ran
+    assert judge_history(run) == []
+
+
+def test_a_vendor_revocation_not_applied_after_the_marking(tmp_path: Path) -> None:
+    """R31 with R20 (out36's warning): after the buyer's marking the vendor revokes ``v1``,
+    under the buyer's ``c1``, and erases ``v2``; ``monitor --fail-on-revocation`` exits 1,
+    each ignored under the marking and said so (`unapplied`: ``WARNING: not applied here``,
+    the checkpoint built on it named), and ``c1`` still holds (R20)."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
+             Step("ship", ("v1",)), Step("ship", ("v2",)),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("bmark", (None,)),
+             Step("vrevoke", ("v1",)), Step("verase", ("v2",)), Step("bwatch")]
+    run = run_history(tmp_path / "h", steps)
+    assert run.ran[-1].startswith("bwatch() -> refused: something this ledger holds"), run.ran
+    assert run.model.checkpoint_ok("c1") and run.model.watched() is True
+    r = watch(run.vendor, run.buyer, "--fail-on-revocation")  # nothing new: exit 0
+    assert r.exit_code == 0 and judge_history(run) == []
+    unapplied(run, r, {"v1"}, run.buyer.size())  # `unapplied` sees a line missing
+    assert run.problems and "not applied here" in run.problems[-1]
+
+
+def test_a_vendor_checkpoint_shipped_after_other_datasets(tmp_path: Path) -> None:
+    """R31 (hist37 finding 2, history 733 minimised): after the size the buyer applied the
+    vendor records ``w9``, a train set of ``v2``, and ``w8``, a holdout of ``v3`` (neither holds
+    ``vc1``'s batch), then trains ``vc1`` on ``w1``. Its bundle (``--updates-since`` the size
+    applied) carries those dataset records as entries of the extension: the held-out check
+    reads every dataset record before the use, so their envelopes travel too (not before:
+    ``not held out: dataset record 6 cannot be read``, the bundle refused by the buyer and
+    under the vendor's own policy alike). The buyer imports it and fine-tunes from it."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2, 3)),
+             Step("ship", ("v2",)), Step("bvtrust"),
+             Step("vdataset", ("w1", ("v1",), "train")), Step("vapprove", ("w1",)),
+             Step("vdataset", ("w9", ("v2",), "train")),
+             Step("vdataset", ("w8", ("v3",), "holdout")), Step("vtrain", ("vc1", "w1")),
+             Step("vckship", ("vc1",)), Step("btrain", ("c71", "w1", "vc1"))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert run.model.checkpoint_ok("c71") and judge_history(run) == []

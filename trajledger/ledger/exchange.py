@@ -289,7 +289,9 @@ def export_bundle(
         4. With ``updates_since`` (an update, format 4): every entry from that size to the
            checkpoint's, the compact range they extend, and the envelopes of those of the
            kinds the policy publishes (`verify.policy_settings.published`: revocations,
-           erasures and policies by default); others' records travel as entries only.
+           erasures and policies by default), and of the dataset records before the subject
+           (a use's held-out check reads every one: unread, it fails closed); others' records
+           travel as entries only.
         5. Build a tlog-proof per entry below the extension against the checkpoint
            (`_NodeCache`: each node hashed once), checked before use; the consistency
            proofs asked for; every key handover of the log, each with a consistency proof
@@ -328,7 +330,8 @@ def export_bundle(
     # (1)
     if ref is None and updates_since is None:
         raise LedgerError("export: name what to export, or give --updates-since SIZE")
-    digest = Catalog(ledger).resolve(ref).digest if ref is not None else None
+    item = Catalog(ledger).resolve(ref) if ref is not None else None
+    digest = item.digest if item is not None else None
     if policy is None:
         from .policy_state import current_policy
 
@@ -373,9 +376,11 @@ def export_bundle(
         extension = set(range(updates_since, size))
     entries = _read_entries(ledger, indices | extension)
     publishes = set(published(policy))
-    for i in extension:
+    for i in extension:  # (a dataset before the subject: its held-out check reads it, hist37)
         entry = LogEntry.from_bytes(entries[i])
-        if entry.kind in publishes and ledger.store.exists(entry.envelope):
+        read = entry.kind in publishes or (
+            entry.kind == "dataset" and item is not None and i < item.index)
+        if read and ledger.store.exists(entry.envelope):
             evidence.read.add(entry.envelope)
     # (5)
     # Every proof carries these same checkpoint bytes: their signature is checked once here,

@@ -573,8 +573,9 @@ def watch_updates(
            applied, must give the signed root (the tiles are fetched again: what the server
            answered `monitor` proves nothing about this answer); each inclusion proof recorded
            is checked against it. Only the entries that can matter here are kept (the log's
-           policies and entries about what the ledger holds: all `updates.select` and the key
-           compromises look at in an extension), so memory follows them, not the extension.
+           policies, entries about what the ledger holds and withdrawals of approvals it holds:
+           all `updates.select` and the key compromises look at in an extension), so memory
+           follows them, not the extension.
         3. Fetch the published envelope (``envelopes/<hex>``, a 404 is "not published") of each
            kept entry; choose what to take in (`updates.select`).
         4. Without ``signers``: nothing is recorded; what would be taken in is listed as
@@ -592,7 +593,7 @@ def watch_updates(
     from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
     from .catalog import origin_name
-    from .updates import Changes, Update, apply_update, held, label, origin_state, select
+    from .updates import Changes, Update, apply_update, held, label, origin_state, select, withdraws
 
     get = fetch or log.fetch
     # (1)
@@ -622,7 +623,8 @@ def watch_updates(
             except ProvenanceError as error:
                 unreadable = unreadable or error
                 continue
-            if entry.kind == "trust-policy" or held(ledger, entry.subject):
+            if entry.kind == "trust-policy" or held(ledger, entry.subject) or withdraws(
+                    ledger, entry):
                 entries[i], leaves[i] = raw, h
         start = end
     if edge.root() != result.root:
