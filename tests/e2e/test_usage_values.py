@@ -71,3 +71,34 @@ def test_a_refusal_of_what_was_typed_well_stays_1(lab: Path) -> None:
                                    "--purpose", "junk"])
     assert r.exit_code == 1, r.stderr
     assert "approvals: 0 of 2 required approver(s) for 'junk'" in r.stderr
+
+
+@pytest.mark.parametrize("given", ["junk\n", "", "lab/log/checkpoint"])
+def test_a_known_checkpoint_that_is_no_checkpoint_is_a_usage_error(
+    lab: Path, tmp_path: Path, given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m verify --known-checkpoint F``: F no signed checkpoint at all is the auditor's
+    own file to fix, exit 2 before any work (it failed the bundle, exit 1: out36's Left); a
+    checkpoint of this log passes; one of another log stays a failed check
+    (tests/unit/verify/test_bundle.py)."""
+    from trajledger.verify.__main__ import main as verify_main
+
+    bundle = tmp_path / "b.tar.zst"
+    r = new_runner().invoke(main, ["--ledger", str(lab), "export", "cartpole-bc@2", "--out",
+                                   str(bundle)])
+    assert r.exit_code == 0, r.stderr
+    known = lab / "log" / "checkpoint"
+    if not given.startswith("lab/"):
+        known = tmp_path / "known"
+        known.write_text(given)
+    capsys.readouterr()
+    code = verify_main([str(bundle), "--policy", str(lab / "policy.toml"),
+                        "--known-checkpoint", str(known)])
+    err = capsys.readouterr().err
+    if given.startswith("lab/"):
+        assert code == 0, err
+        return
+    assert code == 2, err
+    assert err == (f"FAIL: {bundle}: --known-checkpoint {known}: not a signed checkpoint (signed "
+                   "note has no blank line before its signatures): give the checkpoint member of "
+                   "a bundle of this log you verified before (or leave --known-checkpoint out)\n")
