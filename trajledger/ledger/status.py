@@ -800,18 +800,20 @@ def record_policy(
 
     Raises:
         LedgerError: the policy file cannot be read.
-        FormatError: the policy file is invalid; a ``[release]`` bound written as a string
+        PolicyFileError: the policy file is invalid (a `FormatError`: the caller's file to fix,
+            as the command line says with exit 2).
+        FormatError: a ``[release]`` bound written as a string
             or ``[contamination]`` threshold off the JSON number grammar, or that reads as 0
             (`policy_state.refuse_unreadable`).
         PolicyError: the signers are not enough approvers, or the serial does not increase.
     """
-    from trajledger.verify.policy import load_policy_file, policy_digest
+    from trajledger.verify.policy import policy_digest
 
-    from .policy_state import current_policy, key_lookup
+    from .policy_state import current_policy, key_lookup, read_policy_file
 
-    # (1)
+    # (1) a file invalid as written: `PolicyFileError`, as on the command line (left37)
     new = (policy_file if isinstance(policy_file, TrustPolicy)
-           else load_policy_file(policy_file, key_lookup=key_lookup(ledger)))
+           else read_policy_file(policy_file, key_lookup(ledger)))
     from .policy_state import refuse_unreadable
 
     refuse_unreadable(new, f"policy {new.name!r}")  # a string off JSON's grammar
