@@ -23,7 +23,8 @@ Its findings, and what it probed and found sound: docs/SECURITY.md, "Review of 2
 eighth round (rev15)". A finding not yet fixed is listed in `KNOWN`.
 
 Parameters are swept one at a time (the others keep the plausible values of `BASE`), with
-every bad value of the parameter's kind: 826 cases over the 51 commands, about 14 CPU-s.
+every bad value of the parameter's kind: 826 cases over the 51 commands, about 14 CPU-s;
+and an empty path (``--policy ''``) for each path, a usage error (exit 2: left37).
 """
 
 from __future__ import annotations
@@ -184,14 +185,14 @@ def bad_values(param: click.Parameter) -> list[str]:
             "help", "command"):
         return []  # click's own check; flags take no value
     if isinstance(t, click.Path):
-        out = ["@missing", "@empty", "@random", "@unreadable"]
+        out = ["@missing", "@empty", "@random", "@unreadable", "@blank"]
         if not t.dir_okay:
             out.append("@dir")
         if not t.file_okay:
-            out = ["@file", "@unreadable-dir"] + (["@missing"] if t.exists else [])
+            out = ["@file", "@unreadable-dir", "@blank"] + (["@missing"] if t.exists else [])
         return out
     if isinstance(t, OutPath):
-        return ["@under-file", "@under-missing"]
+        return ["@under-file", "@under-missing", "@blank"]
     if isinstance(t, RecordName):
         return NEW_NAME_VALUES
     if isinstance(t, VKey):
@@ -296,7 +297,7 @@ class Ledger:
                  "@under-file": self.work / "file.txt" / "out",
                  "@under-missing": self.work / "missing" / "out",
                  "@out": self.work / "out", "@new": self.work / "new",
-                 "@policy": self.home / "policy.toml"}
+                 "@policy": self.home / "policy.toml", "@blank": ""}
         if v in fixed:
             return str(fixed[v])
         return {"@vkey": self.vkey, "@batch": self.batch}.get(v, v)
@@ -338,6 +339,8 @@ def check(case: Case, argv: list[str], code: int, stdout: str, stderr: str,
     accepted = (" ".join(case.command), case.param, case.value) in ACCEPTED
     if refused_by_type(NEW_NAMES.get((case.command, case.param)), case.value):
         assert code == 2 and "starting with a letter or digit" in stderr, where
+    if case.value == "@blank":  # an empty path: read or written as "." before (left37)
+        assert code == 2 and "is empty: give the path of a file or directory" in stderr, where
     if (case.command, case.param) in KEY_NAMES and case.value != "nosuch":  # (rev22)
         assert code == 2 and "use 1-64 letters, digits" in stderr, where
     assert code in ((0, 1, 2, 3) if accepted else (1, 2, 3)), where

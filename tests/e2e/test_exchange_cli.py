@@ -308,6 +308,28 @@ def test_import_under_a_policy_not_trusting_the_vendor_log_copies_nothing(
     assert Ledger.open(buyer).log.size == 0 and store_count(buyer) == 0
 
 
+def test_import_says_the_bundles_own_problems_before_the_threshold(
+        vendor: Vendor, buyer: Path) -> None:
+    """A file that is no bundle, or a bundle that does not verify, given one approver key where
+    two are needed, said only `signed by 1 approver key(s), policy 'buyer' wants 2` (out36's
+    Left): the user gathered a second approver for a file then refused. Now the file's own
+    problem first, the threshold after it (left37); nothing imported either way."""
+    policy = buyer / "policy.toml"
+    junk = buyer / "junk.tar.zst"
+    junk.write_bytes(b"junk")
+    expect(run(buyer, "import", junk, "--policy", policy, "--key", "b1"), 1,
+           "FAIL: bundle junk.tar.zst: not zstd-compressed (magic 6a756e6b)\n")
+    text = (buyer / "policy.toml").read_text().replace(f'"{vendor.vkey}", ', "")
+    (buyer / "untrusting.toml").write_text(text)
+    r = run(buyer, "import", vendor.bundle, "--policy", buyer / "untrusting.toml", "--key", "b1")
+    expect(r, 1)
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(f"FAIL: import {vendor.bundle.name}: "), r.stderr
+    assert lines[0].endswith("checks failed; nothing imported"), r.stderr
+    assert lines[-1] == "FAIL: import: signed by 1 approver key(s), policy 'buyer' wants 2"
+    assert Ledger.open(buyer).log.size == 0 and store_count(buyer) == 0
+
+
 def test_import_needs_the_approver_threshold(vendor: Vendor, buyer: Path) -> None:
     policy = buyer / "policy.toml"
     expect(

@@ -99,3 +99,22 @@ def test_a_policy_file_larger_than_a_recorded_policy_is_refused_unread(
     assert verify_main([str(lab / "b.tar.zst"), "--policy", str(big)]) == 2
     err = capsys.readouterr().err
     assert err == f"FAIL: {lab / 'b.tar.zst'}: policy {big}: larger than 64 MiB\n", err
+
+
+@pytest.mark.parametrize(("text", "code"), [("[roles\n", 2), (None, 3)], ids=["invalid", "valid"])
+def test_monitor_reads_the_policy_file_before_the_log(lab: Path, text: str | None,
+                                                       code: int) -> None:
+    """``monitor URL --policy FILE`` (left36's Left: untested, it needs a log server) read the
+    file after fetching the log: an invalid one was found only when the log answered, after
+    the fetch was noted. Now it is read first: exit 2, the log not asked (a port nothing
+    listens on: a valid file gets the fetch's exit 3). left37."""
+    home = lab / "lab"
+    policy = home / "policy.toml"
+    if text is not None:
+        policy = lab / "bad-monitor.toml"
+        policy.write_text(text)
+    vkey = LedgerHome.open(home).log.vkey
+    r = new_runner().invoke(main, ["--ledger", str(home), "monitor", "http://127.0.0.1:9/",
+                                   "--vkey", vkey, "--timeout", "2", "--policy", str(policy)])
+    assert r.exit_code == code, r.stderr
+    assert ("not valid TOML" in r.stderr) == (code == 2), r.stderr

@@ -378,6 +378,36 @@ def test_truncated_public_key(signed: Signed, runner: CliRunner) -> None:
                  "(truncated, corrupt or not PEM)\n")
 
 
+@pytest.mark.parametrize("form", ["DER", "base64 of a DER", "OpenSSH Ed25519"])
+def test_a_public_key_in_another_form_is_named_with_how_to_convert_it(
+        signed: Signed, runner: CliRunner, form: str) -> None:
+    """``--pubkey`` of the signer's key as DER, base64 DER or an OpenSSH line said only "not a
+    valid PEM public key" (out36's Left): the form is named, with a command that converts it;
+    run, that command gives the PEM, which verifies (left37; PEM alone is read: key_forms)."""
+    import re
+    import subprocess
+
+    key = serialization.load_pem_public_key(signed.pubkey.read_bytes())
+    der = key.public_bytes(serialization.Encoding.DER,
+                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    content = {"DER": der, "base64 of a DER": base64.b64encode(der) + b"\n",
+               "OpenSSH Ed25519": key.public_bytes(serialization.Encoding.OpenSSH,
+                                                   serialization.PublicFormat.OpenSSH)
+               + b" alice@laptop\n"}[form]
+    pub = signed.write("alice.key.other", content)
+    r = signed.verify(runner, pubkey=pub)
+    assert r.exit_code == 3, r.output
+    assert r.stderr.startswith(f"FAIL: public key {pub}: not a valid PEM public key (truncated, "
+                               "corrupt or not PEM); it is "
+                               + {"DER": "a DER", "OpenSSH Ed25519": "an OpenSSH Ed25519"}.get(
+                                   form, form) + " public key: convert it with '"), r.stderr
+    said = re.fullmatch(r".*convert it with '(.*)', then give (\S+)\n", r.stderr)
+    assert said is not None and said[2] == f"{pub}.pem", r.stderr
+    subprocess.run(["sh", "-c", said[1]], check=True, cwd=pub.parent)
+    expect(signed.verify(runner, pubkey=Path(said[2])), 0,
+           f"OK: data: 4 file(s) match, signed by {signed.keyid[:16]}\n")
+
+
 def test_truncated_private_key(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
     key = signed.home / "keys" / "alice.key"
     key.write_bytes(key.read_bytes()[:100])

@@ -314,3 +314,23 @@ def test_a_name_imitating_a_digest_with_lookalike_parentheses_is_escaped(
         assert line.count("(sha256:") == 1 and f"(sha256:{digest.removeprefix('sha256:')})" in line
         assert line.isascii(), line  # each character of these names beyond ASCII is escaped
         assert "sha256:" + "ab" * 32 + "\\u" in line, line  # its look-alike ")" escaped
+
+
+@pytest.mark.parametrize("kind", sorted(LOOKALIKES))
+def test_show_escapes_a_signed_name_as_the_verifiers_do(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory,
+    kind: str,
+) -> None:
+    """rev33's Left: ``show`` escaped a record's name with ``HIDDEN`` only, so its first line
+    (``rollout-batch NAME``) printed look-alike parentheses and invisible characters as they
+    are (and a dataset's ``name:`` line). Now as `Node.label` does (`verify.nodes.NAMED`; left37):
+    ASCII, the one ``sha256:`` of the digest line the record's own."""
+    home, digest, _bundle = _named_batch_bundle(
+        quickstart_template, tmp_path_factory.mktemp("show-lookalike"), LOOKALIKES[kind])
+    code, out = run(home, "show", digest)
+    assert code == 0, out
+    lines = out.splitlines()
+    named = [x for x in lines if x.startswith("rollout-batch ")]
+    assert len(named) == 1, out
+    for line in named:
+        assert line.isascii() and "sha256:" + "ab" * 32 + "\\u" in line, line

@@ -140,3 +140,23 @@ def test_runner_api_ledger_is_the_same_class_with_a_warning() -> None:
     assert cls is trajledger.Ledger
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         getattr(old, "Nope")  # noqa: B009
+
+
+@pytest.mark.parametrize("text", ["[roles\n", 'name = "p"\n[roles.auditor]\nkeys = []\n'])
+def test_set_policy_of_an_invalid_file_is_the_callers_file_to_fix(tmp_path: Path,
+                                                                  text: str) -> None:
+    """``Ledger.set_policy(path)`` of a file invalid as written raises `PolicyFileError`, as
+    ``policy set`` says it with exit 2 (left36's Left; left37): a caller tells its own file
+    from evidence that failed (a `FormatError` still, so code catching that is unchanged).
+    Nothing is recorded."""
+    from trajledger import Ledger
+    from trajledger.ledger.errors import PolicyFileError
+
+    ledger = Ledger.init(tmp_path / "lab", origin="test/api")
+    for name in ("a", "b"):
+        ledger.keys.create(name, encrypt=False)
+    (tmp_path / "bad.toml").write_text(text)
+    with pytest.raises(PolicyFileError, match=r"^policy .*bad\.toml"):
+        ledger.set_policy(tmp_path / "bad.toml", keys=["a", "b"])
+    assert ledger.log.size == 0
+    ledger.close()

@@ -321,6 +321,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.encode", "trajledger.ledger.hashing", "trajledger.ledger.rehash",
         "trajledger.ledger.sigstore_sign",
         "trajledger.ledger.validate_files", "trajledger.ledger.verify_files",
+        "trajledger.ledger.key_forms",
         "trajledger.ledger.interop_verify", "trajledger.ledger.episode_vectors",
         "trajledger.ledger.episode_features", "trajledger.ledger.step_windows",
         "trajledger.ledger.image_windows", "trajledger.ledger.window_clocks",

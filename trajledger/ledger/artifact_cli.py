@@ -611,7 +611,10 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
     if as_json:
         emit_json(info)
         return
-    _line(f"{info['kind']} {info['ref'] or 'at log index ' + str(info['index'])}")
+    from trajledger.verify.nodes import NAMED  # a signed name, escaped as labels are (left37)
+
+    ref = str(info["ref"]).translate(NAMED) if info["ref"] else f"at log index {info['index']}"
+    _line(f"{info['kind']} {ref}")
     _line(f"  digest      {info['digest']}")
     if "subject" in info:  # a record shown by its envelope digest: what it is about
         about = f"{info['about']} " if info["about"] else ""
@@ -625,6 +628,7 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
     for k, v in info["predicate"].items():
         if k != "manifest":
             text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+            text = text.translate(NAMED) if k in ("name", "version") else text
             _line(f"    {k}: {text}")
     for f in info.get("files", []):
         _line(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")

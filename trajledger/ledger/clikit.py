@@ -26,7 +26,7 @@ from trajledger._signals import Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME
-from .errors import LedgerError, PolicyFileError, disk_error, next_step
+from .errors import LedgerError, OptionValueError, PolicyFileError, disk_error, next_step
 
 __all__ = [
     "EXIT_BUG",
@@ -490,7 +490,7 @@ EXIT_INTERRUPTED = 130
 
 def exit_code_for(e: BaseException) -> int:
     """The CLI exit code of an exception (DESIGN §8)."""
-    if isinstance(e, PolicyFileError):  # the user's own file to fix: usage (left36)
+    if isinstance(e, PolicyFileError | OptionValueError):  # the user's to fix: usage (left36)
         return EXIT_USAGE
     if isinstance(e, VerificationError | FormatError):
         return EXIT_FAILED
@@ -595,10 +595,12 @@ def refuse_repeats(cmd: click.Command, ctx: click.Context, args: list[str]) -> N
 
     Also refuse an option whose value is another of the command's options: ``--batch $B --key
     k`` with ``B`` empty took ``--key`` as the batch, and click then said "Missing option
-    '--key'".
+    '--key'"; and an empty path (``--policy ''``, ``--out ''``: read or written as the
+    current directory, exit 1 or 3 after work; left37).
 
     Raises:
-        click.UsageError: an option was given twice, or took an option as its value (exit 2).
+        click.UsageError: an option was given twice, took an option as its value, or a path
+            was empty (exit 2).
     """
     if ctx.resilient_parsing:  # shell completion of a partial line
         return
@@ -616,6 +618,13 @@ def refuse_repeats(cmd: click.Command, ctx: click.Context, args: list[str]) -> N
             raise click.UsageError(
                 f"{param.opts[0]} took the option {taken[0]} as its value: give {param.opts[0]} "
                 "a value first (an unquoted shell variable left empty?)", ctx)
+    for param in dict.fromkeys(order):  # '' is the directory here, to read or to write over
+        given = values.get(param.name)
+        if isinstance(param.type, click.Path | OutPath) and "" in (
+                given if isinstance(given, list | tuple) else [given]):
+            what = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+            raise click.UsageError(f"{what} is empty: give the path of a file or directory "
+                                   "(an unquoted shell variable left empty?)", ctx)
     for param in dict.fromkeys(order):
         if (isinstance(param, click.Option) and not (param.multiple or param.count
                                                      or param.is_flag)
@@ -693,6 +702,8 @@ class Group(click.Group):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             raise click.exceptions.Exit(EXIT_OK) from e
+        except OptionValueError as e:  # a value typed for an option: usage, one line (left37)
+            raise one_line(click.UsageError(str(e)), ctx) from e
         except ProvenanceError as e:
             fail(str(e))
             raise click.exceptions.Exit(exit_code_for(e)) from e

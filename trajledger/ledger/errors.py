@@ -16,6 +16,7 @@ __all__ = [
     "KeyError_",
     "LedgerError",
     "LogError",
+    "OptionValueError",
     "PolicyFileError",
     "StoppedAfterRecordError",
     "StoreError",
@@ -38,6 +39,13 @@ class PolicyFileError(FormatError):
     (``--policy``, ``policy set FILE``; left36, as left35 made ``verify``). ``policy check
     FILE`` judges the file: its verdict stays a `FormatError`, exit 1. A file that cannot be
     read stays an `OSError` (exit 3); a damaged policy in a log or bundle stays exit 1."""
+
+
+class OptionValueError(FormatError):
+    """A value the user typed for an option can never be used (``revoke --reason ''``, a
+    ``--known-checkpoint`` that is no checkpoint): a usage error, exit 2 (DESIGN §8), said in
+    the one line of any usage error, with what to type (left37). A `FormatError`, so that
+    callers of the Python API catching that are unchanged."""
 
 
 class StoreError(LedgerError):

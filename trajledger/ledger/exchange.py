@@ -845,7 +845,8 @@ def import_bundle(
 
     Steps:
         1. The signers must meet the approver threshold of ``policy`` (import records are
-           signed by approvers), checked before the bundle is read.
+           signed by approvers): checked first, said after the bundle's own problems (a file
+           that is no bundle, or does not verify, is refused as such; left37).
         2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
            streamed once, each hashed as read, into a staging directory under
            ``<ledger>/tmp``, whose data goes to the disk on a thread as it comes
@@ -887,8 +888,12 @@ def import_bundle(
     # (`TrustPolicy.earlier`) hold from log indices of this ledger's log, not of the bundle's
     # (a vendor's record 4 was judged by the buyer's policy in force at the buyer's index 4).
     policy = dataclasses.replace(policy, earlier=())
-    # (1)
-    _check_signers(policy, keys)
+    # (1) said after the bundle's own problems (left37): no approver is sought for a bad file
+    try:
+        _check_signers(policy, keys)
+        signers_short: PolicyError | None = None
+    except PolicyError as e:
+        signers_short = e
     ledger.log.require_signer()
     # (2)
     with (temp_dir(ledger.scratch) as staging,
@@ -902,8 +907,10 @@ def import_bundle(
         if any(c.what != "revoked" for _node, checks, _d in report.causes() for c in checks):
             raise VerificationError(
                 f"import {path.name}: {failed} of {n} checks failed; nothing imported\n"
-                + "\n".join(report.failures())
-            )
+                + "\n".join([*report.failures(), *([str(signers_short)] if signers_short
+                                                   else [])]))
+        if signers_short is not None:
+            raise signers_short
         # Each inclusion proof taken into the import record signed here is checked against the
         # root first: a bundle of the whole tree is verified by rebuilding the root, which
         # reads none (a proof changed in transit was signed; review rev17).

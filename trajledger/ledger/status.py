@@ -25,7 +25,7 @@ from trajledger.verify.succession import check_successor
 from trajledger.verify.times import format_time
 
 from .catalog import Catalog, CatalogItem
-from .errors import LedgerError, StoreError, read_failure
+from .errors import LedgerError, OptionValueError, StoreError, read_failure
 from .keys import Signer
 from .record import Recorded, record_statement
 
@@ -85,13 +85,16 @@ def approve(
     when = now or _now()
     seconds = parse_duration(expires, "--expires")
     if seconds == 0:
-        raise FormatError("--expires: an approval must last longer than 0 seconds")
+        raise OptionValueError("--expires 0: an approval must last longer than 0 seconds; "
+                               "give a duration such as --expires 90d")
     try:
         until = when + dt.timedelta(seconds=seconds)
     except OverflowError:  # past datetime's year 9999
-        raise FormatError(f"--expires: {expires!r} ends after the year 9999") from None
+        raise OptionValueError(f"--expires {expires!r} ends after the year 9999; give a shorter "
+                               "duration, such as --expires 365d") from None
     if not purpose.strip():
-        raise FormatError("--purpose: say what the data is approved for")
+        raise OptionValueError("--purpose is empty: say what the data is approved for, such as "
+                               "--purpose training")
     if not isinstance(signer, Signer):  # keyless: its token's identity (left32 finding 2)
         from .keyless_check import check_keyless_approver
 
@@ -191,7 +194,8 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
             a producer withdrawing an approval; a keyless signer revoking an artifact.
     """
     if not reason.strip():
-        raise FormatError("--reason: say why the artifact is revoked")
+        raise OptionValueError("--reason is empty: say why the artifact is revoked, such as "
+                               "--reason 'collected with a buggy reward'")
     approval = approval_of(ledger, ref)
     if approval is not None:
         earlier = withdrawn_already(ledger, approval[0])
@@ -307,9 +311,10 @@ def withdraw_of(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str,
             signer may not withdraw it (`withdraw`). Nothing is signed.
     """
     if not reason.strip():
-        raise FormatError("--reason: say why the approval is withdrawn")
+        raise OptionValueError("--reason is empty: say why the approval is withdrawn, such as "
+                               "--reason 'approved by mistake'")
     if any(x is not None and not x.strip() for x in (by, by_identity)):
-        raise FormatError("--by, --by-identity: empty; name the approval's key or identity")
+        raise OptionValueError("--by, --by-identity: empty; name the approval's key or identity")
     from .policy_state import current_policy
 
     item, state, found_policy = _item(ledger, ref, APPROVABLE), ledger.trust_state(), \
@@ -795,18 +800,20 @@ def record_policy(
 
     Raises:
         LedgerError: the policy file cannot be read.
-        FormatError: the policy file is invalid; a ``[release]`` bound written as a string
+        PolicyFileError: the policy file is invalid (a `FormatError`: the caller's file to fix,
+            as the command line says with exit 2).
+        FormatError: a ``[release]`` bound written as a string
             or ``[contamination]`` threshold off the JSON number grammar, or that reads as 0
             (`policy_state.refuse_unreadable`).
         PolicyError: the signers are not enough approvers, or the serial does not increase.
     """
-    from trajledger.verify.policy import load_policy_file, policy_digest
+    from trajledger.verify.policy import policy_digest
 
-    from .policy_state import current_policy, key_lookup
+    from .policy_state import current_policy, key_lookup, read_policy_file
 
-    # (1)
+    # (1) a file invalid as written: `PolicyFileError`, as on the command line (left37)
     new = (policy_file if isinstance(policy_file, TrustPolicy)
-           else load_policy_file(policy_file, key_lookup=key_lookup(ledger)))
+           else read_policy_file(policy_file, key_lookup(ledger)))
     from .policy_state import refuse_unreadable
 
     refuse_unreadable(new, f"policy {new.name!r}")  # a string off JSON's grammar

@@ -40,7 +40,10 @@ def load_pubkey_file(path: Path) -> PublicKey:
     try:
         return PublicKey.from_pem(data, f"public key {path}")
     except FormatError as e:
-        raise KeyError_(str(e)) from e
+        from .key_forms import other_form  # DER or OpenSSH: named, with how to convert (left37)
+
+        hint = other_form(data, path)
+        raise KeyError_(f"{e}; {hint}" if hint else str(e)) from e
 
 
 @dataclass(frozen=True)

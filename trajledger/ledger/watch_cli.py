@@ -198,6 +198,11 @@ def monitor(
                                "to a ledger: run it in one (--ledger DIR)")
     ledger = ctx.ledger() if has_ledger or cosign_key else None
     witness = ledger.keys.signer(cosign_key) if cosign_key and ledger is not None else None
+    from .policy_state import current_policy, load_policy
+
+    # the user's own --policy FILE is read before the log is: an invalid one is a usage error
+    # (exit 2) with nothing fetched or noted, not found after the network (left37)
+    given = load_policy(ledger, policy_file)[0] if policy_file and ledger is not None else None
     log = HttpLog(url, FetchLimits(timeout=timeout, deadline=max(60.0, 3 * timeout)))
     try:
         result = run_monitor(log, vkey, witness=witness)
@@ -209,11 +214,8 @@ def monitor(
         write_file_atomic(out, result.cosigned, output=True)
     changes = None
     if has_ledger and ledger is not None:
-        from .policy_state import current_policy, load_policy
-
         found = current_policy(ledger) if policy_file is None else None
-        policy = found[1] if found is not None else (
-            load_policy(ledger, policy_file)[0] if policy_file is not None else None)
+        policy = found[1] if found is not None else given
         if policy is not None:  # a ledger with no policy yet holds nothing imported
             changes = watch_updates(ledger, policy, [ledger.keys.signer(k) for k in keys],
                                     log, result)

@@ -62,11 +62,12 @@ def command_policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
     """The policy a command judges under: ``--policy FILE`` followed through the ledger's
     policy history, else the policy in force; its notes shown under ``--verbose``."""
     from trajledger.ledger.policy_state import load_policy
+    from trajledger.verify.policy_as_given import OTHER
 
     policy, notes = load_policy(ledger, policy_file)
-    if ctx.verbose:
-        for n in notes:
-            click.echo(f"policy: {n}", err=True)
+    for n in notes:  # a file changed after it was recorded is said in any case (left37)
+        if ctx.verbose or OTHER in n:
+            click.echo(f"{'WARNING' if OTHER in n else 'policy'}: {n}", err=True)
     return policy
 
 

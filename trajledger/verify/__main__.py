@@ -116,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         known = args.known_checkpoint.read_bytes() if args.known_checkpoint else None
     except OSError as e:
         raise OSError(f"known checkpoint {args.known_checkpoint}: {e.strerror or e}") from e
+    if known is not None:  # no signed checkpoint at all: the auditor's file to fix (left37)
+        from .consistency import not_a_checkpoint
+        if why := not_a_checkpoint(known):
+            return _fail(subject, f"--known-checkpoint {args.known_checkpoint}: {why}", EXIT_USAGE)
     if not args.bundle.is_file():  # exit 3 as a missing file (docs/cli.md says why)
         raise OSError(f"bundle {args.bundle}: " + (
             "is a directory, want a .tar.zst bundle file" if args.bundle.is_dir() else

@@ -43,6 +43,7 @@ __all__ = [
     "bundled_proof",
     "check_consistent",
     "check_known_checkpoint",
+    "not_a_checkpoint",
     "parse_consistency_proof",
     "parse_consistency_proofs",
     "root_from_consistency_proof",
@@ -217,6 +218,21 @@ def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -
         verify_consistency(old.size, new.size, proof, old.root, new.root)
     except ProofError as e:
         raise fail(f"checkpoints of {new.origin} are not consistent: {e}") from e
+
+
+def not_a_checkpoint(note: bytes) -> str:
+    """Why ``note``, given as a checkpoint seen before, is no signed checkpoint at all (not a
+    signed note, or its text not a checkpoint's), or ``""``: ``python -m verify`` then says so
+    as a usage error (exit 2; the auditor's own file, as its ``--policy``: left37) before any
+    work, where a signed checkpoint of another log or key stays a failed check (exit 1)."""
+    from .note import Note
+
+    try:
+        Checkpoint.from_text(Note.from_bytes(note).text)
+    except FormatError as e:
+        return (f"not a signed checkpoint ({e}): give the checkpoint member of a bundle of "
+                "this log you verified before (or leave --known-checkpoint out)")
+    return ""
 
 
 def check_known_checkpoint(trusted: LogView, note: bytes,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .errors import ProvenanceError
 from .log_index import read_record
+from .nodes import NAMED
 from .predicates import HELD_OUT, Dataset
 from .report import short
 
@@ -69,7 +70,8 @@ def held_out_line(walk: Walk, index: int, batch: str, failure: RecordFailure) ->
     ds = distrusted_holdout(walk, index)
     if ds is None or batch not in ds.batches:
         return None
-    return (f"rollout-batch {short(batch)} is in {ds.split} dataset {ds.name}@{ds.version} (log "
+    name = f"{ds.name}@{ds.version}".translate(NAMED)  # a signed name, as labels are (left37)
+    return (f"rollout-batch {short(batch)} is in {ds.split} dataset {name} (log "
             f"index {index}), whose record the policy does not trust ({failure.message}): held "
             "out all the same (fail closed: what no one trusted declared held out may be a test "
             "set); train on a dataset without this batch")

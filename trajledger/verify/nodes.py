@@ -15,8 +15,8 @@ from enum import StrEnum
 
 from .kinds import KINDS
 
-__all__ = ["ERASED", "FAIL", "HIDDEN", "INFO", "OK", "Check", "Direction", "Edge", "Node",
-           "Status", "short"]
+__all__ = ["ERASED", "FAIL", "HIDDEN", "INFO", "NAMED", "OK", "Check", "Direction", "Edge",
+           "Node", "Status", "short"]
 
 
 class Status(StrEnum):
@@ -60,7 +60,7 @@ class _Named(dict[int, str]):
         return self.setdefault(c, ascii(ch)[1:-1] if c > 127 and odd else ch)  # \xad, \uff08
 
 
-_NAMED = _Named(HIDDEN | {40: "\\u0028", 41: "\\u0029"})
+NAMED = _Named(HIDDEN | {40: "\\u0028", 41: "\\u0029"})
 
 
 def short(digest: str) -> str:
@@ -132,10 +132,10 @@ class Node:
     @property
     def label(self) -> str:
         """``kind name@version (sha256:1234abcd…)`` (or the node's own name; a name that
-        begins with the kind once: ``release of X``), escaped (`_NAMED`): messages name nodes
+        begins with the kind once: ``release of X``), escaped (`NAMED`): messages name nodes
         by it."""
         if self.kind in KINDS:
-            ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(_NAMED)
+            ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(NAMED)
             kind = "" if ref.startswith(f"{self.kind} ") else f"{self.kind} "  # "release of X"
             return f"{kind}{ref} ({short(self.id)})" if ref else f"{self.kind} {short(self.id)}"
         return (self.name or self.kind).translate(HIDDEN)

@@ -51,11 +51,9 @@ def follow_history(
     if trusted is not None:
         digest = policy_digest(trusted)
         hits = [n for n, r in enumerate(records) if r[1] == digest]
-        if not hits:
-            return trusted, [
-                f"policy {trusted.name!r} serial {trusted.serial}: used as given "
-                "(not recorded in the log)"
-            ]
+        if not hits:  # a policy given by hand (its note loads on use)
+            from .policy_as_given import as_given
+            return trusted, [as_given(trusted, records)]
         start = hits[0] + 1
         notes.append(
             f"policy {trusted.name!r} serial {trusted.serial}: "
