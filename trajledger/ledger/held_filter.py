@@ -15,9 +15,9 @@ The filter: the hashes' top `Probe.bits` bits are a bucket (eight to sixteen win
 bucket), the next 16 their fingerprint. The file: `MAGIC`, a 4-byte little-endian length, a
 JSON header (``format``, ``grouped``: the SHA-256 of the grouped file's magic, length and
 header, which hold its counts and the CRC of all its hashes; ``windows``, ``bits``, ``page``:
-`PAGE`; ``crc``: the CRC-32 of the body), then the body: each bucket's first window (uint32,
-one more for the end), each window's fingerprint (uint16, in the hashes' order) and the CRC-32
-of each page of `PAGE` hashes of the grouped file.
+`PAGE`; ``crc``: the CRC-32 of the body; padded with spaces), then the body: each window's
+fingerprint (uint16, in the hashes' order), the CRC-32 of each page of `PAGE` hashes of the
+grouped file, and each bucket's first window (uint32, one more for the end).
 
 Deciding as the hashes read whole do: a hash looked up is one of the grouped file's only if a
 window of its bucket has its fingerprint, and those windows (`Probe.ranges`) are a run of
@@ -96,15 +96,19 @@ class Probe:
         fingerprint: every window of that hash is there (empty: none is held)."""
         bucket = (hashes >> np.uint64(64 - self.bits)).astype(np.int64)
         fp = ((hashes >> np.uint64(64 - self.bits - _FP)) & np.uint64(0xFFFF)).astype(np.uint16)
-        a = self.first[bucket].astype(np.int64)
-        z = self.first[bucket + 1].astype(np.int64)
-        return self._bound(a, z, fp, False), self._bound(a, z, fp, True)
+        end = self.first[bucket + 1].astype(np.int64)
+        a = self._bound(self.first[bucket].astype(np.int64), end.copy(), fp, False)
+        z = a.copy()
+        some = np.flatnonzero(a < end)
+        some = some[self.fps[a[some]] == fp[some]]  # the candidates: few, searched again
+        z[some] = self._bound(a[some], end[some], fp[some], True)
+        return a, z
 
     def _bound(self, a: npt.NDArray[np.int64], z: npt.NDArray[np.int64],
                fp: npt.NDArray[np.uint16], right: bool) -> npt.NDArray[np.int64]:
         """The first position in ``[a, z)`` whose fingerprint is ``fp`` or more (more, with
-        ``right``): a binary search of all at once (the fingerprints are sorted in a bucket)."""
-        a, z = a.copy(), z.copy()
+        ``right``): a binary search of all at once (the fingerprints are sorted in a bucket);
+        ``a`` and ``z`` are changed."""
         live = np.flatnonzero(a < z)
         while len(live):
             mid = (a[live] + z[live]) // 2
@@ -151,40 +155,55 @@ class Probe:
                           dtype=np.uint64)
 
 
-def _body(hashes: npt.NDArray[np.uint64]) -> tuple[int, list[bytes]]:
-    n = len(hashes)
-    bits = _bits(n)
-    bucket = (hashes >> np.uint64(64 - bits)).astype(np.int64)
-    first = np.zeros((1 << bits) + 1, "<u4")
-    np.cumsum(np.bincount(bucket, minlength=1 << bits), out=first[1:])
-    del bucket
-    fps = ((hashes >> np.uint64(64 - bits - _FP)) & np.uint64(0xFFFF)).astype("<u2")
-    raw = hashes.astype("<u8", copy=False).data.cast("B")
-    crcs = np.array([zlib.crc32(raw[8 * lo : 8 * (lo + PAGE)]) for lo in range(0, n, PAGE)],
-                    "<u4")
-    return bits, [first.tobytes(), fps.tobytes(), crcs.tobytes()]
+_CHUNK = 1 << 20
+"""Hashes `write` takes at a time: its work stays a few MB whatever the holdout (hold31)."""
+
+
+def _widest(head: dict[str, object]) -> int:
+    return len(json.dumps({**head, "crc": (1 << 32) - 1}, separators=(",", ":")))
 
 
 def write(path: Path, grouped_head: bytes, hashes: npt.NDArray[np.uint64]) -> None:
     """Write the filter of the grouped file whose magic, length and header are
     ``grouped_head`` and whose hashes, read whole and matched to their CRC, are ``hashes``,
-    at ``path`` (a temp file renamed). Nothing when it cannot be written (read-only, full)
-    or there are 2**32 windows or more: the hashes are read whole at each call, as before."""
-    if len(hashes) >= 1 << 32:
+    at ``path`` (a temp file renamed), a chunk of `_CHUNK` hashes at a time: the
+    fingerprints written as they come (the buckets of sorted hashes are a run in each chunk,
+    counted there), then the pages' CRCs and the buckets' first windows, then the header
+    (padded with spaces to its length with the widest CRC). Nothing when it cannot be written
+    (read-only, full) or there are 2**32 windows or more: the hashes are read whole at each
+    call, as before."""
+    n = len(hashes)
+    if n >= 1 << 32:
         return
-    bits, parts = _body(hashes)
-    crc = 0
-    for p in parts:
-        crc = zlib.crc32(p, crc)
-    head = json.dumps({"format": FORMAT, "grouped": hashlib.sha256(grouped_head).hexdigest(),
-                       "windows": len(hashes), "bits": bits, "page": PAGE, "crc": crc},
-                      separators=(",", ":")).encode()
+    bits = _bits(n)
+    head: dict[str, object] = {"format": FORMAT, "grouped": hashlib.sha256(grouped_head)
+                               .hexdigest(), "windows": n, "bits": bits, "page": PAGE}
+    at = len(MAGIC) + 4 + _widest(head)
+    first = np.zeros((1 << bits) + 1, "<u4")
+    raw = hashes.astype("<u8", copy=False).data.cast("B")
     tmp = path.parent / temp_name()
     try:
         with open(tmp, "xb") as f:
-            f.write(MAGIC + struct.pack("<I", len(head)) + head)
-            for p in parts:
-                f.write(p)
+            f.seek(at)
+            crc = 0
+            for lo in range(0, n, _CHUNK):
+                h = hashes[lo : lo + _CHUNK]
+                bucket = (h >> np.uint64(64 - bits)).astype(np.int64)
+                b0 = int(bucket[0])
+                span = np.bincount(bucket - b0)
+                first[1 + b0 : 1 + b0 + len(span)] += span.astype("<u4")
+                fps = ((h >> np.uint64(64 - bits - _FP)) & np.uint64(0xFFFF)).astype("<u2")
+                f.write(fps.data)
+                crc = zlib.crc32(fps.data, crc)
+            crcs = np.array([zlib.crc32(raw[8 * lo : 8 * (lo + PAGE)])
+                             for lo in range(0, n, PAGE)], "<u4")
+            np.cumsum(first, out=first)
+            for part in (crcs, first):
+                f.write(part.data)
+                crc = zlib.crc32(part.data, crc)
+            text = json.dumps({**head, "crc": crc}, separators=(",", ":"))
+            f.seek(0)
+            f.write(MAGIC + struct.pack("<I", _widest(head)) + text.ljust(_widest(head)).encode())
         os.replace(tmp, path)
     except OSError:
         pass  # derived: the next call reads the hashes whole, and tries again
@@ -234,9 +253,9 @@ def _read(f: BinaryIO, grouped_head: bytes, n: int) -> Probe:
         raise FormatError("truncated")
     if zlib.crc32(body.data) != int(h["crc"]):
         raise FormatError("its body does not match its CRC")
-    first = body[: 4 * nb].view("<u4")
+    fps = body[: 2 * n].view("<u2").astype(np.uint16, copy=False)
+    crcs = body[2 * n : 2 * n + 4 * pages].view("<u4").astype(np.uint32, copy=False)
+    first = body[2 * n + 4 * pages :].view("<u4")
     if first[0] != 0 or first[-1] != n or (first[1:] < first[:-1]).any():
         raise FormatError("its buckets do not add up")
-    fps = body[4 * nb : 4 * nb + 2 * n].view("<u2").astype(np.uint16, copy=False)
-    crcs = body[4 * nb + 2 * n :].view("<u4").astype(np.uint32, copy=False)
     return Probe(n, bits, first, fps, crcs)

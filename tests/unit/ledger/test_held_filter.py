@@ -61,8 +61,10 @@ def test_the_filter_finds_what_the_whole_hashes_find(
     """Random held hashes (some many times: a deterministic environment's identical
     windows), looked up with some of them, hashes of their bucket and fingerprint but not
     theirs (the filter's false positives: confirmed away) and others: the same positions as
-    the hashes read whole, pages of four hashes (many pages, runs of them read at once)."""
+    the hashes read whole; pages of one, four or 512 hashes (many pages, runs of them read at
+    once), the filter made a few hashes at a time (buckets across chunks) or at once."""
     monkeypatch.setattr(held_filter, "PAGE", data.draw(st.sampled_from([1, 4, 512])))
+    monkeypatch.setattr(held_filter, "_CHUNK", data.draw(st.sampled_from([1, 7, 1 << 20])))
     rng = np.random.default_rng(seed)
     hashes = np.array(held, np.uint64)
     hashes = np.concatenate([hashes, rng.choice(hashes, int(rng.integers(0, 30)))])
