@@ -116,7 +116,10 @@ def test_a_filter_not_of_its_file_is_not_trusted(tmp_path: Path, how: str) -> No
     other = tmp_path / "o" / "g.grouped"
     other.parent.mkdir()
     group(other, rng.integers(0, 2**63, 3000, dtype=np.uint64))  # as many: another file
-    bad = {"missing": None, "flipped": good[:-9] + bytes([good[-9] ^ 4]) + good[-8:],
+    body = len(held_filter.MAGIC) + 4 + int.from_bytes(good[len(held_filter.MAGIC):][:4],
+                                                         "little")
+    bad = {"missing": None,  # a fingerprint flipped: a lookup that misses, if trusted
+           "flipped": good[:body + 1] + bytes([good[body + 1] ^ 4]) + good[body + 2:],
            "truncated": good[:-4], "another file's": held_filter.filter_path(other).read_bytes(),
            "another header": good.replace(b'"format":1', b'"format":2'),
            "not a filter": b"x" * 100}[how]
