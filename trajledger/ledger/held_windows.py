@@ -21,11 +21,14 @@ in one order, the counts, and the CRC-32 of each part), then the parts: every wi
 hashes' order); a CRC-32 per block of `BLOCK` windows of those three; the episodes' lengths
 (int64) and ids (int64 offsets, UTF-8).
 
-Reading (`read`): the header, the hashes (read whole, their CRC checked: every lookup of a
-large train side touches all of them, and a damaged hash would hide a shared run), the episode
-table (checked); the three arrays of where a window is are read only where a train window hit
-(`Grouped.placed`: with `os.pread`, one block at a time, each block's CRC checked then), so a
-call costs the hashes' bytes and the hits, not the held side's placement. Not mapped
+Reading (`read`): the header, the episode table (checked), the hashes through their filter
+kept beside the file (`held_filter`, held37: about 2.4 bytes a window read whole and checked,
+then the pages of hashes a lookup's candidates fall in, with `os.pread`, each page's CRC
+checked), else read whole, their CRC checked (a damaged hash would hide a shared run), and the
+filter written from them; the three arrays of where a window is are read only where a train
+window hit (`Grouped.placed`: with `os.pread`, one block at a time, each block's CRC checked
+then), so a call costs the filter's bytes and the hits, not the held side's hashes or
+placement. Not mapped
 (``mmap``): a file truncated under a mapping ends the process with SIGBUS; a read returns
 short, and that is a damaged file.
 
@@ -628,7 +631,7 @@ def read(path: Path, held: Sequence[tuple[str, str]], probe: bool = True) -> Gro
             raise FormatError(f"{size} bytes: its counts do not add up")
         head = MAGIC + struct.pack("<I", hsize) + raw
         fast = read_filter(filter_path(path), head, n) if probe else None
-        hashes = np.empty(0 if fast else n, dtype="<u8")
+        hashes = np.empty(n if fast is None else 0, dtype="<u8")
         if fast is None and f.readinto(hashes.data) != 8 * n:  # type: ignore[attr-defined]
             raise FormatError("truncated")
         if fast is None and zlib.crc32(hashes.data) != crcs_want[0]:
