@@ -323,6 +323,11 @@ UNREAD = [
     # grouped again (with a warning); the admission gate never reads it.
     Unread("index/features/w*/held-*.grouped", "derived held windows grouped by hash, checked "
            "against their CRCs, grouped again; the gate never reads them"),
+    # Their hashes' filter (ledger/held_filter.py, held37): used only when it is that grouped
+    # file's and whole (its CRC), else not trusted: the hashes read whole, it written again.
+    Unread("index/features/w*/held-*.filter", "derived filter of the grouped held windows' "
+           "hashes, checked against its CRC and its grouped file, written again; the gate "
+           "never reads it"),
     # flock()ed by writers; its bytes are never read, and a writer creates it.
     Unread("log/.state/lock", "the writers' lock file, never read"),
     Unread("keys/*.key", "a private key: only writers read it"),

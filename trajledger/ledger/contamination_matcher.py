@@ -202,7 +202,7 @@ class Matcher:
             pos = pos[np.array(self._placed(k, pos)[0], dtype=np.int64) >= 0]
             if len(pos):
                 self._grouped_hits.setdefault(k, []).append(pos)
-                found.append(grouped.hashes[pos])
+                found.append(grouped.hashes_at(pos))
         uniq = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
         for batch, ids, hashes, episode, kind in pending:
             g = np.searchsorted(uniq, hashes)
@@ -238,7 +238,7 @@ class Matcher:
                 of_group.setdefault(g, []).append((i, s, o))
         for k in sorted(self._grouped_hits):
             js = np.unique(np.concatenate(self._grouped_hits[k]))
-            for g, i, s, o, n in zip(self._grouped[k].hashes[js].tolist(), *self._placed(k, js),
+            for g, i, s, o, n in zip(self._grouped[k].hashes_at(js).tolist(), *self._placed(k, js),
                                      strict=True):
                 of_group.setdefault(g, []).append((i, s, o))
                 self._steps[i] = n

@@ -21,11 +21,14 @@ in one order, the counts, and the CRC-32 of each part), then the parts: every wi
 hashes' order); a CRC-32 per block of `BLOCK` windows of those three; the episodes' lengths
 (int64) and ids (int64 offsets, UTF-8).
 
-Reading (`read`): the header, the hashes (read whole, their CRC checked: every lookup of a
-large train side touches all of them, and a damaged hash would hide a shared run), the episode
-table (checked); the three arrays of where a window is are read only where a train window hit
-(`Grouped.placed`: with `os.pread`, one block at a time, each block's CRC checked then), so a
-call costs the hashes' bytes and the hits, not the held side's placement. Not mapped
+Reading (`read`): the header, the episode table (checked), the hashes through their filter
+kept beside the file (`held_filter`, held37: about 2.4 bytes a window read whole and checked,
+then the pages of hashes a lookup's candidates fall in, with `os.pread`, each page's CRC
+checked), else read whole, their CRC checked (a damaged hash would hide a shared run), and the
+filter written from them; the three arrays of where a window is are read only where a train
+window hit (`Grouped.placed`: with `os.pread`, one block at a time, each block's CRC checked
+then), so a call costs the filter's bytes and the hits, not the held side's hashes or
+placement. Not mapped
 (``mmap``): a file truncated under a mapping ends the process with SIGBUS; a read returns
 short, and that is a damaged file.
 
@@ -48,7 +51,7 @@ import json
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -61,6 +64,9 @@ from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import open_regular
 
 from .fs import drop_stale_temps, temp_name
+from .held_filter import Probe, filter_path
+from .held_filter import read as read_filter
+from .held_filter import write as write_filter
 from .step_windows import StepWindows
 from .window_cache import WINDOWS_VERSION
 
@@ -109,6 +115,30 @@ class Grouped:
     at: int = 0
     """Where the three arrays begin in the file at ``path``, then the block CRCs."""
     crcs: npt.NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, np.uint32))
+    probe: Probe | None = None
+    """The hashes' filter (held37), when read: ``hashes`` is then empty, and the hashes
+    looked up are read a page at a time (`held_filter.Probe.hashes_at`)."""
+
+    @property
+    def size(self) -> int:
+        """How many windows are grouped."""
+        return self.probe.n if self.probe is not None else len(self.hashes)
+
+    def hashes_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+        """The hashes of the windows at ``positions``.
+
+        Raises:
+            Damaged: with the filter, a page of hashes read is short or does not match its CRC.
+        """
+        if self.probe is None:
+            return self.hashes[positions]
+        try:
+            return self.probe.hashes_at(self.file.fileno() if self.file is not None else -1,
+                                        self.at - 8 * self.probe.n, positions)
+        except (OSError, FormatError) as e:  # derived: grouped again, as a damaged block
+            self.close()
+            raise Damaged(self.path, e.strerror if isinstance(e, OSError) and e.strerror
+                          else str(e)) from e
 
     def close(self) -> None:
         """Close the file read (where the windows are is not read after)."""
@@ -116,7 +146,15 @@ class Grouped:
             self.file.close()
 
     def lookup(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        """The positions of the windows whose hash is one of ``hashes`` (ascending, distinct)."""
+        """The positions of the windows whose hash is one of ``hashes`` (ascending, distinct).
+
+        Raises:
+            Damaged: with the filter, a page of hashes read is short or does not match its CRC.
+        """
+        if self.probe is not None:  # each hash's candidates, confirmed against their pages
+            a, z = self.probe.ranges(hashes)
+            some = np.flatnonzero(z > a)
+            return _confirmed(self.hashes_at, hashes[some], a[some], z[some])
         lo = np.searchsorted(self.hashes, hashes)
         ok = lo < len(self.hashes)
         ok[ok] = self.hashes[lo[ok]] == hashes[ok]
@@ -134,7 +172,7 @@ class Grouped:
         Raises:
             Damaged: a block read does not match its CRC, or is short.
         """
-        n = len(self.hashes)
+        n = self.size
         seg, ep, start = (np.empty(len(positions), np.int64) for _ in range(3))
         blocks = positions // BLOCK
         distinct = np.ones(len(blocks), dtype=bool)
@@ -167,6 +205,16 @@ class Grouped:
         if len(episode) and (episode >= first[batch + 1]).any():
             raise Damaged(self.path, "a window's episode is out of range")
         return batch, episode, start, order
+
+
+def _confirmed(hashes_at: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.uint64]],
+               want: npt.NDArray[np.uint64], lo: npt.NDArray[np.int64],
+               hi: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The positions in ``[lo, hi)`` (each of ``want``'s) whose hash (``hashes_at``) is that
+    one of ``want``: ascending when ``want`` is, each position once."""
+    counts = hi - lo
+    at = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    return np.asarray(at[hashes_at(at) == np.repeat(want, counts)], dtype=np.int64)
 
 
 def grouped_file(cache: Path, held: Sequence[tuple[str, str]]) -> Path:
@@ -517,6 +565,7 @@ def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWi
                 _pwrite(f.fileno(), out.crcs, at + 20 * n)
                 _pwrite(f.fileno(), table, at + 20 * n + 4 * len(out.crcs))
                 _pwrite(f.fileno(), head, 0)
+        filter_path(path).unlink(missing_ok=True)  # another grouping's, if any
         os.replace(tmp, path)
         _give_back()  # what the merge freed: the hashes are read back next
         return read(path, held)
@@ -535,10 +584,12 @@ def _read_exactly(f: BinaryIO, size: int) -> bytes:
     return bytes(data)
 
 
-def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
-    """The grouped windows kept at ``path`` for the held batches ``held``: the header, the
-    hashes and the episode table read and checked; where each window is, on use
-    (`Grouped.placed`).
+def read(path: Path, held: Sequence[tuple[str, str]], probe: bool = True) -> Grouped:
+    """The grouped windows kept at ``path`` for the held batches ``held``: the header and the
+    episode table read and checked; the hashes' filter beside it (`held_filter`, held37) when
+    ``probe`` and it is that file's and whole (the hashes then read on use, page by page),
+    else the hashes read whole and checked, and the filter written from them; where each
+    window is, on use (`Grouped.placed`).
 
     Raises:
         FileNotFoundError: nothing is kept there.
@@ -553,8 +604,9 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
         (hsize,) = struct.unpack("<I", _read_exactly(f, 4))
         if hsize > _HEADER_BYTES:
             raise FormatError(f"a header of {hsize} bytes")
+        raw = _read_exactly(f, hsize)
         try:
-            h = json.loads(_read_exactly(f, hsize))
+            h = json.loads(raw)
         except (ValueError, RecursionError) as e:  # nested past the limit (rev29)
             raise FormatError(f"its header is not JSON ({e})") from e
         if not isinstance(h, dict) or h.get("format") != FORMAT or (
@@ -577,10 +629,12 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
                 or any(b > a for a, b in zip(first[1:], first, strict=False))
                 or any(not 0 <= b < len(held) for b, _ in segments)):
             raise FormatError(f"{size} bytes: its counts do not add up")
-        hashes = np.empty(n, dtype="<u8")
-        if f.readinto(hashes.data) != 8 * n:  # type: ignore[attr-defined]
+        head = MAGIC + struct.pack("<I", hsize) + raw
+        fast = read_filter(filter_path(path), head, n) if probe else None
+        hashes = np.empty(n if fast is None else 0, dtype="<u8")
+        if fast is None and f.readinto(hashes.data) != 8 * n:  # type: ignore[attr-defined]
             raise FormatError("truncated")
-        if zlib.crc32(hashes.data) != crcs_want[0]:
+        if fast is None and zlib.crc32(hashes.data) != crcs_want[0]:
             raise FormatError("its hashes do not match their CRC")
         f.seek(at + 20 * n)
         crcs = np.frombuffer(_read_exactly(f, 4 * nb), "<u4")
@@ -597,8 +651,10 @@ def read(path: Path, held: Sequence[tuple[str, str]]) -> Grouped:
         ids = [raw[a:b].decode("utf-8", "surrogatepass") for a, b in pairwise(offsets)]
     except UnicodeDecodeError as bad:
         raise FormatError(f"an episode id is not UTF-8 ({bad})") from bad
+    if probe and fast is None:  # missing, stale or damaged: made again from the hashes checked
+        write_filter(filter_path(path), head, hashes.astype(np.uint64, copy=False))
     return Grouped([b for b, _ in held], hashes.astype(np.uint64, copy=False), segments, first,
-                   ids, lengths, path, f, at + 8 * n, crcs.astype(np.uint32))
+                   ids, lengths, path, f, at + 8 * n, crcs.astype(np.uint32), fast)
 
 
 def regrouped(path: Path, why: str) -> str:
@@ -610,5 +666,5 @@ def regrouped(path: Path, why: str) -> str:
 def forget_grouped(cache: Path) -> None:
     """Delete every grouped file of the held side (an erased batch's windows are in some:
     nothing derived from erased data is kept; the next ``dataset create`` groups again)."""
-    for old in cache.glob("w*/held-*.grouped"):
+    for old in [*cache.glob("w*/held-*.grouped"), *cache.glob("w*/held-*.filter")]:
         old.unlink(missing_ok=True)

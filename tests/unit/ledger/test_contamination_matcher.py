@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trajledger.ledger import contamination, contamination_matcher, held_windows
+from trajledger.ledger import contamination, contamination_matcher, held_filter, held_windows
 from trajledger.ledger.contamination_matcher import Matcher
 from trajledger.ledger.episode_features import FeatureChunk
 from trajledger.ledger.step_windows import ORDERS, WINDOW, StepWindows, held_steps
@@ -155,12 +155,14 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
                                                   tmp_path: Path) -> None:
     """hold30: the held windows grouped by hash into their file (`held_windows.group_file`,
     all at once) as grouped and as read back (where a window is read a block at a time, four
-    windows a block here), and grouped into their file in sorted runs of a few windows
-    (hold31), decide as the same windows held as they are: random held batches in several
-    orders, some held episodes without features (not held: their windows are not compared),
-    findings asked after every train batch, three train windows at most a pass."""
+    windows a block here; held37: its hashes through their filter, four a page), and grouped
+    into their file in sorted runs of a few windows (hold31), decide as the same windows
+    held as they are: random held batches in several orders, some held episodes without
+    features (not held: their windows are not compared), findings asked after every train
+    batch, three train windows at most a pass."""
     monkeypatch.setattr(contamination_matcher, "_PENDING", 3)
     monkeypatch.setattr(held_windows, "BLOCK", 4)
+    monkeypatch.setattr(held_filter, "PAGE", 4)
     rng = np.random.default_rng(30)
     for run in range(20):
         def side(name: str, n: int) -> list[StepWindows]:
@@ -190,6 +192,7 @@ def test_grouped_held_windows_decide_as_held_ones(monkeypatch: pytest.MonkeyPatc
             matchers[0].hold_windows(b, ws)
         matchers[1].hold_grouped(grouped)
         kept = held_windows.read(path, key)
+        assert kept.probe is not None  # held37: through its filter, a page of 4 at a time
         matchers[2].hold_grouped(kept)
         blocked = held_windows.group_file(tmp_path / f"b{run}.grouped", list(held),
                                           [list(ws) for ws in held.values()], key,

@@ -21,7 +21,7 @@ INDEX_ORDER = ["schema", "rows", "tables", "stats", "__init__"]
 FEATURES = ["episode_vectors", "episode_features", "batch_features", "text_fingerprint",
             "image_windows", "window_clocks", "standing_columns", "row_hashes",
             "column_series", "frame_stacks", "step_windows", "window_cache",
-            "held_windows", "finding", "contamination_matcher", "contamination"]
+            "held_filter", "held_windows", "finding", "contamination_matcher", "contamination"]
 """In this order: each may import only those before it (and `BASE`)."""
 BASE = {"catalog", "errors", "fs", "hashing", "progress", "rollouts", "store", "suggestions"}
 """Ledger modules below both (they import nothing that records or indexes; ``suggestions``,
