@@ -864,8 +864,9 @@ def verify(
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
         report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
-        if as_json:
-            emit_json(report.to_json())
+        if as_json:  # ok false for another artifact than --expect's, as the exit (out37)
+            emit_json(report.to_json() | ({"ok": False} if expect not in (None, report.subject)
+                                          else {}))
         else:
             click.echo("\n".join(report.render()))
         if any("> consistent with the checkpoint seen before: " in f for f in report.failures()):
@@ -890,7 +891,8 @@ def verify(
                               f"(a model's files go with --files DIR); as a REF: {e}") from e
         raise
     if as_json:
-        emit_json(report.to_json())
+        emit_json(report.to_json() | ({"ok": False} if expect not in (None, report.subject)
+                                      else {}))
     else:
         click.echo("\n".join(report.render()))
     report_raise(report, targets[0], skip_data, expect=expect)
