@@ -211,3 +211,18 @@ def test_a_bundle_older_than_a_checkpoint_seen_fails_in_both(auditor: Auditor,
     assert copy.code == cli.code == 1 and copy.ok is cli.ok is False, (copy, cli)
     assert any("log fork or rollback" in f for f in copy.fails), copy
     assert any("log fork or rollback" in f for f in cli.fails), cli
+
+
+def test_a_bundle_not_there_is_named_by_both(auditor: Auditor, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """out37 finding 4: ``trajledger verify evidnce.tar.zst --policy P`` (a bundle's name
+    mistyped) outside a ledger said only ``FAIL: .trajledger: no ledger here; run 'trajledger
+    init' or pass --ledger DIR``: the auditor was sent to make a ledger. It names the bundle
+    now, as ``python -m verify`` does; exit 3 in both (a missing file)."""
+    monkeypatch.chdir(tmp_path)  # no ledger here
+    gone = tmp_path / "evidnce.tar.zst"
+    copy = auditor.copy(gone)
+    cli = auditor.cli(gone, state=tmp_path / "state")
+    assert copy.code == cli.code == 3 and copy.ok is cli.ok is None, (copy, cli)
+    assert copy.fails == (f"bundle {gone}: no such file",), copy
+    assert cli.fails[0].startswith(f"bundle {gone}: no such file; as a REF: "), cli
