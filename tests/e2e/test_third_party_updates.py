@@ -21,18 +21,12 @@ from test_updates import Vendor, served, train_a_buyer
 from testkit import Party
 
 REASON = "consent withdrawn"
-THIRD_POLICY = """\
-name = "third"
-accepted_licences = ["CC-BY-4.0"]
-[roles.producer]
-keys = ["trust/vendor.pub"]
-[roles.approver]
-keys = ["keys/approver.pub", "trust/lab-approver.pub"]
-[roles.trainer]
-keys = ["trust/lab-trainer.pub"]
-[roles.log]
-vkeys = [{vkeys}]
-"""
+THIRD_POLICY = (  # the vendor's producer, the lab's approver and trainer, its own approver
+    'name = "third"\naccepted_licences = ["CC-BY-4.0"]\n'
+    '[roles.producer]\nkeys = ["trust/vendor.pub"]\n'
+    '[roles.approver]\nkeys = ["keys/approver.pub", "trust/lab-approver.pub"]\n'
+    '[roles.trainer]\nkeys = ["trust/lab-trainer.pub"]\n[roles.log]\nvkeys = [{vkeys}]\n'
+)
 
 
 def _three_parties(tmp_path: Path) -> tuple[Vendor, Party, str]:
@@ -74,7 +68,7 @@ def test_an_update_past_the_revocation_is_refused_to_a_third_party(tmp_path: Pat
     whole = tmp_path / "whole.tar.zst"
     vendor.run("export", "--updates-since", "0", "--out", whole)
     r = third.run("import", whole, "--key", "approver")
-    assert f"consent withdrawn (signed by " in r.stderr, r.stderr
+    assert "consent withdrawn (signed by " in r.stderr, r.stderr
     r = third.run("verify", ckpt, code=1)
     assert f"revoked: {REASON}" in r.stderr, r.stderr
 

@@ -30,24 +30,12 @@ from pathlib import Path
 
 import pytest
 import tamperkit as tk
+from test_audit_first_hour import Lab
 from testkit import new_runner
 
 from trajledger.runner.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-POLICY = """\
-name = "auditor"
-serial = 1
-[roles.producer]
-keys = ["keys/vendor.pub"]
-[roles.approver]
-keys = ["keys/approver-a.pub", "keys/approver-b.pub"]
-threshold = 2
-[roles.trainer]
-keys = ["keys/trainer.pub"]
-[roles.log]
-vkeys = ["{vkey}"]
-"""
 
 
 @dataclass(frozen=True)
@@ -112,7 +100,7 @@ def auditor(tmp_path_factory: pytest.TempPathFactory) -> Auditor:
             shutil.copy(pub, work / "keys" / pub.name)
         vkey = json.loads(runner.invoke(main, ["--ledger", str(lab), "log", "info",
                                                "--json"]).stdout)["vkey"]
-        (work / "policy.toml").write_text(POLICY.format(vkey=vkey))  # docs/AUDIT_FIRST_HOUR.md
+        (work / "policy.toml").write_text(Lab.policy_text(vkey))  # docs/third-party.md
         ledger = ["--ledger", str(lab)]
         r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",
                                  "trainer", "--name", "cartpole-bc", "--version", "3",
