@@ -259,6 +259,29 @@ def test_expect_fails_a_bundle_of_another_artifact_and_refuses_what_is_not_a_dig
         in r.stderr, r.output
 
 
+def test_expect_of_another_artifact_is_ok_false_in_json(
+    lab: Lab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """out37 finding 3: with ``--json``, a bundle of another artifact than ``--expect``'s
+    exited 1 but printed ``"ok": true`` (the report of what it holds, which is true), so a
+    script reading ``ok`` took the dataset's bundle for the checkpoint's. Now ``ok`` is false,
+    as the exit code; the one expected keeps ``ok`` true. ``python -m verify`` and
+    ``trajledger verify`` (bundle and REF) alike."""
+    import json
+
+    for bundle, code in ((lab.dataset, 1), (lab.bundle, 0)):
+        got = verify_main([str(bundle), "--policy", str(lab.policy), "--expect", lab.ckpt,
+                           "--json"])  # fmt: skip
+        out = capsys.readouterr().out
+        assert got == code and json.loads(out)["ok"] is (code == 0), out[:200]
+        r = new_runner().invoke(main, ["verify", str(bundle), "--policy", str(lab.policy),
+                                       "--expect", lab.ckpt, "--json"])  # fmt: skip
+        assert r.exit_code == code and json.loads(r.stdout)["ok"] is (code == 0), r.output
+    r = new_runner().invoke(main, ["--ledger", str(lab.home), "verify", "cartpole-bc@1",
+                                   "--expect", lab.ckpt, "--json"])  # fmt: skip
+    assert r.exit_code == 1 and json.loads(r.stdout)["ok"] is False, r.output
+
+
 def test_the_auditors_own_invalid_policy_is_a_usage_error_a_bundles_damaged_one_fails(
     lab: Lab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

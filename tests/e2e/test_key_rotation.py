@@ -605,7 +605,13 @@ def test_an_import_before_and_after_the_rotation_continues(world: World, tmp_pat
     r = run(buyer, *args, after, state=state)
     expect(r, 1)
     assert f"the bundle holds no consistency proof from size {seen}" in r.stderr
+    # With the proof, the buyer's size applied under the old key counts under the new one
+    # (out37 finding 2): the log since it must come too, as without a rotation.
     ok(world.home, "export", "ds-old@1", "--out", after, "--consistency-from", str(seen))
+    r = run(buyer, *args, after, state=state)
+    expect(r, 1)
+    assert f"unprovable: the bundle does not carry the log since size {seen}" in r.stderr
+    ok(world.home, "export", "ds-old@1", "--out", after, "--updates-since", str(seen))
     expect(run(buyer, *args, after, state=state), 0)
 
 

@@ -86,6 +86,7 @@ from .catalog import Catalog, origin_name
 from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes, verifier_vkey
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
+from .first_contact import applied_across, unexamined
 from .fs import (
     FileSystemSync,
     SyncBehind,
@@ -933,7 +934,7 @@ def import_bundle(
             if prior is not None and 0 < prior.size < cp.size:
                 with contextlib.suppress(FileNotFoundError):
                     proof = ev.consistency_proof(prior.size, cp.size)
-            applied = origin.applied()
+            applied = applied_across(ledger, vkey, origin.applied(), ev.key_handovers())
             ext = ev.extension()
             root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
             if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
@@ -945,6 +946,8 @@ def import_bundle(
                     f"a bundle exported with --updates-since {applied}",
                     old=prior, new=cp,
                 )
+            if (why := unexamined(ledger, applied, ext.size if ext else None)) is not None:
+                raise ConsistencyError(f"{what}: {why}", old=prior, new=cp)  # out37 finding 1
             origin.check_extends(note_bytes, proof, what=what, root_at=root_at)
             # (5)
             subject = ev.subject

@@ -567,7 +567,9 @@ def watch_updates(
 
     Steps:
         1. The size applied of this log (`updates.origin_state`); none (nothing ever imported
-           from it): nothing here is about it, nothing to do (None).
+           from it): 0 when the ledger holds records another log brought, which this one may
+           revoke (`first_contact`), else nothing to do (None); met first, nothing read about
+           what the ledger holds: None too, nothing applied.
         2. Read every entry from there to the checkpoint's size from the entry bundles, one
            bundle at a time; their leaf hashes, after the tree's right edge at the size
            applied, must give the signed root (the tiles are fetched again: what the server
@@ -593,12 +595,14 @@ def watch_updates(
     from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
     from .catalog import origin_name
+    from .first_contact import first_start
     from .updates import Changes, Update, apply_update, held, label, origin_state, select, withdraws
 
     get = fetch or log.fetch
     # (1)
     origin = origin_state(ledger, result.vkey)
-    applied = origin.applied()
+    first = origin.applied() is None  # never applied: from its first entry (`first_contact`)
+    applied = first_start(ledger, origin.applied())
     if applied is None or applied >= result.size:
         return None
     # (2)
@@ -623,9 +627,11 @@ def watch_updates(
             except ProvenanceError as error:
                 unreadable = unreadable or error
                 continue
-            if entry.kind == "trust-policy" or held(ledger, entry.subject) or withdraws(
-                    ledger, entry):
+            about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
+                                                      or withdraws(ledger, entry))
+            if about or entry.kind == "trust-policy":
                 entries[i], leaves[i] = raw, h
+            first = first and not about
         start = end
     if edge.root() != result.root:
         raise ProofError(f"log {result.origin} at {log.url}: entries {applied} to "
@@ -633,6 +639,8 @@ def watch_updates(
                          f"of size {result.size}: the served log is not the signed tree")
     if unreadable is not None:
         raise unreadable  # the signed tree holds an entry that cannot be read
+    if first:
+        return None  # met first, and nothing in it is about what the ledger holds: as before
     # (3)
     fetched: dict[str, bytes] = {}
     for raw in entries.values():

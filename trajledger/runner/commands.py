@@ -802,7 +802,8 @@ def verify(
     trajledger verify PATH --sigstore-bundle B --policy F   a file or model directory signed
                                                    with Sigstore or model_signing
 
-    Exits 0 when everything holds, 1 naming each failure.
+    Exits 0 when everything holds, 1 naming each failure, 2 for a usage error (your own
+    --policy file invalid too), 3 for a missing file or ledger.
 
     \b
     Examples:
@@ -865,8 +866,9 @@ def verify(
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
         report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
-        if as_json:
-            emit_json(report.to_json())
+        if as_json:  # ok false for another artifact than --expect's, as the exit (out37)
+            emit_json(report.to_json() | ({"ok": False} if expect not in (None, report.subject)
+                                          else {}))
         else:
             click.echo("\n".join(report.render()))
         if any("> consistent with the checkpoint seen before: " in f for f in report.failures()):
@@ -886,12 +888,16 @@ def verify(
     except LedgerError as e:  # no ledger here, or no such name: a directory meant as a bundle?
         from trajledger.ledger.catalog import RefError
 
-        if bundle.is_dir() and targets[0].strip() and (ledger is None or isinstance(e, RefError)):
-            raise LedgerError(f"bundle {bundle}: is a directory, want a .tar.zst bundle file "
-                              f"(a model's files go with --files DIR); as a REF: {e}") from e
+        gone = not bundle.exists() and bundle.name.endswith(".zst")  # a bundle's name (out37)
+        if (bundle.is_dir() or gone) and targets[0].strip() and (ledger is None
+                                                                 or isinstance(e, RefError)):
+            raise LedgerError(f"bundle {bundle}: " + ("no such file" if gone else "is a directory, "
+                              "want a .tar.zst bundle file (a model's files go with --files DIR)")
+                              + f"; as a REF: {e}") from e
         raise
     if as_json:
-        emit_json(report.to_json())
+        emit_json(report.to_json() | ({"ok": False} if expect not in (None, report.subject)
+                                      else {}))
     else:
         click.echo("\n".join(report.render()))
     report_raise(report, targets[0], skip_data, expect=expect)

@@ -129,12 +129,14 @@ def run(args: argparse.Namespace) -> int:
             evidence, policy, data="size" if args.skip_data else "hash", known_checkpoint=known,
             files=args.files, declared=True,
         )
-    if args.json:
-        print(json.dumps(report.to_json(), sort_keys=True, separators=(",", ":")))
+    other = args.expect and args.expect != report.subject  # true of another artifact (aud34 #1)
+    if args.json:  # ok false for another artifact too, as the exit code says (out37)
+        print(json.dumps(report.to_json() | ({"ok": False} if other else {}), sort_keys=True,
+                         separators=(",", ":")))
     else:
         print("\n".join(report.render()))
     n, failed = report.count()
-    if args.expect and args.expect != report.subject:  # true of another artifact (aud34 #1)
+    if other:
         from .expect import other_subject
 
         return _fail(subject, other_subject(report, args.expect))
