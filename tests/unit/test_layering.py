@@ -349,6 +349,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.artifacts", "trajledger.ledger.keyless_check",
         "trajledger.ledger.status", "trajledger.ledger.suites", "trajledger.ledger.updates",
         "trajledger.ledger.own_records", "trajledger.ledger.first_contact",
+        "trajledger.ledger.bundle_keys",
         "trajledger.ledger.exchange", "trajledger.ledger.fsck", "trajledger.ledger.index",
         "trajledger.ledger.index.*", "trajledger.ledger.show", "trajledger.ledger.serve",
         "trajledger.ledger.monitor", "trajledger.ledger.rollout_export",

@@ -71,19 +71,19 @@ from trajledger.verify.errors import (
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Report
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.log_key import HANDOVER_DIR, key_chain, parse_handover, predecessors
+from trajledger.verify.log_key import HANDOVER_DIR, parse_handover, predecessors
 from trajledger.verify.merkle import leaf_hash, verify_inclusion
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
-from trajledger.verify.policy_history import follow_history
 from trajledger.verify.policy_settings import published
 from trajledger.verify.statement import Statement
 from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof
 from trajledger.verify.update_bundle import extension_root
 
+from .bundle_keys import bundle_log_key
 from .catalog import Catalog, origin_name
-from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes, verifier_vkey
+from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .first_contact import applied_across, unexamined
@@ -794,43 +794,6 @@ def max_bundle_file(limits: Limits | None = None) -> int:
     headers, given 1 MiB)."""
     total = (limits or Limits()).total
     return total + (total >> 8) + (1 << 20)
-
-
-def bundle_log_key(ev: BundleEvidence, policy: TrustPolicy, what: str) -> str:
-    """The log key this user's floor of a bundle's log is looked up by (`TrustState`,
-    `updates.origin_state`), from what is verified: the key that signed its checkpoint among
-    the log keys ``policy`` trusts and those they handed over to (the bundle's handovers),
-    spelled as keys are written (`encode.verifier_vkey`). ``bundle.json``, which nobody signs,
-    must name that key: another string (a throwaway key of the origin's name that added its
-    own signature line, or the key's ID in capitals) found no floor, and a rollback or a fork
-    of a log the user had seen passed (docs/SECURITY.md, review redo21, finding 1).
-
-    The log keys looked in are those of ``policy`` and of the policy in force after the
-    bundle's policy history (`follow_history`, as `verify_bundle`): a log key only a later
-    policy names was taken from ``bundle.json`` unchecked (review left22, finding 2). When
-    no trusted key signed the checkpoint, the index's key in that spelling: the
-    verification refuses the bundle.
-
-    Raises:
-        VerificationError: ``bundle.json`` names another key than the trusted one that signed.
-    """
-    note, signed, in_force = ev.checkpoint_note(), [], policy
-    with contextlib.suppress(ProvenanceError):  # a history not followed: the verification says
-        in_force = follow_history(policy, [(i, e.subject, env) for i, e, env
-                                           in ev.policy_records() if env is not None])[0] or policy
-    for trusted in dict.fromkeys([*policy.role("log").vkeys, *in_force.role("log").vkeys]):
-        with contextlib.suppress(ProvenanceError):  # a bad handover: the verification says so
-            for key in (trusted, *(h.new for h in key_chain(trusted, ev.key_handovers()))):
-                with contextlib.suppress(ProvenanceError):
-                    verify_checkpoint(note, verifier := verifier_from_vkey(key))
-                    signed.append(verifier_vkey(verifier))
-    if not signed:
-        return verifier_vkey(verifier_from_vkey(ev.index.vkey))  # checked by BundleEvidence.open
-    if ev.index.vkey not in signed:
-        raise VerificationError(
-            f"{what}: {INDEX_NAME} names the log key {ev.index.vkey}, but the key that signed "
-            f"its checkpoint, trusted by the policy, is {signed[0]} ({INDEX_NAME} is not signed)")
-    return ev.index.vkey
 
 
 def import_bundle(
