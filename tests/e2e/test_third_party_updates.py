@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from test_updates import Vendor, served, train_a_buyer
 from testkit import Party
 
@@ -141,3 +143,41 @@ def test_monitor_after_a_rotation_applies_the_revocation(tmp_path: Path) -> None
         assert "WARNING: revoked by " in r.stderr, r.stderr
     r = buyer.run("verify", ckpt, code=1)
     assert f"revoked: {REASON}" in r.stderr, r.stderr
+
+
+def test_a_first_contacts_read_of_the_whole_log_draws_its_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """out37's Left (left38 item 1): a first contact reads the log from entry 0 (200k entries
+    26 s, 1M about 2 min), silently. Now it draws a bar over the entries from
+    `monitor.READ_BAR_FROM` on (2,000; here 1), on stderr on a terminal, not under ``-q``
+    (`clikit.progress`, replaced here by one that records)."""
+    import contextlib
+    from typing import Any
+
+    from trajledger.ledger import clikit, monitor
+
+    vendor, third, _ckpt = _three_parties(tmp_path)
+    bars: list[tuple[int, str]] = []
+    steps: list[int] = []
+
+    @contextlib.contextmanager
+    def bar(total: int, label: str, *, quiet: bool = False) -> Any:
+        if label.startswith("reading log "):
+            bars.append((total, label))
+            yield steps.append
+        else:
+            yield lambda n: None
+
+    monkeypatch.setattr(clikit, "progress", bar)
+    monkeypatch.setattr(monitor, "READ_BAR_FROM", 1, raising=False)
+    for url in served(vendor):
+        third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+    size = vendor.size()
+    assert bars == [(size, f"reading log {vendor.origin}'s entries")] and sum(steps) == size
+    monkeypatch.setattr(monitor, "READ_BAR_FROM", size + 1)  # fewer entries: no bar
+    vendor.run("revoke", vendor.batches[1], "--reason", REASON, "--key", "vendor")
+    bars.clear()
+    for url in served(vendor):
+        third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+    assert bars == []

@@ -88,6 +88,9 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 16
+READ_BAR_FROM = 2_000
+"""`watch_updates` draws its read of the log's entries from this many entries on (as a user's
+first use of a long log does: ``home``)."""
 
 
 @dataclass(frozen=True)
@@ -577,7 +580,8 @@ def watch_updates(
            is checked against it. Only the entries that can matter here are kept (the log's
            policies, entries about what the ledger holds and withdrawals of approvals it holds:
            all `updates.select` and the key compromises look at in an extension), so memory
-           follows them, not the extension.
+           follows them, not the extension. From `READ_BAR_FROM` entries on, a bar is drawn
+           over them (``ledger.progress``).
         3. Fetch the published envelope (``envelopes/<hex>``, a 404 is "not published") of each
            kept entry; choose what to take in (`updates.select`).
         4. Without ``signers``: nothing is recorded; what would be taken in is listed as
@@ -596,6 +600,7 @@ def watch_updates(
 
     from .catalog import origin_name
     from .first_contact import first_start
+    from .progress import no_progress
     from .updates import Changes, Update, apply_update, held, label, origin_state, select, withdraws
 
     get = fetch or log.fetch
@@ -616,23 +621,30 @@ def watch_updates(
     leaves: dict[int, bytes] = {}
     unreadable: ProvenanceError | None = None  # raised once the entries proved the root
     start = applied
-    while start < result.size:
-        end = min(result.size, (start // TILE_WIDTH + 1) * TILE_WIDTH)
-        raws = reader.entries(start, end)
-        hashes = [leaf_hash(raw) for raw in raws]
-        edge = edge.extend(hashes)
-        for i, raw, h in zip(range(start, end), raws, hashes, strict=True):
-            try:
-                entry = LogEntry.from_bytes(raw)
-            except ProvenanceError as error:
-                unreadable = unreadable or error
-                continue
-            about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
-                                                      or withdraws(ledger, entry))
-            if about or entry.kind == "trust-policy":
-                entries[i], leaves[i] = raw, h
-            first = first and not about
-        start = end
+    # a first contact reads the log from entry 0 (1M entries: minutes): drawn, as `home`'s
+    # first use of a long log is (out37's Left)
+    bar = (ledger.progress or no_progress) if result.size - applied >= READ_BAR_FROM \
+        else no_progress
+    with bar(result.size - applied,
+             f"reading log {origin_name(result.vkey)}'s entries") as advance:
+        while start < result.size:
+            end = min(result.size, (start // TILE_WIDTH + 1) * TILE_WIDTH)
+            raws = reader.entries(start, end)
+            hashes = [leaf_hash(raw) for raw in raws]
+            edge = edge.extend(hashes)
+            for i, raw, h in zip(range(start, end), raws, hashes, strict=True):
+                try:
+                    entry = LogEntry.from_bytes(raw)
+                except ProvenanceError as error:
+                    unreadable = unreadable or error
+                    continue
+                about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
+                                                          or withdraws(ledger, entry))
+                if about or entry.kind == "trust-policy":
+                    entries[i], leaves[i] = raw, h
+                first = first and not about
+            advance(end - start)
+            start = end
     if edge.root() != result.root:
         raise ProofError(f"log {result.origin} at {log.url}: entries {applied} to "
                          f"{result.size - 1} as served do not give the root of its checkpoint "
