@@ -23,13 +23,13 @@ revocations its exporter found, not the entries before its checkpoint (docs/thir
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .home import LedgerHome
 
-__all__ = ["applied_across", "first_start", "unexamined"]
+__all__ = ["applied_across", "first_start", "rotated_from", "unexamined"]
 
 
 def _brought(ledger: LedgerHome) -> bool:
@@ -79,3 +79,18 @@ def unexamined(ledger: LedgerHome, applied: int | None, start: int | None) -> st
             f"logs brought you: what its entries before size {start} (where the bundle's "
             "extension starts) say about them, a revocation or an erasure, would never be "
             "seen: ask for a bundle exported with --updates-since 0")
+
+
+def rotated_from(ledger: LedgerHome, vkey: str,
+                 handovers: Callable[[], Sequence[bytes]]) -> frozenset[str]:
+    """The keys the log ``vkey`` rotated from (its ``handovers`` that lead to ``vkey``,
+    `verify.log_key.predecessors`, as an import takes them: rev34 finding 1): what it brought
+    here under them is its own too (`updates.Update.logs`). Read only for a ledger that holds
+    records another log brought (nothing else could be the log's own): ``monitor`` passed the
+    served key alone, so after a rotation what the vendor brought under its old key was
+    another log's (docs/SECURITY.md, twenty-third round, left38 item 2)."""
+    if not _brought(ledger):
+        return frozenset()
+    from trajledger.verify.log_key import predecessors
+
+    return frozenset(predecessors([vkey], handovers()))

@@ -572,7 +572,9 @@ def watch_updates(
         1. The size applied of this log (`updates.origin_state`); none (nothing ever imported
            from it): 0 when the ledger holds records another log brought, which this one may
            revoke (`first_contact`), else nothing to do (None); met first, nothing read about
-           what the ledger holds: None too, nothing applied.
+           what the ledger holds: None too, nothing applied. The log's keys before its key
+           rotated (`first_contact.rotated_from`: its handovers that lead to its key) are its
+           own too, as an import's bundle's are.
         2. Read every entry from there to the checkpoint's size from the entry bundles, one
            bundle at a time; their leaf hashes, after the tree's right edge at the size
            applied, must give the signed root (the tiles are fetched again: what the server
@@ -599,7 +601,7 @@ def watch_updates(
     from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
     from .catalog import origin_name
-    from .first_contact import first_start
+    from .first_contact import first_start, rotated_from
     from .progress import no_progress
     from .updates import Changes, Update, apply_update, held, label, origin_state, select, withdraws
 
@@ -610,6 +612,7 @@ def watch_updates(
     applied = first_start(ledger, origin.applied())
     if applied is None or applied >= result.size:
         return None
+    logs = rotated_from(ledger, result.vkey, lambda: _fetch_handovers(get))
     # (2)
     # The tiles are fetched again (a new reader): a server may answer otherwise than it did
     # to `monitor`, and a level-0 tile under a full tile of level 1 never gave the root. So the
@@ -669,7 +672,7 @@ def watch_updates(
         fetched[entry.envelope] = data
     taken, consulted = select(ledger, entries, extension=applied, asked=set(),
                               have=lambda d: d in fetched or ledger.store.exists(d),
-                              logs={result.vkey})
+                              logs={result.vkey, *logs})
     # (4)
     what = f"log {origin_name(result.vkey)} at {log.url}"
     if not taken and not consulted:
@@ -689,7 +692,7 @@ def watch_updates(
         return proof
 
     update = Update(result.vkey, result.note, entries, taken, consulted, inclusion, fetched,
-                    None, result.size)
+                    None, result.size, logs=logs)
     done = apply_update(ledger, policy, signers, update, what=what,
                         floor=lambda: origin.advance_floor(result.note, what=what,
                                                            applied=result.size))
