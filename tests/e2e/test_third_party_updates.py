@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_updates import Vendor, served, train_a_buyer
+from test_updates import Buyer, Vendor, served, train_a_buyer
 from testkit import Party
 
 REASON = "consent withdrawn"
@@ -181,3 +181,54 @@ def test_a_first_contacts_read_of_the_whole_log_draws_its_progress(
     for url in served(vendor):
         third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
     assert bars == []
+
+
+def test_a_full_bundle_met_first_names_what_it_cannot_show_and_applies_nothing(
+    tmp_path: Path,
+) -> None:
+    """out37's Left (left38 item 3a): the third party holds the vendor's batches and dataset
+    through the lab; its first bundle of the vendor's own log is a full one (the vendor's
+    environment, ``export grid@1``), which carries the environment's lineage only, not the
+    revocation of the batch logged before its checkpoint. The import marked the vendor's log
+    applied up to that checkpoint: then ``--updates-since 0`` said ``applied already …
+    nothing new``, the monitor read nothing, and the lab's checkpoint kept verifying for good.
+    Now the import names what it cannot show and leaves the log unapplied, so what it
+    advises works."""
+    import json
+
+    vendor, third, ckpt = _three_parties(tmp_path)
+    full = tmp_path / "grid.tar.zst"
+    vendor.run("export", "grid@1", "--out", full)
+    r = third.run("import", full, "--key", "approver", "--json")
+    line = next((x for x in r.stderr.splitlines() if "this bundle does not carry" in x), "")
+    assert line.startswith("WARNING: environment grid@1 ") and "you hold 3 record(s) signed " \
+        "by its keys that other logs brought you" in line, r.stderr  # fmt: skip
+    for name in ("rollout-batch vendor-1", "rollout-batch vendor-2", "dataset bh@1"):
+        assert name in line, line
+    assert line.endswith("run 'trajledger monitor URL --vkey VKEY' of it, or import an update "
+                         "it exports with --updates-since 0"), line
+    report = json.loads(r.stdout)["import"]
+    assert report["applied"] == 0 and {x["digest"] for x in report["unseen"]} == {
+        *vendor.batches, vendor.dataset}
+    whole = tmp_path / "whole.tar.zst"
+    vendor.run("export", "--updates-since", "0", "--out", whole)
+    r = third.run("import", whole, "--key", "approver")
+    assert "consent withdrawn (signed by " in r.stderr, r.stderr
+    r = third.run("verify", ckpt, code=1)
+    assert f"revoked: {REASON}" in r.stderr, r.stderr
+
+
+def test_a_full_bundle_first_of_a_vendor_nothing_here_came_from_applies_it(
+    tmp_path: Path,
+) -> None:
+    """The other side: a ledger holding nothing of the vendor's through another log (the
+    buyer's own first import) is told nothing and applies the bundle's checkpoint, as before."""
+    import json
+
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    other = Vendor(tmp_path, "other", "other.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [vendor, other])
+    buyer.run("import", other.bundle, "--key", "approver")
+    r = buyer.run("import", vendor.bundle, "--key", "approver", "--json")
+    assert "does not carry" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["import"]["applied"] == vendor.size()

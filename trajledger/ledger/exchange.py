@@ -40,8 +40,8 @@ import functools
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO, cast
 
@@ -86,7 +86,7 @@ from .catalog import Catalog, origin_name
 from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .first_contact import applied_across, unexamined
+from .first_contact import applied_across, unexamined, unseen
 from .fs import (
     FileSystemSync,
     SyncBehind,
@@ -173,7 +173,10 @@ class ImportResult:
         logged: this log's indices of the foreign records (earlier ones on re-import).
         changes: what the import changed here (`updates.Changes`).
         applied: the size of the foreign log applied now (its checkpoint's): the vendor's
-            next update bundle starts there (``export --updates-since``; aud34 finding 4).
+            next update bundle starts there (``export --updates-since``; aud34 finding 4); 0
+            when ``unseen``.
+        unseen: a full bundle met first: the records held here, brought by other logs and
+            signed by its keys, that it does not carry (`first_contact.unseen`), by digest.
     """
 
     digest: str | None
@@ -187,6 +190,7 @@ class ImportResult:
     logged: tuple[int, ...] = ()
     changes: Changes | None = None
     applied: int = 0
+    unseen: Mapping[str, str] = field(default_factory=dict)
 
 
 class _Recording:
@@ -936,6 +940,7 @@ def import_bundle(
                                       asked=set(report.nodes),
                                       have=lambda d: d in objects or ledger.store.exists(d),
                                       logs=logs)
+            hidden = unseen(ledger, applied, start, logs, entries)  # then nothing applied
             if subject is None:
                 # An update alone carries envelopes only (of its policies and of its extension's
                 # records: a member nothing used refuses the bundle). Those of records neither
@@ -945,7 +950,7 @@ def import_bundle(
                 objects = {d: f for d, f in objects.items() if d in used}
             update = Update(vkey, note_bytes, entries, taken, consulted,
                             inclusion.__getitem__, objects, artifact,
-                            cp.size, not ev.index.omitted, synced,
+                            0 if hidden else cp.size, not ev.index.omitted, synced,
                             disk.sync if disk is not None else None, frozenset(logs))
             # The floor advances before anything is appended, checked again in the state's
             # write transaction: a monitor of this log (which takes no ledger's lock) may have
@@ -956,10 +961,11 @@ def import_bundle(
             done = apply_update(
                 ledger, policy, keys, update, what=f"import {path.name}",
                 floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
-                                                   root_at=root_at, applied=cp.size),
+                                                   root_at=root_at, applied=update.applied),
                 locked=True,
             )
             return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                                 str(artifact["name"]) if artifact else "",
                                 origin_name(vkey), done.index, done.recorded,
-                                len(objects), report, done.logged, done.changes, cp.size)
+                                len(objects), report, done.logged, done.changes,
+                                update.applied, hidden)

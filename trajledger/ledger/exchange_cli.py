@@ -471,6 +471,7 @@ def import_(
             "index": result.index, "recorded": result.recorded,
             "logged": list(result.logged), "applied": result.applied,
             **(changes.to_json() if changes else {}),
+            "unseen": [{"digest": d, "label": x} for d, x in result.unseen.items()],
             "lookalikes": lookalikes}})
     else:
         click.echo("\n".join(result.report.render()))
@@ -487,6 +488,13 @@ def import_(
         )
     else:
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded{since}")
+    if result.unseen:  # a full bundle met first (out37's Left): nothing of its log applied
+        warn(f"{what}: you hold {len(result.unseen)} record(s) signed by its keys that other "
+             f"logs brought you and this bundle does not carry: "
+             f"{', '.join(visible(x) for x in result.unseen.values())}; what its log says of "
+             "them (a revocation, an erasure) cannot be seen in a full bundle, so nothing of "
+             "the log is marked applied: run 'trajledger monitor URL --vkey VKEY' of it, or "
+             "import an update it exports with --updates-since 0")
     if changes is not None:
         show_changes(changes)
     warn_origin(result.origin)

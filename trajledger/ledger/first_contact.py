@@ -16,20 +16,22 @@ holds records another log brought (it has import records):
 
 A ledger that imported nothing holds nothing of another party's: unchanged (a first bundle sets
 the size applied to its checkpoint's, as before).
-Non-scope: a full bundle (``export REF``) met first: it carries its subject's lineage with the
-revocations its exporter found, not the entries before its checkpoint (docs/third-party.md,
-"What a bundle cannot tell you").
+- `unseen`: a full bundle (``export REF``) met first carries its subject's lineage with the
+  revocations its exporter found, not the entries before its checkpoint (docs/third-party.md,
+  "What a bundle cannot tell you"); records held here that other logs brought, signed by its
+  keys, which it does not carry, are named, and the size applied is left unset (it hid their
+  revocation from every later update and monitor: left38 item 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .home import LedgerHome
 
-__all__ = ["applied_across", "first_start", "rotated_from", "unexamined"]
+__all__ = ["applied_across", "first_start", "rotated_from", "unexamined", "unseen"]
 
 
 def _brought(ledger: LedgerHome) -> bool:
@@ -94,3 +96,36 @@ def rotated_from(ledger: LedgerHome, vkey: str,
     from trajledger.verify.log_key import predecessors
 
     return frozenset(predecessors([vkey], handovers()))
+
+
+def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Collection[str],
+           entries: Mapping[int, bytes]) -> dict[str, str]:
+    """For a full bundle (no extension: ``start`` None) of a log never applied here
+    (``applied`` None) whose ``entries`` are about to be taken in: the records this ledger holds
+    that other logs brought (not the log of ``logs``), signed by a key that signed one of the
+    bundle's records, which the bundle does not carry, ``digest -> label``. What the log said of
+    them before the bundle's checkpoint (a revocation, an erasure) cannot be seen from it: an
+    import that marked the log applied up to there hid it from every later update and monitor
+    (`exchange` then leaves the size applied unset)."""
+    if applied is not None or start is not None or not _brought(ledger):
+        return {}
+    from trajledger.verify.kinds import KINDS
+    from trajledger.verify.log_entry import LogEntry
+
+    from .catalog import Origins
+    from .updates import label
+
+    carried = [LogEntry.from_bytes(raw) for raw in entries.values()]
+    keys = {k for e in carried if KINDS[e.kind].lineage for k in e.signers}
+    envelopes = {e.envelope for e in carried}
+    state, origins = ledger.trust_state(), Origins(ledger)
+    out: dict[str, str] = {}
+    for kind in sorted(k for k, v in KINDS.items() if v.lineage):
+        for i in state.of_kind(kind):
+            e = state.entry(i)
+            if (e is None or e.envelope in envelopes or e.subject in out
+                    or not keys.intersection(e.signers)):
+                continue
+            if (came := origins.of(i)) and not came <= set(logs):
+                out[e.subject] = label(ledger, e.subject)
+    return out
