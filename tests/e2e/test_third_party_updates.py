@@ -232,3 +232,23 @@ def test_a_full_bundle_first_of_a_vendor_nothing_here_came_from_applies_it(
     r = buyer.run("import", vendor.bundle, "--key", "approver", "--json")
     assert "does not carry" not in r.stderr, r.stderr
     assert json.loads(r.stdout)["import"]["applied"] == vendor.size()
+
+
+def test_affected_here_names_the_imported_checkpoint_built_on_the_revoked_batch(
+    tmp_path: Path,
+) -> None:
+    """out37's Left (left38 item 3b): at the third party, the lab's checkpoint it holds
+    (imported) is built on the vendor's revoked batch, and ``verify`` of it fails; the
+    import's report named only the ledger's own datasets and checkpoints (``affected here``),
+    so nothing at all was named."""
+    import json
+
+    vendor, third, ckpt = _three_parties(tmp_path)
+    whole = tmp_path / "whole.tar.zst"
+    vendor.run("export", "--updates-since", "0", "--out", whole)
+    r = third.run("import", whole, "--key", "approver", "--json")
+    batch = f"rollout-batch vendor-1 ({vendor.batches[0][:19]}…)"
+    assert (f"WARNING: affected here: checkpoint bh-policy@1 ({ckpt[:19]}…) is built on "
+            f"{batch}") in r.stderr, r.stderr
+    affected = {a["digest"] for a in json.loads(r.stdout)["import"]["affected"]}
+    assert affected == {ckpt, vendor.dataset}, r.stderr

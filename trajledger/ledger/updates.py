@@ -119,8 +119,8 @@ class Changes:
         compromised: keys its policy declares compromised, and what was revoked here for it.
         unreadable: revocations and erasures taken in without their envelope (fail closed).
         ignored: its revocations and erasures that do not count here, and why.
-        affected: this ledger's own datasets and checkpoints built on what was revoked or
-            erased.
+        affected: this ledger's datasets and checkpoints (imported ones too) built on what
+            was revoked or erased.
         clashes: names of imported records that are also names of other records here.
         pending: revocations and erasures a monitor found about what this ledger holds but did
             not take in (no approver key to sign the import).
@@ -686,9 +686,9 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
         for digest, because in stopped.items():
             if verifier.primary_kind(digest) is None:
                 continue
-            for node in impact(verifier, digest).nodes.values():
-                if (node.kind in ("dataset", "checkpoint") and node.id != digest
-                        and node.index is not None and not origins.of(node.index)
+            for node in impact(verifier, digest).nodes.values():  # imported ones too (left38)
+                if (node.kind in ("dataset", "checkpoint") and node.id not in stopped
+                        and node.index is not None
                         and not any(a["digest"] == node.id for a in changes.affected)):
                     changes.affected.append({"digest": node.id, "label": node.label,
                                              "becauseDigest": digest, "because": because})
