@@ -67,3 +67,22 @@ def test_the_bundles_report_says_it_too(lab: Path, capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert code == 0
     assert "policy history — " + SAID.removeprefix("WARNING: ") in out, out
+
+
+@pytest.mark.parametrize("command", [
+    ["lineage", "cartpole-bc@2"], ["impact", "cartpole-train@1"],
+    ["export", "cartpole-bc@2", "--out", "{root}/again.tar.zst"],
+    ["import", "{root}/b.tar.zst", "--key", "approver-a"],
+])
+def test_the_commands_that_load_the_policy_elsewhere_say_it_too(
+        lab: Path, command: list[str]) -> None:
+    """left37's Left (left38 item 4): ``export``, ``import``, ``lineage`` and ``impact`` load
+    ``--policy`` outside `runner.commands.command_policy` and said nothing."""
+    args = [a.format(root=lab) for a in command]
+    r = new_runner().invoke(main, ["--ledger", str(lab / "lab"), *args, "--policy",
+                                   str(lab / "setting-changed.toml")])
+    warned = [line for line in r.stderr.splitlines() if line.startswith("WARNING: policy")]
+    assert len(warned) == 1 and warned[0].startswith(SAID), (r.exit_code, r.stderr)
+    r = new_runner().invoke(main, ["--ledger", str(lab / "lab"), *args, "--policy",
+                                   str(lab / "lab" / "policy.toml")])
+    assert not [x for x in r.stderr.splitlines() if x.startswith("WARNING: policy")], r.stderr

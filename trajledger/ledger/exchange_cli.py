@@ -42,9 +42,9 @@ __all__ = ["COMMANDS"]
 
 def _policy(ledger: LedgerHome, policy_file: Path | None) -> Any:
     """The policy FILE (followed through this ledger's policy history), else the one in force."""
-    from .policy_state import load_policy
+    from .policy_state import given_policy
 
-    return load_policy(ledger, policy_file)[0]
+    return given_policy(ledger, policy_file, warn)
 
 
 POLICY = click.option(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,7 @@ __all__ = [
     "contamination_rules",
     "current_policy",
     "exported_key_line",
+    "given_policy",
     "inline_keys_toml",
     "inline_paths",
     "key_lookup",
@@ -181,6 +182,21 @@ def read_policy_file(path: Path, lookup: KeyLookup | None) -> TrustPolicy:
         return load_policy_file(path, key_lookup=lookup)
     except FormatError as e:
         raise PolicyFileError(str(e)) from e
+
+
+def given_policy(ledger: LedgerHome, policy_file: Path | None,
+                 warn: Callable[[str], None]) -> TrustPolicy:
+    """`load_policy`, saying through ``warn`` that the file given was changed after it was
+    recorded (`verify.policy_as_given`: left37 finding 4), for the commands that load
+    ``--policy`` outside `runner.commands.command_policy` (``export``, ``import``,
+    ``lineage``, ``impact``: left38)."""
+    from trajledger.verify.policy_as_given import OTHER
+
+    policy, notes = load_policy(ledger, policy_file)
+    for n in notes:
+        if OTHER in n:
+            warn(n)
+    return policy
 
 
 def load_policy(ledger: LedgerHome, policy_file: Path | None) -> tuple[TrustPolicy, list[str]]:

@@ -36,9 +36,10 @@ _POLICY = click.option(
 
 
 def _policy(ledger: Any, policy_file: Path | None) -> Any:
-    from trajledger.ledger.policy_state import load_policy
+    from trajledger.ledger.clikit import warn
+    from trajledger.ledger.policy_state import given_policy
 
-    return load_policy(ledger, policy_file)[0]
+    return given_policy(ledger, policy_file, warn)
 
 
 def _emit(text: str, out: Path | None) -> None:
