@@ -559,7 +559,7 @@ def test_private_keys_are_encrypted_with_scrypt_as_openssl_writes_them(
     writer, PBKDF2 at 2,048 rounds (a guessable passphrase falls to a cheap offline search).
     They are PBES2 with scrypt at N = 2^14, r = 8, p = 1 and AES-256-CBC, the structure
     ``openssl pkcs8 -topk8 -scrypt`` writes, read here by OpenSSL's own parser and decrypter."""
-    from trajledger.ledger.keys import SCRYPT_COST, kdf_cost
+    from trajledger.ledger.key_pkcs8 import SCRYPT_COST, kdf_cost
 
     keys, path, key = own_key
     pem = path.read_bytes()
@@ -583,17 +583,6 @@ def test_private_keys_are_encrypted_with_scrypt_as_openssl_writes_them(
                     str(tmp_path / "plain.der"), "-passout", "env:PW", "-out", str(path)],
                    check=True, env={**os.environ, "PW": passphrase})
     assert keys.signer("alice").public == keys.public("alice")
-
-
-def test_der_lengths_and_integers() -> None:
-    from trajledger.ledger.keys import _der, _der_int
-
-    assert _der(0x04, b"x" * 127)[:2] == bytes([0x04, 127])
-    assert _der(0x04, b"x" * 200)[:3] == bytes([0x04, 0x81, 200])
-    assert _der(0x04, b"x" * 300)[:4] == bytes([0x04, 0x82, 0x01, 0x2C])
-    assert [_der_int(v) for v in (0, 1, 127, 128, 16384)] == [
-        b"\x02\x01\x00", b"\x02\x01\x01", b"\x02\x01\x7f", b"\x02\x02\x00\x80",
-        b"\x02\x02\x40\x00"]
 
 
 def test_a_key_encrypted_the_old_way_is_listed_weak_and_re_encrypted_in_place(
