@@ -408,6 +408,36 @@ def test_a_public_key_in_another_form_is_named_with_how_to_convert_it(
            f"OK: data: 4 file(s) match, signed by {signed.keyid[:16]}\n")
 
 
+@pytest.mark.parametrize("form", ["DER", "OpenSSH Ed25519"])
+def test_a_key_stores_public_key_in_another_form_is_named_too(
+        signed: Signed, runner: CliRunner, form: str) -> None:
+    """``keys/NAME.pub`` in DER or OpenSSH form (put there by hand) said only "not a valid PEM
+    public key" (left37's Left): ``key export NAME`` now names the form and the command, as
+    ``--pubkey`` does; that command's PEM in its place is the key again (left38)."""
+    import re
+    import subprocess
+
+    path = signed.home / "keys" / "alice.pub"
+    key = serialization.load_pem_public_key(path.read_bytes())
+    path.write_bytes(key.public_bytes(serialization.Encoding.DER,
+                                      serialization.PublicFormat.SubjectPublicKeyInfo)
+                     if form == "DER" else
+                     key.public_bytes(serialization.Encoding.OpenSSH,
+                                      serialization.PublicFormat.OpenSSH) + b" alice@laptop\n")
+    r = run(runner, signed.home, "key", "export", "alice")
+    assert r.exit_code == 3, r.output
+    assert r.stderr.startswith(f"FAIL: key alice ({path}): not a valid PEM public key (truncated, "
+                               "corrupt or not PEM); it is "
+                               + {"DER": "a DER"}.get(form, "an " + form)
+                               + " public key: convert it with '"), r.stderr
+    said = re.fullmatch(r".*convert it with '(.*)', then give (\S+)\n", r.stderr)
+    assert said is not None and said[2] == f"{path}.pem", r.stderr
+    subprocess.run(["sh", "-c", said[1]], check=True, cwd=path.parent)
+    Path(said[2]).replace(path)
+    r = run(runner, signed.home, "key", "export", "alice")
+    assert r.exit_code == 0 and r.stdout == signed.pubkey.read_text(), r.output
+
+
 def test_truncated_private_key(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
     key = signed.home / "keys" / "alice.key"
     key.write_bytes(key.read_bytes()[:100])

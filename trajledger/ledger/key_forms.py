@@ -14,7 +14,7 @@ import binascii
 import shlex
 from pathlib import Path
 
-__all__ = ["other_form"]
+__all__ = ["hinted", "other_form"]
 
 _OPENSSH = {b"ssh-ed25519": "Ed25519", b"ecdsa-sha2-nistp256": "ECDSA P-256",
             b"ecdsa-sha2-nistp384": "ECDSA P-384", b"ssh-rsa": "RSA"}
@@ -48,3 +48,11 @@ def other_form(data: bytes, path: Path) -> str:
         return f"it is a DER public key: convert it with '{how} -in {src}', then give {pem}"
     return (f"it is base64 of a DER public key: convert it with 'base64 -d {src} | {how}', "
             f"then give {pem}")
+
+
+def hinted(message: str, data: bytes, path: Path) -> str:
+    """``message`` (a key file that is not a PEM public key), with `other_form`'s words when
+    ``data`` is in another form: ``--pubkey FILE`` (left37) and a key store's ``NAME.pub``
+    (left38)."""
+    hint = other_form(data, path)
+    return f"{message}; {hint}" if hint else message

@@ -514,7 +514,9 @@ class KeyStore:
         try:
             return PublicKey.from_pem(data, f"key {name} ({path})")
         except ValueError as e:
-            raise KeyError_(str(e)) from e
+            from .key_forms import hinted  # DER or OpenSSH: named, with how to convert (left38)
+
+            raise KeyError_(hinted(str(e), data, path)) from e
 
     def signer(self, name: str) -> Signer:
         """Load a private key, decrypting it.

@@ -40,10 +40,9 @@ def load_pubkey_file(path: Path) -> PublicKey:
     try:
         return PublicKey.from_pem(data, f"public key {path}")
     except FormatError as e:
-        from .key_forms import other_form  # DER or OpenSSH: named, with how to convert (left37)
+        from .key_forms import hinted  # DER or OpenSSH: named, with how to convert (left37)
 
-        hint = other_form(data, path)
-        raise KeyError_(f"{e}; {hint}" if hint else str(e)) from e
+        raise KeyError_(hinted(str(e), data, path)) from e
 
 
 @dataclass(frozen=True)
