@@ -947,8 +947,10 @@ def create_dataset(
                             thresholds=rules.thresholds())
     findings = ruled(checked.findings, rules)
     refused = refusal(f"dataset {name}@{version} ({split})", findings, rules)
-    if refused is not None:
-        raise PolicyError(refused)
+    if refused is not None:  # whose copies: a distrusted holdout's too (left38)
+        from .split_trust import held_notes
+
+        raise PolicyError(refused + held_notes(ledger, split, {f.other_batch for f in findings}))
     near = tuple(str(f) for f in findings if f.kind != "exact")
     # (5)
     with temp_dir(ledger.scratch) as tmp:

@@ -823,6 +823,36 @@ def test_dataset_creates_refusal_says_the_holdouts_record_is_not_trusted(setup: 
         "test set)"), line
 
 
+def test_dataset_creates_contamination_refusal_says_the_holdouts_record_is_not_trusted(
+        setup: Setup) -> None:
+    """left37's Left (left38 item 4): a train batch holding copies of a distrusted holdout's
+    episodes (another batch: step 4, the contamination check, not step 2) was refused with
+    findings naming the holdout's batch only; now each dataset record of the other split that
+    lists it says, as step 2's refusal does, that it is not trusted here and counts all the
+    same (`split_trust.held_notes`)."""
+    from trajledger.verify.errors import PolicyError
+
+    index = _holdout(setup, "x")  # h@1 holds the batch out, signed by a key not in the policy
+    h = json.loads(setup.ledger.log.entry(index))["subject"]
+    played = run_policy(None, "CartPole-v1", 4, 0, policy_version="random", clock=clock)
+    # the holdout's 3 episodes and a fourth: another batch
+    copy = record_batch(setup.ledger, played.steps, episodes=played.episodes, env="env@1",
+                        evaluator="ev@1", policy="random", signer=setup.keys["vendor"],
+                        name="copy").recorded.digest
+    with pytest.raises(PolicyError) as refused:
+        create_dataset(setup.ledger, "t", "2", "train", [copy], setup.keys["vendor"])
+    line = str(refused.value)
+    assert line.startswith("dataset t@2 (train): 3 episode(s) exactly duplicate episodes of "
+                           "the other split: "), line
+    assert line.endswith(f"; holdout dataset h@1 ({h[:19]}…); its record (log index {index}) "
+                         f"is not trusted here (dataset record {index}: no signature by a "
+                         "trusted key: 0 of 1 required signature(s) verified; the envelope "
+                         "names key " + setup.keys["x"].keyid[:12] + " (not in the policy), "
+                         "want producer key(s)): held out all the same (fail closed: what no "
+                         "one trusted declared held out may be a test set)"), line
+    assert "dataset ds@1" not in line  # the train set that lists it too: same split, unnamed
+
+
 def test_a_train_set_the_policy_does_not_trust_holds_nothing_out(setup: Setup) -> None:
     _holdout(setup, "x", "train")
     use = Node("use", "admission", name="use now")
