@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_borrowed_handovers import _vendor_keyid
+from test_borrowed_handovers import _mallory_relaying, _vendor_keyid
 from test_untrusted_revocations import _vendor_with_an_approver
 from test_updates import Buyer, Vendor, declare_compromised, served, short, train_a_buyer
 
@@ -65,3 +65,22 @@ def test_monitor_after_a_rotation_applies_the_vendors_key_compromise(
         revoked = json.loads(r.stdout)["updates"]["compromised"][0]["revokedHere"]
         assert set(vendor.batches) <= set(revoked), r.stderr
     buyer.run("admit", vendor.dataset, code=1)
+
+
+def test_a_handover_another_log_serves_makes_nothing_its_own_through_monitor(
+    tmp_path: Path,
+) -> None:
+    """The attack on the change above (rev34 finding 1 through ``monitor``): mallory relays the
+    vendor's records and serves a copy of the vendor's handover note in its own log
+    (``key-handovers/1``); that handover leads to the vendor's key, not mallory's, so it makes
+    none of the vendor's records mallory's: its revocation of the vendor's batch stays a
+    ``NOTE``, ``own`` false, and ``--fail-on-revocation`` exits 0. (A guard: it fails if
+    `first_contact.rotated_from` took every served handover for the log's.)"""
+    vendor, mallory, buyer, _ckpt, _applied = _mallory_relaying(tmp_path, borrowed=True)
+    mallory.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "mal-approver")
+    for url in served(mallory):
+        r = buyer.run("monitor", url, "--vkey", mallory.vkey(), "--key", "approver",
+                      "--fail-on-revocation", "--json")
+        assert "WARNING: not applied here" not in r.stderr, r.stderr
+        ignored = json.loads(r.stdout)["updates"]["ignored"]
+        assert [(x["digest"], x["own"]) for x in ignored] == [(vendor.batches[0], False)]
