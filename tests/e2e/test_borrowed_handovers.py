@@ -65,6 +65,19 @@ def _mallory_relaying(tmp_path: Path, *, borrowed: bool = True
     return vendor, mallory, buyer, ckpt, applied
 
 
+def rotated_then_compromised(tmp_path: Path) -> tuple[Vendor, Buyer, int, str]:
+    """A buyer imports the vendor's bundle; the vendor rotates its log key, then declares its
+    producer key compromised since 0. Returns the vendor, the buyer, the size the buyer
+    applied and the old log key (tests/e2e/test_monitor_after_rotation.py too)."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    applied, old = vendor.size(), vendor.vkey()
+    vendor.run("log", "rotate-key")
+    declare_compromised(vendor, tmp_path / "vendor-2.toml", _vendor_keyid(vendor))
+    return vendor, buyer, applied, old
+
+
 def _vendor_keyid(vendor: Vendor) -> str:
     return str(next(k["keyid"] for k in json.loads(vendor.run("key", "list", "--json").stdout)
                     if k["name"] == "vendor"))
@@ -131,12 +144,7 @@ def test_a_vendors_key_compromise_after_its_rotation_still_revokes_what_it_broug
 ) -> None:
     """The fix's other side: the handover that leads to the key signing the update is its
     log's, so what the vendor brought here under its old log key is its own to stop."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    buyer = Buyer(tmp_path, [vendor])
-    buyer.run("import", vendor.bundle, "--key", "approver")
-    applied = vendor.size()
-    vendor.run("log", "rotate-key")
-    declare_compromised(vendor, tmp_path / "vendor-2.toml", _vendor_keyid(vendor))
+    vendor, buyer, applied, _old = rotated_then_compromised(tmp_path)
     update = tmp_path / "vendor-update.tar.zst"
     vendor.run("export", "--updates-since", str(applied), "--out", update)
     r = buyer.run("import", update, "--key", "approver", "--json")

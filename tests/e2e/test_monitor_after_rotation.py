@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 
 import pytest
-from test_borrowed_handovers import _mallory_relaying, _vendor_keyid
+from test_borrowed_handovers import _mallory_relaying, rotated_then_compromised
 from test_untrusted_revocations import _vendor_with_an_approver
-from test_updates import Buyer, Vendor, declare_compromised, served, short, train_a_buyer
+from test_updates import served, short, train_a_buyer
 
 REASON = "ep-1 has reward 5 per step"
 
@@ -53,12 +53,7 @@ def test_monitor_after_a_rotation_applies_the_vendors_key_compromise(
 ) -> None:
     """rev34 finding 3 through ``monitor``: the vendor's key compromise, declared after it
     rotated its log key, revokes what it brought here under the old key."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    buyer = Buyer(tmp_path, [vendor])
-    buyer.run("import", vendor.bundle, "--key", "approver")
-    old = vendor.vkey()
-    vendor.run("log", "rotate-key")
-    declare_compromised(vendor, tmp_path / "vendor-2.toml", _vendor_keyid(vendor))
+    vendor, buyer, _applied, old = rotated_then_compromised(tmp_path)
     for url in served(vendor):
         r = buyer.run("monitor", url, "--vkey", old if given == "old" else vendor.vkey(),
                       "--key", "approver", "--json")

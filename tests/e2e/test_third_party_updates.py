@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from test_updates import Buyer, Vendor, served, train_a_buyer
 from testkit import Party
 
@@ -55,6 +54,17 @@ def _three_parties(tmp_path: Path) -> tuple[Vendor, Party, str]:
     return vendor, third, ckpt
 
 
+def _the_whole_update_revokes(tmp_path: Path, vendor: Vendor, third: Party, ckpt: str) -> None:
+    """The vendor's update since 0, imported by the third party, revokes the batch: the lab's
+    checkpoint fails."""
+    whole = tmp_path / "whole.tar.zst"
+    vendor.run("export", "--updates-since", "0", "--out", whole)
+    r = third.run("import", whole, "--key", "approver")
+    assert "consent withdrawn (signed by " in r.stderr, r.stderr
+    r = third.run("verify", ckpt, code=1)
+    assert f"revoked: {REASON}" in r.stderr, r.stderr
+
+
 def test_an_update_past_the_revocation_is_refused_to_a_third_party(tmp_path: Path) -> None:
     vendor, third, ckpt = _three_parties(tmp_path)
     late = tmp_path / "late.tar.zst"  # exported since a size after the revocation
@@ -67,12 +77,7 @@ def test_an_update_past_the_revocation_is_refused_to_a_third_party(tmp_path: Pat
         "extension starts) say about them, a revocation or an erasure, would never be seen: "
         "ask for a bundle exported with --updates-since 0"), r.stderr
     assert third.run("log", "show", "--json").stdout == before  # the ledger as it was
-    whole = tmp_path / "whole.tar.zst"
-    vendor.run("export", "--updates-since", "0", "--out", whole)
-    r = third.run("import", whole, "--key", "approver")
-    assert "consent withdrawn (signed by " in r.stderr, r.stderr
-    r = third.run("verify", ckpt, code=1)
-    assert f"revoked: {REASON}" in r.stderr, r.stderr
+    _the_whole_update_revokes(tmp_path, vendor, third, ckpt)
 
 
 def test_monitor_of_the_vendor_applies_its_revocation_at_a_third_party(tmp_path: Path) -> None:
@@ -210,12 +215,7 @@ def test_a_full_bundle_met_first_names_what_it_cannot_show_and_applies_nothing(
     report = json.loads(r.stdout)["import"]
     assert report["applied"] == 0 and {x["digest"] for x in report["unseen"]} == {
         *vendor.batches, vendor.dataset}
-    whole = tmp_path / "whole.tar.zst"
-    vendor.run("export", "--updates-since", "0", "--out", whole)
-    r = third.run("import", whole, "--key", "approver")
-    assert "consent withdrawn (signed by " in r.stderr, r.stderr
-    r = third.run("verify", ckpt, code=1)
-    assert f"revoked: {REASON}" in r.stderr, r.stderr
+    _the_whole_update_revokes(tmp_path, vendor, third, ckpt)
 
 
 def test_a_full_bundle_first_of_a_vendor_nothing_here_came_from_applies_it(

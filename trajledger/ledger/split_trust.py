@@ -3,11 +3,12 @@ trusted here (hold35's Left, twenty-first round left36).
 
 Scope: `untrusted_note`, on `artifacts.create_dataset`'s refusal paths only (step 2: a batch
 already in a dataset of another split; step 4, `held_notes`: episodes that copy episodes of the
-other split's batches, each batch mapped to the dataset records listing it: left38). The refusal itself reads the trust state's index
-(which lists every dataset, trusted or not: its checks only add refusals, hold32's design) and
-stays as it is; this says when the other dataset's record does not verify under the policy in
-force, why, and that it counts all the same, as ``admit`` and the verifiers say of a distrusted
-holdout (``verify.distrusted``). Nothing here runs when the dataset is recorded.
+other split's batches, each batch mapped to the dataset records listing it: left38). The
+refusal itself reads the trust state's index (which lists every dataset, trusted or not: its
+checks only add refusals, hold32's design) and stays as it is; this says when the other
+dataset's record does not verify under the policy in force, why, and that it counts all the
+same, as ``admit`` and the verifiers say of a distrusted holdout (``verify.distrusted``).
+Nothing here runs when the dataset is recorded.
 Non-scope: the refusal (``ledger.artifacts``), judging records (``verify.judge``).
 """
 
