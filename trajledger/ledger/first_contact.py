@@ -12,15 +12,16 @@ holds records another log brought (it has import records):
 - `unexamined`: an update bundle of a log never applied here whose extension starts above 0 is
   refused (`exchange`), asking for one exported with ``--updates-since 0``;
 - `first_start`: ``monitor`` of such a log examines it from its first entry (`monitor.
-  watch_updates`); when no entry is about what the ledger holds, it applies nothing, as before.
-
-A ledger that imported nothing holds nothing of another party's: unchanged (a first bundle sets
-the size applied to its checkpoint's, as before).
+  watch_updates`); when no entry is about what the ledger holds, it applies nothing, as before;
 - `unseen`: a full bundle (``export REF``) met first carries its subject's lineage with the
   revocations its exporter found, not the entries before its checkpoint (docs/third-party.md,
   "What a bundle cannot tell you"); records held here that other logs brought, signed by its
   keys, which it does not carry, are named, and the size applied is left unset (it hid their
-  revocation from every later update and monitor: left38 item 3).
+  revocation from every later update and monitor: twenty-third round, left38 finding 1);
+- `rotated_from`: the keys a log rotated from, whose records are its own too (`monitor`).
+
+A ledger that imported nothing holds nothing of another party's: unchanged (a first bundle sets
+the size applied to its checkpoint's, as before).
 """
 
 from __future__ import annotations
