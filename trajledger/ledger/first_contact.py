@@ -91,7 +91,7 @@ def rotated_from(ledger: LedgerHome, vkey: str,
     here under them is its own too (`updates.Update.logs`). Read only for a ledger that holds
     records another log brought (nothing else could be the log's own): ``monitor`` passed the
     served key alone, so after a rotation what the vendor brought under its old key was
-    another log's (docs/SECURITY.md, twenty-third round, left38 item 2)."""
+    another log's (docs/SECURITY.md, twenty-third round, left38 finding 2)."""
     if not _brought(ledger):
         return frozenset()
     from trajledger.verify.log_key import predecessors
