@@ -94,6 +94,7 @@ def _der_int(value: int) -> bytes:
     """A non-negative DER INTEGER: big-endian, minimal, a leading zero when the top bit is set."""
     return _der(0x02, value.to_bytes(value.bit_length() // 8 + 1, "big"))
 
+
 def weakly_encrypted(pem: bytes) -> bool:
     """Whether an encrypted private key PEM asks for less key-derivation work than
     `SCRYPT_COST`'s (PBKDF2 rounds or scrypt's N·r·p, `kdf_cost`; a damaged file is not
