@@ -123,8 +123,10 @@ def test_a_signature_that_does_not_hold_reports_what_the_walk_in_turn_reports(
 def test_what_an_unverified_record_names_is_not_followed(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The dataset's record does not hold: the walk ahead stops before it looks at any of the
-    batches it lists (verify before following)."""
+    """The dataset's record does not hold, and names more artifacts than the walk may run ahead
+    of its checks (`verify.ahead.BUDGET`, made 1 here): the walk ahead stops before it looks at
+    any of the batches it lists."""
+    monkeypatch.setattr(ahead, "BUDGET", 1)
     ledger = Ledger.open(home)
     dataset = Catalog(ledger).resolve("cartpole-train@2").digest
     state = ledger.trust_state()
@@ -223,3 +225,20 @@ def test_a_walk_that_raises_with_every_check_held_raises_as_it_is(
     with pytest.raises(OSError, match="unreadable"):
         verification.verify_ref(ledger, REF, ledger.policy(), data="size")
     assert seen["again"] == 0 and seen["ahead"] > 0
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_a_refutation_learnt_when_the_window_is_full_is_not_lost(
+    home: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """One check waiting at a time (`verify.ahead.WINDOW` 1), no bound on the walk: a check
+    that did not hold, learnt when the next is queued, still has the lineage walked again."""
+    sigs = signatures(home)
+    policy = Ledger.open(home).policy()
+    forge(monkeypatch, sigs[0 if where == "first" else -2])
+    monkeypatch.setattr(ahead, "WINDOW", 1)
+    monkeypatch.setattr(ahead, "BUDGET", 10**9)
+    seen = count(monkeypatch)
+    fast, slow = both(home, policy)
+    assert fast == slow and any("invalid signature" in d for d in failures(fast))
+    assert seen["again"] == 1

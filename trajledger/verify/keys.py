@@ -169,10 +169,12 @@ class ChecksAhead(Protocol):
         """Start the check of ``signature`` by ``key`` over ``data`` and answer True; the
         answer is confirmed by `confirm`, before any verdict."""
 
-    def confirm(self) -> None:
-        """Wait for every check started; raise (and stay refuted) when one did not hold. The
-        walk calls it before it follows what a record names (`LineageVerifier`), so nothing a
-        record whose signature is not yet known says makes it do more than read that record."""
+    def walked(self, names: int) -> None:
+        """An artifact walked whose record names ``names`` others: when the walk is more than a
+        bound ahead of its checks (counting both), wait for every check started, and raise when
+        one did not hold, so what records whose signatures are not yet known say makes the walk
+        do a bounded amount of work (`LineageVerifier._verify_node` calls it before it looks up
+        what a record names)."""
 
 
 AHEAD: ContextVar[ChecksAhead] = ContextVar("AHEAD")
