@@ -339,8 +339,7 @@ class LineageVerifier:
         node.add("record", OK, "signature, role and inclusion verified")
         # (2)
         standing(node, rec.predicate, self._status(node, digest, "revocation"), self.policy)
-        erasures = self._status(node, digest, "erasure")
-        erased = erasures[0] if erasures else None
+        erased = next(iter(self._status(node, digest, "erasure")), None)  # (each one judged)
         # (3)
         k = KINDS[kind]
         if k.files:
