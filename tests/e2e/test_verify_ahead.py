@@ -23,6 +23,7 @@ from test_verify_bulk import REF, batches, envelope_of, remove_envelope, revoke_
 from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
 from trajledger.runner import verification
+from trajledger.runner.cli import main
 from trajledger.verify import ahead, keys
 from trajledger.verify.lineage import LineageVerifier
 from trajledger.verify.policy import TrustPolicy
@@ -158,8 +159,8 @@ def test_what_an_unverified_record_names_is_not_followed(
 
 
 def test_a_key_the_policy_does_not_hold_reports_the_same(home: Path) -> None:
-    r = testkit.new_runner().invoke(verification_main(), ["--ledger", str(home), "key", "new",
-                                                          "stranger", "--no-encrypt"])
+    r = testkit.new_runner().invoke(main, ["--ledger", str(home), "key", "new", "stranger",
+                                           "--no-encrypt"])
     assert r.exit_code == 0, r.output
     text = (home / "policy.toml").read_text()
     vendor, stranger = ((home / "keys" / f"{k}.pub").read_text().strip()
@@ -167,12 +168,6 @@ def test_a_key_the_policy_does_not_hold_reports_the_same(home: Path) -> None:
     policy = TrustPolicy.from_toml(text.replace(vendor, stranger).encode(), home)
     fast, slow = both(home, policy)
     assert fast == slow and failures(fast)
-
-
-def verification_main() -> Any:
-    from trajledger.runner.cli import main
-
-    return main
 
 
 def not_json(home: Path) -> None:
