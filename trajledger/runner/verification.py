@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
+__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref", "walked_again"]
 
 
 def ledger_verifier(
@@ -85,7 +85,27 @@ def verify_ref(
     from trajledger.ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref)
-    return verify_naming_files(ledger_verifier(ledger, policy, data=data), item.digest, files)
+    verifier = ledger_verifier(ledger, policy, data=data)
+    if data == "hash":  # (the re-hashing's workers take the second core)
+        return verify_naming_files(verifier, item.digest, files)
+    # Sizes only: the signatures are checked on a second thread while the walk goes on; a
+    # check that does not hold has the lineage walked again in turn (`verify.ahead`).
+    from trajledger.verify.ahead import walk_ahead
+
+    return walk_ahead(verifier, lambda v: verify_naming_files(v, item.digest, files),
+                      lambda: walked_again(verifier))
+
+
+def walked_again(verifier: LineageVerifier) -> LineageVerifier:
+    """A fresh verifier of ``verifier``'s evidence, policy, state, data mode and time, for a walk
+    made again in turn (`verify.ahead.walk_ahead`): the log checked again, nothing of the first
+    walk kept, no notice given twice."""
+    from trajledger.verify.blobs import BlobHasher
+
+    again = LineageVerifier(verifier.evidence, verifier.policy, index=verifier.index,
+                            data=verifier.data, blobs=BlobHasher(verifier.evidence))
+    again.now, again.caller_hashes = verifier.now, verifier.caller_hashes
+    return again
 
 
 def verify_naming_files(

@@ -63,6 +63,7 @@ from .judge import (
     judge_record,
     standing,
 )
+from .keys import AHEAD
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
 from .log_entry import LogEntry
 from .log_index import LogIndex
@@ -146,6 +147,7 @@ class LineageVerifier:
         self.trusted = TrustedLog(evidence, policy, index)
         self.log = self.trusted.log
         self.checkpoint = self.trusted.checkpoint
+        self.index: LogIndex = self.trusted.index  # (the index records are looked up in)
         self.used = self.trusted.used
         """Indices of the log entries the verification relied on (an export bundles these)."""
         self.blobs = blobs if blobs is not None else BlobHasher(evidence)
@@ -158,11 +160,6 @@ class LineageVerifier:
         self._walking: set[str] = set()  # (the artifacts being followed: a loop comes back)
         self._deps: dict[str, list[Dependency]] = {}
         self._erased_blobs: dict[str, Record | None] = {}
-
-    @property
-    def index(self) -> LogIndex:
-        """The index the verifier looks records up in."""
-        return self.trusted.index
 
     def check_known_checkpoint(self, note: bytes, what: str = "checkpoint seen before") -> None:
         """`verify.consistency.check_known_checkpoint`: the log extends a checkpoint seen
@@ -182,9 +179,6 @@ class LineageVerifier:
         if index not in self._entries:
             self._entries[index] = self.index.entry(index)
         return self._entries[index]
-
-    def _entry_bytes(self, index: int) -> bytes | None:
-        return self._raw.get(index) or self.index.entry_bytes(index)  # (entries are not empty)
 
     def prefetch(self, subjects: Iterable[str]) -> None:
         """Look up the records about many artifacts at once (`LogIndex.entries_about`): a
@@ -231,7 +225,7 @@ class LineageVerifier:
         if self.checkpoint is None:
             return RecordFailure(index, "no verified log checkpoint", True, "log")
         entry = self.entry(index)
-        raw = self._entry_bytes(index)
+        raw = self._raw.get(index) or self.index.entry_bytes(index)  # (entries are not empty)
         if entry is None or raw is None:
             return RecordFailure(index, f"log entry {index} is not available", True)
         # (1)
@@ -345,8 +339,7 @@ class LineageVerifier:
         node.add("record", OK, "signature, role and inclusion verified")
         # (2)
         standing(node, rec.predicate, self._status(node, digest, "revocation"), self.policy)
-        erasures = self._status(node, digest, "erasure")
-        erased = erasures[0] if erasures else None
+        erased = next(iter(self._status(node, digest, "erasure")), None)  # (each one judged)
         # (3)
         k = KINDS[kind]
         if k.files:
@@ -356,10 +349,11 @@ class LineageVerifier:
             from .retractions import note_erased  # loaded only for erased data
 
             note_erased(node, erased)
-        self._deps[digest] = [
-            d for d in k.dependencies(rec.predicate)
-            if not (d.optional and not self.records(d.digest, d.kind))
-        ]
+        deps = k.dependencies(rec.predicate)
+        if (ahead := AHEAD.get(None)) is not None:  # (a bounded walk ahead of the signatures
+            ahead.walked(len(deps))  # of what it follows: `verify.ahead`)
+        self._deps[digest] = [d for d in deps
+                              if not (d.optional and not self.records(d.digest, d.kind))]
         if isinstance(rec.predicate, Provenance):
             # Facts the provenance records that are not artifacts of the log (trainer code,
             # dependency lock): shown, not verified.
