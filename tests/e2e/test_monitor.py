@@ -314,6 +314,10 @@ def test_monitor_refuses_a_checkpoint_not_signed_by_the_key(
         port = s.getsockname()[1]
     r = run("monitor", f"http://127.0.0.1:{port}/", "--vkey", vendor.vkey)
     assert r.exit_code == 3 and "cannot fetch" in r.stderr, r.output
+    # and what to do next (out38 finding 3: it said only `[Errno 111] Connection refused`)
+    assert r.stderr.splitlines()[-1].endswith(
+        "Connection refused; check the URL and that the log is served there (its owner's "
+        "'trajledger log serve'), then run the command again"), r.output
 
 
 def test_import_shares_the_monitors_memory(

@@ -248,7 +248,9 @@ class HttpLog:
             if self._watchdog.fired:
                 raise self._late(where) from e
             reason = getattr(e, "reason", None) or e
-            raise LedgerError(f"{where}: cannot fetch: {reason}") from e
+            raise LedgerError(f"{where}: cannot fetch: {reason}; check the URL and that the log "
+                              "is served there (its owner's 'trajledger log serve'), then run "
+                              "the command again") from e  # out38 finding 3
         if encoding == "gzip":
             raw = _gunzip(raw, cap, where, kind)
         return raw

@@ -62,6 +62,7 @@ from .layout import (
     LEGACY_INDEX_FILE,
     TREE_STATE_FILE,
     VKEY_FILE,
+    behind_checkpoint,
     parse_history,
     parse_tile_rel,
     parse_tree_state,
@@ -553,11 +554,7 @@ def verify_log_dir(
             report.problem(CHECKPOINT_FILE, str(e))
     if state is not None and cp is not None:
         if state[0] < cp.size:
-            report.problem(
-                TREE_STATE_FILE,
-                f"size {state[0]} is behind the signed checkpoint's {cp.size}: the log was "
-                "rolled back",
-            )
+            report.problem(TREE_STATE_FILE, behind_checkpoint(state[0], cp.size))
         elif state[0] == cp.size and state[1] != cp.root:
             report.problem(
                 TREE_STATE_FILE,

@@ -35,6 +35,7 @@ __all__ = [
     "STATE_DIR",
     "TREE_STATE_FILE",
     "VKEY_FILE",
+    "behind_checkpoint",
     "format_tree_state",
     "history_record",
     "parse_history",
@@ -64,6 +65,16 @@ LEGACY_INDEX_FILE = ".state/index"
 
 HISTORY_RECORD = struct.Struct(">QI")
 """One history record: the committed size (u64 BE) and the CRC-32 of those 8 bytes (u32 BE)."""
+
+
+def behind_checkpoint(size: int, signed: int) -> str:
+    """Why a treeState of ``size`` behind the signed checkpoint's ``signed`` is refused: no
+    crash leaves it (treeState is durable before the checkpoint), but a rollback does, and so
+    does a copy made file by file (``cp -r``, ``rsync``) while a command appended: it can take
+    the old treeState and the new checkpoint (review out38, finding 2)."""
+    return (f"size {size} is behind the signed checkpoint's {signed}: the log was rolled back, "
+            "or copied file by file while a command appended to it (copy it again while no "
+            "command writes to it)")
 
 
 def tile_rel(level: int, index: int, width: int | None = None) -> str:

@@ -49,6 +49,7 @@ from .layout import (
     CHECKPOINT_FILE,
     HISTORY_FILE,
     TREE_STATE_FILE,
+    behind_checkpoint,
     parse_tile_rel,
     parse_tree_state,
     tile_rel,
@@ -199,10 +200,7 @@ def read_state(directory: Path, verifier: Verifier) -> LogState:
             ) from e
     # (3)
     if cp is not None and size < cp.size:
-        raise tamper(
-            ts_path,
-            f"size {size} is behind the signed checkpoint's {cp.size}: the log was rolled back",
-        )
+        raise tamper(ts_path, behind_checkpoint(size, cp.size))
     if cp is not None and size == cp.size and root != cp.root:
         raise tamper(
             ts_path,
