@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from test_updates import Vendor, served, train_a_buyer
 from testkit import Party
 
@@ -141,3 +143,38 @@ def test_monitor_after_a_rotation_applies_the_revocation(tmp_path: Path) -> None
         assert "WARNING: revoked by " in r.stderr, r.stderr
     r = buyer.run("verify", ckpt, code=1)
     assert f"revoked: {REASON}" in r.stderr, r.stderr
+
+
+def test_a_log_with_nothing_held_is_read_once_not_at_every_monitor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rev35 finding 1: a first contact that found nothing about what the ledger holds recorded
+    nothing, so every later ``monitor`` (the daily cron, unchanged log or not) was a first
+    contact again and fetched and hashed the log's every entry bundle, for good. Now the
+    examined size is the size applied: the next monitor reads what is new only."""
+    from trajledger.ledger import monitor
+
+    _vendor, third, _ckpt = _three_parties(tmp_path)
+    other = Party(tmp_path, "other")
+    other.run("init", "--origin", "other.example/log")
+    other.run("key", "new", "vendor", "--no-encrypt")
+    other.run("policy", "init", "--roles", "producer", "--out", other.home / "policy.toml")
+    other.run("policy", "set", other.home / "policy.toml", "--key", "vendor", "--yes")
+    other.run("env", "register", "maze", "--version", "1", "--source", "sim", "--key", "vendor")
+    fetched: list[str] = []
+    real = monitor.HttpLog.fetch
+
+    def counted(self: monitor.HttpLog, path: str) -> bytes:
+        fetched.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(monitor.HttpLog, "fetch", counted)
+    before = third.run("log", "show", "--json").stdout
+    for url in served(other):
+        third.run("monitor", url, "--vkey", other.vkey(), "--key", "approver")
+        assert any(p.startswith("tile/entries/") for p in fetched), fetched  # read once
+        fetched.clear()
+        r = third.run("monitor", url, "--vkey", other.vkey(), "--key", "approver")
+        assert "unchanged since last seen" in r.stderr, r.stderr
+        assert not [p for p in fetched if p.startswith("tile/entries/")], fetched
+    assert third.run("log", "show", "--json").stdout == before  # nothing recorded
