@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from test_updates import Vendor, served, train_a_buyer
 from testkit import Party
 
