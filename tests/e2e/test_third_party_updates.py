@@ -86,16 +86,22 @@ def test_monitor_of_the_vendor_applies_its_revocation_at_a_third_party(tmp_path:
     assert f"revoked: {REASON}" in r.stderr, r.stderr
 
 
-def test_monitor_of_a_log_with_nothing_held_applies_nothing(tmp_path: Path) -> None:
-    """The other side of `first_contact`: a ledger that imported from a lab, monitoring a log
-    that holds nothing it holds, reads it all once and records nothing (first seen)."""
-    _vendor, third, _ckpt = _three_parties(tmp_path)
+def _unrelated(tmp_path: Path) -> Party:
+    """A log that holds nothing the third party holds: one environment of its own."""
     other = Party(tmp_path, "other")
     other.run("init", "--origin", "other.example/log")
     other.run("key", "new", "vendor", "--no-encrypt")
     other.run("policy", "init", "--roles", "producer", "--out", other.home / "policy.toml")
     other.run("policy", "set", other.home / "policy.toml", "--key", "vendor", "--yes")
     other.run("env", "register", "maze", "--version", "1", "--source", "sim", "--key", "vendor")
+    return other
+
+
+def test_monitor_of_a_log_with_nothing_held_applies_nothing(tmp_path: Path) -> None:
+    """The other side of `first_contact`: a ledger that imported from a lab, monitoring a log
+    that holds nothing it holds, reads it all once and records nothing (first seen)."""
+    _vendor, third, _ckpt = _three_parties(tmp_path)
+    other = _unrelated(tmp_path)
     before = third.run("log", "show", "--json").stdout
     for url in served(other):
         r = third.run("monitor", url, "--vkey", other.vkey(), "--key", "approver")
@@ -154,12 +160,7 @@ def test_a_log_with_nothing_held_is_read_once_not_at_every_monitor(
     from trajledger.ledger import monitor
 
     _vendor, third, _ckpt = _three_parties(tmp_path)
-    other = Party(tmp_path, "other")
-    other.run("init", "--origin", "other.example/log")
-    other.run("key", "new", "vendor", "--no-encrypt")
-    other.run("policy", "init", "--roles", "producer", "--out", other.home / "policy.toml")
-    other.run("policy", "set", other.home / "policy.toml", "--key", "vendor", "--yes")
-    other.run("env", "register", "maze", "--version", "1", "--source", "sim", "--key", "vendor")
+    other = _unrelated(tmp_path)
     fetched: list[str] = []
     real = monitor.HttpLog.fetch
 
