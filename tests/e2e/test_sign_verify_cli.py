@@ -378,6 +378,19 @@ def test_truncated_public_key(signed: Signed, runner: CliRunner) -> None:
                  "(truncated, corrupt or not PEM)\n")
 
 
+def test_a_public_key_file_larger_than_a_key_is_refused_unread(signed: Signed,
+                                                               runner: CliRunner) -> None:
+    """rev35 finding 2: ``--pubkey`` was read whole, parsed as PEM, then split into words to
+    name its form (left37's `key_forms`): 16 MiB of short lines took 770 MB, ``/dev/zero`` all
+    the memory there is. At most 64 KiB and a byte are read now (a sparse file here)."""
+    pub = signed.home / "big.pub"
+    with pub.open("wb") as f:
+        f.truncate(1 << 20)
+    expect(signed.verify(runner, pubkey=pub), 3,
+           f"FAIL: public key {pub}: larger than 64 KiB, so not a public key (a PEM public key "
+           "is under 1 KiB): give the signer's .pub file\n")
+
+
 @pytest.mark.parametrize("form", ["DER", "base64 of a DER", "OpenSSH Ed25519"])
 def test_a_public_key_in_another_form_is_named_with_how_to_convert_it(
         signed: Signed, runner: CliRunner, form: str) -> None:

@@ -92,16 +92,22 @@ def test_monitor_of_the_vendor_applies_its_revocation_at_a_third_party(tmp_path:
     assert f"revoked: {REASON}" in r.stderr, r.stderr
 
 
-def test_monitor_of_a_log_with_nothing_held_applies_nothing(tmp_path: Path) -> None:
-    """The other side of `first_contact`: a ledger that imported from a lab, monitoring a log
-    that holds nothing it holds, reads it all once and records nothing (first seen)."""
-    _vendor, third, _ckpt = _three_parties(tmp_path)
+def _unrelated(tmp_path: Path) -> Party:
+    """A log that holds nothing the third party holds: one environment of its own."""
     other = Party(tmp_path, "other")
     other.run("init", "--origin", "other.example/log")
     other.run("key", "new", "vendor", "--no-encrypt")
     other.run("policy", "init", "--roles", "producer", "--out", other.home / "policy.toml")
     other.run("policy", "set", other.home / "policy.toml", "--key", "vendor", "--yes")
     other.run("env", "register", "maze", "--version", "1", "--source", "sim", "--key", "vendor")
+    return other
+
+
+def test_monitor_of_a_log_with_nothing_held_applies_nothing(tmp_path: Path) -> None:
+    """The other side of `first_contact`: a ledger that imported from a lab, monitoring a log
+    that holds nothing it holds, reads it all once and records nothing (first seen)."""
+    _vendor, third, _ckpt = _three_parties(tmp_path)
+    other = _unrelated(tmp_path)
     before = third.run("log", "show", "--json").stdout
     for url in served(other):
         r = third.run("monitor", url, "--vkey", other.vkey(), "--key", "approver")
@@ -252,3 +258,31 @@ def test_affected_here_names_the_imported_checkpoint_built_on_the_revoked_batch(
             f"{batch}") in r.stderr, r.stderr
     affected = {a["digest"] for a in json.loads(r.stdout)["import"]["affected"]}
     assert affected == {ckpt, vendor.dataset}, r.stderr
+def test_a_log_with_nothing_held_is_read_once_not_at_every_monitor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rev35 finding 1: a first contact that found nothing about what the ledger holds recorded
+    nothing, so every later ``monitor`` (the daily cron, unchanged log or not) was a first
+    contact again and fetched and hashed the log's every entry bundle, for good. Now the
+    examined size is the size applied: the next monitor reads what is new only."""
+    from trajledger.ledger import monitor
+
+    _vendor, third, _ckpt = _three_parties(tmp_path)
+    other = _unrelated(tmp_path)
+    fetched: list[str] = []
+    real = monitor.HttpLog.fetch
+
+    def counted(self: monitor.HttpLog, path: str) -> bytes:
+        fetched.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(monitor.HttpLog, "fetch", counted)
+    before = third.run("log", "show", "--json").stdout
+    for url in served(other):
+        third.run("monitor", url, "--vkey", other.vkey(), "--key", "approver")
+        assert any(p.startswith("tile/entries/") for p in fetched), fetched  # read once
+        fetched.clear()
+        r = third.run("monitor", url, "--vkey", other.vkey(), "--key", "approver")
+        assert "unchanged since last seen" in r.stderr, r.stderr
+        assert not [p for p in fetched if p.startswith("tile/entries/")], fetched
+    assert third.run("log", "show", "--json").stdout == before  # nothing recorded

@@ -86,13 +86,17 @@ def stacked_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], w
     line = np.arange(width, dtype=np.int64)[:, None]
     heads = np.zeros((len(lengths), 2, width), dtype=q.dtype)  # each episode's first 2 steps
     heads[todo] = np.stack((q[starts[todo]], q[starts[todo] + 1]), axis=1)
+    # Per episode a step compared before the whole: its last, then the first a way found not
+    # stacked (rev35: an episode broken at one step was read whole by every way its head fits)
+    probe = starts + lengths - 1
     for direction in (0, 1):
-        todo = np.setdiff1d(todo, _fitting(q, heads, starts, lengths, todo, line, 1, direction))
+        todo = np.setdiff1d(todo, _fitting(q, heads, starts, lengths, todo, line, 1, direction,
+                                           probe))
     layouts = _layouts(width)  # the fewest steps between frames first: 4 frames of d, one
     ways = [(f, k) for k in range(1, MAX_STACK) for f in layouts if k < len(f)]  # step apart,
     for frames, shift in ways:  # are also 8 of d / 2, two apart
         for direction in (0, 1):
-            got = _fitting(q, heads, starts, lengths, todo, frames, shift, direction)
+            got = _fitting(q, heads, starts, lengths, todo, frames, shift, direction, probe)
             older = np.ones(width, dtype=bool)
             older[frames[-1] if direction == 0 else frames[0]] = False
             out[got] = older
@@ -103,12 +107,14 @@ def stacked_columns(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], w
 def _fitting(q: npt.NDArray[np.uint32], heads: npt.NDArray[np.uint32],
              starts: npt.NDArray[np.int64],
              lengths: npt.NDArray[np.int64], todo: npt.NDArray[np.int64],
-             frames: npt.NDArray[np.int64], shift: int, direction: int
-             ) -> npt.NDArray[np.int64]:
+             frames: npt.NDArray[np.int64], shift: int, direction: int,
+             probe: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The episodes among ``todo`` each of whose steps after the first is stacked on the step
     before in ``frames``, ``shift`` frames on, the newest last (``direction`` 0) or first: each
     episode's second step compared first (``heads``: per episode its first two steps, gathered
-    once for every way), only those it leaves compared whole."""
+    once for every way), then its step ``probe`` (a row of ``q`` after the episode's first: its
+    last, or the first step an earlier way found not stacked, which this call updates), only
+    those both leave compared whole."""
     if not len(todo):
         return todo
     older, newer = frames[:-shift].ravel(), frames[shift:].ravel()
@@ -116,6 +122,8 @@ def _fitting(q: npt.NDArray[np.uint32], heads: npt.NDArray[np.uint32],
         older, newer = newer, older
     h = heads[todo]
     eps = todo[np.all(h[:, 1, older] == h[:, 0, newer], axis=1)]  # `_linked` of the two
+    at = probe[eps]
+    eps = eps[np.all(q[at][:, older] == q[at - 1][:, newer], axis=1)]
     if not len(eps):
         return eps
     sub = lengths[eps]
@@ -125,7 +133,11 @@ def _fitting(q: npt.NDArray[np.uint32], heads: npt.NDArray[np.uint32],
     bad = np.ones(len(x), dtype=bool)  # per step: not stacked (its episode's first is)
     bad[1:] = ~_linked(x, frames, shift)[direction]
     bad[first] = False
-    return eps[~np.logical_or.reduceat(bad, first)]
+    broken = np.logical_or.reduceat(bad, first)
+    where = np.flatnonzero(bad)  # each broken episode's first step not stacked: its probe
+    firsts = where[np.searchsorted(where, first[broken])]
+    probe[eps[broken]] = rows[firsts]
+    return eps[~broken]
 
 
 def member_stacks(q: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], window: int,

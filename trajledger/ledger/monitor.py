@@ -574,9 +574,10 @@ def watch_updates(
         1. The size applied of this log (`updates.origin_state`); none (nothing ever imported
            from it): 0 when the ledger holds records another log brought, which this one may
            revoke (`first_contact`), else nothing to do (None); met first, nothing read about
-           what the ledger holds: None too, nothing applied. The log's keys before its key
-           rotated (`first_contact.rotated_from`: its handovers that lead to its key) are its
-           own too, as an import's bundle's are.
+           what the ledger holds: None too, nothing applied (the size applied is recorded: the
+           log was examined up to it). The log's keys before its key rotated
+           (`first_contact.rotated_from`: its handovers that lead to its key) are its own too,
+           as an import's bundle's are.
         2. Read every entry from there to the checkpoint's size from the entry bundles, one
            bundle at a time; their leaf hashes, after the tree's right edge at the size
            applied, must give the signed root (the tiles are fetched again: what the server
@@ -656,8 +657,11 @@ def watch_updates(
                          f"of size {result.size}: the served log is not the signed tree")
     if unreadable is not None:
         raise unreadable  # the signed tree holds an entry that cannot be read
-    if first:
-        return None  # met first, and nothing in it is about what the ledger holds: as before
+    if first:  # met first, nothing in it about what the ledger holds: nothing applied, but
+        # examined up to its size (rev35 finding 1: else every monitor read it all again)
+        origin.advance_floor(result.note, what=f"log {result.origin} at {log.url}",
+                             applied=result.size)
+        return None
     # (3)
     fetched: dict[str, bytes] = {}
     for raw in entries.values():

@@ -23,11 +23,16 @@ from .files import collect_files
 
 __all__ = ["FilesResult", "load_pubkey_file", "read_input", "verify_files"]
 
+_MAX_PUBKEY = 65536
+"""The most of a ``--pubkey`` file read (a PEM public key is under 1 KiB)."""
 
-def read_input(path: Path, what: str) -> bytes:
-    """Read a file the user named, turning OS errors into one-line `LedgerError`s."""
+
+def read_input(path: Path, what: str, limit: int = -1) -> bytes:
+    """Read a file the user named (at most ``limit`` bytes and one more, when given: the
+    caller refuses a longer one unparsed), turning OS errors into one-line `LedgerError`s."""
     try:
-        return path.read_bytes()
+        with path.open("rb") as f:
+            return f.read(limit + 1 if limit >= 0 else -1)
     except FileNotFoundError as e:
         raise LedgerError(f"{what} {path}: no such file") from e
     except OSError as e:
@@ -35,8 +40,13 @@ def read_input(path: Path, what: str) -> bytes:
 
 
 def load_pubkey_file(path: Path) -> PublicKey:
-    """Load a trusted public key PEM the user named (a bad key is operational: exit 3)."""
-    data = read_input(path, "public key")
+    """Load a trusted public key PEM the user named (a bad key is operational: exit 3). At most
+    64 KiB is read, as of a key in the key store (`keys.KeyStore.public`): a larger file (or
+    ``/dev/zero``) is refused unread, not parsed as PEM and then split into words (rev35)."""
+    data = read_input(path, "public key", _MAX_PUBKEY)
+    if len(data) > _MAX_PUBKEY:
+        raise KeyError_(f"public key {path}: larger than 64 KiB, so not a public key (a PEM "
+                        "public key is under 1 KiB): give the signer's .pub file")
     try:
         return PublicKey.from_pem(data, f"public key {path}")
     except FormatError as e:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HANDOVER_DIR",
     "HANDOVER_EXTENSION",
+    "MAX_HANDOVERS",
     "Handover",
     "follow_handovers",
     "handover_checkpoint",
@@ -54,6 +55,9 @@ __all__ = [
 
 HANDOVER_EXTENSION = "trajledger.dev/log-key-handover"
 """The first word of a handover checkpoint's extension line."""
+MAX_HANDOVERS = 64
+"""The most key handovers a bundle may carry (a log whose key rotated more often is refused:
+following chains is quadratic in them, rev35)."""
 
 
 @dataclass(frozen=True)
@@ -147,13 +151,16 @@ def parse_handover(note: bytes, what: str = "key handover") -> Handover:
 
 def parse_handovers(members: dict[int, bytes], what: str) -> None:
     """Check a bundle's key handovers (``<HANDOVER_DIR>/<n>``): numbered 1, 2, ... without
-    a gap, each parsed and signed by both keys it names (`parse_handover`).
+    a gap, at most `MAX_HANDOVERS`, each parsed and signed by both keys it names
+    (`parse_handover`).
 
     Raises:
-        FormatError, SignatureError: as `parse_handover`; or a gap in the numbers.
+        FormatError, SignatureError: as `parse_handover`; or a gap in the numbers, or too many.
     """
     if sorted(members) != list(range(1, len(members) + 1)):
         raise FormatError(f"{what}: key handovers are not numbered 1..{len(members)}")
+    if len(members) > MAX_HANDOVERS:
+        raise FormatError(f"{what}: {len(members)} key handovers, more than {MAX_HANDOVERS}")
     for n, data in sorted(members.items()):
         parse_handover(data, f"{what}: member {HANDOVER_DIR}/{n}")
 

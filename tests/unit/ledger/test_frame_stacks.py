@@ -363,3 +363,60 @@ def test_the_kept_file_holds_a_held_stacks_windows(tmp_path: Path) -> None:
                     got.setdefault(w.episode_ids[e], set()).add(h)
             assert got == want, name
         assert c.clocks is not None and len(c.clocks[0]), name
+
+
+def broken_stacks(seed: int, where: str) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Episodes of 4 frames of 4 numbers (in blocks, the newest last), stacked at every step
+    but one replaced by noise (``where``: the last, one in the middle, or none), beside
+    random ones: ``(q, lengths, each episode's q)``."""
+    rng = np.random.default_rng(seed)
+    eps = []
+    for i in range(12):
+        n = int(rng.integers(WINDOW, 60))
+        s = flat(stack(np.round(rng.normal(size=(n, 4)), 2), 4))
+        if i % 4 == 3:
+            s = np.round(rng.normal(size=s.shape), 2)
+        elif where != "none":
+            s[n - 1 if where == "end" else int(rng.integers(2, n - 1))] = rng.normal(size=16)
+        eps.append(s)
+    lengths = np.array([len(e) for e in eps], dtype=np.int64)
+    q = quantised(pa.array(np.vstack(eps).astype(np.float32).ravel())).reshape(-1, 16)
+    return q, lengths, np.split(q, np.cumsum(lengths)[:-1])
+
+
+@pytest.mark.parametrize("where", ["end", "middle", "none"])
+@pytest.mark.parametrize("seed", range(6))
+def test_stacks_broken_at_one_step_are_the_definition(seed: int, where: str) -> None:
+    """rev35: each episode's last step, then the step an earlier way found unstacked, is
+    compared before the episode whole; the decisions are the definition's still, for episodes
+    stacked but at their last step, at one in the middle, or at none."""
+    q, lengths, eps = broken_stacks(seed, where)
+    got = stacked_columns(q, lengths, WINDOW)
+    for i, qi in enumerate(eps):
+        want = stacked_reference(qi)
+        mine = None if got is None or not got[i].any() else got[i]
+        assert (mine is None) == (want is None), i
+        assert want is None or np.array_equal(mine, want), i
+        assert (want is not None) == (where == "none" and i % 4 != 3), i
+
+
+@pytest.mark.parametrize("where", ["end", "middle"])
+def test_a_batch_stacked_but_at_one_step_is_read_whole_once_at_most(
+        where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rev34's Left: an episode stacked at every step but its last passed every way's first
+    look (its first two steps) and was compared whole in each (4.8x the CPU of random data).
+    Now the steps compared whole are at most the batch's once (broken in the middle: the way
+    that found the break looks there first in the next way)."""
+    from trajledger.ledger import frame_stacks
+
+    read = []
+    real = frame_stacks._linked
+
+    def counted(x: np.ndarray, frames: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:
+        read.append(len(x))
+        return real(x, frames, shift)
+
+    monkeypatch.setattr(frame_stacks, "_linked", counted)
+    q, lengths, _eps = broken_stacks(0, where)
+    assert stacked_columns(q, lengths, WINDOW) is None
+    assert sum(read) <= len(q), (sum(read), len(q))

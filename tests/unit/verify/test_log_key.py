@@ -15,6 +15,7 @@ from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.errors import FormatError, SignatureError, VerificationError
 from trajledger.verify.log_key import (
     HANDOVER_EXTENSION,
+    MAX_HANDOVERS,
     handover_checkpoint,
     key_chain,
     parse_handover,
@@ -109,6 +110,21 @@ def test_a_smaller_tree_cannot_be_handed_over() -> None:
 def test_a_bad_note_fails_the_chain() -> None:
     with pytest.raises(SignatureError, match="key handover 2: not signed by the new key"):
         key_chain(vkey(0), [handover(0, 1), handover(1, 2, signers=(1,))])
+
+
+def test_a_bundle_of_more_handovers_than_a_log_rotates_is_refused_unread() -> None:
+    """rev35 finding 3: following the chains (`predecessors`, in every verification and import
+    of a bundle with handovers, and `ledger.first_contact.applied_across`) parses every note
+    once per note: 200 unrelated handovers a relay adds to a bundle took 12.8 CPU-s, 3,000
+    (a megabyte) most of an hour. At most `MAX_HANDOVERS` are read; the count is checked
+    before any is parsed."""
+    junk = {n: b"not a note" for n in range(1, MAX_HANDOVERS + 2)}
+    with pytest.raises(FormatError, match=rf"^b: {MAX_HANDOVERS + 1} key handovers, more than "
+                       rf"{MAX_HANDOVERS}$"):
+        parse_handovers(junk, "b")
+    del junk[MAX_HANDOVERS + 1]
+    with pytest.raises(FormatError, match=r"^b: member key-handovers/1: "):
+        parse_handovers(junk, "b")
 
 
 def test_a_bundle_s_handovers_are_numbered_from_1_and_each_is_checked() -> None:
