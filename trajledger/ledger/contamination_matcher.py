@@ -386,9 +386,11 @@ class Matcher:
     def _held_norms(self, modality: str) -> npt.NDArray[np.float64]:
         """The norms of the held vectors of ``modality`` (float64), computed once."""
         if modality not in self._norms:
-            with np.errstate(all="ignore"):
-                self._norms[modality] = np.linalg.norm(
-                    self._near[modality][1].astype(np.float64), axis=1)
+            held = self._near[modality][1]
+            with np.errstate(all="ignore"):  # a slice at a time: 4 MB, not 1 KiB a row
+                self._norms[modality] = np.concatenate(
+                    [np.zeros(0)] + [np.linalg.norm(held[lo : lo + 4096].astype(np.float64),
+                                                    axis=1) for lo in range(0, len(held), 4096)])
         return self._norms[modality]
 
     def _near_block(self, rows: npt.NDArray[np.int64], held: npt.NDArray[np.float32], lo: int,
