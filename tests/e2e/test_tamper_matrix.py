@@ -328,6 +328,11 @@ UNREAD = [
     Unread("index/features/w*/held-*.filter", "derived filter of the grouped held windows' "
            "hashes, checked against its CRC and its grouped file, written again; the gate "
            "never reads it"),
+    # The stamp of a filter whose body's CRC was checked (held38): names the filter's device,
+    # inode, size, mtime and ctime; one that does not match them costs the CRC again.
+    Unread("index/features/w*/held-*.checked", "derived stamp of the held filter's checked "
+           "version: one that does not match it only costs its CRC again; the gate never "
+           "reads it"),
     # flock()ed by writers; its bytes are never read, and a writer creates it.
     Unread("log/.state/lock", "the writers' lock file, never read"),
     Unread("keys/*.key", "a private key: only writers read it"),

@@ -32,11 +32,26 @@ copy from a chance match (short CartPole falls under one repeated action agree t
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
+_NEAR_PENDING = 4096
+"""Train episodes fed before their near duplicates are looked for (`Matcher._compare`: 512
+bytes each; the screen's block of similarities 4 bytes a held episode of `_BLOCK` each)."""
 _PENDING = 1 << 20
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 _PLAIN, _CLOCKS, _STILL = 1, 2, 4  # a train window as recorded, without its clocks, without
 # its standing columns too (copy35): a run none of whose windows is plain had such columns
 # added to the copy (`Finding.added`)
+
+
+def _slack(norms: npt.NDArray[np.float64], reach: float, threshold: float,
+           dim: int) -> npt.NDArray[np.float64]:
+    """Per held vector (its norm in ``norms``), more than two float32 products of it with a
+    train vector (of norm ``reach`` at most) of ``dim`` terms can differ, doubled, plus the
+    threshold's rounding to float32 (a comparison with a float32 array rounds it): a
+    non-finite norm gives an infinite slack (such a row is never cleared)."""
+    u = 2.0**-24
+    gamma = dim * u / (1 - dim * u)
+    slack = 4 * gamma * norms * reach + abs(threshold) * 2.0**-20 + 1e-30
+    return np.where(np.isfinite(slack), slack, np.inf)
 
 
 def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
@@ -53,9 +68,10 @@ class Matcher:
     Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
     step windows (32 bytes a window, about 9 windows a step of a numeric episode in its
     `step_windows.ORDERS` and `step_windows.COLUMNS`), never the train side (but the hashes
-    and episodes of up to `_PENDING` train windows, 16 bytes each, matched together). The
-    comparison is exact (blockwise matrix products, no approximate index), so nothing above
-    a threshold is missed.
+    and episodes of up to `_PENDING` train windows, 16 bytes each, matched together, and the
+    vectors of up to `_NEAR_PENDING` train episodes, compared together). The comparison is
+    exact (blockwise matrix products, no approximate index), so nothing above a threshold is
+    missed.
     """
 
     def __init__(
@@ -79,6 +95,11 @@ class Matcher:
         self._fp: dict[str, list[int]] = {}
         self._held: list[FeatureChunk] = []
         self._near: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        self._norms: dict[str, npt.NDArray[np.float64]] = {}  # of `_near`'s vectors
+        # modality -> the train chunks fed, not compared yet: (batch, episode ids, the
+        # columns of those compared, their vectors)
+        self._near_pending: dict[str, list[tuple[str, Sequence[str], npt.NDArray[np.int64],
+                                                 npt.NDArray[np.float32]]]] = {}
         self._exact_first: dict[int, tuple[str, str]] = {}
         self._exact_count: dict[int, int] = {}
         self._best: npt.NDArray[np.float64] = np.zeros(0)
@@ -320,34 +341,85 @@ class Matcher:
             for i in self._fp.get(fp, ()) if fp is not None else ():
                 self._exact_first.setdefault(i, (batch, chunk.episode_ids[j]))
                 self._exact_count[i] = self._exact_count.get(i, 0) + 1
-        # Near: cosine similarity per modality, blockwise.
-        for modality, threshold in self.thresholds.items():
-            rows, held = self._near[modality]
+        # Near: cosine similarity per modality, compared `_NEAR_PENDING` train episodes at a time.
+        for modality in self.thresholds:
+            rows, _held = self._near[modality]
             cols = np.flatnonzero(_near_mask(chunk, modality))
             if not len(rows) or not len(cols):
                 continue
-            train = chunk.vectors[cols]
-            for lo in range(0, len(rows), _BLOCK):
+            pending = self._near_pending.setdefault(modality, [])
+            pending.append((batch, chunk.episode_ids, cols, chunk.vectors[cols]))
+            if sum(len(p[2]) for p in pending) >= _NEAR_PENDING:
+                self._compare(modality)
+
+    def _compare(self, modality: str) -> None:
+        """Compare the train episodes of ``modality`` fed since the last call with every held
+        one: a screen (one product of each block of `_BLOCK` held vectors with all of theirs;
+        held38: ten batches' products of a block cost ten calls of the BLAS), then, only for
+        a block the screen cannot clear, each fed chunk's own product, in the order fed
+        (`_near_block`): the very products, and so the very decisions, of comparing each
+        chunk as it is fed. The screen clears a block when each of its similarities is finite
+        and below its held row's threshold less `_slack`: the two products of a pair differ by
+        less than that (both within ``n u ||h|| ||t|| / (1 - n u)`` of the exact dot product
+        of the same float32 vectors, whatever the order of their sums; Higham, Accuracy and
+        Stability of Numerical Algorithms, 3.1), so no pair the chunk's product would flag is
+        in a block cleared."""
+        pending = self._near_pending.pop(modality, [])
+        if not pending:
+            return
+        rows, held = self._near[modality]
+        threshold = self.thresholds[modality]
+        train = pending[0][3] if len(pending) == 1 else np.concatenate([p[3] for p in pending])
+        with np.errstate(all="ignore"):
+            reach = float(np.max(np.linalg.norm(train.astype(np.float64), axis=1)))
+            limit = threshold - _slack(self._held_norms(modality), reach, threshold,
+                                       held.shape[1])
+        for lo in range(0, len(rows), _BLOCK):
+            if len(pending) > 1:
                 sims = held[lo : lo + _BLOCK] @ train.T
-                over = sims >= threshold
-                # Only a held episode with a match has a best one to name (`findings`): the
-                # others' rows are passed over (hold30; the same best, its first on a tie).
-                some = np.flatnonzero(over.any(axis=1))
-                if not len(some):
-                    continue
-                block_rows, sims = rows[lo + some], sims[some]
-                self._count[block_rows] += over[some].sum(axis=1)
-                j = sims.argmax(axis=1)
-                s = sims[np.arange(len(block_rows)), j]
-                better = np.flatnonzero(s > self._best[block_rows])
-                for k in better.tolist():
-                    i = int(block_rows[k])
-                    self._best[i] = float(s[k])
-                    self._best_of[i] = (batch, chunk.episode_ids[int(cols[j[k]])])
+                if np.isfinite(sims).all() and not (
+                        sims.max(axis=1).astype(np.float64) >= limit[lo : lo + _BLOCK]).any():
+                    continue  # no pair of this block reaches its threshold
+            for batch, ids, cols, vectors in pending:
+                self._near_block(rows, held, lo, threshold, batch, ids, cols, vectors)
+
+    def _held_norms(self, modality: str) -> npt.NDArray[np.float64]:
+        """The norms of the held vectors of ``modality`` (float64), computed once."""
+        if modality not in self._norms:
+            held = self._near[modality][1]
+            with np.errstate(all="ignore"):  # a slice at a time: 4 MB, not 1 KiB a row
+                self._norms[modality] = np.concatenate(
+                    [np.zeros(0)] + [np.linalg.norm(held[lo : lo + 4096].astype(np.float64),
+                                                    axis=1) for lo in range(0, len(held), 4096)])
+        return self._norms[modality]
+
+    def _near_block(self, rows: npt.NDArray[np.int64], held: npt.NDArray[np.float32], lo: int,
+                    threshold: float, batch: str, ids: Sequence[str],
+                    cols: npt.NDArray[np.int64], train: npt.NDArray[np.float32]) -> None:
+        """Compare the held vectors ``held[lo : lo + _BLOCK]`` (rows ``rows[lo:]``) with the
+        vectors ``train`` of a chunk of ``batch`` (its episodes ``ids`` at ``cols``)."""
+        sims = held[lo : lo + _BLOCK] @ train.T
+        over = sims >= threshold
+        # Only a held episode with a match has a best one to name (`findings`): the
+        # others' rows are passed over (hold30; the same best, its first on a tie).
+        some = np.flatnonzero(over.any(axis=1))
+        if not len(some):
+            return
+        block_rows, sims = rows[lo + some], sims[some]
+        self._count[block_rows] += over[some].sum(axis=1)
+        j = sims.argmax(axis=1)
+        s = sims[np.arange(len(block_rows)), j]
+        better = np.flatnonzero(s > self._best[block_rows])
+        for k in better.tolist():
+            i = int(block_rows[k])
+            self._best[i] = float(s[k])
+            self._best_of[i] = (batch, ids[int(cols[j[k]])])
 
     def findings(self) -> list[Finding]:
         """One finding per held episode with a match: exact first, then by batch and episode."""
         self._freeze()
+        for modality in list(self._near_pending):
+            self._compare(modality)
         runs = self._runs_of()
         out = []
         for i in range(len(self._episodes)):

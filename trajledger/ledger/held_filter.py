@@ -34,6 +34,18 @@ page holds it, and cannot hide a held window: the filter, made from the hashes a
 still points at its page. What is not checked at each call is the grouped hashes no lookup
 reaches: damage there changes no decision. Neither CRC stops an attacker who writes the
 ledger's directory (he can write both files and their CRCs), as before.
+
+The body's CRC is checked once per version of the file (held38): a stamp beside it
+(``held-<key>.checked``, `stamp_path`: its device, inode, size, mtime_ns and ctime_ns, the
+header's CRC and grouped file) is written when it was checked and its mtime was `_SETTLED`
+old, or by `write` once it set the mtime of the file it wrote that far back; a read
+whose filter has that stamp skips the CRC of its body (189 MB at a 100x holdout). What that no
+longer finds: a body changed while none of those changed, that is, damage below the file system
+(the medium, the page cache) or a rewrite of the same size within one tick of a file system's
+coarse timestamps, or by one who sets the clock back (ctime); a fingerprint so flipped can
+hide a held window. A page CRC or a bucket's start so damaged is still found (pages checked
+when read, buckets' sums). Any write through the file system changes mtime and ctime: the
+stamp then does not match, the CRC is checked.
 Non-scope: the grouped file (``held_windows``), matching (``contamination_matcher``).
 """
 
@@ -44,6 +56,7 @@ import hashlib
 import json
 import os
 import struct
+import time
 import zlib
 from pathlib import Path
 from typing import BinaryIO
@@ -56,7 +69,7 @@ from trajledger.verify.ledger_dir import open_regular
 
 from .fs import temp_name
 
-__all__ = ["MAGIC", "PAGE", "Probe", "filter_path", "read", "write"]
+__all__ = ["MAGIC", "PAGE", "Probe", "filter_path", "read", "stamp_path", "write"]
 
 MAGIC = b"trajledger-held-filter\n"
 FORMAT = 1
@@ -70,6 +83,46 @@ _FP = 16
 def filter_path(grouped: Path) -> Path:
     """Where the filter of the grouped file ``grouped`` is kept."""
     return grouped.with_suffix(".filter")
+
+
+def stamp_path(flt: Path) -> Path:
+    """Where the stamp of the filter ``flt``, its body's CRC checked, is kept (held38)."""
+    return flt.with_suffix(".checked")
+
+
+def _stamp(st: os.stat_result, head: dict[str, object]) -> bytes:
+    """What identifies a version of a filter (its status ``st``, its header ``head``)."""
+    return json.dumps(["checked", 1, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                       st.st_ctime_ns, head.get("crc"), head.get("grouped")]).encode()
+
+
+_SETTLED = 3 * 10**9
+"""How old (ns) a filter's mtime must be when its body is checked for a stamp to be kept: a
+write after the check then gives it another mtime, even where timestamps are coarse (a
+jiffy; FAT's 2 s), as git's racily clean entries."""
+
+
+def _stamped(flt: Path, stamp: bytes) -> bool:
+    """Whether the filter ``flt``'s kept stamp is ``stamp`` (its body checked as it is)."""
+    try:
+        with open_regular(stamp_path(flt)) as f:
+            return f.read(len(stamp) + 1) == stamp
+    except OSError:
+        return False
+
+
+def _keep_stamp(flt: Path, stamp: bytes) -> None:
+    """Keep ``stamp`` for the filter ``flt`` (a temp file renamed; nothing if it cannot)."""
+    tmp = flt.parent / temp_name()
+    try:
+        with open(tmp, "xb") as f:
+            f.write(stamp)
+        os.replace(tmp, stamp_path(flt))
+    except OSError:
+        pass  # its CRC is checked again at the next call
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _bits(n: int) -> int:
@@ -204,7 +257,15 @@ def write(path: Path, grouped_head: bytes, hashes: npt.NDArray[np.uint64]) -> No
             text = json.dumps({**head, "crc": crc}, separators=(",", ":"))
             f.seek(0)
             f.write(MAGIC + struct.pack("<I", _widest(head)) + text.ljust(_widest(head)).encode())
+            ino = os.fstat(f.fileno()).st_ino
+        stamp_path(path).unlink(missing_ok=True)
         os.replace(tmp, path)
+        with open_regular(path) as f:  # stamped as written: its first read skips its CRC
+            st = os.fstat(f.fileno())
+            if st.st_ino == ino:  # its mtime set back: no later write can leave it so
+                os.utime(f.fileno(), ns=(st.st_atime_ns, time.time_ns() - 2 * _SETTLED))
+                st = os.fstat(f.fileno())
+                _keep_stamp(path, _stamp(st, {"crc": crc, "grouped": head["grouped"]}))
     except OSError:
         pass  # derived: the next call reads the hashes whole, and tries again
     finally:
@@ -223,14 +284,15 @@ def read(path: Path, grouped_head: bytes, n: int) -> Probe | None:
         return None
     with f:
         try:
-            return _read(f, grouped_head, n)
+            return _read(f, grouped_head, n, path)
         except (OSError, FormatError, ValueError, TypeError, KeyError, OverflowError,
                 RecursionError, struct.error):
             return None
 
 
-def _read(f: BinaryIO, grouped_head: bytes, n: int) -> Probe:
-    size = os.fstat(f.fileno()).st_size
+def _read(f: BinaryIO, grouped_head: bytes, n: int, path: Path) -> Probe:
+    st = os.fstat(f.fileno())  # before its bytes are read: a later change is another stamp
+    size = st.st_size
     if f.read(len(MAGIC)) != MAGIC:
         raise FormatError("not a filter of held windows")
     (hsize,) = struct.unpack("<I", f.read(4))
@@ -251,8 +313,12 @@ def _read(f: BinaryIO, grouped_head: bytes, n: int) -> Probe:
         raise FormatError(f"{size} bytes: its counts do not add up")
     if f.readinto(body.data) != len(body):  # type: ignore[attr-defined]
         raise FormatError("truncated")
-    if zlib.crc32(body.data) != int(h["crc"]):
-        raise FormatError("its body does not match its CRC")
+    stamp = _stamp(st, h)
+    if not _stamped(path, stamp):
+        if zlib.crc32(body.data) != int(h["crc"]):
+            raise FormatError("its body does not match its CRC")
+        if time.time_ns() - st.st_mtime_ns >= _SETTLED:
+            _keep_stamp(path, stamp)
     fps = body[: 2 * n].view("<u2").astype(np.uint16, copy=False)
     crcs = body[2 * n : 2 * n + 4 * pages].view("<u4").astype(np.uint32, copy=False)
     first = body[2 * n + 4 * pages :].view("<u4")

@@ -666,5 +666,6 @@ def regrouped(path: Path, why: str) -> str:
 def forget_grouped(cache: Path) -> None:
     """Delete every grouped file of the held side (an erased batch's windows are in some:
     nothing derived from erased data is kept; the next ``dataset create`` groups again)."""
-    for old in [*cache.glob("w*/held-*.grouped"), *cache.glob("w*/held-*.filter")]:
+    for old in [*cache.glob("w*/held-*.grouped"), *cache.glob("w*/held-*.filter"),
+                *cache.glob("w*/held-*.checked")]:
         old.unlink(missing_ok=True)

@@ -153,3 +153,91 @@ def test_a_regrouping_or_an_erasure_leaves_no_filter_behind(tmp_path: Path) -> N
                       np.arange(51, dtype=np.int64), np.arange(51, dtype=np.uint64))]
     assert held_windows.group_file(path, ["b"], [ws], KEY) is not None
     assert held_filter.filter_path(path).read_bytes() != old  # the new file's, read back
+
+
+class _Crcs:
+    """`zlib` for `held_filter`, counting the CRCs of more than a page (a body's)."""
+
+    def __init__(self) -> None:
+        import zlib
+
+        self.zlib, self.bodies = zlib, 0
+
+    def crc32(self, data: bytes, value: int = 0) -> int:
+        self.bodies += memoryview(data).nbytes > 8 * held_filter.PAGE
+        return self.zlib.crc32(data, value)
+
+
+def _body_crcs(monkeypatch: pytest.MonkeyPatch, path: Path) -> tuple[int, bool]:
+    """How many body CRCs a read of ``path``'s filter computes, and whether it is used."""
+    crcs = _Crcs()
+    monkeypatch.setattr(held_filter, "zlib", crcs)
+    g = held_windows.read(path, KEY)
+    try:
+        return crcs.bodies, g.probe is not None
+    finally:
+        g.close()
+        monkeypatch.undo()
+
+
+def test_a_stamped_filter_is_used_without_its_body_crc(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """held38: the filter's body CRC is checked once per version of the file: `write` stamps
+    the file it wrote (its mtime set back); a read of that version skips the CRC and finds
+    what the hashes read whole find; a damaged stamp only costs the CRC again."""
+    rng = np.random.default_rng(38)
+    hashes = rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64)
+    path = tmp_path / "g.grouped"
+    group(path, hashes)
+    flt = held_filter.filter_path(path)
+    assert held_filter.stamp_path(flt).exists()
+    assert _body_crcs(monkeypatch, path) == (0, True)
+    q = np.sort(np.concatenate([hashes[:500], rng.integers(0, 2**64 - 1, 500,
+                                                           dtype=np.uint64)]))
+    fast, slow, at = lookups(path, q)
+    assert fast == slow and len(fast) >= 500
+    assert set(at) == set(q.tolist()) & set(hashes.tolist())
+    held_filter.stamp_path(flt).write_bytes(b"[]")
+    assert _body_crcs(monkeypatch, path) == (1, True)  # checked, stamped again (settled)
+    assert _body_crcs(monkeypatch, path) == (0, True)
+
+
+@pytest.mark.parametrize("how", ["rewritten", "mtime put back", "fresh copy"])
+def test_a_filter_changed_after_its_stamp_is_checked(tmp_path: Path, how: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filter changed through the file system after it was stamped (a fingerprint flipped,
+    its size kept; even with its mtime put back: its ctime moved) has its CRC checked, so it is
+    not used, and the hashes are read whole; a fresh filter, its mtime not `_SETTLED`, is
+    checked at every read until it is (a write within one tick of a coarse clock would
+    otherwise keep its stamp)."""
+    import os
+
+    rng = np.random.default_rng(39)
+    hashes = rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64)
+    path = tmp_path / "g.grouped"
+    group(path, hashes)
+    flt = held_filter.filter_path(path)
+    good = flt.read_bytes()
+    st = os.stat(flt)
+    if how == "fresh copy":
+        held_filter.stamp_path(flt).unlink()
+        flt.write_bytes(good)
+        assert _body_crcs(monkeypatch, path) == (1, True)
+        assert not held_filter.stamp_path(flt).exists()  # not settled: not stamped
+        assert _body_crcs(monkeypatch, path) == (1, True)
+        return
+    body = len(held_filter.MAGIC) + 4 + int.from_bytes(good[len(held_filter.MAGIC):][:4],
+                                                         "little")
+    with open(flt, "r+b") as f:  # in place: the same inode and size
+        f.seek(body + 1)
+        f.write(bytes([good[body + 1] ^ 4]))
+    if how == "mtime put back":
+        os.utime(flt, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(flt).st_ino == st.st_ino and os.stat(flt).st_size == st.st_size
+    assert _body_crcs(monkeypatch, path)[1] is False  # not trusted: read whole, written again
+    q = np.sort(hashes[:1000])
+    g = held_windows.read(path, KEY)
+    assert g.probe is not None and g.lookup(q).tolist() == held_windows.read(
+        path, KEY, probe=False).lookup(q).tolist()
+    g.close()
+    assert flt.read_bytes() == good

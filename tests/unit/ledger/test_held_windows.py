@@ -130,7 +130,7 @@ def test_grouped_in_sorted_runs_as_at_once(tmp_path: Path, monkeypatch: pytest.M
         assert [a.tolist() for a in got.placed(every)] == [
             a.tolist() for a in at_once.placed(every)], case
         got.close()
-        assert sorted(os.listdir(tmp_path / "b")) == ["g.filter", "g.grouped"]
+        assert sorted(os.listdir(tmp_path / "b")) == ["g.checked", "g.filter", "g.grouped"]
         assert not any(len(w.hashes) for ws in held for w in ws)  # taken as sorted
 
 
@@ -199,7 +199,7 @@ def test_a_killed_groupings_temp_file_is_removed_by_the_next(tmp_path: Path) -> 
                          np.arange(9, dtype=np.uint64))]]
     assert held_windows.group_file(where / "g.grouped", ["b"], held,
                                    [("b", "sha256:" + "0" * 64)], run=4) is not None
-    assert sorted(os.listdir(where)) == sorted(["g.filter", "g.grouped", live])
+    assert sorted(os.listdir(where)) == sorted(["g.checked", "g.filter", "g.grouped", live])
 
 
 @pytest.mark.parametrize("stop", ["exception", "EIO", "another episode list", "too few",
