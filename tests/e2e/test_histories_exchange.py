@@ -1432,13 +1432,21 @@ class Model:
     def scored(self, ck: str) -> bool:  # R24: the judge's score within the rules' min
         return self.least is None or self.buyer[ck].score >= self.least
 
-    def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
+    def checkpoint_ok(self, label: str, named: bool = False) -> bool:  # R5, R10, R11, R32
+        """Whether ``label``'s bytes hold by digest: every checkpoint record of them here
+        (R32), or, ``named``, its own record (a reference by name)."""
+        if not named:
+            return all(self.checkpoint_ok(x, True) for x in self.claims(label))
         c = self.buyer[label]
         d = self.buyer[c.dataset]
         return (self.record_ok(d.label) and d.split == "train"
                 and not self.held_out(d, c.index)
                 and d.approved_before(c.index)
                 and (c.parent is None or self.checkpoint_ok(c.parent)))
+
+    def claims(self, label: str) -> list[str]:  # R32: the checkpoint records of its bytes
+        return [x for x, a in self.buyer.items()
+                if a.kind == "checkpoint" and a.digest == self.buyer[label].digest]
 
 
 def relation(a: Art, b: Art) -> str | None:
@@ -2120,6 +2128,10 @@ def judge_history(run: Run) -> list[str]:
                               "impact": impact_verdict(b, first, a.digest),
                               **bundle_verdicts(run, b, a.digest, "buyer")},
                     m.checkpoint_ok(a.label))
+            compare(a.label, {"verify NAME": cli_verdict(b, "verify", f"{a.label}@1"),
+                              "lineage NAME": cli_verdict(b, "lineage", f"{a.label}@1")}
+                    if len(m.claims(a.label)) > 1 else {"verify NAME": cli_verdict(
+                        b, "verify", f"{a.label}@1")}, m.checkpoint_ok(a.label, True))
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
                 m.v_bundle_ok(a.label) and not m.v_disowned(a.label))  # R20; R27; R29

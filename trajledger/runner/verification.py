@@ -16,10 +16,11 @@ from trajledger.ledger.evidence import ledger_evidence
 from trajledger.verify.lineage import Edge, LineageVerifier, Node, Report
 
 if TYPE_CHECKING:
+    from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
+__all__ = ["chosen", "decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
 
 
 def ledger_verifier(
@@ -85,7 +86,18 @@ def verify_ref(
     from trajledger.ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref)
-    return verify_naming_files(ledger_verifier(ledger, policy, data=data), item.digest, files)
+    verifier = chosen(ledger_verifier(ledger, policy, data=data), item)
+    return verify_naming_files(verifier, item.digest, files)
+
+
+def chosen(verifier: LineageVerifier, item: CatalogItem) -> LineageVerifier:
+    """``verifier``, judging a checkpoint named by name by the record of that name where other
+    checkpoint records claim the same bytes; by digest every record is judged
+    (`verify.claims`: a gate, an evaluation or a release, which record the digest, so)."""
+    named = item.named_at
+    if named is not None and (e := verifier.entry(named)) is not None and e.kind == "checkpoint":
+        verifier.chosen[item.digest] = named
+    return verifier
 
 
 def verify_naming_files(
