@@ -1534,8 +1534,10 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
                 "vtrust", "vname", "bvtrust"):
         return True
+    if s.op == "vrevoke" and a[0] in m.revoked:  # R33: revoked already by this key
+        return False
     if s.op in ("vrecord", "vrevoke"):  # R30: the buyer's approver revoked it there too
-        return None if s.op == "vrevoke" and a[0] in m.revoked | m.vrev_b else True
+        return True
     if s.op == "verase":
         return None if a[0] in m.erased | m.verase_b else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
@@ -1567,8 +1569,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return True
     if s.op == "vapprove":  # the vendor's approve: its record holds there (R3, R15, R27)
         return m.v_holds(a[0])
-    if s.op == "brevoke":
-        return None if a[0] in m.own_revoked else True
+    if s.op == "brevoke":  # R33: revoked already by this key (R15's by the importer's: either)
+        return False if a[0] in m.own_revoked else None if a[0] in m.stolen_here else True
     if s.op == "berase":
         return None if a[0] in m.own_erased else True
     raise AssertionError(s.op)

@@ -1,0 +1,43 @@
+"""A second revocation by the same key is refused, whatever the clock (hist38 finding 2; the
+exchange histories' seed 117).
+
+A revocation's statement holds its reason and the second it was signed in: the same key
+revoking the same artifact again within one second signed the same bytes, which the log keeps
+once (``already recorded``, exit 0, nothing new), and a second later a new record (exit 0, one
+more entry). So the vendor's log held one revocation or two by the run's timing, and the
+buyer's daily ``monitor --fail-on-revocation``, after taking the first in, exited 0 in one run
+and 1 in another of the same history. ``revoke`` now refuses a second revocation of an
+artifact by a key that revoked it already (exit 1, nothing signed), as a second erasure and a
+second withdrawal of an approval are refused (left34): one record, and the buyer's answer
+deterministic: nothing was revoked there since (exit 0). Another key's revocation is still
+recorded (it may count where the first does not).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_histories_agree import Step
+from test_histories_exchange import judge_history, replay, run_history, watch
+
+
+def test_a_second_revocation_by_the_same_key_is_refused(tmp_path: Path) -> None:
+    run = run_history(tmp_path / "h", [Step("vrecord", ("v2", 0, "orig", False)),
+                                       Step("ship", ("v2",)), Step("vrevoke", ("v2",)),
+                                       Step("monitor")])
+    v, b, m = run.vendor, run.buyer, run.model
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    digest = m.vendor["v2"].digest
+    for _ in range(2):  # at once (most likely the same second), then after a monitor
+        size = v.size()
+        r = v.cli("revoke", digest, "--reason", "agree26", "--key", "vendor")
+        assert r.exit_code == 1 and "revoked already by this key" in r.stderr, r.output
+        assert v.size() == size  # nothing recorded, in the same second or later
+        r = watch(v, b, "--fail-on-revocation")
+        assert r.exit_code == 0, r.output  # nothing revoked there since
+    r = v.cli("revoke", digest, "--reason", "agree26", "--key", "vapprover")
+    assert r.exit_code == 0, r.output  # another key: recorded
+    assert watch(v, b, "--fail-on-revocation").exit_code == 1
+    replay(run, [Step("vrevoke", ("v2",)), Step("brevoke", ("v2",)), Step("brevoke", ("v2",))])
+    assert [x.split(" -> ")[1][:7] for x in run.ran[-3:]] == ["refused", "ok", "refused"]
+    assert judge_history(run) == []
