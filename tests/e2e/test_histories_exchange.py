@@ -314,6 +314,20 @@ test_histories_agree.py's withdrawal of an approval):
   (R20) such a revocation or erasure counts for nothing here, and every update, ``monitor`` and
   ``bwatch`` that takes it in says so (out36: ``WARNING: not applied here: ORIGIN revoked its
   own …``, what is built on it and what to do: `unapplied`); ``bwatch`` exits 1 for it too.
+- **R32 one checkpoint, two records** (docs/cli.md "When a name is wrong"; SECURITY.md,
+  twenty-third round, hist38 finding 1; ``verify.claims``): the buyer's ``c1`` and the
+  vendor's ``vc1`` trained on the same batches with the same trainer and seed are the same
+  bytes, two checkpoint records here once ``vc1`` is shipped (history 91). A reference by
+  digest judges every record of the bytes and fails if any fails (``verify``, ``lineage``,
+  ``impact``, the bundles, what records the digest: ``--parent``, an evaluation, a release,
+  R5, R12); by name (``verify NAME@1``, and ``lineage NAME@1`` when the bytes have two
+  records) the record of that name alone (`Model.checkpoint_ok` with ``named``).
+- **R33 a second revocation by the same key** (docs/cli.md "Withdrawing an approval";
+  SECURITY.md, twenty-third round, hist38 finding 2): ``vrevoke`` of what the vendor revoked
+  already, and ``brevoke`` of what the buyer's approver revoked already, are refused (either
+  after R15's revocations by the buyer's importing approver): one record, so a ``bwatch``
+  after the first was taken in exits 0 whatever the clock (history 117: it exited 1 or 0 by
+  whether the second was signed in the same second as the first).
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased

@@ -158,8 +158,7 @@ class LineageVerifier:
         self._walking: set[str] = set()  # (the artifacts being followed: a loop comes back)
         self._deps: dict[str, list[Dependency]] = {}
         self._erased_blobs: dict[str, Record | None] = {}
-        self.chosen: dict[str, int] = {}
-        """By digest, the checkpoint record a reference by name chose (`verify.claims`)."""
+        self.chosen: dict[str, int] = {}  # (by digest: a record a name chose, `verify.claims`)
 
     @property
     def index(self) -> LogIndex:
