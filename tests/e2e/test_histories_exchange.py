@@ -1176,16 +1176,21 @@ class Model:
     def carried(self, ck: str) -> bool | None:  # R31: ``vckship`` (None: either)
         """The vendor's checkpoint ``ck`` shipped to the buyer: refused while the buyer's
         policy does not name the vendor's trainer (its record's signer) and after the buyer's
-        marking (R20: its dataset's and batches' records, signed by ``vendor``); done when it
-        verifies at the vendor (R26), its lineage's newest bundle under the buyer's policy
-        (R2, R3, R15, R27) and nothing of it is refused here (revoked, erased, held out)."""
+        marking (R20: its dataset's and batches' records, signed by ``vendor``), and when no
+        approval of its dataset logged before it counts (withdrawn since: an import refuses a
+        bundle that fails for anything but a revocation, exchange.import_bundle step 3); done
+        otherwise, its lineage revoked at the vendor (taken in as revoked: R10), or revoked,
+        erased or held out here (the import judges the bundle, not this ledger: the checkpoint
+        then fails here) alike (hist38, probed by hand); either after the vendor's compromise
+        (R15) or a revocation of the buyer's approver in the vendor's log (R27, R30)."""
         if not self.vtrainer or self.marked is not None:
             return False
         c = self.vchecks[ck]
-        d = Art(c.dataset, "dataset", self.vendor[c.dataset].batches)
-        return True if self.v_checkpoint_ok(ck) and self.v_bundle_ok(c.dataset) and all(
-            x not in self.buyer or (self.batch_ok(x) and not self.absent(x, True))
-            for x in (c.dataset, *d.batches)) and not self.held_out(d, 1 << 30) else None
+        if not any(not out and i < c.vindex for _d, out, i in self.vapprovals.get(c.dataset, [])):
+            return False
+        lineage = {c.dataset, *self.vendor[c.dataset].batches}
+        return None if self.compromised_since is not None or lineage & (
+            self.vtook | self.vrev_b) else True
 
     def watched(self) -> bool | None:  # R31: ``monitor --fail-on-revocation``
         """Exit 0 (True) or 1 (False) of ``bwatch`` (None: either): 1 when the vendor revoked
@@ -2848,3 +2853,23 @@ def test_a_vendor_checkpoint_shipped_after_other_datasets(tmp_path: Path) -> Non
     run = run_history(tmp_path / "h", steps)
     assert all(r.endswith("-> ok") for r in run.ran), run.ran
     assert run.model.checkpoint_ok("c71") and judge_history(run) == []
+
+
+def test_a_vendor_checkpoint_shipped_whose_lineage_fails(tmp_path: Path) -> None:
+    """R31's "either" cases of `Model.carried` decided (hist38, hist37's Left): the import
+    refuses a checkpoint's bundle that fails for anything but a revocation, so one whose
+    dataset's approval the vendor's approver withdrew since is refused (``approvals: 0 of 1``);
+    one whose dataset the vendor revoked is taken in as revoked, and so is one whose batch the
+    buyer holds out (the import judges the bundle, not this ledger): done, and it fails here."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
+             Step("vdataset", ("w1", ("v1",), "train")), Step("vapprove", ("w1",)),
+             Step("vtrain", ("vc1", "w1")), Step("ship", ("v2",)), Step("bvtrust")]
+    run = run_history(tmp_path / "a", [*steps, Step("vwithdraw", ("w1",)),
+                                       Step("vckship", ("vc1",))])
+    assert run.ran[-1].startswith("vckship(vc1) -> refused: approvals: 0 of 1"), run.ran
+    assert run.model.carried("vc1") is False and judge_history(run) == []
+    run = run_history(tmp_path / "b", [*steps, Step("ship", ("v1",)),
+                                       Step("bdataset", ("h1", ("v1",), "holdout")),
+                                       Step("vrevoke", ("w1",)), Step("vckship", ("vc1",))])
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert not run.model.checkpoint_ok("vc1") and judge_history(run) == []
