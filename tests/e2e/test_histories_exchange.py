@@ -296,9 +296,11 @@ test_histories_agree.py's withdrawal of an approval):
   vendor's checkpoint's bundle (``export CK`` with ``--updates-since`` the size applied) is
   refused by the buyer's ``import`` while the buyer's policy does not name the vendor's trainer
   key (``bvtrust``: its record's signer) and after the buyer's marking (R20: its dataset's and
-  batches' records are ``vendor``'s); else done when the checkpoint verifies at the vendor
-  (R26), its dataset's newest bundle verifies under the buyer's policy and nothing of it is
-  revoked, erased or held out here (either otherwise: `Model.carried`). It brings the
+  batches' records are ``vendor``'s) and when no approval of its dataset logged before it
+  counts (withdrawn since: an import refuses a bundle failing for anything but a revocation);
+  else done, its lineage revoked at the vendor (taken in as revoked) or revoked, erased or held
+  out here alike (either after the vendor's compromise, or the buyer's approver's revocations
+  in the vendor's log: `Model.carried`; hist38). It brings the
   dataset, its batches and the vendor's approvals of the dataset logged before the checkpoint
   and not withdrawn (its approver is an approver here, R14): the dataset is approved here from
   then on (``admit``), and the checkpoint holds at the buyer as the buyer's own would (R5, R11
