@@ -210,10 +210,8 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
     item = _item(ledger, ref)
     _check_authority(ledger, item, signer, "revoke")
     first = _revoked_by(ledger, item.digest, signer.keyid)
-    if first is not None:  # as a second erasure, or withdrawal (left34): hist38 finding 2
-        raise PolicyError(f"revoke {item.ref or item.digest}: revoked already by this key (log "
-                          f"index {first}); a second revocation adds nothing, nothing was "
-                          "signed")
+    if first is not None:  # one record, whatever the clock (hist38 finding 2)
+        return first
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
@@ -221,14 +219,17 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
     )
 
 
-def _revoked_by(ledger: LedgerHome, digest: str, keyid: str) -> int | None:
-    """The log index of a revocation of ``digest`` that ``keyid`` signed, or None. Whatever
-    the time, a second one by the same key says nothing more (one signed in the same second is
-    the same record, which the log keeps once: made a refusal, the answer does not depend on
-    the clock)."""
+def _revoked_by(ledger: LedgerHome, digest: str, keyid: str) -> Recorded | None:
+    """The first revocation of ``digest`` that ``keyid`` signed (``new`` false), or None.
+    Whatever the time, a second one by the same key says nothing more: one signed in the same
+    second was the same record, which the log keeps once, and one a second later a new entry
+    (a recipient's ``monitor --fail-on-revocation`` then told them apart); so ``revoke`` run
+    again answers with the first, as when it is run again after a failure that followed its
+    append."""
     state = ledger.trust_state()
-    return next((i for i in state.about(digest) if (e := state.entry(i)) is not None
-                 and e.kind == "revocation" and keyid in e.signers), None)
+    return next((Recorded(digest, e.envelope, i, new=False) for i in state.about(digest)
+                 if (e := state.entry(i)) is not None and e.kind == "revocation"
+                 and keyid in e.signers), None)
 
 
 def withdrawn_already(ledger: LedgerHome, index: int) -> str | None:
