@@ -40,4 +40,6 @@ def test_a_second_revocation_by_the_same_key_records_nothing(tmp_path: Path) -> 
     assert watch(v, b, "--fail-on-revocation").exit_code == 1
     replay(run, [Step("vrevoke", ("v2",)), Step("brevoke", ("v2",)), Step("brevoke", ("v2",))])
     assert all(x.endswith("-> ok") for x in run.ran[-3:]), run.ran
+    replay(run, [Step("vcompromise", (None,)), Step("vrevoke", ("v2",))])  # (history 113)
+    assert run.ran[-1].startswith("vrevoke(v2) -> refused"), run.ran  # a key declared stolen
     assert judge_history(run) == []

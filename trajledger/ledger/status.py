@@ -209,7 +209,10 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
                           "artifact with its producer's or an approver's key; nothing was signed")
     item = _item(ledger, ref)
     _check_authority(ledger, item, signer, "revoke")
-    first = _revoked_by(ledger, item.digest, signer.keyid)
+    from .policy_state import check_signers
+
+    check_signers(ledger, "revocation", [(signer.name, signer.keyid)], f"revoke {item.ref}")
+    first = _revoked_by(ledger, item.digest, signer.keyid)  # (a key that may sign: hist38)
     if first is not None:  # one record, whatever the clock (hist38 finding 2)
         return first
     predicate = Revocation(reason, format_time(_now()))
