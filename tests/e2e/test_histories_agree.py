@@ -58,7 +58,9 @@ answer. The rules, each with where the design states it:
   refuses; ``approve`` refuses data whose record fails R3 (SECURITY.md approve23); a
   producer key out of its role records nothing; a batch naming a revoked environment or
   evaluator is refused (R2 would fail it from its first day: SECURITY.md lock24 finding 2,
-  agree25 finding 1; docs/cli.md ``record``), and the steps naming it are skipped. Other
+  agree25 finding 1; docs/cli.md ``record``), and the steps naming it are skipped; a
+  revocation of what ``approver-a`` revoked already is done and records nothing (SECURITY.md,
+  twenty-third round, hist38 finding 2: one record, whatever the clock). Other
   operations may succeed or be refused (a refused step changes nothing; the model then drops
   it).
 
@@ -421,7 +423,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return m.admit(arts[ds], size)  # judged now: the clock's time (R6)
     if s.op == "erase":
         return None if arts[a[0]].erased else True
-    return True  # revocations by approver-a, policies signed by both approvers
+    return True  # revocations by approver-a (again: nothing new, hist38), policies signed by
+    # both approvers
 
 
 def refs(s: Step) -> list[str]:

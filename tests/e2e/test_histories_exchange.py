@@ -296,9 +296,11 @@ test_histories_agree.py's withdrawal of an approval):
   vendor's checkpoint's bundle (``export CK`` with ``--updates-since`` the size applied) is
   refused by the buyer's ``import`` while the buyer's policy does not name the vendor's trainer
   key (``bvtrust``: its record's signer) and after the buyer's marking (R20: its dataset's and
-  batches' records are ``vendor``'s); else done when the checkpoint verifies at the vendor
-  (R26), its dataset's newest bundle verifies under the buyer's policy and nothing of it is
-  revoked, erased or held out here (either otherwise: `Model.carried`). It brings the
+  batches' records are ``vendor``'s) and when no approval of its dataset logged before it
+  counts (withdrawn since: an import refuses a bundle failing for anything but a revocation);
+  else done, its lineage revoked at the vendor (taken in as revoked) or revoked, erased or held
+  out here alike (either after the vendor's compromise, or the buyer's approver's revocations
+  in the vendor's log: `Model.carried`; hist38). It brings the
   dataset, its batches and the vendor's approvals of the dataset logged before the checkpoint
   and not withdrawn (its approver is an approver here, R14): the dataset is approved here from
   then on (``admit``), and the checkpoint holds at the buyer as the buyer's own would (R5, R11
@@ -314,6 +316,20 @@ test_histories_agree.py's withdrawal of an approval):
   (R20) such a revocation or erasure counts for nothing here, and every update, ``monitor`` and
   ``bwatch`` that takes it in says so (out36: ``WARNING: not applied here: ORIGIN revoked its
   own …``, what is built on it and what to do: `unapplied`); ``bwatch`` exits 1 for it too.
+- **R32 one checkpoint, two records** (docs/cli.md "When a name is wrong"; SECURITY.md,
+  twenty-third round, hist38 finding 1; ``verify.claims``): the buyer's ``c1`` and the
+  vendor's ``vc1`` trained on the same batches with the same trainer and seed are the same
+  bytes, two checkpoint records here once ``vc1`` is shipped (history 91). A reference by
+  digest judges every record of the bytes and fails if any fails (``verify``, ``lineage``,
+  ``impact``, the bundles, what records the digest: ``--parent``, an evaluation, a release,
+  R5, R12); by name (``verify NAME@1``, and ``lineage NAME@1`` when the bytes have two
+  records) the record of that name alone (`Model.checkpoint_ok` with ``named``).
+- **R33 a second revocation by the same key** (docs/cli.md "Withdrawing an approval";
+  SECURITY.md, twenty-third round, hist38 finding 2): ``vrevoke`` of what the vendor revoked
+  already, and ``brevoke`` of what the buyer's approver revoked already, are done and record
+  nothing (``revoked already by KEY``): one record, so a ``bwatch`` after the first was taken
+  in exits 0 whatever the clock (history 117: it exited 1 or 0 by whether the second was
+  signed in the same second as the first).
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -1162,16 +1178,21 @@ class Model:
     def carried(self, ck: str) -> bool | None:  # R31: ``vckship`` (None: either)
         """The vendor's checkpoint ``ck`` shipped to the buyer: refused while the buyer's
         policy does not name the vendor's trainer (its record's signer) and after the buyer's
-        marking (R20: its dataset's and batches' records, signed by ``vendor``); done when it
-        verifies at the vendor (R26), its lineage's newest bundle under the buyer's policy
-        (R2, R3, R15, R27) and nothing of it is refused here (revoked, erased, held out)."""
+        marking (R20: its dataset's and batches' records, signed by ``vendor``), and when no
+        approval of its dataset logged before it counts (withdrawn since: an import refuses a
+        bundle that fails for anything but a revocation, exchange.import_bundle step 3); done
+        otherwise, its lineage revoked at the vendor (taken in as revoked: R10), or revoked,
+        erased or held out here (the import judges the bundle, not this ledger: the checkpoint
+        then fails here) alike (hist38, probed by hand); either after the vendor's compromise
+        (R15) or a revocation of the buyer's approver in the vendor's log (R27, R30)."""
         if not self.vtrainer or self.marked is not None:
             return False
         c = self.vchecks[ck]
-        d = Art(c.dataset, "dataset", self.vendor[c.dataset].batches)
-        return True if self.v_checkpoint_ok(ck) and self.v_bundle_ok(c.dataset) and all(
-            x not in self.buyer or (self.batch_ok(x) and not self.absent(x, True))
-            for x in (c.dataset, *d.batches)) and not self.held_out(d, 1 << 30) else None
+        if not any(not out and i < c.vindex for _d, out, i in self.vapprovals.get(c.dataset, [])):
+            return False
+        lineage = {c.dataset, *self.vendor[c.dataset].batches}
+        return None if self.compromised_since is not None or lineage & (
+            self.vtook | self.vrev_b) else True
 
     def watched(self) -> bool | None:  # R31: ``monitor --fail-on-revocation``
         """Exit 0 (True) or 1 (False) of ``bwatch`` (None: either): 1 when the vendor revoked
@@ -1432,13 +1453,21 @@ class Model:
     def scored(self, ck: str) -> bool:  # R24: the judge's score within the rules' min
         return self.least is None or self.buyer[ck].score >= self.least
 
-    def checkpoint_ok(self, label: str) -> bool:  # R5, R10, R11
+    def checkpoint_ok(self, label: str, named: bool = False) -> bool:  # R5, R10, R11, R32
+        """Whether ``label``'s bytes hold by digest: every checkpoint record of them here
+        (R32), or, ``named``, its own record (a reference by name)."""
+        if not named:
+            return all(self.checkpoint_ok(x, True) for x in self.claims(label))
         c = self.buyer[label]
         d = self.buyer[c.dataset]
         return (self.record_ok(d.label) and d.split == "train"
                 and not self.held_out(d, c.index)
                 and d.approved_before(c.index)
                 and (c.parent is None or self.checkpoint_ok(c.parent)))
+
+    def claims(self, label: str) -> list[str]:  # R32: the checkpoint records of its bytes
+        return [x for x, a in self.buyer.items()
+                if a.kind == "checkpoint" and a.digest == self.buyer[label].digest]
 
 
 def relation(a: Art, b: Art) -> str | None:
@@ -1526,8 +1555,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
                 "vtrust", "vname", "bvtrust"):
         return True
-    if s.op in ("vrecord", "vrevoke"):  # R30: the buyer's approver revoked it there too
-        return None if s.op == "vrevoke" and a[0] in m.revoked | m.vrev_b else True
+    if s.op in ("vrecord", "vrevoke"):  # R33: again, done and nothing new recorded
+        return True
     if s.op == "verase":
         return None if a[0] in m.erased | m.verase_b else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
@@ -1559,8 +1588,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return True
     if s.op == "vapprove":  # the vendor's approve: its record holds there (R3, R15, R27)
         return m.v_holds(a[0])
-    if s.op == "brevoke":
-        return None if a[0] in m.own_revoked else True
+    if s.op == "brevoke":  # R33: again, done and nothing new recorded
+        return True
     if s.op == "berase":
         return None if a[0] in m.own_erased else True
     raise AssertionError(s.op)
@@ -1669,7 +1698,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         r = v.cli("revoke", m.vendor[a[0]].digest, "--reason", "agree26", "--key", "vendor")
         if r.exit_code == 0:
             m.revoked.add(a[0])
-            m.revoked_at[a[0]] = v.size() - 1
+            m.revoked_at.setdefault(a[0], v.size() - 1)  # R33: again, the first
         return ok(r)
     if s.op == "verase":
         r = v.cli("erase", m.vendor[a[0]].digest, "--reason", "consent", "--key", "vendor")
@@ -2120,6 +2149,10 @@ def judge_history(run: Run) -> list[str]:
                               "impact": impact_verdict(b, first, a.digest),
                               **bundle_verdicts(run, b, a.digest, "buyer")},
                     m.checkpoint_ok(a.label))
+            compare(a.label, {"verify NAME": cli_verdict(b, "verify", f"{a.label}@1"),
+                              "lineage NAME": cli_verdict(b, "lineage", f"{a.label}@1")}
+                    if len(m.claims(a.label)) > 1 else {"verify NAME": cli_verdict(
+                        b, "verify", f"{a.label}@1")}, m.checkpoint_ok(a.label, True))
     for a in list(m.vendor.values()):
         compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
                 m.v_bundle_ok(a.label) and not m.v_disowned(a.label))  # R20; R27; R29
@@ -2820,3 +2853,23 @@ def test_a_vendor_checkpoint_shipped_after_other_datasets(tmp_path: Path) -> Non
     run = run_history(tmp_path / "h", steps)
     assert all(r.endswith("-> ok") for r in run.ran), run.ran
     assert run.model.checkpoint_ok("c71") and judge_history(run) == []
+
+
+def test_a_vendor_checkpoint_shipped_whose_lineage_fails(tmp_path: Path) -> None:
+    """R31's "either" cases of `Model.carried` decided (hist38, hist37's Left): the import
+    refuses a checkpoint's bundle that fails for anything but a revocation, so one whose
+    dataset's approval the vendor's approver withdrew since is refused (``approvals: 0 of 1``);
+    one whose dataset the vendor revoked is taken in as revoked, and so is one whose batch the
+    buyer holds out (the import judges the bundle, not this ledger): done, and it fails here."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
+             Step("vdataset", ("w1", ("v1",), "train")), Step("vapprove", ("w1",)),
+             Step("vtrain", ("vc1", "w1")), Step("ship", ("v2",)), Step("bvtrust")]
+    run = run_history(tmp_path / "a", [*steps, Step("vwithdraw", ("w1",)),
+                                       Step("vckship", ("vc1",))])
+    assert run.ran[-1].startswith("vckship(vc1) -> refused: approvals: 0 of 1"), run.ran
+    assert run.model.carried("vc1") is False and judge_history(run) == []
+    run = run_history(tmp_path / "b", [*steps, Step("ship", ("v1",)),
+                                       Step("bdataset", ("h1", ("v1",), "holdout")),
+                                       Step("vrevoke", ("w1",)), Step("vckship", ("vc1",))])
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    assert not run.model.checkpoint_ok("vc1") and judge_history(run) == []

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.digest import digest_bytes
@@ -187,6 +187,9 @@ class CatalogItem:
     digest: str
     index: int
     envelope: str
+    named_at: int | None = field(default=None, compare=False)
+    """By name, not digest: the index of the record of that name (not its import record's);
+    not part of what the item is (equal items name one artifact)."""
 
     @property
     def ref(self) -> str:
@@ -271,7 +274,9 @@ class Catalog:
             )
         # The first record of an artifact is its identity record.
         row = min(hits, key=lambda r: r.index)
-        return self._confirm(row, check_name=not by_digest)
+        named = [r.index for r in hits if r.kind != "import"] if not by_digest else []
+        return replace(self._confirm(row, check_name=not by_digest),
+                       named_at=min(named) if named else None)
 
     @staticmethod
     def _qualify(row: NameRow, origins: Origins) -> str:

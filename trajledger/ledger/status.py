@@ -209,11 +209,30 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
                           "artifact with its producer's or an approver's key; nothing was signed")
     item = _item(ledger, ref)
     _check_authority(ledger, item, signer, "revoke")
+    from .policy_state import check_signers
+
+    check_signers(ledger, "revocation", [(signer.name, signer.keyid)], f"revoke {item.ref}")
+    first = _revoked_by(ledger, item.digest, signer.keyid)  # (a key that may sign: hist38)
+    if first is not None:  # one record, whatever the clock (hist38 finding 2)
+        return first
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
         predicate.to_predicate(), signer, action=f"revoke {item.ref}",
     )
+
+
+def _revoked_by(ledger: LedgerHome, digest: str, keyid: str) -> Recorded | None:
+    """The first revocation of ``digest`` that ``keyid`` signed (``new`` false), or None.
+    Whatever the time, a second one by the same key says nothing more: one signed in the same
+    second was the same record, which the log keeps once, and one a second later a new entry
+    (a recipient's ``monitor --fail-on-revocation`` then told them apart); so ``revoke`` run
+    again answers with the first, as when it is run again after a failure that followed its
+    append."""
+    state = ledger.trust_state()
+    return next((Recorded(digest, e.envelope, i, new=False) for i in state.about(digest)
+                 if (e := state.entry(i)) is not None and e.kind == "revocation"
+                 and keyid in e.signers), None)
 
 
 def withdrawn_already(ledger: LedgerHome, index: int) -> str | None:

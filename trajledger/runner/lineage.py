@@ -44,10 +44,10 @@ def lineage(ledger: LedgerHome, ref: str, policy: TrustPolicy) -> Report:
     from trajledger.ledger.catalog import Catalog
     from trajledger.verify.impact import with_records
 
-    from .verification import ledger_verifier, verify_naming_files
+    from .verification import chosen, ledger_verifier, verify_naming_files
 
     item = Catalog(ledger).resolve(ref)
-    verifier = ledger_verifier(ledger, policy)
+    verifier = chosen(ledger_verifier(ledger, policy), item)
     return with_records(verifier, verify_naming_files(verifier, item.digest))
 
 
@@ -58,10 +58,10 @@ def impact(ledger: LedgerHome, ref: str, policy: TrustPolicy) -> Report:
     from trajledger.verify.impact import impact as verify_impact
     from trajledger.verify.impact import with_records
 
-    from .verification import ledger_verifier
+    from .verification import chosen, ledger_verifier
 
     item = Catalog(ledger).resolve(ref)
-    verifier = ledger_verifier(ledger, policy)
+    verifier = chosen(ledger_verifier(ledger, policy), item)
     return with_records(verifier, verify_impact(verifier, item.digest))
 
 

@@ -142,7 +142,8 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
     else:
         assert key is not None
         rec = ctx.ledger().revoke(ref, key=key, reason=reason)
-        ok(f"{ref} revoked (log index {rec.index})")
+        ok(f"{ref} revoked (log index {rec.index})" if rec.new else f"{ref}: revoked already "
+           f"by {key} (log index {rec.index}); nothing new was signed")
     emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
 
 

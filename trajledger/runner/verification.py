@@ -16,10 +16,13 @@ from trajledger.ledger.evidence import ledger_evidence
 from trajledger.verify.lineage import Edge, LineageVerifier, Node, Report
 
 if TYPE_CHECKING:
+    from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref", "walked_again"]
+__all__ = [
+    "chosen", "decide", "ledger_verifier", "verify_naming_files", "verify_ref", "walked_again",
+]
 
 
 def ledger_verifier(
@@ -85,7 +88,7 @@ def verify_ref(
     from trajledger.ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref)
-    verifier = ledger_verifier(ledger, policy, data=data)
+    verifier = chosen(ledger_verifier(ledger, policy, data=data), item)
     if data == "hash":  # (the re-hashing's workers take the second core)
         return verify_naming_files(verifier, item.digest, files)
     # Sizes only: the signatures are checked on a second thread while the walk goes on; a
@@ -96,15 +99,26 @@ def verify_ref(
                       lambda: walked_again(verifier))
 
 
+def chosen(verifier: LineageVerifier, item: CatalogItem) -> LineageVerifier:
+    """``verifier``, judging a checkpoint named by name by the record of that name where other
+    checkpoint records claim the same bytes; by digest every record is judged
+    (`verify.claims`: a gate, an evaluation or a release, which record the digest, so)."""
+    named = item.named_at
+    if named is not None and (e := verifier.entry(named)) is not None and e.kind == "checkpoint":
+        verifier.chosen[item.digest] = named
+    return verifier
+
+
 def walked_again(verifier: LineageVerifier) -> LineageVerifier:
-    """A fresh verifier of ``verifier``'s evidence, policy, state, data mode and time, for a walk
-    made again in turn (`verify.ahead.walk_ahead`): the log checked again, nothing of the first
-    walk kept, no notice given twice."""
+    """A fresh verifier of ``verifier``'s evidence, policy, state, data mode, time and chosen
+    records (`chosen`), for a walk made again in turn (`verify.ahead.walk_ahead`): the log
+    checked again, nothing of the first walk kept, no notice given twice."""
     from trajledger.verify.blobs import BlobHasher
 
     again = LineageVerifier(verifier.evidence, verifier.policy, index=verifier.index,
                             data=verifier.data, blobs=BlobHasher(verifier.evidence))
     again.now, again.caller_hashes = verifier.now, verifier.caller_hashes
+    again.chosen.update(verifier.chosen)
     return again
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from .claims import judged
 from .digest import parse_digest
 from .judge import REPAIR_HINT, Record, RecordFailure
 from .kinds import KINDS
@@ -59,7 +60,7 @@ def _unknown_users(verifier: LineageVerifier, node: Node, found: set[str]) -> No
 def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]:
     """Verify ``digest`` and walk the referrers: the edges reaching it (a referrer whose
     record does not verify comes with the index's edge, failing)."""
-    _judge_use(verifier, verifier.artifact(digest, kind, follow=False))
+    _judge_use(verifier, _claimed(verifier, verifier.artifact(digest, kind, follow=False)))
     down: list[Edge] = []
     seen = {digest}
     todo = [digest]
@@ -74,10 +75,12 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
             # not verify (its envelope deleted or replaced) cannot say; the index, derived
             # from it when it could be read, does: it is shown, failing (fail closed), never
             # dropped, or an insider could hide a user of revoked data from the answer.
-            src_node = verifier.artifact(src, e.kind, follow=False)
-            if src_node.index != i or (isinstance(verifier.record(i), Record) and not any(
-                dep.digest == d and dep.role == role for dep in verifier.dependencies(src)
-            )):
+            # A checkpoint several records claim: each of them is a referrer (`verify.claims`).
+            src_node = _claimed(verifier, verifier.artifact(src, e.kind, follow=False))
+            named = any(dep.digest == d and dep.role == role
+                        for dep in verifier.dependencies(src))
+            if i not in judged(verifier, src_node) or (
+                    isinstance(verifier.record(i), Record) and not named):
                 continue
             down.append(Edge(src, d, role))
             if src not in seen:
@@ -86,6 +89,14 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
                 _judge_use(verifier, src_node)
     _judge_rules(verifier, seen)
     return down
+
+
+def _claimed(verifier: LineageVerifier, node: Node) -> Node:
+    """``node``; a checkpoint several records claim followed first, so that every record's
+    lineage is judged and its dependencies known (`verify.claims`: each record a referrer)."""
+    if len(judged(verifier, node)) > 1:
+        verifier.artifact(node.id, node.kind)
+    return node
 
 
 def _judge_use(verifier: LineageVerifier, node: Node) -> None:

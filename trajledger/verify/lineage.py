@@ -160,6 +160,7 @@ class LineageVerifier:
         self._walking: set[str] = set()  # (the artifacts being followed: a loop comes back)
         self._deps: dict[str, list[Dependency]] = {}
         self._erased_blobs: dict[str, Record | None] = {}
+        self.chosen: dict[str, int] = {}  # (by digest: a record a name chose, `verify.claims`)
 
     def check_known_checkpoint(self, note: bytes, what: str = "checkpoint seen before") -> None:
         """`verify.consistency.check_known_checkpoint`: the log extends a checkpoint seen
@@ -252,8 +253,9 @@ class LineageVerifier:
         return self._deps.get(digest, [])
 
     def identity_record(self, digest: str, kind: str) -> Record | RecordFailure | None:
-        """The identity record of an artifact: its first record of ``kind`` (None: none)."""
-        found = self.records(digest, kind)
+        """The identity record of an artifact: its first record of ``kind`` (None: none), or
+        the one `chosen`."""
+        found = [self.chosen[digest]] if digest in self.chosen else self.records(digest, kind)
         return self.record(found[0]) if found else None
 
     # -- status: revocation, erasure ------------------------------------------------------------
@@ -384,6 +386,10 @@ class LineageVerifier:
             from .releases import judge_use  # loaded only for an evaluation or a release
 
             judge_use(self, node, rec)
+        if node.kind == "checkpoint" and len(self.records(node.id, node.kind)) > 1:
+            from .claims import judge_claims  # loaded only for bytes two records claim
+
+            judge_claims(self, node, self._edges[node.id], self._deps.setdefault(node.id, []))
         self._walking.discard(node.id)
 
     def _check_files(

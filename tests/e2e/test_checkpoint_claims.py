@@ -1,0 +1,54 @@
+"""Bytes two checkpoint records claim (hist38 finding 1; the exchange histories' seed 91).
+
+The buyer trains ``c1`` on its own train set ``d1`` of the vendor's batch ``v1``; the vendor
+trains ``vc1`` on its train set ``w1`` of the same batch with the same trainer and seed: the
+same bytes. Once the buyer's policy names the vendor's trainer, ``vc1``'s bundle imports: two
+checkpoint records of one digest at the buyer, each with a lineage of its own. The vendor then
+revokes ``w1`` and the buyer takes it in. The rules (docs/SECURITY.md, "twenty-third round
+(hist38)"; ``verify.claims``):
+
+- a reference by name judges the record of that name: ``verify vc1@1`` fails (it verified, on
+  the buyer's own record, before), ``verify c1@1`` holds;
+- a reference by digest judges every record and fails if any does, naming each: ``verify
+  DIGEST``, ``lineage DIGEST``, a bundle of it, and what records the digest: a fine-tune from
+  it (``train --parent``), refused before anything runs.
+
+tests/e2e/test_histories_exchange.py models it (R32) in its generated histories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_histories_agree import Step
+from test_histories_exchange import judge_history, replay, run_history
+
+SETUP = [Step("vrecord", ("v1", 0, "orig", False)), Step("vdataset", ("w1", ("v1",), "train")),
+         Step("vapprove", ("w1",)), Step("vtrain", ("vc1", "w1")), Step("ship", ("v1",)),
+         Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+         Step("btrain", ("c1", "d1", None)), Step("bvtrust"), Step("vckship", ("vc1",))]
+
+
+def test_a_revoked_lineage_is_not_hidden_behind_a_second_record(tmp_path: Path) -> None:
+    run = run_history(tmp_path / "h", SETUP)
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, b = run.model, run.buyer
+    digest = m.buyer["c1"].digest
+    assert m.buyer["vc1"].digest == digest  # one digest, two checkpoint records
+    assert b.cli("verify", "vc1@1").exit_code == 0 and judge_history(run) == []
+    replay(run, [Step("vrevoke", ("w1",)), Step("update")])
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    named = b.cli("verify", "vc1@1")
+    assert named.exit_code == 1, named.output  # was 0: judged on the buyer's own record
+    assert b.cli("verify", "c1@1").exit_code == 0
+    for args in (("verify", digest), ("lineage", digest)):
+        r = b.cli(*args)
+        assert r.exit_code == 1, (args, r.output)
+    r = b.cli("verify", digest)
+    assert "checkpoint record" in r.output and "vc1@1 records these bytes too" in r.output, \
+        r.output
+    child = b.cli("train", "--dataset", m.buyer["d1"].digest, "--key", "trainer", "--name",
+                  "c2", "--version", "1", "--parent", "c1@1", "--seed", "2")
+    assert child.exit_code == 1 and "its lineage fails" in child.stderr, child.output
+    assert not m.checkpoint_ok("c1") and m.checkpoint_ok("c1", True)
+    assert judge_history(run) == []

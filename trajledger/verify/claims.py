@@ -1,0 +1,90 @@
+"""Bytes that several checkpoint records claim: every record's lineage is judged.
+
+Scope: `judge_claims`, for a checkpoint whose digest more than one checkpoint record of the
+log names (a buyer's own training and a vendor's, imported, that made the same bytes; or a
+trainer's second record of bytes it holds). The rules (docs/SECURITY.md, "twenty-third round
+(hist38)" finding 1):
+
+- **By digest** (a reference by digest, what another record names: a child's parent, an
+  evaluation's or a release's checkpoint, a bundle's subject): every record is judged, each
+  with its own lineage (its datasets used as of its own log index and time, its parent), and
+  the checkpoint fails if any fails, each record named. A trainer cannot hide a revoked
+  lineage of some bytes behind a second, clean record of the same bytes.
+- **By name** (``verify NAME@VERSION``, ``lineage``, ``impact``): the record of that name is
+  judged (`LineageVerifier.chosen`); the others are named, not judged.
+
+Loaded only when a checkpoint's digest has more than one checkpoint record
+(the walk of ``verify.lineage``, as it follows a checkpoint).
+Non-scope: which record a name resolves to (``ledger.catalog``).
+Spec: schemas/SPEC.md, section "Lineage verification".
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .judge import REPAIR_HINT, Record, RecordFailure
+from .kinds import KINDS, Dependency, name_version
+from .nodes import INFO, OK, Edge, Node
+
+__all__ = ["Walk", "judge_claims", "judged"]
+
+
+class Walk(Protocol):
+    """Where the records are judged: a `verify.lineage.LineageVerifier`, which stands above
+    this module and loads it for bytes two records claim."""
+
+    chosen: dict[str, int]
+
+    def records(self, subject: str, kind: str) -> list[int]: ...
+
+    def record(self, index: int) -> Record | RecordFailure: ...
+
+    def artifact(self, digest: str, kind: str, *, follow: bool = True) -> Node: ...
+
+    def dataset_use(self, node: Node, digest: str, use: Record | None, *,
+                    purpose: str | None = None) -> None: ...
+
+
+def judged(v: Walk, node: Node) -> list[int | None]:
+    """The log indices of the records of ``node`` a walk judges: its identity record's, and
+    every other checkpoint record of its bytes unless a reference by name chose one."""
+    found: list[int | None] = [*v.records(node.id, node.kind)] if node.kind == "checkpoint" else []
+    return found if len(found) > 1 and node.id not in v.chosen else [node.index]
+
+
+def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
+                 ) -> None:
+    """Judge every checkpoint record of ``node``'s digest after its identity record's (whose
+    lineage the walk followed): each other record's dependencies are verified, linked by
+    ``edges`` and added to ``deps`` (what `LineageVerifier.dependencies` answers: an impact's
+    walk, a suite's overlap), its datasets' use checked as of that record
+    (`LineageVerifier.dataset_use`). With a record chosen by name, the others are only named."""
+    found = v.records(node.id, "checkpoint")
+    chosen = v.chosen.get(node.id)
+    for i in found:
+        if i == node.index:
+            continue
+        r = v.record(i)
+        label = f"checkpoint record {i}"
+        if chosen is not None:
+            node.add(label, INFO, "records these bytes too; not judged: the reference names the "
+                     f"record at log index {chosen} (its digest judges every record)")
+        elif not isinstance(r, Record):
+            node.fail(label, "another record of these bytes does not verify: " + r.message
+                      + (f"; {REPAIR_HINT}" if r.damaged else ""), r.cause)
+        else:
+            name, version = name_version("checkpoint", r.statement)
+            claimed = [d for d in KINDS["checkpoint"].dependencies(r.predicate)
+                       if not (d.optional and not v.records(d.digest, d.kind))]
+            if not any(d.role == "dataset" for d in claimed):
+                node.fail(label, f"{name}@{version}: provenance names no dataset")
+            for d in claimed:
+                v.artifact(d.digest, d.kind)
+                if (edge := Edge(node.id, d.digest, d.role)) not in edges:
+                    edges.append(edge)
+                    deps.append(d)
+                if d.role == "dataset":
+                    v.dataset_use(node, d.digest, r)
+            node.add(label, OK, f"{name}@{version} records these bytes too: its lineage is "
+                     "judged with this one's")
