@@ -18,12 +18,18 @@ from typing import Any
 
 import pytest
 import testkit
-from test_verify_bulk import REF, batches, envelope_of, remove_envelope, revoke_batch
+from test_verify_bulk import (
+    REF,
+    batches,
+    envelope_of,
+    remove_envelope,
+    revoke_batch,
+    stranger_policy,
+)
 
 from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
 from trajledger.runner import verification
-from trajledger.runner.cli import main
 from trajledger.verify import ahead, keys
 from trajledger.verify.lineage import LineageVerifier
 from trajledger.verify.policy import TrustPolicy
@@ -159,14 +165,7 @@ def test_what_an_unverified_record_names_is_not_followed(
 
 
 def test_a_key_the_policy_does_not_hold_reports_the_same(home: Path) -> None:
-    r = testkit.new_runner().invoke(main, ["--ledger", str(home), "key", "new", "stranger",
-                                           "--no-encrypt"])
-    assert r.exit_code == 0, r.output
-    text = (home / "policy.toml").read_text()
-    vendor, stranger = ((home / "keys" / f"{k}.pub").read_text().strip()
-                        for k in ("vendor", "stranger"))
-    policy = TrustPolicy.from_toml(text.replace(vendor, stranger).encode(), home)
-    fast, slow = both(home, policy)
+    fast, slow = both(home, stranger_policy(home))
     assert fast == slow and failures(fast)
 
 

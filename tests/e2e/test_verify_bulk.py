@@ -133,7 +133,8 @@ def test_the_fast_walk_reports_what_the_slow_walk_reports(home: Path, attack: st
                                                                      data="size")
 
 
-def test_an_unknown_producer_key_fails_the_same_way(home: Path) -> None:
+def stranger_policy(home: Path) -> TrustPolicy:
+    """``home``'s policy with its producer key replaced by a new key, ``stranger``."""
     r = testkit.new_runner().invoke(main, ["--ledger", str(home), "key", "new", "stranger",
                                            "--no-encrypt"])
     assert r.exit_code == 0, r.output
@@ -141,7 +142,11 @@ def test_an_unknown_producer_key_fails_the_same_way(home: Path) -> None:
     vendor, stranger = ((home / "keys" / f"{k}.pub").read_text().strip()
                         for k in ("vendor", "stranger"))
     assert vendor in text
-    policy = TrustPolicy.from_toml(text.replace(vendor, stranger).encode(), home)
+    return TrustPolicy.from_toml(text.replace(vendor, stranger).encode(), home)
+
+
+def test_an_unknown_producer_key_fails_the_same_way(home: Path) -> None:
+    policy = stranger_policy(home)
     fast, slow = walk(home, policy, LineageVerifier), walk(home, policy, Slow)
     assert fast == slow
     details = [c["detail"] for n in fast["nodes"] for c in n["checks"] if c["status"] == "fail"]
