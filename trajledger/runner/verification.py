@@ -20,9 +20,7 @@ if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = [
-    "chosen", "decide", "ledger_verifier", "verify_naming_files", "verify_ref", "walked_again",
-]
+__all__ = ["chosen", "decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
 
 
 def ledger_verifier(
@@ -89,14 +87,7 @@ def verify_ref(
 
     item = Catalog(ledger).resolve(ref)
     verifier = chosen(ledger_verifier(ledger, policy, data=data), item)
-    if data == "hash":  # (the re-hashing's workers take the second core)
-        return verify_naming_files(verifier, item.digest, files)
-    # Sizes only: the signatures are checked on a second thread while the walk goes on; a
-    # check that does not hold has the lineage walked again in turn (`verify.ahead`).
-    from trajledger.verify.ahead import walk_ahead
-
-    return walk_ahead(verifier, lambda v: verify_naming_files(v, item.digest, files),
-                      lambda: walked_again(verifier))
+    return verify_naming_files(verifier, item.digest, files)
 
 
 def chosen(verifier: LineageVerifier, item: CatalogItem) -> LineageVerifier:
@@ -107,19 +98,6 @@ def chosen(verifier: LineageVerifier, item: CatalogItem) -> LineageVerifier:
     if named is not None and (e := verifier.entry(named)) is not None and e.kind == "checkpoint":
         verifier.chosen[item.digest] = named
     return verifier
-
-
-def walked_again(verifier: LineageVerifier) -> LineageVerifier:
-    """A fresh verifier of ``verifier``'s evidence, policy, state, data mode, time and chosen
-    records (`chosen`), for a walk made again in turn (`verify.ahead.walk_ahead`): the log
-    checked again, nothing of the first walk kept, no notice given twice."""
-    from trajledger.verify.blobs import BlobHasher
-
-    again = LineageVerifier(verifier.evidence, verifier.policy, index=verifier.index,
-                            data=verifier.data, blobs=BlobHasher(verifier.evidence))
-    again.now, again.caller_hashes = verifier.now, verifier.caller_hashes
-    again.chosen.update(verifier.chosen)
-    return again
 
 
 def verify_naming_files(

@@ -33,8 +33,6 @@ Layer map (imports run one way: runner -> ledger -> verify):
                  bar, ``sealed_files`` a sealed batch's ciphertexts: each loaded only when used)
 - ``lineage``    the walker: verification of an artifact and its whole lineage against a policy
                  (reads and memoises; asks ``judge``, ``trusted_log`` and ``blobs``)
-- ``ahead``      the walk with its signatures checked on a second thread, walked again in
-                 turn when one does not hold (trajledger's sizes-only walks; loaded there)
 
 Depends on the standard library and ``cryptography`` only (``sigstore``, optional, for keyless
 Sigstore bundles). Copy this directory into any venv with ``cryptography`` installed and it

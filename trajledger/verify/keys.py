@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -23,8 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from .errors import FormatError
 
-__all__ = ["AHEAD", "ALGORITHMS", "ChecksAhead", "Identity", "KeyLookup", "PublicKey",
-           "check_ed25519", "keyid_of_spki"]
+__all__ = ["ALGORITHMS", "Identity", "KeyLookup", "PublicKey", "check_ed25519", "keyid_of_spki"]
 
 ALGORITHMS = ("ed25519", "ecdsa-p256")
 """Signature algorithms trajledger accepts, by the name used in key listings and policies."""
@@ -146,8 +143,6 @@ class PublicKey:
         Returns:
             True when the signature is valid, False otherwise (never raises for a bad one).
         """
-        if (ahead := AHEAD.get(None)) is not None:  # a walk ahead of its checks (walk38)
-            return ahead.check(self, signature, data)
         try:
             if isinstance(self._key, ed25519.Ed25519PublicKey):
                 self._key.verify(signature, data)
@@ -156,28 +151,6 @@ class PublicKey:
         except (InvalidSignature, ValueError):
             return False
         return True
-
-
-class ChecksAhead(Protocol):
-    """Signature checks made on another thread while the walk goes on (`verify.ahead`): the
-    value of `AHEAD`, which only `verify.ahead.walk_ahead` sets, on the walking thread, for the
-    length of one walk whose result it throws away (and walks again with every check made in
-    turn) unless every check it answered True for held. Unset, `PublicKey.verify` checks in
-    turn."""
-
-    def check(self, key: PublicKey, signature: bytes, data: bytes) -> bool:
-        """Start the check of ``signature`` by ``key`` over ``data`` and answer True; the
-        answer is confirmed by `confirm`, before any verdict."""
-
-    def walked(self, names: int) -> None:
-        """An artifact walked whose record names ``names`` others: when the walk is more than a
-        bound ahead of its checks (counting both), wait for every check started, and raise when
-        one did not hold, so what records whose signatures are not yet known say makes the walk
-        do a bounded amount of work (`LineageVerifier._verify_node` calls it before it looks up
-        what a record names)."""
-
-
-AHEAD: ContextVar[ChecksAhead] = ContextVar("AHEAD")
 
 
 KeyLookup = Callable[[str], PublicKey | None]

@@ -63,7 +63,6 @@ from .judge import (
     judge_record,
     standing,
 )
-from .keys import AHEAD
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
 from .log_entry import LogEntry
 from .log_index import LogIndex
@@ -351,11 +350,10 @@ class LineageVerifier:
             from .retractions import note_erased  # loaded only for erased data
 
             note_erased(node, erased)
-        deps = k.dependencies(rec.predicate)
-        if (ahead := AHEAD.get(None)) is not None:  # (a bounded walk ahead of the signatures
-            ahead.walked(len(deps))  # of what it follows: `verify.ahead`)
-        self._deps[digest] = [d for d in deps
-                              if not (d.optional and not self.records(d.digest, d.kind))]
+        self._deps[digest] = [
+            d for d in k.dependencies(rec.predicate)
+            if not (d.optional and not self.records(d.digest, d.kind))
+        ]
         if isinstance(rec.predicate, Provenance):
             # Facts the provenance records that are not artifacts of the log (trainer code,
             # dependency lock): shown, not verified.
