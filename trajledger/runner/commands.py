@@ -866,9 +866,8 @@ def verify(
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
         report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
-        if as_json:  # ok false for another artifact than --expect's, as the exit (out37)
-            emit_json(report.to_json() | ({"ok": False} if expect not in (None, report.subject)
-                                          else {}))
+        if as_json:
+            emit_json(_expected_json(report, expect))
         else:
             click.echo("\n".join(report.render()))
         if any("> consistent with the checkpoint seen before: " in f for f in report.failures()):
@@ -896,11 +895,17 @@ def verify(
                               + f"; as a REF: {e}") from e
         raise
     if as_json:
-        emit_json(report.to_json() | ({"ok": False} if expect not in (None, report.subject)
-                                      else {}))
+        emit_json(_expected_json(report, expect))
     else:
         click.echo("\n".join(report.render()))
     report_raise(report, targets[0], skip_data, expect=expect)
+
+
+def _expected_json(report: Any, expect: str | None) -> dict[str, Any]:
+    """``report``'s JSON; ``ok`` false for another artifact than ``--expect``'s, as the exit
+    code says (out37)."""
+    out: dict[str, Any] = report.to_json()
+    return out | ({"ok": False} if expect not in (None, report.subject) else {})
 
 
 def _verify_sigstore(
