@@ -1,5 +1,5 @@
-"""The runner's commands: policy, admit, train, rollout, verify; approve, revoke and erase are
-``runner.status_cli``'s, listed here among them.
+"""The runner's commands: admit, train, rollout, verify; policy (``runner.policy_cli``) and
+approve, revoke and erase (``runner.status_cli``) are listed here among them.
 
 Each parses its options, calls one library function and renders the result; heavy modules load
 inside the commands.
@@ -19,9 +19,7 @@ from trajledger.ledger.clikit import (
     NEW_NAME,
     NEW_VERSION,
     OUT_DIR,
-    OUT_PATH,
     Context,
-    Group,
     bundle_file,
     emit_json,
     emit_result,
@@ -34,6 +32,7 @@ from trajledger.ledger.clikit import (
 )
 from trajledger.ledger.errors import AlreadyRecordedError, LedgerError
 
+from .policy_cli import policy, policy_from_file
 from .status_cli import approve, erase, revoke
 
 __all__ = ["COMMANDS"]
@@ -71,393 +70,18 @@ def command_policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
     return policy
 
 
-def _policy_file(ctx: Context, file: Path) -> Any:
-    """The policy FILE as read where no ledger's policy history applies (policy check, set and
-    inline, bundle and Sigstore verification): keys named by keyid are looked up in the key
-    store of the ledger directory, as `load_policy` does for admit, train, verify, export and
-    import. An invalid one is a `PolicyFileError`, exit 2 (the user's file to fix; left36)."""
-    from trajledger.ledger.policy_state import keystore_lookup, read_policy_file
-
-    return read_policy_file(file, keystore_lookup(ctx.keystore()))
-
-
 def _verifiers_policy(ctx: Context, file: Path) -> Any:
-    """The policy FILE a verification judges under (`_policy_file`). One that is invalid (not
+    """The policy FILE a verification judges under (`policy_from_file`). One that is invalid (not
     TOML or JSON, an unknown setting, a key it cannot read) is the user's own file to fix, not
     evidence that failed: a usage error, exit 2, as ``python -m verify --policy`` (left35); a
     damaged policy inside a bundle or a log stays exit 1."""
     from trajledger.verify.errors import FormatError
 
     try:
-        return _policy_file(ctx, file)
+        return policy_from_file(ctx, file)
     except FormatError as e:
         fail(str(e))
         raise click.exceptions.Exit(EXIT_USAGE) from e
-
-
-@click.group(cls=Group)
-def policy() -> None:
-    """Check, record and show trust policies.
-
-    \b
-    Examples:
-      trajledger policy init
-      trajledger policy set policy.toml --key approver-a --key approver-b --yes
-    """
-
-
-def _describe(p: Any) -> list[str]:
-    """A trust policy in a few lines: name, serial, digest, each role, the limits."""
-    from trajledger.verify.policy import ROLES, policy_digest
-
-    fmt = f" format {p.format}" if p.format > 1 else ""
-    lines = [f"policy {p.name} serial {p.serial}{fmt} ({policy_digest(p)})"]
-    for r in ROLES:
-        if r == "evaluator" and p.format < 2:
-            continue  # a format-1 policy has no evaluator role
-        role = p.role(r)
-        members = (
-            [k.keyid[:16] for k in role.keys]
-            + [f"{i.issuer} {i.subject}" for i in role.identities]
-            + [v.split("+")[0] for v in role.vkeys]
-        )
-        lines.append(
-            f"  {r:9} threshold {role.threshold} of {len(members)}: {', '.join(members) or '-'}"
-        )
-        if role.encryption_keys:
-            lines.append(f"  {'':9} encryption keys (x25519): "
-                         + ", ".join(k.keyid[:16] for k in role.encryption_keys))
-    if p.release is not None:
-        lines.append(f"  release   {p.release.approvals} approver(s); requires "
-                     + "; ".join(f"{r.metric} on {r.suite}"
-                                 + (f" (pinned {r.digest[:19]}…)" if r.digest else "")
-                                 + "".join(f" {op} {v:g}" for op, v in (
-                                     (">=", r.min), ("<=", r.max), ("drop <=", r.max_drop))
-                                     if v is not None)
-                                 for r in p.release.require))
-    lines += [p.contamination.describe()] if p.contamination is not None else []
-    for rk in p.revoked_keys:
-        lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")
-    for ri in p.revoked_identities:
-        lines.append(f"  revoked   {ri.identity.issuer} {ri.identity.subject}: {ri.describe()}")
-    lines.append(
-        f"  max approval age {p.max_approval_age}s; "
-        f"{len(p.allowed_predicate_types)} predicate type(s) allowed"
-    )
-    return [visible(line) for line in lines]  # names, suites, reasons: the policy author's text
-
-
-_FORBIDS = {
-    "approver": "nothing recorded here can be approved for training, imported or released, "
-    "and the policy's successors are signed by its producers",
-    "trainer": "no checkpoint can be recorded (training is refused)",
-}
-"""What a policy without the role forbids (``policy init --roles``)."""
-
-
-@policy.command("init")
-@click.option("--roles", default="producer,approver,trainer", show_default=True,
-              metavar="ROLE[,ROLE...]",
-              help="The roles this ledger uses: producer (always), approver, trainer. A data "
-              "vendor that only records and exports needs 'producer'.")
-@click.option("--producer", "producers", multiple=True, metavar="KEY",
-              help="Producer key name (repeat); default: keys named vendor* or producer*.")
-@click.option("--approver", "approvers", multiple=True, metavar="KEY",
-              help="Approver key name (repeat); default: keys named approver*.")
-@click.option("--trainer", "trainers", multiple=True, metavar="KEY",
-              help="Trainer key name (repeat); default: keys named trainer*.")
-@click.option("--approvals", type=click.IntRange(min=1),
-              help="Approvals needed to train on a dataset [default: 2, or 1 with one approver].")
-@click.option("--out", type=OUT_PATH, default=Path("policy.toml"), show_default=True,
-              help="Where to write the policy (refused if it exists).")
-@pass_ctx
-def policy_init(
-    ctx: Context,
-    roles: str,
-    producers: tuple[str, ...],
-    approvers: tuple[str, ...],
-    trainers: tuple[str, ...],
-    approvals: int | None,
-    out: Path,
-) -> None:
-    """Write a starting trust policy from the ledger's keys (by role) and its log key.
-
-    Each key is written inline (its PEM), under a comment with its name and fingerprint, so
-    the file names no key file someone else could replace. Compare the fingerprints with
-    'trajledger key list' (and each key's owner), check it ('trajledger policy check FILE'),
-    edit it, then record it ('trajledger policy set FILE --key APPROVER...', or --key PRODUCER
-    for a policy without approvers).
-
-    Only the roles in --roles are asked for (all missing keys are named at once), and each
-    role left out is said to forbid what it would have allowed.
-
-    \b
-    Examples:
-      trajledger policy init --producer vendor --approver approver-a --trainer trainer
-      trajledger policy init --roles producer      # a data vendor: record and export
-    """
-    from trajledger.ledger.fs import write_output
-    from trajledger.ledger.policy_state import policy_toml
-    from trajledger.ledger.suggestions import did_you_mean, suggest
-    from trajledger.ledger.user_state import notice
-    from trajledger.verify.policy import load_policy_file
-
-    ledger = ctx.ledger()
-    names = [k.name for k in ledger.keys.list()]
-    used = [r.strip() for r in roles.split(",") if r.strip()]
-    unknown = sorted(set(used) - {"producer", "approver", "trainer"})
-    if unknown or "producer" not in used:
-        raise click.BadParameter(f"{', '.join(unknown) or 'no producer'}: want producer, and "
-                                 "any of approver, trainer", param_hint="--roles")
-    asked = {"producer": (producers, ("vendor", "producer")),
-             "approver": (approvers, ("approver",)), "trainer": (trainers, ("trainer",))}
-    for role, (given, _p) in asked.items():
-        if given and role not in used:
-            raise click.UsageError(f"--{role} is given, but --roles leaves {role} out")
-    chosen = {r: list(asked[r][0]) or [n for n in names if n.startswith(asked[r][1])]
-              for r in asked if r in used}
-    for role, keys in chosen.items():
-        for n in keys:
-            if n not in names:
-                close = did_you_mean(suggest(n, names))
-                raise click.BadParameter(
-                    f"no key {n!r} in {ledger.keys.directory}" + (f"; {close}" if close else ""),
-                    param_hint=f"--{role}")
-    missing = [r for r, keys in chosen.items() if not keys]
-    if missing:
-        raise click.UsageError(
-            "no " + " and no ".join(f"{r} key (--{r} KEY)" for r in missing) + f" (keys: "
-            f"{', '.join(names) or 'none'}; create them with 'trajledger key new NAME', or leave "
-            "a role out with --roles)"
-        )
-    members = chosen
-    need = approvals or min(2, len(members.get("approver", [])))
-    if "approver" not in members:
-        if approvals is not None:
-            raise click.UsageError("--approvals applies when the policy has approvers")
-    elif need > len(members["approver"]):
-        raise click.BadParameter(
-            f"{need} approvals, but only {len(members['approver'])} approver key(s)",
-            param_hint="--approvals",
-        )
-    if out.exists():
-        raise LedgerError(f"{out}: already exists; pick another --out or remove it")
-    text = policy_toml(
-        ledger.config.origin,
-        {role: ([(k, ledger.keys.public(k)) for k in keys],
-                need if role == "approver" else 1, "")
-         for role, keys in members.items()},
-        ledger.log.vkey,
-        header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
-        "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
-        "list'.",
-    )
-    write_output(out, text.encode("utf-8"), durable=False, output=True)
-    try:
-        load_policy_file(out)
-    except Exception:
-        out.unlink()
-        raise
-    for role, keys in members.items():
-        for k in keys:
-            click.echo(f"{role:9} {k:16} {ledger.keys.public(k).keyid}", err=True)
-    for role, forbids in _FORBIDS.items():
-        if role not in members:
-            notice(f"{out}: no {role} role: {forbids}")
-    counts = [f"{len(members['producer'])} producer"]
-    if "approver" in members:
-        counts.append(f"{len(members['approver'])} approver ({need} needed)")
-    if "trainer" in members:
-        counts.append(f"{len(members['trainer'])} trainer")
-    signer = "APPROVER" if "approver" in members else "PRODUCER"
-    ok(f"policy {out} written: {', '.join(counts)} key(s), inline; next: "
-       f"'trajledger policy set {out} --key {signer}...'")
-
-
-@policy.command("check")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the parsed policy as JSON.")
-@pass_ctx
-def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
-    """Parse and check a trust policy file; print its roles.
-
-    An invalid policy file exits 1 with one line naming the setting; an unreadable one exits 3.
-    Keys named by keyid are looked up in the ledger's key store.
-
-    \b
-    Example:
-      trajledger policy check policy.toml
-    """
-    from trajledger.ledger.errors import PolicyFileError
-    from trajledger.verify.errors import FormatError
-    from trajledger.verify.policy import policy_digest
-
-    try:
-        p = _policy_file(ctx, file)
-    except PolicyFileError as e:  # the file is what is judged here: its verdict, exit 1
-        raise FormatError(str(e)) from e
-    _refuse_unreadable(p, file)
-    if as_json:
-        emit_json(p.to_json() | {"digest": policy_digest(p)})
-    else:
-        click.echo("\n".join(_describe(p)))
-    _note_paths(file, p)
-    ok(f"policy {file}: valid, serial {p.serial}")
-
-
-def _refuse_unreadable(p: Any, file: Path, *, usage: bool = False) -> None:
-    """Refuse a ``[release]`` bound or ``[contamination]`` threshold written as a string that
-    is no JSON number (left33, left34); with ``usage`` (``policy set``: the user's file to
-    fix, not the file judged) as a `PolicyFileError`, exit 2 (left36)."""
-    from trajledger.ledger.errors import PolicyFileError
-    from trajledger.ledger.policy_state import refuse_unreadable
-    from trajledger.verify.errors import FormatError
-
-    try:
-        refuse_unreadable(p, f"policy {file}")
-    except FormatError as e:
-        if not usage:
-            raise
-        raise PolicyFileError(str(e)) from e
-
-
-def _note_paths(file: Path, p: Any) -> None:
-    """A note for keys named by path (read again on each read); a warning per odd suite name."""
-    from trajledger.ledger.names import suite_problems
-    from trajledger.ledger.policy_state import path_entries
-    from trajledger.ledger.user_state import notice
-
-    for line in suite_problems(p):
-        warn(line)
-    paths = path_entries(p)
-    if paths:
-        notice(
-            f"{file}: names {len(paths)} key(s) by path ({', '.join(paths[:3])}"
-            f"{', ...' if len(paths) > 3 else ''}): whoever can replace those files changes "
-            f"this policy; write the keys inline with 'trajledger policy inline {file}'"
-        )
-
-
-@policy.command("set")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--key",
-    "keys",
-    multiple=True,
-    required=True,
-    type=KEY_NAME,
-    help="Approver key signing the policy (repeat up to the threshold); producer keys for a "
-    "policy without approvers.",
-)
-@click.option("--yes", is_flag=True,
-              help="Record a policy that adds or removes members of a role (shown first).")
-@JSON_OPTION
-@pass_ctx
-def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_json: bool) -> None:
-    """Record FILE as the policy in force (signed by the current approvers' threshold, or its
-    producers' when it has no approvers: a data vendor's ledger).
-
-    FILE needs a higher serial than the policy in force. Before anything is signed, each
-    role's members that FILE adds or removes are shown by fingerprint (the first policy: all
-    of them); a change of membership, or a lowered threshold, needs --yes, or typing 'yes' on
-    a terminal. Keys named by path in FILE are read now: compare the fingerprints before you
-    confirm.
-
-    To replace a producer, approver or trainer key, list the new key in its role instead of
-    the old one: records the old key signed before this one's log index stay valid, later ones
-    do not count. After a theft, also add the old key to revoked_keys with compromised_since
-    (a log index or time): nothing it signed from then on counts (keys/README.md;
-    docs/SECURITY.md, "A stolen key").
-
-    \b
-    Example:
-      trajledger policy set policy-2.toml --key approver-a --key approver-b --yes
-    """
-    from trajledger.ledger.clikit import interactive
-    from trajledger.ledger.policy_state import current_policy, membership_changes
-    from trajledger.verify.errors import PolicyError
-
-    ledger = ctx.ledger()
-    new = _policy_file(ctx, file)
-    _refuse_unreadable(new, file, usage=True)
-    _note_paths(file, new)
-    found = current_policy(ledger)
-    lines, changed = membership_changes(found[1] if found is not None else None, new)
-    for line in lines:
-        click.echo(visible(line), err=True)
-    if changed and not yes:
-        confirmed = interactive() and click.prompt(
-            "These members change: type 'yes' to record the policy", default="", err=True,
-            show_default=False,
-        ) == "yes"
-        if not confirmed:
-            raise PolicyError(
-                f"policy {file}: changes the members of a role, or lowers its threshold "
-                "(listed above, by fingerprint); "
-                "nothing was recorded. Compare each fingerprint with its owner, then run again "
-                "with --yes"
-            )
-    kept: list[str] = []  # each pin kept from the policy in force that fails now (left34)
-
-    def kept_pin(line: str) -> None:
-        kept.append(line)
-        warn(line)
-
-    rec = ledger.set_policy(new, keys=list(keys), on_warning=kept_pin)
-    ok(f"policy {file} recorded at log index {rec.index}")
-    emit_result(as_json, rec.digest, recorded_json("trust-policy", rec, new.name,
-                                                   str(new.serial)) | {"keptPins": kept})
-
-
-@policy.command("inline")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@pass_ctx
-def policy_inline(ctx: Context, file: Path) -> None:
-    """Rewrite FILE with every key it names by path written inline (PEM), each under a
-    comment with its name and fingerprint: the policy then names no file someone else could
-    replace. The keys are read now: compare the fingerprints printed with their owners.
-    Nothing else in the file changes; the result must parse to the same policy.
-
-    \b
-    Example:
-      trajledger policy inline policy.toml
-    """
-    from trajledger.ledger.policy_state import inline_paths, keystore_lookup
-
-    done = inline_paths(file, _policy_file(ctx, file), keystore_lookup(ctx.keystore()))
-    for spec, key in done:
-        click.echo(f"{spec}\t{key.algorithm}\t{key.keyid}", err=True)
-    ok(f"policy {file}: {len(done)} key(s) written inline" if done
-       else f"policy {file}: names no key by path; nothing to do")
-
-
-@policy.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@pass_ctx
-def policy_show(ctx: Context, as_json: bool) -> None:
-    """Show the ledger's policy in force and its history.
-
-    \b
-    Example:
-      trajledger policy show --json
-    """
-    from trajledger.ledger.policy_state import current_policy
-
-    found = current_policy(ctx.ledger())
-    if found is None:
-        raise LedgerError(
-            "no trust policy recorded; record one with 'trajledger policy set FILE --key ...'"
-        )
-    notes, p = found
-    if as_json:
-        from trajledger.verify.policy import policy_digest
-
-        emit_json({"policy": p.to_json(), "digest": policy_digest(p), "history": notes})
-        return
-    click.echo("\n".join(_describe(p)))
-    click.echo("history:")
-    for n in notes:
-        click.echo(f"  {n}")
 
 
 @click.command()
@@ -918,7 +542,7 @@ def _verify_sigstore(
         raise click.UsageError("--sigstore-bundle needs --policy FILE (the keys and identities)")
     if len(targets) != 1:
         raise click.UsageError("give one FILE or DIRECTORY with --sigstore-bundle")
-    result = verify_with_bundle(Path(targets[0]), bundle, _policy_file(ctx, policy_file))
+    result = verify_with_bundle(Path(targets[0]), bundle, policy_from_file(ctx, policy_file))
     if as_json:
         emit_json(result.to_json())
     else:
