@@ -142,8 +142,10 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
     else:
         assert key is not None
         rec = ctx.ledger().revoke(ref, key=key, reason=reason)
+        given, reason = reason, reason if rec.new else _logged_reason(ctx, rec.envelope_digest)
         ok(f"{ref} revoked (log index {rec.index})" if rec.new else f"{ref}: revoked already "
-           f"by {key} (log index {rec.index}); nothing new was signed")
+           f"by {key} (log index {rec.index}: {reason!r}); nothing new was signed"
+           + ("" if given == reason else f", --reason {given!r} is not recorded"))
     emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
 
 
@@ -178,6 +180,15 @@ def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
     emit_result(as_json, rec.envelope_digest,
                 _status_json("erasure", rec) | {"reason": reason, "deleted": deleted,
                                                 "kept": {b: kept[b] for b in sorted(kept)}})
+
+
+def _logged_reason(ctx: Context, envelope: str) -> str:
+    """The reason a revocation in the store gives (what ``--json`` and the line report of a
+    record found, not the words given now: rev36), or ``?`` when it cannot be read."""
+    from trajledger.ledger.home import envelope_statement
+
+    statement = envelope_statement(ctx.ledger(), envelope)
+    return str(statement.predicate.get("reason", "?")) if statement is not None else "?"
 
 
 def _status_json(kind: str, rec: Any) -> dict[str, Any]:
