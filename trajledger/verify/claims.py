@@ -12,6 +12,13 @@ trainer's second record of bytes it holds). The rules (docs/SECURITY.md, "twenty
   lineage of some bytes behind a second, clean record of the same bytes.
 - **By name** (``verify NAME@VERSION``, ``lineage``, ``impact``): the record of that name is
   judged (`LineageVerifier.chosen`); the others are named, not judged.
+- **A record signed only by a key the policy does not hold for it** (`ignored`: a stranger's,
+  or one declared compromised since) is intact and says nothing the policy accepts: named and
+  ignored, as such a revocation is (docs/SECURITY.md, "twenty-fourth round (rev36)"); before,
+  it failed every holder of those bytes for good, with no remedy, since the log keeps it. A
+  damaged record (its envelope missing or replaced) still fails: what it says is unknown.
+- **At most `MAX_CLAIMS` records are judged**: bytes more records claim fail by digest, and
+  by name the others are counted, not listed (a hostile bundle could carry many).
 
 Loaded only when a checkpoint's digest has more than one checkpoint record
 (the walk of ``verify.lineage``, as it follows a checkpoint).
@@ -27,7 +34,23 @@ from .judge import REPAIR_HINT, Record, RecordFailure
 from .kinds import KINDS, Dependency, name_version
 from .nodes import INFO, OK, Edge, Node
 
-__all__ = ["Walk", "judge_claims", "judged"]
+__all__ = ["MAX_CLAIMS", "Walk", "believed", "ignored", "judge_claims", "judged"]
+
+MAX_CLAIMS = 64
+"""The checkpoint records of one digest a walk judges one by one (each one's lineage); bytes
+that more records claim fail by digest (rev36: a bundle may carry any number of them)."""
+
+
+def ignored(r: Record | RecordFailure) -> bool:
+    """``r`` is intact and signed only by a key the policy does not hold for its kind (a
+    stranger's, one declared compromised since: `RecordFailure.cause` ``key:``)."""
+    return isinstance(r, RecordFailure) and not r.damaged and (r.cause or "").startswith("key:")
+
+
+def believed(v: Walk, found: list[int]) -> Record | RecordFailure | None:
+    """The first of the records ``found`` that is not `ignored` (the identity record of bytes
+    whose first record a key the policy does not hold signed), or None."""
+    return next((r for r in map(v.record, found[1:MAX_CLAIMS]) if not ignored(r)), None)
 
 
 class Walk(Protocol):
@@ -62,6 +85,16 @@ def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
     (`LineageVerifier.dataset_use`). With a record chosen by name, the others are only named."""
     found = v.records(node.id, "checkpoint")
     chosen = v.chosen.get(node.id)
+    if len(found) > MAX_CLAIMS:
+        what = f"{len(found)} checkpoint records claim these bytes"
+        if chosen is None:
+            node.fail("checkpoint records", f"{what}, more than the {MAX_CLAIMS} a verifier "
+                      "judges one by one: their lineages are not judged, so the bytes fail by "
+                      "digest; name a record (NAME@VERSION) to judge it alone")
+        else:
+            node.add("checkpoint records", INFO, f"{what}; not judged: the reference names "
+                     f"the record at log index {chosen}")
+        return
     for i in found:
         if i == node.index:
             continue
@@ -70,6 +103,9 @@ def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
         if chosen is not None:
             node.add(label, INFO, "records these bytes too; not judged: the reference names the "
                      f"record at log index {chosen} (its digest judges every record)")
+        elif ignored(r):
+            assert isinstance(r, RecordFailure)
+            node.add(label, INFO, f"records these bytes too; ignored: {r.message}")
         elif not isinstance(r, Record):
             node.fail(label, "another record of these bytes does not verify: " + r.message
                       + (f"; {REPAIR_HINT}" if r.damaged else ""), r.cause)

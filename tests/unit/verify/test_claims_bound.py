@@ -1,0 +1,85 @@
+"""Bytes that many checkpoint records claim (rev36, twenty-fourth round; docs/SECURITY.md):
+`verify.claims.judge_claims` judges at most `MAX_CLAIMS` of them one by one.
+
+A hostile bundle may carry any number of records of one digest (its signer writes its own log
+as it likes); each one's lineage was judged, a signature check and a walk apiece, and an edge
+looked up in a list per dependency (quadratic in distinct dependencies). More than
+`MAX_CLAIMS` fail the bytes by digest, none of them judged; by name they are counted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trajledger.verify.claims import MAX_CLAIMS, judge_claims
+from trajledger.verify.judge import Record, RecordFailure
+from trajledger.verify.nodes import FAIL, INFO, Node
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+class Walk:
+    """A walk whose records of ``DIGEST`` are ``n`` log indices, each record looked at
+    counted (none verifies: each would fail the node)."""
+
+    def __init__(self, n: int, failure: RecordFailure | None = None) -> None:
+        self.chosen: dict[str, int] = {}
+        self.n = n
+        self.looked: list[int] = []
+        self.failure = failure or RecordFailure(0, "envelope missing", True)
+
+    def records(self, subject: str, kind: str) -> list[int]:
+        return list(range(self.n)) if subject == DIGEST else []
+
+    def record(self, index: int) -> Record | RecordFailure:
+        self.looked.append(index)
+        return self.failure
+
+    def artifact(self, digest: str, kind: str, *, follow: bool = True) -> Node:
+        raise AssertionError("not reached")
+
+    def dataset_use(self, node: Node, digest: str, use: Record | None, *,
+                    purpose: str | None = None) -> None:
+        raise AssertionError("not reached")
+
+
+def judge(walk: Walk) -> Node:
+    node = Node(DIGEST, "checkpoint")
+    node.index = 0
+    judge_claims(walk, node, [], [])
+    return node
+
+
+def test_up_to_the_bound_every_record_is_judged() -> None:
+    walk = Walk(MAX_CLAIMS)
+    node = judge(walk)
+    assert walk.looked == list(range(1, MAX_CLAIMS))
+    assert sum(c.status == FAIL for c in node.checks) == MAX_CLAIMS - 1
+
+
+def test_more_records_than_the_bound_fail_the_bytes_unjudged() -> None:
+    walk = Walk(MAX_CLAIMS + 1)
+    node = judge(walk)
+    assert walk.looked == []  # was every one of them
+    [check] = node.checks
+    assert check.status == FAIL and f"{MAX_CLAIMS + 1} checkpoint records" in check.detail
+
+
+def test_by_name_they_are_counted_not_listed() -> None:
+    walk = Walk(10 * MAX_CLAIMS)
+    walk.chosen[DIGEST] = 0
+    node = judge(walk)
+    [check] = node.checks
+    assert check.status == INFO and f"{10 * MAX_CLAIMS} checkpoint records" in check.detail
+
+
+@pytest.mark.parametrize(("failure", "status"), [
+    (RecordFailure(1, "no signature by a trusted key", False, "key:abcd:trainer"), INFO),
+    (RecordFailure(1, "no signature by a trusted key", True, "key:abcd:trainer"), FAIL),
+    (RecordFailure(1, "predicate type not allowed", False), FAIL),
+], ids=["untrusted-key", "damaged", "other"])
+def test_only_a_record_of_a_key_the_policy_does_not_hold_is_ignored(
+        failure: RecordFailure, status: object) -> None:
+    node = judge(Walk(2, failure))
+    [check] = node.checks
+    assert check.status == status, check
