@@ -71,7 +71,7 @@ from trajledger.verify.errors import (
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Report
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.log_key import HANDOVER_DIR, parse_handover, predecessors
+from trajledger.verify.log_key import HANDOVER_DIR, MAX_HANDOVERS, parse_handover, predecessors
 from trajledger.verify.merkle import leaf_hash, verify_inclusion
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
@@ -154,6 +154,8 @@ class ExportResult:
     erased: tuple[str, ...] = ()
     terms: tuple[Terms, ...] = ()
     extension: int = 0
+    handovers_dropped: int = 0
+    """The log key's first handovers left out (a bundle carries the last `MAX_HANDOVERS`)."""
 
 
 @dataclass(frozen=True)
@@ -418,9 +420,11 @@ def export_bundle(
     for i, body in policies.items():
         small[f"policy/{i}.json"] = body
     # Every rotation of the log key, with a proof that the log extends each handed-over tree:
-    # a recipient trusting an earlier key follows them (``verify.log_key``).
+    # a recipient trusting an earlier key follows them (``verify.log_key``). At most the last
+    # `MAX_HANDOVERS`, renumbered from 1: more, and every verifier refused the bundle (rev36).
     handovers = ledger.log.key_handovers()
-    for n, handover in enumerate(handovers, 1):
+    dropped = max(len(handovers) - MAX_HANDOVERS, 0)
+    for n, handover in enumerate(handovers[dropped:], 1):
         small[f"{HANDOVER_DIR}/{n}"] = handover
         at = parse_handover(handover).checkpoint.size
         if 0 < at < size:
@@ -480,6 +484,7 @@ def export_bundle(
         erased=tuple(erased),
         terms=tuple(terms),
         extension=len(extension),
+        handovers_dropped=dropped,
     )
 
 

@@ -231,6 +231,13 @@ def export(
              "its verification fails naming them)")
     for line in result.report.failures():
         warn(f"the lineage does not verify, the recipient will see: {line}")
+    if result.handovers_dropped:
+        from trajledger.verify.log_key import MAX_HANDOVERS
+
+        warn(f"the log's key was rotated {result.handovers_dropped + MAX_HANDOVERS} times; the "
+             f"bundle carries the last {MAX_HANDOVERS} handovers, the most a verifier takes: a "
+             "recipient who trusts only a key older than handover "
+             f"{result.handovers_dropped + 1} cannot follow them (give it the log's current key)")
     omitted = f", {result.omitted} data blob(s) omitted" if result.omitted else ""
     if result.erased:
         warn(
