@@ -189,7 +189,12 @@ def key_chain(trusted: str, notes: Sequence[bytes]) -> list[Handover]:
         VerificationError: two successors of one key, a cycle, or a shrinking tree.
     """
     # (1)
-    parsed = [parse_handover(n, f"key handover {i + 1}") for i, n in enumerate(notes)]
+    return _chain(trusted, [parse_handover(n, f"key handover {i + 1}")
+                            for i, n in enumerate(notes)])
+
+
+def _chain(trusted: str, parsed: Sequence[Handover]) -> list[Handover]:
+    """`key_chain`'s steps 2 and 3, over handovers parsed and verified already."""
     by_old: dict[str, list[Handover]] = {}
     for h in parsed:
         if h not in by_old.get(h.old, []):
@@ -225,11 +230,14 @@ def predecessors(trusted: Sequence[str], notes: Sequence[bytes]) -> list[str]:
     before its key rotated (a checkpoint seen under one is of this log too, also for a policy
     that names only the new key: docs/SECURITY.md, redo15 finding 2). A handover that does not
     parse or verify leads nowhere (the log's own check names it)."""
+    try:  # each note parsed and its signatures checked once, not once per key (rev36)
+        parsed = [parse_handover(note) for note in notes]
+    except ProvenanceError:
+        return []  # (a chain through one that does not verify could miss its link)
     out = []
-    for note in notes:
+    for old in [h.old for h in parsed]:
         try:
-            old = parse_handover(note).old
-            if old not in trusted and {h.new for h in key_chain(old, notes)} & set(trusted):
+            if old not in trusted and {h.new for h in _chain(old, parsed)} & set(trusted):
                 out.append(old)
         except ProvenanceError:
             continue

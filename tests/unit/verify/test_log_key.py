@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+import trajledger.verify.log_key as log_key
 from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
 from trajledger.ledger.keys import Signer
 from trajledger.verify.checkpoint import Checkpoint
@@ -20,6 +21,7 @@ from trajledger.verify.log_key import (
     key_chain,
     parse_handover,
     parse_handovers,
+    predecessors,
 )
 from trajledger.verify.note import verifier_from_vkey
 
@@ -133,3 +135,38 @@ def test_a_bundle_s_handovers_are_numbered_from_1_and_each_is_checked() -> None:
         parse_handovers({1: handover(0, 1), 3: handover(1, 2)}, "b")
     with pytest.raises(SignatureError, match=r"^b: member key-handovers/2: not signed by the new"):
         parse_handovers({1: handover(0, 1), 2: handover(1, 2, signers=(1,))}, "b")
+
+
+# -- rev36 (twenty-fourth round; docs/SECURITY.md): `predecessors` parses each handover once.
+# rev35 bounded a bundle's handovers at `MAX_HANDOVERS` because following the chains parsed
+# every note once per note (200 took 12.8 CPU-s). ``monitor`` of a ledger holding imports reads
+# the handovers a log serves (`ledger.monitor._fetch_handovers`: up to 1,000, no bundle's bound)
+# and followed them through the same `predecessors`: a log, or a relay serving it, serving 1,000
+# valid handovers (keys of its own, each note signed by both) cost every run of the buyer's
+# monitor a million parses, two signature checks each. Each note is now parsed once.
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    seen: list[bytes] = []
+    real = log_key.parse_handover
+
+    def counted(note: bytes, what: str = "key handover") -> log_key.Handover:
+        seen.append(note)
+        return real(note, what)
+
+    monkeypatch.setattr(log_key, "parse_handover", counted)
+    return seen
+
+
+def test_each_served_handover_is_parsed_once(parses: list[bytes]) -> None:
+    notes = [handover(0, 1, 5), handover(1, 2, 6), handover(2, 3, 7)]
+    assert predecessors([vkey(3)], notes) == [vkey(0), vkey(1), vkey(2)]
+    assert len(parses) == len(notes)  # was 3 + 3 x 3
+
+
+def test_a_note_that_does_not_verify_still_leads_nowhere(parses: list[bytes]) -> None:
+    notes = [handover(0, 1, 5), handover(1, 2, 6, signers=(1,)), handover(2, 3, 7)]
+    assert predecessors([vkey(3)], notes) == []
+    assert predecessors([vkey(1)], [handover(0, 1, 5)]) == [vkey(0)]
+    assert predecessors([vkey(3)], [handover(0, 1, 5)]) == []  # unrelated
