@@ -73,12 +73,16 @@ def test_the_bundles_report_says_it_too(lab: Path, capsys: pytest.CaptureFixture
     ["lineage", "cartpole-bc@2"], ["impact", "cartpole-train@1"],
     ["export", "cartpole-bc@2", "--out", "{root}/again.tar.zst"],
     ["import", "{root}/b.tar.zst", "--key", "approver-a"],
+    # rev36: monitor's --policy too (read before the log, which is not served here)
+    ["monitor", "http://127.0.0.1:9/", "--vkey", "{vkey}", "--key", "approver-a"],
 ])
 def test_the_commands_that_load_the_policy_elsewhere_say_it_too(
         lab: Path, command: list[str]) -> None:
     """left37's Left (left38 item 4): ``export``, ``import``, ``lineage`` and ``impact`` load
-    ``--policy`` outside `runner.commands.command_policy` and said nothing."""
-    args = [a.format(root=lab) for a in command]
+    ``--policy`` outside `runner.commands.command_policy` and said nothing; ``monitor`` did too
+    (rev36)."""
+    vkey = (lab / "lab" / "log" / "vkey").read_text().strip()
+    args = [a.format(root=lab, vkey=vkey) for a in command]
     r = new_runner().invoke(main, ["--ledger", str(lab / "lab"), *args, "--policy",
                                    str(lab / "setting-changed.toml")])
     warned = [line for line in r.stderr.splitlines() if line.startswith("WARNING: policy")]

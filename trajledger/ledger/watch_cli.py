@@ -198,11 +198,13 @@ def monitor(
                                "to a ledger: run it in one (--ledger DIR)")
     ledger = ctx.ledger() if has_ledger or cosign_key else None
     witness = ledger.keys.signer(cosign_key) if cosign_key and ledger is not None else None
-    from .policy_state import current_policy, load_policy
+    from .policy_state import current_policy, given_policy
 
     # the user's own --policy FILE is read before the log is: an invalid one is a usage error
-    # (exit 2) with nothing fetched or noted, not found after the network (left37)
-    given = load_policy(ledger, policy_file)[0] if policy_file and ledger is not None else None
+    # (exit 2) with nothing fetched or noted, not found after the network (left37); one changed
+    # since it was recorded is said to be (rev36: as export, import, lineage and impact)
+    given = given_policy(ledger, policy_file, warn) if policy_file and ledger is not None \
+        else None
     log = HttpLog(url, FetchLimits(timeout=timeout, deadline=max(60.0, 3 * timeout)))
     try:
         result = run_monitor(log, vkey, witness=witness)
