@@ -47,11 +47,13 @@ def _slack(norms: npt.NDArray[np.float64], reach: float, threshold: float,
     """Per held vector (its norm in ``norms``), more than two float32 products of it with a
     train vector (of norm ``reach`` at most) of ``dim`` terms can differ, doubled, plus the
     threshold's rounding to float32 (a comparison with a float32 array rounds it): a
-    non-finite norm gives an infinite slack (such a row is never cleared)."""
+    non-finite norm gives an infinite slack (such a row is never cleared), and so does one
+    whose products' partial sums may pass float32's range (``||h|| ||t||`` bounds them):
+    summed in another order, such a product is +inf where the screen's was finite (rev36)."""
     u = 2.0**-24
     gamma = dim * u / (1 - dim * u)
     slack = 4 * gamma * norms * reach + abs(threshold) * 2.0**-20 + 1e-30
-    return np.where(np.isfinite(slack), slack, np.inf)
+    return np.where(np.isfinite(slack) & (norms * reach < 2.0**127), slack, np.inf)
 
 
 def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
