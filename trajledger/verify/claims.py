@@ -116,6 +116,10 @@ def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
             if not any(d.role == "dataset" for d in claimed):
                 node.fail(label, f"{name}@{version}: provenance names no dataset")
             for d in claimed:
+                if d.digest == node.id:  # (as `LineageVerifier._follow` fails its own record)
+                    node.fail(label, f"{name}@{version} is built on these bytes themselves: "
+                              "the lineage comes back to itself, which no run can make")
+                    continue
                 v.artifact(d.digest, d.kind)
                 if (edge := Edge(node.id, d.digest, d.role)) not in edges:
                     edges.append(edge)

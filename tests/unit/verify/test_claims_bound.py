@@ -1,4 +1,5 @@
-"""Bytes that many checkpoint records claim (rev36, twenty-fourth round; docs/SECURITY.md):
+"""Bytes that many checkpoint records claim, and other records of them (rev36, twenty-fourth
+round; docs/SECURITY.md):
 `verify.claims.judge_claims` judges at most `MAX_CLAIMS` of them one by one.
 
 A hostile bundle may carry any number of records of one digest (its signer writes its own log
@@ -9,11 +10,15 @@ looked up in a list per dependency (quadratic in distinct dependencies). More th
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from trajledger.verify import claims
 from trajledger.verify.claims import MAX_CLAIMS, judge_claims
 from trajledger.verify.judge import Record, RecordFailure
-from trajledger.verify.nodes import FAIL, INFO, Node
+from trajledger.verify.kinds import Dependency
+from trajledger.verify.nodes import FAIL, INFO, OK, Node
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -22,7 +27,7 @@ class Walk:
     """A walk whose records of ``DIGEST`` are ``n`` log indices, each record looked at
     counted (none verifies: each would fail the node)."""
 
-    def __init__(self, n: int, failure: RecordFailure | None = None) -> None:
+    def __init__(self, n: int, failure: Record | RecordFailure | None = None) -> None:
         self.chosen: dict[str, int] = {}
         self.n = n
         self.looked: list[int] = []
@@ -83,3 +88,25 @@ def test_only_a_record_of_a_key_the_policy_does_not_hold_is_ignored(
     node = judge(Walk(2, failure))
     [check] = node.checks
     assert check.status == status, check
+
+
+def test_another_record_built_on_its_own_bytes_fails_them(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """rev36: the identity record of bytes that names them as its own parent fails (the walk
+    comes back to itself); another record of the bytes that did was judged OK, its edge from
+    the bytes to themselves in the graph (an impact's walk listed them as their own child)."""
+    dataset = "sha256:" + "cd" * 32
+    deps = [Dependency("parent", DIGEST, "checkpoint"), Dependency("dataset", dataset, "dataset")]
+    monkeypatch.setattr(claims, "KINDS", {"checkpoint": SimpleNamespace(
+        dependencies=lambda predicate: deps)})
+    monkeypatch.setattr(claims, "name_version", lambda kind, statement: ("c2", "1"))
+    walk = Walk(2, Record(1, None, None, None, frozenset()))  # type: ignore[arg-type]
+    walk.records = lambda subject, kind: [0, 1] if subject == DIGEST else [5]  # type: ignore
+    walk.artifact = lambda digest, kind, follow=True: Node(digest, kind)  # type: ignore
+    walk.dataset_use = lambda *a, **k: None  # type: ignore
+    edges: list = []
+    node = Node(DIGEST, "checkpoint")
+    node.index = 0
+    judge_claims(walk, node, edges, [])
+    assert [c.status for c in node.checks if c.status != OK] == [FAIL], node.checks
+    assert all(e.dst != DIGEST for e in edges), edges
