@@ -88,3 +88,27 @@ def test_a_ledger_made_under_either_umask_reads_the_same(
         "0o755"}
     code, _, err = run(runner, "--ledger", str(home), "verify", "cartpole-bc@2")
     assert code == 0, err
+
+
+def test_a_ledger_copied_without_its_modes_is_fixed_by_the_one_chmod_it_names(
+        runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path) -> None:
+    """Copied to a second machine by a tool that keeps no modes (``rsync -r`` without ``-a``,
+    a CI cache, under ``umask 002``): every directory and file group-writable. Each command
+    refused the first such path and named its chmod; the user ran it 17 times, one path each,
+    to learn them all. Now the refusal (exit 3, the ledger not opened) names the first, how
+    many more, and the one ``chmod -R`` that fixes them; after it the ledger opens."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "copied")
+    for p in (home, *home.rglob("*")):
+        if not p.is_symlink():
+            p.chmod(p.stat().st_mode | 0o020)
+    code, out, err = run(runner, "--ledger", str(home), "verify", "cartpole-bc@2", "--json")
+    assert code == 3 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"FAIL: {home}: writable by its group (mode 0775); run 'chmod g-w "
+                          f"{home}'"), err
+    assert err.endswith(f"; and 16 more path(s) of this ledger likewise: 'chmod -R go-w {home}' "
+                        "fixes them all\n"), err
+    for p in (home, *home.rglob("*")):
+        if not p.is_symlink():
+            p.chmod(p.stat().st_mode & ~0o022)  # chmod -R go-w
+    code, _, err = run(runner, "--ledger", str(home), "verify", "cartpole-bc@2")
+    assert code == 0, err

@@ -22,9 +22,15 @@ def refuse_writable_ledger(root: Path, config: LedgerConfig) -> None:
     evidence, a setting or a key between a check and its use. Private keys are checked again
     when loaded (readable by nobody else).
 
+    Every such path is looked at before the refusal, which names the first and, when there are
+    more (a ledger copied by a tool that kept no modes: 17 paths in the quickstart's), how many
+    and the one ``chmod -R`` that fixes them all: a user ran the command 17 times, one chmod
+    each, to learn them.
+
     Raises:
         LedgerError: such a path (the message names the chmod to run).
     """
+    from .errors import LedgerError
     from .fs import refuse_writable
 
     hint = (
@@ -37,9 +43,19 @@ def refuse_writable_ledger(root: Path, config: LedgerConfig) -> None:
         paths.append(d)
         with contextlib.suppress(OSError):
             paths += sorted(d.iterdir())
+    refused: list[LedgerError] = []
     for path in paths:
-        refuse_writable(path, group=not config.group_writable,
-                        hint=hint if path != root / CONFIG_NAME else "")
+        try:
+            refuse_writable(path, group=not config.group_writable,
+                            hint=hint if path != root / CONFIG_NAME else "")
+        except LedgerError as e:
+            refused.append(e)
+    if len(refused) > 1:
+        bits = "o" if config.group_writable else "go"
+        raise LedgerError(f"{refused[0]}; and {len(refused) - 1} more path(s) of this ledger "
+                          f"likewise: 'chmod -R {bits}-w {root}' fixes them all") from refused[0]
+    if refused:
+        raise refused[0]
 
 
 def private_umask(config: LedgerConfig) -> None:
@@ -47,7 +63,7 @@ def private_umask(config: LedgerConfig) -> None:
     of this process's umask: the ledger's own directories are made 0755 whatever the umask,
     but what is made in them later (the log's state and tiles, the store's fan-out, temporary
     directories) takes the umask, and under 000 (or 002 with a group of others) it would be
-    writable by users `refuse_writable_ledger` keeps out. Bits are only ever added: a stricter umask
-    stays (during the change it is 077, never looser)."""
+    writable by users `refuse_writable_ledger` keeps out. Bits are only ever added: a stricter
+    umask stays (during the change it is 077, never looser)."""
     mask = 0o002 if config.group_writable else 0o022
     os.umask(os.umask(0o077) | mask)
