@@ -194,6 +194,20 @@ def _ledgers_below(here: Path) -> list[str]:
     return found[:2]
 
 
+def ledger_path(root: str | os.PathLike[str]) -> Path:
+    """``root`` as a `Path`, refused when it (or where it leads) is not valid UTF-8: Arrow and
+    the index open files by UTF-8 name, so such a ledger would fail at its first batch with a
+    bug report (``LANG=C`` and a name made by another tool)."""
+    for where in (Path(root).absolute(), Path(root).resolve()):
+        try:
+            os.fsencode(where).decode("utf-8")
+        except UnicodeDecodeError as e:
+            shown = os.fsencode(where).decode("utf-8", "backslashreplace")
+            raise LedgerError(f"{shown}: the ledger's path is not valid UTF-8 (byte {e.start}), "
+                              "which Arrow cannot open: rename the directory") from None
+    return Path(root)
+
+
 def no_ledger(root: Path) -> str:
     """Why no ledger opens at ``root``; it names ``root/.trajledger`` when that is one (given
     ``--ledger lab`` for the ``lab/.trajledger`` that ``cd lab && trajledger init`` made)."""

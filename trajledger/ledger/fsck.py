@@ -584,7 +584,7 @@ def writable_dirs(ledger: LedgerHome) -> dict[str, str]:
     """Every directory of the ledger (and of a local store outside it) that other users, or
     its group unless the ledger is shared through it (``group_writable``), may write (path ->
     ``g``, ``o`` or ``go``). Opening a ledger refuses only the few it reads by fixed name
-    (`home._refuse_writable`); the rest (log tiles, the store's fan-out) kept the mode a lax
+    (`access.refuse_writable_ledger`); the rest (log tiles, the store's fan-out) kept the mode a lax
     umask gave them before rev9: what is in them is hashed or signed before use, but others
     could delete or swap evidence there. Links are not followed; a sticky directory passes."""
     roots = [ledger.root]

@@ -33,6 +33,7 @@ from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import read_regular
 from trajledger.verify.note import verifier_from_vkey
 
+from .access import LOG_KEY_DIR, private_umask, refuse_writable_ledger
 from .config import (
     CONFIG_NAME,
     KEYS_ENCRYPTED,
@@ -40,6 +41,7 @@ from .config import (
     LedgerConfig,
     default_origin,
     init_refusal,
+    ledger_path,
     no_ledger,
     setting_changes,
 )
@@ -93,7 +95,6 @@ __all__ = [
 SETTINGS_PIN = ".settings.json"
 """The settings a user pinned of a log's ledger, in the state's directory of that origin."""
 
-LOG_KEY_DIR = "log-key"
 LOG_KEY_NAME = "log"
 """The log's Ed25519 key, ``log-key/log.key``: apart from the artifact signing keys in ``keys/``
 (it signs checkpoints, nothing else). Encrypted with its passphrase (``TRAJLEDGER_PASSPHRASE_LOG``,
@@ -106,43 +107,6 @@ replaces ``log.key`` once the handover is published."""
 
 _BAR_FROM = 2_000
 """Entries behind from which reading a log into the user's state draws a bar."""
-
-
-def _refuse_writable(root: Path, config: LedgerConfig) -> None:
-    """Refuse a ledger whose directories, settings or key files others may write (or its group,
-    unless the ledger is shared through it, ``group_writable = true``): they could replace
-    evidence, a setting or a key between a check and its use. Private keys are checked again
-    when loaded (readable by nobody else).
-
-    Raises:
-        LedgerError: such a path (the message names the chmod to run).
-    """
-    from .fs import refuse_writable
-
-    hint = (
-        "" if config.group_writable
-        else " (a ledger shared through its group sets group_writable = true in ledger.toml)"
-    )
-    # log/.state: the files the log's writer opens by fixed names (its lock, tree state, history).
-    paths = [root, root / CONFIG_NAME, root / "log", root / "log" / ".state", root / "objects"]
-    for d in (root / "keys", root / LOG_KEY_DIR):
-        paths.append(d)
-        with contextlib.suppress(OSError):
-            paths += sorted(d.iterdir())
-    for path in paths:
-        refuse_writable(path, group=not config.group_writable,
-                        hint=hint if path != root / CONFIG_NAME else "")
-
-
-def _private_umask(config: LedgerConfig) -> None:
-    """Take write for others (and for the group, unless the ledger is shared through it) out
-    of this process's umask: the ledger's own directories are made 0755 whatever the umask,
-    but what is made in them later (the log's state and tiles, the store's fan-out, temporary
-    directories) takes the umask, and under 000 (or 002 with a group of others) it would be
-    writable by users `_refuse_writable` keeps out. Bits are only ever added: a stricter umask
-    stays (during the change it is 077, never looser)."""
-    mask = 0o002 if config.group_writable else 0o022
-    os.umask(os.umask(0o077) | mask)
 
 
 def _encrypt_log_key(keys: KeyStore) -> bool:
@@ -659,7 +623,7 @@ class LedgerHome:
             config = LedgerConfig.from_toml(path.read_bytes(), path)
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
-        _refuse_writable(root, config)
+        refuse_writable_ledger(root, config)
         return cls(root, config, KeyStore(root / "keys"))._pin_settings(accept=True)
 
     def trusted(self) -> dict[str, Any]:
@@ -864,7 +828,7 @@ class LedgerHome:
         from .log import Log
         from .trust_state import TrustState
 
-        root = Path(root)
+        root = ledger_path(root)
         if (refused := init_refusal(root)) is not None:
             raise LedgerError(refused)
         if root.exists() and not root.is_dir():
@@ -886,7 +850,7 @@ class LedgerHome:
         _refuse_a_filled_store(root, store, remote=check_store)
         # (1) Everything is made in a directory beside ``root``, then moved into place: a
         # failure at any step leaves nothing (no ledger.toml, no half a ledger).
-        _private_umask(config)
+        private_umask(config)
         root.absolute().parent.mkdir(parents=True, exist_ok=True)
         build = root.absolute().parent / temp_name(".init")
         undo: list[Callable[[], None]] = [lambda: remove_tree(build)]
@@ -954,7 +918,7 @@ class LedgerHome:
             1. Read ``ledger.toml``.
             2. Refuse directories, settings and key files others (or the group, unless the
                ledger is shared through it) may write; take that write out of the process's
-               umask (`_private_umask`), so nothing made later in the ledger is.
+               umask (`access.private_umask`), so nothing made later in the ledger is.
             3. Check the settings against this user's pin of them (`_pin_settings`); pin them
                at this user's first use of the directory.
             4. A ledger of trajledger 0.1.0 that has private keys but records nothing about
@@ -970,7 +934,7 @@ class LedgerHome:
             TamperError: the settings differ from this user's pin of them.
         """
         # (1)
-        path = (root := Path(root)) / CONFIG_NAME
+        path = (root := ledger_path(root)) / CONFIG_NAME
         try:
             data = read_regular(path)
         except FileNotFoundError as e:
@@ -979,8 +943,8 @@ class LedgerHome:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
         config = LedgerConfig.from_toml(data, path)
         # (2)
-        _refuse_writable(root, config)
-        _private_umask(config)
+        refuse_writable_ledger(root, config)
+        private_umask(config)
         keys = KeyStore(root / "keys", passphrase, require_encrypted=config.keys == KEYS_ENCRYPTED,
                         group_writable=config.group_writable)
         ledger = cls(root, config, keys)

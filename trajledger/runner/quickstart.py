@@ -14,6 +14,7 @@ digest.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,10 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
     Example:
       trajledger quickstart demo && cd demo && trajledger lineage cartpole-bc@2
     """
+    from trajledger.ledger.config import ledger_path
     from trajledger.ledger.errors import LedgerError
 
+    ledger_path(directory)  # a path Arrow cannot open: refused before anything is made
     if directory.exists() and any(directory.iterdir()):
         raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
     made = not directory.exists()
@@ -251,8 +254,9 @@ def _build(directory: Path, episodes: int, as_json: bool) -> None:
     _say(f"ledger: {directory}   policy: {policy_path}")
     # verify uses the trust policy recorded in the log (signed by the approvers), not a file
     # in the ledger directory that anyone who can write there could edit.
-    _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]}")
-    _say(f"     trajledger --ledger {directory} log info")
+    shown = shlex.quote(str(directory))  # a path with spaces is copied as one word
+    _say(f"try: trajledger --ledger {shown} verify {ckpt2.digest[:19]}")
+    _say(f"     trajledger --ledger {shown} log info")
     emit_result(as_json, ckpt2.digest, {
         "ledger": str(directory), "policy": str(policy_path), "checkpoint": ckpt2.digest,
         "checks": n, "meanReturn": {"random": random_mean, "checkpoint": eval2.mean_return}})
