@@ -105,6 +105,33 @@ def grow(home: Path, state: Path, count: int) -> None:
         ledger.log.append(specs[j : j + 10_000])
 
 
+def serve(home: Path, state: Path) -> tuple[subprocess.Popen[str], str]:
+    """``log serve`` of the ledger ``home`` in a subprocess (the installed tree), and its URL."""
+    env = {**os.environ, "TRAJLEDGER_STATE_DIR": str(state)}
+    env.pop("PYTHONPATH", None)
+    server = subprocess.Popen(
+        [sys.executable, "-c", CLI, "--ledger", str(home), "log", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert server.stdout is not None
+    return server, server.stdout.readline().strip()
+
+
+def vendor_and_buyer(root: Path) -> tuple[Path, Path, Path, Path]:
+    """A vendor (`producer`) and a buyer that trusts its key and log and imported its
+    environment's bundle (one import): their homes and states."""
+    vendor, vstate = producer(root, "vendor")
+    bundle = root / "env.tar.zst"
+    run(vendor, vstate, "export", "maze@1", "--out", bundle)
+    buyer, bstate = party(root, "buyer", "approver")
+    (buyer / "trust").mkdir()
+    shutil.copy(vendor / "keys" / "vendor.pub", buyer / "trust" / "vendor.pub")
+    vkeys = ", ".join(f'"{k}"' for k in (vkey(vendor, vstate), vkey(buyer, bstate)))
+    (buyer / "policy.toml").write_text(POLICY.format(vkeys=vkeys))
+    run(buyer, bstate, "policy", "set", buyer / "policy.toml", "--key", "approver", "--yes")
+    run(buyer, bstate, "import", bundle, "--key", "approver")
+    return vendor, vstate, buyer, bstate
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", default="2000,20000,200000")
@@ -119,28 +146,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        vendor, vstate = producer(root, "vendor")
-        bundle = root / "env.tar.zst"
-        run(vendor, vstate, "export", "maze@1", "--out", bundle)
-        buyer, bstate = party(root, "buyer", "approver")
-        (buyer / "trust").mkdir()
-        shutil.copy(vendor / "keys" / "vendor.pub", buyer / "trust" / "vendor.pub")
-        vkeys = ", ".join(f'"{k}"' for k in (vkey(vendor, vstate), vkey(buyer, bstate)))
-        (buyer / "policy.toml").write_text(POLICY.format(vkeys=vkeys))
-        run(buyer, bstate, "policy", "set", buyer / "policy.toml", "--key", "approver", "--yes")
-        run(buyer, bstate, "import", bundle, "--key", "approver")
+        _vendor, _vstate, buyer, bstate = vendor_and_buyer(root)
         for n in sizes:
             other, ostate = producer(root, f"other{n}")
             grow(other, ostate, n)
             other_vkey = vkey(other, ostate)
-            env = {**os.environ, "TRAJLEDGER_STATE_DIR": str(ostate)}
-            env.pop("PYTHONPATH", None)
-            server = subprocess.Popen(
-                [sys.executable, "-c", CLI, "--ledger", str(other), "log", "serve", "--port",
-                 "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            server, url = serve(other, ostate)
             try:
-                assert server.stdout is not None
-                url = server.stdout.readline().strip()
                 for k in range(args.repeat):
                     for label, path in trees:
                         home, state = root / f"b{n}-{k}-{label}", root / f"bs{n}-{k}-{label}"

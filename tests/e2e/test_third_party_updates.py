@@ -15,6 +15,7 @@ Now the monitor examines such a log from its first entry, and that import is ref
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,35 @@ from test_updates import Buyer, Vendor, served, train_a_buyer
 from testkit import Party
 
 REASON = "consent withdrawn"
-THIRD_POLICY = (  # the vendor's producer, the lab's approver and trainer, its own approver
+THIRD_POLICY = (  # the vendors' producers, the lab's approver and trainer, its own approver
     'name = "third"\naccepted_licences = ["CC-BY-4.0"]\n'
-    '[roles.producer]\nkeys = ["trust/vendor.pub"]\n'
+    '[roles.producer]\nkeys = [{producers}]\n'
     '[roles.approver]\nkeys = ["keys/approver.pub", "trust/lab-approver.pub"]\n'
     '[roles.trainer]\nkeys = ["trust/lab-trainer.pub"]\n[roles.log]\nvkeys = [{vkeys}]\n'
 )
+
+
+def third_party(tmp_path: Path, vendor: Party, lab: Party, others: Sequence[Party] = ()
+                ) -> Party:
+    """A third party whose policy names the vendor's producer key (and that of each of
+    ``others``, vendors too), the lab's approver and trainer, its own approver, and every log
+    key; nothing imported yet."""
+    third = Party(tmp_path, "third")
+    third.run("init", "--origin", "third.example/log")
+    third.run("key", "new", "approver", "--no-encrypt")
+    trust = third.home / "trust"
+    trust.mkdir()
+    for src, name in ((lab.home / "keys" / "approver.pub", "lab-approver.pub"),
+                      (lab.home / "keys" / "trainer.pub", "lab-trainer.pub"),
+                      *((v.home / "keys" / "vendor.pub", f"{v.name}.pub")
+                        for v in (vendor, *others))):
+        (trust / name).write_bytes(src.read_bytes())
+    vkeys = ", ".join(f'"{p.vkey()}"' for p in (vendor, *others, lab, third))
+    producers = ", ".join(f'"trust/{v.name}.pub"' for v in (vendor, *others))
+    (third.home / "policy.toml").write_text(THIRD_POLICY.format(vkeys=vkeys,
+                                                                producers=producers))
+    third.run("policy", "set", third.home / "policy.toml", "--key", "approver", "--yes")
+    return third
 
 
 def _three_parties(tmp_path: Path) -> tuple[Vendor, Party, str]:
@@ -36,25 +60,14 @@ def _three_parties(tmp_path: Path) -> tuple[Vendor, Party, str]:
     vendor, lab, ckpt = train_a_buyer(tmp_path)
     bundle = tmp_path / "lab-checkpoint.tar.zst"
     lab.run("export", "bh-policy@1", "--out", bundle)
-    third = Party(tmp_path, "third")
-    third.run("init", "--origin", "third.example/log")
-    third.run("key", "new", "approver", "--no-encrypt")
-    trust = third.home / "trust"
-    trust.mkdir()
-    for src, name in ((vendor.home / "keys" / "vendor.pub", "vendor.pub"),
-                      (lab.home / "keys" / "approver.pub", "lab-approver.pub"),
-                      (lab.home / "keys" / "trainer.pub", "lab-trainer.pub")):
-        (trust / name).write_bytes(src.read_bytes())
-    vkeys = ", ".join(f'"{k}"' for k in (vendor.vkey(), lab.vkey(), third.vkey()))
-    (third.home / "policy.toml").write_text(THIRD_POLICY.format(vkeys=vkeys))
-    third.run("policy", "set", third.home / "policy.toml", "--key", "approver", "--yes")
+    third = third_party(tmp_path, vendor, lab)
     third.run("import", bundle, "--key", "approver")
     third.run("verify", ckpt)
     vendor.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "vendor")
     return vendor, third, ckpt
 
 
-def _the_whole_update_revokes(tmp_path: Path, vendor: Vendor, third: Party, ckpt: str) -> None:
+def the_whole_update_revokes(tmp_path: Path, vendor: Vendor, third: Party, ckpt: str) -> None:
     """The vendor's update since 0, imported by the third party, revokes the batch: the lab's
     checkpoint fails."""
     whole = tmp_path / "whole.tar.zst"
@@ -77,7 +90,7 @@ def test_an_update_past_the_revocation_is_refused_to_a_third_party(tmp_path: Pat
         "extension starts) say about them, a revocation or an erasure, would never be seen: "
         "ask for a bundle exported with --updates-since 0"), r.stderr
     assert third.run("log", "show", "--json").stdout == before  # the ledger as it was
-    _the_whole_update_revokes(tmp_path, vendor, third, ckpt)
+    the_whole_update_revokes(tmp_path, vendor, third, ckpt)
 
 
 def test_monitor_of_the_vendor_applies_its_revocation_at_a_third_party(tmp_path: Path) -> None:
@@ -221,7 +234,7 @@ def test_a_full_bundle_met_first_names_what_it_cannot_show_and_applies_nothing(
     report = json.loads(r.stdout)["import"]
     assert report["applied"] == 0 and {x["digest"] for x in report["unseen"]} == {
         *vendor.batches, vendor.dataset}
-    _the_whole_update_revokes(tmp_path, vendor, third, ckpt)
+    the_whole_update_revokes(tmp_path, vendor, third, ckpt)
 
 
 def test_a_full_bundle_first_of_a_vendor_nothing_here_came_from_applies_it(

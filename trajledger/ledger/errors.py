@@ -7,6 +7,7 @@ unknown or undecryptable key. The CLI maps them to exit code 3.
 from __future__ import annotations
 
 import errno
+from collections.abc import Sequence
 from pathlib import Path
 
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
@@ -125,6 +126,19 @@ def disk_error(e: BaseException) -> bool:
     if code is not None:
         return code & 0xFF in (10, 13, 14)  # SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
     return str(e) in ("disk I/O error", "database or disk is full", "unable to open database file")
+
+
+def after_update(e: Exception, logged: Sequence[int], what: str, undone: str) -> Exception:
+    """What to raise for ``e``, met after an update recorded this log's indices ``logged``: ``e``
+    itself when it is a verdict or not the disk's (a bug's SQL), else a `LedgerError` that says
+    what is recorded and ``undone`` (fault27: exit 3, one line that says so)."""
+    import sqlite3
+
+    if isinstance(e, VerificationError) or (isinstance(e, sqlite3.Error) and not disk_error(e)):
+        return e
+    lo, hi = min(logged), max(logged)
+    where = f"log index {lo}" if lo == hi else f"log indices {lo}..{hi}"
+    return LedgerError(f"{what}: its update is recorded ({where}), but {undone}: {e}")
 
 
 _NEXT_STEP = {

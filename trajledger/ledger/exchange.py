@@ -86,7 +86,7 @@ from .catalog import Catalog, origin_name
 from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .first_contact import applied_across, unexamined, unseen
+from .first_contact import applied_across, applied_for, unexamined, unseen
 from .fs import (
     FileSystemSync,
     SyncBehind,
@@ -854,6 +854,7 @@ def import_bundle(
         ConsistencyError: a rollback, a fork, or a newer log without its extension.
         StoreError, LogError: the store or log cannot be written.
     """
+    from .first_contact import applied_why, brought, saw
     from .updates import Changes, Update, apply_update, origin_state, select
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
@@ -906,13 +907,13 @@ def import_bundle(
             if prior is not None and 0 < prior.size < cp.size:
                 with contextlib.suppress(FileNotFoundError):
                     proof = ev.consistency_proof(prior.size, cp.size)
-            applied = applied_across(ledger, vkey, origin.applied(), ev.key_handovers())
+            applied = applied_across(ledger, vkey, applied_for(origin), ev.key_handovers())
             ext = ev.extension()
             root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
             if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
                 raise ConsistencyError(
                     f"{what}: unprovable: the bundle does not carry the log since size {applied}, "
-                    f"what you applied of it ("
+                    f"{applied_why(origin)} ("
                     + (f"its extension starts at {ext.size}" if ext is not None else
                        "it holds no extension") + f"; its checkpoint has size {cp.size}): ask for "
                     f"a bundle exported with --updates-since {applied}",
@@ -962,13 +963,17 @@ def import_bundle(
             # advanced it to another view since step 4; the size applied, after (fix11). The
             # first write under the lock: it must still be the lock file's (fix13)
             ledger.log.check_lock_held("nothing was imported")
+            signed = {k for raw in entries.values() for k in LogEntry.from_bytes(raw).signers}
+            brought(ledger, [entries[i] for i in taken], logs)  # unread against other logs
+
+            def floor() -> None:  # and its keys; read from 0, what waited to be read is
+                origin.advance_floor(note_bytes, proof, what=what, root_at=root_at,
+                                     applied=update.applied)
+                saw(logs, signed, start)
+
             origin.advance_floor(note_bytes, proof, what=what, root_at=root_at)
-            done = apply_update(
-                ledger, policy, keys, update, what=f"import {path.name}",
-                floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
-                                                   root_at=root_at, applied=update.applied),
-                locked=True,
-            )
+            done = apply_update(ledger, policy, keys, update, what=f"import {path.name}",
+                                floor=floor, locked=True)
             return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                                 str(artifact["name"]) if artifact else "",
                                 origin_name(vkey), done.index, done.recorded,

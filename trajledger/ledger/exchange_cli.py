@@ -449,6 +449,7 @@ def import_(
 
     from trajledger.verify.errors import VerificationError
 
+    from . import first_contact
     from .errors import LedgerError, disk_error
     from .exchange import import_bundle, max_bundle_file
     from .fs import temp_dir
@@ -473,12 +474,14 @@ def import_(
                 isinstance(e, sqlite3.Error) and not disk_error(e)):
             raise
         lookalikes, failed = None, e  # unknown: null in the JSON
+    unread = first_contact.unread_after(ledger, result.logged, what)  # gap39
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
         emit_json(result.report.to_json() | {"import": {
             "index": result.index, "recorded": result.recorded,
             "logged": list(result.logged), "applied": result.applied,
             **(changes.to_json() if changes else {}),
             "unseen": [{"digest": d, "label": x} for d, x in result.unseen.items()],
+            "unread": unread,
             "lookalikes": lookalikes}})
     else:
         click.echo("\n".join(result.report.render()))
@@ -502,6 +505,8 @@ def import_(
              "them (a revocation, an erasure) cannot be seen in a full bundle, so nothing of "
              "the log is marked applied: run 'trajledger monitor URL --vkey VKEY' of it, or "
              "import an update it exports with --updates-since 0")
+    for line in unread:
+        warn(line)
     if changes is not None:
         show_changes(changes)
     warn_origin(result.origin)

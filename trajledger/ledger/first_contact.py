@@ -18,7 +18,12 @@ holds records another log brought (it has import records):
   "What a bundle cannot tell you"); records held here that other logs brought, signed by its
   keys, which it does not carry, are named, and the size applied is left unset (it hid their
   revocation from every later update and monitor: twenty-third round, left38 finding 1);
-- `rotated_from`: the keys a log rotated from, whose records are its own too (`monitor`).
+- `rotated_from`: the keys a log rotated from, whose records are its own too (`monitor`);
+- `brought`: a record that another log brings after a log was applied (or examined) here, signed
+  by a key that signed an entry read of that log, is marked unread against it: the log's size
+  applied counts as 0 (`applied_for`) until a monitor or an update reads it from its first entry
+  (`saw`), so a revocation it logged before reaches the record (twenty-fourth round, gap39);
+  `unread` names such records (``import``, ``monitor``, ``verify``).
 
 A ledger that imported nothing holds nothing of another party's: unchanged (a first bundle sets
 the size applied to its checkpoint's, as before).
@@ -26,13 +31,19 @@ the size applied to its checkpoint's, as before).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+import json
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .home import LedgerHome
+    from .trust_state import TrustState
 
-__all__ = ["applied_across", "first_start", "rotated_from", "unexamined", "unseen"]
+__all__ = ["applied_across", "applied_for", "applied_why", "brought", "first_start",
+           "rotated_from", "saw", "unexamined", "unread", "unread_after", "unseen"]
+
+_SIGNERS, _UNREAD = "signers", "unread"
+STOPS = ("revocation", "erasure")
 
 
 def _brought(ledger: LedgerHome) -> bool:
@@ -60,7 +71,7 @@ def applied_across(ledger: LedgerHome, vkey: str, applied: int | None,
                 continue
         except ProvenanceError:
             continue
-        if (size := origin_state(ledger, old).applied()) is not None:
+        if (size := applied_for(origin_state(ledger, old))) is not None:
             sizes.append(size)
     return max(sizes, default=None)
 
@@ -130,3 +141,148 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
             if (came := origins.of(i)) and not came <= set(logs):
                 out[e.subject] = label(ledger, e.subject)
     return out
+
+
+def applied_for(state: TrustState) -> int | None:
+    """The size applied of ``state``'s log (`TrustState.applied`): 0 while records other logs
+    brought after it was applied wait to be read against it (`brought`)."""
+    applied = state.applied()
+    return 0 if applied is not None and state.noted(_UNREAD) else applied
+
+
+def applied_why(state: TrustState) -> str:
+    """What `applied_for` of ``state`` is, for a line that asks for an update from there."""
+    if applied_for(state) == state.applied():
+        return "what you applied of it"
+    return (f"where it must be read from again: records other logs brought you after you "
+            f"applied it up to size {state.applied()} wait to be read against it")
+
+
+def saw(vkeys: Iterable[str], signers: Iterable[str],
+        start: int | None) -> None:
+    """After an update of the log ``vkeys`` (its key, and those it rotated from) was applied
+    from ``start`` (None: a full bundle): the keys that signed the entries read are kept as
+    its keys (added to those kept; not begun from a later start: they would be a part); read
+    from its first entry (``start`` 0), what waited to be read against it is read."""
+    from .trust_state import TrustState
+
+    keys = set(signers)
+    for vkey in sorted(set(vkeys)):
+        state = TrustState.open(vkey)
+        try:
+            kept = state.noted(_SIGNERS)
+            if kept is not None or start in (0, None):
+                keys |= set(json.loads(kept or b"[]"))
+                state.note(_SIGNERS, json.dumps(sorted(keys)).encode())
+            if start == 0 and state.noted(_UNREAD):
+                state.note(_UNREAD, None)
+        finally:
+            state.close()
+
+
+def _states() -> Iterator[TrustState]:
+    """The user's states of the logs it saw (each closed after its turn)."""
+    from trajledger.verify.errors import ProvenanceError
+
+    from .trust_state import TrustState
+    from .user_state import read_state_file, state_dir
+
+    root = state_dir() / "origins"
+    try:
+        marks = sorted(p for d in root.iterdir() if d.is_dir() for p in d.iterdir())
+    except FileNotFoundError:
+        return  # no log seen yet (a read that fails otherwise is raised: fail closed)
+    for mark in marks:
+        if mark.name.startswith("."):
+            continue
+        try:
+            state = TrustState.open(read_state_file(mark).strip())
+        except (FileNotFoundError, UnicodeDecodeError, ProvenanceError):
+            continue  # gone meanwhile, or not a key: nothing this user trusted
+        try:
+            yield state
+        finally:
+            state.close()
+
+
+def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str]) -> None:
+    """The records about to be taken in from the log of ``logs`` (its ``entries``) that this
+    ledger does not hold (their envelope is not in its log) are marked unread against every
+    other log applied here whose kept keys (`saw`; none kept: any key) signed them: that log
+    was read up to its size applied before they came, so what it logged of them before (a
+    revocation, an erasure) was passed over as about nothing held. Its size applied then
+    counts as 0 (`applied_for`). Marked before the import is recorded: one that then fails
+    leaves a mark that costs one reading more, never a record unmarked. A revocation or an
+    erasure brought (relayed) is no such record: nothing revokes it, and the log that relays it
+    carries its signer's records too, so the relay's log would be read again whenever its
+    origin's revocation came straight from the origin."""
+    from trajledger.verify.log_entry import LogEntry
+
+    from .updates import label
+
+    new: dict[str, set[str]] = {}
+    for raw in entries:
+        e = LogEntry.from_bytes(raw)
+        if e.kind not in STOPS and ledger.log.find_envelope(e.envelope) is None:
+            new.setdefault(e.subject, set()).update(e.signers)
+    if not new:
+        return
+    for state in _states():
+        if state.vkey in logs or state.applied() is None:
+            continue
+        kept = state.noted(_SIGNERS)
+        keys = None if kept is None else set(json.loads(kept))
+        hit = {d: label(ledger, d) for d, by in new.items() if keys is None or keys & by}
+        if hit:
+            state.note(_UNREAD, json.dumps(json.loads(state.noted(_UNREAD) or b"{}") | hit,
+                                           sort_keys=True).encode())
+
+
+def unread(ledger: LedgerHome, digests: Collection[str] | None = None,
+           logged: Collection[int] = ()) -> list[str]:
+    """One line per log whose marked records (`brought`) of ``digests`` (default: the subjects
+    of the entries ``logged`` in ``ledger``) wait to be read against it, saying what to run;
+    none for a ledger that holds nothing another log brought (no state is opened)."""
+    from .catalog import origin_name
+
+    if not _brought(ledger):
+        return []
+    if digests is None:
+        index = ledger.trust_state()
+        digests = {e.subject for i in logged if (e := index.entry(i)) is not None}
+    if not digests:
+        return []
+    out = []
+    for state in _states():
+        marked: dict[str, str] = json.loads(state.noted(_UNREAD) or b"{}")
+        labels = [x for d, x in sorted(marked.items()) if d in digests]
+        if labels and state.applied() is not None:
+            out.append(f"log {origin_name(state.vkey)} has not been read for "
+                       f"{', '.join(labels)}, signed by its keys and brought "
+                       f"here by another log after you applied it up to size {state.applied()}: "
+                       "what it logged of them before (a revocation, an erasure) is not seen "
+                       "yet; its next 'trajledger monitor URL --vkey VKEY' reads it from its "
+                       "first entry (or import an update it exports with --updates-since 0)")
+    return out
+
+
+def unread_after(ledger: LedgerHome, logged: Sequence[int], what: str) -> list[str]:
+    """`unread` of the records an update just took in (this log's indices ``logged``); a read
+    that fails is said with what is recorded (fault27: exit 3, one line that says so).
+
+    Raises:
+        LedgerError: the user's state or the index cannot be read.
+    """
+    import sqlite3
+
+    from .errors import LedgerError, after_update
+
+    if not logged:
+        return []
+    try:
+        return unread(ledger, logged=logged)
+    except (LedgerError, OSError, sqlite3.Error) as e:
+        if (error := after_update(e, logged, what, "which logs were not read for what it took "
+                                  "in could not then be known")) is e:
+            raise
+        raise error from e

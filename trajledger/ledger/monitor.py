@@ -604,7 +604,7 @@ def watch_updates(
     from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
     from .catalog import origin_name
-    from .first_contact import first_start, rotated_from
+    from .first_contact import applied_for, brought, first_start, rotated_from, saw
     from .progress import no_progress
     from .updates import Changes, Update, apply_update, held, label, origin_state, select, withdraws
 
@@ -612,7 +612,7 @@ def watch_updates(
     # (1)
     origin = origin_state(ledger, result.vkey)
     first = origin.applied() is None  # never applied: from its first entry (`first_contact`)
-    applied = first_start(ledger, origin.applied())
+    applied = first_start(ledger, applied_for(origin))  # 0: records wait to be read against it
     if applied is None or applied >= result.size:
         return None
     logs = rotated_from(ledger, result.vkey, lambda: _fetch_handovers(get))
@@ -625,6 +625,7 @@ def watch_updates(
     edge = reader.compact_range(applied)
     entries: dict[int, bytes] = {}
     leaves: dict[int, bytes] = {}
+    signed_by: set[str] = set()  # the log's keys (`first_contact.saw`)
     unreadable: ProvenanceError | None = None  # raised once the entries proved the root
     start = applied
     # a first contact reads the log from entry 0 (1M entries: minutes): drawn, as `home`'s
@@ -644,6 +645,7 @@ def watch_updates(
                 except ProvenanceError as error:
                     unreadable = unreadable or error
                     continue
+                signed_by.update(entry.signers)
                 about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
                                                           or withdraws(ledger, entry))
                 if about or entry.kind == "trust-policy":
@@ -661,6 +663,7 @@ def watch_updates(
         # examined up to its size (rev35 finding 1: else every monitor read it all again)
         origin.advance_floor(result.note, what=f"log {result.origin} at {log.url}",
                              applied=result.size)
+        saw({result.vkey, *logs}, signed_by, applied)
         return None
     # (3)
     fetched: dict[str, bytes] = {}
@@ -683,6 +686,7 @@ def watch_updates(
     what = f"log {origin_name(result.vkey)} at {log.url}"
     if not taken and not consulted:
         origin.advance_floor(result.note, what=what, applied=result.size)
+        saw({result.vkey, *logs}, signed_by, applied)
         return Changes(origin_name(result.vkey))
     if not signers:
         changes = Changes(origin_name(result.vkey))
@@ -692,6 +696,7 @@ def watch_updates(
                 changes.pending.append({"digest": e.subject, "logIndex": i, "kind": e.kind,
                                         "label": label(ledger, e.subject)})
         return changes
+
     def inclusion(i: int) -> list[bytes]:  # checked: it goes into the signed import record
         proof = reader.inclusion_proof(i, result.size)
         verify_inclusion(i, result.size, leaves[i], proof, result.root)
@@ -699,7 +704,11 @@ def watch_updates(
 
     update = Update(result.vkey, result.note, entries, taken, consulted, inclusion, fetched,
                     None, result.size, logs=logs)
-    done = apply_update(ledger, policy, signers, update, what=what,
-                        floor=lambda: origin.advance_floor(result.note, what=what,
-                                                           applied=result.size))
+    brought(ledger, [entries[i] for i in taken], {result.vkey, *logs})  # unread elsewhere
+
+    def floor() -> None:  # and the log's keys; read from 0, what waited to be read is
+        origin.advance_floor(result.note, what=what, applied=result.size)
+        saw({result.vkey, *logs}, signed_by, applied)
+
+    done = apply_update(ledger, policy, signers, update, what=what, floor=floor)
     return done.changes

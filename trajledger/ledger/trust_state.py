@@ -791,6 +791,17 @@ class TrustState(TrustIndex):
         raw = self._meta("applied")
         return None if raw is None else int(raw.decode())
 
+    def noted(self, key: str) -> bytes | None:
+        """A value `first_contact` keeps about this log (its own ``meta`` keys)."""
+        return self._meta(f"first-contact.{key}")
+
+    def note(self, key: str, value: bytes | None) -> None:
+        """Keep ``value`` as `noted`'s ``key`` (None: drop it), in a write transaction."""
+        with self._write():
+            self._db.execute("DELETE FROM meta WHERE key = ?", (f"first-contact.{key}",))
+            if value is not None:
+                self._put(f"first-contact.{key}", value)
+
     def published(self, note: bytes) -> None:
         """Raise the floor to a checkpoint this process's own log writer just published (its
         consistency with the tree before was checked by the writer, under its lock); the

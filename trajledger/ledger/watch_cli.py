@@ -185,6 +185,7 @@ def monitor(
     from trajledger.verify.errors import ConsistencyError, VerificationError
 
     from .exchange_cli import show_changes, warn_origin
+    from .first_contact import unread_after
     from .fs import write_file_atomic
     from .monitor import FetchLimits, HttpLog, watch_updates
     from .monitor import monitor as run_monitor
@@ -251,6 +252,9 @@ def monitor(
         show_changes(changes)
         for line in lookalikes:
             warn(line)
+        assert ledger is not None  # changes are a ledger's
+        for line in unread_after(ledger, changes.logged, f"log {result.origin}"):  # gap39
+            warn(line)
         if fail_on_revocation and changes.stopped:
             raise VerificationError(
                 f"log {result.origin} at {result.url}: something this ledger holds was revoked "
@@ -263,9 +267,7 @@ def _lookalikes(ledger: Any, changes: Any, what: str) -> list[str]:
     trust state's rows of their indices here; left32 finding 1)."""
     import sqlite3
 
-    from trajledger.verify.errors import VerificationError
-
-    from .errors import disk_error
+    from .errors import after_update
     from .exchange_cli import lookalike_warnings
 
     if changes is None or not changes.logged:
@@ -276,10 +278,7 @@ def _lookalikes(ledger: Any, changes: Any, what: str) -> list[str]:
                 for r in ledger.trust_state().named() if r.index in logged]
         return list(lookalike_warnings(ledger, rows))
     except (LedgerError, OSError, sqlite3.Error) as e:  # recorded: say so (fault27)
-        if isinstance(e, VerificationError) or (isinstance(e, sqlite3.Error)
-                                                and not disk_error(e)):
+        if (error := after_update(e, sorted(logged), what, "the names it took in could not "
+                                  "then be checked for look-alikes")) is e:
             raise
-        lo, hi = min(logged), max(logged)
-        where = f"log index {lo}" if lo == hi else f"log indices {lo}..{hi}"
-        raise LedgerError(f"{what}: its update is recorded ({where}), but the names it took in "
-                          f"could not then be checked for look-alikes: {e}") from e
+        raise error from e

@@ -1,0 +1,144 @@
+"""End to end (gap39, twenty-fourth round): a record that arrives through another log after its
+origin's log was applied (or examined) here is read against that log again.
+
+A third party applied the vendor's log up to size N (the vendor's full bundle, or a first
+``monitor`` that found nothing held there: rev35's "examined"); the vendor had revoked its batch
+before N, which the third party did not hold then, so the revocation was passed over. Later the
+lab's bundle brings the batch (the lab trained on it before the revocation): every later update
+and monitor of the vendor's log started at N, so the batch stayed trusted for good, though its
+origin revoked it. Now the import marks the vendor's log unread for the records it brought
+(signed by keys that signed its entries read here): the import and ``verify`` say so, the next
+``monitor`` of the vendor reads its log from the first entry (``--fail-on-revocation`` exits 1
+on the revocation) and an update of it must start at 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_third_party_updates import REASON, the_whole_update_revokes, third_party
+from test_updates import Vendor, served, train_a_buyer
+from testkit import Party
+
+UNREAD = "has not been read for "
+
+
+def _lab_after_revocation(tmp_path: Path, how: str) -> tuple[Vendor, Party, str, Path, int]:
+    """The lab trains on the vendor's batches and exports its checkpoint; the vendor revokes
+    the first batch; then the third party applies the vendor's log (``how``: ``applied``, the
+    vendor's environment bundle; ``examined``, a first monitor after an unrelated import;
+    ``rotated``, applied, then the vendor rotates its log key and the monitor follows it),
+    holding nothing of the vendor's yet. Returns the vendor, the third party, the lab's
+    checkpoint, its bundle, and the vendor's size applied."""
+    vendor, lab, ckpt = train_a_buyer(tmp_path)
+    bundle = tmp_path / "lab-checkpoint.tar.zst"
+    lab.run("export", "bh-policy@1", "--out", bundle)
+    other = Vendor(tmp_path, "other", "other.example/log", seeds=(3, 4)) \
+        if how == "examined" else None
+    third = third_party(tmp_path, vendor, lab, [other] if other else [])
+    vendor.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "vendor")
+    if other is not None:
+        third.run("import", other.bundle, "--key", "approver")
+        for url in served(vendor):
+            r = third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+            assert "first seen: remembered" in r.stderr, r.stderr
+    else:
+        grid = tmp_path / "grid.tar.zst"
+        vendor.run("export", "grid@1", "--out", grid)
+        third.run("import", grid, "--key", "approver")
+    if how == "rotated":
+        vendor.run("log", "rotate-key")
+        for url in served(vendor):
+            third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+    return vendor, third, ckpt, bundle, vendor.size()
+
+
+@pytest.mark.parametrize("how", ["applied", "examined", "rotated"])
+def test_a_lab_bundle_after_the_vendors_log_was_applied_rereads_it(
+    tmp_path: Path, how: str
+) -> None:
+    vendor, third, ckpt, bundle, _size = _lab_after_revocation(tmp_path, how)
+    old = vendor.vkey() if how != "rotated" else None
+    r = third.run("import", bundle, "--key", "approver")
+    assert UNREAD in r.stderr and "its next 'trajledger monitor URL --vkey VKEY' reads it " \
+        "from its first entry" in r.stderr, r.stderr  # fmt: skip
+    r = third.run("verify", ckpt)  # not known revoked here yet: said, not refused
+    assert UNREAD in r.stderr, r.stderr
+    for url in served(vendor):
+        r = third.run("monitor", url, "--vkey", old or vendor.vkey(), "--key", "approver",
+                      "--fail-on-revocation", code=1)  # fmt: skip
+        assert "WARNING: revoked by " in r.stderr and "rollout-batch vendor-1 " in r.stderr, \
+            r.stderr  # fmt: skip
+        r = third.run("monitor", url, "--vkey", old or vendor.vkey(), "--key", "approver",
+                      "--fail-on-revocation")  # fmt: skip
+    r = third.run("verify", ckpt, code=1)
+    assert f"revoked: {REASON}" in r.stderr and UNREAD not in r.stderr, r.stderr
+
+
+def test_a_lab_bundle_after_the_vendors_log_was_applied_needs_its_update_since_0(
+    tmp_path: Path,
+) -> None:
+    """The same through the vendor's update bundles: one since the size applied passed over
+    the revocation; now it is refused, asking for one since 0, which revokes the batch."""
+    vendor, third, ckpt, bundle, size = _lab_after_revocation(tmp_path, "applied")
+    third.run("import", bundle, "--key", "approver")
+    late = tmp_path / "late.tar.zst"
+    vendor.run("env", "register", "maze", "--version", "1", "--source", "sim", "--key",
+               "vendor")  # fmt: skip
+    vendor.run("export", "--updates-since", str(size), "--out", late)
+    r = third.run("import", late, "--key", "approver", code=1)
+    assert (f"the bundle does not carry the log since size 0, where it must be read from "
+            f"again: records other logs brought you after you applied it up to size {size} "
+            "wait to be read against it") in r.stderr, r.stderr
+    assert "ask for a bundle exported with --updates-since 0" in r.stderr, r.stderr
+    the_whole_update_revokes(tmp_path, vendor, third, ckpt)
+    assert UNREAD not in third.run("verify", vendor.batches[1]).stderr
+
+
+def test_a_relayed_revocation_marks_no_log_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guard: the lab relays the vendor's revocation (its update, after it imported the
+    vendor's), a record the vendor signed that the third party did not hold. A stop is no
+    record that a log could have revoked before: nothing is marked, and the next monitor of
+    the vendor reads what is new only (the bar's total). Marking it would also mark the lab's
+    log (it carries the vendor's records, so the vendor's key is among its keys) whenever the
+    vendor's revocation came straight from the vendor (checked: without the rule both are
+    read again)."""
+    from trajledger.ledger import clikit, monitor
+
+    vendor, lab, _ckpt = train_a_buyer(tmp_path)
+    bundle = tmp_path / "lab-checkpoint.tar.zst"
+    lab.run("export", "bh-policy@1", "--out", bundle)
+    since = lab.size()
+    third = third_party(tmp_path, vendor, lab)
+    third.run("import", bundle, "--key", "approver")
+    for url in served(vendor):  # read whole once (a first contact): applied
+        third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+    seen = vendor.size()
+    vendor.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "vendor")
+    update = tmp_path / "vendor-update.tar.zst"
+    vendor.run("export", "--updates-since", str(seen), "--out", update)
+    lab.run("import", update, "--key", "approver")
+    relayed = tmp_path / "lab-update.tar.zst"
+    lab.run("export", "--updates-since", str(since), "--out", relayed)
+    r = third.run("import", relayed, "--key", "approver")
+    assert "WARNING: revoked by " in r.stderr and UNREAD not in r.stderr, r.stderr
+    bars: list[int] = []
+
+    @contextlib.contextmanager
+    def bar(total: int, label: str, *, quiet: bool = False) -> Any:
+        if label.startswith("reading log "):
+            bars.append(total)
+        yield lambda n: None
+
+    monkeypatch.setattr(clikit, "progress", bar)
+    monkeypatch.setattr(monitor, "READ_BAR_FROM", 1)
+    for url in served(vendor):
+        r = third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+    assert bars == [vendor.size() - seen] and UNREAD not in r.stderr, (bars, r.stderr)
+    r = third.run("import", relayed, "--key", "approver")  # the lab's log is not unread either
+    assert UNREAD not in r.stderr, r.stderr
