@@ -509,7 +509,7 @@ def record_batch(
             ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label,
             store_files=seal_to is None, holds=holds, since=since, check=check,
         )
-        kept(ledger.root, stats.steps_file.digest, windows)
+        kept(ledger, stats.steps_file.digest, windows)
     return BatchResult(recorded, summary, env_item, eval_item, (sparse,) if sparse else ())
 
 

@@ -18,7 +18,8 @@ the step file, is of this version and its body hashes to its header's digest; an
 computed again from the verified step file, with a warning. A crash between the commit and
 `kept` leaves the batch without kept windows: ``dataset create`` computes them, as for a batch
 recorded before this (by an older tree). A file already there is left as it is (another
-record of the same step file, or the held side's, which holds more parts).
+record of the same step file, or the held side's, which holds more parts); none is left for a
+step file erased between the commit and the write (nothing derived from erased data is kept).
 
 Non-scope: the definitions (``step_windows``, ``text_fingerprint``), the comparison
 (``contamination``), the admission gate (it never reads the cache).
@@ -29,12 +30,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.errors import ProvenanceError
 
 from .batch_features import decode_features
 from .errors import LedgerError, read_failure
 
 if TYPE_CHECKING:
+    from .home import LedgerHome
     from .window_cache import Compared
 
 __all__ = ["RECORD_STEPS", "computed", "kept"]
@@ -73,17 +75,22 @@ def computed(steps_path: Path, features: Path, steps: str, num_steps: int) -> Co
         return None  # derived data: never a reason to refuse a record
 
 
-def kept(root: Path, steps: str, got: Compared | None) -> None:
-    """Keep ``got`` (`computed`) in the derived cache of the ledger at ``root`` for step file
-    ``steps``, unless a file is there already."""
+def kept(ledger: LedgerHome, steps: str, got: Compared | None) -> None:
+    """Keep ``got`` (`computed`) in the derived cache of ``ledger`` for step file ``steps``,
+    unless a file is there already; none when the step file was erased meanwhile (an erasure
+    deletes the blob, then its derived files: `status.delete_erased`, under the log's lock,
+    which the record no longer holds here)."""
     if got is None:
         return
     from .window_cache import cache_file, keep
 
-    cache = root / "index" / "features"
+    cache = ledger.cache_dir / "features"
     try:
-        if cache_file(cache, steps).exists():
+        where = cache_file(cache, steps)
+        if where.exists():
             return
-    except (OSError, FormatError):
+        keep(cache, steps, got)
+        if not ledger.store.exists(steps):  # erased since the commit: nothing derived kept
+            where.unlink(missing_ok=True)
+    except (OSError, ProvenanceError, LedgerError):  # derived: computed at dataset create
         return
-    keep(cache, steps, got)

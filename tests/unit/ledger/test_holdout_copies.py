@@ -1258,7 +1258,8 @@ def test_a_batch_without_windows_kept_at_record_time_is_checked_as_before(
     keeping its windows: ``dataset create`` computes them from the step file, keeps them, and
     finds what it finds with them kept at record time. A kept file damaged or another step
     file's is not used (a warning, computed again, rewritten); a file already kept (the held
-    side's, with its other orders) is left as it is by recording the batch again."""
+    side's, with its other orders) is left as it is by recording the batch again; none is
+    kept for a step file erased between the commit and the write."""
     from trajledger.ledger import record_windows
     from trajledger.ledger.catalog import Catalog
 
@@ -1311,6 +1312,19 @@ def test_a_batch_without_windows_kept_at_record_time_is_checked_as_before(
                 assert e.errno == errno.EIO
         assert ledger.log.size == size + (name == "uncomputed")
     assert not windows_of(ledger, Catalog(ledger).resolve("uncomputed").digest).exists()
+    # An erasure between the commit and the write (the blob deleted, then its derived files,
+    # `status.delete_erased`): nothing derived from the erased step file is kept.
+    real = window_cache.keep
+
+    def erased_first(cache: Path, steps: str, got: Any) -> None:
+        ledger.store.delete(steps)
+        real(cache, steps, got)
+
+    with monkeypatch.context() as m:
+        m.setattr(window_cache, "keep", erased_first)
+        gone = record_batch(ledger, numeric_rows("erased", OBS[4:], ACT[4:]), env="grid@1",
+                            policy="p", signer=vendor, name="erased").recorded.digest
+    assert not windows_of(ledger, gone).exists()
     held = windows_of(ledger, Catalog(ledger).resolve("held-grid").digest)
     before = held.read_bytes()
     record_batch(ledger, numeric_rows("held-grid", GRID, ACT), env="grid@1", policy="p",
