@@ -241,7 +241,7 @@ def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
         "chat": (lambda n, seed: index_bench.chat_table(n * args.chat_holdout, seed),
                  f"{args.chat_holdout:,} chats"),
     }
-    real = contamination._wanted
+    real = contamination.compared_parts
     out = []
     for shape, (make, unit) in shapes.items():
         def train(ledger: Any, make: Any = make) -> tuple[list[str], float, float]:
@@ -275,13 +275,13 @@ def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
                         for old in (ledger.root / "index" / "features").glob("w*/held-*.grouped"):
                             old.unlink()
                     if mode == "before":
-                        contamination._wanted = lambda chunk: (False, False)  # type: ignore[assignment]
+                        contamination.compared_parts = lambda chunk: (False, False)  # type: ignore[assignment]
                     try:
                         times[mode].append(c.wall_cpu(lambda lg=lg, bs=bs, k=f"{mode}-{scale}-{r}":
                                                       lg.create_dataset(f"t-{k}", "1", "train",
                                                                         bs, key="vendor")))
                     finally:
-                        contamination._wanted = real  # type: ignore[assignment]
+                        contamination.compared_parts = real  # type: ignore[assignment]
                     scale_label = f"{scale}x: 10 batches of {scale} x {unit}, {mb:.0f} MB"
             out.append({"shape": shape, "holdout": scale_label, "rec": (rec_wall, rec_cpu),
                         "made": made,

@@ -343,6 +343,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.sealing",
         "trajledger.ledger.evidence", "trajledger.ledger.batch_features",
         "trajledger.ledger.text_fingerprint", "trajledger.ledger.window_cache",
+        "trajledger.ledger.record_windows",
         "trajledger.ledger.held_filter", "trajledger.ledger.held_windows",
         "trajledger.ledger.finding",
         "trajledger.ledger.contamination_matcher",

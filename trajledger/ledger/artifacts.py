@@ -400,6 +400,7 @@ def record_batch(
             policy).
         LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
+    from .record_windows import computed, kept
     from .rollouts import rows_to_table, write_steps_parquet
 
     # (1)
@@ -495,7 +496,9 @@ def record_batch(
             predicate = {k: v for k, v in predicate.items() if k != "features"}
             if "features" in earlier:
                 predicate["features"] = earlier["features"]
-        # (4)
+        # (4) (the train side's windows computed now, kept once committed: record_windows)
+        windows = (computed(steps_path, features.path, stats.steps_file.digest, stats.num_steps)
+                   if seal_to is None else None)
         holds = [c.digest for c in ciphertexts.values()]
         if predicate.get("features", {}).get("digest") == features.digest:
             ledger.store.adopt_file(features.path, features)
@@ -506,6 +509,7 @@ def record_batch(
             ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label,
             store_files=seal_to is None, holds=holds, since=since, check=check,
         )
+        kept(ledger, stats.steps_file.digest, windows)
     return BatchResult(recorded, summary, env_item, eval_item, (sparse,) if sparse else ())
 
 

@@ -65,13 +65,12 @@ from .held_windows import (
 from .held_windows import read as read_grouped
 from .progress import ProgressFactory, no_progress
 from .step_windows import (
-    WINDOW,
     WINDOW_COLUMNS,
     StepWindows,
     iter_windows,
 )
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
-from .window_cache import cache_file, compute, keep, read_kept
+from .window_cache import cache_file, compared_parts, compute, keep, read_kept
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -135,18 +134,10 @@ def _steps_digest(store: ObjectStore, batch: str) -> tuple[str, int]:
     raise FormatError(f"batch {batch[:19]}…: its manifest lists no steps.parquet")
 
 
-def _wanted(chunk: FeatureChunk) -> tuple[bool, bool]:
-    """Whether a batch with these episodes is compared by normalised text fingerprints (it
-    has text episodes) and by step windows (it has numeric episodes of `WINDOW` steps)."""
-    long = chunk.num_steps >= WINDOW
-    return "text" in chunk.modality, any(
-        m == "numeric" and bool(x) for m, x in zip(chunk.modality, long, strict=True))
-
-
 def _extras(path: Path, wanted: tuple[bool, bool], held: bool, normalised: list[tuple[str, str]],
             windows: list[StepWindows]) -> None:
     """Add the normalised text fingerprints and the step windows (``held``: of the held
-    side) of a step file to ``normalised`` and ``windows``, as ``wanted`` (`_wanted`)."""
+    side) of a step file to ``normalised`` and ``windows``, as ``wanted`` (`compared_parts`)."""
     if wanted[0]:
         normalised += normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS))
     if wanted[1]:
@@ -178,7 +169,7 @@ def _verified_chunks(
             )
         wanted = (False, False)
         for chunk in iter_step_features(parquet_batches(path, FEATURE_COLUMNS)):
-            more = _wanted(chunk)
+            more = compared_parts(chunk)
             wanted = (wanted[0] or more[0], wanted[1] or more[1])
             yield chunk
         _extras(path, wanted, held, normalised, windows)
@@ -274,7 +265,7 @@ def verified_contamination(
                 for chunk in chunks_iter:
                     matcher.feed(batch, chunk)
                     fed += len(chunk)
-                    got = _wanted(chunk)
+                    got = compared_parts(chunk)
                     wanted = (wanted[0] or got[0], wanted[1] or got[1])
                 if wanted[0] and table is not None:
                     cols = [c for c in NORMALISED_COLUMNS if c in table.column_names]
@@ -374,7 +365,7 @@ class _Reader:
 
         pairs: list[tuple[str, str]] = []
         windows: list[StepWindows] = []
-        wanted = _wanted(f.chunk) if f.chunk is not None else (False, False)
+        wanted = compared_parts(f.chunk) if f.chunk is not None else (False, False)
         wanted = (wanted[0], wanted[1] and windows_too)
         if not any(wanted):
             return pairs, windows
@@ -429,7 +420,7 @@ class _Reader:
         from .errors import LedgerError
 
         todo = [f for f in held if f.chunk is not None and f.source != "sealed"
-                and _wanted(f.chunk)[1]]
+                and compared_parts(f.chunk)[1]]
         key: list[tuple[str, str]] = []
         try:
             key = [(f.batch, self.steps(f.batch, self.batch(f.batch))) for f in todo]

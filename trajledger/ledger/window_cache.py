@@ -54,7 +54,7 @@ from trajledger.verify.digest import parse_digest
 from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import read_regular
 
-from .episode_features import parquet_batches
+from .episode_features import FeatureChunk, parquet_batches
 from .fs import drop_other_versions, write_file_atomic
 from .step_windows import (
     COLUMNS,
@@ -70,8 +70,8 @@ from .step_windows import (
 )
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 
-__all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
-           "keep", "read_kept"]
+__all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compared_parts", "compute",
+           "decode", "encode", "keep", "read_kept"]
 
 WINDOWS_VERSION = 11
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
@@ -178,6 +178,15 @@ class Compared:
         return out + [s for c in columns if self.columns is not None
                       for s in columns_spans(kept(c, ~self.columns[1]))] + [
             s for b, few in bare for s in columns_spans(kept(b, ~few))]
+
+
+def compared_parts(chunk: FeatureChunk) -> tuple[bool, bool]:
+    """Whether a batch with these episodes is compared by normalised text fingerprints (it
+    has text episodes) and by step windows (it has numeric episodes of `WINDOW` steps): the
+    first two parts of its `Wanted`."""
+    long = chunk.num_steps >= WINDOW
+    return "text" in chunk.modality, any(
+        m == "numeric" and bool(x) for m, x in zip(chunk.modality, long, strict=True))
 
 
 def compute(path: Path, wanted: Wanted) -> Compared:

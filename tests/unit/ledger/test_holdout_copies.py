@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1199,3 +1200,133 @@ def test_a_threshold_string_no_one_wrote_is_refused_and_a_recorded_one_fails_clo
                                   extra=NEAR + 'numeric_threshold = "0.99"\n'))
     record_policy(ledger, good, [ledger.keys.signer("approver")])
     assert not policy_rules(ledger).unreadable
+
+
+# -- the windows kept at record time (win39) ----------------------------------------------------
+
+
+def windows_of(ledger: Ledger, batch: str) -> Path:
+    """Where the derived cache keeps the windows of ``batch``'s step file."""
+    from trajledger.ledger.batch_features import batch_files
+
+    return window_cache.cache_file(ledger.root / "index" / "features",
+                                   batch_files(ledger.store, batch)["steps.parquet"])
+
+
+def no_compute(*_args: object) -> None:
+    raise AssertionError("dataset create computed windows kept at record time")
+
+
+def test_windows_kept_at_record_time_decide_as_those_of_dataset_create(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 item 1 (win39): each batch's step windows and normalised text fingerprints
+    are kept while it is recorded (`record_windows`), so that the first ``dataset create``
+    of a train set computes none; they are the bytes ``dataset create`` computes from the
+    step file, and decide as they do for every copy of the probe table (held copies, near
+    copies, frame-skipped, reversed, clock and standing columns, images, Dict spaces, frame
+    stacks, texts)."""
+    from trajledger.ledger import contamination
+
+    cache = ledger.root / "index" / "features"
+    kept = {p.name: p.read_bytes() for p in cache.glob("w*/*.windows")}
+    assert len(kept) > len(template.value) // 2
+    assert {windows_of(ledger, template.value[k]).name for k in (
+        "text case", "numeric reversed", "numeric step number appended", "numeric wide, "
+        "first step dropped", "numeric image, flipped left to right", "numeric Dict, first "
+        "step dropped", "numeric 4 frames stacked, first 5 steps dropped")} <= set(kept)
+
+    def each() -> dict[str, DatasetCheck]:  # one set per transform: each finding is seen
+        return {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
+
+    with monkeypatch.context() as m:
+        m.setattr(contamination, "compute", no_compute)
+        fast = each()
+    assert not [w for c in fast.values() for w in c.warnings]
+    found = [f for c in fast.values() for f in c.findings]
+    assert [f for f in found if f.shared] and [f for f in found if f.normalised]
+    shutil.rmtree(cache)
+    assert each() == fast  # computed from the step files by dataset create
+    assert {p.name: p.read_bytes() for p in cache.glob("w*/*.windows")} == kept
+
+
+def test_a_batch_without_windows_kept_at_record_time_is_checked_as_before(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch recorded by an older tree (no windows kept), by this one with more than
+    `record_windows.RECORD_STEPS` steps, or whose recording ended between its commit and
+    keeping its windows: ``dataset create`` computes them from the step file, keeps them, and
+    finds what it finds with them kept at record time. A kept file damaged or another step
+    file's is not used (a warning, computed again, rewritten); a file already kept (the held
+    side's, with its other orders) is left as it is by recording the batch again; none is
+    kept for a step file erased between the commit and the write."""
+    from trajledger.ledger import record_windows
+    from trajledger.ledger.catalog import Catalog
+
+    cut = template.value["numeric first step dropped"]
+    want = check_dataset(ledger, "train", [cut])
+    assert [f for f in want.findings if f.shared]
+    path = windows_of(ledger, cut)
+    good = path.read_bytes()
+    path.unlink()  # as an older tree recorded it
+    assert check_dataset(ledger, "train", [cut]) == want
+    assert path.read_bytes() == good
+    other = windows_of(ledger, template.value["numeric reversed"]).read_bytes()
+    rewritten(ledger, path, cut, want, (good[:-3], good[:-40] + bytes([good[-40] ^ 1])
+                                        + good[-39:], other),
+              ("its kept runs of steps and normalised text (",
+               "computed from its steps.parquet again"))
+    vendor = ledger.keys.signer("vendor")
+
+    def crash(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    for name, where, patch in (("crashed", window_cache, ("keep", crash)),
+                               ("large", record_windows, ("RECORD_STEPS", 50))):
+        with monkeypatch.context() as m:
+            m.setattr(where, *patch)
+            try:
+                record_batch(ledger, numeric_rows(name, OBS[2:], ACT[2:]), env="grid@1",
+                             policy="p", signer=vendor, name=name)
+            except KeyboardInterrupt:
+                assert name == "crashed"
+        batch = Catalog(ledger).resolve(name).digest  # committed
+        assert not windows_of(ledger, batch).exists()
+        found = check_dataset(ledger, "train", [batch])
+        assert [(f.other_episode, f.train_episode, f.train_batch, bool(f.shared))
+                for f in found.findings] == [("held-num", name, batch, True)], found.findings
+        assert windows_of(ledger, batch).exists()
+    # The system failing a read of the files being recorded is an operational error before
+    # the commit (lead26's rule); any other failure to compute them leaves them to create.
+    size = ledger.log.size
+    for errno_, name in ((errno.EIO, "unread"), (errno.ENOENT, "uncomputed")):
+        def fails(*_args: object, e: int = errno_) -> None:
+            raise OSError(e, os.strerror(e))
+
+        with monkeypatch.context() as m:
+            m.setattr(window_cache, "compute", fails)
+            try:
+                record_batch(ledger, numeric_rows(name, OBS[3:], ACT[3:]), env="grid@1",
+                             policy="p", signer=vendor, name=name)
+            except OSError as e:
+                assert e.errno == errno.EIO
+        assert ledger.log.size == size + (name == "uncomputed")
+    assert not windows_of(ledger, Catalog(ledger).resolve("uncomputed").digest).exists()
+    # An erasure between the commit and the write (the blob deleted, then its derived files,
+    # `status.delete_erased`): nothing derived from the erased step file is kept.
+    real = window_cache.keep
+
+    def erased_first(cache: Path, steps: str, got: Any) -> None:
+        ledger.store.delete(steps)
+        real(cache, steps, got)
+
+    with monkeypatch.context() as m:
+        m.setattr(window_cache, "keep", erased_first)
+        gone = record_batch(ledger, numeric_rows("erased", OBS[4:], ACT[4:]), env="grid@1",
+                            policy="p", signer=vendor, name="erased").recorded.digest
+    assert not windows_of(ledger, gone).exists()
+    held = windows_of(ledger, Catalog(ledger).resolve("held-grid").digest)
+    before = held.read_bytes()
+    record_batch(ledger, numeric_rows("held-grid", GRID, ACT), env="grid@1", policy="p",
+                 signer=vendor, name="held-grid")
+    assert held.read_bytes() == before
