@@ -125,21 +125,24 @@ def _one(space: gym.Space[Any], stacked: Any) -> Any:
     ("space", "values", "ok"),
     [
         (S.Box(-1.0, 1.0, (1,), np.float32), pa.array([[0.5]], pa.list_(pa.float64())), True),
-        (S.Box(-1.0, 1.0, (1,), np.float32), pa.array([[0.1]], pa.list_(pa.float64())), False),
+        (S.Box(-1.0, 1.0, (1,), np.float32), pa.array([[0.1]], pa.list_(pa.float64())), True),
+        (S.Box(-np.inf, np.inf, (1,), np.float32), pa.array([[1e40]], pa.list_(pa.float64())),
+         False),
         (S.Box(-5, 5, (1,), np.float32), pa.array([[3]], pa.list_(pa.int64())), True),
         (S.Discrete(2), pa.array([[1.0]], pa.list_(pa.float32())), True),
         (S.Discrete(2), pa.array([[0.5]], pa.list_(pa.float32())), False),
         (S.Box(0, 255, (1,), np.uint8), pa.array([[-1]], pa.list_(pa.int16())), False),
         (S.MultiBinary(2), pa.array([[True, False]], pa.list_(pa.bool_())), True),
     ],
-    ids=["float64-0.5", "float64-0.1", "int-in-float", "float-1.0-discrete",
-         "float-0.5-discrete", "negative-uint8", "bool-multibinary"],
+    ids=["float64-0.5", "float64-0.1", "float64-beyond-float32", "int-in-float",
+         "float-1.0-discrete", "float-0.5-discrete", "negative-uint8", "bool-multibinary"],
 )
 def test_other_number_types_count_when_the_spaces_dtype_holds_them(
     space: gym.Space[Any], values: pa.Array, ok: bool
 ) -> None:
     """The Gymnasium recorder's rule (`exact_cast`), for files whose column type is not the
-    space's: the value as the space's dtype, unchanged."""
+    space's: the value as the space's dtype, unchanged; but a float of another width in a float
+    Box, which the file keeps (float64 0.1 in a float32 Box), unless beyond its range."""
     steps = pa.table({"episode_id": ["e"], "step": [0], "obs": values})
     assert (refused_at(space, steps) is None) is ok
 

@@ -5,8 +5,10 @@ Scope: `SpaceCheck` reads the spaces of an environment's record (``observationSp
 column by column over the Arrow arrays (no loop over steps in Python): the ``obs`` and
 ``action`` of every step whose value is not null must be a value of its space as Gymnasium's
 ``Space.contains`` decides, with the Gymnasium recorder's rule for dtypes (`exact_cast`: a value
-of another number type counts when the space's dtype holds it unchanged, so float64 ``0.5`` is
-a float32 Box's, ``0.1`` is not; an integer-valued float is a Discrete's). Box: the values per
+of another number type counts when the space's dtype holds it unchanged, so an integer-valued
+float is a Discrete's, 0.5 is not), but for floats of another width in a float Box, which a
+file keeps as they are (float64 ``0.1`` counts in a float32 Box, compared as float32 holds it;
+``1e40`` does not). Box: the values per
 step (a declared tensor shape must be the space's), the dtype rule, ``low <= x <= high`` (NaN is
 in no Box; an infinity only within an infinite bound). Discrete, MultiDiscrete, MultiBinary:
 the shape, integers in range (0 or 1). Text: a string of the allowed length and characters.
@@ -210,6 +212,10 @@ class _Rule:
         if fitted is None:
             raise _Unfit(int(rows[0]), name, want, f"{values.dtype} values")
         cast, changed = fitted
+        if values.dtype.kind == "f" and self.dtype.kind == "f":
+            # A file keeps its own float width (float64 stays float64): 0.1 counts, compared
+            # as the space's dtype holds it; a value beyond that dtype's range does not.
+            changed = np.isinf(cast) & np.isfinite(values)
         with np.errstate(invalid="ignore"):
             table = cast.reshape(len(rows), size)
             outside = ~((table >= self.low) & (table <= self.high))
