@@ -106,7 +106,7 @@ class World:
         n = 20
         table = pa.table({
             "episode_id": ["e"] * n, "step": list(range(n)),
-            "obs": pa.array([[float(i), 1.0] for i in range(n)], pa.list_(pa.float32())),
+            "obs": pa.array([[0.0, float(i), 0.0, 1.0] for i in range(n)], pa.list_(pa.float32())),
             "action": [[0.0]] * n, "reward": [1.0] * n,
             "terminated": [False] * (n - 1) + [True], "truncated": [False] * n,
         })  # fmt: skip

@@ -154,7 +154,8 @@ class World:
         self.n += 1
         path = self.root / f"b{self.n}.parquet"
         pq.write_table(pa.table({
-            "episode_id": [f"ep-{self.n}"] * 2, "step": [0, 1], "obs": [[0.0], [float(self.n)]],
+            "episode_id": [f"ep-{self.n}"] * 2, "step": [0, 1],
+            "obs": [[0.0] * 4, [0.0, float(self.n), 0.0, 0.0]],  # fits CartPole's Box
             "action": [[0.0], [1.0]], "reward": [1.0, float(self.n)],
             "terminated": [False, True], "truncated": [False, False],
         }), path)  # fmt: skip

@@ -42,9 +42,11 @@ def run(runner: CliRunner, home: Path, *args: str | Path) -> Result:
     return runner.invoke(main, ["--ledger", str(home), *map(str, args)], prog_name="trajledger")
 
 
-def recorded(runner: CliRunner, home: Path, *args: str | Path) -> dict[str, list[dict[str, Any]]]:
+def recorded(
+    runner: CliRunner, home: Path, *args: str | Path, env: str = "cart@1"
+) -> dict[str, list[dict[str, Any]]]:
     """Record (must succeed) and return the stored ``episodes`` and ``steps`` as rows."""
-    r = run(runner, home, "record", *args, *REC)
+    r = run(runner, home, "record", *args, "--env", env, *REC[2:])
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output
     digest = r.stdout.strip()
@@ -191,7 +193,11 @@ def test_minari_image_dataset_says_whether_its_images_are_jpeg(
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     data, frames = _image_dataset(fmt, jpeg)
-    got = recorded(runner, home, data.parent)
+    # An environment of the dataset's spaces (a 32 x 32 x 3 image Box, not cart@1's CartPole)
+    r = run(runner, home, "env", "register", "img", "--version", "1", "--from-minari",
+            data.parent, *KEY)
+    assert r.exit_code == 0, r.output
+    got = recorded(runner, home, data.parent, env="img@1")
     # The observations are what minari reads back, value by value (the decoded JPEG when
     # jpeg_encoding is on: not the frames the environment gave, so the record must say so).
     read = list(minari.dataset.minari_storage.MinariStorage.read(data).get_episodes([0, 1]))
@@ -203,14 +209,14 @@ def test_minari_image_dataset_says_whether_its_images_are_jpeg(
     for a, ep in zip(finals, read, strict=True):
         assert np.array_equal(a, np.asarray(ep["observations"])[-1])
     assert np.array_equal(np.stack(want[:3]), frames[0, :3]) is (not jpeg)
-    show = run(runner, home, "show", "rollouts-cart@1-p0", "--json")
+    show = run(runner, home, "show", "rollouts-img@1-p0", "--json")
     predicate = json.loads(show.stdout)["predicate"]
     source = (json.loads(predicate) if isinstance(predicate, str) else predicate)["source"]
     assert source["minari"]["jpeg_encoding"] is jpeg
     assert source["minari"]["data_format"] == fmt
     # export writes the values as recorded, raw (never JPEG again): minari reads them back
     out = tmp_path / "export"
-    r = run(runner, home, "export", "rollouts-cart@1-p0", "--format", "minari", "--out", out)
+    r = run(runner, home, "export", "rollouts-img@1-p0", "--format", "minari", "--out", out)
     assert r.exit_code == 0, r.output
     assert json.loads((out / "data" / "metadata.json").read_text())["jpeg_encoding"] is False
     back = list(minari.dataset.minari_storage.MinariStorage.read(out / "data").get_episodes([0, 1]))

@@ -111,7 +111,8 @@ def cli(home: Path, *args: str | Path) -> tuple[int, str, str]:
 
 def rollouts(path: Path, n: int) -> Path:
     pq.write_table(pa.table({
-        "episode_id": [f"ep-{n}"] * 2, "step": [0, 1], "obs": [[0.0], [float(n)]],
+        "episode_id": [f"ep-{n}"] * 2, "step": [0, 1],
+        "obs": [[0.0] * 4, [0.0, float(n), 0.0, 0.0]],  # fits cart@1 (CartPole's Box)
         "action": [[0.0], [1.0]], "reward": [1.0, float(n)],
         "terminated": [False, True], "truncated": [False, False],
     }), path)  # fmt: skip

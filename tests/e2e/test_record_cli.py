@@ -66,7 +66,7 @@ def classic(episodes: int = 2, steps: int = 3, base: int = 0) -> Columns:
         for s in range(steps):
             cols["episode_id"].append(f"ep-{e}")
             cols["step"].append(s)
-            cols["obs"].append([float(e), float(s), 0.5])
+            cols["obs"].append([0.0, float(e), 0.25, float(s)])  # fits cart@1: CartPole's Box
             cols["action"].append([float(s % 2)])
             cols["reward"].append(1.0 + e)
             cols["terminated"].append(s == steps - 1)
@@ -282,8 +282,8 @@ def test_record_full_schema_with_episode_file(
                 "terminated": False,
                 "truncated": s == 2,
                 "reward": 0.5,
-                "obs": [1.0, 2.0],
-                "action": [0.25],
+                "obs": [1.0, 2.0, 0.0, 0.0],  # a step of cart@1 (CartPole-v1)
+                "action": [1.0],
                 "action_logprob": -1.5,
                 "timestamp": 1_700_000_000_000_000 + s,
                 "latency_ms": 3.0,

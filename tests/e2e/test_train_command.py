@@ -17,6 +17,7 @@ import base64
 import hashlib
 import importlib.util
 import json
+import os
 import shlex
 import shutil
 import signal
@@ -538,6 +539,50 @@ def test_ctrl_c_stops_the_launcher_and_its_workers_and_records_nothing(
     assert (launcher / "worker1.signal").read_text() == "SIGINT"
     assert entries(chat_home) == before
     _no_leftovers(chat_home)
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie awaiting its new parent's wait counts)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_command_whose_trajledger_is_killed_is_stopped(chat_home: Path, tmp_path: Path) -> None:
+    """SIGKILL to trajledger runs no handler of its: before, COMMAND (in a process group of its
+    own) ran on, writing to an output directory nothing would read (out38's Left). The kernel
+    now sends it SIGTERM (``PR_SET_PDEATHSIG``)."""
+    pidfile = tmp_path / "command.pid"
+    code = (f"import os, pathlib, time; p = pathlib.Path({str(pidfile)!r}); "
+            "p.with_suffix('.tmp').write_text(str(os.getpid())); "
+            "p.with_suffix('.tmp').rename(p); time.sleep(600)")  # fmt: skip
+    proc = subprocess.Popen(
+        cli("--ledger", chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+            "sft", "--version", "1", "--", sys.executable, "-c", code),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    pid = None
+    try:
+        for _ in range(12_000):  # until COMMAND runs (admission first), or the run ends
+            if proc.poll() is not None or pidfile.exists():
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None and pidfile.exists()
+        pid = int(pidfile.read_text())
+        proc.kill()
+        proc.wait()
+        for _ in range(300):  # a generous wait: 30 s
+            if _gone(pid):
+                break
+            time.sleep(0.1)
+        assert _gone(pid), "COMMAND outlived its trajledger"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pid is not None and not _gone(pid):
+            os.killpg(pid, signal.SIGKILL)
 
 
 DIST = textwrap.dedent(

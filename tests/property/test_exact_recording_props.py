@@ -67,7 +67,8 @@ LEAVES: dict[str, tuple[gym.Space[Any], Any]] = {
     ),
     "bool": (gym.spaces.MultiBinary(3), st.tuples(*[st.integers(0, 1)] * 3)),
     "discrete": (gym.spaces.Discrete(5, start=-2), st.integers(-2, 2)),
-    "text": (gym.spaces.Text(4, charset=CHARSET), st.text(CHARSET, max_size=4)),
+    # (min_length 0: the empty string is a value of the space, as the values drawn say)
+    "text": (gym.spaces.Text(4, min_length=0, charset=CHARSET), st.text(CHARSET, max_size=4)),
 }
 
 

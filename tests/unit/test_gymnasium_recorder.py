@@ -473,6 +473,10 @@ HOSTILE_STEPS = [
     ({"obs": np.array([0.1])}, r"observation is float64, and the space's float32 would change"),
     ({"obs": np.array([1e40])}, r"observation is float64, and the space's float32 would change"),
     ({"info": {"x": "a" * (1 << 20)}}, r"info has 1048584 bytes, over the limit of 1048576"),
+    # out of the Box's bounds, and NaN (in no Box), as ``contains`` decides: `record` of a file
+    # refuses them too (tests/unit/ledger/test_space_check.py)
+    ({"obs": np.array([-1.0], np.float32)}, r"observation array\(\[-1\.\].* is outside Box"),
+    ({"obs": np.array([np.nan], np.float32)}, r"observation array\(\[nan\].* is outside Box"),
 ]
 
 

@@ -34,10 +34,11 @@ Every value is checked when it arrives, so that nothing half-recorded or unrecor
 for a batch: an action must fit the action space (else ``step()`` raises ValueError before the
 environment is stepped); a step's observation must fit the observation space (structure and
 shape; a value the space's dtype would change, such as float64 0.1 in a float32 Box, is
-refused rather than rounded), its reward must be a finite number, its flags booleans and its
-``info`` typed JSON, none over the rollout schema's size limits (1 MiB of ``info`` or text,
-64 MiB a tensor), else the episode is discarded and ``step()`` raises ValueError. Values out
-of a Box's bounds or a Discrete's range are recorded as given.
+refused rather than rounded; a value out of a Box's bounds, NaN, or out of a Discrete's range,
+as ``Space.contains`` decides: `record` of files checks the same, `space_check`), its reward
+must be a finite number, its flags booleans and its ``info`` typed JSON, none over the rollout
+schema's size limits (1 MiB of ``info`` or text, 64 MiB a tensor), else the episode is
+discarded and ``step()`` raises ValueError.
 
 Only finished episodes (terminated or truncated) are recorded. An episode left unfinished by a
 new ``reset()`` or by ``close()`` is discarded with a `RuntimeWarning`: recording it would claim
@@ -658,23 +659,18 @@ def _conform(space: gym.Space[Any], value: Any, where: str) -> Any:
         ValueError: the value does not fit (the message names ``where`` and the member).
     """
     if _is_tensor_space(space):
+        from trajledger.ledger.rollouts.space_check import exact_cast
+
         try:
             given = np.asarray(value)
-            same = given.dtype == space.dtype
-            if same:
-                cast = given.copy()
-            elif given.dtype.kind not in "biufc":
+            fitted = exact_cast(given, np.dtype(space.dtype))
+            if fitted is None:
                 raise TypeError(f"{given.dtype} values")
-            else:
-                with np.errstate(all="ignore"):
-                    cast = given.astype(space.dtype)
-                    same = np.array_equal(
-                        cast.astype(given.dtype), given, equal_nan=cast.dtype.kind in "fc"
-                    )
         except (TypeError, ValueError) as e:
             raise ValueError(f"LedgerRecorder: {where} {value!r:.80} is not a {space}: "
                              f"{e}") from e  # fmt: skip
-        if not same:
+        cast = fitted[0].copy() if fitted[0] is given else fitted[0]
+        if fitted[1].any():
             raise ValueError(
                 f"LedgerRecorder: {where} is {given.dtype}, and the space's {space.dtype} "
                 f"would change its values ({value!r:.80}): give {space.dtype} values, or "
@@ -685,6 +681,8 @@ def _conform(space: gym.Space[Any], value: Any, where: str) -> Any:
                 f"LedgerRecorder: {where} has shape {list(cast.shape)}, the space "
                 f"{list(space.shape or ())}"
             )
+        if not space.contains(cast):  # the bounds, a Discrete's range (`record` checks alike)
+            raise ValueError(f"LedgerRecorder: {where} {value!r:.80} is outside {space}")
         _check_bytes(cast.nbytes, "tensor", where)
         return cast
     if isinstance(space, gym.spaces.Dict):
@@ -701,6 +699,8 @@ def _conform(space: gym.Space[Any], value: Any, where: str) -> Any:
     if isinstance(space, gym.spaces.Text):
         if not isinstance(value, str):
             raise ValueError(f"LedgerRecorder: {where} is a {type(value).__name__}, want a string")
+        if not space.contains(value):
+            raise ValueError(f"LedgerRecorder: {where} {value!r:.80} is outside {space}")
         _check_bytes(len(value.encode()), "field", where)
     return copy.deepcopy(value)
 

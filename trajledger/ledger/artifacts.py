@@ -400,8 +400,10 @@ def record_batch(
             policy).
         LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
+    from .index.rows import statement_of
     from .record_windows import computed, kept
     from .rollouts import rows_to_table, write_steps_parquet
+    from .rollouts.space_check import SpaceCheck
 
     # (1)
     if not policy:
@@ -426,13 +428,15 @@ def record_batch(
     with temp_dir(ledger.scratch) as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
         recorder = FeatureRecorder(Path(tmp))
+        declared = SpaceCheck(env_item.ref, getattr(statement_of(ledger, env_item.envelope),
+                                                    "predicate", None) or {})
         stats = write_steps_parquet(
             chunks,
             steps_path,
             episodes_path=episodes_path,
             subject=subject,
             fill={"env_version": env_item.digest, "policy_version": policy},
-            on_steps=recorder.add,
+            on_steps=declared.before(recorder.add) if declared else recorder.add,
             on_features=recorder.given,
         )
         features = recorder.finish(stats.steps_file.digest, steps_path)

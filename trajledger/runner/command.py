@@ -13,6 +13,11 @@ still alive 10 s after the first, gets SIGKILL. `CommandInterrupted` (a ``Keyboa
 exit 130) is raised once COMMAND has stopped. Signal handlers can be installed only in the main
 thread; elsewhere the caller's own handling applies.
 
+If this process dies without a chance to pass anything on (SIGKILL, the out-of-memory killer),
+COMMAND's leader gets SIGTERM from the kernel on Linux (``PR_SET_PDEATHSIG``, set in the child
+before it runs COMMAND, `_dies_with_us`), so it does not go on writing to an output directory no
+one will read; what it started is its to stop. Elsewhere (macOS) it runs on (docs/cli.md).
+
 When COMMAND's leader exits, whatever it left running in its process group is stopped (SIGTERM,
 then SIGKILL after 5 s), so nothing changes its outputs while they are hashed. The leader is
 waited for without being reaped (``waitid(WNOWAIT)``) until then, so its process group id cannot
@@ -58,6 +63,36 @@ STRAGGLER_GRACE: Final = 5.0
 """Seconds the processes COMMAND's leader left behind get between SIGTERM and SIGKILL."""
 
 _POLL: Final = 0.05
+
+_PR_SET_PDEATHSIG: Final = 1
+"""``prctl`` option (linux/prctl.h): the signal the calling process gets when its parent dies."""
+
+
+def _dies_with_us() -> Callable[[], None] | None:
+    """On Linux, what the child runs before COMMAND (``preexec_fn``): ``PR_SET_PDEATHSIG``
+    SIGTERM, so that the kernel stops COMMAND when this process dies, SIGKILL included; then,
+    should this process have died already (before the call), SIGTERM to itself. None elsewhere,
+    or when ``prctl`` cannot be found: COMMAND then outlives a SIGKILL, as before.
+
+    The setting belongs to the thread that starts COMMAND: `run_command` waits for COMMAND in
+    that thread, so it cannot end first.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent, sigterm = os.getpid(), int(signal.SIGTERM)
+
+    def in_child() -> None:  # after fork, before exec: nothing but two system calls
+        prctl(_PR_SET_PDEATHSIG, sigterm, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sigterm)
+
+    return in_child
 _CHUNK: Final = 1 << 16
 
 
@@ -214,6 +249,7 @@ def run_command(
             cwd=cwd,
             process_group=0,
             close_fds=True,
+            preexec_fn=_dies_with_us(),
         )
     except OSError as e:
         raise LedgerError(

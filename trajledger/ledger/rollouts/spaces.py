@@ -24,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "SpaceError",
+    "box_bounds",
     "canonical_numbers",
     "space_from_json",
     "space_to_json",
@@ -138,19 +139,8 @@ def space_from_json(d: Mapping[str, Any]) -> Any:
     kind = d.get("type") if isinstance(d, Mapping) else None
     try:
         if kind == "Box":
-            shape = tuple(int(x) for x in d["shape"])
-            dtype = np.dtype(d["dtype"])
-
-            def full(v: Any, where: str) -> Any:
-                # Integers are built as integers: int64 bounds do not survive float64.
-                via = dtype if np.issubdtype(dtype, np.integer) else np.float64
-                if isinstance(v, list):
-                    vals = [_unnum(x, where) for x in v]
-                    return np.asarray(vals, dtype=via).astype(dtype).reshape(shape)
-                return np.full(shape, _unnum(v, where), dtype=via).astype(dtype)
-
-            with np.errstate(invalid="ignore", over="ignore"):
-                return s.Box(full(d["low"], "low"), full(d["high"], "high"), shape, dtype)
+            shape, dtype, low, high = box_bounds(d)
+            return s.Box(low, high, shape, dtype)
         if kind == "Discrete":
             return s.Discrete(
                 int(_unnum(d["n"], "n")), start=int(_unnum(d["start"], "start")),
@@ -178,6 +168,29 @@ def space_from_json(d: Mapping[str, Any]) -> Any:
             raise
         raise SpaceError(f"{kind} space description is malformed: {e}") from e
     raise SpaceError(f"space type {kind!r} is unknown")
+
+
+def box_bounds(d: Mapping[str, Any]) -> tuple[tuple[int, ...], np.dtype[Any], Any, Any]:
+    """A Box description's shape, dtype and bounds (arrays of that shape and dtype), without
+    Gymnasium (`space_check` reads them for every `record` of a file).
+
+    Raises:
+        KeyError / TypeError / ValueError: a malformed description (SpaceError for a bound
+            that is not a number).
+    """
+    shape = tuple(int(x) for x in d["shape"])
+    dtype = np.dtype(d["dtype"])
+
+    def full(v: Any, where: str) -> Any:
+        # Integers are built as integers: int64 bounds do not survive float64.
+        via = dtype if np.issubdtype(dtype, np.integer) else np.float64
+        if isinstance(v, list):
+            vals = [_unnum(x, where) for x in v]
+            return np.asarray(vals, dtype=via).astype(dtype).reshape(shape)
+        return np.full(shape, _unnum(v, where), dtype=via).astype(dtype)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        return shape, dtype, full(d["low"], "low"), full(d["high"], "high")
 
 
 def spec_to_json(spec: Any) -> dict[str, Any]:
