@@ -55,3 +55,59 @@ def test_a_revoked_lineage_is_not_hidden_behind_a_second_record(tmp_path: Path) 
     assert child.exit_code == 1 and "its lineage fails" in child.stderr, child.output
     assert not m.checkpoint_ok("c1") and m.checkpoint_ok("c1", True)
     assert judge_history(run) == []
+
+
+def test_a_revoked_dataset_is_not_hidden_behind_the_buyers_own_record_of_it(
+        tmp_path: Path) -> None:
+    """hist39 finding 1 (R34): the buyer makes ``w1@1`` of the vendor's ``v1`` as the vendor
+    did (the same bytes), approves it, then imports the vendor's: one digest, two dataset
+    records. The vendor revokes its ``w1``: by digest every record is judged, so the gate
+    and every verifier refuse it (on e3002ae0 each judged the buyer's own record, first, and
+    ignored the vendor's revocation as one by a producer of something it did not produce);
+    by name the record of that name (the buyer's, the first of that name here)."""
+    run = run_history(tmp_path / "h", [
+        Step("vrecord", ("v1", 0, "orig", False)), Step("vdataset", ("w1", ("v1",), "train")),
+        Step("ship", ("v1",)), Step("bdataset", ("w1", ("v1",), "train")),
+        Step("bapprove", ("w1",)), Step("ship", ("w1",)), Step("vrevoke", ("w1",)),
+        Step("update")])
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, b = run.model, run.buyer
+    digest = m.buyer["w1"].digest
+    assert m.vendor["w1"].digest == digest  # one digest, two dataset records
+    for args in (("verify", digest), ("admit", digest), ("lineage", digest)):
+        r = b.cli(*args)
+        assert r.exit_code == 1 and "revoked: agree26" in r.output, (args, r.output)
+    r = b.cli("train", "--dataset", digest, "--key", "trainer", "--name", "c1", "--version",
+              "1", "--seed", "1")
+    assert r.exit_code == 1 and "revoked: agree26" in r.stderr, r.output
+    assert "records these bytes too" in b.cli("verify", digest).output
+    named = b.cli("verify", "w1@1")
+    assert named.exit_code == 0 and "not judged: the reference names" in named.output
+    assert judge_history(run) == []
+
+
+def test_a_revoked_batch_is_not_hidden_behind_the_buyers_own_record_of_it(
+        tmp_path: Path) -> None:
+    """hist39 finding 1 (R34): the buyer records the vendor's episodes itself (``b1``) before
+    the vendor's ``v1`` of the same file is imported; the vendor revokes ``v1``. By digest
+    (a dataset's batch, ``verify DIGEST``) every record: refused; by name the record of that
+    name: ``verify v1`` fails, ``verify b1`` holds (on e3002ae0 all held: the vendor's
+    revocation was ignored, its producer not the producer of the first record, the buyer's)."""
+    run = run_history(tmp_path / "h", [Step("vrecord", ("v1", 0, "orig", False))])
+    m, b = run.model, run.buyer
+    b.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "producer")
+    b.run("record", run.root / "v1.parquet", "--env", "grid@1", "--policy", "scripted",
+          "--name", "b1", "--licence", "CC-BY-4.0", "--key", "producer")
+    replay(run, [Step("ship", ("v1",)), Step("vrevoke", ("v1",)), Step("update")])
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    digest = m.vendor["v1"].digest
+    for args in (("verify", digest), ("verify", "v1"), ("lineage", digest)):
+        r = b.cli(*args)
+        assert r.exit_code == 1 and "revoked: agree26" in r.output, (args, r.output)
+    assert b.cli("verify", "b1").exit_code == 0
+    b.run("dataset", "create", "d1", "--version", "1", "--split", "train", "--batch", "b1",
+          "--key", "producer")
+    for args in (("approve", "d1@1", "--key", "approver"), ("admit", "d1@1"),
+                 ("verify", "d1@1")):
+        r = b.cli(*args)
+        assert r.exit_code == 1 and "revoked: agree26" in r.output, (args, r.output)
