@@ -16,6 +16,7 @@ Another key's revocation is still recorded (it may count where the first does no
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from test_histories_agree import Step
@@ -38,7 +39,12 @@ def test_a_second_revocation_by_the_same_key_records_nothing(tmp_path: Path) -> 
         assert r.exit_code == 0, r.output  # nothing revoked there since
     r = v.cli("revoke", digest, "--reason", "agree26", "--key", "vapprover")
     assert r.exit_code == 0, r.output  # another key: recorded
-    assert watch(v, b, "--fail-on-revocation").exit_code == 1
+    r = watch(v, b, "--fail-on-revocation")
+    assert r.exit_code == 1, r.output
+    # hist39 (hist38's Left): the line says it was revoked here already, and by whom (on
+    # e3002ae0 "revoked by ORIGIN", as if new)
+    assert re.search(r"WARNING: revoked already here by [0-9a-f]{12} \(log index \d+\); now also "
+                     r"by vendor\.example/log\S*: rollout-batch v2 ", r.stderr), r.stderr
     replay(run, [Step("vrevoke", ("v2",)), Step("brevoke", ("v2",)), Step("brevoke", ("v2",))])
     assert all(x.endswith("-> ok") for x in run.ran[-3:]), run.ran
     replay(run, [Step("vcompromise", (None,)), Step("vrevoke", ("v2",))])  # (history 113)
