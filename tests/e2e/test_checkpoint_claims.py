@@ -111,3 +111,30 @@ def test_a_revoked_batch_is_not_hidden_behind_the_buyers_own_record_of_it(
                  ("verify", "d1@1")):
         r = b.cli(*args)
         assert r.exit_code == 1 and "revoked: agree26" in r.output, (args, r.output)
+
+
+def test_the_buyers_own_records_of_the_vendors_bytes_agree_with_the_model(
+        tmp_path: Path) -> None:
+    """R34 in a history of the generated kinds (``bsame``, ``vrotate``): the buyer records the
+    vendor's ``v1`` itself; the vendor revokes it before its record reaches the buyer, whose
+    ``monitor --fail-on-revocation`` takes the revocation in and exits 0 (it has no authority
+    over the buyer's own record: noted, ignored); the vendor rotates its log key; the buyer
+    makes ``w1`` as the vendor made it and approves it; the vendor's records of both arrive
+    (``ship``), and from then on the revocation counts by digest, as the vendor's revocation
+    of ``w1`` does once taken in; by name the buyer's own records hold. Every step and path
+    agrees with the model (`judge_history`)."""
+    run = run_history(tmp_path / "h", [
+        Step("vrecord", ("v1", 0, "orig", False)), Step("vrecord", ("v2", 0, "orig", False)),
+        Step("ship", ("v2",)), Step("bsame", ("v1",)), Step("vrevoke", ("v1",)),
+        Step("bwatch"), Step("vrotate"), Step("vdataset", ("w1", ("v2",), "train")),
+        Step("bsame", ("w1",)), Step("bapprove", ("w1",)), Step("btrain", ("c1", "w1", None)),
+        Step("ship", ("v1",)), Step("ship", ("w1",)), Step("vrevoke", ("w1",)),
+        Step("update")])
+    assert all(r.endswith("-> ok") for r in run.ran), run.ran
+    m, b = run.model, run.buyer
+    assert m.buyer["v1"].own and m.buyer["v1"].second is not None
+    assert b.cli("verify", m.buyer["v1"].digest).exit_code == 1
+    assert b.cli("verify", "v1").exit_code == 0  # by name: the buyer's own record
+    assert b.cli("admit", m.buyer["w1"].digest).exit_code == 1
+    assert not m.checkpoint_ok("c1")
+    assert judge_history(run) == []
