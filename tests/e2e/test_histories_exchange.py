@@ -361,9 +361,9 @@ applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what ho
 vendor is done (one of something revoked there may be refused: then nothing changes at the
 buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bown``,
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
-buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31; ``bsame`` of
-a batch always (before the vendor's record is here), of a train set as ``bdataset``; ``vrotate``
-always.
+buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31;
+``bsame`` of a batch always (before the vendor's record is here), of a train set as
+``bdataset``; ``vrotate`` always.
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
