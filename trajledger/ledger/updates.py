@@ -663,10 +663,10 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                         facts["keptBlobs"] = len(kept)
                         changes.erased.append(facts)
                     else:  # one revoked here already (hist38's Left): said so, by whom
-                        first = next((r for j in ledger.trust_state().about(e.subject)
+                        first = next((was for j in ledger.trust_state().about(e.subject)
                                       if j < here[i] and j not in here.values()
-                                      and isinstance(r := verifier.record(j), Record)
-                                      and r.entry.kind == "revocation"), None)
+                                      and isinstance(was := verifier.record(j), Record)
+                                      and was.entry.kind == "revocation"), None)
                         changes.revoked.append(facts | ({} if first is None else {"already": {
                             "signer": ",".join(sorted(first.signers)), "logIndex": first.index}}))
                     stopped[e.subject] = name
