@@ -51,8 +51,10 @@ class Walk(Protocol):
 
 def judged(v: Walk, node: Node) -> list[int | None]:
     """The log indices of the records of ``node`` a walk judges: its identity record's, and
-    every other checkpoint record of its bytes unless a reference by name chose one."""
-    found: list[int | None] = [*v.records(node.id, node.kind)] if node.kind == "checkpoint" else []
+    every other record of its kind and bytes unless a reference by name chose one (a
+    checkpoint's, hist38; a dataset's or a batch's too, hist39: `impact` judged only the
+    first, so a batch whose other record no longer verified was ``ok`` there)."""
+    found: list[int | None] = [*v.records(node.id, node.kind)]
     return found if len(found) > 1 and node.id not in v.chosen else [node.index]
 
 
