@@ -350,7 +350,11 @@ test_histories_agree.py's withdrawal of an approval):
 - **R35 the vendor's log key rotated** (docs/third-party.md "Updates between organisations";
   SECURITY.md redo15): the vendor's ``log rotate-key`` between ships changes no decision: the
   buyer's policy names the old key, and every bundle, update and ``monitor`` (served under
-  the new key) carries the handover the buyer follows.
+  the new key) carries the handover the buyer follows. **Open** (hist39 finding 6, seed
+  1392): a ``monitor`` after the rotation reads the log again from before the size applied
+  and reports a revocation or erasure taken in already as new, so ``bwatch`` exits 1 where
+  nothing is new: `Model.watched` says either once the vendor rotated and revoked or erased
+  anything.
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -1253,6 +1257,8 @@ class Model:
     """R31: the buyer's policy in force names the vendor's trainer key (``bvtrust``)."""
     vwithdrawn_at: list[int] = field(default_factory=list)
     """R31: the vendor's log index of each withdrawal of its approver's (``vwithdraw``)."""
+    rotated: bool = False
+    """R35: the vendor rotated its log key (``vrotate``)."""
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
@@ -1292,6 +1298,8 @@ class Model:
         revocations in the vendor's log) or a withdrawal (a revocation of an approval)."""
         if self.compromised_since is not None or self.bapplied or \
                 any(i >= self.applied for i in self.vwithdrawn_at):
+            return None
+        if self.rotated and (self.revoked_at or self.erased_at):  # R35: open (hist39 finding 6)
             return None
         return not self.fresh()
 
@@ -1883,7 +1891,9 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                 digest=x.digest, index=size, own=True)
         return ok(r)
     if s.op == "vrotate":  # the vendor's log key handed over to a new one
-        return ok(v.cli("log", "rotate-key"))
+        r = v.cli("log", "rotate-key")
+        m.rotated = m.rotated or r.exit_code == 0
+        return ok(r)
     if s.op == "bvtrust":  # R31: a successor naming the vendor's trainer key
         return ok(succeed(run, run.marking, m.rules, m.pinned, vtrainer=True))
     if s.op == "bapprove":
