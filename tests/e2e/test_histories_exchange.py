@@ -67,7 +67,14 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   of ``c71`` with ``--parent``), the vendor's approver now and then withdraws its approval of
   the checkpoint's dataset (``vwithdraw``), and in eight in ten the vendor revokes a batch of
   it or the dataset (or, in a fifth of those, declares its key compromised since one) and the
-  buyer runs ``monitor --fail-on-revocation`` (``bwatch``) (R31).
+  buyer runs ``monitor --fail-on-revocation`` (``bwatch``) (R31);
+- (hist39, two streams of their own again, drawn after every other) in half the histories
+  without the buyer's marking, the vendor's compromise or a sale back, the buyer records one
+  or two of the vendor's batches (the file the vendor recorded) or train sets (its batches,
+  name, version and split) itself before an import brings the vendor's record of the same
+  bytes (``bsame``), and in six in ten of those the vendor then revokes (or erases) one of
+  them and an update, ``monitor`` or ``bwatch`` follows (R34); in three histories in ten the
+  vendor rotates its log key once after its first ship (``vrotate``, R35).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -331,6 +338,24 @@ test_histories_agree.py's withdrawal of an approval):
   in exits 0 whatever the clock (history 117: it exited 1 or 0 by whether the second was
   signed in the same second as the first).
 
+- **R34 a dataset or a batch, two records** (docs/cli.md "When a name is wrong"; SECURITY.md,
+  twenty-fourth round, hist39 finding 1; ``verify.claims``, ``verify.retractions``): R32 for
+  the other kinds. The buyer's own record of the vendor's bytes (``bsame``) and the vendor's,
+  once an import brings it (`Art.second`), are two records of one digest. By digest (``verify
+  DIGEST``, ``admit``, ``train``, a dataset's batch, the bundles) every record is judged: the
+  vendor's revocation or erasure counts once its record is here (a producer's of any record
+  of the bytes), not before (no authority over the buyer's own: ignored, and ``bwatch`` exits
+  0 for it); by name (``verify NAME``: the buyer's own, the first of the name here) the
+  buyer's record alone, whose files the vendor's erasure deleted all the same (missing).
+- **R35 the vendor's log key rotated** (docs/third-party.md "Updates between organisations";
+  SECURITY.md redo15): the vendor's ``log rotate-key`` between ships changes no decision: the
+  buyer's policy names the old key, and every bundle, update and ``monitor`` (served under
+  the new key) carries the handover the buyer follows. **Open** (hist39 finding 6, seed
+  1392): a ``monitor`` after the rotation reads the log again from before the size applied
+  and reports a revocation or erasure taken in already as new, so ``bwatch`` exits 1 where
+  nothing is new: `Model.watched` says either once the vendor rotated and revoked or erased
+  anything.
+
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
 here); of a train set, refused when it holds a sealed or held-out batch or a copy R21 refuses,
@@ -340,7 +365,9 @@ applied some of the vendor's log, and so is a ``monitor``; a ``ship`` of what ho
 vendor is done (one of something revoked there may be refused: then nothing changes at the
 buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bown``,
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
-buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31.
+buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31;
+``bsame`` of a batch always (before the vendor's record is here), of a train set as
+``bdataset``; ``vrotate`` always.
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -821,6 +848,13 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
     shipped_ck = random.Random(f"vendor checkpoints {seed}")  # R31 (hist37)
     if new and shipped_ck.random() < VCKSHIP:
         steps = checkpoint_shipped(shipped_ck, steps)
+    same = random.Random(f"recorded twice {seed}")  # R34 (hist39)
+    if new and same.random() < SAME:
+        steps = recorded_twice(same, steps)
+    rotate = random.Random(f"log key rotated {seed}")  # (hist39) between the vendor's ships
+    ships = [i for i, s in enumerate(steps) if s.op in ("ship", "vckship")]
+    if new and ships and rotate.random() < ROTATED:
+        steps.insert(rotate.randint(ships[0] + 1, len(steps)), Step("vrotate"))
     return steps
 
 
@@ -1035,6 +1069,60 @@ def checkpoint_shipped(rnd: random.Random, steps: list[Step]) -> list[Step]:
     return out
 
 
+SAME, ROTATED = 0.5, 0.3
+"""R34 (hist39): the share of histories (without a marking, a compromise or a sale back) in
+which the buyer records the vendor's bytes itself first (`recorded_twice`), and the share in
+which the vendor rotates its log key once after its first ship (``vrotate``)."""
+
+
+def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
+    """R34 (hist39): ``steps`` with the buyer recording, before the import that first brings
+    it, one or two of the vendor's batches (not chat, not sealed: the file the vendor
+    recorded, under its name) or train sets (of batches the buyer holds by then, under the
+    vendor's name, version and split: the same bytes) itself (``bsame``), and in six in ten
+    then the vendor revoking (or erasing, a batch) one of them and an update, a ``monitor`` or
+    a ``bwatch`` following. Not with the buyer's marking, the vendor's compromise or a sale
+    back (R20, R15, R27: what the vendor's key signed is judged there record by record; not
+    modelled for a record of the buyer's of the same bytes)."""
+    if any(s.op in ("bmark", "vcompromise", "bsell") for s in steps):
+        return steps
+    made: dict[str, int] = {}
+    members: dict[str, tuple[str, ...]] = {}
+    for i, s in enumerate(steps):
+        if s.op == "vrecord" and s.args[0] not in made and \
+                not set(s.args[2:3]) & set(TEXT_VARIANTS) and True not in s.args[3:4]:
+            made[s.args[0]] = i
+        elif s.op == "vdataset" and s.args[2] == "train" and s.args[0] not in made:
+            made[s.args[0]] = i
+            members[s.args[0]] = tuple(s.args[1])
+    trained = {s.args[0]: s.args[1] for s in steps if s.op == "vtrain"}
+    first: dict[str, int] = {}
+    for i, s in enumerate(steps):
+        x = trained.get(s.args[0], "") if s.op == "vckship" else s.args[0] if s.op == "ship" \
+            else ""
+        for y in (x, *members.get(x, ())) if x else ():
+            first.setdefault(y, i)
+    picks = [(x, max([made[x], *(first.get(b, len(steps)) for b in members.get(x, ()))]) + 1, i)
+             for x, i in first.items() if x in made]
+    picks = [p for p in picks if p[1] <= p[2]]
+    if not picks:
+        return steps
+    out = list(steps)
+    chosen = sorted(((x, rnd.randint(lo, hi)) for x, lo, hi in
+                     rnd.sample(picks, min(len(picks), rnd.choice([1, 1, 2])))),
+                    key=lambda p: -p[1])
+    for x, at in chosen:
+        out.insert(at, Step("bsame", (x,)))
+    if rnd.random() < 0.6:
+        x = rnd.choice(chosen)[0]
+        at = rnd.randint(out.index(Step("bsame", (x,))) + 1, len(out))
+        op = rnd.choice(["vrevoke", "verase"]) if x not in members else "vrevoke"
+        out.insert(at, Step(op, (x,)))
+        out.insert(rnd.randint(at + 1, len(out)), Step(rnd.choice(["update", "monitor",
+                                                                   "bwatch"])))
+    return out
+
+
 def suite2(v: int) -> list[Step]:
     """The steps that make the second suite ``suite2@1`` of a vendor batch ``v{v}`` (R17)."""
     return [Step("vrecord", (f"v{v}", 0)), Step("ship", (f"v{v}",)),
@@ -1086,6 +1174,11 @@ class Art:
     """A checkpoint's score in tenths (`score_of`: what the judge gives it, R19)."""
     approvals: list[list[Any]] = field(default_factory=list)
     """At the buyer: ``[log size before it, envelope digest, withdrawn]`` per approval."""
+    own: bool = False
+    """R34: at the buyer, a record of the vendor's bytes the buyer made itself (``bsame``)."""
+    second: int | None = None
+    """R34: the buyer's log size before the import that brought the vendor's record of an
+    ``own`` one's bytes (None: not here yet)."""
 
     def approved_before(self, before: int) -> bool:  # R7: a withdrawn one counts for nothing
         return any(i < before and not out for i, _d, out in self.approvals)
@@ -1164,11 +1257,14 @@ class Model:
     """R31: the buyer's policy in force names the vendor's trainer key (``bvtrust``)."""
     vwithdrawn_at: list[int] = field(default_factory=list)
     """R31: the vendor's log index of each withdrawal of its approver's (``vwithdraw``)."""
+    rotated: bool = False
+    """R35: the vendor rotated its log key (``vrotate``)."""
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
             for x in done & self.buyer.keys() if self.trusted(size) else ():  # R20: ignored
-                self.taken.setdefault((how, x), size)
+                if self.vendors_here(x):  # R34: no authority over the buyer's own record
+                    self.taken.setdefault((how, x), size)
         self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)}
         out = {d for ap in self.vapprovals.values() for d, gone, _i in ap if gone}  # R31: of
         for a in self.buyer.values():  # an approval a checkpoint's bundle brought here
@@ -1203,11 +1299,20 @@ class Model:
         if self.compromised_since is not None or self.bapplied or \
                 any(i >= self.applied for i in self.vwithdrawn_at):
             return None
+        if self.rotated and (self.revoked_at or self.erased_at):  # R35: open (hist39 finding 6)
+            return None
         return not self.fresh()
 
     def fresh(self) -> set[str]:  # R31: what the vendor's extension revokes or erases here
         return {x for x, i in [*self.revoked_at.items(), *self.erased_at.items()]
-                if x in self.buyer and i >= self.applied}
+                if x in self.buyer and i >= self.applied and self.vendors_here(x)}
+
+    def vendors_here(self, label: str, named: bool = False) -> bool:  # R34
+        """Whether the vendor's record of ``label`` counts at the buyer: it is here (an own
+        record's once an import brought it), and, by name, the record named is not the
+        buyer's own (the first of that name here)."""
+        a = self.buyer[label]
+        return label in self.vendor and not (a.own and (named or a.second is None))
 
     @property
     def known_revoked(self) -> set[str]:  # R20: none the vendor's key signed since the marking
@@ -1237,14 +1342,18 @@ class Model:
                    for x in (label, *a.batches))  # buyer's approver's, once named, counts)
 
     # The buyer's view.
-    def batch_ok(self, label: str) -> bool:  # R2, R10, R13, R20
-        return label not in self.known_revoked | self.own_revoked and (
-            label not in self.vendor or self.trusted(self.buyer[label].index)) and not (
-            self.files_gone(label) and not self.erased_here(label))  # missing (history 4009)
+    def batch_ok(self, label: str, named: bool = False) -> bool:  # R2, R10, R13, R20, R34
+        a, theirs = self.buyer[label], self.vendors_here(label, named)
+        erased = label in self.own_erased | (self.known_erased if theirs else set())
+        return label not in (self.known_revoked if theirs else self.stolen_here) | \
+            self.own_revoked and (not theirs or self.trusted(
+                a.index if a.second is None else a.second)) and not (
+            self.files_gone(label) and not erased)  # missing (history 4009; R34: by name, the
+        # buyer's own record, whose files the vendor's erasure of its own record deleted)
 
-    def record_ok(self, label: str) -> bool:  # R3, R10, R13
+    def record_ok(self, label: str, named: bool = False) -> bool:  # R3, R10, R13, R34
         a = self.buyer[label]
-        return self.batch_ok(label) and all(self.batch_ok(b) for b in a.batches)
+        return self.batch_ok(label, named) and all(self.batch_ok(b) for b in a.batches)
 
     def erased_here(self, label: str) -> bool:  # R4, R10, R13: its bytes gone at the buyer
         return label in self.known_erased | self.own_erased
@@ -1522,6 +1631,8 @@ class Run:
     vserial: int = 1
     own_env: bool = False
     """The buyer registered its environment ``own@1`` (R24's batches of its own)."""
+    grid_env: bool = False
+    """The buyer registered the vendor's environment ``grid@1`` itself (R34)."""
 
     @property
     def policy(self) -> Path:
@@ -1553,8 +1664,12 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "bwatch":
         return m.watched()
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
-                "vtrust", "vname", "bvtrust"):
+                "vtrust", "vname", "bvtrust", "vrotate"):
         return True
+    if s.op == "bsame":  # R34: a batch recorded again; a dataset made again as R11, R21 say
+        x = m.vendor[a[0]]
+        return True if x.kind == "batch" else expect(m, Step("bdataset", (a[0], x.batches,
+                                                                          "train")), size)
     if s.op in ("vrecord", "vrevoke"):  # R33: again, done and nothing new recorded
         return True
     if s.op == "verase":
@@ -1641,6 +1756,9 @@ def refs(m: Model, s: Step) -> bool:
         return any(not out for _d, out, _i in m.vapprovals.get(a[0], []))
     if s.op in ("brevoke", "berase"):
         return a[0] in m.buyer
+    if s.op == "bsame":  # R34: before the vendor's record is here
+        return a[0] in m.vendor and a[0] not in m.buyer and all(
+            b in m.buyer for b in m.vendor[a[0]].batches)
     return True
 
 
@@ -1652,6 +1770,8 @@ def brought(m: Model, label: str, size: int) -> None:
             art = m.vendor[x]
             m.buyer[x] = Art(x, art.kind, art.batches, art.split, art.data, art.variant,
                              art.sealed, digest=art.digest, index=size)
+        elif m.buyer[x].own and m.buyer[x].second is None:  # R34: a second record
+            m.buyer[x].second = size
 
 
 def digest_of(r: Any) -> str:
@@ -1748,6 +1868,31 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                 index=size + 1, score=score_of(b, c.digest))
             m.applied = vsize
             m.learn(size)
+        return ok(r)
+    if s.op == "bsame":  # R34: the buyer records the vendor's bytes itself, first
+        x = m.vendor[a[0]]
+        if x.kind == "batch":
+            if not run.grid_env:  # (the vendor's environment, as it registered it)
+                told = len(b.problems)
+                b.cli("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
+                      "producer")
+                del b.problems[told:]  # (held already, imported: refused, or not)
+                run.grid_env = True
+            r = b.cli("record", run.root / f"{a[0]}.parquet", "--env", "grid@1", "--policy",
+                      "scripted", "--name", a[0], "--licence", "CC-BY-4.0", "--key", "producer")
+        else:
+            r = b.cli("dataset", "create", a[0], "--version", "1", "--split", "train",
+                      *[y for mb in x.batches for y in ("--batch", m.buyer[mb].digest)],
+                      "--key", "producer")
+        if r.exit_code == 0:
+            if digest_of(r) != x.digest:
+                run.problems.append(f"{s}: other bytes than the vendor's {a[0]}")
+            m.buyer[a[0]] = Art(a[0], x.kind, x.batches, x.split, x.data, x.variant,
+                                digest=x.digest, index=size, own=True)
+        return ok(r)
+    if s.op == "vrotate":  # the vendor's log key handed over to a new one
+        r = v.cli("log", "rotate-key")
+        m.rotated = m.rotated or r.exit_code == 0
         return ok(r)
     if s.op == "bvtrust":  # R31: a successor naming the vendor's trainer key
         return ok(succeed(run, run.marking, m.rules, m.pinned, vtrainer=True))
@@ -2120,6 +2265,9 @@ def judge_history(run: Run) -> list[str]:
                    if o[0] != want)
 
     for a in list(m.buyer.values()):
+        if a.second is not None:  # R34: by name, the buyer's own record (the first)
+            compare(a.label, {"verify NAME": cli_verdict(
+                b, "verify", a.label + "@1" * (a.kind == "dataset"))}, m.record_ok(a.label, True))
         if a.kind == "batch":
             compare(a.label, {"verify BATCH": cli_verdict(b, "verify", a.digest),
                               "impact BATCH (its node)": impact_verdict(b, a.digest, a.digest)},

@@ -15,6 +15,8 @@ Another key's revocation is still recorded (it may count where the first does no
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from test_histories_agree import Step
@@ -37,9 +39,33 @@ def test_a_second_revocation_by_the_same_key_records_nothing(tmp_path: Path) -> 
         assert r.exit_code == 0, r.output  # nothing revoked there since
     r = v.cli("revoke", digest, "--reason", "agree26", "--key", "vapprover")
     assert r.exit_code == 0, r.output  # another key: recorded
-    assert watch(v, b, "--fail-on-revocation").exit_code == 1
+    r = watch(v, b, "--fail-on-revocation")
+    assert r.exit_code == 1, r.output
+    # hist39 (hist38's Left): the line says it was revoked here already, and by whom (on
+    # e3002ae0 "revoked by ORIGIN", as if new)
+    assert re.search(r"WARNING: revoked already here by [0-9a-f]{12} \(log index \d+\); now also "
+                     r"by vendor\.example/log\S*: rollout-batch v2 ", r.stderr), r.stderr
     replay(run, [Step("vrevoke", ("v2",)), Step("brevoke", ("v2",)), Step("brevoke", ("v2",))])
     assert all(x.endswith("-> ok") for x in run.ran[-3:]), run.ran
     replay(run, [Step("vcompromise", (None,)), Step("vrevoke", ("v2",))])  # (history 113)
     assert run.ran[-1].startswith("vrevoke(v2) -> refused"), run.ran  # a key declared stolen
     assert judge_history(run) == []
+
+
+def test_a_revocation_found_again_answers_with_its_own_reason(tmp_path: Path) -> None:
+    """hist39 (hist38's Left): ``revoke`` again by the same key, with another ``--reason``,
+    answers with the first record, so its ``--json`` ``reason`` is the first record's (on
+    e3002ae0 the reason typed this time, which no record holds), and the line says both."""
+    run = run_history(tmp_path / "h", [Step("vrecord", ("v2", 0, "orig", False)),
+                                       Step("vrevoke", ("v2",))])
+    v, digest = run.vendor, run.model.vendor["v2"].digest
+    r = v.cli("revoke", digest, "--reason", "agree26", "--key", "vendor", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["reason"] == "agree26", r.output
+    assert "not recorded" not in r.stderr, r.output  # the same reason: nothing to say
+    size = v.size()
+    r = v.cli("revoke", digest, "--reason", "typed again", "--key", "vendor", "--json")
+    assert r.exit_code == 0 and v.size() == size, r.output
+    got = json.loads(r.stdout)
+    assert got["reason"] == "agree26" and got["new"] is False, got
+    assert ("revoked already by vendor (log index 3, reason 'agree26': the reason given now, "
+            "'typed again', is not recorded); nothing new was signed") in r.stderr, r.output

@@ -164,7 +164,10 @@ class Changes:
             out.append(("ok", "new: " + ", ".join(f"{len(v)} {k}(s)" for k, v in
                                                   sorted(self.new.items()))))
         for r in self.revoked:
-            out.append(("warning", f"revoked by {self.origin}: {r['label']}: {r['reason']} "
+            was = r.get("already")
+            out.append(("warning", (f"revoked already here by {was['signer'][:12]} (log index "
+                                    f"{was['logIndex']}); now also " if was else "revoked ")
+                        + f"by {self.origin}: {r['label']}: {r['reason']} "
                         f"(signed by {r['signer'][:12]}, its log index {r['logIndex']})"))
         for r in self.erased:
             out.append(("warning", f"erased by {self.origin}: {r['label']}: {r['reason']} "
@@ -659,8 +662,13 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                         facts["kept"] = sorted(set(kept.values()))
                         facts["keptBlobs"] = len(kept)
                         changes.erased.append(facts)
-                    else:
-                        changes.revoked.append(facts)
+                    else:  # one revoked here already (hist38's Left): said so, by whom
+                        first = next((was for j in ledger.trust_state().about(e.subject)
+                                      if j < here[i] and j not in here.values()
+                                      and isinstance(was := verifier.record(j), Record)
+                                      and was.entry.kind == "revocation"), None)
+                        changes.revoked.append(facts | ({} if first is None else {"already": {
+                            "signer": ",".join(sorted(first.signers)), "logIndex": first.index}}))
                     stopped[e.subject] = name
                 elif rec.damaged:
                     changes.unreadable.append(facts)

@@ -127,6 +127,7 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
                                "approval in force, name a keyless one with --by-identity "
                                "SUBJECT, or revoke the approval's digest with --key")
     signer = _signer(key, sigstore)
+    reason_json: str | None = reason  # (a revocation found again: its first record's, hist39)
     if approval:
         index, rec = ctx.ledger().withdraw(ref, key=signer, reason=reason, by=by,
                                            by_identity=by_identity)
@@ -142,11 +143,25 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
     else:
         assert key is not None
         rec = ctx.ledger().revoke(ref, key=key, reason=reason)
-        given, reason = reason, reason if rec.new else _logged_reason(ctx, rec.envelope_digest)
+        first = reason if rec.new else _first_reason(ctx, rec.envelope_digest)
         ok(f"{ref} revoked (log index {rec.index})" if rec.new else f"{ref}: revoked already "
-           f"by {key} (log index {rec.index}: {reason!r}); nothing new was signed"
-           + ("" if given == reason else f", --reason {given!r} is not recorded"))
-    emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
+           f"by {key} (log index {rec.index}" + ("" if first == reason else (
+               f", reason {first!r}: the reason given now, {reason!r}, is not recorded"
+               if first is not None else "; its reason cannot be read"))
+           + "); nothing new was signed")
+        reason_json = first
+    emit_result(as_json, rec.envelope_digest,
+                _status_json("revocation", rec) | {"reason": reason_json})
+
+
+def _first_reason(ctx: Context, envelope: str) -> str | None:
+    """The reason of the revocation ``envelope`` (a first record, found again: hist39), as
+    signed; None when its statement cannot be read."""
+    from trajledger.ledger.home import envelope_statement
+
+    statement = envelope_statement(ctx.ledger(), envelope)
+    reason = statement.predicate.get("reason") if statement is not None else None
+    return reason if isinstance(reason, str) else None
 
 
 @click.command()
@@ -180,15 +195,6 @@ def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
     emit_result(as_json, rec.envelope_digest,
                 _status_json("erasure", rec) | {"reason": reason, "deleted": deleted,
                                                 "kept": {b: kept[b] for b in sorted(kept)}})
-
-
-def _logged_reason(ctx: Context, envelope: str) -> str:
-    """The reason a revocation in the store gives (what ``--json`` and the line report of a
-    record found, not the words given now: rev36), or ``?`` when it cannot be read."""
-    from trajledger.ledger.home import envelope_statement
-
-    statement = envelope_statement(ctx.ledger(), envelope)
-    return str(statement.predicate.get("reason", "?")) if statement is not None else "?"
 
 
 def _status_json(kind: str, rec: Any) -> dict[str, Any]:

@@ -91,11 +91,12 @@ def verify_ref(
 
 
 def chosen(verifier: LineageVerifier, item: CatalogItem) -> LineageVerifier:
-    """``verifier``, judging a checkpoint named by name by the record of that name where other
-    checkpoint records claim the same bytes; by digest every record is judged
-    (`verify.claims`: a gate, an evaluation or a release, which record the digest, so)."""
+    """``verifier``, judging an artifact named by name by the record of that name where other
+    records of its kind claim the same bytes (a checkpoint, a dataset, a batch); by digest every
+    record is judged (`verify.claims`: a gate, an evaluation or a release, which record the
+    digest, so)."""
     named = item.named_at
-    if named is not None and (e := verifier.entry(named)) is not None and e.kind == "checkpoint":
+    if named is not None and (e := verifier.entry(named)) is not None and e.kind == item.kind:
         verifier.chosen[item.digest] = named
     return verifier
 

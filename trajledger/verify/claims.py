@@ -1,15 +1,18 @@
-"""Bytes that several checkpoint records claim: every record's lineage is judged.
+"""Bytes that several records of one kind claim: every record's lineage is judged.
 
-Scope: `judge_claims`, for a checkpoint whose digest more than one checkpoint record of the
-log names (a buyer's own training and a vendor's, imported, that made the same bytes; or a
+Scope: `judge_claims`, for an artifact whose digest more than one record of its kind names (a
+buyer's own training and a vendor's, imported, that made the same bytes; a dataset or a batch
+the buyer recorded itself before the vendor's record of the same bytes was imported; or a
 trainer's second record of bytes it holds). The rules (docs/SECURITY.md, "twenty-third round
-(hist38)" finding 1):
+(hist38)" finding 1, "twenty-fourth round (hist39)" finding 1):
 
 - **By digest** (a reference by digest, what another record names: a child's parent, an
-  evaluation's or a release's checkpoint, a bundle's subject): every record is judged, each
-  with its own lineage (its datasets used as of its own log index and time, its parent), and
-  the checkpoint fails if any fails, each record named. A trainer cannot hide a revoked
-  lineage of some bytes behind a second, clean record of the same bytes.
+  evaluation's or a release's checkpoint, a dataset's batch, a gate's dataset, a bundle's
+  subject): every record is judged, each with its own lineage (a checkpoint's datasets used as
+  of its own log index and time, its parent), and the artifact fails if any fails, each record
+  named; a producer's revocation or erasure of any record counts
+  (`verify.retractions.with_authority`). A trainer cannot hide a revoked lineage of some bytes
+  behind a second, clean record of the same bytes, nor a producer a revoked batch or dataset.
 - **By name** (``verify NAME@VERSION``, ``lineage``, ``impact``): the record of that name is
   judged (`LineageVerifier.chosen`); the others are named, not judged.
 - **A record signed only by a key the policy does not hold for it** (`ignored`: a stranger's,
@@ -20,8 +23,8 @@ trainer's second record of bytes it holds). The rules (docs/SECURITY.md, "twenty
 - **At most `MAX_CLAIMS` records are judged**: bytes more records claim fail by digest, and
   by name the others are counted, not listed (a hostile bundle could carry many).
 
-Loaded only when a checkpoint's digest has more than one checkpoint record
-(the walk of ``verify.lineage``, as it follows a checkpoint).
+Loaded only when an artifact's digest has more than one record of its kind (the walk of
+``verify.lineage``, as it follows the artifact).
 Non-scope: which record a name resolves to (``ledger.catalog``).
 Spec: schemas/SPEC.md, section "Lineage verification".
 """
@@ -71,19 +74,24 @@ class Walk(Protocol):
 
 def judged(v: Walk, node: Node) -> list[int | None]:
     """The log indices of the records of ``node`` a walk judges: its identity record's, and
-    every other checkpoint record of its bytes unless a reference by name chose one."""
-    found: list[int | None] = [*v.records(node.id, node.kind)] if node.kind == "checkpoint" else []
+    every other record of its kind and bytes unless a reference by name chose one (a
+    checkpoint's, hist38; a dataset's or a batch's too, hist39: `impact` judged only the
+    first, so a batch whose other record no longer verified was ``ok`` there)."""
+    found: list[int | None] = [*v.records(node.id, node.kind)]
     return found if len(found) > 1 and node.id not in v.chosen else [node.index]
 
 
 def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
                  ) -> None:
-    """Judge every checkpoint record of ``node``'s digest after its identity record's (whose
+    """Judge every record of ``node``'s kind and digest after its identity record's (whose
     lineage the walk followed): each other record's dependencies are verified, linked by
     ``edges`` and added to ``deps`` (what `LineageVerifier.dependencies` answers: an impact's
-    walk, a suite's overlap), its datasets' use checked as of that record
-    (`LineageVerifier.dataset_use`). With a record chosen by name, the others are only named."""
-    found = v.records(node.id, "checkpoint")
+    walk, a suite's overlap), a checkpoint's datasets' use checked as of that record
+    (`LineageVerifier.dataset_use`). With a record chosen by name, the others are only named.
+    A dataset's or a batch's revocation by the producer of any of its records counts by
+    digest (`verify.retractions.with_authority`)."""
+    kind = node.kind
+    found = v.records(node.id, kind)
     chosen = v.chosen.get(node.id)
     if len(found) > MAX_CLAIMS:
         what = f"{len(found)} checkpoint records claim these bytes"
@@ -99,7 +107,7 @@ def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
         if i == node.index:
             continue
         r = v.record(i)
-        label = f"checkpoint record {i}"
+        label = f"{kind} record {i}"
         if chosen is not None:
             node.add(label, INFO, "records these bytes too; not judged: the reference names the "
                      f"record at log index {chosen} (its digest judges every record)")
@@ -110,11 +118,12 @@ def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
             node.fail(label, "another record of these bytes does not verify: " + r.message
                       + (f"; {REPAIR_HINT}" if r.damaged else ""), r.cause)
         else:
-            name, version = name_version("checkpoint", r.statement)
-            claimed = [d for d in KINDS["checkpoint"].dependencies(r.predicate)
+            name, version = name_version(kind, r.statement)
+            ref = f"{name}@{version}" if version else name
+            claimed = [d for d in KINDS[kind].dependencies(r.predicate)
                        if not (d.optional and not v.records(d.digest, d.kind))]
-            if not any(d.role == "dataset" for d in claimed):
-                node.fail(label, f"{name}@{version}: provenance names no dataset")
+            if kind == "checkpoint" and not any(d.role == "dataset" for d in claimed):
+                node.fail(label, f"{ref}: provenance names no dataset")
             for d in claimed:
                 if d.digest == node.id:  # (as `LineageVerifier._follow` fails its own record)
                     node.fail(label, f"{name}@{version} is built on these bytes themselves: "
@@ -124,7 +133,7 @@ def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
                 if (edge := Edge(node.id, d.digest, d.role)) not in edges:
                     edges.append(edge)
                     deps.append(d)
-                if d.role == "dataset":
+                if kind == "checkpoint" and d.role == "dataset":
                     v.dataset_use(node, d.digest, r)
-            node.add(label, OK, f"{name}@{version} records these bytes too: its lineage is "
+            node.add(label, OK, f"{ref} records these bytes too: its lineage is "
                      "judged with this one's")

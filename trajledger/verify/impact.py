@@ -75,7 +75,7 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
             # not verify (its envelope deleted or replaced) cannot say; the index, derived
             # from it when it could be read, does: it is shown, failing (fail closed), never
             # dropped, or an insider could hide a user of revoked data from the answer.
-            # A checkpoint several records claim: each of them is a referrer (`verify.claims`).
+            # An artifact several records claim: each of them is a referrer (`verify.claims`).
             src_node = _claimed(verifier, verifier.artifact(src, e.kind, follow=False))
             named = any(dep.digest == d and dep.role == role
                         for dep in verifier.dependencies(src))
@@ -92,7 +92,7 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
 
 
 def _claimed(verifier: LineageVerifier, node: Node) -> Node:
-    """``node``; a checkpoint several records claim followed first, so that every record's
+    """``node``; an artifact several records claim followed first, so that every record's
     lineage is judged and its dependencies known (`verify.claims`: each record a referrer)."""
     if len(judged(verifier, node)) > 1:
         verifier.artifact(node.id, node.kind)

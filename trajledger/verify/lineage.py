@@ -390,7 +390,7 @@ class LineageVerifier:
             from .releases import judge_use  # loaded only for an evaluation or a release
 
             judge_use(self, node, rec)
-        if node.kind == "checkpoint" and len(self.records(node.id, node.kind)) > 1:
+        if len(self.records(node.id, node.kind)) > 1:
             from .claims import judge_claims  # loaded only for bytes two records claim
 
             judge_claims(self, node, self._edges[node.id], self._deps.setdefault(node.id, []))

@@ -189,16 +189,21 @@ def key_chain(trusted: str, notes: Sequence[bytes]) -> list[Handover]:
         VerificationError: two successors of one key, a cycle, or a shrinking tree.
     """
     # (1)
-    return _chain(trusted, [parse_handover(n, f"key handover {i + 1}")
-                            for i, n in enumerate(notes)])
+    return _chain(trusted, _by_old([parse_handover(n, f"key handover {i + 1}")
+                                    for i, n in enumerate(notes)]))
 
 
-def _chain(trusted: str, parsed: Sequence[Handover]) -> list[Handover]:
-    """`key_chain`'s steps 2 and 3, over handovers parsed and verified already."""
+def _by_old(parsed: Sequence[Handover]) -> dict[str, list[Handover]]:
+    """Parsed handovers by their old key, each once."""
     by_old: dict[str, list[Handover]] = {}
     for h in parsed:
         if h not in by_old.get(h.old, []):
             by_old.setdefault(h.old, []).append(h)
+    return by_old
+
+
+def _chain(trusted: str, by_old: dict[str, list[Handover]]) -> list[Handover]:
+    """`key_chain` steps 2 and 3, from handovers parsed and verified already (`_by_old`)."""
     # (2)
     chain: list[Handover] = []
     seen = {trusted}
@@ -229,19 +234,22 @@ def predecessors(trusted: Sequence[str], notes: Sequence[bytes]) -> list[str]:
     """The keys from which the handovers ``notes`` lead to a key of ``trusted``: the same log
     before its key rotated (a checkpoint seen under one is of this log too, also for a policy
     that names only the new key: docs/SECURITY.md, redo15 finding 2). A handover that does not
-    parse or verify leads nowhere (the log's own check names it)."""
-    try:  # each note parsed and its signatures checked once, not once per key (rev36)
-        parsed = [parse_handover(note) for note in notes]
+    parse or verify leads nowhere (the log's own check names it), and so does every other:
+    `key_chain` fails whole on it. Each note is parsed and verified once (rev35's Left: it
+    was once per note, quadratic in the signature checks); the chains are walked in the
+    parsed handovers."""
+    try:
+        parsed = [parse_handover(n) for n in notes]
     except ProvenanceError:
-        return []  # (a chain through one that does not verify could miss its link)
-    out = []
-    for old in [h.old for h in parsed]:
-        try:
-            if old not in trusted and {h.new for h in _chain(old, parsed)} & set(trusted):
-                out.append(old)
-        except ProvenanceError:
-            continue
-    return out
+        return []
+    by_old, leads = _by_old(parsed), dict[str, bool]()
+    for h in parsed:  # (each old key's chain walked once: dictionary look-ups)
+        if h.old not in leads:
+            try:
+                leads[h.old] = bool({x.new for x in _chain(h.old, by_old)} & set(trusted))
+            except ProvenanceError:
+                leads[h.old] = False
+    return [h.old for h in parsed if h.old not in trusted and leads[h.old]]
 
 
 def follow_handovers(

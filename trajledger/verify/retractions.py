@@ -38,6 +38,7 @@ class Walk(Protocol):
     which stands above this module and loads it for a revocation or an erasure."""
 
     policy: TrustPolicy
+    chosen: dict[str, int]
 
     @property
     def index(self) -> LogIndex: ...
@@ -63,6 +64,13 @@ def with_authority(walk: Walk, rec: Record) -> Record | RecordFailure:
     kind = walk.primary_kind(subject)
     made = walk.identity_record(subject, kind) if kind is not None else None
     problem = authority(rec, walk.policy, kind, made)
+    if problem is not None and kind is not None and subject not in walk.chosen:
+        # By digest every record is judged (`verify.claims`): a producer of any record of
+        # these bytes may revoke or erase them; by name, the record of that name only.
+        others = (walk.record(i) for i in walk.records(subject, kind)[1:])
+        if any(isinstance(r, Record) and authority(rec, walk.policy, kind, r) is None
+               for r in others):
+            return rec
     if problem is not None and kind is None:  # no artifact: an approval's record?
         found = [i for i in walk.index.of_kind("approval")
                  if (e := walk.entry(i)) is not None and e.envelope == subject]
