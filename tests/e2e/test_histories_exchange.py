@@ -1344,6 +1344,8 @@ class Model:
     # The buyer's view.
     def batch_ok(self, label: str, named: bool = False) -> bool:  # R2, R10, R13, R20, R34
         a, theirs = self.buyer[label], self.vendors_here(label, named)
+        if a.own and a.second is not None and not self.trusted(a.second):
+            theirs = False  # rev36: a record the policy does not believe is ignored
         erased = label in self.own_erased | (self.known_erased if theirs else set())
         return label not in (self.known_revoked if theirs else self.stolen_here) | \
             self.own_revoked and (not theirs or self.trusted(

@@ -40,7 +40,7 @@ from .nodes import INFO, OK, Edge, Node
 __all__ = ["MAX_CLAIMS", "Walk", "believed", "ignored", "judge_claims", "judged"]
 
 MAX_CLAIMS = 64
-"""The checkpoint records of one digest a walk judges one by one (each one's lineage); bytes
+"""The records of one kind and digest a walk judges one by one (each one's lineage); bytes
 that more records claim fail by digest (rev36: a bundle may carry any number of them)."""
 
 
@@ -94,13 +94,13 @@ def judge_claims(v: Walk, node: Node, edges: list[Edge], deps: list[Dependency]
     found = v.records(node.id, kind)
     chosen = v.chosen.get(node.id)
     if len(found) > MAX_CLAIMS:
-        what = f"{len(found)} checkpoint records claim these bytes"
+        what = f"{len(found)} {kind} records claim these bytes"
         if chosen is None:
-            node.fail("checkpoint records", f"{what}, more than the {MAX_CLAIMS} a verifier "
+            node.fail(f"{kind} records", f"{what}, more than the {MAX_CLAIMS} a verifier "
                       "judges one by one: their lineages are not judged, so the bytes fail by "
                       "digest; name a record (NAME@VERSION) to judge it alone")
         else:
-            node.add("checkpoint records", INFO, f"{what}; not judged: the reference names "
+            node.add(f"{kind} records", INFO, f"{what}; not judged: the reference names "
                      f"the record at log index {chosen}")
         return
     for i in found:
