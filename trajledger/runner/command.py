@@ -93,6 +93,8 @@ def _dies_with_us() -> Callable[[], None] | None:
             os.kill(os.getpid(), sigterm)
 
     return in_child
+
+
 _CHUNK: Final = 1 << 16
 
 

@@ -253,11 +253,11 @@ class LineageVerifier:
 
     def identity_record(self, digest: str, kind: str) -> Record | RecordFailure | None:
         """The identity record of an artifact: its first record of ``kind`` (None: none), or
-        the one `chosen`; of a checkpoint's, the first not signed only by a key the policy does
-        not hold (`verify.claims.believed`: rev36), when the first is."""
+        the one `chosen`; when the first is signed only by a key the policy does not hold, the
+        first that is not (`verify.claims.believed`: rev36; of any kind, as claims judges)."""
         found = [self.chosen[digest]] if digest in self.chosen else self.records(digest, kind)
         first = self.record(found[0]) if found else None
-        if len(found) > 1 and isinstance(first, RecordFailure) and kind == "checkpoint":
+        if len(found) > 1 and isinstance(first, RecordFailure):
             from .claims import believed, ignored  # loaded only for bytes two records claim
 
             return (believed(self, found) if ignored(first) else None) or first

@@ -110,3 +110,23 @@ def test_another_record_built_on_its_own_bytes_fails_them(monkeypatch: pytest.Mo
     judge_claims(walk, node, edges, [])
     assert [c.status for c in node.checks if c.status != OK] == [FAIL], node.checks
     assert all(e.dst != DIGEST for e in edges), edges
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "dataset", "rollout-batch"])
+def test_the_identity_record_is_the_first_one_the_policy_believes_of_any_kind(
+        kind: str) -> None:
+    """The lead's third reading (twenty-fourth round): rev36's `claims.believed` chose the
+    identity record past a first record signed only by a key the policy does not hold for a
+    checkpoint only, while `judge_claims` ignores such a record of any kind: a dataset or a
+    batch whose first record a stranger's (or a compromised) key signed failed by it. A damaged
+    first record still stands (fail closed), and so does a first one when none is believed."""
+    from trajledger.verify.lineage import LineageVerifier
+
+    stranger = RecordFailure(0, "no signature by a trusted key", False, cause="key:ab:")
+    damaged = RecordFailure(0, "envelope missing", True)
+    mine = Record.__new__(Record)
+    for records, want in [({0: stranger, 1: mine}, mine), ({0: damaged, 1: mine}, damaged),
+                          ({0: stranger, 1: stranger}, stranger)]:
+        walk = SimpleNamespace(chosen={}, records=lambda d, k, r=records: list(r),
+                               record=lambda i, r=records: r[i])
+        assert LineageVerifier.identity_record(walk, DIGEST, kind) is want  # type: ignore[arg-type]
