@@ -388,6 +388,8 @@ class _Reader:
                     if path.parent == self.workdir:
                         path.unlink(missing_ok=True)
                 keep(self.cache, digest, got)
+                if not self.ledger.store.exists(digest):  # erased meanwhile (rev37): as
+                    cache_file(self.cache, digest).unlink(missing_ok=True)  # `record_windows`
             return got.normalised or [], got.step_windows(held)
         except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
             if read_failure(e):  # the check did not run: operational (lead26)

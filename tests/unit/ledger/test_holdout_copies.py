@@ -1330,3 +1330,32 @@ def test_a_batch_without_windows_kept_at_record_time_is_checked_as_before(
     record_batch(ledger, numeric_rows("held-grid", GRID, ACT), env="grid@1", policy="p",
                  signer=vendor, name="held-grid")
     assert held.read_bytes() == before
+
+
+def test_no_windows_are_kept_for_a_step_file_erased_while_dataset_create_computed_them(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev37 (win39's Left 5): ``dataset create`` computes a batch's windows from a verified
+    copy and keeps them outside the log's lock; an erasure of the batch in that moment (the
+    blob deleted, then its derived files: `status.delete_erased`) left the windows of an
+    erased step file in the derived cache. `contamination._Reader` checks the blob after the
+    write, as `record_windows.kept` does."""
+    from trajledger.ledger import contamination, record_windows
+
+    with monkeypatch.context() as m:
+        m.setattr(record_windows, "RECORD_STEPS", 50)  # none kept at record time
+        batch = record_batch(ledger, numeric_rows("racing", OBS[5:], ACT[5:]), env="grid@1",
+                             policy="p", signer=ledger.keys.signer("vendor"),
+                             name="racing").recorded.digest
+    where = windows_of(ledger, batch)
+    assert not where.exists()
+    real = contamination.keep
+
+    def erased_first(cache: Path, steps: str, got: Any) -> None:
+        ledger.store.delete(steps)  # the erasure, between the computation and the write
+        real(cache, steps, got)
+
+    with monkeypatch.context() as m:
+        m.setattr(contamination, "keep", erased_first)
+        check_dataset(ledger, "train", [batch])
+    assert not where.exists()
