@@ -64,6 +64,9 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
     down: list[Edge] = []
     seen = {digest}
     todo = [digest]
+    # Per referrer, once (rev37): its records judged and the edges they name. Asked per
+    # record, N records of one digest cost N x N steps (`LineageVerifier.records` lists them).
+    claims: dict[tuple[str, str], tuple[Node, set[int | None], set[tuple[str, str]]]] = {}
     while todo:
         d = todo.pop()
         for i, role in verifier.index.referrers(d):
@@ -76,11 +79,13 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
             # from it when it could be read, does: it is shown, failing (fail closed), never
             # dropped, or an insider could hide a user of revoked data from the answer.
             # An artifact several records claim: each of them is a referrer (`verify.claims`).
-            src_node = _claimed(verifier, verifier.artifact(src, e.kind, follow=False))
-            named = any(dep.digest == d and dep.role == role
-                        for dep in verifier.dependencies(src))
-            if i not in judged(verifier, src_node) or (
-                    isinstance(verifier.record(i), Record) and not named):
+            if (src, e.kind) not in claims:
+                node = _claimed(verifier, verifier.artifact(src, e.kind, follow=False))
+                claims[src, e.kind] = (node, set(judged(verifier, node)), {
+                    (dep.digest, dep.role) for dep in verifier.dependencies(src)})
+            src_node, mine, names = claims[src, e.kind]
+            if i not in mine or (
+                    isinstance(verifier.record(i), Record) and (d, role) not in names):
                 continue
             down.append(Edge(src, d, role))
             if src not in seen:
