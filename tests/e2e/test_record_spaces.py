@@ -121,3 +121,34 @@ def test_an_environment_without_spaces_checks_nothing(
     path = cartpole_steps(tmp_path / "three.parquet", [[0.0, 1.0, 2.0]] * 6)
     r = run(runner, home, "record", path, "--env", "free@1", "--policy", "p0", *KEY)
     assert r.exit_code == 0, r.output
+
+
+def test_a_final_observation_outside_the_space_is_refused(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """rev37 (spaces39's Left): each episode's ``final_obs`` (an episode attribute file,
+    ``record --episodes``) was signed unchecked against the observation space: 9.0 beyond
+    CartPole's 4.8 bound, or 2 values where it declares 4, exit 0. A final observation that
+    fits, and an episode without one, record as before."""
+    steps = cartpole_steps(tmp_path / "cartpole.parquet")
+
+    def episodes(b: list[float] | None) -> Path:
+        path = tmp_path / "episodes.parquet"
+        pq.write_table(pa.table({"episode_id": ["a", "b"], "final_obs": pa.array(
+            [[0.0, 0.1, 0.0, 0.2], b], pa.list_(pa.float32()))}), path)
+        return path
+
+    refused(runner, home, [steps, "--env", "cart@1", "--episodes", episodes(
+        [9.0, 0.0, 0.0, 0.0])], f'episode "b", final_obs: environment cart@1 declares {BOX4}, '
+        "its final observation holds values outside it, [9., 0., 0., 0.]; nothing was "
+        "recorded: record these rollouts under the environment they were played in (--env), "
+        "or register one whose spaces they fit")
+    refused(runner, home, [steps, "--env", "cart@1", "--episodes", episodes([0.0, 0.0])],
+            f'episode "b", final_obs: environment cart@1 declares {BOX4}, 4 value(s), its '
+            "final observation holds 2 value(s); nothing was recorded: record these rollouts "
+            "under the environment they were played in (--env), or register one whose spaces "
+            "they fit")
+    for fits in ([0.0, 0.0, 0.0, 0.0], None):
+        r = run(runner, home, "record", steps, "--env", "cart@1", "--episodes", episodes(fits),
+                "--policy", "p0", "--name", f"fits{fits is None}", *KEY)
+        assert r.exit_code == 0, r.output

@@ -439,6 +439,8 @@ def record_batch(
             on_steps=declared.before(recorder.add) if declared else recorder.add,
             on_features=recorder.given,
         )
+        if declared:  # each episode's final observation too (rev37)
+            declared.finals(episodes_path)
         features = recorder.finish(stats.steps_file.digest, steps_path)
         summary = stats.summary()
         found = dict(stats.meta)

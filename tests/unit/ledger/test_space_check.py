@@ -13,6 +13,8 @@ import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trajledger.ledger.rollouts.schema import SHAPE_KEY
 from trajledger.ledger.rollouts.space_check import SpaceCheck, SpaceMismatchError, exact_cast
@@ -205,3 +207,66 @@ def test_a_dict_of_other_members_and_a_box_given_a_struct_are_refused() -> None:
 def test_an_environment_without_spaces_checks_nothing() -> None:
     assert not SpaceCheck("env@1", {})
     assert not SpaceCheck("env@1", {"observationSpace": None})
+
+
+# -- rev37: nested and edge spaces, drawn (hypothesis) ------------------------------------------
+
+LEAVES = [
+    S.Box(-np.inf, np.inf, (2,), np.float32),
+    S.Box(np.array([-np.inf, 0.0], np.float32), np.array([0.0, np.inf], np.float32)),
+    S.Box(np.iinfo(np.int64).min, np.iinfo(np.int64).max, (2,), np.int64),
+    S.Box(-(2**62), 2**62 + 1, (1,), np.int64),
+    S.Box(-65504, 65504, (2,), np.float16),
+    S.Box(0.0, 1.0, (), np.float64),
+    S.Box(0, 255, (1, 2, 1), np.uint8),
+    S.Discrete(2**40, start=-(2**39)),
+    S.MultiDiscrete([[2, 3], [4, 5]], start=[[-1, 0], [7, -3]]),
+    S.MultiBinary([2, 2]),
+    S.Text(3, min_length=0, charset="]^-\\a\u00e9\U0001f600"),
+    S.Text(5, min_length=2, charset="x\n"),
+]
+
+
+def spaces(depth: int = 2) -> st.SearchStrategy[gym.Space[Any]]:
+    leaf = st.sampled_from(LEAVES)
+    if not depth:
+        return leaf
+    inner = spaces(depth - 1)
+    return st.one_of(
+        leaf,
+        st.lists(inner, min_size=1, max_size=3).map(lambda m: S.Tuple(m)),
+        st.lists(inner, min_size=1, max_size=3).map(
+            lambda m: S.Dict({f"k{i}": s for i, s in enumerate(m)})),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(space=spaces(), seed=st.integers(0, 2**16), broken_rows=st.sets(
+    st.integers(0, 11), max_size=3))
+def test_nested_and_edge_spaces_decide_as_gymnasium_contains(
+    space: gym.Space[Any], seed: int, broken_rows: set[int]
+) -> None:
+    """rev37: Dict in Tuple and Tuple in Dict, Boxes with infinite or int64-edge bounds,
+    float16, an empty shape, a 2-D MultiDiscrete with starts, MultiBinary of shape [2, 2], Text
+    with regular-expression characters, a newline and a character beyond the BMP in its
+    charset: the bulk check refuses at the first row ``contains`` refuses, none otherwise."""
+    space.seed(seed)
+    rng = np.random.default_rng(seed)
+    rows = [space.sample() for _ in range(12)]
+    for i in broken_rows:
+        rows[i] = broken(space, rows[i], rng)
+    rows = [in_space_order(space, stack_rows([r])) for r in rows]
+    got = refused_at(space, table(space, [_one(space, r) for r in rows]))
+    want = next((i for i, r in enumerate(rows) if not space.contains(_one(space, r))), None)
+    assert got == want
+
+
+@pytest.mark.parametrize("kind", ["Sequence", "Graph", "OneOf", "box"])
+def test_a_space_the_check_does_not_know_refuses_every_record(kind: str) -> None:
+    """rev37, decided: an environment's record declaring a space the check does not know (one
+    `spaces.space_to_json` does not write, so another tree's or a hand-made record, imported)
+    refuses every `record` against it, naming it; it never passes unchecked."""
+    with pytest.raises(SpaceMismatchError, match=rf"^environment env@1: its observationSpace "
+                       rf"cannot be read \(space type '{kind}' is unknown\): register the "
+                       "environment again as a new version$"):
+        SpaceCheck("env@1", {"observationSpace": {"type": kind, "space": {"type": "Box"}}})

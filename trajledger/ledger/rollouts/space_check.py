@@ -15,14 +15,17 @@ the shape, integers in range (0 or 1). Text: a string of the allowed length and 
 Dict and Tuple: a struct column of the same members, each checked. The first step that does not
 fit raises `SpaceMismatchError`: its episode and step, the field, what the space wants, what
 the step holds.
+Each episode's ``final_obs`` (the episode file) is checked against the observation space
+too, once the files are written (`SpaceCheck.finals`, rev37).
 Non-scope: an environment registered without spaces (nothing to check against); null values
-(chat and text steps carry none); ``final_obs`` of the episode table.
+(chat and text steps carry none; an episode without a final observation).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -100,6 +103,7 @@ class _Rule:
         self.members: list[tuple[str, _Rule]] = []
         self.low: np.ndarray
         self.high: np.ndarray
+        unknown = ""
         try:
             if self.kind == "Box":
                 self.shape, self.dtype, low, high = box_bounds(space)
@@ -125,10 +129,12 @@ class _Rule:
                 self.members = [(str(k), _Rule(v)) for k, v in space["spaces"]]
             elif self.kind == "Tuple":
                 self.members = [(str(i), _Rule(v)) for i, v in enumerate(space["spaces"])]
-            else:
-                raise SpaceError(f"space type {self.kind!r} is unknown")
+            else:  # (Sequence, Graph, OneOf: `spaces.space_to_json` writes none; refused)
+                unknown = f"space type {self.kind!r} is unknown"
         except (KeyError, TypeError, ValueError) as e:
             raise SpaceError(f"{self.kind} space description is malformed: {e}") from e
+        if unknown:  # refused, not passed unchecked (rev37)
+            raise SpaceError(unknown)
         if self.kind in ("Discrete", "MultiDiscrete"):
             # Integer bounds compared in the space's dtype (exact beyond 2^53).
             self.low = self.low.astype(self.dtype)
@@ -291,12 +297,36 @@ class SpaceCheck:
         if first is not None:
             raise self._refusal(steps, *first)
 
-    def _refusal(self, steps: pa.Table, row: int, e: _Unfit) -> SpaceMismatchError:
-        episode = steps.column("episode_id")[row].as_py()
-        step = steps.column("step")[row].as_py()
+    def finals(self, episodes_path: Path) -> None:
+        """Check each episode's ``final_obs`` in the episode file ``episodes_path`` (the
+        observation after its last step, when given) against the observation space, as the
+        steps' (rev37: it was signed unchecked).
+
+        Raises:
+            SpaceMismatchError: the first episode whose final observation does not fit.
+        """
+        import pyarrow.parquet as pq
+
+        rule = dict(self.rules).get("obs")
+        if rule is None or "final_obs" not in pq.read_schema(episodes_path).names:
+            return
+        episodes = pq.read_table(episodes_path, columns=["episode_id", "final_obs"])
+        field, offset = episodes.schema.field("final_obs"), 0
+        for chunk in episodes.column("final_obs").chunks:
+            try:
+                rule.check(chunk, field, chunk.is_valid().to_numpy(zero_copy_only=False),
+                           "final_obs")
+            except _Unfit as e:
+                raise self._refusal(episodes, offset + e.row, e) from None
+            offset += len(chunk)
+
+    def _refusal(self, table: pa.Table, row: int, e: _Unfit) -> SpaceMismatchError:
+        episode = table.column("episode_id")[row].as_py()
+        where, held = (("", "its final observation") if "step" not in table.column_names else
+                       (f"step {table.column('step')[row].as_py()}, ", "the step"))
         return SpaceMismatchError(
-            f"episode {json.dumps(episode)}, step {step}, {e.field}: environment {self.env_ref} "
-            f"declares {e.want}, the step holds {e.got}; nothing was recorded: record these "
+            f"episode {json.dumps(episode)}, {where}{e.field}: environment {self.env_ref} "
+            f"declares {e.want}, {held} holds {e.got}; nothing was recorded: record these "
             "rollouts under the environment they were played in (--env), or register one whose "
             "spaces they fit"
         )
