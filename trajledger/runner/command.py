@@ -19,7 +19,8 @@ before it runs COMMAND, `_dies_with_us`), so it does not go on writing to an out
 one will read; what it started is its to stop. Elsewhere (macOS) it runs on (docs/cli.md).
 
 When COMMAND's leader exits, whatever it left running in its process group is stopped (SIGTERM,
-then SIGKILL after 5 s), so nothing changes its outputs while they are hashed. The leader is
+then SIGKILL after 5 s), so nothing changes its outputs while they are hashed: on Linux waited
+for even when it holds no output pipe (``/proc``, rev37); elsewhere only while it holds one. The leader is
 waited for without being reaped (``waitid(WNOWAIT)``) until then, so its process group id cannot
 be reused by another process meanwhile. A process that left the group (``setsid``) and keeps
 the output pipes open is an error: the digests could not cover its output.
@@ -200,6 +201,27 @@ def _exited(pid: int) -> bool:
     return info is not None
 
 
+def _left_in(pgid: int, leader: int) -> bool:
+    """Whether a live process other than ``leader`` (exited, not reaped) is in process group
+    ``pgid``: Linux's ``/proc``; elsewhere False (what holds no pipe is not waited for)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in names:
+        if not name.isdigit() or int(name) == leader:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # (ended meanwhile)
+        state, _ppid, group = stat[stat.rfind(b")") + 2:].split()[:3]
+        if int(group) == pgid and state not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def _signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
@@ -309,7 +331,9 @@ def _pump(
     stage = 0  # after the leader's exit: 0 nothing sent, 1 SIGTERM sent, 2 SIGKILL sent
     killed = False
     try:
-        while sel.get_map() or exited_at is None:
+        # Until the pipes close, the leader exits and (Linux) what it left in its group, which
+        # holds the pipes no more (its output elsewhere) and ignores SIGTERM, is killed (rev37).
+        while sel.get_map() or exited_at is None or (stage and _left_in(pgid, pid)):
             if sel.get_map():
                 for key, _ in sel.select(timeout=_POLL):
                     stream: _Stream = key.data
@@ -331,6 +355,8 @@ def _pump(
                 _signal_group(pgid, signal.SIGKILL)
                 stage = 2
             elif stage == 2 and now - exited_at > 2 * STRAGGLER_GRACE:
+                if not sel.get_map():
+                    break  # (killed: one in an uninterruptible wait ends as it returns)
                 raise LedgerError(
                     "the command exited, but a process it started outside its process group "
                     "still holds its standard output or error open, so their digests cannot "

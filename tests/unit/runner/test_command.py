@@ -141,3 +141,32 @@ def test_a_signal_reaches_the_launchers_whole_process_group(
     assert (launcher / "worker1.signal").read_text() == name
     assert (launcher / "launcher.signal").read_text() == name.removeprefix("SIG")
     assert signal.getsignal(signum) is before  # the handlers are put back
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the group is read in /proc")
+def test_what_the_leader_leaves_running_without_its_pipes_is_killed(tmp_path: Path) -> None:
+    """rev37: a process the leader leaves in its group that ignores SIGTERM and writes its
+    output elsewhere (holding no pipe) ran on after `run_command` returned, free to change
+    the outputs being hashed (the leader's SIGTERM, then nothing: the SIGKILL came only while
+    a pipe was open). It is killed once the grace is over."""
+    pidfile = tmp_path / "straggler.pid"
+    straggler = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                 f"open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid())); "
+                 f"os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r}); time.sleep(600)")
+    code = textwrap.dedent(
+        f"""
+        import pathlib, subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", {straggler!r}], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        while not pathlib.Path({str(pidfile)!r}).exists():
+            time.sleep(0.01)
+        """
+    )
+    result = run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
+    assert result.returncode == 0
+    pid = int(pidfile.read_text())
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return  # killed and reaped
+    assert stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X"), stat  # killed, not reaped
