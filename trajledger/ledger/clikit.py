@@ -25,7 +25,7 @@ import click
 from trajledger._signals import Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
-from .config import DEFAULT_HOME
+from .config import DEFAULT_HOME, ledger_path
 from .errors import LedgerError, OptionValueError, PolicyFileError, disk_error, next_step
 
 __all__ = [
@@ -174,7 +174,10 @@ def refuse_outputs_in(home: Path) -> None:
 
     Raises:
         click.UsageError: the option and value, and where to write instead.
+        LedgerError: ``home`` itself is refused first (`config.ledger_path`: a loop of
+            symbolic links, which `Path.resolve` raised as a bug; not UTF-8).
     """
+    ledger_path(home)
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return

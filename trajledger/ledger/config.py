@@ -197,14 +197,24 @@ def _ledgers_below(here: Path) -> list[str]:
 def ledger_path(root: str | os.PathLike[str]) -> Path:
     """``root`` as a `Path`, refused when it (or where it leads) is not valid UTF-8: Arrow and
     the index open files by UTF-8 name, so such a ledger would fail at its first batch with a
-    bug report (``LANG=C`` and a name made by another tool)."""
-    for where in (Path(root).absolute(), Path(root).resolve()):
+    bug report (``LANG=C`` and a name made by another tool). A loop of symbolic links is
+    refused too (rev37: it was a bug report, ``RuntimeError`` from `Path.resolve`)."""
+    def shown(where: Path) -> str:
+        return os.fsencode(where).decode("utf-8", "backslashreplace")
+
+    try:
+        resolved = Path(root).resolve()
+    except (RuntimeError, OSError):  # (ELOOP: RuntimeError before Python 3.13)
+        raise LedgerError(f"{shown(Path(root).absolute())}: the ledger's path goes round a "
+                          "loop of symbolic links: give the directory's own path, or point the "
+                          "link at it") from None
+    for where in (Path(root).absolute(), resolved):
         try:
             os.fsencode(where).decode("utf-8")
         except UnicodeDecodeError as e:
-            shown = os.fsencode(where).decode("utf-8", "backslashreplace")
-            raise LedgerError(f"{shown}: the ledger's path is not valid UTF-8 (byte {e.start}), "
-                              "which Arrow cannot open: rename the directory") from None
+            raise LedgerError(f"{shown(where)}: the ledger's path is not valid UTF-8 (byte "
+                              f"{e.start}), which Arrow cannot open: rename the directory"
+                              ) from None
     return Path(root)
 
 
