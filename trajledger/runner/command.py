@@ -15,15 +15,18 @@ thread; elsewhere the caller's own handling applies.
 
 If this process dies without a chance to pass anything on (SIGKILL, the out-of-memory killer),
 COMMAND's leader gets SIGTERM from the kernel on Linux (``PR_SET_PDEATHSIG``, set in the child
-before it runs COMMAND, `_dies_with_us`), so it does not go on writing to an output directory no
-one will read; what it started is its to stop. Elsewhere (macOS) it runs on (docs/cli.md).
+before it runs COMMAND, `_dies_with_us`), and a watcher started beside it (`_watch`, a small
+process of its own session) stops COMMAND's whole group: SIGTERM, then SIGKILL after 5 s (rev37;
+before, what the leader started ran on unless the leader stopped it), so nothing goes on
+writing to an output directory no one will read, or the next run makes again.
 
 When COMMAND's leader exits, whatever it left running in its process group is stopped (SIGTERM,
 then SIGKILL after 5 s), so nothing changes its outputs while they are hashed: on Linux waited
-for even when it holds no output pipe (``/proc``, rev37); elsewhere only while it holds one. The leader is
-waited for without being reaped (``waitid(WNOWAIT)``) until then, so its process group id cannot
-be reused by another process meanwhile. A process that left the group (``setsid``) and keeps
-the output pipes open is an error: the digests could not cover its output.
+for even when it holds no output pipe (``/proc``, rev37); elsewhere only while it holds one.
+The leader is waited for without being reaped (``waitid(WNOWAIT)``) until then, so its process
+group id cannot be reused by another process meanwhile. A process that left the group
+(``setsid``) and keeps the output pipes open is an error: the digests could not cover its
+output.
 
 Non-scope: what COMMAND is given (``runner.workdir``) and what is recorded (``runner.train``).
 COMMAND runs with the user's rights, unsandboxed (docs/SECURITY.md). POSIX only.
@@ -94,6 +97,49 @@ def _dies_with_us() -> Callable[[], None] | None:
             os.kill(os.getpid(), sigterm)
 
     return in_child
+
+
+_WATCHER: Final = """
+import os, signal, sys, time
+group = int(sys.argv[1])
+if not sys.stdin.buffer.read(1):  # end of file: trajledger ended, none of its code ran
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(group, signum)
+            for _ in range(int(float(sys.argv[2]) * 10)):
+                time.sleep(0.1)
+                os.killpg(group, 0)
+        except OSError:  # the group is gone
+            break
+"""
+"""What `_watch` runs: it waits for one byte from trajledger; on end of file instead (trajledger
+killed: SIGKILL, the out-of-memory killer) it stops COMMAND's whole group, SIGTERM, then SIGKILL
+after the grace."""
+
+
+def _watch(pgid: int) -> Callable[[], None]:
+    """Start a watcher of COMMAND's process group ``pgid`` that outlives this process (its own
+    session: a terminal's Ctrl-C or hang-up does not reach it), and return what tells it that
+    the group was seen to (rev37: ``PR_SET_PDEATHSIG`` reaches the leader only, and a shell or
+    a launcher that does not pass SIGTERM on left its workers running, writing to an output
+    directory the next run makes again). No watcher when none can be started (as before)."""
+    try:
+        watcher = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid), str(STRAGGLER_GRACE)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+    except OSError:
+        return lambda: None
+
+    def dismiss() -> None:
+        assert watcher.stdin is not None
+        with contextlib.suppress(OSError):
+            watcher.stdin.write(b"x")
+            watcher.stdin.close()
+        watcher.wait()
+
+    return dismiss
 
 
 _CHUNK: Final = 1 << 16
@@ -282,6 +328,7 @@ def run_command(
         ) from e
     assert proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
+    dismiss = _watch(pgid)
     interrupted: list[tuple[int, float]] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -305,6 +352,7 @@ def run_command(
         _pump(proc.pid, pgid, streams, interrupted)
     except BaseException:
         _signal_group(pgid, signal.SIGKILL)
+        dismiss()
         proc.wait()
         for stream in streams:
             stream.close()
@@ -313,6 +361,7 @@ def run_command(
         for restored, handler in previous.items():
             signal.signal(restored, handler)  # type: ignore[arg-type]
     # (3)
+    dismiss()  # (before the leader is reaped: its group's id is not reused until then)
     returncode = proc.wait()
     digests = [s.close() for s in streams]
     if interrupted:

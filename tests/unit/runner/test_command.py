@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -170,3 +171,49 @@ def test_what_the_leader_leaves_running_without_its_pipes_is_killed(tmp_path: Pa
     except FileNotFoundError:
         return  # killed and reaped
     assert stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X"), stat  # killed, not reaped
+
+
+def _gone(pid: int) -> bool:
+    """``pid`` ended (gone, or a zombie no one reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_the_whole_group_is_stopped_when_trajledger_is_killed(tmp_path: Path) -> None:
+    """rev37: ``PR_SET_PDEATHSIG`` (spaces39) reaches COMMAND's leader only. A leader that
+    does not pass SIGTERM on (a shell running workers in the background, a launcher that does
+    not) left its workers running once trajledger was SIGKILLed, writing to an output
+    directory the next run makes again. The watcher stops the whole group."""
+    pidfile = tmp_path / "worker.pid"
+    worker = (f"import os, time; open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid())); "
+              f"os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r}); time.sleep(600)")
+    leader = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+              f"{worker!r}]); time.sleep(600)")
+    host = ("import os, sys; from trajledger.runner.command import run_command; "
+            f"run_command([sys.executable, '-c', {leader!r}], env=dict(os.environ))")
+    proc = subprocess.Popen([sys.executable, "-c", host], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    pid = None
+    try:
+        for _ in range(6_000):  # until the worker runs
+            if proc.poll() is not None or pidfile.exists():
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None and pidfile.exists()
+        pid = int(pidfile.read_text())
+        proc.kill()
+        proc.wait()
+        for _ in range(300):  # a generous wait: 30 s
+            if _gone(pid):
+                break
+            time.sleep(0.1)
+        assert _gone(pid), "COMMAND's worker outlived its trajledger"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pid is not None and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
