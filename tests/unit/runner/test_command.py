@@ -17,6 +17,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -197,23 +198,24 @@ def test_the_whole_group_is_stopped_when_trajledger_is_killed(tmp_path: Path) ->
             f"run_command([sys.executable, '-c', {leader!r}], env=dict(os.environ))")
     proc = subprocess.Popen([sys.executable, "-c", host], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    pid = None
     try:
-        for _ in range(6_000):  # until the worker runs
-            if proc.poll() is not None or pidfile.exists():
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None and pidfile.exists()
-        pid = int(pidfile.read_text())
-        proc.kill()
+        assert _within(60, lambda: proc.poll() is not None or pidfile.exists())
+        assert proc.poll() is None, "the host ended before the worker ran"
+        proc.kill()  # trajledger killed outright: none of its code runs
         proc.wait()
-        for _ in range(300):  # a generous wait: 30 s
-            if _gone(pid):
-                break
-            time.sleep(0.1)
-        assert _gone(pid), "COMMAND's worker outlived its trajledger"
+        worker_pid = int(pidfile.read_text())
+        assert _within(30, lambda: _gone(worker_pid)), "COMMAND's worker outlived trajledger"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        if pid is not None and not _gone(pid):
-            os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        if pidfile.exists() and not _gone(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def _within(seconds: float, done: Callable[[], bool]) -> bool:
+    """Whether ``done()`` holds within a generous ``seconds`` (asked every 10 ms)."""
+    end = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
