@@ -39,3 +39,15 @@ def test_a_ledger_path_that_loops_is_refused_in_one_line(
         assert code == 3 and "loop of symbolic links" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "loop"]
     assert sorted(state.rglob("*")) == before
+
+
+def test_an_output_path_that_loops_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:
+    """``export … --out loop`` (the output itself a loop of links): `refuse_outputs_in`
+    resolved it and answered ``BUG: RuntimeError``, exit 4; now a usage error, exit 2, before
+    the ledger is opened."""
+    (tmp_path / "loop").symlink_to("loop")
+    code, out, err = run(runner, "--ledger", str(tmp_path / "led"), "export", "x@1", "--out",
+                         str(tmp_path / "loop"))
+    assert code == 2 and out == "", err
+    assert f"--out {tmp_path / 'loop'}: goes round a loop of symbolic links: write elsewhere" in (
+        " ".join(err.split())), err

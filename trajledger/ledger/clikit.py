@@ -188,7 +188,11 @@ def refuse_outputs_in(home: Path) -> None:
             continue
         if "://" in str(value):
             continue
-        out = Path(value).expanduser().resolve()
+        try:
+            out = Path(value).expanduser().resolve()
+        except (RuntimeError, OSError):  # (ELOOP: RuntimeError before Python 3.13)
+            raise click.UsageError(f"{param.opts[0]} {value}: goes round a loop of symbolic "
+                                   "links: write elsewhere", ctx) from None
         if any(out == d or d in out.parents for d in own):
             raise click.UsageError(
                 f"{param.opts[0]} {value}: inside the ledger's own files ({home}: "
