@@ -1,0 +1,117 @@
+"""The outsiders of the twenty-fifth round (out40): the RL researcher in a notebook (the Python
+API), the trainer and the auditor; and out39's Left: one rule for a path in a command a message
+tells the user to run (one shell word), and for a name that is not UTF-8 (``\\xfd`` in messages
+and in ``--json``).
+
+Its findings, and the probes that held: docs/SECURITY.md, "Review of 2026-12-06, twenty-fifth
+round (out40)".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import testkit
+from click.testing import CliRunner
+
+from trajledger import Ledger
+from trajledger.ledger.errors import shell_word
+from trajledger.runner.cli import main
+
+NOT_UTF8 = os.fsdecode(b"b\xfdx")
+"""A name another tool made under ``LANG=C`` (byte 0xfd is no UTF-8)."""
+
+
+def run(runner: CliRunner, *args: str) -> tuple[int, str, str]:
+    r = runner.invoke(main, list(args), prog_name="trajledger")
+    return r.exit_code, r.stdout, r.stderr
+
+
+def strict(value: object) -> None:
+    """What a strict parser (Go's, Rust's serde_json) requires of every string: valid
+    Unicode, which encodes to UTF-8 without a lone surrogate."""
+    if isinstance(value, str):
+        value.encode("utf-8")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            strict(k)
+            strict(v)
+    elif isinstance(value, list):
+        for v in value:
+            strict(v)
+
+
+@pytest.mark.parametrize("name", ["my ledger/log", "it's", "b\tx", NOT_UTF8 + " y", "plain-x_1.0"])
+def test_a_shell_word_is_read_back_by_the_shell_as_the_path(tmp_path: Path, name: str) -> None:
+    """`shell_word`: what bash reads back is the path's bytes, a space, a quote, a control
+    character or a byte that is not UTF-8 in it (``$'\\xfd'``); a plain path as it is."""
+    word = shell_word(tmp_path / name)
+    printed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True,
+                             check=True).stdout
+    assert printed == os.fsencode(tmp_path / name), word
+    assert "\udcfd" not in word and (word == str(tmp_path / name)) == (name == "plain-x_1.0")
+
+
+def test_a_chmod_hint_under_a_path_with_spaces_is_pasted_as_one_word(
+        runner: CliRunner, tmp_path: Path) -> None:
+    """``fs.refuse_writable``'s ``run 'chmod o-w PATH'`` (and ``keys``', ``fsck``'s, the
+    state's) put the path unquoted: under ``~/My Projects`` the pasted command changed
+    ``~/My`` and ``Projects/...``. The path is one shell word now; run as printed, it fixes
+    the ledger."""
+    home = tmp_path / "my projects" / "led"
+    Ledger.init(home).close()
+    (home / "log").chmod(0o757)
+    code, out, err = run(runner, "--ledger", str(home), "log", "info")
+    assert code == 3 and out == "", err
+    fix = f"chmod o-w {shlex.quote(str(home / 'log'))}"
+    assert f"run '{fix}'" in err, err
+    subprocess.run(["bash", "-c", fix], check=True)
+    code, _, err = run(runner, "--ledger", str(home), "log", "info")
+    assert code == 0, err
+
+
+def test_a_hint_naming_a_file_that_is_not_utf8_shows_and_pastes_its_byte(tmp_path: Path) -> None:
+    """A passphrase file another tool made (``pass\\xfe``), readable by others: the message
+    (through the real command's stderr) showed ``pass\\udcfe`` and ``run 'chmod 600
+    .../pass\\udcfe'``, which names no file. Now the byte is ``\\xfe`` in the text and
+    ``$'...\\xfe'`` in the command, which, pasted into bash, fixes the file."""
+    home = tmp_path / "led"
+    Ledger.init(home).close()
+    secret = tmp_path / os.fsdecode(b"pass \xfe")
+    secret.write_text("a long passphrase\n")
+    secret.chmod(0o644)
+    env = {**os.environ, "TRAJLEDGER_PASSPHRASEFILE": str(secret), "LC_ALL": "C.UTF-8"}
+    r = subprocess.run([sys.executable, "-m", "trajledger", "--ledger", str(home), "key", "new",
+                        "k"], capture_output=True, env=env)
+    assert r.returncode == 3 and r.stdout == b"", r.stderr
+    err = r.stderr.decode("utf-8")  # strict: no lone surrogate reached the stream
+    assert f"the passphrase file {tmp_path}/pass \\xfe (TRAJLEDGER_PASSPHRASEFILE)" in err, err
+    found = re.search(r"run '(chmod 600 \$'.*')'$", err.strip())
+    assert found and found.group(1) == f"chmod 600 $'{tmp_path}/pass \\xfe'", err
+    subprocess.run(["bash", "-c", found.group(1)], check=True)
+    assert secret.stat().st_mode & 0o777 == 0o600
+    r = subprocess.run([sys.executable, "-m", "trajledger", "--ledger", str(home), "key", "new",
+                        "k"], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+
+
+def test_json_of_a_name_that_is_not_utf8_is_strict_json(
+        runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path) -> None:
+    """``export --out b\\xfdx --json`` printed ``"out":"b\\udcfdx"``: valid JSON to Python, a
+    lone surrogate that strict parsers refuse. Now the name is ``b\\xfdx`` as the messages
+    show it (docs/cli.md, "Names that are not UTF-8")."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "qs")
+    out = tmp_path / NOT_UTF8
+    code, stdout, err = run(runner, "--ledger", str(home), "export", "cartpole-bc@2", "--out",
+                            str(out), "--json")
+    assert code == 0 and out.is_file(), err
+    doc = json.loads(stdout)
+    strict(doc)
+    assert doc["out"] == f"{tmp_path}/b\\xfdx", doc["out"]
