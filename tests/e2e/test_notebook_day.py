@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pydoc
 import re
 import shlex
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 import testkit
 from click.testing import CliRunner
 
+import trajledger
 from trajledger import Ledger
 from trajledger.ledger.errors import shell_word
 from trajledger.runner.cli import main
@@ -115,3 +117,43 @@ def test_json_of_a_name_that_is_not_utf8_is_strict_json(
     doc = json.loads(stdout)
     strict(doc)
     assert doc["out"] == f"{tmp_path}/b\\xfdx", doc["out"]
+
+
+@pytest.mark.parametrize("command", ["verify", "show", "lineage", "impact", "stats"])
+def test_a_reference_that_is_not_utf8_names_nothing(
+        runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path,
+        command: str) -> None:
+    """A mistyped reference (or a bundle path that is no file) holding a byte that is not
+    UTF-8 was ``BUG: UnicodeEncodeError`` (SQLite refuses the lone surrogate), exit 4: now it
+    names nothing, one line, exit 3, as any unknown reference."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "qs")
+    code, out, err = run(runner, "--ledger", str(home), command, NOT_UTF8)
+    assert code == 3 and out == "", err
+    assert err.startswith("FAIL: b\\xfdx: no ") and err.endswith(
+        "has this name: it holds a byte that is not UTF-8, as no recorded name does\n"), err
+
+
+def test_the_notebook_gets_a_type_error_for_a_wrong_type_and_a_readable_handle(
+        quickstart_template: testkit.Template[str], tmp_path: Path) -> None:
+    """A str where a list of batches is wanted was read one character at a time (``s: no
+    rollout-batch has this name``); a Path as a reference raised ``AttributeError: 'PosixPath'
+    object has no attribute 'strip'``, an int as a key ``expected string or bytes-like
+    object``. Each is a TypeError naming the argument and what it takes. ``repr`` of a
+    handle said ``<trajledger.api.Ledger object at 0x…>`` and ``help(trajledger)`` did not
+    list ``Ledger``."""
+    ledger = Ledger.open(testkit.copy_template(quickstart_template, tmp_path / "lab"))
+    assert repr(ledger) == f"Ledger.open({str(tmp_path / 'lab')!r})"
+    assert "class Ledger(" in pydoc.render_doc(trajledger, renderer=pydoc.plaintext)
+    size = ledger.log.size
+    with pytest.raises(TypeError, match=re.escape(
+            "batches='sha256:0000000': a str, want a list of batch references "
+            "(['sha256:0000000'])")):
+        ledger.create_dataset("d", "1", "train", "sha256:0000000", key="vendor")
+    with pytest.raises(TypeError, match=re.escape(
+            f"reference {tmp_path / 'x'!r} is a PosixPath, want a str")):
+        ledger.verify(tmp_path / "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=re.escape(
+            "key=5 (int): want a key name (str) or a Signer")):
+        ledger.register_environment("cartpole", "1", key=5)  # type: ignore[arg-type]
+    assert ledger.log.size == size
+
