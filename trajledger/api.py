@@ -87,6 +87,12 @@ class Ledger(LedgerHome):
         """``Ledger.open('DIR')``: which ledger a notebook's variable holds (out40)."""
         return f"Ledger.open({str(self.root)!r})"
 
+    def __reduce__(self) -> tuple[Any, tuple[Path]]:
+        """Pickled (a ``multiprocessing`` pool's argument), a handle is its directory, opened
+        again where it is loaded: its keys and log are not carried (out40; was ``TypeError:
+        cannot pickle 'Ed25519PublicKey'``)."""
+        return Ledger.open, (self.root.absolute(),)
+
     def __enter__(self) -> Ledger:
         """Use the ledger in a ``with`` block; it is closed at the end."""
         return self

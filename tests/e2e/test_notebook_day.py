@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import pydoc
 import re
 import shlex
@@ -26,6 +27,7 @@ import trajledger
 from trajledger import Ledger
 from trajledger.ledger.errors import shell_word
 from trajledger.runner.cli import main
+from trajledger.verify.errors import FormatError
 
 NOT_UTF8 = os.fsdecode(b"b\xfdx")
 """A name another tool made under ``LANG=C`` (byte 0xfd is no UTF-8)."""
@@ -139,8 +141,9 @@ def test_the_notebook_gets_a_type_error_for_a_wrong_type_and_a_readable_handle(
     rollout-batch has this name``); a Path as a reference raised ``AttributeError: 'PosixPath'
     object has no attribute 'strip'``, an int as a key ``expected string or bytes-like
     object``. Each is a TypeError naming the argument and what it takes. ``repr`` of a
-    handle said ``<trajledger.api.Ledger object at 0x…>`` and ``help(trajledger)`` did not
-    list ``Ledger``."""
+    handle said ``<trajledger.api.Ledger object at 0x…>``, ``help(trajledger)`` did not list
+    ``Ledger``, a pandas DataFrame was refused without the way to give it, and a handle could
+    not be pickled."""
     ledger = Ledger.open(testkit.copy_template(quickstart_template, tmp_path / "lab"))
     assert repr(ledger) == f"Ledger.open({str(tmp_path / 'lab')!r})"
     assert "class Ledger(" in pydoc.render_doc(trajledger, renderer=pydoc.plaintext)
@@ -155,5 +158,16 @@ def test_the_notebook_gets_a_type_error_for_a_wrong_type_and_a_readable_handle(
     with pytest.raises(TypeError, match=re.escape(
             "key=5 (int): want a key name (str) or a Signer")):
         ledger.register_environment("cartpole", "1", key=5)  # type: ignore[arg-type]
+    pandas = pytest.importorskip("pandas")
+    with pytest.raises(FormatError, match=re.escape(
+            "input is a DataFrame, want file paths, a pyarrow Table, or one mapping per step (a "
+            "pandas DataFrame: df.to_dict('records'))")):
+        ledger.record_batch(pandas.DataFrame([{"step": 0}]), env="cartpole@1", policy="p",
+                            key="vendor")
     assert ledger.log.size == size
+    # A multiprocessing pool's argument: a handle pickles as its directory (was TypeError:
+    # cannot pickle 'Ed25519PublicKey'), opened again where it is loaded.
+    again = pickle.loads(pickle.dumps(ledger))
+    assert isinstance(again, Ledger) and again.root == ledger.root.absolute()
+    assert again.log.size == size and again.verify("cartpole-bc@2").ok
 
