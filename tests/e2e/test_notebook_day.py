@@ -15,8 +15,10 @@ import pickle
 import pydoc
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,48 @@ def test_the_notebook_gets_a_type_error_for_a_wrong_type_and_a_readable_handle(
     assert isinstance(again, Ledger) and again.root == ledger.root.absolute()
     assert again.log.size == size and again.verify("cartpole-bc@2").ok
 
+
+
+SLOW_TRAINER = """import os, pathlib, sys, time
+out = pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"])
+(out / "model.bin").write_bytes(b"partial")
+pathlib.Path(sys.argv[1]).write_text("started")
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize(("sig", "code", "said"), [
+    (signal.SIGTERM, 143, "FAIL: stopped by SIGTERM; nothing was recorded or half-written\n"),
+    (signal.SIGHUP, 129, "FAIL: stopped by SIGHUP; nothing was recorded or half-written\n")],
+    ids=["TERM", "HUP"])
+def test_a_training_command_stopped_by_sigterm_exits_as_every_command(
+        quickstart_template: testkit.Template[str], tmp_path: Path, sig: int, code: int,
+        said: str) -> None:
+    """A scheduler stopping ``train -- COMMAND`` (Slurm's preemption, ``docker stop``: SIGTERM)
+    got exit 130 and ``FAIL: interrupted``, as for Ctrl-C, where every other command exits 143
+    (``stopped by SIGTERM``) and 129 for SIGHUP (docs/cli.md): the signal is forwarded to
+    COMMAND, which stops, and the command now says which signal stopped it, with its status."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "qs")
+    script, started = tmp_path / "slow.py", tmp_path / "started"
+    script.write_text(SLOW_TRAINER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajledger", "--ledger", str(home), "train", "--dataset",
+         "cartpole-train@1", "--key", "trainer", "--name", "slow", "--version", "1", "--",
+         sys.executable, str(script), str(started)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):
+            if started.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert started.exists(), proc.communicate()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code and out == "", err
+    assert err.endswith(said), err
+    code_, _, err = run(testkit.new_runner(), "--ledger", str(home), "show", "slow@1")
+    assert code_ == 3, err

@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from trajledger._signals import Terminated, forget_appends, stopped_line
+from trajledger._signals import STOPPING, Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME
@@ -701,10 +701,15 @@ class Group(click.Group):
             raise one_line(_closest(e), ctx) from None
         except click.UsageError as e:  # a subcommand's, or a command's own: one line
             raise one_line(e, ctx) from None
-        except Terminated as e:  # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them
-            click.echo(stopped_line(f"stopped by {e.name}"), err=True)
-            raise click.exceptions.Exit(e.status) from e
         except (KeyboardInterrupt, click.exceptions.Abort) as e:
+            # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them; also when train's or
+            # eval's COMMAND was stopped by one (runner.command.CommandInterrupted, out40)
+            signum = getattr(e, "signum", None)
+            stop = e if isinstance(e, Terminated) else (
+                Terminated(signum) if signum in STOPPING else None)
+            if stop is not None:
+                click.echo(stopped_line(f"stopped by {stop.name}"), err=True)
+                raise click.exceptions.Exit(stop.status) from e
             # Ctrl-C (or an aborted prompt): every write is a temp file renamed into place and an
             # append commits all or nothing, so stopping anywhere leaves no half-written state;
             # the next writer removes the temporary files. 130 = 128 + SIGINT, as shells say.
