@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["Ledger"]
 
 
+def __dir__() -> list[str]:
+    """The module's names and ``Ledger``, which ``help(trajledger)`` then lists (out40)."""
+    return sorted({*globals(), "Ledger"})
+
+
 def __getattr__(name: str) -> Any:
     if name == "Ledger":
         from .api import Ledger

@@ -31,10 +31,10 @@ _NATIVE_POOLS = ("pyarrow", "lancedb")
 
 def main() -> None:
     """Load the command line and run it."""
-    from trajledger._platform import UnsupportedPlatformError
+    from trajledger._platform import SHOWN, UnsupportedPlatformError
     from trajledger._signals import Terminated, stop_on_termination, stopped_line
 
-    _standard_streams()
+    _standard_streams(SHOWN)
     stop_on_termination()
     gc.disable()  # (`_loaded_for_good`)
     try:
@@ -61,7 +61,7 @@ def main() -> None:
     status.append(0)
 
 
-def _standard_streams() -> None:
+def _standard_streams(errors: str = "backslashreplace") -> None:
     """Open ``/dev/null`` on a standard stream the command was started without.
 
     A command started with a standard stream closed (``trajledger verify X 2>&-``) has no
@@ -70,7 +70,8 @@ def _standard_streams() -> None:
     goes into, as its stderr. So each of descriptors 0, 1 and 2 that is not open gets
     ``/dev/null`` (as OpenSSH does), and its Python stream is made again: what would have been
     printed there is discarded, and the exit code still says how it went (a closed stderr made
-    `verify` exit 4 on a lineage that verified).
+    `verify` exit 4 on a lineage that verified). ``errors``: the error handler of stdout and
+    stderr (``_platform.SHOWN``: a name that is not UTF-8 shown as ``\\xfd``).
     """
     for fd in (0, 1, 2):
         try:
@@ -85,11 +86,11 @@ def _standard_streams() -> None:
     if sys.stdout is None:
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     if sys.stderr is None:
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors=errors,  # noqa: SIM115
                           closefd=False)
     for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show ✓ (a Latin-1
         if isinstance(stream, io.TextIOWrapper):  # locale) gets \u2713, not a BUG, exit 4
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors=errors)
 
 
 def _loaded_for_good() -> None:

@@ -83,6 +83,16 @@ class Ledger(LedgerHome):
         if state is not None:
             state.close()
 
+    def __repr__(self) -> str:
+        """``Ledger.open('DIR')``: which ledger a notebook's variable holds (out40)."""
+        return f"Ledger.open({str(self.root)!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple[Path]]:
+        """Pickled (a ``multiprocessing`` pool's argument), a handle is its directory, opened
+        again where it is loaded: its keys and log are not carried (out40; was ``TypeError:
+        cannot pickle 'Ed25519PublicKey'``)."""
+        return Ledger.open, (self.root.absolute(),)
+
     def __enter__(self) -> Ledger:
         """Use the ledger in a ``with`` block; it is closed at the end."""
         return self
@@ -190,6 +200,9 @@ class Ledger(LedgerHome):
     def _key(self, key: str | Signer) -> Signer:
         from trajledger.ledger.keys import Signer
 
+        if not isinstance(key, str | Signer):  # (was re's "expected string", out40)
+            raise TypeError(f"key={key!r} ({type(key).__name__}): want a key name (str) or a "
+                            "Signer (ledger.keys.signer(NAME))")
         return key if isinstance(key, Signer) else self.keys.signer(key)
 
     def _signer(self, key: str | AnySigner) -> AnySigner:
@@ -276,6 +289,9 @@ class Ledger(LedgerHome):
         from trajledger.ledger.cards import ProducerCard
         from trajledger.ledger.record import judged_again
 
+        if isinstance(batches, str):  # each character was looked up as a batch (out40)
+            raise TypeError(f"batches={batches!r}: a str, want a list of batch references "
+                            f"([{batches!r}])")
         if card is not None and not isinstance(card, ProducerCard):
             card = ProducerCard.from_file(Path(card))
         failing: list[str] = []  # (judged again under the log's lock if the log grew)

@@ -30,7 +30,7 @@ def refuse_writable_ledger(root: Path, config: LedgerConfig) -> None:
     Raises:
         LedgerError: such a path (the message names the chmod to run).
     """
-    from .errors import LedgerError
+    from .errors import LedgerError, shell_word
     from .fs import refuse_writable
 
     hint = (
@@ -53,7 +53,8 @@ def refuse_writable_ledger(root: Path, config: LedgerConfig) -> None:
     if len(refused) > 1:
         bits = "o" if config.group_writable else "go"
         raise LedgerError(f"{refused[0]}; and {len(refused) - 1} more path(s) of this ledger "
-                          f"likewise: 'chmod -R {bits}-w {root}' fixes them all") from refused[0]
+                          f"likewise: 'chmod -R {bits}-w {shell_word(root)}' fixes them "
+                          "all") from refused[0]
     if refused:
         raise refused[0]
 

@@ -773,7 +773,7 @@ def _chunks(
     else:
         raise FormatError(
             f"rollout batch: input is a {type(source).__name__}, want file paths, a pyarrow "
-            "Table, or one mapping per step"
+            "Table, or one mapping per step (a pandas DataFrame: df.to_dict('records'))"
         )
     if meta:
         head = RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), None, dict(meta))

@@ -231,7 +231,15 @@ class Catalog:
         """
         wanted = frozenset(kinds) if kinds else NAMED
         what = " or ".join(sorted(wanted)) if kinds else "artifact"
+        if not isinstance(ref, str):  # a Path or a result object, from Python (out40)
+            raise TypeError(f"reference {ref!r} is a {type(ref).__name__}, want a str: "
+                            "NAME@VERSION, sha256:<hex> or a digest prefix (result.digest)")
         ref = ref.strip()
+        if not ref.isascii() and any(0xD800 <= ord(c) < 0xE000 for c in ref):
+            from trajledger._platform import UNDECODABLE  # (a byte that is not UTF-8: SQLite
+            # refuses the lone surrogate it is decoded as, which was a BUG, exit 4; out40)
+            raise RefError(f"{ref.translate(UNDECODABLE)}: no {what} has this name: it holds "
+                           "a byte that is not UTF-8, as no recorded name does", unknown=True)
         origins = Origins(self.ledger)
         qualified = self._qualified(ref, origins)
         if qualified is not None:

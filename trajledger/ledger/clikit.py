@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from trajledger._signals import Terminated, forget_appends, stopped_line
+from trajledger._signals import STOPPING, Terminated, forget_appends, stopped_line
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME, ledger_path
@@ -369,7 +369,9 @@ def warnings_as_lines() -> None:
 def emit_json(value: Any) -> None:
     """Print a JSON document on stdout (sorted keys, one line). A float JSON cannot hold (NaN,
     an infinity: a producer's data that skipped validation, read by ``query``) is printed as
-    null, and a warning says how many: ``NaN`` is no JSON, and most parsers refuse it."""
+    null, and a warning says how many: ``NaN`` is no JSON, and most parsers refuse it. A lone
+    surrogate (a name that is not UTF-8) is printed as messages show it, ``\\xfd`` (`_shown`):
+    its ``\\udcfd`` escape is refused by strict parsers."""
     try:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except ValueError:
@@ -386,7 +388,21 @@ def emit_json(value: Any) -> None:
         text = json.dumps(finite(value), sort_keys=True, separators=(",", ":"))
         warn(f"{nulled[0]} value(s) that JSON cannot hold (NaN or an infinity) are printed as "
              "null; the output without --json shows them")
+    if "\\ud" in text:  # a lone surrogate (a name that is not UTF-8): as messages show it
+        text = json.dumps(_shown(json.loads(text)), sort_keys=True, separators=(",", ":"))
     click.echo(text)
+
+
+def _shown(v: Any) -> Any:
+    """``v`` (a JSON value) with every string's lone surrogates as `_platform.UNDECODABLE`
+    shows them (``\\xfd``), keys too."""
+    from trajledger._platform import UNDECODABLE
+
+    if isinstance(v, str):
+        return v.translate(UNDECODABLE)
+    if isinstance(v, dict):
+        return {_shown(k): _shown(x) for k, x in v.items()}
+    return [_shown(x) for x in v] if isinstance(v, list) else v
 
 
 JSON_OPTION = click.option(
@@ -692,10 +708,15 @@ class Group(click.Group):
             raise one_line(_closest(e), ctx) from None
         except click.UsageError as e:  # a subcommand's, or a command's own: one line
             raise one_line(e, ctx) from None
-        except Terminated as e:  # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them
-            click.echo(stopped_line(f"stopped by {e.name}"), err=True)
-            raise click.exceptions.Exit(e.status) from e
         except (KeyboardInterrupt, click.exceptions.Abort) as e:
+            # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them; also when train's or
+            # eval's COMMAND was stopped by one (runner.command.CommandInterrupted, out40)
+            signum = getattr(e, "signum", None)
+            stop = e if isinstance(e, Terminated) else (
+                Terminated(signum) if signum in STOPPING else None)
+            if stop is not None:
+                click.echo(stopped_line(f"stopped by {stop.name}"), err=True)
+                raise click.exceptions.Exit(stop.status) from e
             # Ctrl-C (or an aborted prompt): every write is a temp file renamed into place and an
             # append commits all or nothing, so stopping anywhere leaves no half-written state;
             # the next writer removes the temporary files. 130 = 128 + SIGINT, as shells say.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import LedgerError
+from .errors import LedgerError, shell_word
 
 __all__ = [
     "CONFIG_NAME",
@@ -228,12 +228,12 @@ def no_ledger(root: Path) -> str:
             names = " and ".join(str(d) for d in found)
             return (f"{root}: no ledger here or above, but {names} "
                     f"{'is one' if len(found) == 1 else 'are ledgers'}: give --ledger "
-                    f"{found[0]} (or cd {Path(found[0]).parts[0]} first), or run 'trajledger "
-                    "init' for a new ledger here")
+                    f"{shell_word(found[0])} (or cd {shell_word(Path(found[0]).parts[0])} "
+                    "first), or run 'trajledger init' for a new ledger here")
     if inner is None:
         return f"{root}: no ledger here; run 'trajledger init' or pass --ledger DIR"
     return (f"{root}: no ledger here, but {inner} is one (made by 'trajledger init' in {root}): "
-            f"give that (--ledger {inner}; Ledger.open({str(inner)!r}))")
+            f"give that (--ledger {shell_word(inner)}; Ledger.open({str(inner)!r}))")
 
 
 def init_refusal(root: Path) -> str | None:
@@ -252,5 +252,5 @@ def init_refusal(root: Path) -> str | None:
     if inner is None:
         return None
     return (f"{root}: holds the ledger {inner}: a second ledger here would hide it from every "
-            f"command run in {root}; give --ledger {inner} to use it, or another directory for "
-            "a new ledger")
+            f"command run in {root}; give --ledger {shell_word(inner)} to use it, or another "
+            "directory for a new ledger")

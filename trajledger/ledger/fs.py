@@ -35,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import cast
 
-from .errors import LedgerError
+from .errors import LedgerError, shell_word
 
 __all__ = [
     "STALE_AFTER",
@@ -845,7 +845,7 @@ def refuse_writable(path: Path, *, group: bool = True, hint: str = "", sticky: b
     who = {"g": "its group", "o": "other users", "go": "its group and other users"}[bits]
     raise LedgerError(
         f"{path}: writable by {who} (mode {stat.S_IMODE(mode):04o}); run "
-        f"'chmod {bits}-w {path}'{hint}"
+        f"'chmod {bits}-w {shell_word(path)}'{hint}"
     )
 
 

@@ -24,6 +24,7 @@ from .clikit import (
     warn,
 )
 from .config import CONFIG_NAME
+from .errors import shell_word
 
 __all__ = ["COMMANDS", "fsck", "gc"]
 
@@ -123,12 +124,12 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
     for path, bits in writable[:_WRITABLE_SHOWN]:
         who = {"g": "its group", "o": "other users", "go": "its group and other users"}[bits]
         warn(f"{path}: writable by {who} (a ledger made under a lax umask): they could delete "
-             f"or replace evidence there; run 'chmod {bits}-w {path}'")
+             f"or replace evidence there; run 'chmod {bits}-w {shell_word(path)}'")
     if len(writable) > _WRITABLE_SHOWN:
         bits = "".join(sorted({b for _p, v in writable for b in v}))
         warn(f"and {len(writable) - _WRITABLE_SHOWN} more such directories (all in --json); "
-             f"'chmod -R {bits}-w {ledger.root}' (and the store's directory, if elsewhere) "
-             "fixes them all")
+             f"'chmod -R {bits}-w {shell_word(ledger.root)}' (and the store's directory, if "
+             "elsewhere) fixes them all")
     if not report.ok:
         for line in report.problems():
             fail(line)

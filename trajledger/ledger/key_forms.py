@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import shlex
 from pathlib import Path
 
 __all__ = ["hinted", "other_form"]
@@ -33,7 +32,9 @@ def other_form(data: bytes, path: Path) -> str:
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization as ser
 
-    src, pem = shlex.quote(str(path)), shlex.quote(f"{path}.pem")
+    from .errors import shell_word
+
+    src, pem = shell_word(path), shell_word(f"{path}.pem")
     words = data.split()
     if words and words[0] in _OPENSSH:
         return (f"it is an OpenSSH {_OPENSSH[words[0]]} public key: convert it with "

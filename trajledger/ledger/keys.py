@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, x25519
 from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.keys import ALGORITHMS, PublicKey
 
-from .errors import KeyError_, TamperError
+from .errors import KeyError_, TamperError, shell_word
 from .fs import drop_stale_temps, fsync_dir, write_file_atomic
 from .key_pkcs8 import (
     KDF_LIMIT,
@@ -235,7 +235,7 @@ def read_passphrase_file(path: str, variable: str, name: str) -> bytes:
             raise KeyError_(f"{where}: is owned by another user (uid {st.st_uid}), who could "
                             "change it; use a file of your own, mode 600")
         if st.st_mode & 0o077:
-            fix = (f"run 'chmod 600 {path}'" if stat.S_ISREG(st.st_mode)
+            fix = (f"run 'chmod 600 {shell_word(path)}'" if stat.S_ISREG(st.st_mode)
                    or stat.S_ISFIFO(st.st_mode) else "give a file of yours, mode 600")
             raise KeyError_(f"{where}: other users may read or change it (mode "
                             f"{stat.S_IMODE(st.st_mode):04o}); {fix}")
@@ -606,11 +606,12 @@ class KeyStore:
             if not stat.S_ISREG(st.st_mode):  # a FIFO somebody reads (rev29)
                 raise KeyError_(planted)
             if st.st_nlink != 1:  # another name of the file would get the keyid (left33)
+                fresh = shell_word(f"{path}.new")
                 raise KeyError_(
                     f"{path}: a hard link ({st.st_nlink} names of one file): the keyid would "
                     "be written into a file of another name too, so nothing was recorded; "
-                    f"give it a file of its own (cp -p {path} {path}.new && mv {path}.new "
-                    f"{path}) and sign again")
+                    f"give it a file of its own (cp -p {shell_word(path)} {fresh} && mv {fresh} "
+                    f"{shell_word(path)}) and sign again")
             os.write(fd, keyid.encode("ascii") + b"\n")
             os.fsync(fd)
         finally:
@@ -693,7 +694,7 @@ class KeyStore:
         if mode & 0o077:
             raise KeyError_(
                 f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
-                f"run 'chmod 600 {path}'"
+                f"run 'chmod 600 {shell_word(path)}'"
             )
         for p in (path.parent, pub_path):
             self._refuse_writable(p)

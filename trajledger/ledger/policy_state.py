@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from trajledger.verify.digest import digest_bytes
 from trajledger.verify.errors import FormatError, PolicyError
-from trajledger.verify.policy import KeyLookup, TrustPolicy, load_policy_file
+from trajledger.verify.policy import KEY_ROLES, KeyLookup, TrustPolicy, load_policy_file
 from trajledger.verify.policy_history import follow_history
 
 from .errors import LedgerError, PolicyFileError, StoreError, TamperError
@@ -280,7 +280,7 @@ def check_signers(
     for name, keyid in signers:
         if any(policy.holds(r, keyid) for r in roles):
             continue
-        held = [r for r in ("producer", "approver", "trainer") if policy.holds(r, keyid)]
+        held = [r for r in KEY_ROLES if policy.holds(r, keyid)]  # (an evaluator's too, out40)
         members = sorted({k.keyid[:16] for r in roles for k in policy.role(r).keys})
         raise PolicyError(
             f"key {name} ({keyid[:12]}): cannot {what}: it holds "

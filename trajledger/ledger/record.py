@@ -237,8 +237,10 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
     try:
         canonical_json(dict(value))
     except (TypeError, ValueError) as e:
-        # rfc8785 refuses NaN, infinities, integers beyond 2^53 and non-JSON types.
-        raise FormatError(f"{what}: cannot be canonicalised (RFC 8785): {e}") from e
+        # rfc8785 refuses NaN, infinities, integers beyond 2^53 and non-JSON types (its
+        # FormatError says "cannot be canonicalised" itself: said once, out40).
+        why = str(e).removeprefix("cannot be canonicalised (RFC 8785): ")
+        raise FormatError(f"{what}: cannot be canonicalised (RFC 8785): {why}") from e
 
 
 def _signer_ids(signers: Sequence[AnySigner]) -> tuple[tuple[str, str], ...]:

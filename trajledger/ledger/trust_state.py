@@ -389,8 +389,8 @@ class TrustState(TrustIndex):
         """A write transaction: committed, or rolled back whatever stops it. A statement or a
         commit SQLite cannot write (a full disk, an I/O error) is a `LedgerError` (exit 3)."""
         with self._db.lock:
-            self._begin()
             try:
+                self._begin()  # in the try: a Ctrl-C just after its BEGIN is rolled back (out40)
                 yield
                 self._db.execute("COMMIT")
             except BaseException as e:

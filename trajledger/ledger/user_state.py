@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trajledger.verify.ledger_dir import read_regular
 
-from .errors import LedgerError
+from .errors import LedgerError, shell_word
 from .fs import refuse_writable
 
 __all__ = [
@@ -158,7 +158,7 @@ def refuse_foreign(path: Path) -> None:
         raise LedgerError(
             f"{path}: owned by another user (uid {owner}), who decides through it what you "
             f"trust; nothing was read or changed: use a state directory of your own "
-            f"({STATE_DIR_ENV}), or if it is yours run 'chown -R {os.geteuid()} {path}'"
+            f"({STATE_DIR_ENV}), or if it is yours run 'chown -R {os.geteuid()} {shell_word(path)}'"
         )
     refuse_writable(path, sticky=False)
 
@@ -213,8 +213,8 @@ def check_enclosing(state: Path) -> None:
             raise LedgerError(
                 f"{parent}: writable by other users (mode {mode:04o}), not sticky: another user "
                 f"can rename your state directory {state} away or put theirs in its place; "
-                f"nothing was read or changed: run 'chmod o-w {parent}', or use a state "
-                f"directory elsewhere ({STATE_DIR_ENV})")
+                f"nothing was read or changed: run 'chmod o-w {shell_word(parent)}', or use a "
+                f"state directory elsewhere ({STATE_DIR_ENV})")
         if not mode & stat.S_IWGRP or sticky or parent in _SAID:
             continue
         try:
@@ -227,7 +227,7 @@ def check_enclosing(state: Path) -> None:
         _SAID.add(parent)
         notice(f"{parent}: writable by its group {name} (mode {mode:04o}): a member can rename "
                f"your state directory {state} away (the next use is then a first use); run "
-               f"'chmod g-w {parent}' unless you share it on purpose")
+               f"'chmod g-w {shell_word(parent)}' unless you share it on purpose")
 
 
 def scratch_dir(ledger: Path, *, shared: bool) -> Path:

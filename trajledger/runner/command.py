@@ -10,8 +10,9 @@ Signals: while COMMAND runs, SIGINT (Ctrl-C: the terminal sends it to this proce
 COMMAND's), SIGTERM and SIGHUP are forwarded to COMMAND's whole process group, so a launcher
 (``torchrun``, ``accelerate launch``) and its workers all get them; a second one, or a group
 still alive 10 s after the first, gets SIGKILL. `CommandInterrupted` (a ``KeyboardInterrupt``:
-exit 130) is raised once COMMAND has stopped. Signal handlers can be installed only in the main
-thread; elsewhere the caller's own handling applies.
+exit 128 + the first signal's number, 130 for Ctrl-C) is raised once COMMAND has stopped.
+Signal handlers can be installed only in the main thread; elsewhere the caller's own handling
+applies.
 
 If this process dies without a chance to pass anything on (SIGKILL, the out-of-memory killer),
 COMMAND's leader gets SIGTERM from the kernel on Linux (``PR_SET_PDEATHSIG``, set in the child

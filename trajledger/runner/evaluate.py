@@ -244,7 +244,7 @@ def evaluate(
             its inputs or wrote no valid results (`CommandFailedError`, `DataDirChangedError`).
         FormatError: results.json is malformed; no pass threshold for the built-in evaluator.
         RefError: a reference names nothing.
-        CommandInterrupted: Ctrl-C (exit 130), nothing recorded.
+        CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130, 143, 129), nothing recorded.
     """
     from trajledger.ledger.catalog import Catalog
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches

@@ -14,7 +14,6 @@ digest.
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +253,9 @@ def _build(directory: Path, episodes: int, as_json: bool) -> None:
     _say(f"ledger: {directory}   policy: {policy_path}")
     # verify uses the trust policy recorded in the log (signed by the approvers), not a file
     # in the ledger directory that anyone who can write there could edit.
-    shown = shlex.quote(str(directory))  # a path with spaces is copied as one word
+    from trajledger.ledger.errors import shell_word
+
+    shown = shell_word(directory)  # a path with spaces is copied as one word
     _say(f"try: trajledger --ledger {shown} verify {ckpt2.digest[:19]}")
     _say(f"     trajledger --ledger {shown} log info")
     emit_result(as_json, ckpt2.digest, {

@@ -588,7 +588,7 @@ def train_command(
         DataRefusedError: admission failed (a refusal record was appended).
         CommandFailedError: COMMAND exited non-zero or wrote no file.
         DataDirChangedError: COMMAND changed its data.
-        CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130).
+        CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130, 143, 129).
         LedgerError: COMMAND cannot be started, ``output`` is not empty, ``name@version`` is
             taken, an output file is a link.
     """

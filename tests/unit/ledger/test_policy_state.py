@@ -204,3 +204,22 @@ def test_a_key_signs_a_record_only_when_the_policy_in_force_holds_it_for_the_rol
     # hour33: "cannot sign a environment record" (and a evaluator, a evaluation, a erasure)
     with pytest.raises(PolicyError, match=r"cannot sign an environment record: it holds trainer"):
         check_signers(ledger, "environment", [("trainer", ks["trainer"].keyid)])
+
+
+def test_check_signers_names_the_evaluator_role_a_key_holds(tmp_path: Path) -> None:
+    """An evaluator revoking its own evaluation (a flaky run) was told ``it holds no role in
+    policy …``: the roles a key holds were looked up among producer, approver and trainer only
+    (out40). Now every key role is."""
+    ledger = Ledger.init(tmp_path / "led", origin="test/ev")
+    ks = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "ev")}
+    path = tmp_path / "led" / "policy.toml"
+    path.write_text(policy_toml(
+        "ev", {"producer": ([("vendor", ks["vendor"].public)], 1, ""),
+               "approver": ([("a", ks["a"].public)], 1, ""),
+               "evaluator": ([("ev", ks["ev"].public)], 1, "")},
+        ledger.log.vkey, header="format = 2"))
+    record_policy(ledger, path, [ks["a"]])
+    with pytest.raises(PolicyError, match=re.escape(
+            f"key ev ({ks['ev'].keyid[:12]}): cannot revoke it: it holds evaluator role in "
+            "policy 'ev' serial 1, want producer or approver")):
+        check_signers(ledger, "revocation", [("ev", ks["ev"].keyid)], "revoke it")

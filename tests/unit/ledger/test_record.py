@@ -178,6 +178,12 @@ def test_bad_statement_input(ledger: Ledger, alice: Signer) -> None:
         record_statement(ledger, "", digest, predicates.APPROVAL, {}, alice)
     with pytest.raises(FormatError, match="cannot be canonicalised"):
         record_statement(ledger, "x", digest, predicates.APPROVAL, {"x": float("inf")}, alice)
+    # A reason given as bytes that are not UTF-8 (revoke --reason $'\xfd'): said once (out40;
+    # was "predicate: cannot be canonicalised (RFC 8785): cannot be canonicalised (RFC 8785): …").
+    with pytest.raises(FormatError, match=r"^predicate: cannot be canonicalised \(RFC 8785\): "
+                       r"contains a lone surrogate, not valid Unicode$"):
+        record_statement(ledger, "x", digest, predicates.REVOCATION, {"reason": "n\udcfdo"},
+                         alice)
     assert snapshot(ledger) == before
 
 

@@ -739,3 +739,31 @@ def test_a_write_sqlite_refuses_says_what_to_do(home: Path) -> None:
         error = sqlite3.OperationalError("x")
         error.sqlite_errorcode = code
         assert sqlite_next_step(error).startswith(step) and (step or not sqlite_next_step(error))
+
+
+def test_a_ctrl_c_just_after_begin_leaves_the_handle_usable(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt in a notebook that landed just after ``BEGIN IMMEDIATE`` (in
+    ``_try_begin``'s ``finally``, before ``_write``'s ``try``) left the state's connection
+    inside a transaction: every later call on the handle failed, ``trust state …: cannot
+    write: cannot start a transaction within a transaction``, until the kernel was restarted
+    (out40: found by interrupting ``create_dataset`` at random times). Now the transaction is
+    rolled back, nothing is half-written and the next call records."""
+    ledger = Ledger.open(home)
+    ledger.log.append([_spec(ledger, 0)])
+    begin, hit = TrustState._try_begin, []
+
+    def interrupted(self: TrustState, wait: float) -> bool:
+        began = begin(self, wait)
+        if not hit:
+            hit.append(wait)
+            raise KeyboardInterrupt
+        return began
+
+    monkeypatch.setattr(TrustState, "_try_begin", interrupted)
+    size = ledger.log.size
+    with pytest.raises(KeyboardInterrupt):
+        ledger.log.append([_spec(ledger, 1)])
+    assert hit and ledger.log.size <= size + 1
+    ledger.log.append([_spec(ledger, 1), _spec(ledger, 2)])
+    assert ledger.log.size == size + 2 == ledger.trust_state().size
