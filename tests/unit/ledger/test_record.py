@@ -309,3 +309,49 @@ def test_a_failing_flush_of_the_names_records_nothing(
     copies = {"sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
               for p in data.rglob("*") if p.is_file()}
     assert set(ledger.store.iter_digests()) - before == copies
+
+
+@pytest.mark.parametrize("change", ["rewritten", "truncated", "grown"])
+def test_a_file_changed_while_it_is_copied_is_recorded_as_the_bytes_stored(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """att40 (issue 21 item 8): the copy hashes what it stores, in one pass, from one buffer.
+    A file changed by someone else after its first MiB was copied (rewritten in place, cut
+    short, or grown) is recorded with the digest and size of exactly the bytes the store holds
+    under that digest (old first MiB, then whatever the file held when the rest was read),
+    never with a digest of other bytes, and the record verifies."""
+    from trajledger.ledger import store as store_module
+    from trajledger.ledger.store_sink import DirectSink
+
+    chunk = 1 << 20
+    old = bytes(range(256)) * (3 * chunk // 256) + b"tail"
+    data = make_tree({"model.bin": 1})
+    src = data / "model.bin"
+    src.write_bytes(old)
+    new = {"rewritten": b"\xa5" * len(old), "truncated": b"\x5a" * (chunk + 10),
+           "grown": b"\x3c" * (len(old) + chunk)}[change]
+    calls: list[int] = []
+
+    class Changing(DirectSink):
+        def write(self, data: bytes | memoryview) -> None:
+            super().write(data)
+            calls.append(len(data))
+            if len(calls) == 1:  # the first MiB is stored: the file changes under the reader
+                with open(src, "r+b") as f:
+                    f.write(new)
+                    f.truncate(len(new))
+
+    monkeypatch.setattr(store_module, "DirectSink", Changing)
+    rec = record_files(ledger, [data], alice, name="changing")
+    monkeypatch.undo()
+    assert rec.manifest is not None
+    (entry,) = rec.manifest.files
+    want = old[:chunk] + new[chunk:]
+    stored = ledger.store.path_of(entry.digest).read_bytes()
+    assert stored == want and entry.size == len(want)
+    assert entry.digest == "sha256:" + hashlib.sha256(stored).hexdigest()
+    assert ledger.store.get_verified(entry.digest) == want
+    assert manifest_from_statement(verify_statement(
+        Envelope.from_bytes(ledger.store.get_verified(rec.envelope_digest)), [alice.public],
+        allowed_predicate_types={predicates.FILES}, subject_digest=rec.digest,
+    ).statement) == rec.manifest
