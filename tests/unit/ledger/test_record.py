@@ -355,3 +355,72 @@ def test_a_file_changed_while_it_is_copied_is_recorded_as_the_bytes_stored(
         Envelope.from_bytes(ledger.store.get_verified(rec.envelope_digest)), [alice.public],
         allowed_predicate_types={predicates.FILES}, subject_digest=rec.digest,
     ).statement) == rec.manifest
+
+
+@pytest.mark.parametrize("swap", ["file-for-link", "dir-for-link", "file-renamed-over"])
+def test_a_file_swapped_after_the_listing_is_not_followed_nor_recorded(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, swap: str,
+) -> None:
+    """att40 finding 1: links are not signed (`collect_files` refuses them), yet a file of the
+    directory swapped after it was listed, before it was copied, for a link to a file outside
+    (or a directory above it swapped for a link to another directory) was followed: the
+    target's bytes (a key the attester can read, another user's file) were stored and signed
+    under the listed name. Now the file opened must be the one listed (device and inode), else
+    nothing is recorded."""
+    from trajledger.ledger import record as record_module
+
+    data = make_tree({"w/model.bin": "weights", "readme.txt": "hello"})
+    secret = tmp_path / "outside" / "w"
+    secret.mkdir(parents=True)
+    (secret / "model.bin").write_bytes(b"the attester's private key")
+    size, before = snapshot(ledger)
+    real = record_module.collect_files
+
+    def collect_then_swap(*a: Any, **kw: Any) -> Any:
+        listed = real(*a, **kw)
+        target = data / "w" / "model.bin"
+        if swap == "file-for-link":
+            target.unlink()
+            target.symlink_to(secret / "model.bin")
+        elif swap == "dir-for-link":
+            (data / "w").rename(tmp_path / "moved-away")
+            (data / "w").symlink_to(secret)
+        else:
+            (data / "new").write_bytes(b"weights")
+            (data / "new").replace(target)
+        return listed
+
+    monkeypatch.setattr(record_module, "collect_files", collect_then_swap)
+    with pytest.raises(LedgerError, match=r"w/model\.bin: not the file listed .*nothing was "
+                                          r"recorded"):
+        record_files(ledger, [data], alice, name="swapped")
+    assert ledger.log.size == size
+    stored = {ledger.store.get(d) for d in set(ledger.store.iter_digests()) - before}
+    assert b"the attester's private key" not in stored
+
+
+def test_an_environment_file_swapped_for_a_link_after_the_listing_is_not_recorded(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The same for `register_environment`, which lists its files and records them by name."""
+    from trajledger.ledger import artifacts
+
+    data = make_tree({"env/step.py": "def step(): ...\n"})
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"the attester's private key")
+    size = ledger.log.size
+    real = artifacts.collect_files
+
+    def collect_then_swap(*a: Any, **kw: Any) -> Any:
+        listed = real(*a, **kw)
+        (data / "env" / "step.py").unlink()
+        (data / "env" / "step.py").symlink_to(secret)
+        return listed
+
+    monkeypatch.setattr(artifacts, "collect_files", collect_then_swap)
+    with pytest.raises(LedgerError, match=r"step\.py: not the file listed"):
+        artifacts.register_environment(ledger, "swapped", "1", signer=alice,
+                                       files=[data / "env"])
+    assert ledger.log.size == size
