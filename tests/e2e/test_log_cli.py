@@ -470,3 +470,29 @@ def test_a_file_name_that_is_not_utf8_is_refused_by_name(
         expect(r, 3, f"FAIL: {data}/sub/\\xff/x\\xfe.bin: its name is not UTF-8, which a "
                      "manifest's names are: rename it; nothing was signed\n")
     assert Ledger.open(home).log.size == 0 and not (tmp_path / "s.json").exists()
+
+
+def test_attest_of_a_file_swapped_for_a_link_after_the_listing_is_refused(
+    runner: CliRunner, home: Path, alice: str, make_tree: Callable[..., Path], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """att40 finding 1 through the command: exit 3, one line, nothing logged."""
+    from trajledger.ledger import record
+
+    data = make_tree(TREE)
+    secret = tmp_path / "key.pem"
+    secret.write_bytes(b"the attester's private key")
+    real = record.collect_files
+
+    def collect_then_swap(*a: Any, **kw: Any) -> Any:
+        listed = real(*a, **kw)
+        (data / "episodes.jsonl").unlink()
+        (data / "episodes.jsonl").symlink_to(secret)
+        return listed
+
+    monkeypatch.setattr(record, "collect_files", collect_then_swap)
+    expect(run(runner, home, "attest", data, "--key", "alice"), 3,
+           f"FAIL: {data / 'episodes.jsonl'}: not the file listed a moment before (replaced, or "
+           "a link put in its place or in a directory's above it, while it was being read); "
+           "nothing was recorded: record it again once nothing changes the directory\n")
+    assert Ledger.open(home).log.size == 0

@@ -153,9 +153,10 @@ def register_environment(
         action_space=action_space,
         env_spec=env_spec,
     ).written(f"environment {name}@{version}")
+    listed: dict[str, os.stat_result] = {}  # (each file opened must be the one listed)
     with temp_dir(ledger.scratch) as tmp:
         if files or rules:
-            found = collect_files([*files, *([rules] if rules else [])])
+            found = collect_files([*files, *([rules] if rules else [])], listed)
         else:
             body: dict[str, Any] = {"name": name, "version": version}
             if source:
@@ -174,7 +175,7 @@ def register_environment(
             found = _descriptor(Path(tmp), "environment.json", body)
         return record_files(
             ledger, found, signer, predicates.ENVIRONMENT, predicate, name=f"{name}@{version}",
-            check=_still_free(ledger, "environment", name, version),
+            check=_still_free(ledger, "environment", name, version), listed=listed,
         )
 
 
@@ -272,9 +273,10 @@ def register_evaluator(
         calibration=ArtifactRef(calib.name, calib.version, calib.digest) if calib else None,
     ).written(f"evaluator {name}@{version}")
     extra = [p for p in (rubric, prompt) if p is not None]
+    listed: dict[str, os.stat_result] = {}
     with temp_dir(ledger.scratch) as tmp:
         if files or extra:
-            found = collect_files([*files, *extra])
+            found = collect_files([*files, *extra], listed)
         else:
             found = _descriptor(
                 Path(tmp),
@@ -283,7 +285,7 @@ def register_evaluator(
             )
         return record_files(
             ledger, found, signer, predicates.EVALUATOR, predicate, name=f"{name}@{version}",
-            check=_still_free(ledger, "evaluator", name, version),
+            check=_still_free(ledger, "evaluator", name, version), listed=listed,
         )
 
 

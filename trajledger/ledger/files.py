@@ -19,7 +19,7 @@ from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .errors import LedgerError
 
-__all__ = ["collect_files", "manifest_for", "media_type_for"]
+__all__ = ["collect_files", "manifest_for", "media_type_for", "same_as_listed"]
 
 _MEDIA_TYPES = {
     ".parquet": "application/vnd.apache.parquet",
@@ -40,8 +40,16 @@ def media_type_for(name: str) -> str:
     return _MEDIA_TYPES.get(os.path.splitext(name)[1].lower(), "application/octet-stream")
 
 
-def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
+def collect_files(
+    paths: Sequence[str | os.PathLike[str]], listed: dict[str, os.stat_result] | None = None
+) -> dict[str, Path]:
     """Map manifest names to files for the given arguments.
+
+    Args:
+        paths: files and directories.
+        listed: when given, gets each name's ``lstat`` as listed: a reader that opens the file
+            later checks it opened that file (`same_as_listed`), not a link or another file
+            put at its path, or at a directory's above it, meanwhile.
 
     Raises:
         LedgerError: a path is missing, a link, a special file, or two arguments give the same
@@ -49,7 +57,7 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
     """
     out: dict[str, Path] = {}
 
-    def add(name: str, path: Path) -> None:
+    def add(name: str, path: Path, st: os.stat_result) -> None:
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:  # os.walk's undecodable bytes (surrogateescape)
@@ -65,6 +73,8 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
                 f"{path}: name {name!r} is also given by {out[name]}; sign them separately"
             )
         out[name] = path
+        if listed is not None:
+            listed[name] = st
 
     for arg in paths:
         p = Path(arg)
@@ -75,7 +85,7 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
         if stat.S_ISLNK(st.st_mode):
             raise LedgerError(f"{p}: is a symbolic link; give its target instead")
         if stat.S_ISREG(st.st_mode):
-            add(p.name, p)
+            add(p.name, p, st)
         elif stat.S_ISDIR(st.st_mode):
             for dirpath, dirnames, filenames in os.walk(p, onerror=_refuse_unreadable):
                 dirnames.sort()
@@ -92,7 +102,7 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
                             "a symbolic link" if stat.S_ISLNK(fst.st_mode) else "not a regular file"
                         )
                         raise LedgerError(f"{fp}: is {kind}; only regular files are signed")
-                    add(fp.relative_to(p).as_posix(), fp)
+                    add(fp.relative_to(p).as_posix(), fp, fst)
         else:
             raise LedgerError(f"{p}: is not a regular file or directory")
     if not out:
@@ -122,3 +132,21 @@ def manifest_for(
             for n, d in zip(names, digests, strict=True)
         ]
     )
+
+
+def same_as_listed(path: str | os.PathLike[str], listed: os.stat_result,
+                   opened: os.stat_result) -> None:
+    """Check that the file opened (its ``fstat``) is the one `collect_files` listed at ``path``
+    (the same device and inode): a link put at its path, or at a directory's above it, after
+    the listing is followed by ``open``, and would have another file's bytes signed under the
+    listed name.
+
+    Raises:
+        LedgerError: another file is there now.
+    """
+    if (opened.st_dev, opened.st_ino) != (listed.st_dev, listed.st_ino):
+        raise LedgerError(
+            f"{path}: not the file listed a moment before (replaced, or a link put in its place "
+            "or in a directory's above it, while it was being read); nothing was recorded: "
+            "record it again once nothing changes the directory"
+        )

@@ -37,7 +37,7 @@ from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .encode import envelope_bytes
 from .errors import AlreadyRecordedError, LedgerError, LogError, StoppedAfterRecordError
-from .files import collect_files, media_type_for
+from .files import collect_files, media_type_for, same_as_listed
 from .keys import Signer
 from .log import EntrySpec
 from .signing import AnySigner, canonical_json, sign_statement
@@ -274,6 +274,7 @@ def record_files(
     check: Callable[[int], None] | None = None,
     holds: Sequence[str] = (),
     since: int | None = None,
+    listed: Mapping[str, os.stat_result] | None = None,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -281,7 +282,8 @@ def record_files(
         1. Check the arguments: signers, predicate type and kind, the extra predicate fields
            (JSON that RFC 8785 can canonicalise, no ``manifest`` key); open the log and load
            its key, so that nothing is stored when it cannot be appended to.
-        2. Expand the paths (`collect_files`) or take the name-to-file map as given.
+        2. Expand the paths (`collect_files`) or take the name-to-file map as given; a file
+           listed is copied only if the one opened is the one listed (`same_as_listed`).
         3. Copy every file into the store, hashing while copying (or move a pre-hashed one);
            then make the copies' names durable, all in one pass (`ObjectStore.sync_names`).
         4. Build the manifest and store its canonical bytes (the artifact digest's preimage).
@@ -323,6 +325,8 @@ def record_files(
             batch's ciphertexts, a batch's features file): checked like them.
         since: the log size when the caller first looked at these blobs (a batch's
             `artifacts._refuse_recorded_otherwise`); default, the size when this starts.
+        listed: for a map of names to files, their ``lstat`` from `collect_files` (``listed``):
+            each file opened must be the one listed (paths given are listed here).
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -350,13 +354,14 @@ def record_files(
     begun = ledger.log.size if since is None else since
     # (2)
     files: dict[str, Path | FileDigest]
+    listed = dict(listed or {})
     if isinstance(paths_or_files, Mapping):
         files = dict(paths_or_files)
         for n in files:
             check_path(n, f"file name {n!r}")
         first = next(iter(sorted(files)), "files")
     else:
-        files = dict(collect_files(paths_or_files).items())
+        files = dict(collect_files(paths_or_files, listed).items())
         first = Path(paths_or_files[0]).resolve().name if paths_or_files else "files"
     subject_name = name if name is not None else (first or "files")
     check_subject_name(subject_name)
@@ -380,6 +385,8 @@ def record_files(
             if isinstance(f, FileDigest):
                 return store.adopt_file(f.path, f)
             opened = None if on_open is None else partial(on_open, n)
+            if n in listed:
+                opened = partial(_opened_listed, f, listed[n], opened)
             return store.put_file(f, names=named, opened=opened)
 
         for future in [pool.submit(put, n) for n in names]:
@@ -409,6 +416,13 @@ def record_files(
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)
+
+
+def _opened_listed(path: Path, listed: os.stat_result,
+                   then: Callable[[os.stat_result], None] | None, opened: os.stat_result) -> None:
+    same_as_listed(path, listed, opened)
+    if then is not None:
+        then(opened)
 
 
 @dataclass(frozen=True)

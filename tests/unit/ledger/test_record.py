@@ -315,3 +315,118 @@ def test_a_failing_flush_of_the_names_records_nothing(
     copies = {"sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
               for p in data.rglob("*") if p.is_file()}
     assert set(ledger.store.iter_digests()) - before == copies
+
+
+@pytest.mark.parametrize("change", ["rewritten", "truncated", "grown"])
+def test_a_file_changed_while_it_is_copied_is_recorded_as_the_bytes_stored(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """att40 (issue 21 item 8): the copy hashes what it stores, in one pass, from one buffer.
+    A file changed by someone else after its first MiB was copied (rewritten in place, cut
+    short, or grown) is recorded with the digest and size of exactly the bytes the store holds
+    under that digest (old first MiB, then whatever the file held when the rest was read),
+    never with a digest of other bytes, and the record verifies."""
+    from trajledger.ledger import store as store_module
+    from trajledger.ledger.store_sink import DirectSink
+
+    chunk = 1 << 20
+    old = bytes(range(256)) * (3 * chunk // 256) + b"tail"
+    data = make_tree({"model.bin": 1})
+    src = data / "model.bin"
+    src.write_bytes(old)
+    new = {"rewritten": b"\xa5" * len(old), "truncated": b"\x5a" * (chunk + 10),
+           "grown": b"\x3c" * (len(old) + chunk)}[change]
+    calls: list[int] = []
+
+    class Changing(DirectSink):
+        def write(self, data: bytes | memoryview) -> None:
+            super().write(data)
+            calls.append(len(data))
+            if len(calls) == 1:  # the first MiB is stored: the file changes under the reader
+                with open(src, "r+b") as f:
+                    f.write(new)
+                    f.truncate(len(new))
+
+    monkeypatch.setattr(store_module, "DirectSink", Changing)
+    rec = record_files(ledger, [data], alice, name="changing")
+    monkeypatch.undo()
+    assert rec.manifest is not None
+    (entry,) = rec.manifest.files
+    want = old[:chunk] + new[chunk:]
+    stored = ledger.store.path_of(entry.digest).read_bytes()
+    assert stored == want and entry.size == len(want)
+    assert entry.digest == "sha256:" + hashlib.sha256(stored).hexdigest()
+    assert ledger.store.get_verified(entry.digest) == want
+    assert manifest_from_statement(verify_statement(
+        Envelope.from_bytes(ledger.store.get_verified(rec.envelope_digest)), [alice.public],
+        allowed_predicate_types={predicates.FILES}, subject_digest=rec.digest,
+    ).statement) == rec.manifest
+
+
+@pytest.mark.parametrize("swap", ["file-for-link", "dir-for-link", "file-renamed-over"])
+def test_a_file_swapped_after_the_listing_is_not_followed_nor_recorded(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, swap: str,
+) -> None:
+    """att40 finding 1: links are not signed (`collect_files` refuses them), yet a file of the
+    directory swapped after it was listed, before it was copied, for a link to a file outside
+    (or a directory above it swapped for a link to another directory) was followed: the
+    target's bytes (a key the attester can read, another user's file) were stored and signed
+    under the listed name. Now the file opened must be the one listed (device and inode), else
+    nothing is recorded."""
+    from trajledger.ledger import record as record_module
+
+    data = make_tree({"w/model.bin": "weights", "readme.txt": "hello"})
+    secret = tmp_path / "outside" / "w"
+    secret.mkdir(parents=True)
+    (secret / "model.bin").write_bytes(b"the attester's private key")
+    size, before = snapshot(ledger)
+    real = record_module.collect_files
+
+    def collect_then_swap(*a: Any, **kw: Any) -> Any:
+        listed = real(*a, **kw)
+        target = data / "w" / "model.bin"
+        if swap == "file-for-link":
+            target.unlink()
+            target.symlink_to(secret / "model.bin")
+        elif swap == "dir-for-link":
+            (data / "w").rename(tmp_path / "moved-away")
+            (data / "w").symlink_to(secret)
+        else:
+            (data / "new").write_bytes(b"weights")
+            (data / "new").replace(target)
+        return listed
+
+    monkeypatch.setattr(record_module, "collect_files", collect_then_swap)
+    with pytest.raises(LedgerError, match=r"w/model\.bin: not the file listed .*nothing was "
+                                          r"recorded"):
+        record_files(ledger, [data], alice, name="swapped")
+    assert ledger.log.size == size
+    stored = {ledger.store.get(d) for d in set(ledger.store.iter_digests()) - before}
+    assert b"the attester's private key" not in stored
+
+
+def test_an_environment_file_swapped_for_a_link_after_the_listing_is_not_recorded(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The same for `register_environment`, which lists its files and records them by name."""
+    from trajledger.ledger import artifacts
+
+    data = make_tree({"env/step.py": "def step(): ...\n"})
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"the attester's private key")
+    size = ledger.log.size
+    real = artifacts.collect_files
+
+    def collect_then_swap(*a: Any, **kw: Any) -> Any:
+        listed = real(*a, **kw)
+        (data / "env" / "step.py").unlink()
+        (data / "env" / "step.py").symlink_to(secret)
+        return listed
+
+    monkeypatch.setattr(artifacts, "collect_files", collect_then_swap)
+    with pytest.raises(LedgerError, match=r"step\.py: not the file listed"):
+        artifacts.register_environment(ledger, "swapped", "1", signer=alice,
+                                       files=[data / "env"])
+    assert ledger.log.size == size
