@@ -3228,3 +3228,7 @@ def test_a_lab_relays_the_vendors_batch_after_its_log_was_applied(tmp_path: Path
     replay(run, [Step("bwatch")])
     assert run.ran[-1].startswith("bwatch() -> refused: something this ledger holds"), run.ran
     assert not m.unread and not m.checkpoint_ok("lc1") and judge_history(run) == []
+    r = run.buyer.cli("verify", "v1")
+    assert r.exit_code == 1 and not m.batch_ok("v1", named=True), r.output
+    assert re.search(r"is missing: deleted by the erasure at log index \d+, which does not "
+                     r"count for this record\n", r.stderr), r.stderr
