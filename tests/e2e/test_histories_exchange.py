@@ -142,7 +142,9 @@ test_histories_agree.py's withdrawal of an approval):
   with ``vendor`` (every vendor step that would is refused); its newest bundles under the
   buyer's policy refuse what that key signed at or after ``compromised_since``; the buyer's
   import of the extension that carries the successor revokes each artifact it holds from the
-  vendor that the key signed since (then R10 as for a revocation).
+  vendor that the key signed since (then R10 as for a revocation): from the vendor's log
+  alone (updates.py ``_compromises``), not bytes the buyer recorded itself first (R34, hist40:
+  listed as ignored; its own record and the vendor's then both hold, by name and by digest).
 - **R16 ``max_drop``** (docs/evaluations.md "``trajledger release``": "with ``max_drop`` and a
   parent checkpoint, the parent's latest evaluation on the same suite must exist"): in half the
   histories the buyer's policy also requires, per suite, the judge's ``score`` with
@@ -1357,7 +1359,7 @@ class Model:
                 if self.vendors_here(x):  # R34: no authority over the buyer's own record
                     self.taken.setdefault((how, x), size)
         self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)
-                             and self.vendors_here(x)}  # (R34: held from the vendor)
+                             and not self.buyer[x].own}  # (R34: from the vendor's log alone)
         out = {d for ap in self.vapprovals.values() for d, gone, _i in ap if gone}  # R31: of
         for a in self.buyer.values():  # an approval a checkpoint's bundle brought here
             for ap in a.approvals:
