@@ -1340,6 +1340,9 @@ class Model:
     """R31: the vendor's log index of each withdrawal of its approver's (``vwithdraw``)."""
     rotated: bool = False
     """R35: the vendor rotated its log key (``vrotate``)."""
+    sold_own: set[str] = field(default_factory=set)
+    """R34 with R27 (hist40): the vendor's batches whose bytes the buyer recorded itself first
+    and sold back in a set: the vendor holds the buyer's record of them too."""
     lab: dict[str, Art] = field(default_factory=dict)
     """R36: what the lab made of the vendor's batch it bought (``l1``, ``lc1``: `Art.batches`,
     `Art.digest`)."""
@@ -1564,11 +1567,16 @@ class Model:
             return False
         return self.compromised_since is None or not any(b in self.vendor for b in d.batches)
 
-    def v_bundle_ok(self, label: str) -> bool:  # R2, R3, R20, R27: under the buyer's policy
+    def v_bundle_ok(self, label: str) -> bool | None:  # R2, R3, R20, R27, R34
         """Whether the vendor's newest bundle of ``label`` verifies under the buyer's policy
         in force: as the vendor knows it (`v_ok`), before the buyer's marking (R20), and none
         of its lineage revoked by the buyer's approver in a record a sale brought into the
-        vendor's log (R27: its policy ignored it, the buyer's counts it; history 9030)."""
+        vendor's log (R27: its policy ignored it, the buyer's counts it; history 9030). Either
+        (None) after the marking for a batch the buyer sold back its own record of (R34 with
+        R27: the bundle carries that record too, which the buyer's policy believes where it
+        ignores the vendor's: the lead's decision, twenty-fourth round; seed 1605)."""
+        if self.marked is not None and label in self.sold_own:
+            return None
         return self.v_ok(label) and self.marked is None and not (
             {label, *self.vendor[label].batches} & self.vtook)
 
@@ -1776,7 +1784,9 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "verase":
         return None if a[0] in m.erased | m.verase_b else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
-        return False if m.marked is not None else True if m.v_bundle_ok(a[0]) else None
+        if (ok := m.v_bundle_ok(a[0])) is None:  # (R34 with R27: none but the buyer's own)
+            return None
+        return False if m.marked is not None else True if ok else None
     if s.op in ("update", "monitor"):  # R10, R18
         return True
     if s.op == "bdataset":  # R11, R21 (the rules in force), R22 (a sealed batch)
@@ -2198,6 +2208,8 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
         gone = m.own_erased & {label, *m.buyer[label].batches}  # R30: erasures travel so too
         gone |= m.own_erased - m.sold_erased if since else set()
         m.bapplied, m.sold_revoked, m.sold_erased = bsize, set(m.own_revoked), set(m.own_erased)
+        m.sold_own |= {x for x in (label, *m.buyer[label].batches)  # R34 with R27
+                       if m.buyer[x].own and x in m.vendor}
         for x in (label, *m.buyer[label].batches):
             if x not in m.vendor and x not in m.back:  # the vendor's own stay its own
                 a = m.buyer[x]
@@ -2485,8 +2497,9 @@ def judge_history(run: Run) -> list[str]:
                     if len(m.claims(a.label)) > 1 else {"verify NAME": cli_verdict(
                         b, "verify", f"{a.label}@1")}, m.checkpoint_ok(a.label, True))
     for a in list(m.vendor.values()):
-        compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
-                m.v_bundle_ok(a.label) and not m.v_disowned(a.label))  # R20; R27; R29
+        if (ok := m.v_bundle_ok(a.label)) is not None:  # (either: R34 with R27)
+            compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
+                    ok and not m.v_disowned(a.label))  # R20; R27; R29
     for a in m.vendor.values():  # R26: the vendor's gate
         if a.kind == "dataset":
             compare(a.label, {"admit at the vendor": cli_verdict(run.vendor, "admit", a.digest)},
