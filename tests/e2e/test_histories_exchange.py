@@ -406,10 +406,14 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and nineteen built by hand (R12,
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and twenty-one built by hand (R12,
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, R31 with
-hist37's two findings and out36's warning, and hist32's, the lead's, hist33's, hist34's and
-history 234's findings): hist37's three, as a process at load 11: 5.3 CPU-s (4.6 s user, 0.7 s
+hist37's two findings and out36's warning, hist32's, the lead's, hist33's, hist34's and
+history 234's findings, and R36 with R34's by-name line): the file 52.6 CPU-s (44.5 s user,
+8.1 s system, ``-n 0``, medians of two pairs of whole-process runs, at load 13 to 20, beside
+five other sessions' work) against 2af7bb98's 51.1 (42.9, 8.2) in the same run (hist40: +1.5
+CPU-s, 1.03 x, R36's hand history: a third ledger, the lab); hist37's three, as a process at
+load 11: 5.3 CPU-s (4.6 s user, 0.7 s
 system, with pytest's start; R30's alone so: 2.9); the file 34.4 CPU-s (30.0 s user, 4.5 s
 system, ``-n 0``, medians of two ``farm-bench`` pairs, at load 13 to 14) against 62f580e6's
 32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x, the hand histories of history 234
@@ -1104,6 +1108,19 @@ back; hist40: with them too) in which the buyer records the vendor's bytes itsel
 ship (``vrotate``)."""
 
 
+def first_brought(steps: list[Step], members: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """The index of the step that first brings each vendor artifact to the buyer: a ship of it
+    or of a dataset of ``members`` holding it, or a ``vckship`` of a checkpoint trained on one."""
+    trained = {s.args[0]: s.args[1] for s in steps if s.op == "vtrain"}
+    first: dict[str, int] = {}
+    for i, s in enumerate(steps):
+        x = trained.get(s.args[0], "") if s.op == "vckship" else s.args[0] if s.op == "ship" \
+            else ""
+        for y in (x, *members.get(x, ())) if x else ():
+            first.setdefault(y, i)
+    return first
+
+
 def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
     """R34 (hist39): ``steps`` with the buyer recording, before the import that first brings
     it, one or two of the vendor's batches (not chat, not sealed: the file the vendor
@@ -1121,13 +1138,7 @@ def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
         elif s.op == "vdataset" and s.args[2] == "train" and s.args[0] not in made:
             made[s.args[0]] = i
             members[s.args[0]] = tuple(s.args[1])
-    trained = {s.args[0]: s.args[1] for s in steps if s.op == "vtrain"}
-    first: dict[str, int] = {}
-    for i, s in enumerate(steps):
-        x = trained.get(s.args[0], "") if s.op == "vckship" else s.args[0] if s.op == "ship" \
-            else ""
-        for y in (x, *members.get(x, ())) if x else ():
-            first.setdefault(y, i)
+    first = first_brought(steps, members)
     picks = [(x, max([made[x], *(first.get(b, len(steps)) for b in members.get(x, ()))]) + 1, i)
              for x, i in first.items() if x in made]
     picks = [p for p in picks if p[1] <= p[2]]
@@ -1171,13 +1182,7 @@ def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
             and s.args[0] not in {"v0", *same} and s.args[2] not in TEXT_VARIANTS
             and not s.args[3]}
     members = {s.args[0]: tuple(s.args[1]) for s in steps if s.op == "vdataset"}
-    trained = {s.args[0]: s.args[1] for s in steps if s.op == "vtrain"}
-    first: dict[str, int] = {}
-    for i, s in enumerate(steps):
-        x = trained.get(s.args[0], "") if s.op == "vckship" else s.args[0] if s.op == "ship" \
-            else ""
-        for y in (x, *members.get(x, ())) if x else ():
-            first.setdefault(y, i)
+    first = first_brought(steps, members)
     ships = [i for i, s in enumerate(steps) if s.op in ("ship", "vckship")]
     picks = [x for x, i in made.items() if ships and ships[0] < first.get(x, len(steps)) > i]
     if not picks:
