@@ -69,12 +69,19 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   it or the dataset (or, in a fifth of those, declares its key compromised since one) and the
   buyer runs ``monitor --fail-on-revocation`` (``bwatch``) (R31);
 - (hist39, two streams of their own again, drawn after every other) in half the histories
-  without the buyer's marking, the vendor's compromise or a sale back, the buyer records one
+  (hist39: without the buyer's marking, the vendor's compromise or a sale back; since hist40
+  with them too), the buyer records one
   or two of the vendor's batches (the file the vendor recorded) or train sets (its batches,
   name, version and split) itself before an import brings the vendor's record of the same
   bytes (``bsame``), and in six in ten of those the vendor then revokes (or erases) one of
   them and an update, ``monitor`` or ``bwatch`` follows (R34); in three histories in ten the
-  vendor rotates its log key once after its first ship (``vrotate``, R35).
+  vendor rotates its log key once after its first ship (``vrotate``, R35);
+- (hist40, a stream of its own again, drawn after every other) in half the histories without
+  the buyer's marking, the vendor's compromise or a sale back, a lab buys one of the vendor's
+  batches the buyer does not hold yet and trains on it (``lbuy``), the vendor revokes or erases
+  it and the buyer applies the vendor's log past that (in seven in ten), the buyer's approver
+  names the lab in its policy (``blab``) and imports the lab's checkpoint bundle (``lrelay``),
+  then ``bwatch``, ``monitor`` or an update follows (in eight in ten) (R36).
 
 `Model` says from the rules what each of the buyer's paths must answer. The rules (those of
 test_histories_agree.py, R1 to R6, here with one signer per role, no successor policy at
@@ -135,7 +142,9 @@ test_histories_agree.py's withdrawal of an approval):
   with ``vendor`` (every vendor step that would is refused); its newest bundles under the
   buyer's policy refuse what that key signed at or after ``compromised_since``; the buyer's
   import of the extension that carries the successor revokes each artifact it holds from the
-  vendor that the key signed since (then R10 as for a revocation).
+  vendor that the key signed since (then R10 as for a revocation): from the vendor's log
+  alone (updates.py ``_compromises``), not bytes the buyer recorded itself first (R34, hist40:
+  listed as ignored; its own record and the vendor's then both hold, by name and by digest).
 - **R16 ``max_drop``** (docs/evaluations.md "``trajledger release``": "with ``max_drop`` and a
   parent checkpoint, the parent's latest evaluation on the same suite must exist"): in half the
   histories the buyer's policy also requires, per suite, the judge's ``score`` with
@@ -355,6 +364,23 @@ test_histories_agree.py's withdrawal of an approval):
   and reports a revocation or erasure taken in already as new, so ``bwatch`` exits 1 where
   nothing is new: `Model.watched` says either once the vendor rotated and revoked or erased
   anything.
+- **R36 a lab's relay** (docs/third-party.md "Updates between organisations": "A record can
+  also reach you after you applied … its origin's log"; SECURITY.md, twenty-fourth round,
+  gap39): the lab's checkpoint bundle (``lrelay``) is imported once the buyer's policy names
+  the lab's producer, approver and trainer keys and its log (``blab``), and brings the lab's
+  train set ``l1`` (approved by the lab's approver: it counts here, ``admit``), ``lc1`` and
+  the vendor's batch. When the buyer did not hold that batch (having applied some of the
+  vendor's log: the step waits for it) the import marks the vendor's log unread (``WARNING:
+  log … has not been read for …``; an update since the size applied is refused) and takes
+  in none of the vendor's stops: a revocation or erasure of the batch the vendor logged
+  before the size applied, passed over then, is not known here, and ``lc1`` holds. While
+  marked, the vendor's log is read from its first entry (`Model.since`): the next
+  ``monitor`` takes in every stop of what the buyer holds, ``bwatch`` exits 1 for any (a
+  stop taken in before counts again: hist39 finding 3), and an update, ship or ``vckship``
+  is exported with ``--updates-since 0``; a read clears the mark. **Open** (hist40 finding 5,
+  rot40's files): after the vendor rotated its log key (R35) the refused update's line says
+  the log must be read "since size 0, what you applied of it", not why: the model asks for
+  the refusal and ``--updates-since 0`` only there.
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -367,7 +393,9 @@ buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bo
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
 buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31;
 ``bsame`` of a batch always (before the vendor's record is here), of a train set as
-``bdataset``; ``vrotate`` always.
+``bdataset``; ``vrotate`` always; ``lbuy`` and ``blab`` always, ``lrelay`` as R36 (R34 with
+R15 and a sale back: ``bsell`` of a set holding a batch the buyer recorded itself after the
+vendor's compromise is either, the bundle holding its record or the vendor's).
 
 The paths (`judge_history`): per imported batch ``verify`` and its node in ``impact``; per
 dataset at the buyer ``verify DS``, ``admit``, ``export`` then ``verify BUNDLE --policy
@@ -381,10 +409,16 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and nineteen built by hand (R12,
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and twenty-one built by hand (R12,
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, R31 with
-hist37's two findings and out36's warning, and hist32's, the lead's, hist33's, hist34's and
-history 234's findings): hist37's three, as a process at load 11: 5.3 CPU-s (4.6 s user, 0.7 s
+hist37's two findings and out36's warning, hist32's, the lead's, hist33's, hist34's and
+history 234's findings, and R36 with R34's by-name line), and one strict xfail (R36 with
+R35, hist40 finding 5): the file without that xfail 52.6 CPU-s (44.5 s user, 8.1 s system,
+``-n 0``, medians of two pairs of whole-process runs, at load 13 to 20, beside five other
+sessions' work) against 2af7bb98's 51.1 (42.9, 8.2) in the same run (hist40: +1.5 CPU-s, 1.03
+x, R36's hand history: a third ledger, the lab; the xfail, a shorter history, about as much
+again); hist37's three, as a process at
+load 11: 5.3 CPU-s (4.6 s user, 0.7 s
 system, with pytest's start; R30's alone so: 2.9); the file 34.4 CPU-s (30.0 s user, 4.5 s
 system, ``-n 0``, medians of two ``farm-bench`` pairs, at load 13 to 14) against 62f580e6's
 32.4 (28.1, 4.3) in the same run (hist36: +2.0 CPU-s, 1.06 x, the hand histories of history 234
@@ -855,6 +889,9 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
     ships = [i for i, s in enumerate(steps) if s.op in ("ship", "vckship")]
     if new and ships and rotate.random() < ROTATED:
         steps.insert(rotate.randint(ships[0] + 1, len(steps)), Step("vrotate"))
+    lab = random.Random(f"lab relay {seed}")  # R36 (hist40)
+    if new and lab.random() < LAB:
+        steps = relayed(lab, steps)
     return steps
 
 
@@ -1070,9 +1107,23 @@ def checkpoint_shipped(rnd: random.Random, steps: list[Step]) -> list[Step]:
 
 
 SAME, ROTATED = 0.5, 0.3
-"""R34 (hist39): the share of histories (without a marking, a compromise or a sale back) in
-which the buyer records the vendor's bytes itself first (`recorded_twice`), and the share in
-which the vendor rotates its log key once after its first ship (``vrotate``)."""
+"""R34 (hist39): the share of histories (hist39: without a marking, a compromise or a sale
+back; hist40: with them too) in which the buyer records the vendor's bytes itself first
+(`recorded_twice`), and the share in which the vendor rotates its log key once after its first
+ship (``vrotate``)."""
+
+
+def first_brought(steps: list[Step], members: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """The index of the step that first brings each vendor artifact to the buyer: a ship of it
+    or of a dataset of ``members`` holding it, or a ``vckship`` of a checkpoint trained on one."""
+    trained = {s.args[0]: s.args[1] for s in steps if s.op == "vtrain"}
+    first: dict[str, int] = {}
+    for i, s in enumerate(steps):
+        x = trained.get(s.args[0], "") if s.op == "vckship" else s.args[0] if s.op == "ship" \
+            else ""
+        for y in (x, *members.get(x, ())) if x else ():
+            first.setdefault(y, i)
+    return first
 
 
 def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
@@ -1081,11 +1132,8 @@ def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
     recorded, under its name) or train sets (of batches the buyer holds by then, under the
     vendor's name, version and split: the same bytes) itself (``bsame``), and in six in ten
     then the vendor revoking (or erasing, a batch) one of them and an update, a ``monitor`` or
-    a ``bwatch`` following. Not with the buyer's marking, the vendor's compromise or a sale
-    back (R20, R15, R27: what the vendor's key signed is judged there record by record; not
-    modelled for a record of the buyer's of the same bytes)."""
-    if any(s.op in ("bmark", "vcompromise", "bsell") for s in steps):
-        return steps
+    a ``bwatch`` following. Since hist40 with the buyer's marking, the vendor's compromise and
+    a sale back too (R20, R15, R27: R34's second record judged as any record of the vendor's)."""
     made: dict[str, int] = {}
     members: dict[str, tuple[str, ...]] = {}
     for i, s in enumerate(steps):
@@ -1095,13 +1143,7 @@ def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
         elif s.op == "vdataset" and s.args[2] == "train" and s.args[0] not in made:
             made[s.args[0]] = i
             members[s.args[0]] = tuple(s.args[1])
-    trained = {s.args[0]: s.args[1] for s in steps if s.op == "vtrain"}
-    first: dict[str, int] = {}
-    for i, s in enumerate(steps):
-        x = trained.get(s.args[0], "") if s.op == "vckship" else s.args[0] if s.op == "ship" \
-            else ""
-        for y in (x, *members.get(x, ())) if x else ():
-            first.setdefault(y, i)
+    first = first_brought(steps, members)
     picks = [(x, max([made[x], *(first.get(b, len(steps)) for b in members.get(x, ()))]) + 1, i)
              for x, i in first.items() if x in made]
     picks = [p for p in picks if p[1] <= p[2]]
@@ -1120,6 +1162,55 @@ def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
         out.insert(at, Step(op, (x,)))
         out.insert(rnd.randint(at + 1, len(out)), Step(rnd.choice(["update", "monitor",
                                                                    "bwatch"])))
+    return out
+
+
+LAB, PASSED = 0.5, 0.7
+"""R36 (hist40): the share of histories (without a marking, a compromise or a sale back) in
+which a lab relays the vendor's batch to the buyer (`relayed`), and of
+those in which the vendor revokes or erases it and the buyer applies its log past that first."""
+
+
+def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
+    """R36 (hist40): ``steps`` with a lab buying one of the vendor's batches (not sealed, not
+    chat, not brought to the buyer by the history's first ship) and training on it (``lbuy``),
+    before the buyer holds it; in seven in ten the vendor then revokes or erases the batch and
+    the buyer applies the vendor's log past that (an ``update`` or a ``monitor``: the entry is
+    about nothing it holds, passed over); the buyer's approver names the lab in its policy
+    (``blab``) and imports the lab's checkpoint bundle (``lrelay``), which brings the batch,
+    before any ship of it; then, in eight in ten, ``bwatch``, ``monitor`` or ``update``
+    (gap39's case: docs/third-party.md, the vendor's log marked unread)."""
+    if any(s.op in ("bmark", "vcompromise", "bsell") for s in steps):
+        return steps
+    same = {s.args[0] for s in steps if s.op == "bsame"}  # (R34's own records: not these)
+    made = {s.args[0]: i for i, s in enumerate(steps) if s.op == "vrecord" and len(s.args) > 3
+            and s.args[0] not in {"v0", *same} and s.args[2] not in TEXT_VARIANTS
+            and not s.args[3]}
+    members = {s.args[0]: tuple(s.args[1]) for s in steps if s.op == "vdataset"}
+    first = first_brought(steps, members)
+    ships = [i for i, s in enumerate(steps) if s.op in ("ship", "vckship")]
+    picks = [x for x, i in made.items() if ships and ships[0] < first.get(x, len(steps)) > i]
+    if not picks:
+        return steps
+    x = rnd.choice(picks)
+    out, hi = list(steps), first.get(x, len(steps))  # inserted at hi or before: before its ship
+    at = rnd.randint(made[x] + 1, hi)
+    out.insert(at, Step("lbuy", (x,)))
+    hi, ship = hi + 1, ships[0] + (at <= ships[0])
+    if rnd.random() < PASSED:
+        at = rnd.randint(at + 1, hi)
+        out.insert(at, Step(rnd.choice(["vrevoke", "vrevoke", "verase"]), (x,)))
+        hi, ship = hi + 1, ship + (at <= ship)
+        at = rnd.randint(max(at, ship) + 1, hi)
+        out.insert(at, Step(rnd.choice(["update", "monitor"])))
+        hi, ship = hi + 1, ship + (at <= ship)
+    at = rnd.randint(max(at, ship) + 1, hi)
+    out[at:at] = [Step("blab"), Step("lrelay")] if rnd.random() < 0.5 else [Step("lrelay")]
+    if out[at].op == "lrelay":
+        out.insert(rnd.randint(0, at), Step("blab"))
+    if rnd.random() < 0.8:
+        out.insert(rnd.randint(out.index(Step("lrelay")) + 1, len(out)),
+                   Step(rnd.choice(["bwatch", "bwatch", "monitor", "update"])))
     return out
 
 
@@ -1259,13 +1350,29 @@ class Model:
     """R31: the vendor's log index of each withdrawal of its approver's (``vwithdraw``)."""
     rotated: bool = False
     """R35: the vendor rotated its log key (``vrotate``)."""
+    sold_own: set[str] = field(default_factory=set)
+    """R34 with R27 (hist40): the vendor's batches whose bytes the buyer recorded itself first
+    and sold back in a set: the vendor holds the buyer's record of them too."""
+    lab: dict[str, Art] = field(default_factory=dict)
+    """R36: what the lab made of the vendor's batch it bought (``l1``, ``lc1``: `Art.batches`,
+    `Art.digest`)."""
+    lab_named: bool = False
+    """R36: the buyer's policy in force names the lab's keys and log (``blab``)."""
+    unread: bool = False
+    """R36: the lab's bundle brought a vendor record after the buyer applied the vendor's log:
+    the log is marked unread, its size applied counts as 0 until a read from its first entry."""
+
+    @property
+    def since(self) -> int:  # R36: where the next read of the vendor's log starts
+        return 0 if self.unread else self.applied
 
     def learn(self, size: int) -> None:  # R10: an import takes in the whole extension (R14:
         for how, done in (("revoked", self.revoked), ("erased", self.erased)):  # no approval)
             for x in done & self.buyer.keys() if self.trusted(size) else ():  # R20: ignored
                 if self.vendors_here(x):  # R34: no authority over the buyer's own record
                     self.taken.setdefault((how, x), size)
-        self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)}
+        self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)
+                             and not self.buyer[x].own}  # (R34: from the vendor's log alone)
         out = {d for ap in self.vapprovals.values() for d, gone, _i in ap if gone}  # R31: of
         for a in self.buyer.values():  # an approval a checkpoint's bundle brought here
             for ap in a.approvals:
@@ -1297,7 +1404,7 @@ class Model:
         is not applied here, out36; R15's revocations here), a sale back (R27: the buyer's own
         revocations in the vendor's log) or a withdrawal (a revocation of an approval)."""
         if self.compromised_since is not None or self.bapplied or \
-                any(i >= self.applied for i in self.vwithdrawn_at):
+                any(i >= self.since for i in self.vwithdrawn_at):
             return None
         if self.rotated and (self.revoked_at or self.erased_at):  # R35: open (hist39 finding 6)
             return None
@@ -1305,7 +1412,7 @@ class Model:
 
     def fresh(self) -> set[str]:  # R31: what the vendor's extension revokes or erases here
         return {x for x, i in [*self.revoked_at.items(), *self.erased_at.items()]
-                if x in self.buyer and i >= self.applied and self.vendors_here(x)}
+                if x in self.buyer and i >= self.since and self.vendors_here(x)}
 
     def vendors_here(self, label: str, named: bool = False) -> bool:  # R34
         """Whether the vendor's record of ``label`` counts at the buyer: it is here (an own
@@ -1463,17 +1570,23 @@ class Model:
         for a record"; as R20's ship after the buyer's marking). Either when the buyer's own
         record fails there (its export of it may be refused)."""
         d = self.buyer[label]
-        if not self.record_ok(label):
+        if not self.record_ok(label) or (self.compromised_since is not None and any(
+                self.buyer[b].own for b in d.batches)):  # R34: which records the bundle holds
             return None
         if not self.trusts_buyer:
             return False
         return self.compromised_since is None or not any(b in self.vendor for b in d.batches)
 
-    def v_bundle_ok(self, label: str) -> bool:  # R2, R3, R20, R27: under the buyer's policy
+    def v_bundle_ok(self, label: str) -> bool | None:  # R2, R3, R20, R27, R34
         """Whether the vendor's newest bundle of ``label`` verifies under the buyer's policy
         in force: as the vendor knows it (`v_ok`), before the buyer's marking (R20), and none
         of its lineage revoked by the buyer's approver in a record a sale brought into the
-        vendor's log (R27: its policy ignored it, the buyer's counts it; history 9030)."""
+        vendor's log (R27: its policy ignored it, the buyer's counts it; history 9030). Either
+        (None) after the marking for a batch the buyer sold back its own record of (R34 with
+        R27: the bundle carries that record too, which the buyer's policy believes where it
+        ignores the vendor's: the lead's decision, twenty-fourth round; seed 1605)."""
+        if self.marked is not None and label in self.sold_own:
+            return None
         return self.v_ok(label) and self.marked is None and not (
             {label, *self.vendor[label].batches} & self.vtook)
 
@@ -1635,6 +1748,8 @@ class Run:
     """The buyer registered its environment ``own@1`` (R24's batches of its own)."""
     grid_env: bool = False
     """The buyer registered the vendor's environment ``grid@1`` itself (R34)."""
+    lab: Side | None = None
+    """R36: the lab, a buyer of the vendor's (`relay`)."""
 
     @property
     def policy(self) -> Path:
@@ -1665,8 +1780,10 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return m.carried(a[0])
     if s.op == "bwatch":
         return m.watched()
+    if s.op == "lrelay":  # R36: the buyer's policy names the lab's keys and log
+        return m.lab_named
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
-                "vtrust", "vname", "bvtrust", "vrotate"):
+                "vtrust", "vname", "bvtrust", "vrotate", "lbuy", "blab"):
         return True
     if s.op == "bsame":  # R34: a batch recorded again; a dataset made again as R11, R21 say
         x = m.vendor[a[0]]
@@ -1677,7 +1794,9 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
     if s.op == "verase":
         return None if a[0] in m.erased | m.verase_b else True
     if s.op == "ship":  # R20: after the buyer's marking its policy trusts no vendor record
-        return False if m.marked is not None else True if m.v_bundle_ok(a[0]) else None
+        if (ok := m.v_bundle_ok(a[0])) is None:  # (R34 with R27: none but the buyer's own)
+            return None
+        return False if m.marked is not None else True if ok else None
     if s.op in ("update", "monitor"):  # R10, R18
         return True
     if s.op == "bdataset":  # R11, R21 (the rules in force), R22 (a sealed batch)
@@ -1729,6 +1848,14 @@ def refs(m: Model, s: Step) -> bool:
         return a[0] in m.vchecks and a[0] not in m.buyer
     if s.op == "bvtrust":
         return not m.vtrainer
+    if s.op == "lbuy":  # R36: a batch that holds at the vendor, not sealed, not of chat
+        x = m.vendor.get(a[0])
+        return x is not None and not m.lab and a[0] not in m.revoked | m.erased and not (
+            x.sealed or x.variant in TEXT_VARIANTS) and m.compromised_since is None
+    if s.op == "lrelay":  # R36: after the buyer applied the vendor's log
+        return "lc1" in m.lab and "lc1" not in m.buyer and m.applied > 0
+    if s.op == "blab":
+        return not m.lab_named
     if s.op == "bpin":
         return "vsuite" in m.buyer and not m.pinned
     if s.op == "bdataset":
@@ -1830,7 +1957,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(r)
     if s.op in ("ship", "update"):
         out = run.root / f"ship-{len(run.ran)}.tar.zst"
-        since = ("--updates-since", str(m.applied)) if m.applied else ()
+        since = ("--updates-since", str(m.since)) if m.applied else ()  # (R36: 0, unread)
         ref = (m.vendor[a[0]].digest,) if s.op == "ship" else ()
         r = v.cli("export", *ref, *since, "--out", out)
         if r.exit_code != 0:
@@ -1841,21 +1968,21 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
             unapplied(run, r, fresh, size)
             if s.op == "ship":
                 brought(m, a[0], size)
-            m.applied = vsize
+            m.applied, m.unread = vsize, False
             m.learn(size)
         return ok(r)
     if s.op in ("monitor", "bwatch"):  # R18: the vendor's log served, watched with the
         vsize, fresh = v.size(), m.fresh()  # approver's key (R31: --fail-on-revocation)
         r = watch(v, b, *("--fail-on-revocation",) * (s.op == "bwatch"))
         if r.exit_code == 0 or "was revoked or erased there" in r.stderr:  # taken in (R31)
-            m.applied = vsize
+            m.applied, m.unread = vsize, False
             m.learn(size)
             unapplied(run, r, fresh, size)
         return ok(r)
     if s.op == "vckship":  # R31: the vendor's checkpoint, its bundle imported by the buyer
         c = m.vchecks[a[0]]
         out = run.root / f"ship-{len(run.ran)}.tar.zst"
-        since = ("--updates-since", str(m.applied)) if m.applied else ()
+        since = ("--updates-since", str(m.since)) if m.applied else ()  # (R36: 0, unread)
         r = v.cli("export", c.digest, *since, "--out", out)
         if r.exit_code != 0:
             return ok(r)
@@ -1868,7 +1995,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
                 if i < c.vindex and not gone]
             m.buyer[a[0]] = Art(a[0], "checkpoint", dataset=c.dataset, digest=c.digest,
                                 index=size + 1, score=score_of(b, c.digest))
-            m.applied = vsize
+            m.applied, m.unread = vsize, False
             m.learn(size)
         return ok(r)
     if s.op == "bsame":  # R34: the buyer records the vendor's bytes itself, first
@@ -1932,6 +2059,8 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         return ok(succeed(run, run.marking, m.rules, True))
     if s.op in ("vtrust", "bsell", "vname"):  # R27, R30
         return buy_back(run, s)
+    if s.op in ("lbuy", "blab", "lrelay"):  # R36
+        return relay(run, s, size)
     if s.op == "vtrain":  # R26 (R27: on what it bought back too)
         label, ds = a
         seed = label[2:] if label.startswith("vc") else str(500 + int(label[2:]))  # (vb: R27)
@@ -2089,6 +2218,8 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
         gone = m.own_erased & {label, *m.buyer[label].batches}  # R30: erasures travel so too
         gone |= m.own_erased - m.sold_erased if since else set()
         m.bapplied, m.sold_revoked, m.sold_erased = bsize, set(m.own_revoked), set(m.own_erased)
+        m.sold_own |= {x for x in (label, *m.buyer[label].batches)  # R34 with R27
+                       if m.buyer[x].own and x in m.vendor}
         for x in (label, *m.buyer[label].batches):
             if x not in m.vendor and x not in m.back:  # the vendor's own stay its own
                 a = m.buyer[x]
@@ -2097,6 +2228,70 @@ def buy_back(run: Run, s: Step) -> tuple[bool, str]:
         if m.names_approver:  # R30: logged under a policy naming the buyer's approver
             m.vrev_b |= {x for x in took if x in m.vendor or x in m.back}
             m.verase_b |= {x for x in gone if x in m.vendor or x in m.back}
+    return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
+
+
+UNREAD = "has not been read for "
+"""R36: `first_contact`'s line for a log marked unread (docs/third-party.md)."""
+
+
+def relay(run: Run, s: Step, size: int) -> tuple[bool, str]:
+    """R36: ``lbuy``, the lab (made at its first step: a buyer of the vendor's, its log
+    ``lab.example/log``) imports the vendor's batch, makes a train set of it (``l1``), approves
+    it and trains ``lc1`` on it; ``blab``, the buyer's approver sets a successor naming the
+    lab's producer, approver and trainer keys and its log; ``lrelay``, the lab exports
+    ``lc1`` and the buyer imports it. An import that brings the vendor's batch the buyer did
+    not hold says the vendor's log is unread (`UNREAD`), and an update of that log since the
+    size applied is then refused (``--updates-since 0`` asked); the model's follows."""
+    m, v, b = run.model, run.vendor, run.buyer
+    if run.lab is None:
+        run.lab = Side(run.root, "lab")
+        make_buyer(run.lab, [v], origin="lab.example/log")
+    lab = run.lab
+    if s.op == "blab":
+        r = succeed(run, run.marking, m.rules, m.pinned, lab=True)
+    elif s.op == "lbuy":
+        x, made = m.vendor[s.args[0]], ""
+        out = run.root / "lab-buys.tar.zst"
+        r = v.cli("export", x.digest, "--out", out)
+        for args in (("import", out, "--key", "approver"),
+                     ("dataset", "create", "l1", "--version", "1", "--split", "train",
+                      "--batch", x.digest, "--key", "producer"),
+                     ("approve", "l1@1", "--key", "approver"),
+                     ("train", "--dataset", "l1@1", "--key", "trainer", "--name", "lc1",
+                      "--version", "1", *sft(run, [x], "lc1", "61"))):
+            if r.exit_code:
+                break
+            r = lab.cli(*args)
+            made = digest_of(r) if args[0] == "dataset" and r.exit_code == 0 else made
+        if r.exit_code == 0:
+            m.lab["l1"] = Art("l1", "dataset", (x.label,), digest=made)
+            m.lab["lc1"] = Art("lc1", "checkpoint", dataset="l1", digest=digest_of(r))
+    else:
+        out = run.root / "lab-relays.tar.zst"
+        r = lab.cli("export", m.lab["lc1"].digest, "--out", out)
+        if r.exit_code == 0:
+            r = b.cli("import", out, "--key", "approver")
+        if r.exit_code == 0:
+            x = m.lab["l1"].batches[0]
+            new = x not in m.buyer
+            brought(m, x, size)
+            m.buyer["l1"] = Art("l1", "dataset", (x,), digest=m.lab["l1"].digest, index=size,
+                                approvals=[[size, "lab", False]])
+            m.buyer["lc1"] = Art("lc1", "checkpoint", dataset="l1", digest=m.lab["lc1"].digest,
+                                 index=size + 1, score=score_of(b, m.lab["lc1"].digest))
+            m.unread = m.unread or new
+            if (UNREAD in r.stderr) != new:
+                run.problems.append(f"lrelay: the vendor's {x} {'new' if new else 'held'} here, "
+                                    f"the import's lines:\n{r.stderr[-600:]}")
+            late = run.root / f"late-{len(run.ran)}.tar.zst"
+            if new and v.cli("export", "--updates-since", str(m.applied), "--out",
+                             late).exit_code == 0:
+                r2 = b.cli("import", late, "--key", "approver")  # (after a rotation: open, R36)
+                why = "--updates-since 0" if m.rotated else "where it must be read from again"
+                if r2.exit_code != 1 or why not in r2.stderr:
+                    run.problems.append(f"lrelay: an update since {m.applied} imported after "
+                                        f"the mark, exit {r2.exit_code}:\n{r2.stderr[-400:]}")
     return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
 
 
@@ -2126,7 +2321,7 @@ def vsucceed(run: Run, text: str | None = None, rules: dict[str, Any] | None = N
 
 def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
             release: tuple[int | None, int | None, tuple[str, ...]] | None = None,
-            *, as_json: bool = False, vtrainer: bool = False) -> Any:
+            *, as_json: bool = False, vtrainer: bool = False, lab: bool = False) -> Any:
     """The buyer's approver sets a successor of its policy in force: the first one, without
     ``vendor`` as a producer and with ``marking`` (R20) if any, with ``[contamination]``
     ``rules`` (R21), its requirements on ``suite@1`` pinned to ``vsuite``'s digest when
@@ -2142,9 +2337,17 @@ def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
                             f'"{run.model.buyer["vsuite"].digest}"\n')
     if vtrainer or run.model.vtrainer:  # R31: the vendor's trainer, a trainer here too
         pem = (run.vendor.home / "keys" / "vtrainer.pub").read_text()
-        text = text.replace('keys = ["keys/trainer.pub"]',
-                            f'keys = ["keys/trainer.pub", """{pem}"""]')
+        text = text.replace('"keys/trainer.pub"]', f'"keys/trainer.pub", """{pem}"""]')
         assert pem in text
+    if (lab or run.model.lab_named) and run.lab:  # R36: the lab's keys, first in each role
+        for role in ("producer", "approver", "trainer"):
+            pem = (run.lab.home / "keys" / f"{role}.pub").read_text()
+            if pem not in text:
+                text = text.replace(f"[roles.{role}]\nkeys = [",
+                                    f'[roles.{role}]\nkeys = ["""{pem}""", ', 1)
+                assert pem in text
+        if (vkey := run.lab.vkey()) not in text:
+            text = text.replace("vkeys = [", f'vkeys = ["{vkey}", ', 1)
     if marking:
         text = text.replace('"trust/vendor.pub", ', "")
         assert text.count("trust/vendor.pub") == 0
@@ -2157,6 +2360,7 @@ def succeed(run: Run, marking: str, rules: dict[str, Any], pinned: bool,
         run.release = release
         run.model.drop, run.model.least, run.model.suites = release
         run.model.vtrainer = run.model.vtrainer or vtrainer
+        run.model.lab_named = run.model.lab_named or lab
         run.successor = path if marking else None
     else:
         run.serial -= 1
@@ -2304,8 +2508,9 @@ def judge_history(run: Run) -> list[str]:
                     if len(m.claims(a.label)) > 1 else {"verify NAME": cli_verdict(
                         b, "verify", f"{a.label}@1")}, m.checkpoint_ok(a.label, True))
     for a in list(m.vendor.values()):
-        compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
-                m.v_bundle_ok(a.label) and not m.v_disowned(a.label))  # R20; R27; R29
+        if (ok := m.v_bundle_ok(a.label)) is not None:  # (either: R34 with R27)
+            compare(a.label, bundle_verdicts(run, run.vendor, a.digest, "vendor's newest"),
+                    ok and not m.v_disowned(a.label))  # R20; R27; R29
     for a in m.vendor.values():  # R26: the vendor's gate
         if a.kind == "dataset":
             compare(a.label, {"admit at the vendor": cli_verdict(run.vendor, "admit", a.digest)},
@@ -3023,3 +3228,55 @@ def test_a_vendor_checkpoint_shipped_whose_lineage_fails(tmp_path: Path) -> None
                                        Step("vrevoke", ("w1",)), Step("vckship", ("vc1",))])
     assert all(r.endswith("-> ok") for r in run.ran), run.ran
     assert not run.model.checkpoint_ok("vc1") and judge_history(run) == []
+
+
+def test_a_lab_relays_the_vendors_batch_after_its_log_was_applied(tmp_path: Path) -> None:
+    """R36 (hist40; gap39 finding 1 in the model): the lab buys the vendor's ``v2`` and trains
+    ``lc1`` on it; the vendor revokes ``v2``; the buyer, holding ``v1`` only, applies the
+    vendor's log past that revocation (passed over); the lab's bundle of ``lc1`` then brings
+    ``v2``: the import says the vendor's log is unread (`relay` checks it, and that an update
+    since the size applied is refused), ``lc1`` still verifies (not known revoked here), and
+    ``monitor --fail-on-revocation`` reads the log from its first entry: exit 1, ``lc1``
+    fails from then on. With hist39's Left (R34, its by-name line): the buyer recorded ``v1``
+    itself before the vendor's record came, and the vendor erased ``v1``: ``verify v1`` (the
+    buyer's own record) names the erasure that deleted its files, which does not count for it
+    (missing, not erased: hist39 finding 1)."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
+             Step("bsame", ("v1",)), Step("ship", ("v1",)), Step("lbuy", ("v2",)),
+             Step("vrevoke", ("v2",)), Step("verase", ("v1",)), Step("update"), Step("blab"),
+             Step("lrelay")]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran) and run.problems == [], run.ran
+    m = run.model
+    assert m.unread and m.checkpoint_ok("lc1") and m.watched() is False
+    r = run.buyer.cli("verify", m.buyer["lc1"].digest)
+    assert r.exit_code == 0 and UNREAD in r.stderr, r.output
+    replay(run, [Step("bwatch")])
+    assert run.ran[-1].startswith("bwatch() -> refused: something this ledger holds"), run.ran
+    assert not m.unread and not m.checkpoint_ok("lc1") and judge_history(run) == []
+    r = run.buyer.cli("verify", "v1")
+    assert r.exit_code == 1 and not m.batch_ok("v1", named=True), r.output
+    assert re.search(r"is missing: deleted by the erasure at log index \d+, which does not "
+                     r"count for this record\n", r.stderr), r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="rot40's files: first_contact.applied_why after a log-key "
+                   "rotation (hist40 finding 5)")
+def test_a_relay_after_the_vendors_log_key_rotation_says_why_it_is_read_again(
+        tmp_path: Path) -> None:
+    """R36 with R35 (hist40 finding 5; seed 1625): the buyer applied the vendor's log up to
+    size 4, the vendor rotated its log key, and the lab's bundle brought ``v2``: an update
+    since 4 is refused, rightly, but its line says the bundle "does not carry the log since
+    size 0, what you applied of it", where the buyer applied 4 and the log waits to be read
+    again for ``v2`` (without the rotation: ``where it must be read from again: records other
+    logs brought you after you applied it up to size 4 …``)."""
+    steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
+             Step("ship", ("v1",)), Step("vrotate"), Step("lbuy", ("v2",)), Step("blab"),
+             Step("lrelay")]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran) and run.model.unread, run.ran
+    late = tmp_path / "late.tar.zst"
+    run.vendor.run("export", "--updates-since", str(run.model.applied), "--out", late)
+    r = run.buyer.cli("import", late, "--key", "approver")
+    assert r.exit_code == 1 and "where it must be read from again: records other logs brought " \
+        f"you after you applied it up to size {run.model.applied}" in r.stderr, r.stderr

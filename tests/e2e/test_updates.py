@@ -96,13 +96,14 @@ vkeys = [{vkeys}]
 
 
 def make_buyer(buyer: Party, vendors: Sequence[Party], policy: str = BUYER_POLICY, *,
-               evaluator: bool = False, keys: Sequence[str] = ()) -> None:
-    """Set ``buyer`` up as the buyer of ``vendors``: its ledger, its keys (approver, trainer,
-    producer; evaluator when asked; ``keys`` besides), each vendor's key ``vendor`` under
-    ``trust/`` as ``NAME.pub``, and ``policy`` (`BUYER_POLICY`'s ``{producers}`` and
-    ``{vkeys}`` filled in: the vendors' keys and the buyer's producer, every party's log key)
-    set by its approver."""
-    buyer.run("init", "--origin", "buyer.example/log")
+               evaluator: bool = False, keys: Sequence[str] = (),
+               origin: str = "buyer.example/log") -> None:
+    """Set ``buyer`` up as the buyer of ``vendors``: its ledger (its log named ``origin``), its
+    keys (approver, trainer, producer; evaluator when asked; ``keys`` besides), each vendor's
+    key ``vendor`` under ``trust/`` as ``NAME.pub``, and ``policy`` (`BUYER_POLICY`'s
+    ``{producers}`` and ``{vkeys}`` filled in: the vendors' keys and the buyer's producer,
+    every party's log key) set by its approver."""
+    buyer.run("init", "--origin", origin)
     for k in ("approver", "trainer", "producer", *(("evaluator",) if evaluator else ()), *keys):
         buyer.run("key", "new", k, "--no-encrypt")
     trust = buyer.home / "trust"

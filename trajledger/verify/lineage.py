@@ -459,8 +459,11 @@ class LineageVerifier:
                 elif not caller and size is not None and size != f_size:
                     node.fail(f.path, size_problem(f_digest, size, f_size))
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
-            elif (by := self.erased_blob(f_digest)) is None:
-                node.fail(f.path, f"blob {_short(f_digest)} is missing")
+            elif (by := self.erased_blob(f_digest)) is None:  # (hist40: one that does not count)
+                at = [i for i in self.index.listing(f_digest) if self.kind_at(i, "erasure")]
+                node.fail(f.path, f"blob {_short(f_digest)} is missing" + (
+                    f": deleted by the erasure at log index {at[0]}, which does not count for "
+                    "this record" if at else ""))
             else:
                 gone += 1
                 if erased is None or by.index != erased.index:
