@@ -401,7 +401,7 @@ def record_batch(
         LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
     from .index.rows import statement_of
-    from .record_windows import computed, kept
+    from .record_windows import Written, computed, kept
     from .rollouts import rows_to_table, write_steps_parquet
     from .rollouts.space_check import SpaceCheck
 
@@ -427,7 +427,7 @@ def record_batch(
     # (2)
     with temp_dir(ledger.scratch) as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
-        recorder = FeatureRecorder(Path(tmp))
+        recorder, written = FeatureRecorder(Path(tmp)), Written()
         declared = SpaceCheck(env_item.ref, getattr(statement_of(ledger, env_item.envelope),
                                                     "predicate", None) or {})
         stats = write_steps_parquet(
@@ -436,7 +436,8 @@ def record_batch(
             episodes_path=episodes_path,
             subject=subject,
             fill={"env_version": env_item.digest, "policy_version": policy},
-            on_steps=declared.before(recorder.add) if declared else recorder.add,
+            on_steps=declared.before(written.tee(recorder.add)) if declared else written.tee(
+                recorder.add),
             on_features=recorder.given,
         )
         features = recorder.finish(stats.steps_file.digest, steps_path)
@@ -501,8 +502,8 @@ def record_batch(
             if "features" in earlier:
                 predicate["features"] = earlier["features"]
         # (4) (the train side's windows computed now, kept once committed: record_windows)
-        windows = (computed(steps_path, features.path, stats.steps_file.digest, stats.num_steps)
-                   if seal_to is None else None)
+        windows = (computed(steps_path, features.path, stats.steps_file.digest, stats.num_steps,
+                            written) if seal_to is None else None)
         holds = [c.digest for c in ciphertexts.values()]
         if predicate.get("features", {}).get("digest") == features.digest:
             ledger.store.adopt_file(features.path, features)

@@ -27,19 +27,25 @@ Non-scope: the definitions (``step_windows``, ``text_fingerprint``), the compari
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from trajledger.verify.errors import ProvenanceError
 
 from .batch_features import decode_features
+from .episode_features import parquet_batches
 from .errors import LedgerError, read_failure
+from .rollouts.chunks import CHUNK_BYTES
 
 if TYPE_CHECKING:
     from .home import LedgerHome
     from .window_cache import Compared
 
-__all__ = ["RECORD_STEPS", "computed", "kept"]
+__all__ = ["RECORD_STEPS", "Written", "computed", "kept"]
 
 RECORD_STEPS = 16_384
 """The most steps a batch has for its windows to be computed while it is recorded: about a
@@ -50,12 +56,123 @@ docs/PERFORMANCE.md, "The windows at record time"). Larger batches are left to
 ``dataset create``."""
 
 
-def computed(steps_path: Path, features: Path, steps: str, num_steps: int) -> Compared | None:
+class Written:
+    """The columns `window_cache.compute` reads of a step file, taken from its row groups as
+    they are written (``write_steps_parquet(on_steps=...)``), so that `computed` need not
+    read the file back and decode it (win40): at most `RECORD_STEPS` rows and
+    `chunks.CHUNK_BYTES` of them (else nothing is held, and the file is read).
+
+    `read` gives the record batches `episode_features.parquet_batches` would read of the
+    file, the same arrays cut at the same rows, or the file's own when that cannot be shown
+    from the file's footer and the arrays (`_as_read`)."""
+
+    def __init__(self) -> None:
+        self.groups: list[pa.Table] | None = []
+        self.rows = self.bytes = 0
+
+    def tee(self, then: Callable[[pa.Table], None]) -> Callable[[pa.Table], None]:
+        """A row group hook that holds its columns here, then calls ``then``."""
+
+        def both(group: pa.Table) -> None:
+            self.add(group)
+            then(group)
+
+        return both
+
+    def add(self, group: pa.Table) -> None:
+        """The next row group of the step file, as written."""
+        self.rows += group.num_rows
+        if self.groups is None or self.rows > RECORD_STEPS:
+            self.groups = None  # (memory: a large batch's columns are not held)
+            return
+        from .step_windows import WINDOW_COLUMNS  # (not for a large batch: 10-25 ms)
+        from .text_fingerprint import NORMALISED_COLUMNS
+
+        read = {*WINDOW_COLUMNS, *NORMALISED_COLUMNS}
+        part = group.select([c for c in group.schema.names if c in read])
+        self.bytes += part.nbytes
+        self.groups = [*self.groups, part] if self.bytes <= CHUNK_BYTES else None
+
+    def read(self, path: Path, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        """The record batches of ``columns`` of the step file at ``path`` (`window_cache.Read`)."""
+        got = None if self.groups is None else _as_read(self.groups, path, columns)
+        return iter(got) if got is not None else parquet_batches(path, columns)
+
+
+def _as_read(groups: list[pa.Table], path: Path, columns: Sequence[str]) -> list[
+        pa.RecordBatch] | None:
+    """The batches ``rollouts.parquet_read.iter_parquet`` reads of ``columns`` of the file at
+    ``path`` written from ``groups``, or None when their sameness is not shown: each field
+    (type and metadata) as the file's footer gives it, the rows those of its row groups, cut
+    as the reader cuts them (`iter_parquet`'s batch of 65,536 rows; the held columns are under
+    `CHUNK_BYTES`, so never cut by their bytes), and every array of no dictionary and no null
+    list or struct (whose hidden values a file read back would not have)."""
+    with pq.ParquetFile(path) as f:  # (its footer only)
+        meta, file = f.metadata, f.schema_arrow
+    table = pa.concat_tables(groups) if groups else None
+    names = [c for c in columns if c in file.names]
+    if table is None or table.num_rows != meta.num_rows or any(
+            c not in table.schema.names or not _renamed(table.schema.field(c), file.field(c))
+            for c in names):
+        return None
+    table = table.select(names)
+    out, at = [], 0
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        for lo in range(0, n, _BATCH_ROWS):
+            part = table.slice(at + lo, min(_BATCH_ROWS, n - lo)).combine_chunks()
+            batch = pa.RecordBatch.from_arrays(
+                [(pa.concat_arrays(c.chunks) if c.num_chunks else pa.array([], c.type)).cast(
+                    file.field(name).type) for name, c in zip(names, part.columns, strict=True)],
+                schema=pa.schema([file.field(c) for c in names], metadata=file.metadata))
+            if not all(_plain(c) for c in batch.columns):
+                return None
+            out.append(batch)
+        at += n
+    return out
+
+
+_BATCH_ROWS = 65_536  # `rollouts.parquet_read.iter_parquet`'s default ``batch_rows``
+
+
+def _renamed(a: pa.Field, b: pa.Field) -> bool:
+    """Whether fields ``a`` (written) and ``b`` (read back) are of one name, nullability,
+    metadata and type but for the names of their lists' values (``item`` is read back as
+    ``element``): a cast between them is a renaming."""
+    if a.name != b.name or a.nullable != b.nullable or (a.metadata or {}) != (b.metadata or {}):
+        return False
+    s, t = a.type, b.type
+    for kind in (pa.types.is_list, pa.types.is_large_list):
+        if kind(s) and kind(t):
+            return _renamed(s.value_field.with_name("v"), t.value_field.with_name("v"))
+    if pa.types.is_fixed_size_list(s) and pa.types.is_fixed_size_list(t):
+        return s.list_size == t.list_size and _renamed(s.value_field.with_name("v"),
+                                                       t.value_field.with_name("v"))
+    if pa.types.is_struct(s) and pa.types.is_struct(t):
+        return s.num_fields == t.num_fields and all(
+            _renamed(s.field(i), t.field(i)) for i in range(s.num_fields))
+    return bool(s == t)
+
+
+def _plain(arr: pa.Array) -> bool:
+    """Whether ``arr`` has no dictionary and no null list or struct, at any depth."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return False
+    if pa.types.is_struct(t):
+        return not arr.null_count and all(_plain(arr.field(i)) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return not arr.null_count and _plain(arr.flatten())
+    return not pa.types.is_nested(t)
+
+
+def computed(steps_path: Path, features: Path, steps: str, num_steps: int,
+             written: Written | None = None) -> Compared | None:
     """What ``dataset create`` compares of the batch being recorded on the train side,
-    computed from its step file ``steps_path`` (digest ``steps``) and its features file
-    ``features`` (the parts it needs); None when it has more than `RECORD_STEPS` steps, nothing
-    to compare by windows or text, or when it cannot be computed here (then ``dataset create``
-    computes it, and says why).
+    computed from its step file ``steps_path`` (digest ``steps``; its columns as ``written``
+    holds them, when it does) and its features file ``features`` (the parts it needs); None
+    when it has more than `RECORD_STEPS` steps, nothing to compare by windows or text, or when
+    it cannot be computed here (then ``dataset create`` computes it, and says why).
 
     Raises:
         OSError: the system failed to read those files (or an error raised from that,
@@ -68,7 +185,9 @@ def computed(steps_path: Path, features: Path, steps: str, num_steps: int) -> Co
 
     try:
         parts = compared_parts(decode_features(features.read_bytes(), steps))
-        return compute(steps_path, (*parts, False)) if any(parts) else None
+        if not any(parts):
+            return None
+        return compute(steps_path, (*parts, False), *(() if written is None else (written.read,)))
     except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
         if read_failure(e):  # the system failed a read of the files being recorded: exit 3
             raise
