@@ -35,7 +35,7 @@ from trajledger.verify.predicates import (
 )
 from trajledger.verify.sealed_files import Sealed
 
-from .batch_features import FeatureRecorder, whole_episode_features
+from .batch_features import FeatureRecorder
 from .batch_features import batch_files as _files_of
 from .catalog import Catalog, CatalogItem, Origins
 from .episode_features import FEATURE_VERSION
@@ -401,7 +401,7 @@ def record_batch(
         LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
     from .index.rows import statement_of
-    from .record_windows import Written, computed, kept
+    from .record_windows import Written, computed, given_features, kept
     from .rollouts import rows_to_table, write_steps_parquet
     from .rollouts.space_check import SpaceCheck
 
@@ -418,8 +418,9 @@ def record_batch(
         check = NamedLineages.judged(ledger, policy, env_item.digest,
                                      eval_item.digest if eval_item else None)
     if options is not None and options.workers > 1 and options.features is None:
-        # The episode features computed by the reader's workers, from the steps they map.
-        options = replace(options, features=whole_episode_features)
+        # The episode features and normalised text fingerprints computed by the reader's
+        # workers, from the steps they map (record_windows.given_features).
+        options = replace(options, features=given_features)
     chunks = _counted(
         _chunks(source, episodes, fmt, rows_to_table, options, meta), on_chunk, on_read
     )
@@ -438,7 +439,7 @@ def record_batch(
             fill={"env_version": env_item.digest, "policy_version": policy},
             on_steps=declared.before(written.tee(recorder.add)) if declared else written.tee(
                 recorder.add),
-            on_features=recorder.given,
+            on_features=written.given(recorder.given),
         )
         features = recorder.finish(stats.steps_file.digest, steps_path)
         summary = stats.summary()

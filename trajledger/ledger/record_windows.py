@@ -28,16 +28,19 @@ Non-scope: the definitions (``step_windows``, ``text_fingerprint``), the compari
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trajledger.verify.errors import ProvenanceError
 
 from .batch_features import decode_features
-from .episode_features import parquet_batches
+from .episode_features import FeatureChunk, parquet_batches
 from .errors import LedgerError, read_failure
 from .rollouts.chunks import CHUNK_BYTES
 
@@ -45,7 +48,7 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .window_cache import Compared
 
-__all__ = ["RECORD_STEPS", "Written", "computed", "kept"]
+__all__ = ["RECORD_STEPS", "Given", "Written", "computed", "given_features", "kept"]
 
 RECORD_STEPS = 16_384
 """The most steps a batch has for its windows to be computed while it is recorded: about a
@@ -69,6 +72,10 @@ class Written:
     def __init__(self) -> None:
         self.groups: list[pa.Table] | None = []
         self.rows = self.bytes = 0
+        self.normalised: list[tuple[str, str]] | None = None
+        """The normalised fingerprints the reader's workers gave (`given`), in file order;
+        None when a chunk came without them, or none came (`computed` reads the file)."""
+        self.chunks = 0
 
     def tee(self, then: Callable[[pa.Table], None]) -> Callable[[pa.Table], None]:
         """A row group hook that holds its columns here, then calls ``then``."""
@@ -97,6 +104,79 @@ class Written:
         """The record batches of ``columns`` of the step file at ``path`` (`window_cache.Read`)."""
         got = None if self.groups is None else _as_read(self.groups, path, columns)
         return iter(got) if got is not None else parquet_batches(path, columns)
+
+
+    def given(self, then: Callable[[Any], None]) -> Callable[[Any], None]:
+        """A features hook (``write_steps_parquet(on_features=...)``) that holds the
+        normalised fingerprints of each chunk's `Given`, then calls ``then`` with its
+        features (None: not known for a chunk, and the fingerprints none from then on)."""
+
+        def both(got: Any) -> None:
+            pairs = got.pairs() if isinstance(got, Given) else None
+            before = [] if not self.chunks else self.normalised
+            self.normalised = None if pairs is None or before is None else [*before, *pairs]
+            self.chunks += 1
+            then(got.features if isinstance(got, Given) else got)
+
+        return both
+
+
+@dataclass(frozen=True)
+class Given:
+    """What a reader's worker computes of a block of whole episodes (`given_features`): their
+    features, and the normalised text fingerprint of each (``""``: none, as
+    `text_fingerprint.normalised_fingerprints` gives none for an episode without text outside
+    system rows), or None when not computed. Sliced and joined as the features are
+    (``reader_process._kept_features``)."""
+
+    features: FeatureChunk
+    normalised: list[str] | None
+
+    @property
+    def num_steps(self) -> npt.NDArray[np.int64]:
+        """Each episode's steps (the features')."""
+        return self.features.num_steps
+
+    def slice(self, a: int, b: int) -> Given:
+        """Episodes ``a`` to ``b``."""
+        return Given(self.features.slice(a, b),
+                     None if self.normalised is None else self.normalised[a:b])
+
+    @staticmethod
+    def concat(chunks: Sequence[Given]) -> Given:
+        """The episodes of ``chunks``, in order."""
+        normalised = [c.normalised for c in chunks]
+        return Given(FeatureChunk.concat([c.features for c in chunks]),
+                     None if None in normalised else [x for n in normalised for x in n or ()])
+
+    def pairs(self) -> list[tuple[str, str]] | None:
+        """``(episode id, fingerprint)`` of its episodes that have one, in order."""
+        if self.normalised is None:
+            return None
+        return [(e, fp) for e, fp in zip(self.features.episode_ids, self.normalised,
+                                         strict=True) if fp]
+
+
+def given_features(steps: pa.RecordBatch) -> Given | None:
+    """``ReaderOptions.features`` of the recorder (in the reader's workers: win40): the
+    features of a block's episodes (`batch_features.whole_episode_features`) and their
+    normalised text fingerprints, computed from the steps as they are mapped (a file read back
+    holds the same values: `write_steps_parquet` gives a chunk's features only when its
+    columns were written as they are), so that `computed` reads nothing for a text batch of
+    any size. The fingerprints are None when an episode id is there twice (the record is
+    refused then)."""
+    from .batch_features import whole_episode_features
+    from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
+
+    features = whole_episode_features(steps)
+    if features is None:
+        return None
+    ids = features.episode_ids
+    if len(set(ids)) != len(ids):
+        return Given(features, None)
+    got = dict(normalised_fingerprints([steps.select(
+        [c for c in NORMALISED_COLUMNS if c in steps.schema.names])]))
+    return Given(features, [got.get(e, "") for e in ids])
 
 
 def _as_read(groups: list[pa.Table], path: Path, columns: Sequence[str]) -> list[
@@ -179,13 +259,18 @@ def computed(steps_path: Path, features: Path, steps: str, num_steps: int,
             `errors.read_failure`: EIO, EACCES): nothing is committed yet; an operational
             error, as any other read of recording's.
     """
-    if num_steps > RECORD_STEPS:
+    given = None if written is None else written.normalised
+    if num_steps > RECORD_STEPS and given is None:
         return None  # (and step_windows not imported: 10-25 ms)
-    from .window_cache import compared_parts, compute
+    from .window_cache import Compared, compared_parts, compute
 
     try:
         parts = compared_parts(decode_features(features.read_bytes(), steps))
         if not any(parts):
+            return None
+        if parts == (True, False) and given is not None:  # the workers' (win40)
+            return Compared(None, np.zeros(0, dtype=bool), given)
+        if num_steps > RECORD_STEPS:
             return None
         return compute(steps_path, (*parts, False), *(() if written is None else (written.read,)))
     except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:

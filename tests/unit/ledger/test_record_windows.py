@@ -220,3 +220,66 @@ def test_record_keeps_from_its_row_groups_what_the_step_file_gives(
         assert cache_file(ledger.root / "index" / "features", steps).read_bytes() == want, name
         kept += 1
     assert kept == 5
+
+
+def _chat(n: int) -> str:
+    """A chat record of its own kind by ``n``: tool calls, a system prompt, an empty content,
+    Unicode the normalisation folds, a message with no text."""
+    import json
+
+    kinds = [
+        [{"role": "user", "content": f"Ｈｅｌｌｏ {n}"}, {"role": "assistant", "content": "Hi"}],
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": f"q{n}"}],
+        [{"role": "system", "content": "only a system prompt"}],
+        [{"role": "user", "content": ""}, {"role": "assistant", "content": None,
+          "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+         {"role": "tool", "content": f"result {n % 3}"}],
+        [{"role": "user", "content": f"same {n % 2}"}],
+    ]
+    return json.dumps({"episode_id": f"c{n}", "messages": kinds[n % len(kinds)]})
+
+
+@pytest.mark.parametrize("bound", [1, 16_384])
+def test_a_text_batch_of_any_size_takes_the_workers_fingerprints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: int
+) -> None:
+    """A chat file read by the reader's workers (``ReaderOptions(workers=2)``): the normalised
+    fingerprints are computed there beside the features (`given_features`), so that a batch
+    over `RECORD_STEPS` (``bound`` 1) keeps them too, nothing read back; the file kept is, byte
+    for byte, what `window_cache.compute` gives from the stored step file. A chunk the workers
+    gave no fingerprints for (its features not taken) leaves them to the file again."""
+    from trajledger import Ledger
+    from trajledger.ledger.artifacts import record_batch, register_environment
+    from trajledger.ledger.batch_features import batch_files
+    from trajledger.ledger.rollouts import readers
+    from trajledger.ledger.rollouts.chunks import ReaderOptions
+    from trajledger.ledger.window_cache import cache_file
+
+    ledger = Ledger.open(Ledger.init(tmp_path / "home", origin="test/record-windows").root)
+    key = ledger.keys.create("vendor", encrypt=False)
+    register_environment(ledger, "chat", "1", key)
+    real = readers.iter_rollout_chunks
+    monkeypatch.setattr(readers, "iter_rollout_chunks", lambda *a, **k: real(
+        *a, **k, process_min_bytes=0))
+    monkeypatch.setattr(record_windows, "RECORD_STEPS", bound)
+    for run, lines in enumerate((400, 3)):
+        chat = tmp_path / f"chat{run}.jsonl"
+        chat.write_text("".join(_chat(n) + "\n" for n in range(run * 1000, run * 1000 + lines)))
+        with monkeypatch.context() as m:
+            m.setattr(episode_features, "iter_parquet", lambda *_a: (_ for _ in ()).throw(
+                AssertionError("the step file was read back")))
+            digest = record_batch(ledger, [chat], env="chat@1", policy="p", signer=key,
+                                  options=ReaderOptions(workers=2)).recorded.digest
+        steps = batch_files(ledger.store, digest)["steps.parquet"]
+        want = encode(compute(ledger.store.path_of(steps), (True, False, False)), steps)
+        assert want is not None
+        assert cache_file(ledger.root / "index" / "features", steps).read_bytes() == want
+    # The workers' features not taken for a chunk: no fingerprints from them either.
+    monkeypatch.setattr(record_windows.Given, "pairs", lambda _self: None)
+    chat = tmp_path / "chat-none.jsonl"
+    chat.write_text("".join(_chat(n) + "\n" for n in range(5000, 5040)))
+    digest = record_batch(ledger, [chat], env="chat@1", policy="p", signer=key,
+                          options=ReaderOptions(workers=2)).recorded.digest
+    steps = batch_files(ledger.store, digest)["steps.parquet"]
+    where = cache_file(ledger.root / "index" / "features", steps)
+    assert where.exists() == (bound > 40)  # read back from the file under the bound only
