@@ -2,16 +2,19 @@
 recorded, so that the first ``dataset create`` of it reads them kept instead of computing
 them (issue 21 item 1; win39).
 
-Scope: `computed` (from the step file recording just wrote and hashed, in its private
-temporary directory, before the record's commit: what ``dataset create`` would compute for
+Scope: `computed` (before the record's commit: what ``dataset create`` would compute for
 the batch on the train side, `window_cache.compute` with the parts `window_cache.compared_parts`
 of its features and not ``held``), `kept` (into the derived cache after the commit, the same
 file and binding as ``dataset create`` writes: ``window_cache.keep``, named by the step file's
-digest, of `window_cache.WINDOWS_VERSION`, its body hashed in its header). Batches of more than
-`RECORD_STEPS` steps are left to ``dataset create``: their windows cost more than their
-recording (1.4-1.6 CPU-s at 1,000,000 steps against 0.6 for recording them, issue 21 item 6;
-twice their recording in process at 65,536 steps); a sealed batch has none (``dataset create``
-reads what its record publishes).
+digest, of `window_cache.WINDOWS_VERSION`, its body hashed in its header). Where from (win40):
+the columns of the row groups as they were written (`Written`), when they can be shown to be
+the arrays the step file gives read back, else that file (in the page cache); a text batch read
+by the reader's workers (chat, TRL, verl) takes the normalised fingerprints they computed
+beside the features (`given_features`, `Given`), whatever its size. Other batches of more
+than `RECORD_STEPS` steps are left to ``dataset create``: their windows cost more than their
+recording (2.2-2.4 CPU-s at 1,000,000 steps against about 2 for a ``trajledger record`` of
+them, issue 21 item 6; twice their recording in process at 65,536 steps); a sealed batch has
+none (``dataset create`` reads what its record publishes).
 
 Trust: the derived cache's, unchanged (``window_cache``): the file is read only when it names
 the step file, is of this version and its body hashes to its header's digest; anything else is
