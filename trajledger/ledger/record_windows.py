@@ -105,7 +105,10 @@ class Written:
 
     def read(self, path: Path, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
         """The record batches of ``columns`` of the step file at ``path`` (`window_cache.Read`)."""
-        got = None if self.groups is None else _as_read(self.groups, path, columns)
+        try:
+            got = None if self.groups is None else _as_read(self.groups, path, columns)
+        except (pa.ArrowException, ValueError, TypeError):  # (not shown the same: the file's)
+            got = None
         return iter(got) if got is not None else parquet_batches(path, columns)
 
 
@@ -177,8 +180,11 @@ def given_features(steps: pa.RecordBatch) -> Given | None:
     ids = features.episode_ids
     if len(set(ids)) != len(ids):
         return Given(features, None)
-    got = dict(normalised_fingerprints([steps.select(
-        [c for c in NORMALISED_COLUMNS if c in steps.schema.names])]))
+    try:
+        got = dict(normalised_fingerprints([steps.select(
+            [c for c in NORMALISED_COLUMNS if c in steps.schema.names])]))
+    except (pa.ArrowException, ValueError, TypeError):  # derived: never a reason to fail a block
+        return Given(features, None)
     return Given(features, [got.get(e, "") for e in ids])
 
 

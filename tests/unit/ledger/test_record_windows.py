@@ -283,3 +283,35 @@ def test_a_text_batch_of_any_size_takes_the_workers_fingerprints(
     steps = batch_files(ledger.store, digest)["steps.parquet"]
     where = cache_file(ledger.root / "index" / "features", steps)
     assert where.exists() == (bound > 40)  # read back from the file under the bound only
+
+
+def test_what_fails_to_be_derived_fails_nothing_else(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Derived data is never a reason to fail: an Arrow error showing the row groups to be the
+    file's reads the file; one computing a block's fingerprints in a worker gives its features
+    without them (the block, and the record, go on)."""
+    from trajledger.ledger import text_fingerprint
+    from trajledger.ledger.batch_features import whole_episode_features
+    from trajledger.ledger.rollouts.readers import iter_rollout_chunks
+
+    table = _cases()["list float32"][0]
+    written = _written(tmp_path / "a.parquet", table, 250)
+
+    def arrow_fails(*_args: object) -> None:
+        raise pa.ArrowNotImplementedError("no such cast")
+
+    monkeypatch.setattr(record_windows, "_as_read", arrow_fails)
+    assert [b.num_rows for b in written.read(tmp_path / "a.parquet", WINDOW_COLUMNS)] == [
+        250, 250, 100]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("".join(_chat(n) + "\n" for n in range(20)))
+    steps = next(iter(iter_rollout_chunks(chat))).steps
+    assert isinstance(steps, pa.RecordBatch)
+    got = record_windows.given_features(steps)
+    assert got is not None and got.normalised is not None and got.pairs()
+    monkeypatch.setattr(text_fingerprint, "normalised_fingerprints", arrow_fails)
+    got = record_windows.given_features(steps)
+    assert got is not None and got.normalised is None and got.pairs() is None
+    want = whole_episode_features(steps)
+    assert want is not None and got.features.episode_ids == want.episode_ids
+    assert (got.features.vectors == want.vectors).all()
