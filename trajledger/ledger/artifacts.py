@@ -35,7 +35,7 @@ from trajledger.verify.predicates import (
 )
 from trajledger.verify.sealed_files import Sealed
 
-from .batch_features import FeatureRecorder, whole_episode_features
+from .batch_features import FeatureRecorder
 from .batch_features import batch_files as _files_of
 from .catalog import Catalog, CatalogItem, Origins
 from .episode_features import FEATURE_VERSION
@@ -403,7 +403,7 @@ def record_batch(
         LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
     from .index.rows import statement_of
-    from .record_windows import computed, kept
+    from .record_windows import Written, computed, given_features, kept
     from .rollouts import rows_to_table, write_steps_parquet
     from .rollouts.space_check import SpaceCheck
 
@@ -420,8 +420,9 @@ def record_batch(
         check = NamedLineages.judged(ledger, policy, env_item.digest,
                                      eval_item.digest if eval_item else None)
     if options is not None and options.workers > 1 and options.features is None:
-        # The episode features computed by the reader's workers, from the steps they map.
-        options = replace(options, features=whole_episode_features)
+        # The episode features and normalised text fingerprints computed by the reader's
+        # workers, from the steps they map (record_windows.given_features).
+        options = replace(options, features=given_features)
     chunks = _counted(
         _chunks(source, episodes, fmt, rows_to_table, options, meta), on_chunk, on_read
     )
@@ -429,7 +430,7 @@ def record_batch(
     # (2)
     with temp_dir(ledger.scratch) as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
-        recorder = FeatureRecorder(Path(tmp))
+        recorder, written = FeatureRecorder(Path(tmp)), Written()
         declared = SpaceCheck(env_item.ref, getattr(statement_of(ledger, env_item.envelope),
                                                     "predicate", None) or {})
         stats = write_steps_parquet(
@@ -438,8 +439,9 @@ def record_batch(
             episodes_path=episodes_path,
             subject=subject,
             fill={"env_version": env_item.digest, "policy_version": policy},
-            on_steps=declared.before(recorder.add) if declared else recorder.add,
-            on_features=recorder.given,
+            on_steps=declared.before(written.tee(recorder.add)) if declared else written.tee(
+                recorder.add),
+            on_features=written.given(recorder.given),
         )
         if declared:  # each episode's final observation too (rev37)
             declared.finals(episodes_path)
@@ -505,8 +507,8 @@ def record_batch(
             if "features" in earlier:
                 predicate["features"] = earlier["features"]
         # (4) (the train side's windows computed now, kept once committed: record_windows)
-        windows = (computed(steps_path, features.path, stats.steps_file.digest, stats.num_steps)
-                   if seal_to is None else None)
+        windows = (computed(steps_path, features.path, stats.steps_file.digest, stats.num_steps,
+                            written) if seal_to is None else None)
         holds = [c.digest for c in ciphertexts.values()]
         if predicate.get("features", {}).get("digest") == features.digest:
             ledger.store.adopt_file(features.path, features)

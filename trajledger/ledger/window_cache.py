@@ -44,11 +44,13 @@ import contextlib
 import hashlib
 import json
 import struct
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from trajledger.verify.digest import parse_digest
 from trajledger.verify.errors import FormatError
@@ -102,6 +104,8 @@ Clocks = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.boo
 """`Compared.clocks`."""
 Still = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.uint64]]
 """`Compared.still`."""
+Read = Callable[[Path, Sequence[str]], Iterator[pa.RecordBatch]]
+"""How `compute` reads a step file's columns (`record_windows`: its row groups as written)."""
 Wanted = tuple[bool, bool, bool]
 """The parts of a batch compared: normalised text fingerprints, windows, windows in other
 orders (of a held batch)."""
@@ -189,9 +193,10 @@ def compared_parts(chunk: FeatureChunk) -> tuple[bool, bool]:
         m == "numeric" and bool(x) for m, x in zip(chunk.modality, long, strict=True))
 
 
-def compute(path: Path, wanted: Wanted) -> Compared:
-    """The parts ``wanted`` of the step file at ``path``."""
-    normalised = (list(normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS)))
+def compute(path: Path, wanted: Wanted, read: Read = parquet_batches) -> Compared:
+    """The parts ``wanted`` of the step file at ``path`` (its columns' record batches as
+    ``read`` gives them: as `episode_features.parquet_batches` reads them)."""
+    normalised = (list(normalised_fingerprints(read(path, NORMALISED_COLUMNS)))
                   if wanted[0] else None)  # fmt: skip
     if not wanted[1]:
         return Compared(None, np.zeros(0, dtype=bool), normalised)
@@ -201,7 +206,7 @@ def compute(path: Path, wanted: Wanted) -> Compared:
     few: list[list[npt.NDArray[np.bool_]]] = [[] for _ in range(COLUMNS + 1)]
     bare: list[list[npt.NDArray[np.generic]]] = [[] for _ in range(6)]  # episode, start, ...
     still: list[list[npt.NDArray[np.generic]]] = [[] for _ in range(4)]  # idem, h0, hc
-    for w, marks in iter_marked(parquet_batches(path, WINDOW_COLUMNS), orders=wanted[2]):
+    for w, marks in iter_marked(read(path, WINDOW_COLUMNS), orders=wanted[2]):
         if w.still:  # idem (copy35)
             if not w.order:
                 still[0].append(w.episode + (len(ids) - len(w.episode_ids)))
