@@ -907,9 +907,10 @@ def import_bundle(
             if prior is not None and 0 < prior.size < cp.size:
                 with contextlib.suppress(FileNotFoundError):
                     proof = ev.consistency_proof(prior.size, cp.size)
-            applied = applied_across(ledger, vkey, applied_for(origin), ev.key_handovers())
-            ext = ev.extension()
             root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
+            applied = applied_across(ledger, vkey, applied_for(origin), ev.key_handovers(), cp,
+                                     ev.consistency_proof, root_at)
+            ext = ev.extension()
             if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
                 raise ConsistencyError(
                     f"{what}: unprovable: the bundle does not carry the log since size {applied}, "

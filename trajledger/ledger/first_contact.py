@@ -19,6 +19,9 @@ holds records another log brought (it has import records):
   keys, which it does not carry, are named, and the size applied is left unset (it hid their
   revocation from every later update and monitor: twenty-third round, left38 finding 1);
 - `rotated_from`: the keys a log rotated from, whose records are its own too (`monitor`);
+- `applied_across`: after a rotation, the new key's read starts where an old key's stopped (its
+  mark too), when the tree checked under the old key is proven a prefix of the new key's (an
+  ``import``, a ``monitor``: twenty-fifth round, rot40);
 - `brought`: a record that another log brings after a log was applied (or examined) here, signed
   by a key that signed an entry read of that log, is marked unread against it: the log's size
   applied counts as 0 (`applied_for`) until a monitor or an update reads it from its first entry
@@ -36,6 +39,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from trajledger.verify.checkpoint import Checkpoint
+
     from .home import LedgerHome
     from .trust_state import TrustState
 
@@ -52,28 +57,79 @@ def _brought(ledger: LedgerHome) -> bool:
 
 
 def applied_across(ledger: LedgerHome, vkey: str, applied: int | None,
-                   handovers: Sequence[bytes]) -> int | None:
-    """``applied``, the size applied of the log ``vkey``; when none, that of a key whose
-    ``handovers`` (verified) lead to ``vkey``: the log before its key rotated (a state is kept
-    per key, and the new key's started with no size applied, so an update after a rotation
-    could start anywhere)."""
+                   handovers: Sequence[bytes], now: Checkpoint,
+                   proof: Callable[[int, int], Sequence[bytes]],
+                   root_at: Callable[[int], bytes | None] | None = None) -> int | None:
+    """``applied``, the size applied of the log ``vkey``; when none, the size applied under a
+    key the log rotated from (a state is kept per key, and the new key's starts with none, so a
+    monitor read the whole log again and reported what it took in as new: hist39 finding 6).
+
+    Steps:
+        1. The keys whose ``handovers`` (verified: both keys signed each) lead to ``vkey``
+           (`verify.log_key.predecessors`, once: each note parsed and checked once).
+        2. Of each, the size applied (`applied_for`: 0 while records wait to be read against
+           it, which then counts for the log: the mark follows the handover) and the tree this
+           user checked under it (its floor, at or above that size).
+        3. That tree must be a prefix of ``now``, the log's checkpoint under ``vkey``: the
+           extension's roots (``root_at``) or a consistency proof (``proof``). A key whose tree
+           is not proven one carries nothing: what was examined under it may be another
+           history (a thief of the old key signing a fork), and starting there would skip
+           entries of the log ``vkey`` signs.
+
+    Returns:
+        The largest size so carried; 0 when a key of step 1 is marked; None when none (the
+        log is then read from its first entry, `first_start`)."""
     if applied is not None or not handovers:
         return applied
-    from trajledger.verify.errors import ProvenanceError
-    from trajledger.verify.log_key import key_chain, parse_handover
+    from trajledger.verify.log_key import predecessors
 
-    from .updates import origin_state
+    from .trust_state import one_spelling
+    from .updates import imported_from, origin_state
+    from .user_state import log_id, state_dir
 
-    sizes = []
-    for old in sorted({parse_handover(h).old for h in handovers} - {vkey}):
-        try:
-            if vkey not in [h.new for h in key_chain(old, handovers)]:
+    sizes, named = [], None
+    # (1)
+    for old in dict.fromkeys(predecessors([vkey], handovers)):
+        # only keys this user holds a state of, or an import record names (a fresh state
+        # directory): a served log's handovers to keys of its own make no state here
+        if not (state_dir() / "logs" / log_id(one_spelling(old)) / "state.sqlite").is_file():
+            named = imported_from(ledger) if named is None else named
+            if old not in named and one_spelling(old) not in named:
                 continue
-        except ProvenanceError:
-            continue
-        if (size := applied_for(origin_state(ledger, old))) is not None:
+        # (2)
+        state = origin_state(ledger, old)
+        try:
+            size, tree = applied_for(state), state.floor_checkpoint()
+        finally:
+            state.close()
+        if size == 0:
+            return 0  # marked (fail closed: whatever its tree)
+        # (3)
+        if size is not None and tree is not None and tree.size >= size \
+                and _prefix(tree, now, proof, root_at):
             sizes.append(size)
     return max(sizes, default=None)
+
+
+def _prefix(tree: Checkpoint, now: Checkpoint, proof: Callable[[int, int], Sequence[bytes]],
+            root_at: Callable[[int], bytes | None] | None) -> bool:
+    """Whether ``tree`` (verified by its key) is a prefix of ``now`` (verified by another key of
+    the same log): the same origin, and the extension's root at its size, or a consistency
+    proof from it; False when neither proves it."""
+    from trajledger.verify.consistency import check_consistent
+    from trajledger.verify.errors import ProvenanceError
+
+    if tree.origin != now.origin or tree.size > now.size:
+        return False
+    if tree.size == now.size:
+        return tree.root == now.root
+    if root_at is not None and (rebuilt := root_at(tree.size)) is not None:
+        return rebuilt == tree.root
+    try:
+        check_consistent(tree, now, list(proof(tree.size, now.size)) if tree.size else [])
+    except (FileNotFoundError, ProvenanceError):
+        return False
+    return True
 
 
 def first_start(ledger: LedgerHome, applied: int | None) -> int | None:
@@ -167,16 +223,20 @@ def saw(vkeys: Iterable[str], signers: Iterable[str],
     from .trust_state import TrustState
 
     keys = set(signers)
-    for vkey in sorted(set(vkeys)):
-        state = TrustState.open(vkey)
-        try:
-            kept = state.noted(_SIGNERS)
-            if kept is not None or start in (0, None):
-                keys |= set(json.loads(kept or b"[]"))
+    states = [TrustState.open(vkey) for vkey in sorted(set(vkeys))]
+    try:
+        # the keys kept under any key of the log (a read begun where its old key's stopped,
+        # after a rotation: rot40) are the log's: they begin the set as a read from 0 would
+        kept = [json.loads(k) for s in states if (k := s.noted(_SIGNERS)) is not None]
+        if kept or start in (0, None):
+            keys.update(*kept)
+            for state in states:
                 state.note(_SIGNERS, json.dumps(sorted(keys)).encode())
+        for state in states:
             if start == 0 and state.noted(_UNREAD):
                 state.note(_UNREAD, None)
-        finally:
+    finally:
+        for state in states:
             state.close()
 
 

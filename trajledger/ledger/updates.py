@@ -94,6 +94,7 @@ __all__ = [
     "apply_update",
     "from_log",
     "held",
+    "imported_from",
     "label",
     "origin_state",
     "select",
@@ -197,6 +198,15 @@ def _imports(ledger: LedgerHome, vkey: str | None = None) -> list[tuple[int, Imp
         if vkey is None or pred.log.get("vkey") == vkey:
             out.append((i, pred))
     return out
+
+
+def imported_from(ledger: LedgerHome) -> set[str]:
+    """The verifier keys of the logs this ledger's import records name.
+
+    Raises:
+        TamperError: an import record cannot be read (as `origin_state`).
+    """
+    return {str(pred.log.get("vkey")) for _i, pred in _imports(ledger)}
 
 
 def origin_state(ledger: LedgerHome, vkey: str, *, distinct: Sequence[str] = (),
