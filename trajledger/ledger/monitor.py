@@ -612,11 +612,23 @@ def watch_updates(
         applied_for,
         brought,
         first_start,
+        marked,
+        relayed,
         rotated_from,
         saw,
     )
     from .progress import no_progress
-    from .updates import Changes, Update, apply_update, held, label, origin_state, select, withdraws
+    from .updates import (
+        NOT_TAKEN,
+        Changes,
+        Update,
+        apply_update,
+        held,
+        label,
+        origin_state,
+        select,
+        withdraws,
+    )
 
     get = fetch or log.fetch
     # The tiles are fetched again (a new reader): a server may answer otherwise than it did
@@ -637,11 +649,13 @@ def watch_updates(
     if applied is None or applied >= result.size:
         return None
     logs = rotated_from(ledger, result.vkey, served)
+    read = marked({result.vkey, *logs}) if applied == 0 else frozenset()  # cleared after
     # (2)
     edge = reader.compact_range(applied)
     entries: dict[int, bytes] = {}
     leaves: dict[int, bytes] = {}
     signed_by: set[str] = set()  # the log's keys (`first_contact.saw`)
+    own_by: set[str] = set()  # its own: those of its policies and import records
     unreadable: ProvenanceError | None = None  # raised once the entries proved the root
     start = applied
     # a first contact reads the log from entry 0 (1M entries: minutes): drawn, as `home`'s
@@ -662,6 +676,8 @@ def watch_updates(
                     unreadable = unreadable or error
                     continue
                 signed_by.update(entry.signers)
+                if entry.kind in NOT_TAKEN:
+                    own_by.update(entry.signers)
                 about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
                                                           or withdraws(ledger, entry))
                 if about or entry.kind == "trust-policy":
@@ -679,7 +695,7 @@ def watch_updates(
         # examined up to its size (rev35 finding 1: else every monitor read it all again)
         origin.advance_floor(result.note, what=f"log {result.origin} at {log.url}",
                              applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied)
+        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
         return None
     # (3)
     fetched: dict[str, bytes] = {}
@@ -702,7 +718,7 @@ def watch_updates(
     what = f"log {origin_name(result.vkey)} at {log.url}"
     if not taken and not consulted:
         origin.advance_floor(result.note, what=what, applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied)
+        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
         return Changes(origin_name(result.vkey))
     if not signers:
         changes = Changes(origin_name(result.vkey))
@@ -724,7 +740,8 @@ def watch_updates(
 
     def floor() -> None:  # and the log's keys; read from 0, what waited to be read is
         origin.advance_floor(result.note, what=what, applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied)
+        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
 
     done = apply_update(ledger, policy, signers, update, what=what, floor=floor)
+    relayed(done.changes, {result.vkey, *logs})  # a stop another log signed: named
     return done.changes

@@ -76,11 +76,11 @@ class Changes:
             was = r.get("already")
             out.append(("warning", (f"revoked already here by {was['signer'][:12]} (log index "
                                     f"{was['logIndex']}); now also " if was else "revoked ")
-                        + f"by {self.origin}: {r['label']}: {r['reason']} "
-                        f"(signed by {r['signer'][:12]}, its log index {r['logIndex']})"))
+                        + f"by {self._by(r)}: {r['label']}: {r['reason']} "
+                        f"(signed by {r['signer'][:12]}, {self._at(r)})"))
         for r in self.erased:
-            out.append(("warning", f"erased by {self.origin}: {r['label']}: {r['reason']} "
-                        f"(signed by {r['signer'][:12]}, its log index {r['logIndex']}); "
+            out.append(("warning", f"erased by {self._by(r)}: {r['label']}: {r['reason']} "
+                        f"(signed by {r['signer'][:12]}, {self._at(r)}); "
                         f"{r['deleted']} blob(s) deleted here"
                         + (f"; {r['keptBlobs']} kept: also a file of {', '.join(r['kept'])}"
                            if r.get("kept") else "")))
@@ -112,6 +112,17 @@ class Changes:
                  f"the {r['deleted']} file(s) of it this import brought are deleted again")
                 for r in self.deleted_again]
         return out
+
+    def _by(self, r: Mapping[str, Any]) -> str:
+        """Who a stop is by: the other log; or the log whose own keys signed it, when the other
+        log relays it (``signerLog``: `first_contact.relayed`)."""
+        return f"{r['signerLog']}, relayed by {self.origin}" if r.get("signerLog") \
+            else self.origin
+
+    def _at(self, r: Mapping[str, Any]) -> str:
+        """Where the stop is in the other log."""
+        return f"log index {r['logIndex']} of {self.origin}" if r.get("signerLog") \
+            else f"its log index {r['logIndex']}"
 
     def _not_applied(self, r: Mapping[str, Any]) -> str:
         """The line of the other log's revocation or erasure of its own artifact, held here,

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOT_TAKEN",
+    "UNREAD",
     "Applied",
     "Changes",
     "Update",
@@ -96,6 +98,7 @@ __all__ = [
     "held",
     "imported_from",
     "label",
+    "mark_unread",
     "origin_state",
     "select",
     "sent_back",
@@ -106,6 +109,16 @@ NOT_TAKEN = frozenset({"trust-policy", "import", "refusal"})
 """Kinds never logged here: the other party's policies (consulted for its key compromises,
 never trusted), its own imports and refusals (its business)."""
 _STOPS = ("revocation", "erasure")
+UNREAD = "unread"
+"""`TrustState.noted`'s key of gap39's mark (`first_contact.brought`): ``{digest: label}``, the
+records waiting to be read against the log; while any, its size applied counts as 0."""
+
+
+def mark_unread(state: TrustState, hit: Mapping[str, str]) -> None:
+    """Add ``hit`` to ``state``'s mark, read and written in one transaction (two processes
+    marking at once each keep their records: rot40)."""
+    state.note(UNREAD, lambda kept: json.dumps(json.loads(kept or b"{}") | dict(hit),
+                                               sort_keys=True).encode())
 
 
 @dataclass(frozen=True)
@@ -230,13 +243,14 @@ def origin_state(ledger: LedgerHome, vkey: str, *, distinct: Sequence[str] = (),
     origin = TrustState.open(vkey)
     verifier = verifier_from_vkey(vkey)
     best: tuple[int, bytes] | None = None
-    applied = 0
-    for _i, pred in _imports(ledger, vkey):
+    applied, first = 0, None
+    for i, pred in _imports(ledger, vkey):
         raw = str(pred.log["checkpoint"]).encode("utf-8")
         try:
             cp = verify_checkpoint(raw, verifier)
         except ProvenanceError:
             continue  # verified when it was imported; a record cannot sign for the log
+        first = i if first is None else min(first, i)
         if best is None or cp.size > best[0]:
             best = (cp.size, raw)
         # Records written before the applied size existed applied their checkpoint.
@@ -247,9 +261,28 @@ def origin_state(ledger: LedgerHome, vkey: str, *, distinct: Sequence[str] = (),
         origin.advance_floor(best[1], what=what)
     if applied and applied > (origin.applied() or 0):
         origin.advance_floor(origin.floor() or b"", what=what, applied=applied)
+        if first is not None:  # the mark was lost with it: derived
+            _mark_restored(ledger, origin, first)
     if origin.floor() is None and note is not None and proof is not None:
         continue_trust(origin, note, handovers, proof, what=what, distinct=distinct)
     return origin
+
+
+def _mark_restored(ledger: LedgerHome, origin: TrustState, since: int) -> None:
+    """gap39's mark of a state whose size applied was just restored from the import records
+    (a fresh state directory, or one behind them): it lived in the lost state only. Every
+    record that another log brought here after this log's first import (log index ``since``)
+    is marked unread against it, signed by any key (its keys, kept with the mark, are lost
+    too): its next read starts at 0 (`first_contact.applied_for`), one reading more where
+    nothing was marked, never a record passed over (rot40)."""
+    state, origins, hit = ledger.trust_state(), Origins(ledger), dict[str, str]()
+    for kind in sorted(k for k, v in KINDS.items() if v.lineage):
+        for i in state.of_kind(kind):
+            if i > since and (e := state.entry(i)) is not None and e.subject not in hit \
+                    and (came := origins.of(i)) and origin.vkey not in came:
+                hit[e.subject] = label(ledger, e.subject)
+    if hit:
+        mark_unread(origin, hit)
 
 
 # -- what to take in ------------------------------------------------------------------------------
