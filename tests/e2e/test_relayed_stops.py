@@ -18,33 +18,15 @@ import json
 from pathlib import Path
 
 import pytest
-from test_records_after_applied import UNREAD
+from test_records_after_applied import UNREAD, relayed_by_the_lab
 from test_third_party_updates import REASON, third_party
-from test_updates import Vendor, served, short, train_a_buyer
+from test_updates import Vendor, short, train_a_buyer
 from testkit import Party
 
 
 def _relayed(tmp_path: Path, *, read_vendor: bool) -> tuple[Vendor, Party, Party, Path]:
-    """The lab trains on the vendor's batches; the third party imports the lab's checkpoint
-    (and, with ``read_vendor``, reads the vendor's log whole once: its own keys known); the
-    vendor revokes its first batch with its producer key; the lab takes it in; returns the
-    vendor, the lab, the third party and the lab's update since the third's import."""
-    vendor, lab, _ckpt = train_a_buyer(tmp_path)
-    bundle = tmp_path / "lab-checkpoint.tar.zst"
-    lab.run("export", "bh-policy@1", "--out", bundle)
-    since = lab.size()
-    third = third_party(tmp_path, vendor, lab)
-    third.run("import", bundle, "--key", "approver")
-    seen = vendor.size()
-    if read_vendor:
-        for url in served(vendor):
-            third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
-    vendor.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "vendor")
-    update = tmp_path / "vendor-update.tar.zst"
-    vendor.run("export", "--updates-since", str(seen), "--out", update)
-    lab.run("import", update, "--key", "approver")
-    relayed = tmp_path / "lab-update.tar.zst"
-    lab.run("export", "--updates-since", str(since), "--out", relayed)
+    """`relayed_by_the_lab`: the vendor, the lab, the third party, the lab's update."""
+    vendor, lab, third, relayed, _seen = relayed_by_the_lab(tmp_path, read_vendor=read_vendor)
     return vendor, lab, third, relayed
 
 

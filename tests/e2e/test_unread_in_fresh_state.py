@@ -14,14 +14,13 @@ passed over.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_records_after_applied import UNREAD, _lab_after_revocation
+from test_records_after_applied import UNREAD, _lab_after_revocation, read_bars
 from test_third_party_updates import REASON
 from test_updates import served
 
@@ -53,23 +52,13 @@ def test_a_fresh_state_directory_of_a_buyer_with_one_log_reads_on(
     marked: checked.)"""
     from test_updates import train_a_buyer
 
-    from trajledger.ledger import clikit, monitor
 
     vendor, buyer, _ckpt = train_a_buyer(tmp_path)
     applied = vendor.size()
     shutil.rmtree(buyer.state)
     buyer.state.mkdir()
     vendor.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "vendor")
-    bars: list[int] = []
-
-    @contextlib.contextmanager
-    def bar(total: int, label: str, *, quiet: bool = False) -> Any:
-        if label.startswith("reading log "):
-            bars.append(total)
-        yield lambda n: None
-
-    monkeypatch.setattr(clikit, "progress", bar)
-    monkeypatch.setattr(monitor, "READ_BAR_FROM", 1)
+    bars = read_bars(monkeypatch)
     for url in served(vendor):
         r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver",
                       "--fail-on-revocation", code=1)
