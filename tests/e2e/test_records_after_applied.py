@@ -98,25 +98,20 @@ def test_a_lab_bundle_after_the_vendors_log_was_applied_needs_its_update_since_0
     assert UNREAD not in third.run("verify", vendor.batches[1]).stderr
 
 
-def test_a_relayed_revocation_marks_no_log_unread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A guard: the lab relays the vendor's revocation (its update, after it imported the
-    vendor's), a record the vendor signed that the third party did not hold. A stop is no
-    record that a log could have revoked before: nothing is marked, and the next monitor of
-    the vendor reads what is new only (the bar's total). Marking it would also mark the lab's
-    log (it carries the vendor's records, so the vendor's key is among its keys) whenever the
-    vendor's revocation came straight from the vendor (checked: without the rule both are
-    read again)."""
-    from trajledger.ledger import clikit, monitor
-
+def relayed_by_the_lab(tmp_path: Path, *, read_vendor: bool = True
+                       ) -> tuple[Vendor, Party, Party, Path, int]:
+    """The lab trains on the vendor's batches; the third party imports the lab's checkpoint
+    (and, with ``read_vendor``, reads the vendor's log whole once: applied); the vendor revokes
+    its first batch; the lab takes the revocation in. Returns the vendor, the lab, the third
+    party, the lab's update since the third's import, and the vendor's size before the
+    revocation (tests/e2e/test_relayed_stops.py too)."""
     vendor, lab, _ckpt = train_a_buyer(tmp_path)
     bundle = tmp_path / "lab-checkpoint.tar.zst"
     lab.run("export", "bh-policy@1", "--out", bundle)
     since = lab.size()
     third = third_party(tmp_path, vendor, lab)
     third.run("import", bundle, "--key", "approver")
-    for url in served(vendor):  # read whole once (a first contact): applied
+    for url in served(vendor) if read_vendor else ():  # read whole once (a first contact)
         third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
     seen = vendor.size()
     vendor.run("revoke", vendor.batches[0], "--reason", REASON, "--key", "vendor")
@@ -125,8 +120,13 @@ def test_a_relayed_revocation_marks_no_log_unread(
     lab.run("import", update, "--key", "approver")
     relayed = tmp_path / "lab-update.tar.zst"
     lab.run("export", "--updates-since", str(since), "--out", relayed)
-    r = third.run("import", relayed, "--key", "approver")
-    assert "WARNING: revoked by " in r.stderr and UNREAD not in r.stderr, r.stderr
+    return vendor, lab, third, relayed, seen
+
+
+def read_bars(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The totals of the reads of a log's entries ``monitor`` draws from now on (every one)."""
+    from trajledger.ledger import clikit, monitor
+
     bars: list[int] = []
 
     @contextlib.contextmanager
@@ -137,6 +137,23 @@ def test_a_relayed_revocation_marks_no_log_unread(
 
     monkeypatch.setattr(clikit, "progress", bar)
     monkeypatch.setattr(monitor, "READ_BAR_FROM", 1)
+    return bars
+
+
+def test_a_relayed_revocation_marks_no_log_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guard: the lab relays the vendor's revocation (its update, after it imported the
+    vendor's), a record the vendor signed that the third party did not hold. A stop is no
+    record that a log could have revoked before: nothing is marked, and the next monitor of
+    the vendor reads what is new only (the bar's total). Marking it would also mark the lab's
+    log (it carries the vendor's records, so the vendor's key is among its keys) whenever the
+    vendor's revocation came straight from the vendor (checked: without the rule both are
+    read again)."""
+    vendor, _lab, third, relayed, seen = relayed_by_the_lab(tmp_path)
+    r = third.run("import", relayed, "--key", "approver")
+    assert "WARNING: revoked by " in r.stderr and UNREAD not in r.stderr, r.stderr
+    bars = read_bars(monkeypatch)
     for url in served(vendor):
         r = third.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
     assert bars == [vendor.size() - seen] and UNREAD not in r.stderr, (bars, r.stderr)

@@ -31,11 +31,11 @@ THIRD_POLICY = (  # the vendors' producers, the lab's approver and trainer, its 
 )
 
 
-def third_party(tmp_path: Path, vendor: Party, lab: Party, others: Sequence[Party] = ()
-                ) -> Party:
+def third_party(tmp_path: Path, vendor: Party, lab: Party, others: Sequence[Party] = (),
+                *, approvers: bool = True) -> Party:
     """A third party whose policy names the vendor's producer key (and that of each of
-    ``others``, vendors too), the lab's approver and trainer, its own approver, and every log
-    key; nothing imported yet."""
+    ``others``, vendors too), the lab's approver (not with ``approvers`` False) and trainer,
+    its own approver, and every log key; nothing imported yet."""
     third = Party(tmp_path, "third")
     third.run("init", "--origin", "third.example/log")
     third.run("key", "new", "approver", "--no-encrypt")
@@ -48,8 +48,8 @@ def third_party(tmp_path: Path, vendor: Party, lab: Party, others: Sequence[Part
         (trust / name).write_bytes(src.read_bytes())
     vkeys = ", ".join(f'"{p.vkey()}"' for p in (vendor, *others, lab, third))
     producers = ", ".join(f'"trust/{v.name}.pub"' for v in (vendor, *others))
-    (third.home / "policy.toml").write_text(THIRD_POLICY.format(vkeys=vkeys,
-                                                                producers=producers))
+    text = THIRD_POLICY if approvers else THIRD_POLICY.replace(', "trust/lab-approver.pub"', "")
+    (third.home / "policy.toml").write_text(text.format(vkeys=vkeys, producers=producers))
     third.run("policy", "set", third.home / "policy.toml", "--key", "approver", "--yes")
     return third
 

@@ -86,7 +86,7 @@ from .catalog import Catalog, origin_name
 from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .first_contact import applied_across, applied_for, unexamined, unseen
+from .first_contact import applied_across, applied_for, marked, unexamined, unseen
 from .fs import (
     FileSystemSync,
     SyncBehind,
@@ -854,8 +854,8 @@ def import_bundle(
         ConsistencyError: a rollback, a fork, or a newer log without its extension.
         StoreError, LogError: the store or log cannot be written.
     """
-    from .first_contact import applied_why, brought, saw
-    from .updates import Changes, Update, apply_update, origin_state, select
+    from .first_contact import applied_why, brought, relayed, saw
+    from .updates import NOT_TAKEN, Changes, Update, apply_update, origin_state, select
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
     # Another log's records are judged by the policy in force alone: the policies it replaced
@@ -907,9 +907,10 @@ def import_bundle(
             if prior is not None and 0 < prior.size < cp.size:
                 with contextlib.suppress(FileNotFoundError):
                     proof = ev.consistency_proof(prior.size, cp.size)
-            applied = applied_across(ledger, vkey, applied_for(origin), ev.key_handovers())
-            ext = ev.extension()
             root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
+            applied = applied_across(ledger, vkey, applied_for(origin), ev.key_handovers(), cp,
+                                     ev.consistency_proof, root_at)
+            ext = ev.extension()
             if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
                 raise ConsistencyError(
                     f"{what}: unprovable: the bundle does not carry the log since size {applied}, "
@@ -942,11 +943,13 @@ def import_bundle(
             sizes = {m.name: m.size for m in ev.index.members}
             objects = {d: FileDigest(p, sizes[f"objects/sha256/{d[7:]}"], d[7:])
                        for d, p in ev.objects.items()}
+            waiting = marked(logs) if start == 0 else ()  # what a read from 0 may clear (`saw`)
             taken, consulted = select(ledger, entries, extension=start,
                                       asked=set(report.nodes),
                                       have=lambda d: d in objects or ledger.store.exists(d),
                                       logs=logs)
-            hidden = unseen(ledger, applied, start, logs, entries)  # then nothing applied
+            hidden = unseen(ledger, applied, start, logs, entries,  # then nothing applied
+                            policy.role("approver").keyids)
             if subject is None:
                 # An update alone carries envelopes only (of its policies and of its extension's
                 # records: a member nothing used refuses the bundle). Those of records neither
@@ -964,16 +967,19 @@ def import_bundle(
             # first write under the lock: it must still be the lock file's (fix13)
             ledger.log.check_lock_held("nothing was imported")
             signed = {k for raw in entries.values() for k in LogEntry.from_bytes(raw).signers}
+            own = {k for raw in entries.values() if (x := LogEntry.from_bytes(raw)).kind
+                   in NOT_TAKEN for k in x.signers}  # its policies' and imports' (`saw`)
             brought(ledger, [entries[i] for i in taken], logs)  # unread against other logs
 
             def floor() -> None:  # and its keys; read from 0, what waited to be read is
                 origin.advance_floor(note_bytes, proof, what=what, root_at=root_at,
                                      applied=update.applied)
-                saw(logs, signed, start)
+                saw(logs, signed, start, waiting, own)
 
             origin.advance_floor(note_bytes, proof, what=what, root_at=root_at)
             done = apply_update(ledger, policy, keys, update, what=f"import {path.name}",
                                 floor=floor, locked=True)
+            relayed(done.changes, logs)  # a stop another log signed: named
             return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                                 str(artifact["name"]) if artifact else "",
                                 origin_name(vkey), done.index, done.recorded,

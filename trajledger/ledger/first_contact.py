@@ -19,6 +19,9 @@ holds records another log brought (it has import records):
   keys, which it does not carry, are named, and the size applied is left unset (it hid their
   revocation from every later update and monitor: twenty-third round, left38 finding 1);
 - `rotated_from`: the keys a log rotated from, whose records are its own too (`monitor`);
+- `applied_across`: after a rotation, the new key's read starts where an old key's stopped (its
+  mark too), when the tree checked under the old key is proven a prefix of the new key's (an
+  ``import``, a ``monitor``: twenty-fifth round, rot40);
 - `brought`: a record that another log brings after a log was applied (or examined) here, signed
   by a key that signed an entry read of that log, is marked unread against it: the log's size
   applied counts as 0 (`applied_for`) until a monitor or an update reads it from its first entry
@@ -31,18 +34,25 @@ the size applied to its checkpoint's, as before).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .updates import UNREAD as _UNREAD
+from .updates import mark_unread
+
 if TYPE_CHECKING:
+    from trajledger.verify.checkpoint import Checkpoint
+
     from .home import LedgerHome
     from .trust_state import TrustState
+    from .update_changes import Changes
 
-__all__ = ["applied_across", "applied_for", "applied_why", "brought", "first_start",
-           "rotated_from", "saw", "unexamined", "unread", "unread_after", "unseen"]
+__all__ = ["applied_across", "applied_for", "applied_why", "brought", "first_start", "marked",
+           "relayed", "rotated_from", "saw", "unexamined", "unread", "unread_after", "unseen"]
 
-_SIGNERS, _UNREAD = "signers", "unread"
+_SIGNERS, _OWN = "signers", "own"
 STOPS = ("revocation", "erasure")
 
 
@@ -52,28 +62,79 @@ def _brought(ledger: LedgerHome) -> bool:
 
 
 def applied_across(ledger: LedgerHome, vkey: str, applied: int | None,
-                   handovers: Sequence[bytes]) -> int | None:
-    """``applied``, the size applied of the log ``vkey``; when none, that of a key whose
-    ``handovers`` (verified) lead to ``vkey``: the log before its key rotated (a state is kept
-    per key, and the new key's started with no size applied, so an update after a rotation
-    could start anywhere)."""
+                   handovers: Sequence[bytes], now: Checkpoint,
+                   proof: Callable[[int, int], Sequence[bytes]],
+                   root_at: Callable[[int], bytes | None] | None = None) -> int | None:
+    """``applied``, the size applied of the log ``vkey``; when none, the size applied under a
+    key the log rotated from (a state is kept per key, and the new key's starts with none, so a
+    monitor read the whole log again and reported what it took in as new: hist39 finding 6).
+
+    Steps:
+        1. The keys whose ``handovers`` (verified: both keys signed each) lead to ``vkey``
+           (`verify.log_key.predecessors`, once: each note parsed and checked once).
+        2. Of each, the size applied (`applied_for`: 0 while records wait to be read against
+           it, which then counts for the log: the mark follows the handover) and the tree this
+           user checked under it (its floor, at or above that size).
+        3. That tree must be a prefix of ``now``, the log's checkpoint under ``vkey``: the
+           extension's roots (``root_at``) or a consistency proof (``proof``). A key whose tree
+           is not proven one carries nothing: what was examined under it may be another
+           history (a thief of the old key signing a fork), and starting there would skip
+           entries of the log ``vkey`` signs.
+
+    Returns:
+        The largest size so carried; 0 when a key of step 1 is marked; None when none (the
+        log is then read from its first entry, `first_start`)."""
     if applied is not None or not handovers:
         return applied
-    from trajledger.verify.errors import ProvenanceError
-    from trajledger.verify.log_key import key_chain, parse_handover
+    from trajledger.verify.log_key import predecessors
 
-    from .updates import origin_state
+    from .trust_state import one_spelling
+    from .updates import imported_from, origin_state
+    from .user_state import log_id, state_dir
 
-    sizes = []
-    for old in sorted({parse_handover(h).old for h in handovers} - {vkey}):
-        try:
-            if vkey not in [h.new for h in key_chain(old, handovers)]:
+    sizes, named = [], None
+    # (1)
+    for old in dict.fromkeys(predecessors([vkey], handovers)):
+        # only keys this user holds a state of, or an import record names (a fresh state
+        # directory): a served log's handovers to keys of its own make no state here
+        if not (state_dir() / "logs" / log_id(one_spelling(old)) / "state.sqlite").is_file():
+            named = imported_from(ledger) if named is None else named
+            if old not in named and one_spelling(old) not in named:
                 continue
-        except ProvenanceError:
-            continue
-        if (size := applied_for(origin_state(ledger, old))) is not None:
+        # (2)
+        state = origin_state(ledger, old)
+        try:
+            size, tree = applied_for(state), state.floor_checkpoint()
+        finally:
+            state.close()
+        if size == 0:
+            return 0  # marked (fail closed: whatever its tree)
+        # (3)
+        if size is not None and tree is not None and tree.size >= size \
+                and _prefix(tree, now, proof, root_at):
             sizes.append(size)
     return max(sizes, default=None)
+
+
+def _prefix(tree: Checkpoint, now: Checkpoint, proof: Callable[[int, int], Sequence[bytes]],
+            root_at: Callable[[int], bytes | None] | None) -> bool:
+    """Whether ``tree`` (verified by its key) is a prefix of ``now`` (verified by another key of
+    the same log): the same origin, and the extension's root at its size, or a consistency
+    proof from it; False when neither proves it."""
+    from trajledger.verify.consistency import check_consistent
+    from trajledger.verify.errors import ProvenanceError
+
+    if tree.origin != now.origin or tree.size > now.size:
+        return False
+    if tree.size == now.size:
+        return tree.root == now.root
+    if root_at is not None and (rebuilt := root_at(tree.size)) is not None:
+        return rebuilt == tree.root
+    try:
+        check_consistent(tree, now, list(proof(tree.size, now.size)) if tree.size else [])
+    except (FileNotFoundError, ProvenanceError):
+        return False
+    return True
 
 
 def first_start(ledger: LedgerHome, applied: int | None) -> int | None:
@@ -111,24 +172,33 @@ def rotated_from(ledger: LedgerHome, vkey: str,
 
 
 def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Collection[str],
-           entries: Mapping[int, bytes]) -> dict[str, str]:
+           entries: Mapping[int, bytes], approvers: Collection[str] = ()) -> dict[str, str]:
     """For a full bundle (no extension: ``start`` None) of a log never applied here
     (``applied`` None) whose ``entries`` are about to be taken in: the records this ledger holds
     that other logs brought (not the log of ``logs``), signed by a key that signed one of the
     bundle's records, which the bundle does not carry, ``digest -> label``. What the log said of
     them before the bundle's checkpoint (a revocation, an erasure) cannot be seen from it: an
     import that marked the log applied up to there hid it from every later update and monitor
-    (`exchange` then leaves the size applied unset)."""
+    (`exchange` then leaves the size applied unset). A key of the bundle's records that is
+    another log's own (`relayed`: that log applied here, and the key none of this log's own,
+    those that signed its policies and import records) is not this log's: that log is where
+    its records' revocations are read (rot40); unless a key of this log's own is one of
+    ``approvers`` (this ledger's: it may revoke anything, the relayed records too), or its
+    own keys are not known: then every key counts, as before (fail closed)."""
     if applied is not None or start is not None or not _brought(ledger):
         return {}
     from trajledger.verify.kinds import KINDS
     from trajledger.verify.log_entry import LogEntry
 
     from .catalog import Origins
-    from .updates import label
+    from .updates import NOT_TAKEN, label
 
     carried = [LogEntry.from_bytes(raw) for raw in entries.values()]
-    keys = {k for e in carried if KINDS[e.kind].lineage for k in e.signers}
+    signed = {k for e in carried if KINDS[e.kind].lineage for k in e.signers}
+    own = {k for e in carried if e.kind in NOT_TAKEN for k in e.signers}
+    if own and not own.intersection(approvers):
+        others = _others_own(logs)
+        signed -= {k for k in signed - own if _signer_log(others, own, {k}) is not None}
     envelopes = {e.envelope for e in carried}
     state, origins = ledger.trust_state(), Origins(ledger)
     out: dict[str, str] = {}
@@ -136,7 +206,7 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
         for i in state.of_kind(kind):
             e = state.entry(i)
             if (e is None or e.envelope in envelopes or e.subject in out
-                    or not keys.intersection(e.signers)):
+                    or not signed.intersection(e.signers)):
                 continue
             if (came := origins.of(i)) and not came <= set(logs):
                 out[e.subject] = label(ledger, e.subject)
@@ -158,26 +228,113 @@ def applied_why(state: TrustState) -> str:
             f"applied it up to size {state.applied()} wait to be read against it")
 
 
-def saw(vkeys: Iterable[str], signers: Iterable[str],
-        start: int | None) -> None:
-    """After an update of the log ``vkeys`` (its key, and those it rotated from) was applied
-    from ``start`` (None: a full bundle): the keys that signed the entries read are kept as
-    its keys (added to those kept; not begun from a later start: they would be a part); read
-    from its first entry (``start`` 0), what waited to be read against it is read."""
+def marked(vkeys: Iterable[str]) -> frozenset[str]:
+    """The records marked unread (`brought`) against the log ``vkeys`` (its key, and those it
+    rotated from) now: what a read from its first entry that begins now reads them against,
+    and all that it may clear (`saw`)."""
     from .trust_state import TrustState
 
-    keys = set(signers)
+    out: set[str] = set()
     for vkey in sorted(set(vkeys)):
         state = TrustState.open(vkey)
         try:
-            kept = state.noted(_SIGNERS)
-            if kept is not None or start in (0, None):
-                keys |= set(json.loads(kept or b"[]"))
-                state.note(_SIGNERS, json.dumps(sorted(keys)).encode())
-            if start == 0 and state.noted(_UNREAD):
-                state.note(_UNREAD, None)
+            out.update(json.loads(state.noted(_UNREAD) or b"{}"))
         finally:
             state.close()
+    return frozenset(out)
+
+
+def saw(vkeys: Iterable[str], signers: Iterable[str],
+        start: int | None, read: Collection[str], own: Iterable[str] = ()) -> None:
+    """After an update of the log ``vkeys`` (its key, and those it rotated from) was applied
+    from ``start`` (None: a full bundle): the keys that signed the entries read are kept as
+    its keys (added to those kept; not begun from a later start: they would be a part); read
+    from its first entry (``start`` 0), what waited to be read against it when the read began
+    (``read``: `marked` then) is read, and cleared; a record marked since (another process's
+    import meanwhile, which this read may have passed over as about nothing held) stays marked
+    (compare and clear, in one transaction: rot40; gap39 cleared the whole mark). ``own``,
+    the keys that signed the entries only the log's owner logs (its policies, its import
+    records, its refusals: `updates.NOT_TAKEN`), are kept as its own keys, from any part."""
+    from .trust_state import TrustState
+
+    keys = set(signers)
+    states = [TrustState.open(vkey) for vkey in sorted(set(vkeys))]
+    try:
+        # the keys kept under any key of the log (a read begun where its old key's stopped,
+        # after a rotation: rot40) are the log's: they begin the set as a read from 0 would
+        kept = [json.loads(k) for s in states if (k := s.noted(_SIGNERS)) is not None]
+        if kept or start in (0, None):
+            keys.update(*kept)
+            for state in states:
+                state.note(_SIGNERS, json.dumps(sorted(keys)).encode())
+        if mine := _kept(states, _OWN) | set(own):
+            for state in states:
+                state.note(_OWN, json.dumps(sorted(mine)).encode())
+        for state in states:
+            if start == 0 and read and state.noted(_UNREAD):
+                state.note(_UNREAD, functools.partial(_cleared, frozenset(read)))
+    finally:
+        for state in states:
+            state.close()
+
+
+def _kept(states: Iterable[TrustState], key: str) -> set[str]:
+    """The keys kept as ``key`` under any of ``states`` (a log's keys)."""
+    return {k for s in states if (v := s.noted(key)) is not None for k in json.loads(v)}
+
+
+def _others_own(logs: Collection[str]) -> dict[str, set[str]]:
+    """The own keys (`saw`) of every other log applied here than ``logs``, by origin (a log's
+    keys before and after a rotation are one origin)."""
+    from trajledger.verify.note import verifier_from_vkey
+
+    out: dict[str, set[str]] = {}
+    for state in _states():
+        if state.vkey not in logs and state.applied() is not None:
+            out.setdefault(verifier_from_vkey(state.vkey).name, set()).update(
+                _kept([state], _OWN))
+    return out
+
+
+def _signer_log(others: Mapping[str, set[str]], own: set[str], signers: set[str]) -> str | None:
+    """The origin of the one other log whose own keys hold every key of ``signers``, none of
+    which is the relaying log's own (``own``, known); None when ambiguous (fail closed: the
+    record is taken as the relaying log's)."""
+    if not own or not signers or own & signers:
+        return None
+    found = [origin for origin, keys in others.items() if signers <= keys]
+    return found[0] if len(found) == 1 else None
+
+
+def relayed(changes: Changes, logs: Collection[str]) -> None:
+    """Name the log a revocation or an erasure an update took in (``changes``) from the log
+    ``logs`` is the record of, when that log relays it: signed by keys of another log applied
+    here (its own keys: those that signed its policies and import records, `saw`) and by none
+    of the relaying log's own (``signerLog``, its origin; `update_changes.Changes.lines`:
+    ``revoked by VENDOR, relayed by LAB``). Left unnamed where ambiguous: the relaying log's
+    own keys unknown or among the signers, no other log's or several (twenty-fifth round,
+    rot40; left38's Left)."""
+    from .trust_state import TrustState
+
+    stops = [*changes.revoked, *changes.erased]
+    if not stops:
+        return
+    states = [TrustState.open(vkey) for vkey in sorted(set(logs))]
+    try:
+        own = _kept(states, _OWN)
+    finally:
+        for state in states:
+            state.close()
+    others = _others_own(logs)
+    for r in stops:
+        if (origin := _signer_log(others, own, set(r["signer"].split(",")))) is not None:
+            r["signerLog"] = origin
+
+
+def _cleared(read: frozenset[str], kept: bytes | None) -> bytes | None:
+    """The mark ``kept`` without the records ``read``; None when none is left."""
+    left = {d: x for d, x in json.loads(kept or b"{}").items() if d not in read}
+    return json.dumps(left, sort_keys=True).encode() if left else None
 
 
 def _states() -> Iterator[TrustState]:
@@ -234,8 +391,7 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str])
         keys = None if kept is None else set(json.loads(kept))
         hit = {d: label(ledger, d) for d, by in new.items() if keys is None or keys & by}
         if hit:
-            state.note(_UNREAD, json.dumps(json.loads(state.noted(_UNREAD) or b"{}") | hit,
-                                           sort_keys=True).encode())
+            mark_unread(state, hit)
 
 
 def unread(ledger: LedgerHome, digests: Collection[str] | None = None,

@@ -35,6 +35,7 @@ Spec: c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import socket
 import threading
@@ -577,7 +578,9 @@ def watch_updates(
            what the ledger holds: None too, nothing applied (the size applied is recorded: the
            log was examined up to it). The log's keys before its key rotated
            (`first_contact.rotated_from`: its handovers that lead to its key) are its own too,
-           as an import's bundle's are.
+           as an import's bundle's are; a key without a size applied starts where such a key's
+           stopped, when the tree checked under it is a prefix of this one (a consistency proof
+           from the tiles: `first_contact.applied_across`), else from the first entry.
         2. Read every entry from there to the checkpoint's size from the entry bundles, one
            bundle at a time; their leaf hashes, after the tree's right edge at the size
            applied, must give the signed root (the tiles are fetched again: what the server
@@ -604,28 +607,55 @@ def watch_updates(
     from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
     from .catalog import origin_name
-    from .first_contact import applied_for, brought, first_start, rotated_from, saw
+    from .first_contact import (
+        applied_across,
+        applied_for,
+        brought,
+        first_start,
+        marked,
+        relayed,
+        rotated_from,
+        saw,
+    )
     from .progress import no_progress
-    from .updates import Changes, Update, apply_update, held, label, origin_state, select, withdraws
+    from .updates import (
+        NOT_TAKEN,
+        Changes,
+        Update,
+        apply_update,
+        held,
+        label,
+        origin_state,
+        select,
+        withdraws,
+    )
 
     get = fetch or log.fetch
-    # (1)
-    origin = origin_state(ledger, result.vkey)
-    first = origin.applied() is None  # never applied: from its first entry (`first_contact`)
-    applied = first_start(ledger, applied_for(origin))  # 0: records wait to be read against it
-    if applied is None or applied >= result.size:
-        return None
-    logs = rotated_from(ledger, result.vkey, lambda: _fetch_handovers(get))
-    # (2)
     # The tiles are fetched again (a new reader): a server may answer otherwise than it did
     # to `monitor`, and a level-0 tile under a full tile of level 1 never gave the root. So the
     # entries themselves, after the right edge of the tree before them, must give the signed
     # root (as an update bundle's extension must): none can be replaced, dropped or added.
     reader = TileReader(get, result.size)
+    # (1)
+    origin = origin_state(ledger, result.vkey)
+    applied = applied_for(origin)  # 0: records wait to be read against it
+    served = functools.cache(lambda: _fetch_handovers(get))
+    if applied is None and first_start(ledger, None) is not None:  # after a rotation: where
+        # its old key's read stopped, its tree proven a prefix (hist39 finding 6)
+        applied = applied_across(ledger, result.vkey, None, served(), verify_checkpoint(
+            result.note, verifier_from_vkey(result.vkey)), reader.consistency_proof)
+    first = applied is None  # never applied: from its first entry (`first_contact`)
+    applied = first_start(ledger, applied)
+    if applied is None or applied >= result.size:
+        return None
+    logs = rotated_from(ledger, result.vkey, served)
+    read = marked({result.vkey, *logs}) if applied == 0 else frozenset()  # cleared after
+    # (2)
     edge = reader.compact_range(applied)
     entries: dict[int, bytes] = {}
     leaves: dict[int, bytes] = {}
     signed_by: set[str] = set()  # the log's keys (`first_contact.saw`)
+    own_by: set[str] = set()  # its own: those of its policies and import records
     unreadable: ProvenanceError | None = None  # raised once the entries proved the root
     start = applied
     # a first contact reads the log from entry 0 (1M entries: minutes): drawn, as `home`'s
@@ -646,6 +676,8 @@ def watch_updates(
                     unreadable = unreadable or error
                     continue
                 signed_by.update(entry.signers)
+                if entry.kind in NOT_TAKEN:
+                    own_by.update(entry.signers)
                 about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
                                                           or withdraws(ledger, entry))
                 if about or entry.kind == "trust-policy":
@@ -663,7 +695,7 @@ def watch_updates(
         # examined up to its size (rev35 finding 1: else every monitor read it all again)
         origin.advance_floor(result.note, what=f"log {result.origin} at {log.url}",
                              applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied)
+        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
         return None
     # (3)
     fetched: dict[str, bytes] = {}
@@ -686,7 +718,7 @@ def watch_updates(
     what = f"log {origin_name(result.vkey)} at {log.url}"
     if not taken and not consulted:
         origin.advance_floor(result.note, what=what, applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied)
+        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
         return Changes(origin_name(result.vkey))
     if not signers:
         changes = Changes(origin_name(result.vkey))
@@ -708,7 +740,8 @@ def watch_updates(
 
     def floor() -> None:  # and the log's keys; read from 0, what waited to be read is
         origin.advance_floor(result.note, what=what, applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied)
+        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
 
     done = apply_update(ledger, policy, signers, update, what=what, floor=floor)
+    relayed(done.changes, {result.vkey, *logs})  # a stop another log signed: named
     return done.changes

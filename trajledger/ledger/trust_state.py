@@ -795,9 +795,13 @@ class TrustState(TrustIndex):
         """A value `first_contact` keeps about this log (its own ``meta`` keys)."""
         return self._meta(f"first-contact.{key}")
 
-    def note(self, key: str, value: bytes | None) -> None:
-        """Keep ``value`` as `noted`'s ``key`` (None: drop it), in a write transaction."""
+    def note(self, key: str, value: bytes | Callable[[bytes | None], bytes | None] | None
+             ) -> None:
+        """Keep ``value`` as `noted`'s ``key`` (None: drop it), in a write transaction; a
+        function gets the value kept there, read inside it (no other process's between)."""
         with self._write():
+            if callable(value):
+                value = value(self._meta(f"first-contact.{key}"))
             self._db.execute("DELETE FROM meta WHERE key = ?", (f"first-contact.{key}",))
             if value is not None:
                 self._put(f"first-contact.{key}", value)

@@ -31,9 +31,9 @@ what they say take effect, judged under this ledger's policy:
   its log is revoked here (signed by the importing approver, the reason naming the
   declaration), and the report says to add the key to this policy's ``revoked_keys``.
 
-`Changes` is what the import or monitor reports: what is new, what the other party revoked or
-erased (reason, signer, its log index), which of this ledger's own datasets and checkpoints are
-affected (their impact), and names that clash with this ledger's.
+`Changes` (``update_changes``) is what the import or monitor reports: what is new, what the
+other party revoked or erased (reason, signer, its log index), which of this ledger's own
+datasets and checkpoints are affected (their impact), and names that clash with this ledger's.
 
 Non-scope: reading bundles (``verify.bundle``) and served logs (``ledger.monitor``); verifying
 records (``verify.lineage``).
@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import predicates
@@ -79,6 +80,7 @@ from .log import EntrySpec
 from .own_records import sent_back
 from .record import statement_entry
 from .status import delete_erased, erasable_blobs, files_here, held_elsewhere, label
+from .update_changes import Changes
 
 if TYPE_CHECKING:
     from .home import LedgerHome
@@ -87,13 +89,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOT_TAKEN",
+    "UNREAD",
     "Applied",
     "Changes",
     "Update",
     "apply_update",
     "from_log",
     "held",
+    "imported_from",
     "label",
+    "mark_unread",
     "origin_state",
     "select",
     "sent_back",
@@ -104,130 +109,16 @@ NOT_TAKEN = frozenset({"trust-policy", "import", "refusal"})
 """Kinds never logged here: the other party's policies (consulted for its key compromises,
 never trusted), its own imports and refusals (its business)."""
 _STOPS = ("revocation", "erasure")
+UNREAD = "unread"
+"""`TrustState.noted`'s key of gap39's mark (`first_contact.brought`): ``{digest: label}``, the
+records waiting to be read against the log; while any, its size applied counts as 0."""
 
 
-@dataclass
-class Changes:
-    """What an import or a monitor changed in this ledger (each list item a dict, as
-    ``--json`` prints them).
-
-    Attributes:
-        origin: the other log, ``ORIGIN+KEYHASH`` (`catalog.origin_name`).
-        new: artifacts this ledger did not hold before, by kind.
-        revoked: the other party's revocations of what this ledger holds that count here.
-        erased: its erasures that count here, with how many blobs were deleted here.
-        compromised: keys its policy declares compromised, and what was revoked here for it.
-        unreadable: revocations and erasures taken in without their envelope (fail closed).
-        ignored: its revocations and erasures that do not count here, and why.
-        affected: this ledger's datasets and checkpoints (imported ones too) built on what
-            was revoked or erased.
-        clashes: names of imported records that are also names of other records here.
-        pending: revocations and erasures a monitor found about what this ledger holds but did
-            not take in (no approver key to sign the import).
-        suspect: records just taken in that a key signed which another log here declares
-            compromised (`_declared_elsewhere`): warned of, not revoked.
-        left_out: erasures recorded here before, whose files the update carries: not stored
-            (`_left_out`).
-        deleted_again: erasures recorded here before, whose files the update brought back
-            (`_erased_before`): deleted again.
-        logged: this log's indices of the other log's records taken in (not in the JSON).
-    """
-
-    origin: str
-    new: dict[str, list[str]] = field(default_factory=dict)
-    revoked: list[dict[str, Any]] = field(default_factory=list)
-    erased: list[dict[str, Any]] = field(default_factory=list)
-    compromised: list[dict[str, Any]] = field(default_factory=list)
-    unreadable: list[dict[str, Any]] = field(default_factory=list)
-    ignored: list[dict[str, Any]] = field(default_factory=list)
-    affected: list[dict[str, Any]] = field(default_factory=list)
-    clashes: list[str] = field(default_factory=list)
-    pending: list[dict[str, Any]] = field(default_factory=list)
-    suspect: list[dict[str, Any]] = field(default_factory=list)
-    deleted_again: list[dict[str, Any]] = field(default_factory=list)
-    left_out: list[dict[str, Any]] = field(default_factory=list)
-    logged: tuple[int, ...] = ()
-
-    @property
-    def stopped(self) -> bool:
-        """True when something this ledger holds may no longer be used (revoked, erased,
-        signed by a compromised key, or named by a record that cannot be read), or the other
-        log revoked or erased its own artifact held here with a key this policy does not
-        count (out36 finding 1)."""
-        return bool(self.revoked or self.erased or self.compromised or self.unreadable
-                    or self.pending or any(r.get("own") for r in self.ignored))
-
-    def lines(self) -> list[tuple[str, str]]:
-        """``(level, text)`` lines for the command's stderr: ``ok``, ``warning``, ``note``."""
-        out: list[tuple[str, str]] = []
-        if self.new:
-            out.append(("ok", "new: " + ", ".join(f"{len(v)} {k}(s)" for k, v in
-                                                  sorted(self.new.items()))))
-        for r in self.revoked:
-            was = r.get("already")
-            out.append(("warning", (f"revoked already here by {was['signer'][:12]} (log index "
-                                    f"{was['logIndex']}); now also " if was else "revoked ")
-                        + f"by {self.origin}: {r['label']}: {r['reason']} "
-                        f"(signed by {r['signer'][:12]}, its log index {r['logIndex']})"))
-        for r in self.erased:
-            out.append(("warning", f"erased by {self.origin}: {r['label']}: {r['reason']} "
-                        f"(signed by {r['signer'][:12]}, its log index {r['logIndex']}); "
-                        f"{r['deleted']} blob(s) deleted here"
-                        + (f"; {r['keptBlobs']} kept: also a file of {', '.join(r['kept'])}"
-                           if r.get("kept") else "")))
-        for r in self.compromised + self.suspect:
-            out.append(("warning", r["text"]))
-        for r in self.unreadable:
-            out.append(("warning", f"{r['kind']} at log index {r['logIndex']} of "
-                        f"{self.origin} about {r['label']}: its envelope is not here (not "
-                        "published), so every decision about it fails until it is; ask for an "
-                        f"update (export --updates-since {r['logIndex']})"))
-        for r in self.pending:
-            out.append(("warning", f"pending: {r['kind']} at log index {r['logIndex']} of "
-                        f"{self.origin} about {r['label']}, which you hold: not taken in "
-                        "(pass --key APPROVER to apply it)"))
-        for r in self.ignored:
-            if r.get("own"):
-                out.append(("warning", self._not_applied(r)))
-                continue
-            out.append(("note", f"ignored: {r['kind']} at log index {r['logIndex']} of "
-                        f"{self.origin} about {r['label']}: {r['why']}"))
-        for a in self.affected:
-            out.append(("warning", f"affected here: {a['label']} is built on {a['because']} — "
-                        f"see 'trajledger impact {a['becauseDigest']}'"))
-        out += [("warning", c) for c in self.clashes]
-        out += [("note", f"erased here: {r['label']} (erasure at log index {r['logIndex']}): "
-                 f"the {r['leftOut']} file(s) of it this import carries are not stored")
-                for r in self.left_out]
-        out += [("note", f"erased here: {r['label']} (erasure at log index {r['logIndex']}): "
-                 f"the {r['deleted']} file(s) of it this import brought are deleted again")
-                for r in self.deleted_again]
-        return out
-
-    def _not_applied(self, r: Mapping[str, Any]) -> str:
-        """The line of the other log's revocation or erasure of its own artifact, held here,
-        that this ledger's policy does not count (signed by a key it does not name): the
-        vendor's word did not reach the gate, so say what is built on it and the ways on."""
-        verb, command = (("erased", "erase") if r["kind"] == "erasure"
-                         else ("revoked", "revoke"))
-        names = r.get("affectsLabels", [])
-        built = f" and {', '.join(names[:3])} {'is' if len(names) == 1 else 'are'} built on it"
-        built = "" if not names else built + (
-            f" (and {len(names) - 3} more: 'trajledger impact')" if len(names) > 3 else "")
-        return (f"not applied here: {self.origin} {verb} its own {r['label']}"
-                f", which you hold{built}, but {r['why']}; so your gate, verify and impact "
-                f"still take it as good: ask {self.origin} for a {r['kind']} signed by a key "
-                f"your policy names for it, or {command} it here yourself ('trajledger "
-                f"{command} {r['digest']} --key APPROVER --reason ...')")
-
-    def to_json(self) -> dict[str, Any]:
-        """The stable JSON form."""
-        return {"origin": self.origin, "new": self.new, "revoked": self.revoked,
-                "erased": self.erased, "compromised": self.compromised,
-                "unreadable": self.unreadable, "ignored": self.ignored,
-                "affected": self.affected, "clashes": self.clashes, "pending": self.pending,
-                "suspect": self.suspect, "deletedAgain": self.deleted_again,
-                "leftOut": self.left_out}
+def mark_unread(state: TrustState, hit: Mapping[str, str]) -> None:
+    """Add ``hit`` to ``state``'s mark, read and written in one transaction (two processes
+    marking at once each keep their records: rot40)."""
+    state.note(UNREAD, lambda kept: json.dumps(json.loads(kept or b"{}") | dict(hit),
+                                               sort_keys=True).encode())
 
 
 @dataclass(frozen=True)
@@ -322,6 +213,15 @@ def _imports(ledger: LedgerHome, vkey: str | None = None) -> list[tuple[int, Imp
     return out
 
 
+def imported_from(ledger: LedgerHome) -> set[str]:
+    """The verifier keys of the logs this ledger's import records name.
+
+    Raises:
+        TamperError: an import record cannot be read (as `origin_state`).
+    """
+    return {str(pred.log.get("vkey")) for _i, pred in _imports(ledger)}
+
+
 def origin_state(ledger: LedgerHome, vkey: str, *, distinct: Sequence[str] = (),
                  handovers: Sequence[bytes] = (), proof: Callable[[int, int], Sequence[bytes]]
                  | None = None, note: bytes | None = None) -> TrustState:
@@ -343,13 +243,14 @@ def origin_state(ledger: LedgerHome, vkey: str, *, distinct: Sequence[str] = (),
     origin = TrustState.open(vkey)
     verifier = verifier_from_vkey(vkey)
     best: tuple[int, bytes] | None = None
-    applied = 0
-    for _i, pred in _imports(ledger, vkey):
+    applied, first = 0, None
+    for i, pred in _imports(ledger, vkey):
         raw = str(pred.log["checkpoint"]).encode("utf-8")
         try:
             cp = verify_checkpoint(raw, verifier)
         except ProvenanceError:
             continue  # verified when it was imported; a record cannot sign for the log
+        first = i if first is None else min(first, i)
         if best is None or cp.size > best[0]:
             best = (cp.size, raw)
         # Records written before the applied size existed applied their checkpoint.
@@ -360,9 +261,28 @@ def origin_state(ledger: LedgerHome, vkey: str, *, distinct: Sequence[str] = (),
         origin.advance_floor(best[1], what=what)
     if applied and applied > (origin.applied() or 0):
         origin.advance_floor(origin.floor() or b"", what=what, applied=applied)
+        if first is not None:  # the mark was lost with it: derived
+            _mark_restored(ledger, origin, first)
     if origin.floor() is None and note is not None and proof is not None:
         continue_trust(origin, note, handovers, proof, what=what, distinct=distinct)
     return origin
+
+
+def _mark_restored(ledger: LedgerHome, origin: TrustState, since: int) -> None:
+    """gap39's mark of a state whose size applied was just restored from the import records
+    (a fresh state directory, or one behind them): it lived in the lost state only. Every
+    record that another log brought here after this log's first import (log index ``since``)
+    is marked unread against it, signed by any key (its keys, kept with the mark, are lost
+    too): its next read starts at 0 (`first_contact.applied_for`), one reading more where
+    nothing was marked, never a record passed over (rot40)."""
+    state, origins, hit = ledger.trust_state(), Origins(ledger), dict[str, str]()
+    for kind in sorted(k for k, v in KINDS.items() if v.lineage):
+        for i in state.of_kind(kind):
+            if i > since and (e := state.entry(i)) is not None and e.subject not in hit \
+                    and (came := origins.of(i)) and origin.vkey not in came:
+                hit[e.subject] = label(ledger, e.subject)
+    if hit:
+        mark_unread(origin, hit)
 
 
 # -- what to take in ------------------------------------------------------------------------------
