@@ -3260,8 +3260,6 @@ def test_a_lab_relays_the_vendors_batch_after_its_log_was_applied(tmp_path: Path
                      r"count for this record\n", r.stderr), r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="rot40's files: first_contact.applied_why after a log-key "
-                   "rotation (hist40 finding 5)")
 def test_a_relay_after_the_vendors_log_key_rotation_says_why_it_is_read_again(
         tmp_path: Path) -> None:
     """R36 with R35 (hist40 finding 5; seed 1625): the buyer applied the vendor's log up to

@@ -64,7 +64,8 @@ def _brought(ledger: LedgerHome) -> bool:
 def applied_across(ledger: LedgerHome, vkey: str, applied: int | None,
                    handovers: Sequence[bytes], now: Checkpoint,
                    proof: Callable[[int, int], Sequence[bytes]],
-                   root_at: Callable[[int], bytes | None] | None = None) -> int | None:
+                   root_at: Callable[[int], bytes | None] | None = None,
+                   why: list[str] | None = None) -> int | None:
     """``applied``, the size applied of the log ``vkey``; when none, the size applied under a
     key the log rotated from (a state is kept per key, and the new key's starts with none, so a
     monitor read the whole log again and reported what it took in as new: hist39 finding 6).
@@ -82,8 +83,9 @@ def applied_across(ledger: LedgerHome, vkey: str, applied: int | None,
            entries of the log ``vkey`` signs.
 
     Returns:
-        The largest size so carried; 0 when a key of step 1 is marked; None when none (the
-        log is then read from its first entry, `first_start`)."""
+        The largest size so carried; 0 when a key of step 1 is marked (its `applied_why`
+        appended to ``why``); None when none (the log is then read from its first entry,
+        `first_start`)."""
     if applied is not None or not handovers:
         return applied
     from trajledger.verify.log_key import predecessors
@@ -105,6 +107,8 @@ def applied_across(ledger: LedgerHome, vkey: str, applied: int | None,
         state = origin_state(ledger, old)
         try:
             size, tree = applied_for(state), state.floor_checkpoint()
+            if size == 0 and why is not None:  # the line that asks for a read from 0 says
+                why.append(applied_why(state))  # why, under the key it was applied (hist40)
         finally:
             state.close()
         if size == 0:
