@@ -908,14 +908,14 @@ def import_bundle(
                 with contextlib.suppress(FileNotFoundError):
                     proof = ev.consistency_proof(prior.size, cp.size)
             root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
-            why: list[str] = []  # (a log marked under the key it rotated from: hist40)
+            carried: list[str] = []  # (a log marked under the key it rotated from: hist40)
             applied = applied_across(ledger, vkey, applied_for(origin), ev.key_handovers(), cp,
-                                     ev.consistency_proof, root_at, why)
+                                     ev.consistency_proof, root_at, carried)
             ext = ev.extension()
             if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
                 raise ConsistencyError(
                     f"{what}: unprovable: the bundle does not carry the log since size {applied}, "
-                    f"{why[0] if why else applied_why(origin)} ("
+                    f"{carried[0] if carried else applied_why(origin)} ("
                     + (f"its extension starts at {ext.size}" if ext is not None else
                        "it holds no extension") + f"; its checkpoint has size {cp.size}): ask for "
                     f"a bundle exported with --updates-since {applied}",
