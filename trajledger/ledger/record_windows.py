@@ -111,7 +111,6 @@ class Written:
             got = None
         return iter(got) if got is not None else parquet_batches(path, columns)
 
-
     def given(self, then: Callable[[Any], None]) -> Callable[[Any], None]:
         """A features hook (``write_steps_parquet(on_features=...)``) that holds the
         normalised fingerprints of each chunk's `Given`, then calls ``then`` with its
