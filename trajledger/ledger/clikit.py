@@ -710,7 +710,9 @@ class Group(click.Group):
             raise one_line(e, ctx) from None
         except (KeyboardInterrupt, click.exceptions.Abort) as e:
             # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them; also when train's or
-            # eval's COMMAND was stopped by one (runner.command.CommandInterrupted, out40)
+            # eval's COMMAND was stopped by one (runner.command.CommandInterrupted, out40), or
+            # while a prompt waited (click's Abort holds it as its context, out41)
+            e = e.__context__ if isinstance(e.__context__, Terminated) else e
             signum = getattr(e, "signum", None)
             stop = e if isinstance(e, Terminated) else (
                 Terminated(signum) if signum in STOPPING else None)
