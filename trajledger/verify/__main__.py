@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
 import traceback
@@ -131,8 +130,9 @@ def run(args: argparse.Namespace) -> int:
         )
     other = args.expect and args.expect != report.subject  # true of another artifact (aud34 #1)
     if args.json:  # ok false for another artifact too, as the exit code says (out37)
-        print(json.dumps(report.to_json() | ({"ok": False} if other else {}), sort_keys=True,
-                         separators=(",", ":")))
+        from .report_json import dumps  # (to_json loads it): strict: a byte not UTF-8 as \xfd
+
+        print(dumps(report.to_json() | ({"ok": False} if other else {})))
     else:
         print("\n".join(report.render()))
     n, failed = report.count()

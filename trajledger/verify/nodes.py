@@ -41,8 +41,11 @@ OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
 # Escaped (as ``\u001b``) in every line a report renders: control characters, NEL, line and
 # paragraph separators and bidirectional controls. A signer chooses names, licences and reasons:
 # none may erase, redraw, break or reorder what a reader sees (the lines' own breaks remain).
+# And a byte that is not UTF-8 in a file's name (``os.fsdecode``'s lone surrogate) as ``\xfd``,
+# as ``trajledger`` writes it (``_platform.UNDECODABLE``; docs/cli.md; out41).
 HIDDEN = {c: f"\\u{c:04x}" for c in (*range(32), *range(127, 160), 0x61C, 0x200E, 0x200F,
-                                      *range(0x2028, 0x202F), *range(0x2066, 0x206A))}
+                                      *range(0x2028, 0x202F), *range(0x2066, 0x206A))} | {
+    c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)}
 
 
 class _Named(dict[int, str]):

@@ -48,6 +48,9 @@ class Report:
     direction: Direction = Direction.UPSTREAM
     records: list[Mark] = field(default_factory=list)
 
+    def __repr__(self) -> str:  # a notebook's line: the verdict, not every node (out41)
+        return f"<Report {self.direction}: {self.verdict()}>"
+
     @property
     def ok(self) -> bool:
         """True when no check of any node failed."""

@@ -10,6 +10,7 @@ Non-scope: which nodes fail and why (``verify.report``); deciding anything.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from .marks import Mark
     from .nodes import Check, Direction, Edge, Node, Status
 
-__all__ = ["REPORT_FORMAT", "Graph", "report_json"]
+__all__ = ["REPORT_FORMAT", "Graph", "dumps", "report_json"]
 
 
 class Graph(Protocol):
@@ -79,3 +80,31 @@ def report_json(report: Graph, lineage: Mapping[str, Status]) -> dict[str, Any]:
         } for node in report.nodes.values()],
         "edges": [{"from": e.src, "to": e.dst, "role": e.role} for e in report.edges],
     }
+
+
+_UNDECODABLE = {c: f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c < 0xDD00 else f"\\u{c:04x}"
+                for c in range(0xD800, 0xE000)}
+"""Each lone surrogate as text strict parsers take: the one ``os.fsdecode`` makes of a byte that
+is not UTF-8 as that byte, ``\\xfd``; any other as ``\\udXXX`` (``_platform.UNDECODABLE``, which
+a copy of ``verify/`` cannot import)."""
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.translate(_UNDECODABLE)
+    if isinstance(value, list):
+        return [_strict(v) for v in value]
+    if isinstance(value, dict):
+        return {_strict(k): _strict(v) for k, v in value.items()}
+    return value
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """``python -m verify --json``'s document: one line, keys sorted; a string holding a lone
+    surrogate (a bundle's or a file's name that is not UTF-8) with it as ``\\xfd``, as
+    ``trajledger``'s ``--json`` writes it (docs/cli.md, "Names that are not UTF-8"): it was the
+    escape ``"b\\udcfdx"``, which strict parsers (Go's, Rust's serde_json) refuse or replace
+    (out41). The document is walked only when its text holds ``\\ud``."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return text if "\\ud" not in text else json.dumps(_strict(doc), sort_keys=True,
+                                                      separators=(",", ":"))
