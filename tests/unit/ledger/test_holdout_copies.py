@@ -1359,3 +1359,87 @@ def test_no_windows_are_kept_for_a_step_file_erased_while_dataset_create_compute
         m.setattr(contamination, "keep", erased_first)
         check_dataset(ledger, "train", [batch])
     assert not where.exists()
+
+
+def test_no_features_are_kept_for_a_step_file_erased_while_they_were_computed(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """rev38 (rev37's Left): `batch_features.batch_features` computes a batch's features from
+    a verified copy of its step file and caches them outside the log's lock; an erasure in
+    that moment (the blob deleted, then its derived files: `status.delete_erased`) left the
+    features of an erased step file in the derived cache. The blob is checked after the
+    write, as `record_windows.kept` does."""
+    from trajledger.ledger import batch_features as bf
+    from trajledger.ledger.status import delete_erased
+
+    batch = record_batch(ledger, numeric_rows("racing", OBS[5:], ACT[5:]), env="grid@1",
+                         policy="p", signer=ledger.keys.signer("vendor"),
+                         name="racing").recorded.digest
+    steps = bf.batch_files(ledger.store, batch)["steps.parquet"]
+    cache = ledger.root / "index" / "features"
+    real = bf._from_steps
+
+    def erased_after(*args: Any) -> Any:
+        got = real(*args)
+        with ledger.log.exclusive():  # the erasure, between the computation and the write
+            delete_erased(ledger, [steps], done=str)
+        return got
+
+    monkeypatch.setattr(bf, "_from_steps", erased_after)
+    got = bf.batch_features(ledger.store, batch, None, workdir=tmp_path, cache=cache)
+    assert got.source == "computed" and got.chunk is not None
+    assert not bf.cache_path(cache, steps).exists()
+
+
+def test_no_grouped_held_windows_are_kept_for_a_step_file_erased_while_grouping(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev38 (rev37's Left): ``dataset create`` groups the held side's windows into a file of
+    the derived cache outside the log's lock (`held_windows.group_file`); an erasure of a held
+    batch once its windows were taken (the blob deleted, then its derived files, the grouped
+    files among them) left a grouped file holding the windows of an erased step file. The
+    held step files are checked once the file is in place: it is deleted if one is gone (this
+    call goes on with what it grouped, from the file it holds open)."""
+    from trajledger.ledger import contamination
+    from trajledger.ledger.status import delete_erased
+
+    held = Path(ledger.root / "index" / "features")
+    forget_grouped(held)
+    real = contamination.group_file
+    erased: list[str] = []
+
+    def racing(path: Path, batches: Any, windows: Any, key: Any, *a: Any, **k: Any) -> Any:
+        def then_erased() -> Any:
+            yield from windows
+            erased.append(key[0][1])
+            with ledger.log.exclusive():
+                delete_erased(ledger, erased, done=str)
+        return real(path, batches, then_erased(), key, *a, **k)
+
+    monkeypatch.setattr(contamination, "group_file", racing)
+    train = record_batch(ledger, numeric_rows("racing", OBS[5:], ACT[5:]), env="grid@1",
+                         policy="p", signer=ledger.keys.signer("vendor"),
+                         name="racing").recorded.digest
+    check_dataset(ledger, "train", [train])
+    assert erased
+    assert not [p.name for p in held.glob("w*/held-*")]
+
+
+def test_an_erasure_leaves_no_filter_of_the_held_sides_windows(ledger: Ledger) -> None:
+    """rev38: erasing a batch deleted the held side's grouped windows (they may hold its
+    windows) but not the filter of their hashes beside them, nor its stamp
+    (``held-*.filter``, ``held-*.checked``, held37 and held38): derived from erased data."""
+    from trajledger.ledger.batch_features import batch_files
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.status import delete_erased
+
+    held = Path(ledger.root / "index" / "features")
+    train = record_batch(ledger, numeric_rows("racing", OBS[5:], ACT[5:]), env="grid@1",
+                         policy="p", signer=ledger.keys.signer("vendor"),
+                         name="racing").recorded.digest
+    check_dataset(ledger, "train", [train])
+    assert [p for p in held.glob("w*/held-*.filter")]
+    steps = batch_files(ledger.store, Catalog(ledger).resolve("held-num").digest)["steps.parquet"]
+    with ledger.log.exclusive():
+        delete_erased(ledger, [steps], done=str)
+    assert not [p.name for p in held.glob("w*/held-*")]
