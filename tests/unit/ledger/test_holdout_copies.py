@@ -1377,15 +1377,15 @@ def test_no_features_are_kept_for_a_step_file_erased_while_they_were_computed(
                          name="racing").recorded.digest
     steps = bf.batch_files(ledger.store, batch)["steps.parquet"]
     cache = ledger.root / "index" / "features"
-    real = bf._from_steps
+    real = bf.iter_step_features
 
     def erased_after(*args: Any) -> Any:
-        got = real(*args)
+        got = list(real(*args))
         with ledger.log.exclusive():  # the erasure, between the computation and the write
             delete_erased(ledger, [steps], done=str)
         return got
 
-    monkeypatch.setattr(bf, "_from_steps", erased_after)
+    monkeypatch.setattr(bf, "iter_step_features", erased_after)
     got = bf.batch_features(ledger.store, batch, None, workdir=tmp_path, cache=cache)
     assert got.source == "computed" and got.chunk is not None
     assert not bf.cache_path(cache, steps).exists()
