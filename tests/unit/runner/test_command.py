@@ -155,6 +155,17 @@ def test_what_the_leader_leaves_running_without_its_pipes_is_killed(tmp_path: Pa
     straggler = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                  f"open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid())); "
                  f"os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r}); time.sleep(600)")
+    pid = _leave_behind(straggler, pidfile)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return  # killed and reaped
+    assert stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X"), stat  # killed, not reaped
+
+
+def _leave_behind(straggler: str, pidfile: Path, then: float = 0.0) -> int:
+    """Run a COMMAND whose leader starts ``straggler`` (Python, its output to /dev/null), waits
+    for it to write its pid to ``pidfile``, then ``then`` seconds, and exits 0; its pid."""
     code = textwrap.dedent(
         f"""
         import pathlib, subprocess, sys, time
@@ -162,16 +173,12 @@ def test_what_the_leader_leaves_running_without_its_pipes_is_killed(tmp_path: Pa
                          stderr=subprocess.DEVNULL)
         while not pathlib.Path({str(pidfile)!r}).exists():
             time.sleep(0.01)
+        time.sleep({then})
         """
     )
     result = run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
     assert result.returncode == 0
-    pid = int(pidfile.read_text())
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
-        return  # killed and reaped
-    assert stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X"), stat  # killed, not reaped
+    return int(pidfile.read_text())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
@@ -192,19 +199,7 @@ def test_a_straggler_whose_main_thread_exited_is_killed_too(tmp_path: Path) -> N
         ctypes.CDLL(None).pthread_exit(None)  # (the GIL released: the thread runs on)
         """
     )
-    code = textwrap.dedent(
-        f"""
-        import pathlib, subprocess, sys, time
-        subprocess.Popen([sys.executable, "-c", {straggler!r}], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-        while not pathlib.Path({str(pidfile)!r}).exists():
-            time.sleep(0.01)
-        time.sleep(0.2)  # (its main thread gone)
-        """
-    )
-    result = run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
-    assert result.returncode == 0
-    pid = int(pidfile.read_text())
+    pid = _leave_behind(straggler, pidfile, then=0.2)  # (its main thread gone by then)
     try:
         live = [t for t in os.listdir(f"/proc/{pid}/task") if not _gone_task(pid, t)]
     except FileNotFoundError:
