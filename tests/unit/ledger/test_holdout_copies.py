@@ -963,7 +963,7 @@ def test_the_held_side_grouped_decides_as_its_windows(
     assert [f for c in first.values() for f in c.findings if f.shared]
     assert each() == first  # looked up in the file
     with monkeypatch.context() as m:
-        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        m.setattr(contamination, "group_file", lambda *_, **__: None)  # each batch's as they are
         forget_grouped(cache)
         assert each() == first
         assert not list(cache.glob("w*/held-*.grouped"))
@@ -1057,12 +1057,12 @@ def test_the_held_batches_are_grouped_one_at_a_time(
     given: list[list[Any]] = []
     reads: list[str] = []
 
-    def grouping(path: Path, batches: Any, windows: Any, held: Any) -> Any:
+    def grouping(path: Path, batches: Any, windows: Any, held: Any, **kw: Any) -> Any:
         def each() -> Any:
             for ws in windows:
                 given.append(ws)
                 yield ws
-        return group(path, batches, each(), held)
+        return group(path, batches, each(), held, **kw)
 
     def read_kept(cache: Path, digest: str, wanted: Any) -> Any:
         if wanted[1] and wanted[2]:  # a held batch's windows
@@ -1084,7 +1084,7 @@ def test_the_held_batches_are_grouped_one_at_a_time(
         return out
 
     with monkeypatch.context() as m:
-        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        m.setattr(contamination, "group_file", lambda *_, **__: None)  # each batch's as they are
         want = {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
     monkeypatch.setattr(contamination, "group_file", grouping)
     monkeypatch.setattr(contamination, "read_kept", read_kept)
@@ -1121,7 +1121,7 @@ def test_a_held_batch_not_read_midway_leaves_the_others_held(
 
     monkeypatch.setattr(contamination, "read_kept", third_unreadable)
     with monkeypatch.context() as m:
-        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        m.setattr(contamination, "group_file", lambda *_, **__: None)  # each batch's as they are
         want = each()
     assert each() == want
     assert not list(cache.glob("w*/held-*.grouped"))

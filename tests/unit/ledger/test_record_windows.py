@@ -366,8 +366,8 @@ def _observations(rng: np.random.Generator, n: int, shape: str, t: pa.DataType, 
             _masked(rng, _numbers(rng, k * width, t, odd), leaf))
 
     width = int(rng.integers(2, 6))
-    if shape == "number":
-        got = _masked(rng, _numbers(rng, n, t, odd), leaf)
+    if shape == "number":  # (its nulls are its slots')
+        return _masked(rng, _numbers(rng, n, t, odd), max(leaf, slot))
     elif shape == "list":
         got = lists(n, width)
     elif shape == "large list":
