@@ -503,10 +503,12 @@ def forget_cached(cache: Path, steps: str) -> None:
     """Delete the cached features computed from step file ``steps`` (erased data: nothing
     derived from it is kept), of every feature version, and its kept step windows and
     normalised text fingerprints (``window_cache``) of every version, and the held side's
-    grouped windows (``held_windows``: they may hold its windows; grouped again on use)."""
+    grouped windows with their filters and stamps (``held_windows``, ``held_filter``: they may
+    hold its windows' hashes; grouped again on use)."""
     hexa = parse_digest(steps, "step file digest")
     for old in [*cache.glob(f"v*/{hexa}.arrow"), *cache.glob(f"w*/{hexa}.windows"),
-                *cache.glob("w*/held-*.grouped")]:
+                *cache.glob("w*/held-*.grouped"), *cache.glob("w*/held-*.filter"),
+                *cache.glob("w*/held-*.checked")]:
         old.unlink(missing_ok=True)
 
 
@@ -614,6 +616,8 @@ def batch_features(
                 "were not compared",))  # fmt: skip
         if where is not None:
             _cache(where, encode_features(chunk, digest))
+            if not store.exists(digest):  # erased meanwhile: nothing derived kept (rev38)
+                where.unlink(missing_ok=True)
     problems = (
         (f"{short}: {kept}: its features were computed from its steps.parquet instead (run "
          "'trajledger fsck')",) if kept else ()

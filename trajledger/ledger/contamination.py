@@ -453,7 +453,8 @@ class _Reader:
         if key and not self.failed & {f.batch for f in todo}:
             forget_grouped(self.cache)  # one kept at a time: this call's held side's
             grouped = group_file(grouped_file(self.cache, key), [f.batch for f in todo], each(),
-                                 key)
+                                 key, stored=lambda: all(map(self.ledger.store.exists,
+                                                             (s for _, s in key))))
         if grouped is None:  # as they are; those emptied by `group_file` taken again
             for f, ws in itertools.zip_longest(todo, pulled):
                 again = ws is None or (not ws and f.batch not in self.failed)

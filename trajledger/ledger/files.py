@@ -8,9 +8,11 @@ contributes everything below it, relative to itself (so ``sign model/`` and
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from trajledger.verify.digest import FileDigest
@@ -87,22 +89,8 @@ def collect_files(
         if stat.S_ISREG(st.st_mode):
             add(p.name, p, st)
         elif stat.S_ISDIR(st.st_mode):
-            for dirpath, dirnames, filenames in os.walk(p, onerror=_refuse_unreadable):
-                dirnames.sort()
-                for d in list(dirnames):
-                    if os.path.islink(os.path.join(dirpath, d)):
-                        raise LedgerError(
-                            f"{os.path.join(dirpath, d)}: is a symbolic link; links are not signed"
-                        )
-                for f in sorted(filenames):
-                    fp = Path(dirpath) / f
-                    fst = fp.lstat()
-                    if not stat.S_ISREG(fst.st_mode):
-                        kind = (
-                            "a symbolic link" if stat.S_ISLNK(fst.st_mode) else "not a regular file"
-                        )
-                        raise LedgerError(f"{fp}: is {kind}; only regular files are signed")
-                    add(fp.relative_to(p).as_posix(), fp, fst)
+            for fp, rel, fst in _walk(p, st):
+                add(rel, fp, fst)
         else:
             raise LedgerError(f"{p}: is not a regular file or directory")
     if not out:
@@ -110,9 +98,72 @@ def collect_files(
     return out
 
 
-def _refuse_unreadable(e: OSError) -> None:
-    # os.walk skips unreadable directories by default: their files would silently go unsigned.
-    raise LedgerError(f"{e.filename}: cannot list: {e.strerror}") from e
+def _walk(top: Path, listed: os.stat_result) -> Iterator[tuple[Path, str, os.stat_result]]:
+    """Each regular file below the directory ``top`` (``lstat`` ``listed``): its path, its name
+    relative to ``top`` and its ``lstat``, directories in name order, a directory's files
+    before its subdirectories'. Each directory is opened relative to its parent's descriptor
+    without following a link (``O_NOFOLLOW``) and must be the one its parent listed (rev38:
+    ``os.walk`` lists a directory by path, so one swapped for a link after its parent was
+    listed was listed through it, its target's files with their own ``lstat``).
+
+    Raises:
+        LedgerError: a link or a special file, a directory that cannot be listed (its files
+            would go unsigned) or is not the one listed.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+    def opened(name: str | Path, where: Path, st: os.stat_result, parent: int | None) -> int:
+        try:
+            fd = os.open(name, flags, dir_fd=parent)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise LedgerError(f"{where}: cannot list: {e.strerror}") from e
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+                    raise LedgerError(f"{where}: is a symbolic link; links are not signed") from e
+            fd = -1
+        now = os.fstat(fd) if fd >= 0 else None
+        if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            if fd >= 0:
+                os.close(fd)
+            raise LedgerError(f"{where}: not the directory listed a moment before (replaced "
+                              "while it was being listed); nothing was signed")
+        return fd
+
+    def below(fd: int, where: Path, rel: str) -> Iterator[tuple[Path, str, os.stat_result]]:
+        try:
+            with os.scandir(fd) as it:
+                names = sorted(e.name for e in it)
+        except OSError as e:
+            raise LedgerError(f"{where}: cannot list: {e.strerror}") from e
+        dirs = []
+        for name in names:
+            try:
+                fst = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # (removed meanwhile)
+            path = where / name
+            if stat.S_ISDIR(fst.st_mode):
+                dirs.append((name, fst))
+            elif stat.S_ISREG(fst.st_mode):
+                yield path, f"{rel}{name}", fst
+            elif stat.S_ISLNK(fst.st_mode) and path.is_dir():
+                raise LedgerError(f"{path}: is a symbolic link; links are not signed")
+            else:
+                kind = "a symbolic link" if stat.S_ISLNK(fst.st_mode) else "not a regular file"
+                raise LedgerError(f"{path}: is {kind}; only regular files are signed")
+        for name, dst in dirs:
+            child = opened(name, where / name, dst, fd)
+            try:
+                yield from below(child, where / name, f"{rel}{name}/")
+            finally:
+                os.close(child)
+
+    fd = opened(top, top, listed, None)
+    try:
+        yield from below(fd, top, "")
+    finally:
+        os.close(fd)
 
 
 def manifest_for(

@@ -64,7 +64,7 @@ from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import open_regular
 
 from .fs import drop_stale_temps, temp_name
-from .held_filter import Probe, filter_path
+from .held_filter import Probe, filter_path, stamp_path
 from .held_filter import read as read_filter
 from .held_filter import write as write_filter
 from .step_windows import StepWindows
@@ -526,7 +526,8 @@ def _given(windows: Iterable[list[StepWindows]]) -> Iterator[list[StepWindows]]:
 
 
 def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWindows]],
-               held: Sequence[tuple[str, str]], run: int | None = None) -> Grouped | None:
+               held: Sequence[tuple[str, str]], run: int | None = None,
+               stored: Callable[[], bool] | None = None) -> Grouped | None:
     """Group the windows of each held batch (its `Compared.step_windows` with ``held``: every
     run of one episode list, the first in order 0), given batch after batch by ``windows``,
     into the file at ``path`` in bounded memory, then read it (`read`: where the windows are,
@@ -538,7 +539,11 @@ def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWi
     (another episode list in a batch, no run in order 0, a count past 2**32: that batch's list
     left as it was, no later batch taken), ``windows`` ends before every batch of ``held`` is
     given, or the file cannot be written or read back (read-only, full, deleted meanwhile): the
-    caller holds them as they are (derived data; those taken again)."""
+    caller holds them as they are (derived data; those taken again). ``stored``: whether
+    the held step files are all still in the store, asked once the file is in place (rev38:
+    an erasure meanwhile deleted the blob, then the grouped files, before this one was
+    there): when not, the file and its filter are deleted, this call's grouping read first
+    (its file held open), so nothing derived from erased data is kept."""
     run = run or RUN
     tmp = path.parent / temp_name()
     try:
@@ -568,7 +573,11 @@ def group_file(path: Path, batches: Sequence[str], windows: Iterable[list[StepWi
         filter_path(path).unlink(missing_ok=True)  # another grouping's, if any
         os.replace(tmp, path)
         _give_back()  # what the merge freed: the hashes are read back next
-        return read(path, held)
+        got = read(path, held)
+        if stored is not None and not stored():
+            for gone in (path, filter_path(path), stamp_path(filter_path(path))):
+                gone.unlink(missing_ok=True)
+        return got
     except _Raised as e:  # by the caller's ``windows``: not the file's; goes on as raised
         raise e.error from e.error.__cause__
     except (OSError, FormatError):

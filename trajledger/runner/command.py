@@ -250,7 +250,8 @@ def _exited(pid: int) -> bool:
 
 def _left_in(pgid: int, leader: int) -> bool:
     """Whether a live process other than ``leader`` (exited, not reaped) is in process group
-    ``pgid``: Linux's ``/proc``; elsewhere False (what holds no pipe is not waited for)."""
+    ``pgid``: Linux's ``/proc`` (a zombie's threads looked at: `_threads_live`); elsewhere
+    False (what holds no pipe is not waited for)."""
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -264,7 +265,25 @@ def _left_in(pgid: int, leader: int) -> bool:
         except OSError:
             continue  # (ended meanwhile)
         state, _ppid, group = stat[stat.rfind(b")") + 2:].split()[:3]
-        if int(group) == pgid and state not in (b"Z", b"X"):
+        if int(group) == pgid and (state not in (b"Z", b"X") or _threads_live(name)):
+            return True
+    return False
+
+
+def _threads_live(pid: str) -> bool:
+    """Whether a thread of process ``pid`` (whose first thread is a zombie) runs: its main
+    thread may have exited (``pthread_exit``) while others run on (rev38)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2:].split()[0] not in (b"Z", b"X"):
             return True
     return False
 

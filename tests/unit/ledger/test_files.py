@@ -6,6 +6,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,16 +114,17 @@ def test_unreadable_directory_is_an_error_not_a_silent_skip(
     make_tree: MakeTree, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # os.walk ignores directories it cannot list unless told otherwise; signing would then
-    # quietly leave those files out. Simulated, since permission bits do not stop root.
+    # quietly leave those files out. Simulated, since permission bits do not stop root: the
+    # directory cannot be opened (rev38: each is opened relative to its parent, then listed).
     root = make_tree({"a": "a", "locked/secret": "s"})
-    real_scandir = os.scandir
+    real_open = os.open
 
-    def scandir(path: object) -> object:
+    def open_(path: object, *a: Any, **kw: Any) -> object:
         if Path(os.fsdecode(path)).name == "locked":  # type: ignore[arg-type]
             raise PermissionError(13, "Permission denied", os.fsdecode(path))  # type: ignore[arg-type]
-        return real_scandir(path)  # type: ignore[arg-type]
+        return real_open(path, *a, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "open", open_)
     with pytest.raises(LedgerError, match=r"/locked: cannot list: Permission denied$"):
         collect_files([root])
 

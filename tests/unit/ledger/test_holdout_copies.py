@@ -963,7 +963,7 @@ def test_the_held_side_grouped_decides_as_its_windows(
     assert [f for c in first.values() for f in c.findings if f.shared]
     assert each() == first  # looked up in the file
     with monkeypatch.context() as m:
-        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        m.setattr(contamination, "group_file", lambda *_, **__: None)  # each batch's as they are
         forget_grouped(cache)
         assert each() == first
         assert not list(cache.glob("w*/held-*.grouped"))
@@ -1057,12 +1057,12 @@ def test_the_held_batches_are_grouped_one_at_a_time(
     given: list[list[Any]] = []
     reads: list[str] = []
 
-    def grouping(path: Path, batches: Any, windows: Any, held: Any) -> Any:
+    def grouping(path: Path, batches: Any, windows: Any, held: Any, **kw: Any) -> Any:
         def each() -> Any:
             for ws in windows:
                 given.append(ws)
                 yield ws
-        return group(path, batches, each(), held)
+        return group(path, batches, each(), held, **kw)
 
     def read_kept(cache: Path, digest: str, wanted: Any) -> Any:
         if wanted[1] and wanted[2]:  # a held batch's windows
@@ -1084,7 +1084,7 @@ def test_the_held_batches_are_grouped_one_at_a_time(
         return out
 
     with monkeypatch.context() as m:
-        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        m.setattr(contamination, "group_file", lambda *_, **__: None)  # each batch's as they are
         want = {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
     monkeypatch.setattr(contamination, "group_file", grouping)
     monkeypatch.setattr(contamination, "read_kept", read_kept)
@@ -1121,7 +1121,7 @@ def test_a_held_batch_not_read_midway_leaves_the_others_held(
 
     monkeypatch.setattr(contamination, "read_kept", third_unreadable)
     with monkeypatch.context() as m:
-        m.setattr(contamination, "group_file", lambda *_: None)  # each batch's as they are
+        m.setattr(contamination, "group_file", lambda *_, **__: None)  # each batch's as they are
         want = each()
     assert each() == want
     assert not list(cache.glob("w*/held-*.grouped"))
@@ -1359,3 +1359,87 @@ def test_no_windows_are_kept_for_a_step_file_erased_while_dataset_create_compute
         m.setattr(contamination, "keep", erased_first)
         check_dataset(ledger, "train", [batch])
     assert not where.exists()
+
+
+def test_no_features_are_kept_for_a_step_file_erased_while_they_were_computed(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """rev38 (rev37's Left): `batch_features.batch_features` computes a batch's features from
+    a verified copy of its step file and caches them outside the log's lock; an erasure in
+    that moment (the blob deleted, then its derived files: `status.delete_erased`) left the
+    features of an erased step file in the derived cache. The blob is checked after the
+    write, as `record_windows.kept` does."""
+    from trajledger.ledger import batch_features as bf
+    from trajledger.ledger.status import delete_erased
+
+    batch = record_batch(ledger, numeric_rows("racing", OBS[5:], ACT[5:]), env="grid@1",
+                         policy="p", signer=ledger.keys.signer("vendor"),
+                         name="racing").recorded.digest
+    steps = bf.batch_files(ledger.store, batch)["steps.parquet"]
+    cache = ledger.root / "index" / "features"
+    real = bf.iter_step_features
+
+    def erased_after(*args: Any) -> Any:
+        got = list(real(*args))
+        with ledger.log.exclusive():  # the erasure, between the computation and the write
+            delete_erased(ledger, [steps], done=str)
+        return got
+
+    monkeypatch.setattr(bf, "iter_step_features", erased_after)
+    got = bf.batch_features(ledger.store, batch, None, workdir=tmp_path, cache=cache)
+    assert got.source == "computed" and got.chunk is not None
+    assert not bf.cache_path(cache, steps).exists()
+
+
+def test_no_grouped_held_windows_are_kept_for_a_step_file_erased_while_grouping(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev38 (rev37's Left): ``dataset create`` groups the held side's windows into a file of
+    the derived cache outside the log's lock (`held_windows.group_file`); an erasure of a held
+    batch once its windows were taken (the blob deleted, then its derived files, the grouped
+    files among them) left a grouped file holding the windows of an erased step file. The
+    held step files are checked once the file is in place: it is deleted if one is gone (this
+    call goes on with what it grouped, from the file it holds open)."""
+    from trajledger.ledger import contamination
+    from trajledger.ledger.status import delete_erased
+
+    held = Path(ledger.root / "index" / "features")
+    forget_grouped(held)
+    real = contamination.group_file
+    erased: list[str] = []
+
+    def racing(path: Path, batches: Any, windows: Any, key: Any, *a: Any, **k: Any) -> Any:
+        def then_erased() -> Any:
+            yield from windows
+            erased.append(key[0][1])
+            with ledger.log.exclusive():
+                delete_erased(ledger, erased, done=str)
+        return real(path, batches, then_erased(), key, *a, **k)
+
+    monkeypatch.setattr(contamination, "group_file", racing)
+    train = record_batch(ledger, numeric_rows("racing", OBS[5:], ACT[5:]), env="grid@1",
+                         policy="p", signer=ledger.keys.signer("vendor"),
+                         name="racing").recorded.digest
+    check_dataset(ledger, "train", [train])
+    assert erased
+    assert not [p.name for p in held.glob("w*/held-*")]
+
+
+def test_an_erasure_leaves_no_filter_of_the_held_sides_windows(ledger: Ledger) -> None:
+    """rev38: erasing a batch deleted the held side's grouped windows (they may hold its
+    windows) but not the filter of their hashes beside them, nor its stamp
+    (``held-*.filter``, ``held-*.checked``, held37 and held38): derived from erased data."""
+    from trajledger.ledger.batch_features import batch_files
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.status import delete_erased
+
+    held = Path(ledger.root / "index" / "features")
+    train = record_batch(ledger, numeric_rows("racing", OBS[5:], ACT[5:]), env="grid@1",
+                         policy="p", signer=ledger.keys.signer("vendor"),
+                         name="racing").recorded.digest
+    check_dataset(ledger, "train", [train])
+    assert [p for p in held.glob("w*/held-*.filter")]
+    steps = batch_files(ledger.store, Catalog(ledger).resolve("held-num").digest)["steps.parquet"]
+    with ledger.log.exclusive():
+        delete_erased(ledger, [steps], done=str)
+    assert not [p.name for p in held.glob("w*/held-*")]

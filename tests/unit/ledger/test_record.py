@@ -406,6 +406,51 @@ def test_a_file_swapped_after_the_listing_is_not_followed_nor_recorded(
     assert b"the attester's private key" not in stored
 
 
+def test_a_directory_swapped_for_a_link_while_it_is_listed_is_not_followed(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """rev38: `collect_files` walked the directory by path (``os.walk``): a subdirectory
+    swapped for a link to another directory after its parent was listed (and the link checks
+    made), before it was itself listed, was listed through the link, every file of the
+    target with its own ``lstat``, so that `same_as_listed` found the files opened through
+    the link to be those listed: the other directory's files (a key the attester can read)
+    were stored and signed under the subdirectory's name. Each directory is now opened
+    relative to its parent's, without following a link (``O_NOFOLLOW``)."""
+    data = make_tree({"w/model.bin": "weights", "readme.txt": "hello"})
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "model.bin").write_bytes(b"the attester's private key")
+    size, before = snapshot(ledger)
+    real_scandir, real_open = os.scandir, os.open
+    swapped: list[bool] = []
+
+    def swap(path: object) -> None:  # the race's winner: just before ``w`` is listed
+        if not swapped and isinstance(path, (str, os.PathLike)) and os.fspath(path) in (
+                str(data / "w"), "w"):
+            swapped.append(True)
+            (data / "w").rename(tmp_path / "moved-away")
+            (data / "w").symlink_to(secret)
+
+    def scandir(path: Any = ".") -> Any:
+        swap(path)
+        return real_scandir(path)
+
+    def open_(path: Any, *a: Any, **kw: Any) -> Any:
+        swap(path)
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "open", open_)
+    with pytest.raises(LedgerError, match=r"w: is a symbolic link"):
+        record_files(ledger, [data], alice, name="swapped")
+    monkeypatch.undo()
+    assert swapped
+    assert ledger.log.size == size
+    stored = {ledger.store.get(d) for d in set(ledger.store.iter_digests()) - before}
+    assert b"the attester's private key" not in stored
+
+
 def test_an_environment_file_swapped_for_a_link_after_the_listing_is_not_recorded(
     ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,

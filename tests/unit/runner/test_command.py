@@ -155,6 +155,17 @@ def test_what_the_leader_leaves_running_without_its_pipes_is_killed(tmp_path: Pa
     straggler = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                  f"open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid())); "
                  f"os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r}); time.sleep(600)")
+    pid = _leave_behind(straggler, pidfile)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return  # killed and reaped
+    assert stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X"), stat  # killed, not reaped
+
+
+def _leave_behind(straggler: str, pidfile: Path, then: float = 0.0) -> int:
+    """Run a COMMAND whose leader starts ``straggler`` (Python, its output to /dev/null), waits
+    for it to write its pid to ``pidfile``, then ``then`` seconds, and exits 0; its pid."""
     code = textwrap.dedent(
         f"""
         import pathlib, subprocess, sys, time
@@ -162,16 +173,48 @@ def test_what_the_leader_leaves_running_without_its_pipes_is_killed(tmp_path: Pa
                          stderr=subprocess.DEVNULL)
         while not pathlib.Path({str(pidfile)!r}).exists():
             time.sleep(0.01)
+        time.sleep({then})
         """
     )
     result = run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
     assert result.returncode == 0
-    pid = int(pidfile.read_text())
+    return int(pidfile.read_text())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_a_straggler_whose_main_thread_exited_is_killed_too(tmp_path: Path) -> None:
+    """rev38: a process whose main thread has exited (``pthread_exit``) while another thread
+    runs on shows ``Z`` in ``/proc/PID/stat``, the state of its first thread, and was taken for
+    a zombie: left in the group, ignoring SIGTERM and holding no pipe, it ran on after
+    `run_command` returned (probed: a file written by its thread grew for seconds after it).
+    Its threads are looked at, and it is killed once the grace is over."""
+    pidfile = tmp_path / "straggler.pid"
+    straggler = textwrap.dedent(
+        f"""
+        import ctypes, os, signal, threading, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        threading.Thread(target=time.sleep, args=(600,)).start()
+        open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid()))
+        os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r})
+        ctypes.CDLL(None).pthread_exit(None)  # (the GIL released: the thread runs on)
+        """
+    )
+    pid = _leave_behind(straggler, pidfile, then=0.2)  # (its main thread gone by then)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        live = [t for t in os.listdir(f"/proc/{pid}/task") if not _gone_task(pid, t)]
     except FileNotFoundError:
         return  # killed and reaped
-    assert stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X"), stat  # killed, not reaped
+    if live:
+        os.kill(pid, signal.SIGKILL)
+    assert not live, "a thread of the straggler still runs"
+
+
+def _gone_task(pid: int, task: str) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/task/{task}/stat").read_bytes()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rfind(b")") + 2:].split()[0] in (b"Z", b"X")
 
 
 def _gone(pid: int) -> bool:
