@@ -267,8 +267,13 @@ def _row_bytes(arr: pa.Array, name: str) -> npt.NDArray[np.int64]:
             out += _row_bytes(child, f"{name}.{t.field(i).name}")
         return out
     if pa.types.is_fixed_size_list(t):
-        child = _row_bytes(arr.flatten(), name)
-        return np.asarray(child.reshape(len(arr), t.list_size).sum(axis=1), dtype=np.int64)
+        # Every row's slots, a null row's too (`flatten` drops them: rev38 finding 6).
+        size = t.list_size
+        child = _row_bytes(arr.values.slice(arr.offset * size, len(arr) * size), name)
+        out = np.asarray(child.reshape(len(arr), size).sum(axis=1), dtype=np.int64)
+        if arr.null_count:
+            out[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = 0
+        return out
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
         # Offsets index the whole child (a slice's too), a null's sub-list included.
         child = _row_bytes(arr.values, name)
