@@ -178,7 +178,7 @@ class ImportResult:
             next update bundle starts there (``export --updates-since``; aud34 finding 4); 0
             when ``unseen``.
         unseen: a full bundle met first: the records held here, brought by other logs and
-            signed by its keys, that it does not carry (`first_contact.unseen`), by digest.
+            signed by its keys (any: one approves here), it does not carry (`unseen`), by digest.
     """
 
     digest: str | None

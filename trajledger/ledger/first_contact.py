@@ -188,7 +188,10 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
     those that signed its policies and import records) is not this log's: that log is where
     its records' revocations are read (rot40); unless a key of this log's own is one of
     ``approvers`` (this ledger's: it may revoke anything, the relayed records too), or its
-    own keys are not known: then every key counts, as before (fail closed)."""
+    own keys are not known: then every key counts, as before (fail closed). A key that
+    signed any of the bundle's entries and is one of ``approvers`` may have revoked any record
+    (a producer revokes only what it produced): then every record other logs brought is named,
+    whoever signed it (vend41: the lab's approver revoked a third vendor's batch)."""
     if applied is not None or start is not None or not _brought(ledger):
         return {}
     from trajledger.verify.kinds import KINDS
@@ -199,6 +202,7 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
 
     carried = [LogEntry.from_bytes(raw) for raw in entries.values()]
     signed = {k for e in carried if KINDS[e.kind].lineage for k in e.signers}
+    anything = any(k in approvers for e in carried for k in e.signers)
     own = {k for e in carried if e.kind in NOT_TAKEN for k in e.signers}
     if own and not own.intersection(approvers):
         others = _others_own(logs)
@@ -210,7 +214,7 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
         for i in state.of_kind(kind):
             e = state.entry(i)
             if (e is None or e.envelope in envelopes or e.subject in out
-                    or not signed.intersection(e.signers)):
+                    or not (anything or signed.intersection(e.signers))):
                 continue
             if (came := origins.of(i)) and not came <= set(logs):
                 out[e.subject] = label(ledger, e.subject)
