@@ -44,6 +44,7 @@ from .updates import mark_unread
 
 if TYPE_CHECKING:
     from trajledger.verify.checkpoint import Checkpoint
+    from trajledger.verify.log_entry import LogEntry
 
     from .home import LedgerHome
     from .trust_state import TrustState
@@ -370,7 +371,8 @@ def _states() -> Iterator[TrustState]:
             state.close()
 
 
-def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str]) -> None:
+def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str],
+            envelope: Callable[[str], bytes | None] | None = None) -> None:
     """The records about to be taken in from the log of ``logs`` (its ``entries``) that this
     ledger does not hold (their envelope is not in its log) are marked unread against every
     other log applied here whose kept keys (`saw`; none kept: any key) signed them: that log
@@ -380,16 +382,19 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str])
     leaves a mark that costs one reading more, never a record unmarked. A revocation or an
     erasure brought (relayed) is no such record: nothing revokes it, and the log that relays it
     carries its signer's records too, so the relay's log would be read again whenever its
-    origin's revocation came straight from the origin."""
+    origin's revocation came straight from the origin. Each is labelled ``kind NAME (sha256:…)``
+    from its ``envelope`` (by digest: the bundle's, the fetched one) when it reads as its kind,
+    else by its digest: the import is not recorded yet, so this ledger cannot name it (hist40
+    finding 4)."""
     from trajledger.verify.log_entry import LogEntry
 
-    from .updates import label
-
     new: dict[str, set[str]] = {}
+    labels: dict[str, str] = {}
     for raw in entries:
         e = LogEntry.from_bytes(raw)
         if e.kind not in STOPS and ledger.log.find_envelope(e.envelope) is None:
             new.setdefault(e.subject, set()).update(e.signers)
+            labels.setdefault(e.subject, _label(ledger, e, envelope))
     if not new:
         return
     for state in _states():
@@ -397,9 +402,31 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str])
             continue
         kept = state.noted(_SIGNERS)
         keys = None if kept is None else set(json.loads(kept))
-        hit = {d: label(ledger, d) for d, by in new.items() if keys is None or keys & by}
+        hit = {d: labels[d] for d, by in new.items() if keys is None or keys & by}
         if hit:
             mark_unread(state, hit)
+
+
+def _label(ledger: LedgerHome, e: LogEntry, envelope: Callable[[str], bytes | None] | None
+           ) -> str:
+    """`updates.label` of ``e``'s subject; when this ledger cannot name it (not held yet),
+    ``kind NAME@VERSION (sha256:…)`` as the ``envelope`` of ``e`` states it (unverified bytes
+    that hash to the entry: a name, never a check), else the digest."""
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.kinds import KINDS, name_version
+    from trajledger.verify.log_index import read_record
+
+    from .updates import label
+
+    if (found := label(ledger, e.subject)) != e.subject or envelope is None \
+            or not KINDS[e.kind].named:
+        return found
+    try:
+        st, _pred = read_record(e, envelope(e.envelope), f"entry of {e.subject}")
+    except ProvenanceError:
+        return found  # not as its kind: by its digest (exact), as before
+    n, v = name_version(e.kind, st)
+    return f"{e.kind} {n}{'@' + v if v else ''} ({e.subject[:19]}…)"
 
 
 def unread(ledger: LedgerHome, digests: Collection[str] | None = None,
