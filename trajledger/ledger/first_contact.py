@@ -322,22 +322,45 @@ def relayed(changes: Changes, logs: Collection[str]) -> None:
     of the relaying log's own (``signerLog``, its origin; `update_changes.Changes.lines`:
     ``revoked by VENDOR, relayed by LAB``). Left unnamed where ambiguous: the relaying log's
     own keys unknown or among the signers, no other log's or several (twenty-fifth round,
-    rot40; left38's Left)."""
-    from .trust_state import TrustState
+    rot40; left38's Left). Read after the import record: a state that cannot be read leaves
+    every line as before and ``changes.unnamed`` says what is recorded and why (vend41: it
+    ended the command, exit 3, as if nothing were imported; the naming is wording only).
+
+    Raises:
+        sqlite3.Error: not the disk's (a bug's SQL).
+    """
+    import sqlite3
+
+    from .errors import LedgerError, after_update
 
     stops = [*changes.revoked, *changes.erased]
     if not stops:
         return
-    states = [TrustState.open(vkey) for vkey in sorted(set(logs))]
     try:
-        own = _kept(states, _OWN)
-    finally:
-        for state in states:
-            state.close()
-    others = _others_own(logs)
+        own, others = _own_kept(logs), _others_own(logs)
+    except (LedgerError, OSError, sqlite3.Error) as e:
+        why = (f"the log that signed each stop it relays could not then be known (the lines "
+               f"name {changes.origin}, which brought them)")
+        what = f"updates from {changes.origin}"
+        if (error := after_update(e, changes.logged or (-1,), what, why)) is e:
+            raise  # a bug's SQL
+        changes.unnamed = str(error) if changes.logged else f"{what}: {why}: {e}"
+        return
     for r in stops:
         if (origin := _signer_log(others, own, set(r["signer"].split(",")))) is not None:
             r["signerLog"] = origin
+
+
+def _own_kept(logs: Collection[str]) -> set[str]:
+    """The own keys (`saw`) kept under any of the keys ``logs`` of one log."""
+    from .trust_state import TrustState
+
+    states = [TrustState.open(vkey) for vkey in sorted(set(logs))]
+    try:
+        return _kept(states, _OWN)
+    finally:
+        for state in states:
+            state.close()
 
 
 def _cleared(read: frozenset[str], kept: bytes | None) -> bytes | None:
