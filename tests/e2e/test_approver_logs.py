@@ -24,12 +24,14 @@ from test_updates import Buyer, Vendor, served
 from testkit import Party
 
 
-def _lab_revoked_the_other_vendors_batch(tmp_path: Path, *, approves: bool = True
+def _lab_revoked_the_other_vendors_batch(tmp_path: Path, *, approves: bool = True,
+                                         held: bool = True
                                          ) -> tuple[Vendor, Party, Party, Path]:
     """The vendor (``grid``) and another vendor (``maze``, its own environment and batches);
     the lab imports both, trains on the vendor's dataset and revokes the other vendor's first
     batch with its approver; the third party (the lab's approver an approver there, not with
-    ``approves`` False) imports the other vendor's bundle from its own log. Returns the other
+    ``approves`` False) imports the other vendor's bundle from its own log (not with ``held``
+    False). Returns the other
     vendor, the lab, the third party, and the lab's bundle (its checkpoint's, ``approves``; its
     batch's otherwise: a checkpoint needs the lab's approver)."""
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
@@ -44,7 +46,8 @@ def _lab_revoked_the_other_vendors_batch(tmp_path: Path, *, approves: bool = Tru
     bundle = tmp_path / "lab.tar.zst"
     lab.run("export", "bh-policy@1" if approves else vendor.batches[1], "--out", bundle)
     third = third_party(tmp_path, vendor, lab, [other], approvers=approves)
-    third.run("import", other.bundle, "--key", "approver")
+    if held:
+        third.run("import", other.bundle, "--key", "approver")
     return other, lab, third, bundle
 
 
@@ -77,3 +80,28 @@ def test_a_full_bundle_whose_keys_approve_nothing_here_names_what_they_signed_on
     r = third.run("import", bundle, "--key", "approver", "--json")
     assert "other-1" not in r.stderr and "maze" not in r.stderr, r.stderr
     assert json.loads(r.stdout)["import"]["applied"] == lab.size(), r.stdout
+
+
+def test_a_record_brought_after_a_log_whose_key_approves_here_was_applied_marks_it(
+    tmp_path: Path,
+) -> None:
+    """The same hole the other way round (gap39's `brought`): the third party applied the
+    lab's log first (its checkpoint bundle, nothing of other logs held then), then takes the
+    other vendor's batch from the other vendor's own log. The mark went only to logs whose
+    kept keys signed the record brought; the lab's log holds no record of the other vendor's,
+    so it was not marked, and its revocation (by its approver, an approver here) was never
+    read (on 9ed7ee20: no ``has not been read`` line, the monitor exit 0). Now a log whose
+    kept keys include an approver here is marked for every record another log brings."""
+    other, lab, third, bundle = _lab_revoked_the_other_vendors_batch(tmp_path, held=False)
+    r = third.run("import", bundle, "--key", "approver", "--json")
+    assert json.loads(r.stdout)["import"]["applied"] == lab.size(), r.stdout  # as before
+    r = third.run("import", other.bundle, "--key", "approver")
+    origin = "+".join(lab.vkey().split("+")[:2])
+    assert f"WARNING: log {origin} has not been read for " in r.stderr and \
+        "rollout-batch other-1 (" in r.stderr, r.stderr  # fmt: skip
+    for url in served(lab):
+        r = third.run("monitor", url, "--vkey", lab.vkey(), "--key", "approver",
+                      "--fail-on-revocation", code=1)  # fmt: skip
+        assert "WARNING: revoked by " in r.stderr and "rollout-batch other-1 " in r.stderr, \
+            r.stderr  # fmt: skip
+    third.run("verify", other.batches[0], code=1)

@@ -970,7 +970,8 @@ def import_bundle(
             signed = {k for raw in entries.values() for k in LogEntry.from_bytes(raw).signers}
             own = {k for raw in entries.values() if (x := LogEntry.from_bytes(raw)).kind
                    in NOT_TAKEN for k in x.signers}  # its policies' and imports' (`saw`)
-            brought(ledger, [entries[i] for i in taken], logs, ev.blob)  # unread elsewhere
+            brought(ledger, [entries[i] for i in taken], logs, ev.blob,  # unread elsewhere
+                    policy.role("approver").keyids)
 
             def floor() -> None:  # and its keys; read from 0, what waited to be read is
                 origin.advance_floor(note_bytes, proof, what=what, root_at=root_at,

@@ -395,7 +395,8 @@ def _states() -> Iterator[TrustState]:
 
 
 def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str],
-            envelope: Callable[[str], bytes | None] | None = None) -> None:
+            envelope: Callable[[str], bytes | None] | None = None,
+            approvers: Collection[str] = ()) -> None:
     """The records about to be taken in from the log of ``logs`` (its ``entries``) that this
     ledger does not hold (their envelope is not in its log) are marked unread against every
     other log applied here whose kept keys (`saw`; none kept: any key) signed them: that log
@@ -405,7 +406,11 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str],
     leaves a mark that costs one reading more, never a record unmarked. A revocation or an
     erasure brought (relayed) is no such record: nothing revokes it, and the log that relays it
     carries its signer's records too, so the relay's log would be read again whenever its
-    origin's revocation came straight from the origin. Each is labelled ``kind NAME (sha256:…)``
+    origin's revocation came straight from the origin. A log whose kept keys hold one of
+    ``approvers`` (this ledger's: an approver may revoke anything, a producer only what it
+    produced) is marked for every record brought, whoever signed it (vend41: the lab's
+    approver revoked another vendor's batch, which arrived later from that vendor's log).
+    Each is labelled ``kind NAME (sha256:…)``
     from its ``envelope`` (by digest: the bundle's, the fetched one) when it reads as its kind,
     else by its digest: the import is not recorded yet, so this ledger cannot name it (hist40
     finding 4)."""
@@ -425,7 +430,8 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str],
             continue
         kept = state.noted(_SIGNERS)
         keys = None if kept is None else set(json.loads(kept))
-        hit = {d: labels[d] for d, by in new.items() if keys is None or keys & by}
+        hit = {d: labels[d] for d, by in new.items()
+               if keys is None or keys & by or keys.intersection(approvers)}
         if hit:
             mark_unread(state, hit)
 
