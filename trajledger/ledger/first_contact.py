@@ -417,21 +417,22 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str],
     from trajledger.verify.log_entry import LogEntry
 
     new: dict[str, set[str]] = {}
-    labels: dict[str, str] = {}
+    first: dict[str, LogEntry] = {}  # labelled only when marked (most imports mark nothing)
     for raw in entries:
         e = LogEntry.from_bytes(raw)
         if e.kind not in STOPS and ledger.log.find_envelope(e.envelope) is None:
             new.setdefault(e.subject, set()).update(e.signers)
-            labels.setdefault(e.subject, _label(ledger, e, envelope))
+            first.setdefault(e.subject, e)
     if not new:
         return
+    labels = functools.cache(lambda d: _label(ledger, first[d], envelope))
     for state in _states():
         if state.vkey in logs or state.applied() is None:
             continue
         kept = state.noted(_SIGNERS)
         keys = None if kept is None else set(json.loads(kept))
-        hit = {d: labels[d] for d, by in new.items()
-               if keys is None or keys & by or keys.intersection(approvers)}
+        anyone = keys is None or not keys.isdisjoint(approvers)  # any key, as for none kept
+        hit = {d: labels(d) for d, by in new.items() if anyone or (keys or set()) & by}
         if hit:
             mark_unread(state, hit)
 
