@@ -15,12 +15,13 @@ on the revocation) and an update of it must start at 0.
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_third_party_updates import REASON, the_whole_update_revokes, third_party
-from test_updates import Vendor, served, train_a_buyer
+from test_updates import Vendor, served, short, train_a_buyer
 from testkit import Party
 
 UNREAD = "has not been read for "
@@ -76,6 +77,24 @@ def test_a_lab_bundle_after_the_vendors_log_was_applied_rereads_it(
                       "--fail-on-revocation")  # fmt: skip
     r = third.run("verify", ckpt, code=1)
     assert f"revoked: {REASON}" in r.stderr and UNREAD not in r.stderr, r.stderr
+
+
+def test_the_unread_line_names_the_record_by_its_kind_and_name(tmp_path: Path) -> None:
+    """hist40 finding 4: the mark is taken before the import is recorded, when this ledger
+    cannot name the record yet; the line (and ``verify``'s, which reads the mark) said
+    ``has not been read for sha256:…`` (the digest alone, on 9ed7ee20). Named now from the
+    bundle's envelope, as docs/third-party.md shows."""
+    vendor, third, ckpt, bundle, size = _lab_after_revocation(tmp_path, "applied")
+    r = third.run("import", bundle, "--key", "approver", "--json")
+    named = [f"rollout-batch vendor-1 ({short(vendor.batches[0])})",
+             f"rollout-batch vendor-2 ({short(vendor.batches[1])})",
+             f"dataset bh@1 ({short(vendor.dataset)})"]  # fmt: skip
+    (line,) = json.loads(r.stdout)["import"]["unread"]
+    assert line.startswith(f"log {vendor.origin} {UNREAD}") and " sha256:" not in line, line
+    assert all(x in line for x in named), line
+    assert f"signed by its keys and brought here by another log after you applied it up to " \
+        f"size {size}" in line and f"WARNING: {line}" in r.stderr, (line, r.stderr)  # fmt: skip
+    assert line in third.run("verify", ckpt).stderr
 
 
 def test_a_lab_bundle_after_the_vendors_log_was_applied_needs_its_update_since_0(

@@ -88,3 +88,45 @@ def test_a_full_bundle_met_first_does_not_count_another_logs_own_keys_as_its_own
     assert ("environment maze@1 (" in r.stderr) is approves, r.stderr
     assert json.loads(r.stdout)["import"]["applied"] == (0 if approves else lab.size()), \
         r.stdout  # fmt: skip
+
+
+def test_a_state_that_cannot_be_read_after_the_import_record_leaves_the_line_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rot40's Left: `relayed` reads the user's states after the import record is written; a
+    read that failed there (an I/O error) ended the import with exit 3 and the bare error, as
+    if nothing were imported (on 9ed7ee20: ``FAIL: database: disk I/O error (a read or write
+    of the user's state or an index failed; …)``, exit 3). The naming is wording
+    only: the line as before (``revoked by <lab>``), a WARNING that says the import is recorded
+    and why the signer's log is not named, exit 0; the stop counts all the same."""
+    import sqlite3
+
+    from trajledger.ledger import trust_state, updates
+
+    vendor, lab, third, relayed = _relayed(tmp_path, read_vendor=True)
+    applied, noted = updates.apply_update, trust_state.TrustState.noted
+    faults: list[str] = []
+
+    def apply_then_fail(*args: object, **kwargs: object) -> object:
+        done = applied(*args, **kwargs)  # type: ignore[arg-type]
+        faults.append("armed")
+        return done
+
+    def failing(self: trust_state.TrustState, key: str) -> bytes | None:
+        if faults == ["armed"]:  # the first state read after the import record, once
+            faults.append("failed")
+            raise sqlite3.OperationalError("disk I/O error")
+        return noted(self, key)
+
+    monkeypatch.setattr(updates, "apply_update", apply_then_fail)
+    monkeypatch.setattr(trust_state.TrustState, "noted", failing)
+    size = third.size()
+    r = third.run("import", relayed, "--key", "approver", "--json")
+    assert faults == ["armed", "failed"], faults
+    assert f"WARNING: revoked by {_origin(lab)}: rollout-batch vendor-1 " in r.stderr, r.stderr
+    assert (f"its update is recorded (log index {size}), but the log that signed each stop "
+            f"it relays could not then be known (the lines name {_origin(lab)}, which brought "
+            "them): disk I/O error") in r.stderr, r.stderr
+    report = json.loads(r.stdout)["import"]
+    assert report["index"] == size + 1 and "disk I/O error" in report["unnamed"], r.stdout
+    third.run("verify", vendor.batches[0], code=1)

@@ -55,21 +55,23 @@ def rollouts(path: Path, seed: int, tag: str | None = None) -> Path:
 
 
 class Vendor(Party):
-    """A vendor-only ledger: producer and log roles, an environment, two batches, a dataset."""
+    """A vendor-only ledger: producer and log roles, an environment (``env``@1: vendors of one
+    ``grid`` record the same bytes, so each signs a record of every other's lineage), two
+    batches, a dataset."""
 
-    def __init__(self, root: Path, name: str, origin: str, seeds: tuple[int, int] = (1, 2)
-                 ) -> None:
+    def __init__(self, root: Path, name: str, origin: str, seeds: tuple[int, int] = (1, 2),
+                 env: str = "grid") -> None:
         super().__init__(root, name)
         self.run("init", "--origin", origin)
         self.run("key", "new", "vendor", "--no-encrypt")
         self.init = self.run("policy", "init", "--roles", "producer", "--out",
                              self.home / "policy.toml")  # fmt: skip
         self.run("policy", "set", self.home / "policy.toml", "--key", "vendor", "--yes")
-        self.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
+        self.run("env", "register", env, "--version", "1", "--source", "sim", "--key",
                  "vendor")  # fmt: skip
         self.batches = [
             self.last("record", rollouts(root / f"{name}-{seed}.parquet", seed), "--env",
-                      "grid@1", "--policy", "scripted", "--name", f"{name}-{n}",
+                      f"{env}@1", "--policy", "scripted", "--name", f"{name}-{n}",
                       "--licence", "CC-BY-4.0", "--key", "vendor")
             for n, seed in enumerate(seeds, 1)
         ]  # fmt: skip

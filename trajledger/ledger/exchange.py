@@ -178,7 +178,7 @@ class ImportResult:
             next update bundle starts there (``export --updates-since``; aud34 finding 4); 0
             when ``unseen``.
         unseen: a full bundle met first: the records held here, brought by other logs and
-            signed by its keys, that it does not carry (`first_contact.unseen`), by digest.
+            signed by its keys (any: one approves here), it does not carry (`unseen`), by digest.
     """
 
     digest: str | None
@@ -970,7 +970,8 @@ def import_bundle(
             signed = {k for raw in entries.values() for k in LogEntry.from_bytes(raw).signers}
             own = {k for raw in entries.values() if (x := LogEntry.from_bytes(raw)).kind
                    in NOT_TAKEN for k in x.signers}  # its policies' and imports' (`saw`)
-            brought(ledger, [entries[i] for i in taken], logs)  # unread against other logs
+            brought(ledger, [entries[i] for i in taken], logs, ev.blob,  # unread elsewhere
+                    policy.role("approver").keyids)
 
             def floor() -> None:  # and its keys; read from 0, what waited to be read is
                 origin.advance_floor(note_bytes, proof, what=what, root_at=root_at,

@@ -499,8 +499,9 @@ def import_(
     else:
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded{since}")
     if result.unseen:  # a full bundle met first (out37's Left): nothing of its log applied
-        warn(f"{what}: you hold {len(result.unseen)} record(s) signed by its keys that other "
-             f"logs brought you and this bundle does not carry: "
+        warn(f"{what}: you hold {len(result.unseen)} record(s) that other logs brought you, "
+             "signed by its keys (or any, when one of its keys is an approver here: it may "
+             "revoke anything), which this bundle does not carry: "
              f"{', '.join(visible(x) for x in result.unseen.values())}; what its log says of "
              "them (a revocation, an erasure) cannot be seen in a full bundle, so nothing of "
              "the log is marked applied: run 'trajledger monitor URL --vkey VKEY' of it, or "

@@ -44,6 +44,7 @@ from .updates import mark_unread
 
 if TYPE_CHECKING:
     from trajledger.verify.checkpoint import Checkpoint
+    from trajledger.verify.log_entry import LogEntry
 
     from .home import LedgerHome
     from .trust_state import TrustState
@@ -188,7 +189,10 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
     those that signed its policies and import records) is not this log's: that log is where
     its records' revocations are read (rot40); unless a key of this log's own is one of
     ``approvers`` (this ledger's: it may revoke anything, the relayed records too), or its
-    own keys are not known: then every key counts, as before (fail closed)."""
+    own keys are not known: then every key counts, as before (fail closed). A key that
+    signed any of the bundle's entries and is one of ``approvers`` may have revoked any record
+    (a producer revokes only what it produced): then every record other logs brought is named,
+    whoever signed it (vend41: the lab's approver revoked a third vendor's batch)."""
     if applied is not None or start is not None or not _brought(ledger):
         return {}
     from trajledger.verify.kinds import KINDS
@@ -199,6 +203,7 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
 
     carried = [LogEntry.from_bytes(raw) for raw in entries.values()]
     signed = {k for e in carried if KINDS[e.kind].lineage for k in e.signers}
+    anything = any(k in approvers for e in carried for k in e.signers)
     own = {k for e in carried if e.kind in NOT_TAKEN for k in e.signers}
     if own and not own.intersection(approvers):
         others = _others_own(logs)
@@ -210,7 +215,7 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
         for i in state.of_kind(kind):
             e = state.entry(i)
             if (e is None or e.envelope in envelopes or e.subject in out
-                    or not signed.intersection(e.signers)):
+                    or not (anything or signed.intersection(e.signers))):
                 continue
             if (came := origins.of(i)) and not came <= set(logs):
                 out[e.subject] = label(ledger, e.subject)
@@ -317,22 +322,45 @@ def relayed(changes: Changes, logs: Collection[str]) -> None:
     of the relaying log's own (``signerLog``, its origin; `update_changes.Changes.lines`:
     ``revoked by VENDOR, relayed by LAB``). Left unnamed where ambiguous: the relaying log's
     own keys unknown or among the signers, no other log's or several (twenty-fifth round,
-    rot40; left38's Left)."""
-    from .trust_state import TrustState
+    rot40; left38's Left). Read after the import record: a state that cannot be read leaves
+    every line as before and ``changes.unnamed`` says what is recorded and why (vend41: it
+    ended the command, exit 3, as if nothing were imported; the naming is wording only).
+
+    Raises:
+        sqlite3.Error: not the disk's (a bug's SQL).
+    """
+    import sqlite3
+
+    from .errors import LedgerError, after_update
 
     stops = [*changes.revoked, *changes.erased]
     if not stops:
         return
-    states = [TrustState.open(vkey) for vkey in sorted(set(logs))]
     try:
-        own = _kept(states, _OWN)
-    finally:
-        for state in states:
-            state.close()
-    others = _others_own(logs)
+        own, others = _own_kept(logs), _others_own(logs)
+    except (LedgerError, OSError, sqlite3.Error) as e:
+        why = (f"the log that signed each stop it relays could not then be known (the lines "
+               f"name {changes.origin}, which brought them)")
+        what = f"updates from {changes.origin}"
+        if (error := after_update(e, changes.logged or (-1,), what, why)) is e:
+            raise  # a bug's SQL
+        changes.unnamed = str(error) if changes.logged else f"{what}: {why}: {e}"
+        return
     for r in stops:
         if (origin := _signer_log(others, own, set(r["signer"].split(",")))) is not None:
             r["signerLog"] = origin
+
+
+def _own_kept(logs: Collection[str]) -> set[str]:
+    """The own keys (`saw`) kept under any of the keys ``logs`` of one log."""
+    from .trust_state import TrustState
+
+    states = [TrustState.open(vkey) for vkey in sorted(set(logs))]
+    try:
+        return _kept(states, _OWN)
+    finally:
+        for state in states:
+            state.close()
 
 
 def _cleared(read: frozenset[str], kept: bytes | None) -> bytes | None:
@@ -366,7 +394,9 @@ def _states() -> Iterator[TrustState]:
             state.close()
 
 
-def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str]) -> None:
+def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str],
+            envelope: Callable[[str], bytes | None] | None = None,
+            approvers: Collection[str] = ()) -> None:
     """The records about to be taken in from the log of ``logs`` (its ``entries``) that this
     ledger does not hold (their envelope is not in its log) are marked unread against every
     other log applied here whose kept keys (`saw`; none kept: any key) signed them: that log
@@ -376,26 +406,57 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str])
     leaves a mark that costs one reading more, never a record unmarked. A revocation or an
     erasure brought (relayed) is no such record: nothing revokes it, and the log that relays it
     carries its signer's records too, so the relay's log would be read again whenever its
-    origin's revocation came straight from the origin."""
+    origin's revocation came straight from the origin. A log whose kept keys hold one of
+    ``approvers`` (this ledger's: an approver may revoke anything, a producer only what it
+    produced) is marked for every record brought, whoever signed it (vend41: the lab's
+    approver revoked another vendor's batch, which arrived later from that vendor's log).
+    Each is labelled ``kind NAME (sha256:…)``
+    from its ``envelope`` (by digest: the bundle's, the fetched one) when it reads as its kind,
+    else by its digest: the import is not recorded yet, so this ledger cannot name it (hist40
+    finding 4)."""
     from trajledger.verify.log_entry import LogEntry
 
-    from .updates import label
-
     new: dict[str, set[str]] = {}
+    first: dict[str, LogEntry] = {}  # labelled only when marked (most imports mark nothing)
     for raw in entries:
         e = LogEntry.from_bytes(raw)
         if e.kind not in STOPS and ledger.log.find_envelope(e.envelope) is None:
             new.setdefault(e.subject, set()).update(e.signers)
+            first.setdefault(e.subject, e)
     if not new:
         return
+    labels = functools.cache(lambda d: _label(ledger, first[d], envelope))
     for state in _states():
         if state.vkey in logs or state.applied() is None:
             continue
         kept = state.noted(_SIGNERS)
         keys = None if kept is None else set(json.loads(kept))
-        hit = {d: label(ledger, d) for d, by in new.items() if keys is None or keys & by}
+        anyone = keys is None or not keys.isdisjoint(approvers)  # any key, as for none kept
+        hit = {d: labels(d) for d, by in new.items() if anyone or (keys or set()) & by}
         if hit:
             mark_unread(state, hit)
+
+
+def _label(ledger: LedgerHome, e: LogEntry, envelope: Callable[[str], bytes | None] | None
+           ) -> str:
+    """`updates.label` of ``e``'s subject; when this ledger cannot name it (not held yet),
+    ``kind NAME@VERSION (sha256:…)`` as the ``envelope`` of ``e`` states it (unverified bytes
+    that hash to the entry: a name, never a check), else the digest."""
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.kinds import KINDS, name_version
+    from trajledger.verify.log_index import read_record
+
+    from .updates import label
+
+    if (found := label(ledger, e.subject)) != e.subject or envelope is None \
+            or not KINDS[e.kind].named:
+        return found
+    try:
+        st, _pred = read_record(e, envelope(e.envelope), f"entry of {e.subject}")
+    except ProvenanceError:
+        return found  # not as its kind: by its digest (exact), as before
+    n, v = name_version(e.kind, st)
+    return f"{e.kind} {n}{'@' + v if v else ''} ({e.subject[:19]}…)"
 
 
 def unread(ledger: LedgerHome, digests: Collection[str] | None = None,

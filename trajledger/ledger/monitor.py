@@ -736,7 +736,8 @@ def watch_updates(
 
     update = Update(result.vkey, result.note, entries, taken, consulted, inclusion, fetched,
                     None, result.size, logs=logs)
-    brought(ledger, [entries[i] for i in taken], {result.vkey, *logs})  # unread elsewhere
+    brought(ledger, [entries[i] for i in taken], {result.vkey, *logs}, fetched.get,
+            policy.role("approver").keyids)  # unread against other logs
 
     def floor() -> None:  # and the log's keys; read from 0, what waited to be read is
         origin.advance_floor(result.note, what=what, applied=result.size)

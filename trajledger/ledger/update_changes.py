@@ -40,6 +40,8 @@ class Changes:
         deleted_again: erasures recorded here before, whose files the update brought back
             (`_erased_before`): deleted again.
         logged: this log's indices of the other log's records taken in (not in the JSON).
+        unnamed: why the logs that signed the stops it relays are not named (a state read
+            after the import record failed: `first_contact.relayed`), what is recorded said.
     """
 
     origin: str
@@ -56,6 +58,7 @@ class Changes:
     deleted_again: list[dict[str, Any]] = field(default_factory=list)
     left_out: list[dict[str, Any]] = field(default_factory=list)
     logged: tuple[int, ...] = ()
+    unnamed: str | None = None
 
     @property
     def stopped(self) -> bool:
@@ -84,6 +87,8 @@ class Changes:
                         f"{r['deleted']} blob(s) deleted here"
                         + (f"; {r['keptBlobs']} kept: also a file of {', '.join(r['kept'])}"
                            if r.get("kept") else "")))
+        if self.unnamed:
+            out.append(("warning", self.unnamed))
         for r in self.compromised + self.suspect:
             out.append(("warning", r["text"]))
         for r in self.unreadable:
@@ -147,4 +152,4 @@ class Changes:
                 "unreadable": self.unreadable, "ignored": self.ignored,
                 "affected": self.affected, "clashes": self.clashes, "pending": self.pending,
                 "suspect": self.suspect, "deletedAgain": self.deleted_again,
-                "leftOut": self.left_out}
+                "leftOut": self.left_out, "unnamed": self.unnamed}
