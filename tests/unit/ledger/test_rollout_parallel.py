@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,7 +37,7 @@ from hypothesis import strategies as st
 
 from trajledger.ledger.batch_features import FeatureRecorder, whole_episode_features
 from trajledger.ledger.episode_features import FeatureChunk
-from trajledger.ledger.rollouts import idset, jsonl, reader_process
+from trajledger.ledger.rollouts import chat, idset, jsonl, reader_process
 from trajledger.ledger.rollouts.chunks import ReaderOptions, RolloutChunk
 from trajledger.ledger.rollouts.idset import IdSet
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
@@ -665,3 +666,148 @@ def test_clean_blocks_are_assembled_as_records_one_by_one(
 def test_newlines_are_counted_as_bytes_count_does(data: bytes) -> None:
     assert reader_process._newlines(data) == data.count(b"\n")
     assert reader_process._newlines(data + b"\n" * 40) == data.count(b"\n") + 40
+
+
+# --------------------------------------------------------------------------------------------
+# A worker's one-step path for the common chat record (`reader_process.PLAIN_KINDS`: a line
+# `jsonl.fast_object` decodes into a record `chat.plain_chat` takes is queued at once) decides
+# as the general path: for random lines near and off the common shape, written in several ways,
+# and lines that only the strict decoder decides (repeated keys, a colon escaped, NaN, deep
+# nesting, other whitespace, not an object), each block maps to the same records, blanks,
+# problems, steps, episodes and features, and the blocks assembled give the same three files,
+# byte for byte, or the same refusal.
+
+_WORD = st.sampled_from(["hi", "é 東京", "a:b", "\u2028", '"q"', "", "x" * 40])
+_NUM = st.one_of(st.none(), st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False),
+                 st.sampled_from([True, "1", (1 << 53) + 1, 1 << 63, 10**30, -0.0]))  # fmt: skip
+_MESSAGE = st.fixed_dictionaries(
+    {"role": st.one_of(st.sampled_from(["user", "assistant", "tool", "system"]), st.just(3))},
+    optional={
+        "content": st.one_of(st.none(), _WORD, st.just(["part"]), st.just(3)),
+        "tool_calls": st.sampled_from([None, [{"id": "c", "function": {"name": "f"}}],
+                                       {"id": "c", "é": 1}, "[]", 3, []]),
+        "tool_call_id": st.one_of(st.none(), _WORD, st.just(3)),
+        "name": st.one_of(st.none(), _WORD),
+        "reasoning_content": _WORD,
+    },
+)  # fmt: skip
+_RECORD = st.fixed_dictionaries(
+    {"messages": st.one_of(st.lists(_MESSAGE, min_size=1, max_size=3),
+                           st.sampled_from([[], None, "hi", [None]]))},
+    optional={
+        "episode_id": st.sampled_from(["e1", "e2", "é", "", 7, None]),
+        "reward": _NUM, "cost_usd": _NUM, "latency_ms": _NUM,
+        "judge_scores": st.one_of(st.none(), st.dictionaries(st.sampled_from(["a", "b"]), _NUM)),
+        "usage": st.one_of(st.none(), st.dictionaries(
+            st.sampled_from(["prompt_tokens", "completion_tokens", "total"]), _NUM)),
+        "model_id": st.one_of(st.none(), _WORD, st.just(3)),
+        "termination_reason": st.sampled_from(["length", "success", None, 1]),
+        "language": st.one_of(st.none(), _WORD, st.just(1)),
+        "tags": st.just(["a"]), "seed": st.sampled_from([3, "12"]),
+    },
+)  # fmt: skip
+_RAW = st.sampled_from([
+    '{"messages": [{"role": "user", "content": "x"}], "reward": 1, "reward": 2}',
+    '{"messages": [{"role": "user", "role": "tool", "content": "x"}]}',
+    '{"messages": [{"role": "user", "content": "a\\u003ab"}], "x": 1, "x": 2}',
+    '{"messages": [{"role": "user", "content": "a\\u003Ab"}]}',
+    '{"messages": [{"role": "user", "content": "x"}], "reward": NaN}',
+    '{"messages": [{"role": "user", "content": "x"}]} trailing',
+    '{"messages": [{"role": "user", "content": "x"}], "info": ' + "[" * 300 + "]" * 300 + "}",
+    '\ufeff{"messages": [{"role": "user", "content": "x"}]}',
+    '\x0b{"messages": [{"role": "user", "content": "x"}]}',
+    '{"messages": [{"role": "user", "content": "\\ud800"}]}',
+    "[1, 2]", '"text"', "{", "   ", "\t", "\x0b", "",
+])  # fmt: skip
+
+
+_GOOD_NUM = st.one_of(st.none(), st.integers(-3, 1 << 53), st.floats(allow_nan=False))
+_PLAIN = st.fixed_dictionaries(
+    {"messages": st.lists(st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool", "system"])},
+        optional={"content": st.one_of(st.none(), _WORD),
+                  "tool_calls": st.sampled_from([None, [{"id": "c", "function": {"name": "f"}}]]),
+                  "tool_call_id": _WORD, "name": _WORD}), min_size=1, max_size=3)},
+    optional={
+        "episode_id": st.sampled_from(["e1", "e2", "é", None]),
+        "reward": _GOOD_NUM, "cost_usd": _GOOD_NUM, "latency_ms": _GOOD_NUM,
+        "judge_scores": st.dictionaries(st.sampled_from(["a", "b"]),
+                                        st.integers(-3, 3) | st.floats(allow_nan=False)),
+        "usage": st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens"]),
+                                 st.integers(-(1 << 63), (1 << 63) - 1)),
+        "model_id": _WORD, "termination_reason": st.sampled_from(["length", "success", None]),
+    },
+)  # fmt: skip
+"""Records `chat.plain_chat` takes (besides `_RECORD`'s, mostly taken off it)."""
+
+
+@st.composite
+def _line(draw: Any) -> str:
+    kind = draw(st.integers(0, 4))
+    if kind == 0:
+        return draw(_RAW)
+    record = draw(_PLAIN if kind < 3 else _RECORD)
+    compact = draw(st.booleans())
+    return json.dumps(record, ensure_ascii=draw(st.booleans()),
+                      separators=(",", ":") if compact else None)  # fmt: skip
+
+
+def _blocks_of(lines: list[str], cuts: list[int], crlf: bool) -> list[tuple[int, bytes]]:
+    end = "\r\n" if crlf else "\n"
+    blocks, at = [], 0
+    while at < len(lines):
+        n = cuts[len(blocks) % len(cuts)]
+        blocks.append((at + 1, "".join(line + end for line in lines[at : at + n]).encode()))
+        at += n
+    return blocks
+
+
+def _mapped(block: Any) -> tuple[Any, ...]:
+    c = block.chunk
+    features = block.features
+    return (
+        block.records, block.blanks, block.events, block.more,
+        None if c is None else (c.steps.schema, c.steps.to_pylist(), c.episodes.to_pylist()),
+        None if features is None else (features.episode_ids, features.fingerprints,
+                                       features.vectors.tobytes(), features.modality),
+    )  # fmt: skip
+
+
+def _through_assembly(blocks: list[tuple[int, bytes]], batch_rows: int) -> Iterator[RolloutChunk]:
+    """`iter_jsonl_parallel` over ``blocks`` mapped in this process."""
+    assembly = reader_process._Assembly(Path("mix.jsonl"), "chat-jsonl", batch_rows)
+    for n, (first, data) in enumerate(blocks):
+        assembly.read = n
+        yield from assembly.take(reader_process._map_block("chat-jsonl", FEATURES, first, data))
+    if assembly.rows or not assembly.seen:
+        yield assembly.flush()
+    if assembly.c.problems():
+        raise RolloutValidationError("mix.jsonl", assembly.c.problems())
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(lines=st.lists(_line(), max_size=14), cuts=st.lists(st.integers(1, 5), min_size=1,
+       max_size=4), crlf=st.booleans(), batch_rows=st.integers(1, 9))  # fmt: skip
+def test_the_plain_chat_path_of_a_worker_decides_as_the_general_path(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str], cuts: list[int], crlf: bool,
+    batch_rows: int,
+) -> None:
+    blocks = _blocks_of(lines, cuts, crlf)
+    tmp = tmp_path_factory.mktemp("plain")
+    got: dict[bool, Any] = {}
+    for fast in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            if not fast:
+                mp.setattr(reader_process, "PLAIN_KINDS", frozenset())
+            mapped = [_mapped(reader_process._map_block("chat-jsonl", FEATURES, first, data))
+                      for first, data in blocks]  # fmt: skip
+            files = outcome_of(partial(recorded, _through_assembly(blocks, batch_rows),
+                                       tmp / str(fast), 5))  # fmt: skip
+            files = files if files[0] == "refused" else ("recorded", files[1][:3])
+        got[fast] = mapped, files
+    assert got[True] == got[False]
+    event(got[True][1][0])
+    plain = sum(1 for line in lines if (o := jsonl.fast_object(line.encode())) is not None
+                and chat.plain_chat(o) is not None)  # fmt: skip
+    event(f"plain records: {min(plain, 3)}{'+' if plain >= 3 else ''}")

@@ -33,7 +33,7 @@ from .fields import (
     timestamp_us,
 )
 
-__all__ = ["TRUNCATION_REASONS", "map_chat", "text_or_messages"]
+__all__ = ["TRUNCATION_REASONS", "map_chat", "plain_chat", "text_or_messages"]
 
 
 TRUNCATION_REASONS: Final = frozenset(
@@ -334,7 +334,7 @@ def _plain_chat(obj: dict[str, Any]) -> Episode | None:
     cost and latency; judge scores an object of numbers; usage an object whose token counts are
     int64 integers or absent; a string model_id. No check of `map_chat` fails on such a record
     (it has no problem), and the steps, attributes and flags are those `map_chat` and
-    ``ChunkBuilder._add`` give it: tested against them with this path off, on random records
+    ``ChunkBuilder.queue`` give it: tested against them with this path off, on random records
     of every shape (tests/unit/ledger/test_rollout_formats.py). Nothing is raised here: what
     could raise is left to `map_chat`."""
     if not obj.keys() <= _PLAIN_CHAT_KEYS:
@@ -400,3 +400,8 @@ def _plain_chat(obj: dict[str, Any]) -> Episode | None:
         rows[target] = (*r[:LATENCY], latency, prompt, completion, *r[LATENCY + 3:])
     truncated = attrs["termination_reason"] in TRUNCATION_REASONS
     return Episode(eid, [], attrs, None, truncated, rows=rows)
+
+
+plain_chat: Final = _plain_chat
+"""`_plain_chat`, for the reader's workers (``reader_process._map_block``): what it maps, it
+maps without a problem, so a worker queues it without the general path's steps."""

@@ -131,9 +131,10 @@ class ChunkBuilder:
         """Queue a record's episodes under ``ids``, unless the record failed."""
         if not rec.failed:
             for eid, ep in zip(ids, episodes, strict=True):
-                self._add(eid, ep)
+                self.queue(eid, ep)
 
-    def _add(self, eid: str, ep: Episode) -> None:
+    def queue(self, eid: str, ep: Episode) -> None:
+        """Queue one episode of a record that has no problem, under ``eid`` (`take`'s step)."""
         rows = ep.rows
         if rows is None:
             steps = ep.steps

@@ -67,6 +67,7 @@ import pyarrow as pa
 
 from trajledger._signals import exit_with_parent
 
+from .chat import plain_chat
 from .chunk_builder import ChunkBuilder, repeated_id
 from .chunks import CHUNK_TEXT_BYTES, ReaderOptions, RecordProblems, RolloutChunk
 from .formats import map_record
@@ -77,6 +78,7 @@ from .jsonl import (
     MAX_LINE_BYTES,
     InputError,
     decode_line,
+    fast_object,
     open_jsonl,
     read_position,
     refused,
@@ -109,6 +111,13 @@ batches held for the workers and this process at once to about ``IN_FLIGHT`` blo
 whatever the file's size (tested: test_rollout_parallel.py)."""
 
 _READ: Final = 1 << 20
+
+PLAIN_KINDS: Final = frozenset({"chat-jsonl"})
+"""Formats whose common record a worker maps in one step (`_map_block`): a line `fast_object`
+decodes into a record `chat.plain_chat` takes is queued as the general path below would queue
+it (same episode, id, counts; no problem), without its calls, problem object and blank check
+(about 8 % of decoding, mapping and building a block of the bench's chat records, measured).
+Tested against the general path: test_rollout_parallel.py."""
 
 _Event = tuple[str, str, "str | None", "int | None", "int | None"]
 _Record = tuple[int, bool, "list[str] | None", int, int, int]
@@ -194,14 +203,27 @@ def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> 
     decoder = strict_decoder()
     block = _Block()
     blank = 0
+    plain = kind in PLAIN_KINDS
+    default = f"{opts.id_prefix}line-"  # `ChunkBuilder.ids_of`'s id of a line's one episode
     for number, raw in enumerate(io.BytesIO(data), first_line):
+        obj = fast_object(raw) if plain else None  # (never of a blank line: msgspec refuses it)
+        ep = None if obj is None else plain_chat(obj)
+        if ep is not None:  # the common chat record: the steps below, without their detours
+            eid = f"{default}{number}" if ep.episode_id is None else ep.episode_id
+            rows, text = builder.rows, builder.text_bytes
+            builder.queue(eid, ep)
+            block.records.append(
+                (number, False, [eid], builder.rows - rows, 1, builder.text_bytes - text)
+            )  # fmt: skip
+            continue
         if not raw.strip(JSON_SPACE_BYTES):
             if blank <= MAX_BLANK_BYTES:
                 blank += len(raw)
                 block.blanks.append((number, len(raw)))
             continue
         rec = RecordProblems(number, events)
-        obj = decode_line(decoder, raw, rec)
+        if obj is None:
+            obj = decode_line(decoder, raw, rec)
         if obj is None:
             block.records.append((number, True, None, 0, 0, 0))
             continue
