@@ -166,13 +166,20 @@ def release_files(*roots: Path) -> None:
         gc.collect()
 
 
-def modes(root: Path, *, skip: Callable[[Path], bool] = lambda _p: False) -> dict[str, int]:
+def modes(root: Path, *, skip: Callable[[Path], bool] | None = None) -> dict[str, int]:
     """``{relative path: permission bits}`` of ``root`` and everything below it (links not
-    followed), without the paths ``skip`` answers true for."""
-    out = {".": stat.S_IMODE(root.lstat().st_mode)}
-    for p in root.rglob("*"):
-        if not skip(p):
-            out[p.relative_to(root).as_posix()] = stat.S_IMODE(p.lstat().st_mode)
+    followed), without the paths ``skip`` answers true for.
+
+    Walked with `os.walk` and `os.lstat` on strings: each `copy_template` walks the template
+    and its copy (two ledgers, two user states), and pathlib's ``rglob`` with a ``Path`` per
+    file cost 2 to 3 times as much (a ledger of 1,300 files: 0.03 CPU-s a walk)."""
+    top = str(root)
+    out = {".": stat.S_IMODE(os.lstat(top).st_mode)}
+    for dirpath, dirnames, filenames in os.walk(top):  # (links to directories not entered)
+        for name in (*dirnames, *filenames):
+            path = os.path.join(dirpath, name)
+            if skip is None or not skip(Path(path)):
+                out[os.path.relpath(path, top)] = stat.S_IMODE(os.lstat(path).st_mode)
     return out
 
 
