@@ -97,3 +97,27 @@ def test_where_descriptors_cannot_be_listed_it_collects_in_full(
     assert testkit.held_open((tmp_path,)) is None
     testkit.release_files(tmp_path)
     assert 2 in full_collections
+
+
+def test_an_encrypted_key_is_derived_once_and_every_other_load_is_real(tmp_path: Path) -> None:
+    """tests/conftest.py's `load_each_encrypted_key_once`: the same file and passphrase give
+    the key loaded before (scrypt not run again); a wrong passphrase, the same key encrypted
+    again (another salt) and another key are each loaded for real."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from trajledger.ledger.key_pkcs8 import encrypted_pkcs8
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = encrypted_pkcs8(key, b"right")
+    first = serialization.load_pem_private_key(pem, b"right")
+    assert serialization.load_pem_private_key(pem, b"right") is first
+    with pytest.raises(ValueError):
+        serialization.load_pem_private_key(pem, b"wrong")
+    with pytest.raises(ValueError):  # (a failed load is not kept either)
+        serialization.load_pem_private_key(pem, b"wrong")
+    again = serialization.load_pem_private_key(encrypted_pkcs8(key, b"right"), b"right")
+    assert again is not first and again.private_bytes_raw() == key.private_bytes_raw()
+    other = ed25519.Ed25519PrivateKey.generate()
+    loaded = serialization.load_pem_private_key(encrypted_pkcs8(other, b"right"), b"right")
+    assert loaded.private_bytes_raw() == other.private_bytes_raw()  # type: ignore[union-attr]
