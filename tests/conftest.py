@@ -71,10 +71,45 @@ own settings (``reader_process.GC_THRESHOLD``, ``gc.freeze`` of a command's own 
 set in their own processes."""
 
 
+def load_each_encrypted_key_once() -> None:
+    """Make ``cryptography``'s ``serialization.load_pem_private_key`` (which
+    `trajledger.ledger.keys` calls) give the key it gave before for the same encrypted file's
+    bytes and passphrase, in this test process.
+
+    Loading an encrypted key derives its key-encryption key with scrypt at the file's own cost
+    (`trajledger.ledger.key_pkcs8.SCRYPT_COST`: 16 MiB, 0.03 to 0.1 CPU-s here), and the tests
+    sign with the same few keys again and again (each ``sign``, ``approve``, ``record`` in
+    process). The first load of each (bytes, passphrase) is the real one: a wrong passphrase, a
+    changed file or another key is loaded, and refused, as before; nothing is kept of a load
+    that failed. The product's own code runs unchanged, and keys are still written at the
+    product's cost (`key_pkcs8.encrypted_pkcs8`); the processes tests start load as the
+    product does."""
+    from cryptography.hazmat.primitives import serialization
+
+    load = serialization.load_pem_private_key
+    if getattr(load, "loads_each_once", False):
+        return
+    loaded: dict[tuple[bytes, bytes, bool], object] = {}
+
+    def load_pem_private_key(data: bytes, password: bytes | None, backend: object = None, *,
+                             unsafe_skip_rsa_key_validation: bool = False) -> object:
+        if not password:
+            return load(data, password, backend,
+                        unsafe_skip_rsa_key_validation=unsafe_skip_rsa_key_validation)
+        seen = (bytes(data), bytes(password), unsafe_skip_rsa_key_validation)
+        if seen not in loaded:
+            loaded[seen] = load(data, password, backend,
+                                unsafe_skip_rsa_key_validation=unsafe_skip_rsa_key_validation)
+        return loaded[seen]
+
+    load_pem_private_key.loads_each_once = True  # type: ignore[attr-defined]
+    serialization.load_pem_private_key = load_pem_private_key  # type: ignore[assignment]
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Set `GC_THRESHOLD`. Then, before any worker starts (in the controller, or the one
-    process without ``-n``): write the bytecode of trajledger's modules, as ``pip install`` of a
-    wheel does.
+    """Set `GC_THRESHOLD`; `load_each_encrypted_key_once`. Then, before any worker starts (in
+    the controller, or the one process without ``-n``): write the bytecode of trajledger's
+    modules, as ``pip install`` of a wheel does.
 
     The hundreds of ``trajledger`` and ``python -c`` processes the tests start keep the
     environment's ``PYTHONDONTWRITEBYTECODE`` (this machine sets it): without written
@@ -85,6 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
     import gc
 
     gc.set_threshold(*GC_THRESHOLD)
+    load_each_encrypted_key_once()
     if hasattr(config, "workerinput"):
         return
     import compileall

@@ -126,13 +126,22 @@ class Reads:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.loads.setdefault(node.id, set()).add(node.lineno + first - 1)
         self.ran: set[int] = set()
+        # The function's code and that of the functions, lambdas and comprehensions defined in
+        # it: `_global` runs at every call the command makes, so it only looks one up.
+        self.codes: set[CodeType] = set()
+        todo = [self.code]
+        while todo:
+            code = todo.pop()
+            self.codes.add(code)
+            todo += [c for c in code.co_consts if isinstance(c, CodeType)]
+        assert all(self._ours(c) for c in self.codes)
 
     def _ours(self, code: CodeType) -> bool:
         return code.co_filename == self.code.co_filename and (
             self.span[0] <= code.co_firstlineno < self.span[1])
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
-        return self._local if event == "call" and self._ours(frame.f_code) else None
+        return self._local if frame.f_code in self.codes else None  # (a "call" event)
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line":

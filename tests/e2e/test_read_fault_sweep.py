@@ -104,9 +104,8 @@ class Copies:
                                                                 self.files)]
 
     def restore(self) -> None:
-        import gc
-
-        gc.collect()  # (no connection of a command's ledger keeps a database put back)
+        # (no connection of a command's ledger keeps a database put back)
+        testkit.release_files(self.home, self.state, self.files)
         for c in self.copies:
             c.restore()
 

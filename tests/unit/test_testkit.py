@@ -1,0 +1,123 @@
+"""tests/testkit.py's `release_files`: what the fault sweeps rely on before they put a ledger
+back (no connection of the run before left open on a database), at the cost of a full
+collection only when one is needed (suite41)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import testkit
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="no /proc/self/fd")
+
+
+class Cycle:
+    """An object in a reference cycle holding a database open (as a command's ``Ledger``)."""
+
+    def __init__(self, db: Path) -> None:
+        self.con = sqlite3.connect(db)
+        self.con.execute("CREATE TABLE IF NOT EXISTS t (x)")
+        self.me = self
+
+
+@pytest.fixture
+def full_collections() -> Iterator[list[int]]:
+    """The generations of the collections made meanwhile (``gc.callbacks``); none but those
+    asked for (the collector is off meanwhile: a garbage cycle stays where the test put it)."""
+    made: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            made.append(info["generation"])
+
+    gc.callbacks.append(note)
+    gc.disable()
+    try:
+        yield made
+    finally:
+        gc.enable()
+        gc.callbacks.remove(note)
+
+
+def test_a_database_held_by_an_old_cycle_is_closed_by_a_full_collection(
+        tmp_path: Path, full_collections: list[int]) -> None:
+    db = tmp_path / "state.sqlite"
+    held = Cycle(db)
+    gc.collect(1)  # it survives the young collections: in the oldest generation now
+    del held
+    assert testkit.held_open((tmp_path,)) == [str(db)]
+    testkit.release_files(tmp_path)
+    assert testkit.held_open((tmp_path,)) == []
+    assert 2 in full_collections
+
+
+def test_what_the_last_run_left_is_closed_without_a_full_collection(
+        tmp_path: Path, full_collections: list[int]) -> None:
+    """A young cycle holding a database is freed by the young collections; the log writer's
+    lock, kept open by a reachable writer (and a deleted file elsewhere, not under the roots),
+    asks for no full collection."""
+    lock = tmp_path / "home" / testkit.WRITER_LOCK
+    lock.parent.mkdir(parents=True)
+    writer = os.open(lock, os.O_RDWR | os.O_CREAT)
+    gone = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    other = os.open(gone, os.O_RDWR | os.O_CREAT)
+    os.unlink(gone)
+    try:
+        Cycle(tmp_path / "home" / "state.sqlite")  # dropped at once: garbage, young
+        assert testkit.held_open((tmp_path,)) == [str(tmp_path / "home" / "state.sqlite")]
+        testkit.release_files(tmp_path)
+        assert testkit.held_open((tmp_path,)) == []
+        assert 2 not in full_collections, full_collections
+    finally:
+        os.close(writer)
+        os.close(other)
+
+
+def test_a_deleted_file_still_held_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "put-back"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        os.unlink(path)
+        assert testkit.held_open((tmp_path,)) == [str(path)]
+    finally:
+        os.close(fd)
+
+
+def test_where_descriptors_cannot_be_listed_it_collects_in_full(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_collections: list[int]) -> None:
+    def unlisted(path: str) -> list[str]:
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(testkit.os, "listdir", unlisted)
+    assert testkit.held_open((tmp_path,)) is None
+    testkit.release_files(tmp_path)
+    assert 2 in full_collections
+
+
+def test_an_encrypted_key_is_derived_once_and_every_other_load_is_real(tmp_path: Path) -> None:
+    """tests/conftest.py's `load_each_encrypted_key_once`: the same file and passphrase give
+    the key loaded before (scrypt not run again); a wrong passphrase, the same key encrypted
+    again (another salt) and another key are each loaded for real."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from trajledger.ledger.key_pkcs8 import encrypted_pkcs8
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = encrypted_pkcs8(key, b"right")
+    first = serialization.load_pem_private_key(pem, b"right")
+    assert serialization.load_pem_private_key(pem, b"right") is first
+    with pytest.raises(ValueError):
+        serialization.load_pem_private_key(pem, b"wrong")
+    with pytest.raises(ValueError):  # (a failed load is not kept either)
+        serialization.load_pem_private_key(pem, b"wrong")
+    again = serialization.load_pem_private_key(encrypted_pkcs8(key, b"right"), b"right")
+    assert again is not first and again.private_bytes_raw() == key.private_bytes_raw()
+    other = ed25519.Ed25519PrivateKey.generate()
+    loaded = serialization.load_pem_private_key(encrypted_pkcs8(other, b"right"), b"right")
+    assert loaded.private_bytes_raw() == other.private_bytes_raw()  # type: ignore[union-attr]
