@@ -34,11 +34,18 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import settings
 
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
 import testkit
+
+# No timing assertions in tests (the machines are shared): hypothesis's default 200 ms
+# deadline a test case is one. It failed test_log_entry's round trip at 251 ms under load 20
+# (out41's full suite, twenty-sixth round).
+settings.register_profile("trajledger", deadline=None)
+settings.load_profile("trajledger")
 
 # The test modules' bytecode (assertion-rewritten by pytest) is cached in their __pycache__
 # (ignored by git) even under PYTHONDONTWRITEBYTECODE: rewriting the ~150 test modules again

@@ -216,7 +216,7 @@ class Work:
         connection of theirs keeps a database file of the state put back (SQLite shares the
         locks and the WAL index of one file between a process's connections).
         """
-        gc.collect()
+        testkit.release_files(self.home, self.state, self.files)
         for c in self.copies:
             c.restore()
         if name == "fsck --repair":
