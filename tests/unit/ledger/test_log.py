@@ -485,3 +485,25 @@ def test_the_one_record_hook_judges_every_entry_of_a_recorded_subject(log: Log) 
     assert log.append([about]) == [1]  # not a kind of one record per digest
     assert log.append([other], foreign=True) == [2]  # another log's record: not judged
     assert len(seen) == 2
+
+
+def test_an_append_on_a_full_disk_says_what_to_do_next(log: Log,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk at the append is one line with the next step, as every other write's (out41:
+    ``cannot append: No space left on device`` alone), and the log stays as it was."""
+    import errno
+
+    from trajledger.ledger.log import writer
+
+    log.append([spec(0)])
+    before = (log.size, files(log))
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer, "write_new", full)
+    with pytest.raises(LogError, match=r"cannot append: No space left on device; free space "
+                       r"on the disk written to .*then run the command again$"):
+        log.append([spec(1)])
+    monkeypatch.undo()
+    assert (log.size, files(log)) == before

@@ -57,7 +57,14 @@ from trajledger.verify.note import (
 )
 
 from ..encode import checkpoint_text, format_signature_line, verifier_vkey, vkey_string
-from ..errors import KeyError_, LedgerError, LogError, StoppedAfterRecordError, TamperError
+from ..errors import (
+    KeyError_,
+    LedgerError,
+    LogError,
+    StoppedAfterRecordError,
+    TamperError,
+    next_step,
+)
 from ..fs import TMP_PREFIX, fsync_dir, open_dirs_below, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
@@ -337,7 +344,8 @@ class Log(LogReader):
             append.failed()
             for tmp in (ts_tmp, cp_tmp):
                 unlink(tmp)
-            raise LogError(f"log {self.origin}: cannot append: {e.strerror or e}") from e
+            raise LogError(f"log {self.origin}: cannot append: {e.strerror or e}{next_step(e)}"
+                           ) from e  # (a full disk: what to do next, out41)
         entries = f"entries {edge.size}..{new_edge.size - 1}"
         try:  # committed (renamed): a failure from here on must not say it is not
             fsync_dir(self.directory / STATE_DIR)
