@@ -198,9 +198,12 @@ def passphrase_sources(name: str) -> list[tuple[str, str]]:
 
 
 def passphrase_hint(name: str) -> str:
-    """How to give key ``name``'s passphrase, for an error message."""
+    """How to give key ``name``'s passphrase, for an error message; a variable set but empty
+    (a CI secret that is missing) is named, as it counts as not set (out41)."""
+    empty = [v for pair in passphrase_sources(name) for v in pair if os.environ.get(v) == ""]
     return (f"set {passphrase_env(name)} or {PASSPHRASE_ENV}, name a file holding it in "
-            f"{passphrase_file_env(name)} or {PASSPHRASE_FILE_ENV}")
+            f"{passphrase_file_env(name)} or {PASSPHRASE_FILE_ENV}" + (
+                f" ({', '.join(empty)}: set but empty, which is not set)" if empty else ""))
 
 
 def read_passphrase_file(path: str, variable: str, name: str) -> bytes:

@@ -112,6 +112,18 @@ def test_encrypted_key_without_passphrase_is_refused(
         keys.signer("alice")
 
 
+def test_an_empty_passphrase_variable_is_named_as_empty(
+    keys: KeyStore, passphrase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI secret that is missing sets the variable to nothing: the line says so, not only
+    "set TRAJLEDGER_PASSPHRASE", which the user believes done (out41)."""
+    keys.create("alice")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "")
+    with pytest.raises(KeyError_, match=r"^key alice: is encrypted; set TRAJLEDGER_PASSPHRASE.*"
+                       r"\(TRAJLEDGER_PASSPHRASE: set but empty, which is not set\)"):
+        keys.signer("alice")
+
+
 def test_create_without_passphrase_refuses_and_writes_nothing(keys: KeyStore) -> None:
     with pytest.raises(KeyError_, match=r"^key alice: no passphrase; set TRAJLEDGER_PASSPHRASE"):
         keys.create("alice")
