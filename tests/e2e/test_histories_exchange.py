@@ -359,11 +359,11 @@ test_histories_agree.py's withdrawal of an approval):
 - **R35 the vendor's log key rotated** (docs/third-party.md "Updates between organisations";
   SECURITY.md redo15): the vendor's ``log rotate-key`` between ships changes no decision: the
   buyer's policy names the old key, and every bundle, update and ``monitor`` (served under
-  the new key) carries the handover the buyer follows. **Open** (hist39 finding 6, seed
-  1392): a ``monitor`` after the rotation reads the log again from before the size applied
-  and reports a revocation or erasure taken in already as new, so ``bwatch`` exits 1 where
-  nothing is new: `Model.watched` says either once the vendor rotated and revoked or erased
-  anything.
+  the new key) carries the handover the buyer follows; the size applied (and R36's mark)
+  follows a verified handover (rot40 finding 1: the old key's tree proven a prefix of the new
+  key's), so a ``monitor`` after it reads on from the size applied: ``bwatch`` exits 1 for a
+  revocation or erasure signed since, 0 for one taken in before (hist41: `Model.watched`
+  said either there while hist39 finding 6 was open; seed 1392 on 2af7bb98: exit 1).
 - **R36 a lab's relay** (docs/third-party.md "Updates between organisations": "A record can
   also reach you after you applied … its origin's log"; SECURITY.md, twenty-fourth round,
   gap39): the lab's checkpoint bundle (``lrelay``) is imported once the buyer's policy names
@@ -377,10 +377,9 @@ test_histories_agree.py's withdrawal of an approval):
   marked, the vendor's log is read from its first entry (`Model.since`): the next
   ``monitor`` takes in every stop of what the buyer holds, ``bwatch`` exits 1 for any (a
   stop taken in before counts again: hist39 finding 3), and an update, ship or ``vckship``
-  is exported with ``--updates-since 0``; a read clears the mark. **Open** (hist40 finding 5,
-  rot40's files): after the vendor rotated its log key (R35) the refused update's line says
-  the log must be read "since size 0, what you applied of it", not why: the model asks for
-  the refusal and ``--updates-since 0`` only there.
+  is exported with ``--updates-since 0``; a read clears the mark. After the vendor rotated its
+  log key (R35) the refused update's line says why as without it (``where it must be read
+  from again``: hist40 finding 5, fixed at the twenty-fifth round's merge; seed 1625).
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -1406,8 +1405,6 @@ class Model:
         if self.compromised_since is not None or self.bapplied or \
                 any(i >= self.since for i in self.vwithdrawn_at):
             return None
-        if self.rotated and (self.revoked_at or self.erased_at):  # R35: open (hist39 finding 6)
-            return None
         return not self.fresh()
 
     def fresh(self) -> set[str]:  # R31: what the vendor's extension revokes or erases here
@@ -2287,9 +2284,8 @@ def relay(run: Run, s: Step, size: int) -> tuple[bool, str]:
             late = run.root / f"late-{len(run.ran)}.tar.zst"
             if new and v.cli("export", "--updates-since", str(m.applied), "--out",
                              late).exit_code == 0:
-                r2 = b.cli("import", late, "--key", "approver")  # (after a rotation: open, R36)
-                why = "--updates-since 0" if m.rotated else "where it must be read from again"
-                if r2.exit_code != 1 or why not in r2.stderr:
+                r2 = b.cli("import", late, "--key", "approver")  # (R35 too: hist40 finding 5)
+                if r2.exit_code != 1 or "where it must be read from again" not in r2.stderr:
                     run.problems.append(f"lrelay: an update since {m.applied} imported after "
                                         f"the mark, exit {r2.exit_code}:\n{r2.stderr[-400:]}")
     return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
@@ -3267,12 +3263,15 @@ def test_a_relay_after_the_vendors_log_key_rotation_says_why_it_is_read_again(
     since 4 is refused, rightly, but its line says the bundle "does not carry the log since
     size 0, what you applied of it", where the buyer applied 4 and the log waits to be read
     again for ``v2`` (without the rotation: ``where it must be read from again: records other
-    logs brought you after you applied it up to size 4 …``)."""
+    logs brought you after you applied it up to size 4 …``). With R35 (hist41; seed 1392,
+    rot40 finding 1): the vendor's revocation of ``v1`` taken in before the rotation,
+    ``monitor --fail-on-revocation`` after it exits 0 (on 2af7bb98: 1, the revocation again)."""
     steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
-             Step("ship", ("v1",)), Step("vrotate"), Step("lbuy", ("v2",)), Step("blab"),
-             Step("lrelay")]
+             Step("ship", ("v1",)), Step("vrevoke", ("v1",)), Step("update"), Step("vrotate"),
+             Step("bwatch"), Step("lbuy", ("v2",)), Step("blab"), Step("lrelay")]
     run = run_history(tmp_path / "h", steps)
     assert all(r.endswith("-> ok") for r in run.ran) and run.model.unread, run.ran
+    assert run.problems == [], run.problems
     late = tmp_path / "late.tar.zst"
     run.vendor.run("export", "--updates-since", str(run.model.applied), "--out", late)
     r = run.buyer.cli("import", late, "--key", "approver")
