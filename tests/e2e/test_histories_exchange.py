@@ -76,9 +76,10 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   bytes (``bsame``), and in six in ten of those the vendor then revokes (or erases) one of
   them and an update, ``monitor`` or ``bwatch`` follows (R34); in three histories in ten the
   vendor rotates its log key once after its first ship (``vrotate``, R35);
-- (hist40, a stream of its own again, drawn after every other) in half the histories without
-  the buyer's marking, the vendor's compromise or a sale back, a lab buys one of the vendor's
-  batches the buyer does not hold yet and trains on it (``lbuy``), the vendor revokes or erases
+- (hist40, a stream of its own again, drawn after every other) in half the histories (hist40:
+  without the buyer's marking, the vendor's compromise or a sale back; since hist41 with them
+  too), a lab buys one of the vendor's batches the buyer does not hold yet (hist41: in three
+  in ten of those, one it holds) and trains on it (``lbuy``), the vendor revokes or erases
   it and the buyer applies the vendor's log past that (in seven in ten), the buyer's approver
   names the lab in its policy (``blab``) and imports the lab's checkpoint bundle (``lrelay``),
   then ``bwatch``, ``monitor`` or an update follows (in eight in ten) (R36).
@@ -144,7 +145,12 @@ test_histories_agree.py's withdrawal of an approval):
   import of the extension that carries the successor revokes each artifact it holds from the
   vendor that the key signed since (then R10 as for a revocation): from the vendor's log
   alone (updates.py ``_compromises``), not bytes the buyer recorded itself first (R34, hist40:
-  listed as ignored; its own record and the vendor's then both hold, by name and by digest).
+  listed as ignored; its own record and the vendor's then both hold, by name and by digest),
+  nor a batch the lab's bundle brought here (R36, hist41: held from the vendor before or not;
+  listed as ignored, ``NOTE: ignored: key compromise``, and the relay's import of a batch the
+  key signed since, the successor taken in, names it: ``declares compromised``). A log's word
+  stops only what it alone brought here (SECURITY.md rev4 finding 1: a policy may list
+  anyone's key, and the buyer cannot tell the vendor's key from one the vendor lists).
 - **R16 ``max_drop``** (docs/evaluations.md "``trajledger release``": "with ``max_drop`` and a
   parent checkpoint, the parent's latest evaluation on the same suite must exist"): in half the
   histories the buyer's policy also requires, per suite, the judge's ``score`` with
@@ -380,6 +386,11 @@ test_histories_agree.py's withdrawal of an approval):
   is exported with ``--updates-since 0``; a read clears the mark. After the vendor rotated its
   log key (R35) the refused update's line says why as without it (``where it must be read
   from again``: hist40 finding 5, fixed at the twenty-fifth round's merge; seed 1625).
+  hist41: with the buyer's marking (R20: the lab's bundle holds the vendor's record, which
+  the policy in force refuses, so ``lrelay`` is refused after it; before it, what the relay
+  brought fails from the marking's index on as any vendor record), the vendor's compromise
+  (R15: what the relay brought is not revoked for it) and a sale back; and in three in ten a
+  relay of a batch the buyer holds already from the vendor (nothing marked, no line).
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -392,7 +403,7 @@ buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bo
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
 buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31;
 ``bsame`` of a batch always (before the vendor's record is here), of a train set as
-``bdataset``; ``vrotate`` always; ``lbuy`` and ``blab`` always, ``lrelay`` as R36 (R34 with
+``bdataset``; ``vrotate`` always; ``lbuy`` and ``blab`` always, ``lrelay`` as R36 and R20 (R34 with
 R15 and a sale back: ``bsell`` of a set holding a batch the buyer recorded itself after the
 vendor's compromise is either, the bundle holding its record or the vendor's).
 
@@ -890,7 +901,7 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
         steps.insert(rotate.randint(ships[0] + 1, len(steps)), Step("vrotate"))
     lab = random.Random(f"lab relay {seed}")  # R36 (hist40)
     if new and lab.random() < LAB:
-        steps = relayed(lab, steps)
+        steps = relayed(lab, steps, random.Random(f"lab relay held {seed}"))
     return steps
 
 
@@ -1164,13 +1175,16 @@ def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
     return out
 
 
-LAB, PASSED = 0.5, 0.7
-"""R36 (hist40): the share of histories (without a marking, a compromise or a sale back) in
-which a lab relays the vendor's batch to the buyer (`relayed`), and of
-those in which the vendor revokes or erases it and the buyer applies its log past that first."""
+LAB, PASSED, HELD = 0.5, 0.7, 0.3
+"""R36 (hist40): the share of histories in which a lab relays the vendor's batch to the buyer
+(`relayed`; hist40: without a marking, a compromise or a sale back; hist41: with them too), of
+those in which the vendor revokes or erases it and the buyer applies its log past that first,
+and (hist41, a stream of its own) of those in which the batch relayed is one the buyer holds
+already from the vendor (no mark)."""
 
 
-def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
+def relayed(rnd: random.Random, steps: list[Step], held: random.Random | None = None
+            ) -> list[Step]:
     """R36 (hist40): ``steps`` with a lab buying one of the vendor's batches (not sealed, not
     chat, not brought to the buyer by the history's first ship) and training on it (``lbuy``),
     before the buyer holds it; in seven in ten the vendor then revokes or erases the batch and
@@ -1178,9 +1192,9 @@ def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
     about nothing it holds, passed over); the buyer's approver names the lab in its policy
     (``blab``) and imports the lab's checkpoint bundle (``lrelay``), which brings the batch,
     before any ship of it; then, in eight in ten, ``bwatch``, ``monitor`` or ``update``
-    (gap39's case: docs/third-party.md, the vendor's log marked unread)."""
-    if any(s.op in ("bmark", "vcompromise", "bsell") for s in steps):
-        return steps
+    (gap39's case: docs/third-party.md, the vendor's log marked unread). hist41: with the
+    buyer's marking, the vendor's compromise and a sale back too, and in three in ten (drawn
+    from ``held``) the batch is one a ship brought the buyer before the relay (no mark)."""
     same = {s.args[0] for s in steps if s.op == "bsame"}  # (R34's own records: not these)
     made = {s.args[0]: i for i, s in enumerate(steps) if s.op == "vrecord" and len(s.args) > 3
             and s.args[0] not in {"v0", *same} and s.args[2] not in TEXT_VARIANTS
@@ -1188,11 +1202,16 @@ def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
     members = {s.args[0]: tuple(s.args[1]) for s in steps if s.op == "vdataset"}
     first = first_brought(steps, members)
     ships = [i for i, s in enumerate(steps) if s.op in ("ship", "vckship")]
-    picks = [x for x, i in made.items() if ships and ships[0] < first.get(x, len(steps)) > i]
+    again = held is not None and held.random() < HELD
+    picks = [x for x, i in made.items() if ships and (first.get(x, len(steps)) < len(steps)
+                                                      if again else ships[0] < first.get(
+                                                          x, len(steps)) > i)]
     if not picks:
         return steps
     x = rnd.choice(picks)
     out, hi = list(steps), first.get(x, len(steps))  # inserted at hi or before: before its ship
+    if again:  # (hist41) after its ship: the lab's record of it is the buyer's already
+        hi, ships = len(steps), [first[x]]
     at = rnd.randint(made[x] + 1, hi)
     out.insert(at, Step("lbuy", (x,)))
     hi, ship = hi + 1, ships[0] + (at <= ships[0])
@@ -1360,6 +1379,12 @@ class Model:
     unread: bool = False
     """R36: the lab's bundle brought a vendor record after the buyer applied the vendor's log:
     the log is marked unread, its size applied counts as 0 until a read from its first entry."""
+    relayed: set[str] = field(default_factory=set)
+    """R36 with R15 (hist41): the vendor's batches the lab's bundle brought here (held before
+    or not): a key compromise the vendor declares stops them no more (``_compromises``: "a log
+    stops only what it alone brought here")."""
+    declared: int | None = None
+    """R15 (hist41): the vendor's log index of its policy declaring ``vendor`` compromised."""
 
     @property
     def since(self) -> int:  # R36: where the next read of the vendor's log starts
@@ -1371,7 +1396,8 @@ class Model:
                 if self.vendors_here(x):  # R34: no authority over the buyer's own record
                     self.taken.setdefault((how, x), size)
         self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)
-                             and not self.buyer[x].own}  # (R34: from the vendor's log alone)
+                             and not self.buyer[x].own and x not in self.relayed}  # (R34, R36:
+        # from the vendor's log alone)
         out = {d for ap in self.vapprovals.values() for d, gone, _i in ap if gone}  # R31: of
         for a in self.buyer.values():  # an approval a checkpoint's bundle brought here
             for ap in a.approvals:
@@ -1777,8 +1803,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return m.carried(a[0])
     if s.op == "bwatch":
         return m.watched()
-    if s.op == "lrelay":  # R36: the buyer's policy names the lab's keys and log
-        return m.lab_named
+    if s.op == "lrelay":  # R36: the buyer's policy names the lab's keys and log (R20: and
+        return m.lab_named and m.marked is None  # trusts the vendor's key: hist41)
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
                 "vtrust", "vname", "bvtrust", "vrotate", "lbuy", "blab"):
         return True
@@ -2037,7 +2063,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         assert old in run.vtext
         r = vsucceed(run, text, m.vrules)
         if r.exit_code == 0:
-            m.compromised_since = since
+            m.compromised_since, m.declared = since, v.size() - 1
         return ok(r)
     if s.op == "vcontam":  # R25: the vendor's successor with a [contamination] of RULES
         return ok(vsucceed(run, vsucceed(run), RULES[a[0]]))
@@ -2278,6 +2304,11 @@ def relay(run: Run, s: Step, size: int) -> tuple[bool, str]:
             m.buyer["lc1"] = Art("lc1", "checkpoint", dataset="l1", digest=m.lab["lc1"].digest,
                                  index=size + 1, score=score_of(b, m.lab["lc1"].digest))
             m.unread = m.unread or new
+            m.relayed.add(x)
+            taken = m.declared is not None and m.declared < m.applied  # R15 (rev24 finding 1)
+            if new and m.stolen(x) and taken and "declares compromised" not in r.stderr:
+                run.problems.append(f"lrelay: the vendor's {x}, signed since the compromise the "
+                                    f"buyer took in, unnamed:\n{r.stderr[-600:]}")
             if (UNREAD in r.stderr) != new:
                 run.problems.append(f"lrelay: the vendor's {x} {'new' if new else 'held'} here, "
                                     f"the import's lines:\n{r.stderr[-600:]}")
