@@ -3308,3 +3308,26 @@ def test_a_relay_after_the_vendors_log_key_rotation_says_why_it_is_read_again(
     r = run.buyer.cli("import", late, "--key", "approver")
     assert r.exit_code == 1 and "where it must be read from again: records other logs brought " \
         f"you after you applied it up to size {run.model.applied}" in r.stderr, r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="hist41 finding 2 (updates.py, vend41's): open")
+def test_a_key_compromise_after_a_relay_of_a_batch_held_from_the_vendor_is_a_warning(
+        tmp_path: Path) -> None:
+    """R15 with R36 (hist41 finding 2): the buyer holds ``v1`` from the vendor's ship, the lab
+    relays it (its bundle of ``lc1``), then the vendor declares ``vendor`` compromised since
+    ``v1``. The update that takes the declaration in revokes nothing (a log stops only what it
+    alone brought: by design, rev4 finding 1; R15 in the model), but says so in a ``NOTE``
+    only, without the way on, where the relay's import after the declaration says
+    ``WARNING: key …, which vendor… declares compromised …, signed what was just taken in
+    from lab…: …; not revoked here …: if the key is theirs, record a successor with
+    [[revoked_keys]] …`` (and, without the relay, the update revokes ``v1``): the same facts,
+    read in the other order, and ``v1`` is the vendor's own record, brought by its log."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("lbuy", ("v1",)), Step("blab"), Step("lrelay"), Step("vcompromise", ("v1",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran) and run.problems == [], run.ran
+    out = tmp_path / "update.tar.zst"
+    run.vendor.run("export", "--updates-since", str(run.model.applied), "--out", out)
+    r = run.buyer.cli("import", out, "--key", "approver")
+    assert r.exit_code == 0 and "NOTE: ignored: key compromise" in r.stderr, r.stderr
+    assert re.search(r"WARNING: .*rollout-batch v1 .*\[\[revoked_keys\]\]", r.stderr), r.stderr
