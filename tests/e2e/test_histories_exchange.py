@@ -1379,10 +1379,10 @@ class Model:
     unread: bool = False
     """R36: the lab's bundle brought a vendor record after the buyer applied the vendor's log:
     the log is marked unread, its size applied counts as 0 until a read from its first entry."""
-    relayed: set[str] = field(default_factory=set)
-    """R36 with R15 (hist41): the vendor's batches the lab's bundle brought here (held before
-    or not): a key compromise the vendor declares stops them no more (``_compromises``: "a log
-    stops only what it alone brought here")."""
+    relayed: dict[str, bool] = field(default_factory=dict)
+    """R36 with R15 (hist41): the vendor's batches the lab's bundle brought here (True: first,
+    not held before): a key compromise the vendor declares stops them no more
+    (``_compromises``: "a log stops only what it alone brought here")."""
     declared: int | None = None
     """R15 (hist41): the vendor's log index of its policy declaring ``vendor`` compromised."""
 
@@ -2176,8 +2176,10 @@ def unapplied(run: Run, r: Any, fresh: set[str], size: int) -> None:
     """R31 (out36): an update or ``monitor`` after the buyer's marking (R20) that takes in the
     vendor's revocation or erasure of what the buyer holds says it is not applied here, with
     what to do (`WARNING: not applied here: … revoked its own …`); the vendor's compromise
-    (R15) aside."""
+    (R15) aside, and what the lab's relay brought first (R36: not the vendor's own, "one you
+    got from its log first", docs/third-party.md: a ``NOTE``; hist41, seed 234)."""
     m = run.model
+    fresh = {x for x in fresh if not m.relayed.get(x)}
     if fresh and m.marked is not None and m.marked <= size and m.compromised_since is None \
             and "WARNING: not applied here" not in r.stderr:
         run.problems.append(f"{run.ran and 'after ' + run.ran[-1]}: the vendor's revocation or "
@@ -2304,7 +2306,7 @@ def relay(run: Run, s: Step, size: int) -> tuple[bool, str]:
             m.buyer["lc1"] = Art("lc1", "checkpoint", dataset="l1", digest=m.lab["lc1"].digest,
                                  index=size + 1, score=score_of(b, m.lab["lc1"].digest))
             m.unread = m.unread or new
-            m.relayed.add(x)
+            m.relayed[x] = m.relayed.get(x, new)
             taken = m.declared is not None and m.declared < m.applied  # R15 (rev24 finding 1)
             if new and m.stolen(x) and taken and "declares compromised" not in r.stderr:
                 run.problems.append(f"lrelay: the vendor's {x}, signed since the compromise the "
