@@ -419,11 +419,16 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and twenty-one built by hand (R12,
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and twenty-two built by hand (R12,
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, R31 with
 hist37's two findings and out36's warning, hist32's, the lead's, hist33's, hist34's and
-history 234's findings, and R36 with R34's by-name line), and one strict xfail (R36 with
-R35, hist40 finding 5): the file without that xfail 52.6 CPU-s (44.5 s user, 8.1 s system,
+history 234's findings, R36 with R34's by-name line, and R36 with R35: hist40 finding 5 and,
+since hist41, ``bwatch`` after the rotation), and one strict xfail (R15 with R36, hist41
+finding 2): the file 55.7 CPU-s (47.2 s user, 8.6 s system, ``-n 0``, medians of two
+``farm-bench`` pairs of whole-process runs, at load 13 to 21, beside five other sessions'
+work) against 9ed7ee20's 53.8 (45.6, 8.2) in the same run (hist41: +1.9 CPU-s, 1.03 x, the
+xfail's history with the lab and three steps more in R35's); before it, without hist40's
+xfail, 52.6 CPU-s (44.5 s user, 8.1 s system,
 ``-n 0``, medians of two pairs of whole-process runs, at load 13 to 20, beside five other
 sessions' work) against 2af7bb98's 51.1 (42.9, 8.2) in the same run (hist40: +1.5 CPU-s, 1.03
 x, R36's hand history: a third ledger, the lab; the xfail, a shorter history, about as much
