@@ -76,9 +76,10 @@ A history (`generate`: ``random.Random(seed)``, 9 to 16 steps), every step throu
   bytes (``bsame``), and in six in ten of those the vendor then revokes (or erases) one of
   them and an update, ``monitor`` or ``bwatch`` follows (R34); in three histories in ten the
   vendor rotates its log key once after its first ship (``vrotate``, R35);
-- (hist40, a stream of its own again, drawn after every other) in half the histories without
-  the buyer's marking, the vendor's compromise or a sale back, a lab buys one of the vendor's
-  batches the buyer does not hold yet and trains on it (``lbuy``), the vendor revokes or erases
+- (hist40, a stream of its own again, drawn after every other) in half the histories (hist40:
+  without the buyer's marking, the vendor's compromise or a sale back; since hist41 with them
+  too), a lab buys one of the vendor's batches the buyer does not hold yet (hist41: in three
+  in ten of those, one it holds) and trains on it (``lbuy``), the vendor revokes or erases
   it and the buyer applies the vendor's log past that (in seven in ten), the buyer's approver
   names the lab in its policy (``blab``) and imports the lab's checkpoint bundle (``lrelay``),
   then ``bwatch``, ``monitor`` or an update follows (in eight in ten) (R36).
@@ -144,7 +145,12 @@ test_histories_agree.py's withdrawal of an approval):
   import of the extension that carries the successor revokes each artifact it holds from the
   vendor that the key signed since (then R10 as for a revocation): from the vendor's log
   alone (updates.py ``_compromises``), not bytes the buyer recorded itself first (R34, hist40:
-  listed as ignored; its own record and the vendor's then both hold, by name and by digest).
+  listed as ignored; its own record and the vendor's then both hold, by name and by digest),
+  nor a batch the lab's bundle brought here (R36, hist41: held from the vendor before or not;
+  listed as ignored, ``NOTE: ignored: key compromise``, and the relay's import of a batch the
+  key signed since, the successor taken in, names it: ``declares compromised``). A log's word
+  stops only what it alone brought here (SECURITY.md rev4 finding 1: a policy may list
+  anyone's key, and the buyer cannot tell the vendor's key from one the vendor lists).
 - **R16 ``max_drop``** (docs/evaluations.md "``trajledger release``": "with ``max_drop`` and a
   parent checkpoint, the parent's latest evaluation on the same suite must exist"): in half the
   histories the buyer's policy also requires, per suite, the judge's ``score`` with
@@ -359,11 +365,11 @@ test_histories_agree.py's withdrawal of an approval):
 - **R35 the vendor's log key rotated** (docs/third-party.md "Updates between organisations";
   SECURITY.md redo15): the vendor's ``log rotate-key`` between ships changes no decision: the
   buyer's policy names the old key, and every bundle, update and ``monitor`` (served under
-  the new key) carries the handover the buyer follows. **Open** (hist39 finding 6, seed
-  1392): a ``monitor`` after the rotation reads the log again from before the size applied
-  and reports a revocation or erasure taken in already as new, so ``bwatch`` exits 1 where
-  nothing is new: `Model.watched` says either once the vendor rotated and revoked or erased
-  anything.
+  the new key) carries the handover the buyer follows; the size applied (and R36's mark)
+  follows a verified handover (rot40 finding 1: the old key's tree proven a prefix of the new
+  key's), so a ``monitor`` after it reads on from the size applied: ``bwatch`` exits 1 for a
+  revocation or erasure signed since, 0 for one taken in before (hist41: `Model.watched`
+  said either there while hist39 finding 6 was open; seed 1392 on 2af7bb98: exit 1).
 - **R36 a lab's relay** (docs/third-party.md "Updates between organisations": "A record can
   also reach you after you applied … its origin's log"; SECURITY.md, twenty-fourth round,
   gap39): the lab's checkpoint bundle (``lrelay``) is imported once the buyer's policy names
@@ -377,10 +383,14 @@ test_histories_agree.py's withdrawal of an approval):
   marked, the vendor's log is read from its first entry (`Model.since`): the next
   ``monitor`` takes in every stop of what the buyer holds, ``bwatch`` exits 1 for any (a
   stop taken in before counts again: hist39 finding 3), and an update, ship or ``vckship``
-  is exported with ``--updates-since 0``; a read clears the mark. **Open** (hist40 finding 5,
-  rot40's files): after the vendor rotated its log key (R35) the refused update's line says
-  the log must be read "since size 0, what you applied of it", not why: the model asks for
-  the refusal and ``--updates-since 0`` only there.
+  is exported with ``--updates-since 0``; a read clears the mark. After the vendor rotated its
+  log key (R35) the refused update's line says why as without it (``where it must be read
+  from again``: hist40 finding 5, fixed at the twenty-fifth round's merge; seed 1625).
+  hist41: with the buyer's marking (R20: the lab's bundle holds the vendor's record, which
+  the policy in force refuses, so ``lrelay`` is refused after it; before it, what the relay
+  brought fails from the marking's index on as any vendor record), the vendor's compromise
+  (R15: what the relay brought is not revoked for it) and a sale back; and in three in ten a
+  relay of a batch the buyer holds already from the vendor (nothing marked, no line).
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -393,7 +403,7 @@ buyer), and refused after the buyer's marking (R20); ``vtrain`` as R26, and ``bo
 ``bownsuite`` always; ``bsell`` as R27 (skipped when a batch of the set is erased at the
 buyer), ``vtrust``, ``vname`` and ``bvtrust`` always; ``vckship`` and ``bwatch`` as R31;
 ``bsame`` of a batch always (before the vendor's record is here), of a train set as
-``bdataset``; ``vrotate`` always; ``lbuy`` and ``blab`` always, ``lrelay`` as R36 (R34 with
+``bdataset``; ``vrotate`` always; ``lbuy`` and ``blab`` always, ``lrelay`` as R36 and R20 (R34 with
 R15 and a sale back: ``bsell`` of a set holding a batch the buyer recorded itself after the
 vendor's compromise is either, the bundle holding its record or the vendor's).
 
@@ -409,11 +419,16 @@ dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint
 there (R26).
 
 Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and twenty-one built by hand (R12,
+R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and twenty-two built by hand (R12,
 R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, R31 with
 hist37's two findings and out36's warning, hist32's, the lead's, hist33's, hist34's and
-history 234's findings, and R36 with R34's by-name line), and one strict xfail (R36 with
-R35, hist40 finding 5): the file without that xfail 52.6 CPU-s (44.5 s user, 8.1 s system,
+history 234's findings, R36 with R34's by-name line, and R36 with R35: hist40 finding 5 and,
+since hist41, ``bwatch`` after the rotation), and one strict xfail (R15 with R36, hist41
+finding 2): the file 55.7 CPU-s (47.2 s user, 8.6 s system, ``-n 0``, medians of two
+``farm-bench`` pairs of whole-process runs, at load 13 to 21, beside five other sessions'
+work) against 9ed7ee20's 53.8 (45.6, 8.2) in the same run (hist41: +1.9 CPU-s, 1.03 x, the
+xfail's history with the lab and three steps more in R35's); before it, without hist40's
+xfail, 52.6 CPU-s (44.5 s user, 8.1 s system,
 ``-n 0``, medians of two pairs of whole-process runs, at load 13 to 20, beside five other
 sessions' work) against 2af7bb98's 51.1 (42.9, 8.2) in the same run (hist40: +1.5 CPU-s, 1.03
 x, R36's hand history: a third ledger, the lab; the xfail, a shorter history, about as much
@@ -891,7 +906,7 @@ def generate(seed: int, extra: bool = True, new: bool = True) -> list[Step]:
         steps.insert(rotate.randint(ships[0] + 1, len(steps)), Step("vrotate"))
     lab = random.Random(f"lab relay {seed}")  # R36 (hist40)
     if new and lab.random() < LAB:
-        steps = relayed(lab, steps)
+        steps = relayed(lab, steps, random.Random(f"lab relay held {seed}"))
     return steps
 
 
@@ -1165,13 +1180,16 @@ def recorded_twice(rnd: random.Random, steps: list[Step]) -> list[Step]:
     return out
 
 
-LAB, PASSED = 0.5, 0.7
-"""R36 (hist40): the share of histories (without a marking, a compromise or a sale back) in
-which a lab relays the vendor's batch to the buyer (`relayed`), and of
-those in which the vendor revokes or erases it and the buyer applies its log past that first."""
+LAB, PASSED, HELD = 0.5, 0.7, 0.3
+"""R36 (hist40): the share of histories in which a lab relays the vendor's batch to the buyer
+(`relayed`; hist40: without a marking, a compromise or a sale back; hist41: with them too), of
+those in which the vendor revokes or erases it and the buyer applies its log past that first,
+and (hist41, a stream of its own) of those in which the batch relayed is one the buyer holds
+already from the vendor (no mark)."""
 
 
-def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
+def relayed(rnd: random.Random, steps: list[Step], held: random.Random | None = None
+            ) -> list[Step]:
     """R36 (hist40): ``steps`` with a lab buying one of the vendor's batches (not sealed, not
     chat, not brought to the buyer by the history's first ship) and training on it (``lbuy``),
     before the buyer holds it; in seven in ten the vendor then revokes or erases the batch and
@@ -1179,9 +1197,9 @@ def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
     about nothing it holds, passed over); the buyer's approver names the lab in its policy
     (``blab``) and imports the lab's checkpoint bundle (``lrelay``), which brings the batch,
     before any ship of it; then, in eight in ten, ``bwatch``, ``monitor`` or ``update``
-    (gap39's case: docs/third-party.md, the vendor's log marked unread)."""
-    if any(s.op in ("bmark", "vcompromise", "bsell") for s in steps):
-        return steps
+    (gap39's case: docs/third-party.md, the vendor's log marked unread). hist41: with the
+    buyer's marking, the vendor's compromise and a sale back too, and in three in ten (drawn
+    from ``held``) the batch is one a ship brought the buyer before the relay (no mark)."""
     same = {s.args[0] for s in steps if s.op == "bsame"}  # (R34's own records: not these)
     made = {s.args[0]: i for i, s in enumerate(steps) if s.op == "vrecord" and len(s.args) > 3
             and s.args[0] not in {"v0", *same} and s.args[2] not in TEXT_VARIANTS
@@ -1189,11 +1207,16 @@ def relayed(rnd: random.Random, steps: list[Step]) -> list[Step]:
     members = {s.args[0]: tuple(s.args[1]) for s in steps if s.op == "vdataset"}
     first = first_brought(steps, members)
     ships = [i for i, s in enumerate(steps) if s.op in ("ship", "vckship")]
-    picks = [x for x, i in made.items() if ships and ships[0] < first.get(x, len(steps)) > i]
+    again = held is not None and held.random() < HELD
+    picks = [x for x, i in made.items() if ships and (first.get(x, len(steps)) < len(steps)
+                                                      if again else ships[0] < first.get(
+                                                          x, len(steps)) > i)]
     if not picks:
         return steps
     x = rnd.choice(picks)
     out, hi = list(steps), first.get(x, len(steps))  # inserted at hi or before: before its ship
+    if again:  # (hist41) after its ship: the lab's record of it is the buyer's already
+        hi, ships = len(steps), [first[x]]
     at = rnd.randint(made[x] + 1, hi)
     out.insert(at, Step("lbuy", (x,)))
     hi, ship = hi + 1, ships[0] + (at <= ships[0])
@@ -1361,6 +1384,12 @@ class Model:
     unread: bool = False
     """R36: the lab's bundle brought a vendor record after the buyer applied the vendor's log:
     the log is marked unread, its size applied counts as 0 until a read from its first entry."""
+    relayed: dict[str, bool] = field(default_factory=dict)
+    """R36 with R15 (hist41): the vendor's batches the lab's bundle brought here (True: first,
+    not held before): a key compromise the vendor declares stops them no more
+    (``_compromises``: "a log stops only what it alone brought here")."""
+    declared: int | None = None
+    """R15 (hist41): the vendor's log index of its policy declaring ``vendor`` compromised."""
 
     @property
     def since(self) -> int:  # R36: where the next read of the vendor's log starts
@@ -1372,7 +1401,8 @@ class Model:
                 if self.vendors_here(x):  # R34: no authority over the buyer's own record
                     self.taken.setdefault((how, x), size)
         self.stolen_here |= {x for x in self.buyer if x in self.vendor and self.stolen(x)
-                             and not self.buyer[x].own}  # (R34: from the vendor's log alone)
+                             and not self.buyer[x].own and x not in self.relayed}  # (R34, R36:
+        # from the vendor's log alone)
         out = {d for ap in self.vapprovals.values() for d, gone, _i in ap if gone}  # R31: of
         for a in self.buyer.values():  # an approval a checkpoint's bundle brought here
             for ap in a.approvals:
@@ -1405,8 +1435,6 @@ class Model:
         revocations in the vendor's log) or a withdrawal (a revocation of an approval)."""
         if self.compromised_since is not None or self.bapplied or \
                 any(i >= self.since for i in self.vwithdrawn_at):
-            return None
-        if self.rotated and (self.revoked_at or self.erased_at):  # R35: open (hist39 finding 6)
             return None
         return not self.fresh()
 
@@ -1780,8 +1808,8 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         return m.carried(a[0])
     if s.op == "bwatch":
         return m.watched()
-    if s.op == "lrelay":  # R36: the buyer's policy names the lab's keys and log
-        return m.lab_named
+    if s.op == "lrelay":  # R36: the buyer's policy names the lab's keys and log (R20: and
+        return m.lab_named and m.marked is None  # trusts the vendor's key: hist41)
     if s.op in ("vcompromise", "bmark", "bcontam", "brules", "vcontam", "bown", "bownsuite",
                 "vtrust", "vname", "bvtrust", "vrotate", "lbuy", "blab"):
         return True
@@ -2040,7 +2068,7 @@ def perform(run: Run, s: Step, size: int) -> tuple[bool, str]:
         assert old in run.vtext
         r = vsucceed(run, text, m.vrules)
         if r.exit_code == 0:
-            m.compromised_since = since
+            m.compromised_since, m.declared = since, v.size() - 1
         return ok(r)
     if s.op == "vcontam":  # R25: the vendor's successor with a [contamination] of RULES
         return ok(vsucceed(run, vsucceed(run), RULES[a[0]]))
@@ -2153,8 +2181,10 @@ def unapplied(run: Run, r: Any, fresh: set[str], size: int) -> None:
     """R31 (out36): an update or ``monitor`` after the buyer's marking (R20) that takes in the
     vendor's revocation or erasure of what the buyer holds says it is not applied here, with
     what to do (`WARNING: not applied here: … revoked its own …`); the vendor's compromise
-    (R15) aside."""
+    (R15) aside, and what the lab's relay brought first (R36: not the vendor's own, "one you
+    got from its log first", docs/third-party.md: a ``NOTE``; hist41, seed 234)."""
     m = run.model
+    fresh = {x for x in fresh if not m.relayed.get(x)}
     if fresh and m.marked is not None and m.marked <= size and m.compromised_since is None \
             and "WARNING: not applied here" not in r.stderr:
         run.problems.append(f"{run.ran and 'after ' + run.ran[-1]}: the vendor's revocation or "
@@ -2281,15 +2311,19 @@ def relay(run: Run, s: Step, size: int) -> tuple[bool, str]:
             m.buyer["lc1"] = Art("lc1", "checkpoint", dataset="l1", digest=m.lab["lc1"].digest,
                                  index=size + 1, score=score_of(b, m.lab["lc1"].digest))
             m.unread = m.unread or new
+            m.relayed[x] = m.relayed.get(x, new)
+            taken = m.declared is not None and m.declared < m.applied  # R15 (rev24 finding 1)
+            if new and m.stolen(x) and taken and "declares compromised" not in r.stderr:
+                run.problems.append(f"lrelay: the vendor's {x}, signed since the compromise the "
+                                    f"buyer took in, unnamed:\n{r.stderr[-600:]}")
             if (UNREAD in r.stderr) != new:
                 run.problems.append(f"lrelay: the vendor's {x} {'new' if new else 'held'} here, "
                                     f"the import's lines:\n{r.stderr[-600:]}")
             late = run.root / f"late-{len(run.ran)}.tar.zst"
             if new and v.cli("export", "--updates-since", str(m.applied), "--out",
                              late).exit_code == 0:
-                r2 = b.cli("import", late, "--key", "approver")  # (after a rotation: open, R36)
-                why = "--updates-since 0" if m.rotated else "where it must be read from again"
-                if r2.exit_code != 1 or why not in r2.stderr:
+                r2 = b.cli("import", late, "--key", "approver")  # (R35 too: hist40 finding 5)
+                if r2.exit_code != 1 or "where it must be read from again" not in r2.stderr:
                     run.problems.append(f"lrelay: an update since {m.applied} imported after "
                                         f"the mark, exit {r2.exit_code}:\n{r2.stderr[-400:]}")
     return r.exit_code == 0, first_problem(r.stderr) or r.output.strip()[-160:]
@@ -3267,14 +3301,40 @@ def test_a_relay_after_the_vendors_log_key_rotation_says_why_it_is_read_again(
     since 4 is refused, rightly, but its line says the bundle "does not carry the log since
     size 0, what you applied of it", where the buyer applied 4 and the log waits to be read
     again for ``v2`` (without the rotation: ``where it must be read from again: records other
-    logs brought you after you applied it up to size 4 …``)."""
+    logs brought you after you applied it up to size 4 …``). With R35 (hist41; seed 1392,
+    rot40 finding 1): the vendor's revocation of ``v1`` taken in before the rotation,
+    ``monitor --fail-on-revocation`` after it exits 0 (on 2af7bb98: 1, the revocation again)."""
     steps = [*(Step("vrecord", (f"v{i}", 0, "orig", False)) for i in (1, 2)),
-             Step("ship", ("v1",)), Step("vrotate"), Step("lbuy", ("v2",)), Step("blab"),
-             Step("lrelay")]
+             Step("ship", ("v1",)), Step("vrevoke", ("v1",)), Step("update"), Step("vrotate"),
+             Step("bwatch"), Step("lbuy", ("v2",)), Step("blab"), Step("lrelay")]
     run = run_history(tmp_path / "h", steps)
     assert all(r.endswith("-> ok") for r in run.ran) and run.model.unread, run.ran
+    assert run.problems == [], run.problems
     late = tmp_path / "late.tar.zst"
     run.vendor.run("export", "--updates-since", str(run.model.applied), "--out", late)
     r = run.buyer.cli("import", late, "--key", "approver")
     assert r.exit_code == 1 and "where it must be read from again: records other logs brought " \
         f"you after you applied it up to size {run.model.applied}" in r.stderr, r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="hist41 finding 2 (updates.py, vend41's): open")
+def test_a_key_compromise_after_a_relay_of_a_batch_held_from_the_vendor_is_a_warning(
+        tmp_path: Path) -> None:
+    """R15 with R36 (hist41 finding 2): the buyer holds ``v1`` from the vendor's ship, the lab
+    relays it (its bundle of ``lc1``), then the vendor declares ``vendor`` compromised since
+    ``v1``. The update that takes the declaration in revokes nothing (a log stops only what it
+    alone brought: by design, rev4 finding 1; R15 in the model), but says so in a ``NOTE``
+    only, without the way on, where the relay's import after the declaration says
+    ``WARNING: key …, which vendor… declares compromised …, signed what was just taken in
+    from lab…: …; not revoked here …: if the key is theirs, record a successor with
+    [[revoked_keys]] …`` (and, without the relay, the update revokes ``v1``): the same facts,
+    read in the other order, and ``v1`` is the vendor's own record, brought by its log."""
+    steps = [Step("vrecord", ("v1", 0, "orig", False)), Step("ship", ("v1",)),
+             Step("lbuy", ("v1",)), Step("blab"), Step("lrelay"), Step("vcompromise", ("v1",))]
+    run = run_history(tmp_path / "h", steps)
+    assert all(r.endswith("-> ok") for r in run.ran) and run.problems == [], run.ran
+    out = tmp_path / "update.tar.zst"
+    run.vendor.run("export", "--updates-since", str(run.model.applied), "--out", out)
+    r = run.buyer.cli("import", out, "--key", "approver")
+    assert r.exit_code == 0 and "NOTE: ignored: key compromise" in r.stderr, r.stderr
+    assert re.search(r"WARNING: .*rollout-batch v1 .*\[\[revoked_keys\]\]", r.stderr), r.stderr
