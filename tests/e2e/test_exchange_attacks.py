@@ -78,6 +78,34 @@ def test_a_vendor_cannot_declare_another_partys_key_compromised_here(tmp_path: P
     buyer.run("verify", ckpt)
 
 
+def test_a_vendor_declaring_a_key_of_anothers_that_its_log_never_used_does_not_say_distrust_it(
+        tmp_path: Path) -> None:
+    """The attack above without the claims (hist41 finding 6): vendor two lists vendor one's
+    producer key in its policy and declares it compromised, with no entry of its log signed by
+    it. The buyer's import said ``your policy still trusts it as producer: record a successor
+    without it``, as if vendor two's word on another party's key were proof. It is named now as
+    what it is: nothing of two's log signed by it, and the way on only if the key is theirs."""
+    one, two, buyer, _ckpt = two_vendors_trained(tmp_path, ("one", "two"), "p")
+    applied = two.size()
+    theirs = keyid(one, "vendor")
+    (two.home / "one.pub").write_bytes((one.home / "keys" / "vendor.pub").read_bytes())
+    policy = two.home / "policy.toml"
+    first = policy.read_text()
+    policy.write_text(first.replace("serial = 1", "serial = 2").replace(
+        "keys = [", 'keys = ["one.pub", ', 1))
+    two.run("policy", "set", policy, "--key", "vendor", "--yes")
+    policy.write_text(first.replace("serial = 1", "serial = 3") + f'\n[[revoked_keys]]\nkey = '
+                      f'"{theirs}"\ncompromised_since = 0\nreason = "hostile"\n')
+    two.run("policy", "set", policy, "--key", "vendor", "--yes")
+    update = tmp_path / "update.tar.zst"
+    two.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    assert "still trusts" not in r.stderr, r.stderr
+    assert f"its log holds nothing it signed (a policy may list anyone's key): if the key is " \
+        f'theirs, record a successor with [[revoked_keys]] key = "{theirs}"' in r.stderr, r.stderr
+    buyer.run("admit", one.dataset)
+
+
 def test_a_vendors_erasure_deletes_no_blob_another_artifact_here_holds(tmp_path: Path) -> None:
     """The buyer recorded, as its own batch, a rollout file the vendor's batch also holds (the
     store keeps one blob per content). The vendor's erasure of its batch deleted that blob here:

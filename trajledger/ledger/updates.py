@@ -790,7 +790,12 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
                              and rk.covers(i, seen[i].time)), default=ledger.log.size)
                 text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
                          f"successor without it and with [[revoked_keys]] key = "
-                         f"\"{rk.keyid}\", compromised_since = {since}")
+                         f"\"{rk.keyid}\", compromised_since = {since}"
+                         if any(rk.keyid in e.signers for e in seen.values()) else
+                         f"; your policy trusts it as {' and '.join(roles)}, and its log holds "
+                         "nothing it signed (a policy may list anyone's key): if the key is "
+                         f"theirs, record a successor with [[revoked_keys]] key = "
+                         f"\"{rk.keyid}\"")  # (hist41 finding 6: another's key, no word)
             if revoked or (roles and not foreign):
                 changes.compromised.append({"key": rk.keyid, "text": text,
                                             "revokedHere": revoked})
