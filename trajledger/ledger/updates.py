@@ -728,7 +728,10 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
            (`_brought_by`) are revoked here, signed by the first of ``signers``, unless a
            revocation of them already counts here. A policy may list anyone's public key, and
            a log's entries are its writer's word: the others (this ledger's own artifacts,
-           another log's) are listed as ignored, never revoked.
+           another log's) are listed as ignored, never revoked; those another log brought
+           here whose record verifies signed by the key are named in a warning with the way on
+           if the key is theirs (``changes.suspect``: what `_declared_elsewhere` says when the
+           same facts come in the other order; hist41 finding 2).
         3. When the key holds a role of ``policy`` that does not revoke it, and signed nothing
            ignored in step 2, the report says to add it to ``revoked_keys``, from this log's
            index of its first record taken in after the compromise (or now).
@@ -759,6 +762,18 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
                     and rk.keyid in e.signers and rk.covers(i, e.time)
                     and held(ledger, e.subject)}
             foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
+            # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
+            signed = [d for d in foreign if _signed_there(state, origins, verifier, d,
+                                                          seen[hits[d]].kind, rk.keyid)]
+            if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
+                changes.suspect.append({
+                    "key": rk.keyid, "declaredBy": origin_name(update.vkey), "digests": signed,
+                    "text": f"key {rk.keyid[:16]}, which {origin_name(update.vkey)} declares "
+                            f"compromised ({rk.describe()}; its policy {theirs.name!r} serial "
+                            f"{theirs.serial}), signed what you hold from another log: "
+                            f"{', '.join(label(ledger, d) for d in signed)}; not revoked here "
+                            "(a log stops only what it alone brought): if the key is theirs, "
+                            f"record a successor with [[revoked_keys]] key = \"{rk.keyid}\""})
             for d in foreign:
                 changes.ignored.append({
                     "digest": d, "label": label(ledger, d), "logIndex": hits.pop(d),
@@ -884,6 +899,17 @@ def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collecti
     found = [origins.of(i) for i in state.about(digest)
              if (e := state.entry(i)) is not None and KINDS[e.kind].lineage]
     return bool(found) and all(o and o <= set(logs) for o in found)
+
+
+def _signed_there(state: TrustState, origins: Origins, verifier: LineageVerifier, digest: str,
+                  kind: str, keyid: str) -> bool:
+    """True when every record of kind ``kind`` of the artifact ``digest`` here came from another
+    log (none is this ledger's own) and one of them verifies here signed by ``keyid``: its
+    envelope's signature, not a log's word of who signed (hist41 finding 2)."""
+    found = [j for j in state.about(digest) if (e := state.entry(j)) is not None
+             and e.kind == kind]
+    return bool(found) and all(origins.of(j) for j in found) and any(
+        isinstance(r := verifier.record(j), Record) and keyid in r.signers for j in found)
 
 
 def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> None:
