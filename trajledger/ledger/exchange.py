@@ -950,7 +950,7 @@ def import_bundle(
                                       have=lambda d: d in objects or ledger.store.exists(d),
                                       logs=logs)
             hidden = unseen(ledger, applied, start, logs, entries,  # then nothing applied
-                            policy.role("approver").keyids)
+                            policy.role("approver").keyids, ev.blob, {k.keyid for k in keys})
             if subject is None:
                 # An update alone carries envelopes only (of its policies and of its extension's
                 # records: a member nothing used refuses the bundle). Those of records neither

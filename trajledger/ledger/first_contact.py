@@ -177,7 +177,9 @@ def rotated_from(ledger: LedgerHome, vkey: str,
 
 
 def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Collection[str],
-           entries: Mapping[int, bytes], approvers: Collection[str] = ()) -> dict[str, str]:
+           entries: Mapping[int, bytes], approvers: Collection[str] = (),
+           envelope: Callable[[str], bytes | None] | None = None, importing: Collection[str] = ()
+           ) -> dict[str, str]:
     """For a full bundle (no extension: ``start`` None) of a log never applied here
     (``applied`` None) whose ``entries`` are about to be taken in: the records this ledger holds
     that other logs brought (not the log of ``logs``), signed by a key that signed one of the
@@ -192,7 +194,11 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
     own keys are not known: then every key counts, as before (fail closed). A key that
     signed any of the bundle's entries and is one of ``approvers`` may have revoked any record
     (a producer revokes only what it produced): then every record other logs brought is named,
-    whoever signed it (vend41: the lab's approver revoked a third vendor's batch)."""
+    whoever signed it (vend41: the lab's approver revoked a third vendor's batch); so too when
+    a key the bundle's policies list (read from their ``envelope``s: the bundle's word, which
+    only names more) is one of ``approvers`` and none of ``importing`` (this ledger's own: a
+    vendor may list anyone's key), though no entry carried is signed by it (vend42: the lab's
+    policies and imports signed by another key of its own, a batch bundle)."""
     if applied is not None or start is not None or not _brought(ledger):
         return {}
     from trajledger.verify.kinds import KINDS
@@ -203,7 +209,8 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
 
     carried = [LogEntry.from_bytes(raw) for raw in entries.values()]
     signed = {k for e in carried if KINDS[e.kind].lineage for k in e.signers}
-    anything = any(k in approvers for e in carried for k in e.signers)
+    anything = any(k in approvers for e in carried for k in e.signers) or not _listed(
+        carried, envelope).isdisjoint(set(approvers).difference(importing))
     own = {k for e in carried if e.kind in NOT_TAKEN for k in e.signers}
     if own and not own.intersection(approvers):
         others = _others_own(logs)
@@ -219,6 +226,29 @@ def unseen(ledger: LedgerHome, applied: int | None, start: int | None, logs: Col
                 continue
             if (came := origins.of(i)) and not came <= set(logs):
                 out[e.subject] = label(ledger, e.subject)
+    return out
+
+
+def _listed(carried: Iterable[LogEntry], envelope: Callable[[str], bytes | None] | None
+            ) -> set[str]:
+    """The keys of every role of each trust policy among ``carried`` whose ``envelope`` reads
+    (unverified: a key listed can only make `unseen` name more)."""
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.policy import TrustPolicy
+    from trajledger.verify.statement import Statement
+
+    out: set[str] = set()
+    for e in carried:
+        if e.kind != "trust-policy" or envelope is None or (raw := envelope(e.envelope)) is None:
+            continue
+        try:
+            policy = TrustPolicy.from_json(Statement.from_bytes(Envelope.from_bytes(
+                raw).payload).predicate.get("policy"), "a policy the bundle carries")
+        except ProvenanceError:
+            continue
+        out.update(k for r in ("producer", "approver", "trainer", "evaluator")
+                   for k in policy.role(r).keyids)
     return out
 
 
