@@ -82,6 +82,21 @@ def test_a_full_bundle_whose_keys_approve_nothing_here_names_what_they_signed_on
     assert json.loads(r.stdout)["import"]["applied"] == lab.size(), r.stdout
 
 
+def test_a_mark_for_records_its_keys_did_not_sign_does_not_say_they_did(tmp_path: Path) -> None:
+    """The line of the mark above (vend42): the lab's log is marked for the other vendor's
+    records because the lab's approver approves here, not because its keys signed them. On
+    350977cf: ``log lab… has not been read for …, signed by its keys and brought here by another
+    log …``; it says why now."""
+    other, lab, third, bundle = _lab_revoked_the_other_vendors_batch(tmp_path, held=False)
+    third.run("import", bundle, "--key", "approver")
+    r = third.run("import", other.bundle, "--key", "approver")
+    origin = "+".join(lab.vkey().split("+")[:2])
+    line = next(x for x in r.stderr.splitlines() if x.startswith(f"WARNING: log {origin} "))
+    assert "rollout-batch other-1 (" in line and "signed by its keys" not in line, line
+    assert f", brought here by another log after you applied it up to size {lab.size()} (one " \
+        "of its keys approves here: it may revoke anything): " in line, line  # fmt: skip
+
+
 def test_a_record_brought_after_a_log_whose_key_approves_here_was_applied_marks_it(
     tmp_path: Path,
 ) -> None:

@@ -503,17 +503,26 @@ def unread(ledger: LedgerHome, digests: Collection[str] | None = None,
         digests = {e.subject for i in logged if (e := index.entry(i)) is not None}
     if not digests:
         return []
-    out = []
+    out, index = [], ledger.trust_state()
     for state in _states():
         marked: dict[str, str] = json.loads(state.noted(_UNREAD) or b"{}")
         labels = [x for d, x in sorted(marked.items()) if d in digests]
         if labels and state.applied() is not None:
+            # marked for what its keys signed, or for anything: one of them approves here
+            kept = state.noted(_SIGNERS)
+            keys = None if kept is None else set(json.loads(kept))
+            signed = keys is None or all(
+                not (sigs := [e.signers for j in index.about(d) if (e := index.entry(j))])
+                or any(keys.intersection(x) for x in sigs) for d in marked if d in digests)
+            why = (f"signed by its keys and brought here by another log after you applied it "
+                   f"up to size {state.applied()}" if signed else "brought here by another log "
+                   f"after you applied it up to size {state.applied()} (one of its keys "
+                   "approves here: it may revoke anything)")
             out.append(f"log {origin_name(state.vkey)} has not been read for "
-                       f"{', '.join(labels)}, signed by its keys and brought "
-                       f"here by another log after you applied it up to size {state.applied()}: "
-                       "what it logged of them before (a revocation, an erasure) is not seen "
-                       "yet; its next 'trajledger monitor URL --vkey VKEY' reads it from its "
-                       "first entry (or import an update it exports with --updates-since 0)")
+                       f"{', '.join(labels)}, {why}: what it logged of them before (a "
+                       "revocation, an erasure) is not seen yet; its next 'trajledger monitor "
+                       "URL --vkey VKEY' reads it from its first entry (or import an update it "
+                       "exports with --updates-since 0)")
     return out
 
 
