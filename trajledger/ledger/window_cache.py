@@ -75,7 +75,7 @@ from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compared_parts", "compute",
            "decode", "encode", "keep", "read_kept"]
 
-WINDOWS_VERSION = 11
+WINDOWS_VERSION = 12
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -95,7 +95,10 @@ each value scaled to the frame's finite range (rev32); the train side's windows 
 also without their episode's standing columns (`standing_columns`, copy35); 10: those of a
 frame stack's episodes over each step's newest frame (`frame_stacks`, win36); 11: the held
 side's too, kept with its windows without clocks (part ``clocks``), and a Dict or Tuple space's
-member a stack by itself (`frame_stacks.member_stacks`, win37)."""
+member a stack by itself (`frame_stacks.member_stacks`, win37); 12: a record batch whose
+observations are all null is null steps of its episodes, as within a batch, not left out
+(`step_windows.iter_marked`, rev38 finding 7): a file's windows no longer depend on where its
+row groups are cut (an older file is not read: computed again)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks", "still")
