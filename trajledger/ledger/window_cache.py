@@ -70,7 +70,7 @@ from .step_windows import (
     kept,
     order_lengths,
 )
-from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
+from .text_fingerprint import NORMALISED_COLUMNS, Pairs, normalised_fingerprints
 
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compared_parts", "compute",
            "decode", "encode", "keep", "read_kept"]
@@ -271,9 +271,13 @@ def _strings(values: list[str]) -> tuple[bytes, bytes]:
     return offsets.astype("<i8").tobytes(), b"".join(data)
 
 
-def encode(c: Compared, steps: str) -> bytes | None:
-    """The cache file of ``c``, computed from step file ``steps``; None when its windows are
-    not every window of its episodes in order (then nothing is kept)."""
+def encode(c: Compared | Pairs, steps: str) -> bytes | None:
+    """The cache file of ``c``, computed from step file ``steps`` (`text_fingerprint.Pairs`:
+    a batch's normalised text fingerprints alone, as its record held them); None when its
+    windows are not every window of its episodes in order (then nothing is kept)."""
+    pairs = c if isinstance(c, Pairs) else None
+    if isinstance(c, Pairs):
+        c = Compared(None, np.zeros(0, dtype=bool), [])
     parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None,
                                          c.orders is not None, c.columns is not None,
                                          c.clocks is not None, c.still is not None),
@@ -298,11 +302,11 @@ def encode(c: Compared, steps: str) -> bytes | None:
         return None
     norm = c.normalised or []
     ids_at, ids = _strings(w.episode_ids)
-    norm_at, norm_ids = _strings([e for e, _ in norm])
-    body = b"".join((
+    norm_at, norm_ids, fps = pairs.columns() if pairs is not None else (
+        *_strings([e for e, _ in norm]), b"".join(bytes.fromhex(fp) for _, fp in norm))
+    body = (
         w.lengths.astype("<i8").tobytes(), w.hashes.astype("<u8").tobytes(),
-        np.packbits(c.few, bitorder="little").tobytes(), ids_at, ids, norm_at, norm_ids,
-        b"".join(bytes.fromhex(fp) for _, fp in norm),
+        np.packbits(c.few, bitorder="little").tobytes(), ids_at, ids, norm_at, norm_ids, fps,
         *(p for hs, fs in orders for p in (hs.astype("<u8").tobytes(),
                                            np.packbits(fs, bitorder="little").tobytes())),
         *(p for hs, fs in columns for p in (hs.astype("<u8").tobytes(),
@@ -312,14 +316,17 @@ def encode(c: Compared, steps: str) -> bytes | None:
                hs.astype("<u8").tobytes(), np.packbits(fs, bitorder="little").tobytes())))
           if c.clocks is not None else ()),
         *((still[0].astype("<i8").tobytes(), still[1].astype("<u8").tobytes(),
-           still[2].astype("<u8").tobytes()) if c.still is not None else ())))
+           still[2].astype("<u8").tobytes()) if c.still is not None else ()))
+    digest = hashlib.sha256()
+    for piece in body:  # (not joined twice: a chat batch's pairs are most of it)
+        digest.update(piece)
     header = {"steps": steps, "version": WINDOWS_VERSION, "parts": parts,
               "episodes": len(w.episode_ids), "windows": len(w.hashes), "ids": len(ids),
-              "normalised": len(norm), "normalised_ids": len(norm_ids),
+              "normalised": len(fps) // 32, "normalised_ids": len(norm_ids),
               "clocks": len(clocks[0]), "still": len(still[0]),
-              "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
+              "sha256": digest.hexdigest()}  # fmt: skip
     head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    return MAGIC + struct.pack("<I", len(head)) + head + body
+    return b"".join((MAGIC, struct.pack("<I", len(head)), head, *body))
 
 
 def _count(header: dict[str, object], key: str, most: int) -> int:
@@ -466,7 +473,7 @@ def read_kept(cache: Path, steps: str, wanted: Wanted) -> tuple[Compared | None,
     return (got, "") if got.has(wanted) else (None, "")
 
 
-def keep(cache: Path, steps: str, c: Compared) -> None:
+def keep(cache: Path, steps: str, c: Compared | Pairs) -> None:
     """Keep what was computed from step file ``steps`` (derived data: a cache that cannot be
     written is no error)."""
     data = encode(c, steps)
