@@ -70,6 +70,8 @@ def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple
     h = hashlib.sha256()
     rows = 0
     for batch in batches:
+        if not batch.num_rows:
+            continue
         names = set(batch.schema.names)
         cols = [batch.column(c).cast(pa.string()) for c in _TEXT if c in names]
         if len(cols) > 1:
@@ -88,16 +90,29 @@ def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple
         texts = normalised_texts(texts)
         roles = (batch.column("role").cast(pa.string()).fill_null("") if "role" in names
                  else pa.array([""] * batch.num_rows, pa.string()))
-        for eid, role, text in zip(batch.column("episode_id").to_pylist(), roles.to_pylist(),
-                                   texts.to_pylist(), strict=True):
+        # Each kept row (text, not a system row) as ``<bytes>:<role>\x1f<text>``, joined by
+        # Arrow; an episode's rows then hashed in one call from the joined buffer (chat42: a
+        # row at a time through Python strings was two thirds of this function's time).
+        keep = pc.and_(pc.and_(pc.is_valid(texts), pc.greater(pc.binary_length(texts), 0)),
+                       pc.not_equal(roles, "system")).fill_null(False)
+        row = pc.binary_join_element_wise(roles.filter(keep), texts.filter(keep), "\x1f")
+        row = pc.binary_join_element_wise(pc.binary_length(row).cast(pa.string()), row, ":")
+        at = np.frombuffer(row.buffers()[1], dtype=np.int32, count=len(row) + 1,
+                           offset=4 * row.offset) if len(row) else np.zeros(1, np.int32)
+        data = memoryview(row.buffers()[2] or b"")
+        eids = batch.column("episode_id")
+        firsts = np.flatnonzero(np.concatenate(([True], np.asarray(pc.not_equal(
+            eids[1:], eids[:-1]).fill_null(True).to_numpy(zero_copy_only=False), dtype=bool))))
+        kept = np.searchsorted(np.flatnonzero(keep.to_numpy(zero_copy_only=False)),
+                               np.append(firsts, batch.num_rows)).tolist()
+        for eid, a, b in zip(eids.take(firsts).to_pylist(), kept[:-1], kept[1:], strict=True):
             if eid != current:
                 if current is not None and rows:
                     yield current, h.hexdigest()
                 current, h, rows = eid, hashlib.sha256(), 0
-            if text and role != "system":
-                row = f"{role}\x1f{text}".encode()
-                h.update(b"%d:" % len(row) + row)
-                rows += 1
+            if b > a:
+                h.update(data[at[a] : at[b]])
+                rows += b - a
     if current is not None and rows:
         yield current, h.hexdigest()
 
