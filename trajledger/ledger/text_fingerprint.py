@@ -35,7 +35,7 @@ from .episode_features import parquet_batches
 from .rollouts.parquet_read import Source
 
 __all__ = ["NORMALISED_COLUMNS", "Pairs", "normalised_fingerprints", "normalised_of",
-           "normalised_texts"]
+           "normalised_texts", "row_texts"]
 
 NORMALISED_COLUMNS = ("episode_id", "role", "content", "tool_calls", "tool_results")
 """The step columns the normalised fingerprint reads."""
@@ -62,6 +62,31 @@ def normalised_texts(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim_whitespace(t)
 
 
+def row_texts(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
+    """Each step's role (``""`` for none) and its text (``content``, ``tool_calls``,
+    ``tool_results`` joined by newlines) normalised (`normalised_texts`; null: none), as the
+    fingerprint reads them."""
+    names = set(batch.schema.names)
+    cols = [batch.column(c).cast(pa.string()) for c in _TEXT if c in names]
+    if len(cols) > 1:
+        # "skip" drops a row whose columns are all null (pyarrow 26: fewer rows than the
+        # batch, and a numeric step among text ones made the batch unreadable): such a
+        # row holds no text, as "" says.
+        none = pc.is_null(cols[0])
+        for c in cols[1:]:
+            none = pc.and_(none, pc.is_null(c))
+        cols[0] = pc.if_else(none, pa.scalar("", pa.string()), cols[0])
+    if not cols:
+        texts = pa.nulls(batch.num_rows, pa.string())
+    else:
+        texts = pc.binary_join_element_wise(*cols, pa.scalar("\n", pa.string()),
+                                            null_handling="skip") if len(cols) > 1 else cols[0]
+    texts = normalised_texts(texts)
+    roles = (batch.column("role").cast(pa.string()).fill_null("") if "role" in names
+             else pa.array([""] * batch.num_rows, pa.string()))
+    return roles, texts
+
+
 def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, str]]:
     """``(episode id, fingerprint)`` of each episode of the steps with text outside system
     rows, in file order (episodes are contiguous, as schema validation guarantees); an
@@ -72,24 +97,7 @@ def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple
     for batch in batches:
         if not batch.num_rows:
             continue
-        names = set(batch.schema.names)
-        cols = [batch.column(c).cast(pa.string()) for c in _TEXT if c in names]
-        if len(cols) > 1:
-            # "skip" drops a row whose columns are all null (pyarrow 26: fewer rows than the
-            # batch, and a numeric step among text ones made the batch unreadable): such a
-            # row holds no text, as "" says.
-            none = pc.is_null(cols[0])
-            for c in cols[1:]:
-                none = pc.and_(none, pc.is_null(c))
-            cols[0] = pc.if_else(none, pa.scalar("", pa.string()), cols[0])
-        if not cols:
-            texts = pa.nulls(batch.num_rows, pa.string())
-        else:
-            texts = pc.binary_join_element_wise(*cols, pa.scalar("\n", pa.string()),
-                                                null_handling="skip") if len(cols) > 1 else cols[0]
-        texts = normalised_texts(texts)
-        roles = (batch.column("role").cast(pa.string()).fill_null("") if "role" in names
-                 else pa.array([""] * batch.num_rows, pa.string()))
+        roles, texts = row_texts(batch)
         # Each kept row (text, not a system row) as ``<bytes>:<role>\x1f<text>``, joined by
         # Arrow; an episode's rows then hashed in one call from the joined buffer (chat42: a
         # row at a time through Python strings was two thirds of this function's time).

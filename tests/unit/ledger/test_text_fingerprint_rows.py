@@ -9,35 +9,20 @@ from collections.abc import Iterable, Iterator
 from itertools import pairwise
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.text_fingerprint import normalised_fingerprints, normalised_texts
+from trajledger.ledger.text_fingerprint import normalised_fingerprints, row_texts
 
 
 def _by_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, str]]:
-    """The definition as it was written before chat42, a row at a time."""
+    """The definition as it was written before chat42, a row at a time (its texts as
+    `row_texts` gives them)."""
     current: str | None = None
     h = hashlib.sha256()
     rows = 0
     for batch in batches:
-        names = set(batch.schema.names)
-        cols = [batch.column(c).cast(pa.string()) for c in ("content", "tool_calls",
-                                                            "tool_results") if c in names]
-        if len(cols) > 1:
-            none = pc.is_null(cols[0])
-            for c in cols[1:]:
-                none = pc.and_(none, pc.is_null(c))
-            cols[0] = pc.if_else(none, pa.scalar("", pa.string()), cols[0])
-        if not cols:
-            texts = pa.nulls(batch.num_rows, pa.string())
-        else:
-            texts = pc.binary_join_element_wise(*cols, pa.scalar("\n", pa.string()),
-                                                null_handling="skip") if len(cols) > 1 else cols[0]
-        texts = normalised_texts(texts)
-        roles = (batch.column("role").cast(pa.string()).fill_null("") if "role" in names
-                 else pa.array([""] * batch.num_rows, pa.string()))
+        roles, texts = row_texts(batch)
         for eid, role, text in zip(batch.column("episode_id").to_pylist(), roles.to_pylist(),
                                    texts.to_pylist(), strict=True):
             if eid != current:
