@@ -43,6 +43,9 @@ The gate computes them from the bytes it verified; ``dataset create`` keeps them
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
 features (``episode_features.FEATURE_VERSION`` is unchanged).
+A step whose observation is null is a null step of its episode (a hash of its own), however
+the file's record batches are cut (one of null observations only is joined to its neighbour:
+rev38 finding 7); steps none of which has an observation (a chat's) have no windows.
 Non-scope: comparing (``ledger.contamination_matcher.Matcher``); episodes shorter than
 `WINDOW` (their exact fingerprint only); observations that are not numbers (strings).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
