@@ -191,23 +191,8 @@ def decode_features(data: bytes | pa.Buffer, steps: str) -> FeatureChunk:
         table.validate(full=True)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise FormatError(f"features file: not an Arrow IPC file ({e})") from e
-    meta = (reader.schema.metadata or {}).get(METADATA_KEY)
-    try:
-        info = json.loads(meta) if meta is not None else None
-    except (ValueError, RecursionError):  # nested past the limit: no metadata either (rev29)
-        info = None
-    if not isinstance(info, dict):
-        raise FormatError("features file: no trajledger.features metadata")
-    if info.get("version") != FEATURE_VERSION:
-        raise FormatError(
-            f"features file: feature version {info.get('version')!r}, want {FEATURE_VERSION}"
-        )
-    if info.get("steps") != steps:
-        raise FormatError(
-            f"features file: computed from step file {str(info.get('steps'))[:19]}…, want "
-            f"{steps[:19]}…"
-        )
-    if not table.schema.equals(FEATURES_SCHEMA) or info.get("episodes") != table.num_rows:
+    info = _header(reader.schema, steps)
+    if info.get("episodes") != table.num_rows:
         raise FormatError(
             f"features file: {table.num_rows} rows of {table.schema.names}, want "
             f"{info.get('episodes')!r} rows of {FEATURES_SCHEMA.names}"
@@ -252,15 +237,40 @@ def feature_columns(path: Path, steps: str, columns: Sequence[str]) -> Iterator[
     with pa.memory_map(str(path)) as source:
         try:
             reader = pa.ipc.open_file(source)
-            info = json.loads((reader.schema.metadata or {}).get(METADATA_KEY, b"null"))
-        except (pa.ArrowException, ValueError, RecursionError) as e:
+        except (pa.ArrowException, ValueError) as e:
             raise FormatError(f"features file: not an Arrow IPC file ({e})") from e
-        if (not isinstance(info, dict) or info.get("version") != FEATURE_VERSION
-                or info.get("steps") != steps or not reader.schema.equals(FEATURES_SCHEMA)):
-            raise FormatError(f"features file: not one of step file {steps[:19]}… "
-                              f"(feature version {FEATURE_VERSION})")
+        _header(reader.schema, steps)
         for i in range(reader.num_record_batches):
             yield reader.get_batch(i).select(list(columns))
+
+
+def _header(schema: pa.Schema, steps: str) -> dict[str, Any]:
+    """The ``trajledger.features`` metadata of a features file of ``schema``, checked: of the
+    step file ``steps``, this `FEATURE_VERSION`, the columns of `FEATURES_SCHEMA` (the one
+    check of `decode_features` and `feature_columns`).
+
+    Raises:
+        FormatError: anything else.
+    """
+    meta = (schema.metadata or {}).get(METADATA_KEY)
+    try:
+        info = json.loads(meta) if meta is not None else None
+    except (ValueError, RecursionError):  # nested past the limit: no metadata either (rev29)
+        info = None
+    if not isinstance(info, dict):
+        raise FormatError("features file: no trajledger.features metadata")
+    if info.get("version") != FEATURE_VERSION:
+        raise FormatError(
+            f"features file: feature version {info.get('version')!r}, want {FEATURE_VERSION}"
+        )
+    if info.get("steps") != steps:
+        raise FormatError(
+            f"features file: computed from step file {str(info.get('steps'))[:19]}…, want "
+            f"{steps[:19]}…"
+        )
+    if not schema.equals(FEATURES_SCHEMA):
+        raise FormatError(f"features file: columns {schema.names}, want {FEATURES_SCHEMA.names}")
+    return info
 
 
 def _primitive(arr: pa.Array, dtype: type[np.generic]) -> npt.NDArray[Any]:

@@ -49,6 +49,7 @@ from .rollouts.chunks import CHUNK_BYTES
 
 if TYPE_CHECKING:
     from .home import LedgerHome
+    from .text_fingerprint import Pairs
     from .window_cache import Compared
 
 __all__ = ["RECORD_STEPS", "Given", "Written", "computed", "given_features", "kept"]
@@ -75,9 +76,10 @@ class Written:
     def __init__(self) -> None:
         self.groups: list[pa.Table] | None = []
         self.rows = self.bytes = 0
-        self.normalised: list[tuple[str, str]] | None = None
-        """The normalised fingerprints the reader's workers gave (`given`), in file order;
-        None when a chunk came without them, or none came (`computed` reads the file)."""
+        self.normalised: Pairs | None = None
+        """The normalised fingerprints the reader's workers gave (`given`), in file order, as
+        bytes (chat42: as Python strings, 220 MiB of a 2 GiB chat file's record); None when a
+        chunk came without them, or none came (`computed` reads the file)."""
         self.chunks = 0
 
     def tee(self, then: Callable[[pa.Table], None]) -> Callable[[pa.Table], None]:
@@ -117,11 +119,15 @@ class Written:
         features (None: not known for a chunk, and the fingerprints none from then on)."""
 
         def both(got: Any) -> None:
-            pairs = got.pairs() if isinstance(got, Given) else None
-            before = [] if not self.chunks else self.normalised
-            if pairs is not None and before is not None:
-                before.extend(pairs)  # (in place: a copy a chunk was quadratic, chat41)
-            self.normalised = None if pairs is None else before
+            known = isinstance(got, Given) and got.normalised is not None
+            if not known:
+                self.normalised = None
+            elif not self.chunks:
+                from .text_fingerprint import Pairs
+
+                self.normalised = Pairs()
+            if known and self.normalised is not None:
+                self.normalised.add(got.features.episode_ids, got.normalised)
             self.chunks += 1
             then(got.features if isinstance(got, Given) else got)
 
@@ -155,13 +161,6 @@ class Given:
         normalised = [c.normalised for c in chunks]
         return Given(FeatureChunk.concat([c.features for c in chunks]),
                      None if None in normalised else [x for n in normalised for x in n or ()])
-
-    def pairs(self) -> list[tuple[str, str]] | None:
-        """``(episode id, fingerprint)`` of its episodes that have one, in order."""
-        if self.normalised is None:
-            return None
-        return [(e, fp) for e, fp in zip(self.features.episode_ids, self.normalised,
-                                         strict=True) if fp]
 
 
 def given_features(steps: pa.RecordBatch) -> Given | None:
@@ -257,12 +256,14 @@ def _plain(arr: pa.Array) -> bool:
 
 
 def computed(steps_path: Path, features: Path, steps: str, num_steps: int,
-             written: Written | None = None) -> Compared | None:
+             written: Written | None = None) -> Compared | Pairs | None:
     """What ``dataset create`` compares of the batch being recorded on the train side,
     computed from its step file ``steps_path`` (digest ``steps``; its columns as ``written``
     holds them, when it does) and its features file ``features`` (the parts it needs); None
     when it has more than `RECORD_STEPS` steps, nothing to compare by windows or text, or when
-    it cannot be computed here (then ``dataset create`` computes it, and says why).
+    it cannot be computed here (then ``dataset create`` computes it, and says why). A text
+    batch whose fingerprints the workers gave: those (`text_fingerprint.Pairs`), kept as they
+    are held.
 
     Raises:
         OSError: the system failed to read those files (or an error raised from that,
@@ -272,14 +273,14 @@ def computed(steps_path: Path, features: Path, steps: str, num_steps: int,
     given = None if written is None else written.normalised
     if num_steps > RECORD_STEPS and given is None:
         return None  # (and step_windows not imported: 10-25 ms)
-    from .window_cache import Compared, compute
+    from .window_cache import compute
 
     try:
         parts = _parts(features, steps)
         if not any(parts):
             return None
         if parts == (True, False) and given is not None:  # the workers' (win40)
-            return Compared(None, np.zeros(0, dtype=bool), given)
+            return given
         if num_steps > RECORD_STEPS:
             return None
         return compute(steps_path, (*parts, False), *(() if written is None else (written.read,)))
@@ -306,7 +307,7 @@ def _parts(features: Path, steps: str) -> tuple[bool, bool]:
     return text, numeric
 
 
-def kept(ledger: LedgerHome, steps: str, got: Compared | None) -> None:
+def kept(ledger: LedgerHome, steps: str, got: Compared | Pairs | None) -> None:
     """Keep ``got`` (`computed`) in the derived cache of ``ledger`` for step file ``steps``,
     unless a file is there already; none when the step file was erased meanwhile (an erasure
     deletes the blob, then its derived files: `status.delete_erased`, under the log's lock,

@@ -43,6 +43,9 @@ The gate computes them from the bytes it verified; ``dataset create`` keeps them
 derived cache (``window_cache``, bound to the step file's digest and
 ``window_cache.WINDOWS_VERSION``: a change here takes a new number), never in the kept
 features (``episode_features.FEATURE_VERSION`` is unchanged).
+A step whose observation is null is a null step of its episode (a hash of its own), however
+the file's record batches are cut (one of null observations only is joined to its neighbour:
+rev38 finding 7); steps none of which has an observation (a chat's) have no windows.
 Non-scope: comparing (``ledger.contamination_matcher.Matcher``); episodes shorter than
 `WINDOW` (their exact fingerprint only); observations that are not numbers (strings).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
@@ -886,11 +889,9 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
     carry_q: _Columns | None = None
     carry_f: npt.NDArray[np.uint64] | None = None
     carry_s: npt.NDArray[np.uint64] | None = None
-    for batch in batches:
-        if "obs" not in batch.schema.names or not batch.num_rows:
-            continue
+    for batch in _observed(batches):
         obs = batch.column("obs")
-        h = step_hashes(obs) if obs.null_count < len(obs) else None
+        h = step_hashes(obs)
         if h is None:
             continue
         q = _columns(obs)
@@ -926,3 +927,36 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
                                carry_q, mark, orders, carry_f, carry_s)
+
+
+def _observed(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The record batches with steps, each run of batches whose observations are all null
+    joined to the batch before it (a first run: to the one after it), so that their steps are
+    null steps of their episodes as within one batch, and a file's windows its steps', however
+    its row groups are cut (rev38 finding 7: such a batch was skipped, its steps left out of
+    their episode). Nothing when no step has an observation (a chat's)."""
+    run: list[pa.RecordBatch] = []
+    seen = False  # whether ``run`` holds an observation
+    for batch in batches:
+        if "obs" not in batch.schema.names or not batch.num_rows:
+            continue
+        blank = batch.column("obs").null_count == batch.num_rows
+        if seen and not blank:
+            yield _one_batch(run)
+            run, seen = [], False
+        run.append(batch)
+        seen = seen or not blank
+    if seen:
+        yield _one_batch(run)
+
+
+def _one_batch(run: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """The episode ids and observations of ``run``, one batch (copied only when there are
+    several: a batch of null observations is rare)."""
+    if len(run) == 1:
+        return run[0]
+    field = run[0].schema.field("obs")
+    return pa.RecordBatch.from_arrays(
+        [pa.concat_arrays([b.column("episode_id").cast(pa.string()) for b in run]),
+         pa.concat_arrays([b.column("obs") for b in run])],
+        schema=pa.schema([pa.field("episode_id", pa.string()), field]))

@@ -70,12 +70,12 @@ from .step_windows import (
     kept,
     order_lengths,
 )
-from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
+from .text_fingerprint import NORMALISED_COLUMNS, Pairs, normalised_fingerprints
 
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compared_parts", "compute",
            "decode", "encode", "keep", "read_kept"]
 
-WINDOWS_VERSION = 11
+WINDOWS_VERSION = 12
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -95,7 +95,10 @@ each value scaled to the frame's finite range (rev32); the train side's windows 
 also without their episode's standing columns (`standing_columns`, copy35); 10: those of a
 frame stack's episodes over each step's newest frame (`frame_stacks`, win36); 11: the held
 side's too, kept with its windows without clocks (part ``clocks``), and a Dict or Tuple space's
-member a stack by itself (`frame_stacks.member_stacks`, win37)."""
+member a stack by itself (`frame_stacks.member_stacks`, win37); 12: a record batch whose
+observations are all null is null steps of its episodes, as within a batch, not left out
+(`step_windows.iter_marked`, rev38 finding 7): a file's windows no longer depend on where its
+row groups are cut (an older file is not read: computed again)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks", "still")
@@ -268,9 +271,13 @@ def _strings(values: list[str]) -> tuple[bytes, bytes]:
     return offsets.astype("<i8").tobytes(), b"".join(data)
 
 
-def encode(c: Compared, steps: str) -> bytes | None:
-    """The cache file of ``c``, computed from step file ``steps``; None when its windows are
-    not every window of its episodes in order (then nothing is kept)."""
+def encode(c: Compared | Pairs, steps: str) -> bytes | None:
+    """The cache file of ``c``, computed from step file ``steps`` (`text_fingerprint.Pairs`:
+    a batch's normalised text fingerprints alone, as its record held them); None when its
+    windows are not every window of its episodes in order (then nothing is kept)."""
+    pairs = c if isinstance(c, Pairs) else None
+    if isinstance(c, Pairs):
+        c = Compared(None, np.zeros(0, dtype=bool), [])
     parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None,
                                          c.orders is not None, c.columns is not None,
                                          c.clocks is not None, c.still is not None),
@@ -295,11 +302,11 @@ def encode(c: Compared, steps: str) -> bytes | None:
         return None
     norm = c.normalised or []
     ids_at, ids = _strings(w.episode_ids)
-    norm_at, norm_ids = _strings([e for e, _ in norm])
-    body = b"".join((
+    norm_at, norm_ids, fps = pairs.columns() if pairs is not None else (
+        *_strings([e for e, _ in norm]), b"".join(bytes.fromhex(fp) for _, fp in norm))
+    body = (
         w.lengths.astype("<i8").tobytes(), w.hashes.astype("<u8").tobytes(),
-        np.packbits(c.few, bitorder="little").tobytes(), ids_at, ids, norm_at, norm_ids,
-        b"".join(bytes.fromhex(fp) for _, fp in norm),
+        np.packbits(c.few, bitorder="little").tobytes(), ids_at, ids, norm_at, norm_ids, fps,
         *(p for hs, fs in orders for p in (hs.astype("<u8").tobytes(),
                                            np.packbits(fs, bitorder="little").tobytes())),
         *(p for hs, fs in columns for p in (hs.astype("<u8").tobytes(),
@@ -309,14 +316,17 @@ def encode(c: Compared, steps: str) -> bytes | None:
                hs.astype("<u8").tobytes(), np.packbits(fs, bitorder="little").tobytes())))
           if c.clocks is not None else ()),
         *((still[0].astype("<i8").tobytes(), still[1].astype("<u8").tobytes(),
-           still[2].astype("<u8").tobytes()) if c.still is not None else ())))
+           still[2].astype("<u8").tobytes()) if c.still is not None else ()))
+    digest = hashlib.sha256()
+    for piece in body:  # (not joined twice: a chat batch's pairs are most of it)
+        digest.update(piece)
     header = {"steps": steps, "version": WINDOWS_VERSION, "parts": parts,
               "episodes": len(w.episode_ids), "windows": len(w.hashes), "ids": len(ids),
-              "normalised": len(norm), "normalised_ids": len(norm_ids),
+              "normalised": len(fps) // 32, "normalised_ids": len(norm_ids),
               "clocks": len(clocks[0]), "still": len(still[0]),
-              "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
+              "sha256": digest.hexdigest()}  # fmt: skip
     head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    return MAGIC + struct.pack("<I", len(head)) + head + body
+    return b"".join((MAGIC, struct.pack("<I", len(head)), head, *body))
 
 
 def _count(header: dict[str, object], key: str, most: int) -> int:
@@ -463,7 +473,7 @@ def read_kept(cache: Path, steps: str, wanted: Wanted) -> tuple[Compared | None,
     return (got, "") if got.has(wanted) else (None, "")
 
 
-def keep(cache: Path, steps: str, c: Compared) -> None:
+def keep(cache: Path, steps: str, c: Compared | Pairs) -> None:
     """Keep what was computed from step file ``steps`` (derived data: a cache that cannot be
     written is no error)."""
     data = encode(c, steps)

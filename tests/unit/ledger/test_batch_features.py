@@ -50,6 +50,7 @@ from trajledger.ledger.batch_features import (
     cache_path,
     decode_features,
     encode_features,
+    feature_columns,
 )
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.contamination import check_dataset, verified_contamination
@@ -200,6 +201,37 @@ def test_the_features_file_refuses_what_it_does_not_describe() -> None:
         pa.array(np.full(2 * 128, np.nan, np.float32)), 128))  # fmt: skip
     with pytest.raises(FormatError, match="not finite"):
         decode_features(written(bad.schema.with_metadata(good.schema.metadata), bad), steps)
+
+
+def test_a_features_file_is_refused_alike_read_whole_or_by_columns(tmp_path: Path) -> None:
+    """`feature_columns` (the file this ledger has just written, read by two columns) checks
+    its header with `decode_features`' one check: each file it does not describe is refused
+    by both with the same line (chat42: the check was a near copy, with a line of its own)."""
+    t = pa.Table.from_pylist(numeric("a", 3) + numeric("b", 4))
+    chunk = FeatureChunk.concat(list(iter_step_features([t])))
+    steps = "sha256:" + "1" * 64
+    good = pa.ipc.open_file(pa.BufferReader(encode_features(chunk, steps))).read_all()
+    meta = json.loads(good.schema.metadata[METADATA_KEY])
+
+    def forged(**changed: Any) -> dict[bytes, bytes]:
+        return {METADATA_KEY: json.dumps({**meta, **changed}).encode()}
+
+    renamed = good.rename_columns([*good.column_names[:-1], "safety"])
+    for schema, table in (
+        (FEATURES_SCHEMA.with_metadata(forged(steps="sha256:" + "2" * 64)), good),
+        (FEATURES_SCHEMA.with_metadata(forged(version=FEATURE_VERSION - 1)), good),
+        (FEATURES_SCHEMA, good.replace_schema_metadata()),
+        (FEATURES_SCHEMA.with_metadata({METADATA_KEY: b"[" * 100_000}), good),
+        (renamed.schema.with_metadata(forged()), renamed),
+    ):
+        path = tmp_path / "features.arrow"
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+            w.write_table(table.replace_schema_metadata(schema.metadata))
+        with pytest.raises(FormatError) as whole:
+            decode_features(path.read_bytes(), steps)
+        with pytest.raises(FormatError) as columns:
+            list(feature_columns(path, steps, ("modality", "num_steps")))
+        assert str(columns.value) == str(whole.value)
 
 
 def test_reading_a_features_file_does_not_import_pandas(tmp_path: Path) -> None:
