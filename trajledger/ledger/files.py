@@ -125,7 +125,7 @@ def _walk(top: Path, listed: os.stat_result) -> Iterator[tuple[Path, str, os.sta
                 raise LedgerError(f"{where}: cannot list: too many files open: a tree {len(fds)} "
                                   "directories deep or more, past this process's limit (raise "
                                   "it: ulimit -n); nothing was signed") from e
-            if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):  # (ENOENT: moved)
                 raise LedgerError(f"{where}: cannot list: {e.strerror}") from e
             with contextlib.suppress(OSError):
                 if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
@@ -135,8 +135,8 @@ def _walk(top: Path, listed: os.stat_result) -> Iterator[tuple[Path, str, os.sta
         if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             if fd >= 0:
                 os.close(fd)
-            raise LedgerError(f"{where}: not the directory listed a moment before (replaced "
-                              "while it was being listed); nothing was signed")
+            raise LedgerError(f"{where}: not the directory listed a moment before (replaced, "
+                              "moved or removed while it was being listed); nothing was signed")
         fds.append(fd)
 
     def entries(where: Path, rel: str) -> tuple[list[tuple[Path, str, os.stat_result]],

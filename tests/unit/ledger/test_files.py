@@ -236,3 +236,24 @@ def test_a_tree_deeper_than_the_descriptors_allowed_says_so(
                                           r"directories deep or more, past this process's limit "
                                           r"\(raise it: ulimit -n\); nothing was signed"):
         collect_files([tmp_path / "top"])
+
+
+def test_a_directory_moved_away_between_listing_and_opening_says_so(
+    make_tree: MakeTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev39: a subdirectory renamed (or removed) after its parent was listed, before it was
+    opened, said ``cannot list: No such file or directory``, as if the user had named a
+    missing path; it is the race rev38 refuses for a swap, and says so."""
+    root = make_tree({"a": "a", "sub/f": "f"})
+    real_open = os.open
+
+    def moved(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        if path == "sub" and kw.get("dir_fd") is not None:
+            (root / "sub").rename(root / "elsewhere")
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(os, "open", moved)
+    with pytest.raises(LedgerError, match=r"/sub: not the directory listed a moment before "
+                                          r"\(replaced, moved or removed while it was being "
+                                          r"listed\); nothing was signed$"):
+        collect_files([root])
