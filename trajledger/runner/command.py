@@ -334,16 +334,16 @@ def _table() -> dict[int, tuple[bytes, int, int]]:
     return table
 
 
-def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, bool]:
-    """The live processes COMMAND left (whether each is in its group): those of process group
+def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, str]:
+    """The live processes COMMAND left, each ``group``, ``left`` or ``below``: those of group
     ``pgid`` but ``leader`` (exited, not reaped); with a subreaper (``known``: this process's
     children before COMMAND and those it started), its children that are none of those and not
-    in its own process group (processes of COMMAND's that left its group, orphaned here), and
-    their descendants. A zombie counts as live while one of its threads runs
+    in its own process group (``left``: processes of COMMAND's that left its group, orphaned
+    here), and their descendants (``below``). A zombie counts as live while one of its threads runs
     (`_threads_live`); one that is this process's child is reaped (it came here as an orphan).
     Linux (``/proc``); elsewhere nothing (what holds no pipe is not waited for)."""
     table, me, own = _table(), os.getpid(), os.getpgrp()
-    found = {p: True for p, (_s, _pp, g) in table.items() if g == pgid and p != leader}
+    found = {p: "group" for p, (_s, _pp, g) in table.items() if g == pgid and p != leader}
     if known is not None:
         children: dict[int, list[int]] = {}
         for p, (_s, pp, _g) in table.items():
@@ -352,13 +352,13 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, 
         while stack:
             p = stack.pop()
             if p not in found:
-                found[p] = False
+                found[p] = "left" if table[p][1] == me else "below"
                 stack.extend(children.get(p, ()))
     live = {}
-    for p, in_group in found.items():
+    for p, where in found.items():
         state, ppid, _g = table[p]
         if state not in (b"Z", b"X") or _threads_live(str(p)):
-            live[p] = in_group
+            live[p] = where
         elif known is not None and ppid == me and p not in known:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(p, os.WNOHANG)
@@ -500,14 +500,14 @@ def _pump(pid: int, pgid: int, streams: list[_Stream], interrupted: list[tuple[i
           known: frozenset[int] | None) -> list[str]:
     """Copy output until both pipes close and the leader has exited; police the group, and
     (``known``: a subreaper) the processes that left it. Returns those stopped that had left
-    it (``PID (name)``)."""
+    it (``PID (name)``; not what they started in turn)."""
     sel = selectors.DefaultSelector()
     for s in streams:
         sel.register(s.fd, selectors.EVENT_READ, s)
     exited_at: float | None = None
     stage = 0  # after the leader's exit: 0 nothing sent, 1 SIGTERM sent, 2 SIGKILL sent
     killed = False
-    left: dict[int, bool] = {}
+    left: dict[int, str] = {}
     sent: dict[int, int] = {}  # (a process that left the group: the last signal sent it)
     escaped: dict[int, str] = {}
     try:
@@ -543,17 +543,19 @@ def _pump(pid: int, pgid: int, streams: list[_Stream], interrupted: list[tuple[i
                         "cannot be complete; nothing was recorded (stop that process, or start "
                         "it with its output redirected)"
                     )
-                if not all(left.values()):
+                if any(where != "group" for where in left.values()):
                     raise LedgerError(
                         "the command exited, but a process it started outside its process "
                         "group still runs after SIGKILL (" + ", ".join(
-                            escaped[p] for p, g in left.items() if not g) + "), and could "
-                        "change its outputs; nothing was recorded (stop it, and run again)")
+                            f"{p} ({_name(p)})" for p, w in left.items() if w != "group")
+                        + "), and could change its outputs; nothing was recorded (stop it, "
+                        "and run again)")
                 break  # (killed: one in an uninterruptible wait ends as it returns)
             left = _running(pgid, pid, known)
             signum = signal.SIGTERM if stage == 1 else signal.SIGKILL
-            for p in (p for p, in_group in left.items() if not in_group and sent.get(p) != signum):
-                escaped.setdefault(p, f"{p} ({_name(p)})")
+            for p in (p for p, w in left.items() if w != "group" and sent.get(p) != signum):
+                if left[p] == "left":
+                    escaped.setdefault(p, f"{p} ({_name(p)})")
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(p, signum)
                 sent[p] = signum
