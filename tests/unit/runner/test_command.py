@@ -298,18 +298,29 @@ def test_a_process_that_left_the_group_is_stopped_too(tmp_path: Path, how: str) 
         assert os.waitpid(pid, os.WNOHANG) == (0, 0), "it was left a zombie"
 
 
+WATCHER = b"sys.stdin.buffer.read(1)"
+"""A part of the watcher's command line (``runner.command``'s program)."""
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
 def test_a_watcher_stopped_by_the_command_does_not_hold_trajledger(tmp_path: Path) -> None:
     """rev38's Left: COMMAND can find trajledger's watcher (a child of its parent) and stop it
     (SIGSTOP): `run_command` then waited for it for ever once COMMAND had exited. The watcher
-    gets the grace, then SIGKILL."""
+    gets the grace, then SIGKILL. (Only the watcher is stopped: this test process may have other
+    children.)"""
     stop = textwrap.dedent(
-        """
+        f"""
         import os, signal
         me, parent = os.getpid(), os.getppid()
         for name in filter(str.isdigit, os.listdir("/proc")):
-            stat = open(f"/proc/{name}/stat", "rb").read()
-            if int(name) != me and int(stat[stat.rfind(b")") + 2:].split()[1]) == parent:
+            if int(name) == me:  # (its own command line holds the watcher's words too)
+                continue
+            try:
+                stat = open(f"/proc/{{name}}/stat", "rb").read()
+                argv = open(f"/proc/{{name}}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2:].split()[1]) == parent and {WATCHER!r} in argv:
                 os.kill(int(name), signal.SIGSTOP)
         """
     )
@@ -323,7 +334,8 @@ def test_a_watcher_stopped_by_the_command_does_not_hold_trajledger(tmp_path: Pat
         for name in filter(str.isdigit, os.listdir("/proc")):
             with contextlib.suppress(OSError):
                 stat = Path(f"/proc/{name}/stat").read_bytes()
-                if int(stat[stat.rfind(b")") + 2:].split()[1]) == os.getpid():
+                if int(stat[stat.rfind(b")") + 2:].split()[1]) == os.getpid() and \
+                        WATCHER in Path(f"/proc/{name}/cmdline").read_bytes():
                     os.kill(int(name), signal.SIGCONT)
         thread.join(30)
     assert not held, "run_command waited for the stopped watcher"
