@@ -626,3 +626,40 @@ def test_real_launchers_work_as_the_command(
     assert sorted(batch_files(Ledger.open(chat_home), r.stdout.strip())) == want
     pred = provenance(chat_home, r.stdout.strip())
     assert pred["buildDefinition"]["externalParameters"]["command"] == command
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_server_the_command_leaves_running_is_stopped_and_named(
+    runner: CliRunner, chat_home: Path, tmp_path: Path
+) -> None:
+    """rev39: a process the command started outside its process group (a daemon's
+    ``setsid``, a TensorBoard left behind) ran on after the run, free to change the outputs
+    once hashed. It is stopped before the outputs are recorded, and the run says so."""
+    import warnings
+
+    pidfile = tmp_path / "server.pid"
+    server = (f"import os, time; os.setsid(); open({str(pidfile)!r}, 'w').write(str(os.getpid()))"
+              "; time.sleep(600)")
+    code = textwrap.dedent(
+        f"""
+        import os, pathlib, subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", {server!r}], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        while not pathlib.Path({str(pidfile)!r}).exists() or not \\
+                pathlib.Path({str(pidfile)!r}).read_text():
+            time.sleep(0.01)
+        (pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"]) / "w.bin").write_bytes(b"w")
+        """
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+                "sft", "--version", "1", "--", sys.executable, "-c", code)
+    pid = int(pidfile.read_text())
+    alive = Path(f"/proc/{pid}").exists() and b") Z " not in Path(f"/proc/{pid}/stat").read_bytes()
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the server the command left running still runs"
+    assert r.exit_code == 0, r.output
+    assert f"WARNING: stopped 1 process(es) the command left running outside its process " \
+           f"group: {pid} (python" in r.stderr, r.stderr

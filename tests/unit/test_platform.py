@@ -6,8 +6,12 @@ rest of the standard library is already loaded, as on Windows it would be its ow
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+
+from trajledger._platform import SHOWN
+from trajledger.verify.nodes import UNDECODABLE
 
 MESSAGE = (
     "{platform}: trajledger's ledger and runner need a POSIX system (Linux or macOS): the log's "
@@ -52,3 +56,18 @@ def test_the_declared_platforms_are_posix_ones() -> None:
     assert "Operating System :: POSIX :: Linux" in classifiers
     assert "Operating System :: MacOS" in classifiers
     assert not any("Windows" in c or "OS Independent" in c for c in classifiers)
+
+
+def test_the_stream_handler_shows_every_lone_surrogate_as_the_table() -> None:
+    """rev39: the handler computes `verify.nodes.UNDECODABLE`'s rule (this floor stands below
+    ``verify/``): the same text for each of the 2,048 lone surrogates."""
+    surrogates = [chr(c) for c in range(0xD800, 0xE000)]
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors=SHOWN)
+    stream.write("".join(surrogates) + "✓")
+    stream.flush()
+    text = stream.buffer.getvalue().decode("utf-8")
+    assert text == "".join(surrogates).translate(UNDECODABLE) + "✓"
+    latin = io.TextIOWrapper(io.BytesIO(), encoding="latin-1", errors=SHOWN)
+    latin.write("\udcfd ✓")
+    latin.flush()
+    assert latin.buffer.getvalue() == b"\\xfd \\u2713"

@@ -236,7 +236,7 @@ class Catalog:
                             "NAME@VERSION, sha256:<hex> or a digest prefix (result.digest)")
         ref = ref.strip()
         if not ref.isascii() and any(0xD800 <= ord(c) < 0xE000 for c in ref):
-            from trajledger._platform import UNDECODABLE  # (a byte that is not UTF-8: SQLite
+            from trajledger.verify.nodes import UNDECODABLE  # (a byte that is not UTF-8: SQLite
             # refuses the lone surrogate it is decoded as, which was a BUG, exit 4; out40)
             raise RefError(f"{ref.translate(UNDECODABLE)}: no {what} has this name: it holds "
                            "a byte that is not UTF-8, as no recorded name does", unknown=True)

@@ -370,8 +370,8 @@ def emit_json(value: Any) -> None:
     """Print a JSON document on stdout (sorted keys, one line). A float JSON cannot hold (NaN,
     an infinity: a producer's data that skipped validation, read by ``query``) is printed as
     null, and a warning says how many: ``NaN`` is no JSON, and most parsers refuse it. A lone
-    surrogate (a name that is not UTF-8) is printed as messages show it, ``\\xfd`` (`_shown`):
-    its ``\\udcfd`` escape is refused by strict parsers."""
+    surrogate (a name that is not UTF-8) is printed as messages show it, ``\\xfd``
+    (`verify.report_json.strict`): its ``\\udcfd`` escape is refused by strict parsers."""
     try:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except ValueError:
@@ -389,20 +389,10 @@ def emit_json(value: Any) -> None:
         warn(f"{nulled[0]} value(s) that JSON cannot hold (NaN or an infinity) are printed as "
              "null; the output without --json shows them")
     if "\\ud" in text:  # a lone surrogate (a name that is not UTF-8): as messages show it
-        text = json.dumps(_shown(json.loads(text)), sort_keys=True, separators=(",", ":"))
+        from trajledger.verify.report_json import strict
+
+        text = json.dumps(strict(json.loads(text)), sort_keys=True, separators=(",", ":"))
     click.echo(text)
-
-
-def _shown(v: Any) -> Any:
-    """``v`` (a JSON value) with every string's lone surrogates as `_platform.UNDECODABLE`
-    shows them (``\\xfd``), keys too."""
-    from trajledger._platform import UNDECODABLE
-
-    if isinstance(v, str):
-        return v.translate(UNDECODABLE)
-    if isinstance(v, dict):
-        return {_shown(k): _shown(x) for k, x in v.items()}
-    return [_shown(x) for x in v] if isinstance(v, list) else v
 
 
 JSON_OPTION = click.option(

@@ -104,19 +104,28 @@ def _walk(top: Path, listed: os.stat_result) -> Iterator[tuple[Path, str, os.sta
     before its subdirectories'. Each directory is opened relative to its parent's descriptor
     without following a link (``O_NOFOLLOW``) and must be the one its parent listed (rev38:
     ``os.walk`` lists a directory by path, so one swapped for a link after its parent was
-    listed was listed through it, its target's files with their own ``lstat``).
+    listed was listed through it, its target's files with their own ``lstat``). A stack of its
+    own, not a generator a level (rev39: a tree some 1,000 deep was a ``RecursionError``); a
+    descriptor a level, open while the walk is below it.
 
     Raises:
         LedgerError: a link or a special file, a directory that cannot be listed (its files
-            would go unsigned) or is not the one listed.
+            would go unsigned) or is not the one listed, a tree deeper than the descriptors
+            this process may open.
     """
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fds: list[int] = []  # (the open directories, top first)
 
-    def opened(name: str | Path, where: Path, st: os.stat_result, parent: int | None) -> int:
+    def opened(name: str | Path, where: Path, st: os.stat_result) -> None:
+        parent = fds[-1] if fds else None
         try:
             fd = os.open(name, flags, dir_fd=parent)
         except OSError as e:
-            if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            if e.errno == errno.EMFILE:
+                raise LedgerError(f"{where}: cannot list: too many files open: a tree {len(fds)} "
+                                  "directories deep or more, past this process's limit (raise "
+                                  "it: ulimit -n); nothing was signed") from e
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):  # (ENOENT: moved)
                 raise LedgerError(f"{where}: cannot list: {e.strerror}") from e
             with contextlib.suppress(OSError):
                 if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
@@ -126,17 +135,20 @@ def _walk(top: Path, listed: os.stat_result) -> Iterator[tuple[Path, str, os.sta
         if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             if fd >= 0:
                 os.close(fd)
-            raise LedgerError(f"{where}: not the directory listed a moment before (replaced "
-                              "while it was being listed); nothing was signed")
-        return fd
+            raise LedgerError(f"{where}: not the directory listed a moment before (replaced, "
+                              "moved or removed while it was being listed); nothing was signed")
+        fds.append(fd)
 
-    def below(fd: int, where: Path, rel: str) -> Iterator[tuple[Path, str, os.stat_result]]:
+    def entries(where: Path, rel: str) -> tuple[list[tuple[Path, str, os.stat_result]],
+                                                 Iterator[tuple[str, os.stat_result]]]:
+        """The files of the directory last opened, and its subdirectories."""
+        fd = fds[-1]
         try:
             with os.scandir(fd) as it:
                 names = sorted(e.name for e in it)
         except OSError as e:
             raise LedgerError(f"{where}: cannot list: {e.strerror}") from e
-        dirs = []
+        files, dirs = [], []
         for name in names:
             try:
                 fst = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -146,24 +158,34 @@ def _walk(top: Path, listed: os.stat_result) -> Iterator[tuple[Path, str, os.sta
             if stat.S_ISDIR(fst.st_mode):
                 dirs.append((name, fst))
             elif stat.S_ISREG(fst.st_mode):
-                yield path, f"{rel}{name}", fst
+                files.append((path, f"{rel}{name}", fst))
             elif stat.S_ISLNK(fst.st_mode) and path.is_dir():
                 raise LedgerError(f"{path}: is a symbolic link; links are not signed")
             else:
                 kind = "a symbolic link" if stat.S_ISLNK(fst.st_mode) else "not a regular file"
                 raise LedgerError(f"{path}: is {kind}; only regular files are signed")
-        for name, dst in dirs:
-            child = opened(name, where / name, dst, fd)
-            try:
-                yield from below(child, where / name, f"{rel}{name}/")
-            finally:
-                os.close(child)
+        return files, iter(dirs)
 
-    fd = opened(top, top, listed, None)
     try:
-        yield from below(fd, top, "")
+        opened(top, top, listed)
+        files, dirs = entries(top, "")
+        yield from files
+        stack = [(top, "", dirs)]
+        while stack:
+            where, rel, todo = stack[-1]
+            child = next(todo, None)
+            if child is None:
+                stack.pop()
+                os.close(fds.pop())
+                continue
+            name, dst = child
+            opened(name, where / name, dst)
+            files, dirs = entries(where / name, f"{rel}{name}/")
+            yield from files
+            stack.append((where / name, f"{rel}{name}/", dirs))
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
 
 
 def manifest_for(

@@ -25,9 +25,13 @@ When COMMAND's leader exits, whatever it left running in its process group is st
 then SIGKILL after 5 s), so nothing changes its outputs while they are hashed: on Linux waited
 for even when it holds no output pipe (``/proc``, rev37); elsewhere only while it holds one.
 The leader is waited for without being reaped (``waitid(WNOWAIT)``) until then, so its process
-group id cannot be reused by another process meanwhile. A process that left the group
-(``setsid``) and keeps the output pipes open is an error: the digests could not cover its
-output.
+group id cannot be reused by another process meanwhile. On Linux this process is a child
+subreaper (``PR_SET_CHILD_SUBREAPER``) while COMMAND runs, so a process COMMAND started that
+left its group (``setsid``, a daemon's double fork) becomes this process's child once its
+parents have exited, and is stopped in the same way, with a `LeftRunningWarning` (rev39; before,
+it ran on, free to change the outputs being hashed); one still running after SIGKILL refuses
+the run. Elsewhere, a process that left the group and keeps the output pipes open is an error
+(the digests could not cover its output); one that closed them runs on.
 
 Non-scope: what COMMAND is given (``runner.workdir``) and what is recorded (``runner.train``).
 COMMAND runs with the user's rights, unsandboxed (docs/SECURITY.md). POSIX only.
@@ -44,7 +48,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
@@ -54,6 +59,7 @@ from trajledger.ledger.errors import LedgerError
 __all__ = [
     "CommandInterrupted",
     "CommandResult",
+    "LeftRunningWarning",
     "StreamDigest",
     "run_command",
 ]
@@ -72,6 +78,65 @@ _POLL: Final = 0.05
 _PR_SET_PDEATHSIG: Final = 1
 """``prctl`` option (linux/prctl.h): the signal the calling process gets when its parent dies."""
 
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+"""``prctl`` options (linux/prctl.h): orphaned descendants become the caller's children."""
+
+
+class LeftRunningWarning(UserWarning):
+    """Processes COMMAND started outside its process group, left running, were stopped."""
+
+
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl``, or None (another system, or it cannot be found)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+class _Subreaping:
+    """Whether this process is a child subreaper for `run_command` calls (threads may run
+    several), and whether it was made one here (a process that was one already stays one)."""
+
+    lock = threading.Lock()
+    holders = 0
+    made_here = False
+
+
+@contextlib.contextmanager
+def _subreaper() -> Iterator[frozenset[int] | None]:
+    """While COMMAND runs, on Linux, make this process a child subreaper: a process COMMAND
+    started whose parents have exited (``setsid``, a daemon's double fork: it left COMMAND's
+    group) becomes its child, not init's, to be found and stopped (rev39). Yields this
+    process's children at the start (not COMMAND's: `_running`), or None when this process
+    cannot be one (another system: such a process is not looked for, as before). Put back
+    once the last concurrent call ends."""
+    import ctypes
+
+    prctl, held = _prctl(), False
+    with _Subreaping.lock:
+        if prctl is not None and not _Subreaping.holders:
+            was = ctypes.c_int()
+            if not prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0):
+                held = bool(was.value) or not prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+                _Subreaping.made_here = held and not was.value
+        held = held or (prctl is not None and _Subreaping.holders > 0)
+        _Subreaping.holders += held
+    if not held:
+        yield None
+        return
+    try:
+        yield frozenset(p for p, (_s, ppid, _g) in _table().items() if ppid == os.getpid())
+    finally:
+        with _Subreaping.lock:
+            _Subreaping.holders -= 1
+            if not _Subreaping.holders and _Subreaping.made_here and prctl is not None:
+                prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
 
 def _dies_with_us() -> Callable[[], None] | None:
     """On Linux, what the child runs before COMMAND (``preexec_fn``): ``PR_SET_PDEATHSIG``
@@ -82,13 +147,8 @@ def _dies_with_us() -> Callable[[], None] | None:
     The setting belongs to the thread that starts COMMAND: `run_command` waits for COMMAND in
     that thread, so it cannot end first.
     """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
+    prctl = _prctl()
+    if prctl is None:
         return None
     parent, sigterm = os.getpid(), int(signal.SIGTERM)
 
@@ -118,12 +178,14 @@ killed: SIGKILL, the out-of-memory killer) it stops COMMAND's whole group, SIGTE
 after the grace."""
 
 
-def _watch(pgid: int) -> Callable[[], None]:
+def _watch(pgid: int) -> tuple[Callable[[], None], int]:
     """Start a watcher of COMMAND's process group ``pgid`` that outlives this process (its own
     session: a terminal's Ctrl-C or hang-up does not reach it), and return what tells it that
     the group was seen to (rev37: ``PR_SET_PDEATHSIG`` reaches the leader only, and a shell or
     a launcher that does not pass SIGTERM on left its workers running, writing to an output
-    directory the next run makes again). No watcher when none can be started (as before)."""
+    directory the next run makes again), and its pid. No watcher when none can be started (as
+    before). One that does not end within the grace once told (COMMAND stopped it: SIGSTOP) is
+    killed: it held trajledger for ever (rev38's Left)."""
     try:
         watcher = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid), str(STRAGGLER_GRACE)],
@@ -131,16 +193,20 @@ def _watch(pgid: int) -> Callable[[], None]:
             start_new_session=True, close_fds=True,
         )
     except OSError:
-        return lambda: None
+        return lambda: None, -1
 
     def dismiss() -> None:
         assert watcher.stdin is not None
         with contextlib.suppress(OSError):
             watcher.stdin.write(b"x")
             watcher.stdin.close()
-        watcher.wait()
+        try:
+            watcher.wait(STRAGGLER_GRACE)
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            watcher.wait()
 
-    return dismiss
+    return dismiss, watcher.pid
 
 
 _CHUNK: Final = 1 << 16
@@ -248,26 +314,55 @@ def _exited(pid: int) -> bool:
     return info is not None
 
 
-def _left_in(pgid: int, leader: int) -> bool:
-    """Whether a live process other than ``leader`` (exited, not reaped) is in process group
-    ``pgid``: Linux's ``/proc`` (a zombie's threads looked at: `_threads_live`); elsewhere
-    False (what holds no pipe is not waited for)."""
+def _table() -> dict[int, tuple[bytes, int, int]]:
+    """Each process in ``/proc`` (Linux): its state, parent and process group; empty elsewhere.
+    The state is parsed after the last ``)``, which a renamed command cannot move."""
+    table: dict[int, tuple[bytes, int, int]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
-        return False
+        return table
     for name in names:
-        if not name.isdigit() or int(name) == leader:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # (ended meanwhile)
-        state, _ppid, group = stat[stat.rfind(b")") + 2:].split()[:3]
-        if int(group) == pgid and (state not in (b"Z", b"X") or _threads_live(name)):
-            return True
-    return False
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue  # (ended meanwhile)
+            state, ppid, group = stat[stat.rfind(b")") + 2:].split()[:3]
+            table[int(name)] = (state, int(ppid), int(group))
+    return table
+
+
+def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, str]:
+    """The live processes COMMAND left, each ``group``, ``left`` or ``below``: those of group
+    ``pgid`` but ``leader`` (exited, not reaped); with a subreaper (``known``: this process's
+    children before COMMAND and those it started), its children that are none of those and not
+    in its own process group (``left``: processes of COMMAND's that left its group, orphaned
+    here), and their descendants (``below``). A zombie counts as live while one of its threads runs
+    (`_threads_live`); one that is this process's child is reaped (it came here as an orphan).
+    Linux (``/proc``); elsewhere nothing (what holds no pipe is not waited for)."""
+    table, me, own = _table(), os.getpid(), os.getpgrp()
+    found = {p: "group" for p, (_s, _pp, g) in table.items() if g == pgid and p != leader}
+    if known is not None:
+        children: dict[int, list[int]] = {}
+        for p, (_s, pp, _g) in table.items():
+            children.setdefault(pp, []).append(p)
+        stack = [p for p in children.get(me, ()) if p not in known and table[p][2] != own]
+        while stack:
+            p = stack.pop()
+            if p not in found:
+                found[p] = "left" if table[p][1] == me else "below"
+                stack.extend(children.get(p, ()))
+    live = {}
+    for p, where in found.items():
+        state, ppid, _g = table[p]
+        if state not in (b"Z", b"X") or _threads_live(str(p)):
+            live[p] = where
+        elif known is not None and ppid == me and p not in known:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(p, os.WNOHANG)
+    return live
 
 
 def _threads_live(pid: str) -> bool:
@@ -327,6 +422,13 @@ def run_command(
     if not argv:
         raise LedgerError("no command given: put it after '--' (trajledger train ... -- COMMAND)")
     out = echo or _stderr_echo()
+    with _subreaper() as known:
+        return _run(argv, env, cwd, keep_logs, out, known)
+
+
+def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_logs: Path | None,
+         out: Callable[[bytes], None], known: frozenset[int] | None) -> CommandResult:
+    """`run_command`'s steps, this process a subreaper when ``known`` (its children before)."""
     # (1)
     started = time.time()
     try:
@@ -348,7 +450,8 @@ def run_command(
         ) from e
     assert proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
-    dismiss = _watch(pgid)
+    dismiss, watcher = _watch(pgid)
+    known = None if known is None else known | {proc.pid, watcher}
     interrupted: list[tuple[int, float]] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -369,7 +472,7 @@ def run_command(
             _Stream(proc.stderr, out, keep_logs / "stderr.log" if keep_logs else None),
         ]
         # (2)
-        _pump(proc.pid, pgid, streams, interrupted)
+        left = _pump(proc.pid, pgid, streams, interrupted, known)
     except BaseException:
         _signal_group(pgid, signal.SIGKILL)
         dismiss()
@@ -384,25 +487,34 @@ def run_command(
     dismiss()  # (before the leader is reaped: its group's id is not reused until then)
     returncode = proc.wait()
     digests = [s.close() for s in streams]
+    if left:
+        warnings.warn(f"stopped {len(left)} process(es) the command left running outside its "
+                      f"process group: {', '.join(left)}; a process the command starts does not "
+                      "outlive it (docs/trainers.md)", LeftRunningWarning, stacklevel=3)
     if interrupted:
         raise CommandInterrupted(interrupted[0][0])
     return CommandResult(tuple(argv), returncode, digests[0], digests[1], started, time.time())
 
 
-def _pump(
-    pid: int, pgid: int, streams: list[_Stream], interrupted: list[tuple[int, float]]
-) -> None:
-    """Copy output until both pipes close and the leader has exited; police the group."""
+def _pump(pid: int, pgid: int, streams: list[_Stream], interrupted: list[tuple[int, float]],
+          known: frozenset[int] | None) -> list[str]:
+    """Copy output until both pipes close and the leader has exited; police the group, and
+    (``known``: a subreaper) the processes that left it. Returns those stopped that had left
+    it (``PID (name)``; not what they started in turn)."""
     sel = selectors.DefaultSelector()
     for s in streams:
         sel.register(s.fd, selectors.EVENT_READ, s)
     exited_at: float | None = None
     stage = 0  # after the leader's exit: 0 nothing sent, 1 SIGTERM sent, 2 SIGKILL sent
     killed = False
+    left: dict[int, str] = {}
+    sent: dict[int, int] = {}  # (a process that left the group: the last signal sent it)
+    escaped: dict[int, str] = {}
     try:
         # Until the pipes close, the leader exits and (Linux) what it left in its group, which
-        # holds the pipes no more (its output elsewhere) and ignores SIGTERM, is killed (rev37).
-        while sel.get_map() or exited_at is None or (stage and _left_in(pgid, pid)):
+        # holds the pipes no more (its output elsewhere) and ignores SIGTERM, is killed (rev37),
+        # and what left the group (rev39).
+        while sel.get_map() or exited_at is None or left:
             if sel.get_map():
                 for key, _ in sel.select(timeout=_POLL):
                     stream: _Stream = key.data
@@ -415,22 +527,47 @@ def _pump(
                 _signal_group(pgid, signal.SIGKILL)
                 killed = True
             if exited_at is None:
-                if _exited(pid):
-                    exited_at = now
-                    _signal_group(pgid, signal.SIGTERM)
-                    stage = 1
-                continue
-            if stage == 1 and now - exited_at > STRAGGLER_GRACE:
+                if not _exited(pid):
+                    continue
+                exited_at = now
+                _signal_group(pgid, signal.SIGTERM)
+                stage = 1
+            elif stage == 1 and now - exited_at > STRAGGLER_GRACE:
                 _signal_group(pgid, signal.SIGKILL)
                 stage = 2
             elif stage == 2 and now - exited_at > 2 * STRAGGLER_GRACE:
-                if not sel.get_map():
-                    break  # (killed: one in an uninterruptible wait ends as it returns)
-                raise LedgerError(
-                    "the command exited, but a process it started outside its process group "
-                    "still holds its standard output or error open, so their digests cannot "
-                    "be complete; nothing was recorded (stop that process, or start it with "
-                    "its output redirected)"
-                )
+                if sel.get_map():
+                    raise LedgerError(
+                        "the command exited, but a process it started outside its process "
+                        "group still holds its standard output or error open, so their digests "
+                        "cannot be complete; nothing was recorded (stop that process, or start "
+                        "it with its output redirected)"
+                    )
+                if any(where != "group" for where in left.values()):
+                    raise LedgerError(
+                        "the command exited, but a process it started outside its process "
+                        "group still runs after SIGKILL (" + ", ".join(
+                            f"{p} ({_name(p)})" for p, w in left.items() if w != "group")
+                        + "), and could change its outputs; nothing was recorded (stop it, "
+                        "and run again)")
+                break  # (killed: one in an uninterruptible wait ends as it returns)
+            left = _running(pgid, pid, known)
+            signum = signal.SIGTERM if stage == 1 else signal.SIGKILL
+            for p in (p for p, w in left.items() if w != "group" and sent.get(p) != signum):
+                if left[p] == "left":
+                    escaped.setdefault(p, f"{p} ({_name(p)})")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p, signum)
+                sent[p] = signum
     finally:
         sel.close()
+    return list(escaped.values())
+
+
+def _name(pid: int) -> str:
+    """A process's command name (``/proc/PID/comm``), or ``?``."""
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().strip().decode("utf-8", "replace")
+    except OSError:
+        return "?"

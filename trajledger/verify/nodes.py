@@ -2,7 +2,8 @@
 
 Scope: `Status` (of a check, a node or a record) and its values, `Direction`, `Check`, `Node` (an
 artifact, the log, or a decision, with its checks), `Edge`; `HIDDEN`, the escapes of every line a
-report renders; `short`, a digest cut for a message. Pure data: no I/O, no evidence, no policy.
+report renders, and `UNDECODABLE`, those of a lone surrogate; `short`, a digest cut for a
+message. Pure data: no I/O, no evidence, no policy.
 Non-scope: the graph and its verdict, causes and forms (``verify.report``, ``verify.blame``,
 ``verify.report_json``), which stand above this module and read these types.
 """
@@ -15,8 +16,8 @@ from enum import StrEnum
 
 from .kinds import KINDS
 
-__all__ = ["ERASED", "FAIL", "HIDDEN", "INFO", "NAMED", "OK", "Check", "Direction", "Edge",
-           "Node", "Status", "short"]
+__all__ = ["ERASED", "FAIL", "HIDDEN", "INFO", "NAMED", "OK", "UNDECODABLE", "Check", "Direction",
+           "Edge", "Node", "Status", "short"]
 
 
 class Status(StrEnum):
@@ -38,14 +39,21 @@ class Direction(StrEnum):
 
 OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
 
+# Each lone surrogate as text any strict parser and UTF-8 encoder takes: the one ``os.fsdecode``
+# makes of a byte that is not UTF-8 (a file name made under ``LANG=C``) as that byte, ``\xfd``,
+# as ``backslashreplace`` shows bytes; any other as ``\udXXX``. The one table (rev39: there were
+# three) of every line a report renders (`HIDDEN`), the verifier's ``--json``
+# (``verify.report_json``), and trajledger's messages and ``--json`` (docs/cli.md, "Names that
+# are not UTF-8"; out41).
+UNDECODABLE = {c: f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c < 0xDD00 else f"\\u{c:04x}"
+               for c in range(0xD800, 0xE000)}
+
 # Escaped (as ``\u001b``) in every line a report renders: control characters, NEL, line and
 # paragraph separators and bidirectional controls. A signer chooses names, licences and reasons:
 # none may erase, redraw, break or reorder what a reader sees (the lines' own breaks remain).
-# And a byte that is not UTF-8 in a file's name (``os.fsdecode``'s lone surrogate) as ``\xfd``,
-# as ``trajledger`` writes it (``_platform.UNDECODABLE``; docs/cli.md; out41).
+# And a lone surrogate as `UNDECODABLE` shows it.
 HIDDEN = {c: f"\\u{c:04x}" for c in (*range(32), *range(127, 160), 0x61C, 0x200E, 0x200F,
-                                      *range(0x2028, 0x202F), *range(0x2066, 0x206A))} | {
-    c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)}
+                                      *range(0x2028, 0x202F), *range(0x2066, 0x206A))} | UNDECODABLE
 
 
 class _Named(dict[int, str]):

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .marks import Mark
     from .nodes import Check, Direction, Edge, Node, Status
 
-__all__ = ["REPORT_FORMAT", "Graph", "dumps", "report_json"]
+__all__ = ["REPORT_FORMAT", "Graph", "dumps", "report_json", "strict"]
 
 
 class Graph(Protocol):
@@ -82,20 +82,18 @@ def report_json(report: Graph, lineage: Mapping[str, Status]) -> dict[str, Any]:
     }
 
 
-_UNDECODABLE = {c: f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c < 0xDD00 else f"\\u{c:04x}"
-                for c in range(0xD800, 0xE000)}
-"""Each lone surrogate as text strict parsers take: the one ``os.fsdecode`` makes of a byte that
-is not UTF-8 as that byte, ``\\xfd``; any other as ``\\udXXX`` (``_platform.UNDECODABLE``, which
-a copy of ``verify/`` cannot import)."""
+def strict(value: Any) -> Any:
+    """``value`` (a JSON value) with each string's lone surrogates, keys' too, as
+    `verify.nodes.UNDECODABLE` shows them (``\\xfd``): what `dumps` and ``trajledger``'s
+    ``--json`` (``ledger.clikit.emit_json``) print (rev39: one walk, one table)."""
+    from .nodes import UNDECODABLE
 
-
-def _strict(value: Any) -> Any:
     if isinstance(value, str):
-        return value.translate(_UNDECODABLE)
+        return value.translate(UNDECODABLE)
     if isinstance(value, list):
-        return [_strict(v) for v in value]
+        return [strict(v) for v in value]
     if isinstance(value, dict):
-        return {_strict(k): _strict(v) for k, v in value.items()}
+        return {strict(k): strict(v) for k, v in value.items()}
     return value
 
 
@@ -106,5 +104,5 @@ def dumps(doc: Mapping[str, Any]) -> str:
     escape ``"b\\udcfdx"``, which strict parsers (Go's, Rust's serde_json) refuse or replace
     (out41). The document is walked only when its text holds ``\\ud``."""
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    return text if "\\ud" not in text else json.dumps(_strict(doc), sort_keys=True,
+    return text if "\\ud" not in text else json.dumps(strict(doc), sort_keys=True,
                                                       separators=(",", ":"))

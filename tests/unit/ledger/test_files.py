@@ -188,3 +188,72 @@ def test_manifest_for_unreadable_file(make_tree: MakeTree) -> None:
 )
 def test_media_type_for(name: str, media_type: str) -> None:
     assert media_type_for(name) == media_type
+
+
+def test_a_tree_deeper_than_pythons_recursion_limit_is_listed(tmp_path: Path) -> None:
+    """rev39: the walk nested one generator a level, so a tree some 1,000 directories deep (a
+    loop of `mkdir -p` gone wrong, an archive unpacked into itself) stopped `sign` and
+    `attest` with `BUG: RecursionError`, exit 4. The walk keeps its own stack."""
+    top = where = tmp_path / "top"
+    top.mkdir()
+    for _ in range(1200):
+        os.mkdir(where := where / "d")  # (one level at a time: short paths)
+    (where / "f").write_bytes(b"x")
+    try:
+        files = collect_files([top])
+        assert list(files) == ["d/" * 1200 + "f"]
+        assert files["d/" * 1200 + "f"].read_bytes() == b"x"
+    finally:  # (pytest's clean-up of its temporary directories recurses: not this deep)
+        (where / "f").unlink()
+        while where != top:
+            where.rmdir()
+            where = where.parent
+
+
+def test_a_tree_deeper_than_the_descriptors_allowed_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev39: each level holds its directory open (rev38: opened relative to its parent): a
+    tree deeper than ``ulimit -n`` allows is an operational error that says which limit."""
+    import errno
+
+    opened = os.open
+    depth = [0]
+
+    def few(path: Any, flags: int, *args: Any, **kw: Any) -> int:
+        if flags & os.O_DIRECTORY:
+            depth[0] += 1
+            if depth[0] > 5:
+                raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return opened(path, flags, *args, **kw)
+
+    where = tmp_path / "top"
+    for _ in range(8):
+        os.makedirs(where := where / "d")
+    (where / "f").write_bytes(b"x")
+    monkeypatch.setattr(os, "open", few)
+    with pytest.raises(LedgerError, match=r"/d: cannot list: too many files open: a tree 5 "
+                                          r"directories deep or more, past this process's limit "
+                                          r"\(raise it: ulimit -n\); nothing was signed"):
+        collect_files([tmp_path / "top"])
+
+
+def test_a_directory_moved_away_between_listing_and_opening_says_so(
+    make_tree: MakeTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev39: a subdirectory renamed (or removed) after its parent was listed, before it was
+    opened, said ``cannot list: No such file or directory``, as if the user had named a
+    missing path; it is the race rev38 refuses for a swap, and says so."""
+    root = make_tree({"a": "a", "sub/f": "f"})
+    real_open = os.open
+
+    def moved(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        if path == "sub" and kw.get("dir_fd") is not None:
+            (root / "sub").rename(root / "elsewhere")
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(os, "open", moved)
+    with pytest.raises(LedgerError, match=r"/sub: not the directory listed a moment before "
+                                          r"\(replaced, moved or removed while it was being "
+                                          r"listed\); nothing was signed$"):
+        collect_files([root])

@@ -8,6 +8,7 @@ what `run_command` must do.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -262,3 +263,80 @@ def _within(seconds: float, done: Callable[[], bool]) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+@pytest.mark.parametrize("how", ["setsid", "setpgid"])
+def test_a_process_that_left_the_group_is_stopped_too(tmp_path: Path, how: str) -> None:
+    """rev38's Left: a process COMMAND started that leaves its process group (``setsid``, a
+    daemon's double fork) and ignores SIGTERM, its output elsewhere, ran on after
+    `run_command` returned, free to change the outputs being hashed. trajledger is a child
+    subreaper while COMMAND runs: such a process, orphaned, becomes its child, and is stopped
+    as the group's stragglers are (SIGTERM, SIGKILL at the grace's end), with a warning."""
+    pidfile = tmp_path / "escaped.pid"
+    leave = "os.setsid()" if how == "setsid" else "os.setpgid(0, 0)"
+    escaped = textwrap.dedent(
+        f"""
+        import os, signal, sys, time
+        {leave}
+        if os.fork():  # (the daemon's double fork: its parent exits, it is orphaned)
+            os._exit(0)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid()))
+        os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r})
+        time.sleep(600)
+        """
+    )
+    with pytest.warns(UserWarning, match=r"stopped 1 process\(es\) the command left running "
+                                         r"outside its process group: \d+ \(python"):
+        pid = _leave_behind(escaped, pidfile)
+    alive = not _gone(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the process that left COMMAND's group still runs"
+    with contextlib.suppress(ChildProcessError):  # (reaped already: it was this process's)
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0), "it was left a zombie"
+
+
+WATCHER = b"sys.stdin.buffer.read(1)"
+"""A part of the watcher's command line (``runner.command``'s program)."""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_a_watcher_stopped_by_the_command_does_not_hold_trajledger(tmp_path: Path) -> None:
+    """rev38's Left: COMMAND can find trajledger's watcher (a child of its parent) and stop it
+    (SIGSTOP): `run_command` then waited for it for ever once COMMAND had exited. The watcher
+    gets the grace, then SIGKILL. (Only the watcher is stopped: this test process may have other
+    children.)"""
+    stop = textwrap.dedent(
+        f"""
+        import os, signal
+        me, parent = os.getpid(), os.getppid()
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            if int(name) == me:  # (its own command line holds the watcher's words too)
+                continue
+            try:
+                stat = open(f"/proc/{{name}}/stat", "rb").read()
+                argv = open(f"/proc/{{name}}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2:].split()[1]) == parent and {WATCHER!r} in argv:
+                os.kill(int(name), signal.SIGSTOP)
+        """
+    )
+    done: list[int] = []
+    thread = threading.Thread(target=lambda: done.append(run_command(
+        [sys.executable, "-c", stop], env=_env(), echo=lambda b: None).returncode), daemon=True)
+    thread.start()
+    thread.join(120)
+    held = thread.is_alive()
+    if held:  # (let it go: the stopped watcher continued)
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+                if int(stat[stat.rfind(b")") + 2:].split()[1]) == os.getpid() and \
+                        WATCHER in Path(f"/proc/{name}/cmdline").read_bytes():
+                    os.kill(int(name), signal.SIGCONT)
+        thread.join(30)
+    assert not held, "run_command waited for the stopped watcher"
+    assert done == [0]
