@@ -52,7 +52,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, ClassVar, Final
 
 from trajledger.ledger.errors import LedgerError
 
@@ -100,11 +100,15 @@ def _prctl() -> Callable[..., int] | None:
 
 class _Subreaping:
     """Whether this process is a child subreaper for `run_command` calls (threads may run
-    several), and whether it was made one here (a process that was one already stays one)."""
+    several), and whether it was made one here (a process that was one already stays one);
+    ``started``: the COMMANDs and watchers of the calls running, none of which another call
+    takes for a process that left its group (each started and registered, or scanned for, under
+    ``lock``: a concurrent call's scan sees it registered or not yet started)."""
 
     lock = threading.Lock()
     holders = 0
     made_here = False
+    started: ClassVar[set[int]] = set()
 
 
 @contextlib.contextmanager
@@ -342,13 +346,16 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, 
     here), and their descendants (``below``). A zombie counts as live while one of its threads runs
     (`_threads_live`); one that is this process's child is reaped (it came here as an orphan).
     Linux (``/proc``); elsewhere nothing (what holds no pipe is not waited for)."""
-    table, me, own = _table(), os.getpid(), os.getpgrp()
+    with _Subreaping.lock:  # (another call's COMMAND registered, or not yet started)
+        table, others = _table(), frozenset(_Subreaping.started)
+    me, own = os.getpid(), os.getpgrp()
     found = {p: "group" for p, (_s, _pp, g) in table.items() if g == pgid and p != leader}
     if known is not None:
         children: dict[int, list[int]] = {}
         for p, (_s, pp, _g) in table.items():
             children.setdefault(pp, []).append(p)
-        stack = [p for p in children.get(me, ()) if p not in known and table[p][2] != own]
+        stack = [p for p in children.get(me, ())
+                 if p not in known and p not in others and table[p][2] != own]
         while stack:
             p = stack.pop()
             if p not in found:
@@ -359,7 +366,7 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, 
         state, ppid, _g = table[p]
         if state not in (b"Z", b"X") or _threads_live(str(p)):
             live[p] = where
-        elif known is not None and ppid == me and p not in known:
+        elif known is not None and ppid == me and p not in known and p not in others:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(p, os.WNOHANG)
     return live
@@ -422,17 +429,38 @@ def run_command(
     if not argv:
         raise LedgerError("no command given: put it after '--' (trajledger train ... -- COMMAND)")
     out = echo or _stderr_echo()
+    mine: list[int] = []
     with _subreaper() as known:
-        return _run(argv, env, cwd, keep_logs, out, known)
+        try:
+            return _run(argv, env, cwd, keep_logs, out, known, mine)
+        finally:
+            with _Subreaping.lock:
+                _Subreaping.started.difference_update(mine)
 
 
 def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_logs: Path | None,
-         out: Callable[[bytes], None], known: frozenset[int] | None) -> CommandResult:
-    """`run_command`'s steps, this process a subreaper when ``known`` (its children before)."""
+         out: Callable[[bytes], None], known: frozenset[int] | None, mine: list[int]
+         ) -> CommandResult:
+    """`run_command`'s steps, this process a subreaper when ``known`` (its children before);
+    COMMAND's and its watcher's pids are put in ``mine`` and `_Subreaping.started`."""
     # (1)
     started = time.time()
+    with _Subreaping.lock:
+        proc = _start(argv, env, cwd)
+        dismiss, watcher = _watch(proc.pid)
+        mine += (proc.pid, watcher)
+        _Subreaping.started.update(mine)
+    assert proc.stdout is not None and proc.stderr is not None
+    pgid = proc.pid
+    known = None if known is None else known | {proc.pid, watcher}
+    return _watched(argv, proc, pgid, dismiss, known, keep_logs, out, started)
+
+
+def _start(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
+           ) -> subprocess.Popen[bytes]:
+    """COMMAND started in a process group of its own, its output piped."""
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -448,10 +476,14 @@ def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_log
             f"command {argv[0]!r}: cannot be started: {e.strerror or e}"
             + ("; is it installed and on PATH?" if isinstance(e, FileNotFoundError) else "")
         ) from e
+
+
+def _watched(argv: Sequence[str], proc: subprocess.Popen[bytes], pgid: int,
+             dismiss: Callable[[], None], known: frozenset[int] | None,
+             keep_logs: Path | None, out: Callable[[bytes], None], started: float
+             ) -> CommandResult:
+    """`run_command` from COMMAND started: its output copied and digested, its group policed."""
     assert proc.stdout is not None and proc.stderr is not None
-    pgid = proc.pid
-    dismiss, watcher = _watch(pgid)
-    known = None if known is None else known | {proc.pid, watcher}
     interrupted: list[tuple[int, float]] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -490,7 +522,7 @@ def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_log
     if left:
         warnings.warn(f"stopped {len(left)} process(es) the command left running outside its "
                       f"process group: {', '.join(left)}; a process the command starts does not "
-                      "outlive it (docs/trainers.md)", LeftRunningWarning, stacklevel=3)
+                      "outlive it (docs/trainers.md)", LeftRunningWarning, stacklevel=4)
     if interrupted:
         raise CommandInterrupted(interrupted[0][0])
     return CommandResult(tuple(argv), returncode, digests[0], digests[1], started, time.time())

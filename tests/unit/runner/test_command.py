@@ -18,6 +18,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -340,3 +341,32 @@ def test_a_watcher_stopped_by_the_command_does_not_hold_trajledger(tmp_path: Pat
         thread.join(30)
     assert not held, "run_command waited for the stopped watcher"
     assert done == [0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_two_commands_at_once_leave_each_other_alone(tmp_path: Path) -> None:
+    """The lead, at rev39's merge: with two `run_command` calls in threads, the first to end
+    took the second's COMMAND and watcher (children of this process in groups of their own) for
+    processes that had left its group: it killed them and reaped the COMMAND, whose
+    ``returncode`` then read 0 though it never finished. Each call now leaves the COMMANDs and
+    watchers of the others alone."""
+    results: dict[str, tuple[int, list[str]]] = {}
+
+    def run(name: str, delay: float, seconds: float) -> None:
+        time.sleep(delay)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            code = run_command(
+                [sys.executable, "-c", f"import time; time.sleep({seconds}); "
+                 f"open({str(tmp_path / name)!r}, 'w').write('done')"],
+                env=_env(), echo=lambda b: None).returncode
+        results[name] = (code, [str(w.message) for w in seen])
+
+    threads = [threading.Thread(target=run, args=("first", 0, 1)),
+               threading.Thread(target=run, args=("second", 0.5, 3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == {"first": (0, []), "second": (0, [])}
+    assert (tmp_path / "second").read_text() == "done", "the second command was stopped"
