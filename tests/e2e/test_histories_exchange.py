@@ -2310,17 +2310,21 @@ def relay(run: Run, s: Step, size: int) -> tuple[bool, str]:
                                 approvals=[[size, "lab", False]])
             m.buyer["lc1"] = Art("lc1", "checkpoint", dataset="l1", digest=m.lab["lc1"].digest,
                                  index=size + 1, score=score_of(b, m.lab["lc1"].digest))
-            m.unread = m.unread or new
+            # hist42 (vend41 finding 2): the vendor's approver, an approver here too (R14),
+            # signed its policies, which every read of its log takes in: its log is marked for
+            # every record another log brings (``l1``, ``lc1``), the batch held here or not
+            marks = new or bool(m.applied)
+            m.unread = m.unread or marks
             m.relayed[x] = m.relayed.get(x, new)
             taken = m.declared is not None and m.declared < m.applied  # R15 (rev24 finding 1)
             if new and m.stolen(x) and taken and "declares compromised" not in r.stderr:
                 run.problems.append(f"lrelay: the vendor's {x}, signed since the compromise the "
                                     f"buyer took in, unnamed:\n{r.stderr[-600:]}")
-            if (UNREAD in r.stderr) != new:
+            if (UNREAD in r.stderr) != marks:
                 run.problems.append(f"lrelay: the vendor's {x} {'new' if new else 'held'} here, "
                                     f"the import's lines:\n{r.stderr[-600:]}")
             late = run.root / f"late-{len(run.ran)}.tar.zst"
-            if new and v.cli("export", "--updates-since", str(m.applied), "--out",
+            if marks and v.cli("export", "--updates-since", str(m.applied), "--out",
                              late).exit_code == 0:
                 r2 = b.cli("import", late, "--key", "approver")  # (R35 too: hist40 finding 5)
                 if r2.exit_code != 1 or "where it must be read from again" not in r2.stderr:
@@ -3334,7 +3338,7 @@ def test_a_key_compromise_after_a_relay_of_a_batch_held_from_the_vendor_is_a_war
     run = run_history(tmp_path / "h", steps)
     assert all(r.endswith("-> ok") for r in run.ran) and run.problems == [], run.ran
     out = tmp_path / "update.tar.zst"
-    run.vendor.run("export", "--updates-since", str(run.model.applied), "--out", out)
+    run.vendor.run("export", "--updates-since", str(run.model.since), "--out", out)  # (0: marked)
     r = run.buyer.cli("import", out, "--key", "approver")
     assert r.exit_code == 0 and "NOTE: ignored: key compromise" in r.stderr, r.stderr
     assert re.search(r"WARNING: .*rollout-batch v1 .*\[\[revoked_keys\]\]", r.stderr), r.stderr
