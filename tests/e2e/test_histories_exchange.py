@@ -390,7 +390,10 @@ test_histories_agree.py's withdrawal of an approval):
   the policy in force refuses, so ``lrelay`` is refused after it; before it, what the relay
   brought fails from the marking's index on as any vendor record), the vendor's compromise
   (R15: what the relay brought is not revoked for it) and a sale back; and in three in ten a
-  relay of a batch the buyer holds already from the vendor (nothing marked, no line).
+  relay of a batch the buyer holds already from the vendor. hist42 (vend41 finding 2): that one
+  marks the vendor's log unread too, for ``l1`` and ``lc1``: the vendor's approver, an approver
+  here (R14), signed the vendor's policies, which every read of its log takes in, so the log's
+  keys hold an approver here, and it is marked for every record another log brings.
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -1185,7 +1188,7 @@ LAB, PASSED, HELD = 0.5, 0.7, 0.3
 (`relayed`; hist40: without a marking, a compromise or a sale back; hist41: with them too), of
 those in which the vendor revokes or erases it and the buyer applies its log past that first,
 and (hist41, a stream of its own) of those in which the batch relayed is one the buyer holds
-already from the vendor (no mark)."""
+already from the vendor (the log marked all the same: hist42, vend41 finding 2)."""
 
 
 def relayed(rnd: random.Random, steps: list[Step], held: random.Random | None = None
@@ -1199,7 +1202,8 @@ def relayed(rnd: random.Random, steps: list[Step], held: random.Random | None = 
     before any ship of it; then, in eight in ten, ``bwatch``, ``monitor`` or ``update``
     (gap39's case: docs/third-party.md, the vendor's log marked unread). hist41: with the
     buyer's marking, the vendor's compromise and a sale back too, and in three in ten (drawn
-    from ``held``) the batch is one a ship brought the buyer before the relay (no mark)."""
+    from ``held``) the batch is one a ship brought the buyer before the relay (a mark all the
+    same: `relay`)."""
     same = {s.args[0] for s in steps if s.op == "bsame"}  # (R34's own records: not these)
     made = {s.args[0]: i for i, s in enumerate(steps) if s.op == "vrecord" and len(s.args) > 3
             and s.args[0] not in {"v0", *same} and s.args[2] not in TEXT_VARIANTS
@@ -1382,8 +1386,9 @@ class Model:
     lab_named: bool = False
     """R36: the buyer's policy in force names the lab's keys and log (``blab``)."""
     unread: bool = False
-    """R36: the lab's bundle brought a vendor record after the buyer applied the vendor's log:
-    the log is marked unread, its size applied counts as 0 until a read from its first entry."""
+    """R36: the lab's bundle brought records after the buyer applied the vendor's log (any:
+    hist42, vend41 finding 2): the log is marked unread, its size applied counts as 0 until a
+    read from its first entry."""
     relayed: dict[str, bool] = field(default_factory=dict)
     """R36 with R15 (hist41): the vendor's batches the lab's bundle brought here (True: first,
     not held before): a key compromise the vendor declares stops them no more
@@ -2270,9 +2275,11 @@ def relay(run: Run, s: Step, size: int) -> tuple[bool, str]:
     ``lab.example/log``) imports the vendor's batch, makes a train set of it (``l1``), approves
     it and trains ``lc1`` on it; ``blab``, the buyer's approver sets a successor naming the
     lab's producer, approver and trainer keys and its log; ``lrelay``, the lab exports
-    ``lc1`` and the buyer imports it. An import that brings the vendor's batch the buyer did
-    not hold says the vendor's log is unread (`UNREAD`), and an update of that log since the
-    size applied is then refused (``--updates-since 0`` asked); the model's follows."""
+    ``lc1`` and the buyer imports it. An import after the buyer applied some of the vendor's
+    log (or one that brings the vendor's batch the buyer did not hold) says the vendor's log
+    is unread (`UNREAD`: hist42, its keys hold an approver here), and an update of that log
+    since the size applied is then refused (``--updates-since 0`` asked); the model's
+    follows."""
     m, v, b = run.model, run.vendor, run.buyer
     if run.lab is None:
         run.lab = Side(run.root, "lab")
