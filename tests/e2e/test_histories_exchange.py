@@ -2633,7 +2633,14 @@ release under ``max_drop`` is `test_a_release_is_refused_for_a_real_drop_only`'s
 hist32 they run without hist32's steps (``new`` False), as hist30 ran them. hist33 left 767
 out to pay for its hand histories: its marking is `test_the_buyers_own_compromise_marking`'s
 (a marking after training, a ship refused after it), its release under ``max_drop`` the
-drop test's."""
+drop test's. hist42 (what they reach today, run and read: the generator changed under them):
+331 declares the vendor's key compromised after the buyer's last import and trains three
+checkpoints, evaluates and releases without taking the declaration in (its newest bundles,
+R15's vendor side, judge it); 376 trains one checkpoint, withdraws its approval, takes ``v1``'s
+revocation in by ``monitor`` and by an update and evaluates nothing. R15 at the buyer and R17's
+release on two suites are `test_a_release_on_two_suites_then_the_vendors_key_compromise_taken_in`'s.
+15 trains two checkpoints, evaluates and releases and then takes in the revocation that fails
+them; 16 trains nothing: a revocation taken in, then a revocation and an erasure not."""
 CI_NEW: tuple[int, ...] = ()
 """The histories with hist32's steps too (R21 to R23) CI runs: none; the hand histories
 `test_contamination_rules_across_organisations` and `test_a_sealed_suite_across_organisations`
@@ -2700,6 +2707,35 @@ def test_the_buyers_own_compromise_marking(tmp_path: Path) -> None:
     assert [r.split(" -> ")[1][:7] for r in run.ran[-4:]] == ["ok", "refused", "ok", "ok"], run.ran
     m = run.model
     assert (m.checkpoint_ok("c1"), m.checkpoint_ok("c2"), m.batch_ok("v1")) == (True, False, True)
+    assert judge_history(run) == []
+
+
+def test_a_release_on_two_suites_then_the_vendors_key_compromise_taken_in(
+        tmp_path: Path) -> None:
+    """R15 at the buyer, R17 (hist42): no CI seed reaches them any more (with today's generator
+    331 declares the vendor's key compromised but the buyer never takes it in, and 376, with two
+    suites, evaluates nothing: `CI_EXTRA`). The buyer trains ``c1`` on ``v1`` and requires two
+    suites: a release with ``suite@1``'s evaluation only is refused (``r0``), one with both
+    done (``r1``, which ``verify`` accepts). The vendor then declares ``vendor`` compromised
+    since ``v1``'s record, and the update that takes the successor in revokes here what the key
+    signed since (``v1`` and the suites' batches): ``c1``, both evaluations and ``r1`` fail.
+    Every path agrees with the model."""
+    steps = [Step("two_suites"), *(Step("vrecord", (f"v{i}", 0)) for i in (1, 2, 3)),
+             *(Step("ship", (f"v{i}",)) for i in (1, 2, 3)),
+             Step("bdataset", ("suite", ("v2",), "holdout")),
+             Step("bdataset", ("suite2", ("v3",), "holdout")),
+             Step("bdataset", ("d1", ("v1",), "train")), Step("bapprove", ("d1",)),
+             Step("btrain", ("c1", "d1", None)), Step("beval", ("e1", "c1")),
+             Step("brelease", ("r0", "c1")), Step("beval", ("e2", "c1", "suite2")),
+             Step("brelease", ("r1", "c1"))]
+    run = run_history(tmp_path / "h", steps)
+    refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
+    assert refused == ["brelease(r0, c1)"] and not run.problems, run.ran
+    m = run.model
+    assert run.buyer.cli("verify", m.buyer["r1"].digest).exit_code == 0 and m.release_ok("r1")
+    replay(run, [Step("vcompromise", ("v1",)), Step("update")])
+    assert all(r.endswith("-> ok") for r in run.ran[-2:]), run.ran
+    assert m.stolen_here == {"v1", "v2", "v3"} and not m.release_ok("r1"), m.stolen_here
     assert judge_history(run) == []
 
 
