@@ -577,7 +577,8 @@ histories of one seed's minimiser always did not: no rule reads a key's newness,
 history keeps its own ledgers and user states."""
 PARTIES_DIR: list[Path] = []
 """Where `PARTIES` are built: the module fixture's directory (`_parties_dir`); a temporary
-one of its own outside pytest."""
+one of its own for another module's tests (test_revoked_again.py's and others' call
+`run_history`) and outside pytest."""
 
 
 def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = ("suite",)
@@ -585,14 +586,16 @@ def make_parties(root: Path, max_drop: bool = False, suites: tuple[str, ...] = (
     """The vendor and the buyer of `build_parties` at ``root``: a copy of `PARTIES`' (the
     lab's too: `relay` copies it from ``root / "lab-template"`` while the vendor's log key is
     the one it names)."""
+    import atexit
     import tempfile
 
     from testkit import release_files
 
     key = (bool(max_drop), tuple(suites))
     if key not in PARTIES:
-        if not PARTIES_DIR:
+        if not PARTIES_DIR:  # (another module's test, a script: removed at the process's end)
             PARTIES_DIR.append(Path(tempfile.mkdtemp(prefix="trajledger-parties-")))
+            atexit.register(shutil.rmtree, PARTIES_DIR[0], ignore_errors=True)
         built = PARTIES_DIR[0] / f"parties-{len(PARTIES)}"
         built.mkdir()
         vendor, _buyer = build_parties(built, *key)
