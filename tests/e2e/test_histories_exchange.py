@@ -1525,11 +1525,14 @@ class Model:
         a = self.vendor[label]
         return all(x not in self.revoked and not self.stolen(x) for x in (label, *a.batches))
 
-    def v_here(self, label: str) -> bool:  # R15: in the vendor's ledger, a revocation the key
-        a, k = self.vendor[label], self.compromised_since  # signed since its theft counts
+    def v_here(self, label: str, also: bool = False) -> bool:  # R15: in the vendor's ledger,
+        a, k = self.vendor[label], self.compromised_since  # a revocation the key signed since
         return all((x not in self.revoked or (k is not None and self.revoked_at[x] >= k))
-                   and not self.stolen(x) and x not in self.vrev_b  # for nothing (R30: the
-                   for x in (label, *a.batches))  # buyer's approver's, once named, counts)
+                   and (also or not self.stolen(x)) and x not in self.vrev_b  # its theft
+                   for x in (label, *a.batches))  # counts for nothing (R30: the buyer's
+        # approver's, once named, counts); ``also``: the buyer's record of the same bytes is
+        # held there too (`sold_own`), so the key's signature since its theft fails nothing
+        # (R34 with R27 and R15; hist42, seed 1827)
 
     # The buyer's view.
     def batch_ok(self, label: str, named: bool = False) -> bool:  # R2, R10, R13, R20, R34
@@ -1639,7 +1642,8 @@ class Model:
         policy, and a revocation or erasure by the buyer's approver, whom that policy does not
         name, is ignored there (docs/third-party.md "Updates between organisations")."""
         a = self.v_art(label)
-        return all(self.v_here(x) for x in (label, *a.batches) if x in self.vendor) and not (
+        return all(self.v_here(x, x in self.sold_own) for x in (label, *a.batches)
+                   if x in self.vendor) and not (
             {label, *a.batches} & self.vrev_b)  # R30: the buyer's approver, once named
 
     def sell(self, label: str) -> bool | None:  # R27: the vendor imports the buyer's bundle
