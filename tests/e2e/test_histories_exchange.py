@@ -421,13 +421,20 @@ R20) by both verifiers (R2/R3 with all the vendor knows); per vendor dataset, an
 dataset it bought back (R27), ``admit`` at the vendor, and per vendor checkpoint ``verify``
 there (R26).
 
-Size: CI runs `CI_SEEDS` as agree26 chose them (two of its six, without the steps of R13 to
-R25) and `CI_EXTRA` with hist30's (R13 to R20): 4 histories, and twenty-two built by hand (R12,
-R19 with R24, R20, R21 to R23, R25, a sealed batch erased, R26, R27 with R28, R30, R31 with
-hist37's two findings and out36's warning, hist32's, the lead's, hist33's, hist34's and
-history 234's findings, R36 with R34's by-name line, and R36 with R35: hist40 finding 5 and,
-since hist41, ``bwatch`` after the rotation), and one strict xfail (R15 with R36, hist41
-finding 2): the file 55.7 CPU-s (47.2 s user, 8.6 s system, ``-n 0``, medians of two
+Size (hist42): CI runs `CI_SEEDS` (15, 16) and `CI_EXTRA` (376: 331 left out, its compromise
+the hand history of R15 at the buyer with R17), 3 histories, and twenty-two built by hand
+(hist37 finding 2's history is R31's fine-tune test's now), each history on a copy of parties
+built once per process (`PARTIES`): the file 48.4 CPU-s (40.1 s user, 8.4 s system, ``-n 0``,
+one pair of whole-process runs taken in turn, at load 14 falling to 7) against 350977cf's
+55.2 (45.9, 9.3) in the same run (0.88 x). Before it: CI ran `CI_SEEDS` as agree26 chose them
+(two of its six, without the steps of R13 to R25) and `CI_EXTRA` with hist30's (R13 to R20): 4
+histories, and twenty-two built by hand (R12, R19 with R24, R20, R21 to R23, R25, a sealed batch
+erased, R26, R27 with R28, R30, R31 with hist37's two findings and out36's warning, hist32's,
+the lead's, hist33's, hist34's and history 234's findings, R36 with R34's by-name line, and R36
+with R35: hist40 finding 5 and, since hist41, ``bwatch`` after the rotation), and one strict
+xfail
+(R15 with R36, hist41 finding 2): the file 55.7 CPU-s (47.2 s user, 8.6 s system,
+``-n 0``, medians of two
 ``farm-bench`` pairs of whole-process runs, at load 13 to 21, beside five other sessions'
 work) against 9ed7ee20's 53.8 (45.6, 8.2) in the same run (hist41: +1.9 CPU-s, 1.03 x, the
 xfail's history with the lab and three steps more in R35's); before it, without hist40's
