@@ -182,18 +182,23 @@ def _run_query(
     from .index import query_table
 
     cols = _split(columns) or (None if as_json else list(default))
+    probe = limit + 1 if 0 < limit < 2**31 - 1 else limit  # one more: were rows cut off?
     with _usage_errors():
         result = query_table(
             ctx.ledger(),
             table,
             where,
             columns=cols,
-            limit=limit or None,
+            limit=probe or None,
             within=within,
             progress=_progress(ctx),
             note=warn,
         )
     rows = result.to_pylist()
+    if 0 < limit < len(rows):  # a script's --json count would be short without a word
+        rows, result = rows[:limit], result.slice(0, limit)
+        warn(f"{table}: more rows match than the {limit} shown (--limit {limit}; rows come in "
+             "no particular order): give --limit 0 for all, or a narrower --where")  # fmt: skip
     if as_json:
         emit_json(rows)
     else:
