@@ -70,10 +70,29 @@ def approve(
     """
     signer = _signer(key, sigstore)
     rec = ctx.ledger().approve(ref, key=signer, purpose=purpose, expires=expires, note=note)
+    _longer_than_counted(ctx, expires)
     ok(f"{ref} approved for {purpose!r} by {_by(key, signer)} for {expires} "
        f"(log index {rec.index})")
     emit_result(as_json, rec.envelope_digest,
                 _status_json("approval", rec) | {"purpose": purpose, "expires": expires})
+
+
+def _longer_than_counted(ctx: Context, expires: str) -> None:
+    """Warn of an --expires past the policy's max_approval_age, which bounds what it counts."""
+    from trajledger.ledger.errors import LedgerError
+    from trajledger.verify.policy import parse_duration
+
+    try:
+        policy = ctx.ledger().policy()
+    except LedgerError:  # (none in force: nothing bounds it)
+        return
+    age = policy.max_approval_age
+    if parse_duration(expires, "--expires") > age:
+        shown = f"{age // 86400}d" if age % 86400 == 0 else f"{age}s"
+        warn(f"the policy in force {policy.name!r} counts an approval for at most {shown} after "
+             f"the log takes it in (max_approval_age), so this one counts for {shown}, not "
+             f"{expires}: approve again before then, or record a policy with a longer "
+             "max_approval_age")  # fmt: skip
 
 
 @click.command()
