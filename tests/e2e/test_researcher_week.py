@@ -42,3 +42,23 @@ def test_an_approval_longer_than_the_policy_counts_says_how_long_it_counts(home:
     assert [line.split(" (log index")[0] for line in _approve(home, "90d")] == [
         "OK: cartpole-train@1 approved for 'train' by approver-a for 90d"
     ]
+
+
+@pytest.mark.parametrize("command", ["lineage", "impact"])
+def test_out_naming_a_directory_is_a_usage_error_naming_it(
+    home: Path, tmp_path: Path, command: str
+) -> None:
+    """`impact cartpole-random --out reports` (a directory) judged the whole graph, then said
+    `FAIL: cannot write in /tmp/…: Is a directory`, naming the parent, exit 3."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    ref = "cartpole-bc@2" if command == "lineage" else "cartpole-random"
+    r = CliRunner().invoke(
+        main, ["--ledger", str(home), command, ref, "--out", str(reports)], prog_name="trajledger"
+    )
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == (
+        f"Error: Invalid value for '--out': {reports}: is a directory; give the path of a file "
+        f"in it, such as --out {reports}/{command}.html; see 'trajledger {command} --help'\n"
+    )
+    assert not any(reports.iterdir())
