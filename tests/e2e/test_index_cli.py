@@ -268,3 +268,15 @@ def test_stats_names_a_revocation_the_log_holds(
             "'trajledger impact' on it",
             "OK: stats of rollout-batch chat-batch",
         ]
+        assert result.stderr.count("the log holds a revocation") == 1  # (it said it twice: out42)
+    # query episodes --in listed the revoked batch's rows with 'OK' alone (out42)
+    for json_mode in ([], ["--json"]):
+        result = run(runner, copy, "query", "episodes", "--in", "chat-batch", "--limit", "0",
+                     *json_mode)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert result.stderr.splitlines() == [
+            f"WARNING: {digest[:19]}…: the log holds a revocation of it (log index {index}); "
+            "these rows are the audit index's, not a verdict: run 'trajledger verify' or "
+            "'trajledger impact' on it",
+            "OK: 20 row(s) of episodes",
+        ]
