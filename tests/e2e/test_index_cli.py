@@ -86,7 +86,29 @@ def test_query_episodes(runner: CliRunner, home: Path) -> None:
         "batch", "episode_id", "env_version", "policy_version", "return", "num_steps",
         "termination_reason",
     ]  # fmt: skip
-    assert len(lines) == 4 and text.stderr == "OK: 3 row(s) of episodes\n"
+    assert len(lines) == 4 and text.stderr == (
+        "WARNING: episodes: more rows match than the 3 shown (--limit 3; rows come in no "
+        "particular order): give --limit 0 for all, or a narrower --where\n"
+        "OK: 3 row(s) of episodes\n"
+    )
+
+
+@pytest.mark.parametrize("table", ["episodes", "artifacts"])
+def test_a_limit_that_cuts_rows_off_says_so(runner: CliRunner, home: Path, table: str) -> None:
+    """The default --limit 50 (or any) cut a --json answer short without a word: an auditor's
+    `jq length` of the revocations, of the episodes, counted only the rows printed (out42)."""
+    every = run(runner, home, "query", table, "--limit", "0", "--json")
+    n = len(json.loads(every.stdout))
+    assert every.exit_code == 0 and "WARNING" not in every.stderr and n >= 2
+    exact = run(runner, home, "query", table, "--limit", str(n), "--json")
+    assert len(json.loads(exact.stdout)) == n and "WARNING" not in exact.stderr
+    cut = run(runner, home, "query", table, "--limit", str(n - 1), "--json")
+    assert cut.exit_code == 0 and len(json.loads(cut.stdout)) == n - 1
+    assert cut.stderr.splitlines() == [
+        f"WARNING: {table}: more rows match than the {n - 1} shown (--limit {n - 1}; rows come "
+        "in no particular order): give --limit 0 for all, or a narrower --where",
+        f"OK: {n - 1} row(s) of {table}",
+    ]
 
 
 def test_query_artifacts_columns(runner: CliRunner, home: Path) -> None:
@@ -245,4 +267,16 @@ def test_stats_names_a_revocation_the_log_holds(
             "these figures are the audit index's, not a verdict: run 'trajledger verify' or "
             "'trajledger impact' on it",
             "OK: stats of rollout-batch chat-batch",
+        ]
+        assert result.stderr.count("the log holds a revocation") == 1  # (it said it twice: out42)
+    # query episodes --in listed the revoked batch's rows with 'OK' alone (out42)
+    for json_mode in ([], ["--json"]):
+        result = run(runner, copy, "query", "episodes", "--in", "chat-batch", "--limit", "0",
+                     *json_mode)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert result.stderr.splitlines() == [
+            f"WARNING: {digest[:19]}…: the log holds a revocation of it (log index {index}); "
+            "these rows are the audit index's, not a verdict: run 'trajledger verify' or "
+            "'trajledger impact' on it",
+            "OK: 20 row(s) of episodes",
         ]

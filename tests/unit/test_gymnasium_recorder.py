@@ -589,3 +589,79 @@ def test_a_recorder_is_neither_pickled_nor_copied(ledger: Ledger, alice: Signer)
             with pytest.raises(TypeError, match=r"Recorder cannot be pickled or copied: it holds"):
                 attempt(rec)
         rec.close()
+
+
+# --- A Ctrl-C in a step (out42) -----------------------------------------------------------------
+
+
+class InterruptedEnv(CounterEnv):
+    """A CounterEnv where Ctrl-C lands once while step ``at`` runs, after the environment has
+    moved on (as it does in a notebook, where the environment's step takes the time)."""
+
+    def __init__(self, at: int = 2) -> None:
+        super().__init__(at=at)
+        self.interrupt = True
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        out = super().step(action)
+        if self.t == self.at and self.interrupt:
+            self.interrupt = False
+            raise KeyboardInterrupt
+        return out
+
+
+def test_a_ctrl_c_in_a_step_drops_the_episode_rather_than_record_a_hole(
+    ledger: Ledger, alice: Signer
+) -> None:
+    """The cell run again after a Ctrl-C went on stepping the episode: the signed batch held it
+    with the interrupted transition missing (observations 0, 1, 3: an environment that never
+    played so), as if whole."""
+    env = LedgerRecorder(InterruptedEnv(), ledger, env_ref="cartpole@1", policy="p",
+                         signer=alice, every=10, episode_prefix="k")  # fmt: skip
+    zero = np.zeros(1, np.float32)
+    env.reset(seed=2)  # 4 steps
+    env.step(zero)
+    with (
+        pytest.warns(RuntimeWarning, match=r"^LedgerRecorder: episode k-0 discarded after 2 "
+                     r"step\(s\): step\(\) raised KeyboardInterrupt, so the environment may have "
+                     r"moved on without the transition being recorded; call reset\(\)"),
+        pytest.raises(KeyboardInterrupt),
+    ):  # fmt: skip
+        env.step(zero)
+    with pytest.raises(gym.error.ResetNeeded, match=r"call reset\(\) first$"):
+        env.step(zero)  # the cell run again
+    env.reset(seed=1)
+    while not any(env.step(zero)[2:4]):
+        pass
+    env.close()
+    assert env.discarded_steps == 2
+    assert {k: len(v[0]) for k, v in counted_episodes(ledger, env.batches).items()} == {"k-1": 3}
+
+
+def test_a_ctrl_c_in_a_vector_step_drops_the_episodes_rather_than_record_holes(
+    ledger: Ledger, alice: Signer
+) -> None:
+    """Interrupted while the vector environment stepped its sub-environments (the first moved
+    on, the second not): every episode in progress is dropped, and the next step asks for a
+    reset (the first sub-environment's episode was recorded without that step)."""
+    envs = LedgerRecorder(gym.vector.SyncVectorEnv([InterruptedEnv, CounterEnv]), ledger,
+                          env_ref="cartpole@1", policy="p", signer=alice, every=10,
+                          episode_prefix="v")  # fmt: skip
+    actions = np.zeros((2, 1), np.float32)
+    envs.reset(seed=[3, 3])
+    envs.step(actions)
+    with (
+        pytest.warns(RuntimeWarning, match=r"step\(\) raised KeyboardInterrupt") as caught,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        envs.step(actions)
+    assert sorted(str(w.message).split(" discarded")[0] for w in caught) == [
+        "LedgerRecorder: episode v-0", "LedgerRecorder: episode v-1"]  # fmt: skip
+    with pytest.raises(gym.error.ResetNeeded, match=r"call reset\(\) first$"):
+        envs.step(actions)
+    envs.reset(seed=[1, 1])
+    for _ in range(3):
+        envs.step(actions)
+    envs.close()
+    recorded = counted_episodes(ledger, envs.batches)
+    assert {k: len(v[0]) for k, v in recorded.items()} == {"v-2": 3, "v-3": 3}

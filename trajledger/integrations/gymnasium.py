@@ -432,16 +432,22 @@ class LedgerRecorder(_Recorded, gym.Wrapper[Any, Any, Any, Any]):
                 "LedgerRecorder: step() without an episode in progress; call reset() first"
             )
         recorded_action = self._rec.value(self.env.action_space, action, "action")
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        except BaseException as e:  # a Ctrl-C in the step: the environment may have moved on
+            self._current = None
+            self._rec.drop(ep, _interrupted(e), steps=1)
+            raise
         try:
             ready = self._rec.transition(
                 ep, recorded_action, obs, reward, terminated, truncated, info
             )
-        except ValueError:
-            # The transition cannot be recorded whole: the episode is dropped, not recorded
-            # with a hole in it (reset() starts the next one).
-            self._rec.discarded_steps += len(ep.rewards) + 1
-            self._current = None
+        except BaseException:
+            # The transition cannot be recorded whole (a refused value, a Ctrl-C part way): the
+            # episode is dropped, not recorded with a hole in it (reset() starts the next one).
+            if not ep.done:
+                self._rec.discarded_steps += len(ep.rewards) + 1
+                self._current = None
             raise
         if ready:
             self._rec.record_ready()  # a failure keeps the finished episodes pending
@@ -574,7 +580,22 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
             self._rec.value(self._rec.action_space, a, f"action of sub-environment {i}")
             for i, a in enumerate(gym.vector.utils.iterate(self.env.action_space, actions))
         ]
-        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        try:
+            obs, rewards, terminated, truncated, infos = self.env.step(actions)
+            ready = self._transitions(recorded, obs, rewards, terminated, truncated, infos)
+        except BaseException as e:  # a Ctrl-C: which sub-environments moved on is unknown
+            for i, ep in enumerate(self._current):
+                self._current[i] = None
+                self._rec.drop(ep, _interrupted(e), steps=1)
+            self._autoreset[:] = False
+            raise
+        if ready:  # after every sub-environment's transition: a failure leaves no hole
+            self._rec.record_ready()
+        return obs, rewards, terminated, truncated, infos
+
+    def _transitions(self, recorded: list[Any], obs: Any, rewards: Any, terminated: Any,
+                     truncated: Any, infos: dict[str, Any]) -> bool:  # fmt: skip
+        """Record each sub-environment's transition of a step; whether a batch is ready."""
         rows = list(gym.vector.utils.iterate(self.env.observation_space, obs))
         ready = False
         for i in range(self.num_envs):
@@ -604,9 +625,7 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
                 self._autoreset[i] = True
             elif done and self._mode == "SameStep":
                 self._current[i] = self._restart(i, rows[i], infos)
-        if ready:  # after every sub-environment's transition: a failure leaves no hole
-            self._rec.record_ready()
-        return obs, rewards, terminated, truncated, infos
+        return ready
 
     def _restart(self, i: int, obs: Any, infos: Mapping[str, Any]) -> _Episode | None:
         """Sub-environment ``i``'s next episode after an automatic reset; None, with a
@@ -634,6 +653,12 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
                 self._rec.drop(ep, "close() was called before it terminated or was truncated")
                 self._current[i] = None
             self.env.close(**kwargs)
+
+
+def _interrupted(e: BaseException) -> str:
+    """Why an episode whose step() raised is dropped: going on would leave a hole in it."""
+    return (f"step() raised {type(e).__name__}, so the environment may have moved on without "
+            "the transition being recorded; call reset() to record the next episode")  # fmt: skip
 
 
 def _env_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:

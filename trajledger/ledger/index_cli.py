@@ -182,23 +182,36 @@ def _run_query(
     from .index import query_table
 
     cols = _split(columns) or (None if as_json else list(default))
+    probe = limit + 1 if 0 < limit < 2**31 - 1 else limit  # one more: were rows cut off?
     with _usage_errors():
         result = query_table(
             ctx.ledger(),
             table,
             where,
             columns=cols,
-            limit=limit or None,
+            limit=probe or None,
             within=within,
             progress=_progress(ctx),
             note=warn,
         )
     rows = result.to_pylist()
+    if 0 < limit < len(rows):  # a script's --json count would be short without a word
+        rows, result = rows[:limit], result.slice(0, limit)
+        warn(f"{table}: more rows match than the {limit} shown (--limit {limit}; rows come in "
+             "no particular order): give --limit 0 for all, or a narrower --where")  # fmt: skip
     if as_json:
         emit_json(rows)
     else:
         names = result.column_names
         _print_table(names, [[_cell(r[c]) for c in names] for r in rows])
+    if within is not None:  # as `stats REF` says it (its rows were listed without a word)
+        from .catalog import Catalog
+        from .index import Index
+
+        item = Catalog(ctx.ledger()).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
+        batches = Index(ctx.ledger()).batches_of(item.digest, item.kind)
+        for w in _retracted(ctx.ledger(), item.digest, batches, "rows", erasures=False):
+            warn(w)  # (an erasure: the index's own line says its rows are left out)
     ok(f"{len(rows)} row(s) of {table}")
 
 
@@ -359,22 +372,25 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
     ok(f"stats of {report.kind} {report.ref}")
 
 
-def _retracted(ledger: Any, digest: str, batches: Sequence[str]) -> Iterator[str]:
+def _retracted(
+    ledger: Any, digest: str, batches: Sequence[str], what: str = "figures", erasures: bool = True
+) -> Iterator[str]:
     """A warning for each revocation or erasure the log holds about ``digest`` or one of its
     ``batches``, and for each of their records signed by a key the policy in force declares
-    compromised (``revoked_keys``): the figures come from the audit index, derived and
-    unverified by design, and must not read as a clean bill (whether a retraction or a
+    compromised (``revoked_keys``): the figures (``what``) come from the audit index, derived
+    and unverified by design, and must not read as a clean bill (whether a retraction or a
     signature counts is the verifier's to say)."""
     from .policy_state import current_policy
 
     state = ledger.trust_state()
     in_force = current_policy(ledger)
-    verdict = ("these figures are the audit index's, not a verdict: run 'trajledger verify' "
+    verdict = (f"these {what} are the audit index's, not a verdict: run 'trajledger verify' "
                "or 'trajledger impact' on it")
-    for d in (digest, *batches):
+    kinds = ("revocation", "erasure") if erasures else ("revocation",)
+    for d in dict.fromkeys((digest, *batches)):  # (a batch is its own batch: once)
         for i in state.about(d):
             e = state.entry(i)
-            if e is not None and e.kind in ("revocation", "erasure"):
+            if e is not None and e.kind in kinds:
                 yield (f"{d[:19]}…: the log holds {'an' if e.kind == 'erasure' else 'a'} "
                        f"{e.kind} of it (log index {i}); {verdict}")
             elif e is not None and in_force is not None and e.kind in _RECORDS:

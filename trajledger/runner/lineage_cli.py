@@ -22,9 +22,19 @@ _FORMAT = click.option(
 _JSON = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON: the same as --format json."
 )
+def _a_file(ctx: click.Context, param: click.Parameter, out: Path | None) -> Path | None:
+    """--out names the file to write: a directory is refused before anything is judged (its
+    write failed after, as `cannot write in PARENT: Is a directory`, exit 3)."""
+    if out is not None and out.is_dir():
+        raise click.BadParameter(f"{out}: is a directory; give the path of a file in it, such "
+                                 f"as --out {out / (ctx.info_name or 'report')}.html", ctx, param)
+    return out
+
+
 _OUT = click.option(
     "--out",
     type=OUT_PATH,
+    callback=_a_file,
     help="Write to FILE instead of stdout.",
 )
 _POLICY = click.option(

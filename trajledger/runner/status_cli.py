@@ -69,11 +69,33 @@ def approve(
       trajledger approve cartpole-train@1 --sigstore
     """
     signer = _signer(key, sigstore)
+    longer = _longer_than_counted(ctx, expires)  # (read before: nothing is read after the append)
     rec = ctx.ledger().approve(ref, key=signer, purpose=purpose, expires=expires, note=note)
+    if longer is not None:
+        warn(longer)
     ok(f"{ref} approved for {purpose!r} by {_by(key, signer)} for {expires} "
        f"(log index {rec.index})")
     emit_result(as_json, rec.envelope_digest,
                 _status_json("approval", rec) | {"purpose": purpose, "expires": expires})
+
+
+def _longer_than_counted(ctx: Context, expires: str) -> str | None:
+    """The warning for an --expires past the policy in force's max_approval_age, which bounds
+    how long the gate and the verifiers count an approval (None: within it, or no policy)."""
+    from trajledger.ledger.policy_state import current_policy
+    from trajledger.verify.policy import parse_duration
+
+    in_force = current_policy(ctx.ledger())
+    if in_force is None:
+        return None
+    policy, age = in_force[1], in_force[1].max_approval_age
+    if parse_duration(expires, "--expires") <= age:
+        return None
+    shown = f"{age // 86400}d" if age % 86400 == 0 else f"{age}s"
+    return (f"the policy in force {policy.name!r} counts an approval for at most {shown} after "
+            f"the log takes it in (max_approval_age), so this one counts for {shown}, not "
+            f"{expires}: approve again before then, or record a policy with a longer "
+            "max_approval_age")  # fmt: skip
 
 
 @click.command()

@@ -447,17 +447,39 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
     )
 
 
-def output_files(directory: Path) -> dict[str, Path]:
-    """The regular files under ``directory`` by ``/``-separated relative path.
+def output_files(directory: Path, shown: str | None = None) -> dict[str, Path]:
+    """The regular files under ``directory`` by ``/``-separated relative path (none when it
+    holds only directories); ``shown`` names it in messages (default: its path).
 
     Raises:
         LedgerError: a link or special file (named), or an unreadable directory.
     """
     from trajledger.ledger.files import collect_files
 
-    if not any(directory.iterdir()):
-        return {}
-    return collect_files([directory])
+    shown = shown or str(directory)
+
+    def unlisted(e: OSError) -> None:
+        where = os.path.relpath(e.filename, directory) if e.filename else "."
+        raise LedgerError(f"{shown}: cannot list {where}: {e.strerror}")
+
+    regular = False  # first a look for a line naming the output (the walk below decides)
+    for root, dirs, names in os.walk(directory, onerror=unlisted):
+        for name in (*dirs, *names):
+            path = os.path.join(root, name)
+            with contextlib.suppress(FileNotFoundError):
+                mode = os.lstat(path).st_mode
+                regular = regular or stat.S_ISREG(mode)
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+                    raise LedgerError(
+                        f"{shown}: {os.path.relpath(path, directory)} is {kind}: only regular "
+                        "files are recorded (write the file itself there, not a link to it); "
+                        "nothing was recorded")
+    return collect_files([directory]) if regular else {}
+
+
+_KINDS: Final = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe",
+                 stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
 def check_output_dir(output: Path) -> None:
@@ -570,5 +592,5 @@ class Workspace:
                                       [r for e in changed for r in e.repaired])
 
     def outputs(self) -> dict[str, Path]:
-        """The output directory's files (`output_files`)."""
-        return output_files(self.output)
+        """The output directory's files (`output_files`), named as the command knows it."""
+        return output_files(self.output, "$TRAJLEDGER_OUTPUT_DIR" if self._given is None else None)

@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -269,3 +270,42 @@ def test_a_workspace_names_its_inputs_hides_the_passphrase_and_cleans_up(
     assert (mine / "m.bin").read_bytes() == b"m"
     with pytest.raises(LedgerError, match="not empty"):
         Workspace(chat_home / "tmp", ledger.store, output=mine)
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [
+        (lambda p: p.symlink_to("/etc/passwd"), "a symbolic link"),
+        (lambda p: p.symlink_to(p.parent / "sub"), "a symbolic link"),
+        (lambda p: os.mkfifo(p), "a named pipe"),
+    ],
+    ids=["link", "link-to-directory", "fifo"],
+)
+def test_an_output_that_is_no_regular_file_is_named_as_the_command_knows_it(
+    tmp_path: Path, make: Any, kind: str
+) -> None:
+    """`train -- COMMAND` whose output held a link or a FIFO said `/…/ledger/tmp/.tmp-…/output/m:
+    is a symbolic link; only regular files are signed`, naming a directory removed before the
+    line was read, and not that nothing was recorded (out42)."""
+    from trajledger.ledger.errors import LedgerError
+    from trajledger.ledger.store import ObjectStore
+    from trajledger.runner.workdir import Workspace
+
+    with Workspace(tmp_path, ObjectStore(tmp_path / "objects")) as ws:
+        (ws.output / "sub").mkdir()
+        (ws.output / "sub" / "model.bin").write_bytes(b"weights")
+        make(ws.output / "sub" / "m")
+        with pytest.raises(LedgerError) as e:
+            ws.outputs()
+    assert str(e.value) == (
+        f"$TRAJLEDGER_OUTPUT_DIR: sub/m is {kind}: only regular files are recorded (write the "
+        "file itself there, not a link to it); nothing was recorded"
+    )
+
+
+def test_an_output_of_empty_directories_holds_no_file(tmp_path: Path) -> None:
+    """An output holding only an empty directory is no checkpoint, as an empty output is (`train`
+    says the command wrote no file, exit 1): it was `no files to sign: the paths given hold no
+    regular files`, exit 3 (out42)."""
+    (tmp_path / "out" / "logs" / "empty").mkdir(parents=True)
+    assert output_files(tmp_path / "out") == {}
