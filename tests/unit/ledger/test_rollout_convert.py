@@ -1036,6 +1036,30 @@ def test_compressed_empty_file(tmp_path: Path) -> None:
 # --- writing ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("rewards", "costs"), [
+    ([1e308, 1e308], None),  # the returns' sum
+    ([1e308, -1e308, 1e308], None),  # their spread (the mean is finite)
+    ([1.0, 2.0, 3.0], [1e308, 1e308, 1e308]),  # the costs' sum
+])
+def test_statistics_a_float64_cannot_hold_are_a_problem_not_a_bug(
+        tmp_path: Path, rewards: list[float], costs: list[float] | None,
+        recwarn: pytest.WarningsRecorder) -> None:
+    """out42 (the lead at its merge): one-step episodes of finite rewards whose sum over the
+    batch overflows made `record` a bug report (``math.fsum``: OverflowError, exit 4), with
+    numpy's overflow warnings on stderr; an overflowing spread was refused only by the manifest's
+    check, after the files were written. Now one problem line, nothing written, no warning."""
+    table = classic([1] * len(rewards)).set_column(4, "reward", pa.array(rewards))
+    if costs is not None:
+        table = table.append_column("cost_usd", pa.array(costs))
+    with pytest.raises(RolloutValidationError) as info:
+        write_steps_parquet(table.to_batches(), tmp_path / "steps.parquet")
+    column = "reward" if costs is None else "cost_usd"
+    assert problems(info) == [next(str(p) for p in info.value.problems)] and \
+        info.value.problems[0].column == column and "overflow a float64" in problems(info)[0]
+    assert list(tmp_path.iterdir()) == []
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
 def test_write_round_trip(tmp_path: Path) -> None:
     table = classic([3, 4, 5])
     stats = write_steps_parquet(table.to_batches(max_chunksize=5), tmp_path / "steps.parquet")

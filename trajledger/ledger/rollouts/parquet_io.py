@@ -502,6 +502,7 @@ def _temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
+@np.errstate(over="ignore", invalid="ignore")  # (an overflowing sum is a problem: `_overflows`)
 def write_steps_parquet(
     batches: Iterable[pa.RecordBatch | pa.Table | RolloutChunk],
     path: str | os.PathLike[str],
@@ -659,6 +660,8 @@ def write_steps_parquet(
         if step_check.rows == 0 and not collector.count and not reader_problems:
             collector.add("empty", "the input holds no steps, want at least one")
         problems = reader_problems + collector.problems()
+        if not problems:
+            problems = tuple(_overflows(totals))
         # (3)
         if problems:
             raise RolloutValidationError(name, problems)
@@ -735,6 +738,35 @@ class _Meta:
         return out
 
 
+def _total(values: npt.NDArray[np.float64]) -> float:
+    """The exactly rounded sum of ``values``, or numpy's (an infinity) when it overflows."""
+    try:
+        return math.fsum(values.tolist())
+    except OverflowError:  # (an intermediate sum past the largest float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return float(np.sum(values))
+
+
+def _overflows(t: _EpisodeTotals) -> list[Problem]:
+    """The batch's statistics (`WriteStats`) that a float64 cannot hold, each a problem: finite
+    rewards or costs whose sum over the batch, or whose returns' mean or spread, overflows (the
+    manifest's statistics must be finite numbers: DESIGN §2). Before, ``math.fsum`` raised
+    ``OverflowError`` (exit 4) or the manifest was refused after the files were written."""
+    out = []
+    returns = np.concatenate(t.returns) if t.returns else np.zeros(0)
+    costs = np.concatenate(t.costs) if t.costs else np.zeros(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if len(returns) and not all(map(math.isfinite, (
+                _total(returns), float(np.mean(returns)), float(np.std(returns))))):
+            out.append(Problem(None, "reward", "the episodes' returns summed over the batch (or "
+                               "their mean or spread) overflow a float64 (beyond 1.8e308): "
+                               "record fewer episodes per batch, or scale the rewards down"))
+        if len(costs) and not math.isfinite(_total(costs)):
+            out.append(Problem(None, "cost_usd", "the episodes' costs summed over the batch "
+                               "overflow a float64 (beyond 1.8e308)"))
+    return out
+
+
 def _stats(
     steps: FileDigest, episodes: FileDigest, num_steps: int, t: _EpisodeTotals,
     meta: Mapping[str, Any],
@@ -748,7 +780,7 @@ def _stats(
         num_steps=num_steps,
         num_episodes=n,
         rewarded_episodes=rewarded,
-        reward_sum=math.fsum(returns.tolist()) if rewarded else None,
+        reward_sum=_total(returns) if rewarded else None,
         return_mean=float(np.mean(returns)) if rewarded else None,
         return_min=float(np.min(returns)) if rewarded else None,
         return_max=float(np.max(returns)) if rewarded else None,
@@ -758,7 +790,7 @@ def _stats(
         success_count=t.success.count,
         success_rate=t.success.rate,
         num_invalid=t.invalid,
-        total_cost_usd=math.fsum(np.concatenate(t.costs).tolist())
+        total_cost_usd=_total(np.concatenate(t.costs))
         if any(map(len, t.costs))
         else None,
         steps_file=steps,
