@@ -152,3 +152,14 @@ def test_a_final_observation_outside_the_space_is_refused(
         r = run(runner, home, "record", steps, "--env", "cart@1", "--episodes", episodes(fits),
                 "--policy", "p0", "--name", f"fits{fits is None}", *KEY)
         assert r.exit_code == 0, r.output
+
+
+def test_a_minari_dataset_that_is_not_there_is_operational(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """out42 (the lead at its merge): ``env register --from-minari`` of a path that does not
+    exist said ``1 problem (rollout schema v3) / not a Minari dataset``, exit 1 (refused data),
+    where ``record`` of the same path says it is not there, exit 3; now as ``record`` does."""
+    r = run(runner, home, "env", "register", "m", "--version", "1", "--from-minari",
+            tmp_path / "nowhere", *KEY)
+    assert r.exit_code == 3 and "nowhere: no such file or directory" in r.output, r.output

@@ -121,7 +121,10 @@ def env_register(
       trajledger env register shop --version 2 --file env/ --rules rules.py --key vendor
     """
     from .artifacts import environment_spaces
+    from .errors import LedgerError
 
+    if minari_dir is not None and not minari_dir.exists():  # (as record says: exit 3)
+        raise LedgerError(f"{minari_dir}: no such file or directory")
     ledger = ctx.ledger()
     spaces = environment_spaces(gymnasium_id=gym_id, minari_dir=minari_dir)
     rec = ledger.register_environment(
