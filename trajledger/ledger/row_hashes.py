@@ -82,14 +82,18 @@ def row_sums(arr: pa.Array, leaf: int, n: int) -> tuple[npt.NDArray[np.uint64],
     2j + 1 in the high half of pair j, salted by j) and its number of values; None when a
     value is not a number. A tensor column takes a matrix path with the same result."""
     width = tensor_width(arr)
-    if width is not None:
-        q = quantised(pc.list_flatten(arr)).reshape(n, width)
-        if width % 2:
-            q = np.hstack((q, np.zeros((n, 1), dtype=np.uint32)))
-        pairs = q[:, 0::2].astype(np.uint64) | (q[:, 1::2].astype(np.uint64) << _U64(32))
-        salts = pair_salts(leaf, np.arange(pairs.shape[1], dtype=np.uint64))
-        mixed = splitmix64(pairs ^ salts[None, :])
-        return mixed.sum(axis=1, dtype=np.uint64), np.full(n, width, dtype=np.uint64)
+    if width is not None:  # (by blocks of rows: a frame's bytes take 8 x in uint64 pairs)
+        flat, sums = pc.list_flatten(arr), np.empty(n, dtype=np.uint64)
+        salts = pair_salts(leaf, np.arange((width + 1) // 2, dtype=np.uint64))
+        step = max(1, _BLOCK // max(width, 1))
+        for r in range(0, n, step):
+            m = min(step, n - r)
+            q = quantised(flat.slice(r * width, m * width)).reshape(m, width)
+            if width % 2:
+                q = np.hstack((q, np.zeros((m, 1), dtype=np.uint32)))
+            pairs = q[:, 0::2].astype(np.uint64) | (q[:, 1::2].astype(np.uint64) << _U64(32))
+            sums[r:r + m] = splitmix64(pairs ^ salts[None, :]).sum(axis=1, dtype=np.uint64)
+        return sums, np.full(n, width, dtype=np.uint64)
     values, rows = _leaf_rows(arr)
     t = values.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):

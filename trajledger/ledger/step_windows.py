@@ -861,6 +861,8 @@ def _columns(obs: pa.Array) -> _Columns | None:
             return None  # a number a step: no columns to permute
         else:
             width, values = 1, leaf
+        if sum(p.shape[1] for p in parts) + width > MAX_COLUMNS:
+            return None  # (before a frame's values are quantised and copied: 12 x its bytes)
         parts.append(quantised(values).reshape(len(obs), width))
         salt = splitmix64(np.array([k], dtype=np.uint64))[0] if k else _U64(0)
         salts.append(np.full(width, salt, dtype=np.uint64))

@@ -246,6 +246,8 @@ def _checked_rows(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
 def _row_bytes(arr: pa.Array, name: str) -> npt.NDArray[np.int64]:
     """Bytes of dictionary values each element of ``arr`` decodes to, at any depth."""
     t = arr.type
+    if not _coded(t):  # (no zeros per value of a frame's list: 3 x 8 bytes a value, out42)
+        return np.zeros(len(arr), dtype=np.int64)
     if pa.types.is_dictionary(t):
         lengths = pc.binary_length(arr.dictionary).fill_null(0).to_numpy(zero_copy_only=False)
         lengths = np.asarray(lengths, dtype=np.int64)
@@ -284,6 +286,12 @@ def _row_bytes(arr: pa.Array, name: str) -> npt.NDArray[np.int64]:
             out[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = 0
         return out
     return np.zeros(len(arr), dtype=np.int64)
+
+
+def _coded(t: pa.DataType) -> bool:
+    """Whether values of type ``t`` hold a dictionary at any depth (`_row_bytes` counts
+    nothing else)."""
+    return pa.types.is_dictionary(t) or any(_coded(t.field(i).type) for i in range(t.num_fields))
 
 
 def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:

@@ -1,0 +1,63 @@
+"""Recording wide frames (an image a step) takes memory in proportion to a block, not to the
+batch: out42 recorded 50 frames of 1024x1024x3 (150 MiB) with a 5 GiB peak, where the step
+hashes (`row_hashes.row_sums`), the column windows (`step_windows._columns`, computed whole
+before finding a frame has too many columns) and the Parquet reader's bomb check
+(`parquet_read._row_bytes`, a zero per value) each took 8 to 24 bytes a value (the lead, at
+out42's merge). The peaks are numpy's allocations as `tracemalloc` sees them."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from trajledger.ledger.rollouts.parquet_read import iter_parquet
+from trajledger.ledger.row_hashes import row_sums
+from trajledger.ledger.step_windows import iter_marked
+
+WIDTH, ROWS = 1 << 20, 8  # (8 MiB of uint8 values, 1 MiB a frame)
+VALUES = np.random.default_rng(0).integers(0, 256, WIDTH * ROWS, dtype=np.uint8)
+FRAMES = pa.FixedSizeListArray.from_arrays(pa.array(VALUES), WIDTH)
+
+
+def peak(work: Callable[[], object]) -> float:
+    """The peak of the allocations ``work`` makes, in bytes of `VALUES`."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1] / VALUES.nbytes
+    finally:
+        tracemalloc.stop()
+
+
+def test_step_hashes_of_wide_frames_take_a_block_of_memory() -> None:
+    assert peak(lambda: row_sums(FRAMES, 0, ROWS)) < 8  # (16.5 before)
+
+
+def test_step_hashes_by_blocks_are_the_hashes_of_the_whole() -> None:
+    whole = row_sums(FRAMES, 3, ROWS)
+    assert whole is not None
+    alone = [row_sums(FRAMES.slice(i, 1), 3, 1) for i in range(ROWS)]
+    assert np.array_equal(whole[0], np.concatenate([a[0] for a in alone if a is not None]))
+    assert whole[1].tolist() == [WIDTH] * ROWS
+
+
+def test_windows_of_wide_frames_take_a_block_of_memory() -> None:
+    steps = pa.record_batch({
+        "episode_id": pa.array(["a"] * ROWS), "step": pa.array(np.arange(ROWS)),
+        "obs": FRAMES, "is_first": pa.array([True] + [False] * (ROWS - 1)),
+        "terminated": pa.array([False] * (ROWS - 1) + [True]),
+        "truncated": pa.array([False] * ROWS)})
+    assert peak(lambda: list(iter_marked([steps], orders=True))) < 8  # (16.5 before)
+
+
+def test_reading_wide_frames_checks_no_value_one_by_one(tmp_path: Path) -> None:
+    path = tmp_path / "wide.parquet"
+    offsets = pa.array(np.arange(0, WIDTH * ROWS + 1, WIDTH, dtype=np.int32))
+    pq.write_table(pa.table({"id": pa.array(["e"] * ROWS),
+                             "obs": pa.ListArray.from_arrays(offsets, pa.array(VALUES))}), path)
+    assert peak(lambda: list(iter_parquet(path, ["id", "obs"]))) < 1  # (24 before)
