@@ -849,7 +849,8 @@ def _columns(obs: pa.Array) -> _Columns | None:
         values = np.full(q.shape, np.nan)
         q[valid], values[valid] = some[0], some[2]
         return q, some[1], values, some[3]
-    parts, salts, raw, member = [], [], [], []
+    parts: list[npt.NDArray[np.uint32]] = []
+    salts, raw, member = [], [], []
     for k, (_, leaf) in enumerate(leaf_arrays("", obs)):
         t = leaf.type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
