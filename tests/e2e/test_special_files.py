@@ -7,19 +7,22 @@ an entry bundle or a key handover made ``log verify``, ``log info``, ``verify RE
 ``fsck`` block for ever in ``open``; a symbolic link there to ``/dev/zero`` made them read
 until memory ran out. Each now ends with one ``FAIL:`` line naming the file (exit 1 or 3).
 
-The commands run in one child process each target (`_child`), in process there, each under
-an alarm (a hang is reported, not waited for), an address-space limit (``/dev/zero`` read
-whole is a MemoryError there, not the machine's memory) and a file-size limit (``/dev/zero``
-copied into the store fails there, not the disk).
+The commands run in a child process (`_child`, one for the module's tests in turn), in
+process there, each under an alarm (a hang is reported, not waited for), an address-space
+limit (``/dev/zero`` read whole is a MemoryError there, not the machine's memory) and a
+file-size limit (``/dev/zero`` copied into the store fails there, not the disk).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -236,16 +239,67 @@ def test_a_special_file_among_the_audit_index_s_own_files_makes_it_be_built_agai
     assert not wrong, "\n".join(wrong)
 
 
+_CHILDREN: list[tuple[subprocess.Popen[str], Any]] = []
+"""The module's child (`_run`), started on first use, and the file its stderr goes to."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_child() -> Iterator[None]:
+    """The module's child (`_run`) ends with the module (in each xdist worker)."""
+    yield
+    _stop_child()
+
+
+def _stop_child() -> None:
+    for proc, err in _CHILDREN:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            err.close()
+    _CHILDREN.clear()
+
+
 def _run(commands: list[list[str]]) -> list[dict[str, Any]]:
-    """Run trajledger command lines in a child (`_child`): ``[{"args", "exit", "stderr",
-    "hung"}]``; a line may start with ``--state DIR``, the user state directory it runs with."""
+    """Run trajledger command lines in a child (`_child`), with this test's environment:
+    ``[{"args", "exit", "stderr", "hung"}]``; a line may start with ``--state DIR``, the user
+    state directory it runs with.
+
+    One child serves the module's tests in turn (suite42: a child per test imported the
+    command line, and lancedb for ``stats``, again each time: 1 to 4 CPU-s, 16 in the module),
+    as one child ran each test's commands in turn before; a child whose command hung (a thread
+    may still wait there) or that died is not used again."""
     tests = str(Path(__file__).resolve().parents[1])  # testkit
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [tests, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run([sys.executable, __file__], input=json.dumps(commands), env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    out: list[dict[str, Any]] = json.loads(done.stdout)
+    if _CHILDREN and _CHILDREN[0][0].poll() is not None:
+        _stop_child()
+    if not _CHILDREN:
+        err = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the child runs)
+        _CHILDREN.append((subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=err, env=env,
+                                           text=True), err))
+    proc, err = _CHILDREN[0]
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps({"env": env, "commands": commands}) + "\n")
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 600)
+    line = proc.stdout.readline() if ready else ""
+    if not line:
+        proc.kill()
+        proc.wait()
+        err.seek(0)
+        said = err.read()
+        _stop_child()
+        raise AssertionError(f"the child ended or did not answer (exit {proc.returncode}):\n"
+                             f"{said}")
+    out: list[dict[str, Any]] = json.loads(line)
+    if any(r["hung"] for r in out):
+        _stop_child()
     return out
 
 
@@ -254,8 +308,9 @@ class _Hung(BaseException):
 
 
 def _child() -> None:
-    """Run trajledger command lines (JSON on stdin) in process, each under an alarm; results
-    as JSON on stdout: ``[{"args", "exit", "stderr", "hung"}]``."""
+    """Run trajledger command lines in process, each under an alarm: for each line of stdin
+    (JSON: ``{"env", "commands"}``, the environment to run them in), one line of results on
+    stdout: ``[{"args", "exit", "stderr", "hung"}]``."""
     import resource
     import signal
 
@@ -272,21 +327,26 @@ def _child() -> None:
 
     signal.signal(signal.SIGALRM, hung)
     runner = new_runner()
-    out = []
-    for args in json.load(sys.stdin):
-        env = {}
-        if args[0] == "--state":  # the user state directory of this line
-            env = {"TRAJLEDGER_STATE_DIR": args[1]}
-        signal.alarm(HANG_AFTER)
-        try:
-            r = runner.invoke(main, args[2:] if env else args, env=env)
-            out.append({"args": args, "exit": r.exit_code, "stdout": r.stdout,
-                        "stderr": r.stderr, "hung": False})
-        except _Hung:
-            out.append({"args": args, "exit": None, "stderr": "", "hung": True})
-        finally:
-            signal.alarm(0)
-    json.dump(out, sys.stdout)
+    for request in sys.stdin:
+        asked = json.loads(request)
+        os.environ.clear()
+        os.environ.update(asked["env"])
+        out = []
+        for args in asked["commands"]:
+            env = {}
+            if args[0] == "--state":  # the user state directory of this line
+                env = {"TRAJLEDGER_STATE_DIR": args[1]}
+            signal.alarm(HANG_AFTER)
+            try:
+                r = runner.invoke(main, args[2:] if env else args, env=env)
+                out.append({"args": args, "exit": r.exit_code, "stdout": r.stdout,
+                            "stderr": r.stderr, "hung": False})
+            except _Hung:
+                out.append({"args": args, "exit": None, "stderr": "", "hung": True})
+            finally:
+                signal.alarm(0)
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

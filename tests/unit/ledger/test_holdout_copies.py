@@ -16,7 +16,7 @@ import errno
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -434,6 +434,43 @@ def ledger(template: testkit.Template[dict[str, str]], tmp_path: Path) -> Ledger
     return Ledger.open(testkit.copy_template(template, tmp_path / "home"))
 
 
+@pytest.fixture(scope="module")
+def shared(template: testkit.Template[dict[str, str]],
+           tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of `template` (and its user state, beside it) for the tests that only check
+    datasets (`reader`). A copy is the template's 1,300 files: 0.2 CPU-s, most of a probe
+    table case's CPU (suite42)."""
+    root = tmp_path_factory.mktemp("holdout-shared")
+    with testkit.user_state(root / "state"):
+        return testkit.copy_template(template, root / "home")
+
+
+def outside_the_cache(home: Path) -> dict[str, bytes]:
+    """Every file of ``home`` but the derived cache (index/features), with its bytes."""
+    out = {}
+    for top, dirs, files in os.walk(home):
+        if top == str(home / "index"):
+            dirs.remove("features")
+        for name in files:
+            path = os.path.join(top, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, home)] = f.read()
+    return out
+
+
+@pytest.fixture
+def reader(shared: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ledger]:
+    """`shared`, opened as its user, for a test that writes nothing but the derived cache
+    (`check_dataset` keeps the windows it computed and the held side's grouped file there,
+    which decide as the step files: test_kept_runs_and_texts_decide_as_the_step_files,
+    test_the_held_side_grouped_decides_as_its_windows). Checked after the test: every other
+    file of the ledger is as it was."""
+    monkeypatch.setenv(testkit.STATE_ENV, str(shared.parent / "state"))
+    before = outside_the_cache(shared)
+    yield Ledger.open(shared)
+    assert outside_the_cache(shared) == before, "a reader's test wrote the shared ledger"
+
+
 def refuse_near(ledger: Ledger, extra: str = NEAR, serial: int = 2) -> TrustPolicy:
     """Record policy ``serial``: the first with ``extra`` (by default, refuse near
     duplicates)."""
@@ -459,13 +496,13 @@ def train_set(ledger: Ledger, name: str, batch: str) -> None:
 
 @pytest.mark.parametrize("row", TRANSFORMS, ids=[f"{r.modality}-{r.name}" for r in TRANSFORMS])
 def test_each_transform_of_a_held_out_episode(
-    template: testkit.Template[dict[str, str]], ledger: Ledger, row: Row
+    template: testkit.Template[dict[str, str]], reader: Ledger, row: Row
 ) -> None:
     """What ``dataset create`` finds of each copy, and refuses under either policy. Before
     this round, white space, case and the system prompt were near duplicates only (reported,
     never refused by default), and full-width letters or a zero-width space inside words
     nothing at all."""
-    found = check_dataset(ledger, "train", [template.value[f"{row.modality} {row.name}"]])
+    found = check_dataset(reader, "train", [template.value[f"{row.modality} {row.name}"]])
     got = [("normalised" if f.normalised else "run" if f.shared else f.kind)
            for f in found.findings]
     assert got == ([] if row.now == "nothing" else [row.now])
@@ -632,11 +669,11 @@ def test_a_shared_run_of_steps_says_what_was_shared(
 
 
 def test_a_reordered_run_says_how_it_was_reordered(
-    template: testkit.Template[dict[str, str]], ledger: Ledger
+    template: testkit.Template[dict[str, str]], reader: Ledger
 ) -> None:
     """A frame-skipped or reversed copy: the message and the JSON say which steps of the held
     episode, in which order (win25; before: nothing found)."""
-    [skip] = check_dataset(ledger, "train", [template.value["numeric every other step from "
+    [skip] = check_dataset(reader, "train", [template.value["numeric every other step from "
                                                             "the second"]]).findings
     assert (skip.kind, skip.shared, skip.every, skip.reversed) == ("exact", (2, 60, 60), 2,
                                                                    False)
@@ -644,33 +681,33 @@ def test_a_reordered_run_says_how_it_was_reordered(
            "episode held-num of batch sha256:" in str(skip)
     assert str(skip).endswith("(equal to 3 significant digits)")
     assert (skip.to_json()["every"], "reversed" in skip.to_json()) == (2, False)
-    [third] = check_dataset(ledger, "train", [template.value["numeric every third step, first "
+    [third] = check_dataset(reader, "train", [template.value["numeric every third step, first "
                                                              "dropped"]]).findings
     assert "shares 19 consecutive steps (every third step of steps 4-58 of 60 " in str(third)
-    [back] = check_dataset(ledger, "train", [template.value["numeric reversed, first step "
+    [back] = check_dataset(reader, "train", [template.value["numeric reversed, first step "
                                                             "dropped"]]).findings
     assert (back.shared, back.every, back.reversed) == ((1, 59, 60), 1, True)
     assert "shares 59 consecutive steps (steps 59-1 of 60 of held-out episode held-num" \
            in str(back)
     assert str(back).endswith(", reversed in time")
     assert (back.to_json()["reversed"], "every" in back.to_json()) == (True, False)
-    [both] = check_dataset(ledger, "train", [template.value["numeric reversed, every other "
+    [both] = check_dataset(reader, "train", [template.value["numeric reversed, every other "
                                                             "step"]]).findings  # copy26
     assert (both.shared, both.every, both.reversed) == ((2, 60, 60), 2, True)
     assert "shares 30 consecutive steps (every second step of steps 60-2 of 60 of held-out " \
            "episode held-num" in str(both) and str(both).endswith(", reversed in time")
     assert (both.to_json()["reversed"], both.to_json()["every"]) == (True, 2)
-    [fourth] = check_dataset(ledger, "train", [template.value["numeric every fourth step of "
+    [fourth] = check_dataset(reader, "train", [template.value["numeric every fourth step of "
                                                               "128, from the second"]]).findings
     assert "shares 32 consecutive steps (every fourth step of steps 2-126 of 128 of held-out " \
            "episode held-long" in str(fourth)
-    [ahead] = check_dataset(ledger, "train", [template.value["numeric first step dropped"]]
+    [ahead] = check_dataset(reader, "train", [template.value["numeric first step dropped"]]
                             ).findings
     assert {"every", "reversed", "columns"}.isdisjoint(ahead.to_json())  # as before
     for name, shared in (("columns permuted", (1, 60, 60)),  # copy28
                          ("columns permuted, first 10 steps dropped", (11, 60, 60)),
                          ("one column duplicated, permuted", (1, 60, 60))):
-        [cols] = check_dataset(ledger, "train", [template.value[f"numeric {name}"]]).findings
+        [cols] = check_dataset(reader, "train", [template.value[f"numeric {name}"]]).findings
         assert (cols.shared, cols.every, cols.reversed, cols.columns) == (shared, 1, False, True)
         a, b, _ = shared
         assert f"shares {b - a + 1} consecutive steps (steps {a}-{b} of 60 of held-out episode " \
@@ -689,7 +726,7 @@ def test_a_reordered_run_says_how_it_was_reordered(
                                 (1, 60, 60)),
                                ("one-hot of 40 steps, columns permuted", "held-short",
                                 (1, 40, 40))):
-        [cols] = check_dataset(ledger, "train", [template.value[f"numeric {name}"]]).findings
+        [cols] = check_dataset(reader, "train", [template.value[f"numeric {name}"]]).findings
         assert (cols.other_episode, cols.shared, cols.every, cols.reversed, cols.columns) == (
             held, shared, 1, False, True), name
         a, b, _ = shared
@@ -697,12 +734,12 @@ def test_a_reordered_run_says_how_it_was_reordered(
                f"episode {held} of batch " in str(cols), name
         assert str(cols).endswith(", its columns reordered or duplicated (of an image: its "
                                   "frames flipped, their channels reordered or rescaled)")
-    [third] = check_dataset(ledger, "train", [template.value["numeric reversed, every third "
+    [third] = check_dataset(reader, "train", [template.value["numeric reversed, every third "
                                                              "step"]]).findings  # copy28
     assert (third.shared, third.every, third.reversed) == ((3, 60, 60), 3, True)
     assert "shares 20 consecutive steps (every third step of steps 60-3 of 60 of held-out " \
            "episode held-num" in str(third) and str(third).endswith(", reversed in time")
-    [fifth] = check_dataset(ledger, "train", [template.value["numeric every fifth step of 128, "
+    [fifth] = check_dataset(reader, "train", [template.value["numeric every fifth step of 128, "
                                                              "from the fifth"]]).findings
     assert "shares 25 consecutive steps (every fifth step of steps 5-125 of 128 of held-out " \
            "episode held-long" in str(fifth) and fifth.to_json()["every"] == 5
@@ -1014,7 +1051,10 @@ def test_a_grouping_failed_midway_decides_as_its_windows(
         calls.append(path)
         raise OSError(errno.EIO, "Input/output error")
 
-    first, calls = each(), []
+    # The findings grouped once and looked up (as grouped for each probe: test_the_held_side_
+    # grouped_decides_as_its_windows; a grouping for each cost twice as much, suite42).
+    first = {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
+    calls: list[Path] = []
     monkeypatch.setattr(held_windows, "RUN", 4)
     monkeypatch.setattr(held_windows, "read", gone)
     assert each() == first
