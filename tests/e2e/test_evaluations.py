@@ -563,26 +563,32 @@ def test_release_refused_missing_then_failing_then_accepted(
     assert "success_rate 0 is below the minimum 0.5" in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="suite42 finding 5 (runner/evaluate.py, rev39's): open")
 def test_a_rerun_identical_to_an_earlier_one_in_the_same_second_is_recorded(
     runner: CliRunner, home: Path, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An evaluation's record names its time (``evaluatedAt``, to the second) so that each run
-    is an artifact of its own even with another's results. A run that fails as an earlier one
-    did, in the same second, is that earlier artifact: ``eval`` says OK and prints its digest,
-    but nothing is recorded, and a passing run between the two stays the latest: the release
-    is accepted while the newest run failed (seen about once in four runs of
-    test_release_refused_missing_then_failing_then_accepted on a quiet machine once its
-    evaluating command took 0.03 CPU-s). The clock held at one second here."""
+    """suite42 finding 5: an evaluation's record names its time (``evaluatedAt``, to the
+    second) so that each run is an artifact of its own even with another's results. A run that
+    failed as an earlier one did, in the same second, was that earlier artifact: ``eval`` said
+    OK and printed its digest, but nothing was recorded, and a passing run between the two
+    stayed the latest: the release was accepted while the newest run failed (seen about once in
+    four runs of test_release_refused_missing_then_failing_then_accepted on a quiet machine once
+    its evaluating command took 0.03 CPU-s). Such a run is now recorded at the next second (the
+    lead). The clock is held at one second for the three runs here, then moves on."""
     from trajledger.runner import evaluate as evaluating
 
-    monkeypatch.setattr(evaluating, "now", lambda: "2026-12-06T14:30:00Z")
+    calls: list[int] = []
+
+    def clock() -> str:
+        calls.append(1)
+        return "2026-12-06T14:30:00Z" if len(calls) <= 3 else "2026-12-06T14:30:01Z"
+
+    monkeypatch.setattr(evaluating, "now", clock)
     failing = evaluate(runner, home, script, "fail")
     evaluate(runner, home, script, "pass")
     size = log_size(home)
     again = evaluate(runner, home, script, "fail")
-    assert again == failing  # the same artifact
-    assert log_size(home) == size + 1, "the later failing run was not recorded"
+    assert again != failing and log_size(home) == size + 1, "the later run was not recorded"
+    assert predicate(home, again, "evaluation")["evaluatedAt"] == "2026-12-06T14:30:01Z"
     r = run(runner, home, "release", "bc@1", "--key", "approver")
     expect(r, 1)
 
