@@ -21,6 +21,7 @@ carries its key handovers.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,11 @@ def test_another_logs_key_compromise_with_a_borrowed_handover_revokes_nothing(
     assert changes["compromised"] == [], r.stderr
     assert {x["kind"] for x in changes["ignored"]} == {"key compromise"}, r.stderr
     assert vendor.batches[0] in {x["digest"] for x in changes["ignored"]}
-    assert "revoked here" not in r.stderr, r.stderr
+    # (Since vend42 a record the declaring log first brought here, another log too, gets the
+    # hedged warning "not revoked here …: if the key is theirs, …", here the environment
+    # mallory's bundle brought first; what the vendor brought first gets none: the lead.)
+    assert re.search(r"(?<!not )revoked here", r.stderr) is None, r.stderr
+    assert "vendor-1" not in r.stderr.split("NOTE:")[0], r.stderr
     assert buyer.size() == before + 1  # the import record alone: nothing revoked
     buyer.run("admit", vendor.dataset)
     buyer.run("verify", ckpt)
