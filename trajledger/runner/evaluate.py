@@ -581,7 +581,6 @@ def _record(
             "FAILED" if failed else "PASSED", ck, suite, passed, failed,
             results.predicate_metrics(), when, evaluator, tuple(config),
         )
-        before = ledger.log.size
         rec = record_files(ledger, files, signer, predicates.EVALUATION,
                            body.written(f"evaluation of {ck.name}@{ck.version}"),
                            name=f"evaluation of {ck.name}@{ck.version} on "
@@ -589,7 +588,7 @@ def _record(
                            check=lambda _size: _still(still, settled),
                            on_file=settled.stored if settled is not None else None,
                            on_open=settled.opened if settled is not None else None)
-        if rec.index >= before:
+        if rec.new:
             break
         # The same artifact as an earlier run in the same second (its time is to the second):
         # it was not logged again, so a run between the two would stay the latest (suite42
