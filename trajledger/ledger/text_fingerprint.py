@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -162,10 +161,3 @@ class Pairs:
         at = np.zeros(len(self._lengths) + 1, dtype="<i8")
         np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=at[1:])
         return at.data.cast("B"), self._ids, self._fingerprints
-
-    def pairs(self) -> list[tuple[str, str]]:
-        """The pairs, as `normalised_fingerprints` gives them."""
-        at, ids, fps = self.columns()
-        ends = np.frombuffer(at, dtype="<i8").tolist()
-        return [(ids[a:b].decode("utf-8", "surrogatepass"), fps[32 * i : 32 * i + 32].hex())
-                for i, (a, b) in enumerate(pairwise(ends))]

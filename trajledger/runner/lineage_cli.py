@@ -22,6 +22,8 @@ _FORMAT = click.option(
 _JSON = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON: the same as --format json."
 )
+
+
 def _a_file(ctx: click.Context, param: click.Parameter, out: Path | None) -> Path | None:
     """--out names the file to write: a directory is refused before anything is judged (its
     write failed after, as `cannot write in PARENT: Is a directory`, exit 3)."""
