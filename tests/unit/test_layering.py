@@ -340,7 +340,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ledger handle: LedgerHome", ("trajledger.ledger.home",)),
     ("ledger services: they take the handle", (
         "trajledger.ledger.policy_state", "trajledger.ledger.record", "trajledger.ledger.catalog",
-        "trajledger.ledger.sealing",
+        "trajledger.ledger.sealing", "trajledger.ledger.same_second",
         "trajledger.ledger.evidence", "trajledger.ledger.batch_features",
         "trajledger.ledger.text_fingerprint", "trajledger.ledger.window_cache",
         "trajledger.ledger.record_windows",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from trajledger.verify import predicates
@@ -79,6 +79,8 @@ class Unsealer:
     key: EncryptionKey
     private: x25519.X25519PrivateKey
     signer: Signer
+    logged: list[Recorded] = field(default_factory=list, compare=False)
+    """The unsealing records it logged, in order (the one an evaluation cites: its own)."""
 
     @classmethod
     def load(cls, ledger: LedgerHome, signer: Signer, name: str | None = None) -> Unsealer:
@@ -192,12 +194,18 @@ def log_unsealing(
     ledger: LedgerHome, suite: str, batches: Sequence[str], unsealer: Unsealer, purpose: str
 ) -> Recorded:
     """Record that ``unsealer`` opens ``batches`` of ``suite`` for ``purpose`` (before it
-    does)."""
+    does), as a record of its own (one identical in the same second: at the next second, rev40
+    finding 2); it is added to ``unsealer.logged``."""
     from .record import record_statement
+    from .same_second import recorded_anew
 
-    body = Unsealing(tuple(sorted(batches)), unsealer.key.keyid, purpose, now())
-    return record_statement(ledger, f"unsealing of {suite[:19]}…", suite, predicates.UNSEALING,
-                            body.written(), unsealer.signer)
+    def record(when: str) -> Recorded:
+        body = Unsealing(tuple(sorted(batches)), unsealer.key.keyid, purpose, when)
+        return record_statement(ledger, f"unsealing of {suite[:19]}…", suite,
+                                predicates.UNSEALING, body.written(), unsealer.signer)
+
+    unsealer.logged.append(recorded_anew(record, now))
+    return unsealer.logged[-1]
 
 
 def _check_fingerprints(batch: str, pred: RolloutBatch, files: Mapping[str, bytes]) -> None:

@@ -32,7 +32,6 @@ import math
 import os
 import re
 import shlex
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,7 +295,9 @@ def evaluate(
     unsealer = Unsealer.load(ledger, signer, unseal_key) if sealed else None
     purpose = f"evaluation of {ck.ref} ({ck.digest[:19]}…)"
     batches = read_suite(ledger, verifier, suite.digest, unsealer=unsealer, purpose=purpose)
-    unsealing = _last_unsealing(ledger, suite.digest) if sealed else None
+    # Its own unsealing record (another evaluator's may be logged since: rev40 finding 3).
+    unsealing = ((unsealer.logged[-1].index, unsealer.logged[-1].envelope_digest)
+                 if unsealer is not None and unsealer.logged else None)
     # (4) (5)
     ck_ref = ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest)
     described = {"ck": ck_ref, "suite": ArtifactRef(suite.name, suite.version, suite.digest),
@@ -519,16 +520,6 @@ def _split(verifier: Any, suite: str) -> str:
     return "unknown"
 
 
-def _last_unsealing(ledger: LedgerHome, suite: str) -> tuple[int, str]:
-    """The unsealing record just logged for ``suite``: (log index, envelope digest)."""
-    state = ledger.trust_state()
-    for i in reversed(state.about(suite)):
-        entry = state.entry(i)
-        if entry is not None and entry.kind == "unsealing":
-            return i, entry.envelope
-    raise LedgerError(f"suite {suite[:19]}…: the unsealing record is not in the log")
-
-
 def _episode_ids(batch: SuiteBatch) -> list[str]:
     from trajledger.ledger.rollouts.parquet_read import read_parquet
 
@@ -552,7 +543,8 @@ def _record(
     checkpoint, suite, evaluator, time and run (so that each evaluation is an artifact of its
     own, even with the results of another), and its predicate, signed by the evaluator key.
     ``settled``: COMMAND's outputs as listed and parsed (`runner.settled`)."""
-    from trajledger.ledger.record import record_files
+    from trajledger.ledger.record import Recorded, record_files
+    from trajledger.ledger.same_second import recorded_anew
 
     from .train import LOGS_DIR
 
@@ -569,33 +561,32 @@ def _record(
     run_file = workdir / "evaluation.json"
     files = {**files, f"{LOGS_DIR}/evaluation.json": run_file}
     still: Callable[[], None] = described["still"]
-    when = now()
-    while True:
+    bodies: list[Evaluation] = []
+
+    def record(when: str) -> Recorded:
         run_file.write_text(json.dumps({
             "format": "trajledger.evaluation/1", "checkpoint": ck.digest, "suite": suite.digest,
             "evaluator": evaluator.digest if evaluator else None, "evaluatedAt": when,
             "run": list(run.argv) if run is not None else BUILTIN_EVALUATOR,
         }, sort_keys=True, indent=1) + "\n")
         still()  # (before anything is stored; again under the log's lock)
-        body = Evaluation(
+        bodies.append(Evaluation(
             "FAILED" if failed else "PASSED", ck, suite, passed, failed,
             results.predicate_metrics(), when, evaluator, tuple(config),
-        )
-        rec = record_files(ledger, files, signer, predicates.EVALUATION,
-                           body.written(f"evaluation of {ck.name}@{ck.version}"),
-                           name=f"evaluation of {ck.name}@{ck.version} on "
-                           f"{suite.name}@{suite.version}",
-                           check=lambda _size: _still(still, settled),
-                           on_file=settled.stored if settled is not None else None,
-                           on_open=settled.opened if settled is not None else None)
-        if rec.new:
-            break
-        # The same artifact as an earlier run in the same second (its time is to the second):
-        # it was not logged again, so a run between the two would stay the latest (suite42
-        # finding 5). Each run is a record of its own: this one at the next second.
-        while (later := now()) == when:
-            time.sleep(0.05)
-        when = later
+        ))
+        return record_files(ledger, files, signer, predicates.EVALUATION,
+                            bodies[-1].written(f"evaluation of {ck.name}@{ck.version}"),
+                            name=f"evaluation of {ck.name}@{ck.version} on "
+                            f"{suite.name}@{suite.version}",
+                            check=lambda _size: _still(still, settled),
+                            on_file=settled.stored if settled is not None else None,
+                            on_open=settled.opened if settled is not None else None)
+
+    # The same artifact as an earlier run in the same second (its time is to the second) is
+    # not logged again, and a run between the two would stay the latest (suite42 finding 5):
+    # each run is a record of its own, this one at the next second.
+    rec = recorded_anew(record, now)
+    body = bodies[-1]
     return EvalOutcome(rec.digest, rec.index, body, report, run,
                        unsealing[0] if unsealing is not None else None)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trajledger.ledger.errors import LedgerError
 from trajledger.verify import predicates
@@ -77,7 +77,8 @@ def release(
     """
     from trajledger.ledger.catalog import Catalog
     from trajledger.ledger.policy_state import not_in_role
-    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.record import Recorded, record_statement
+    from trajledger.ledger.same_second import recorded_anew
     from trajledger.ledger.signing import canonical_json
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.lineage import Edge, Node
@@ -122,18 +123,26 @@ def release(
     # (3)
     assert verifier.checkpoint is not None
     judged = verifier.checkpoint.size
-    body = Release(
-        ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest), tuple(sorted(used)),
-        {"name": policy.name, "serial": policy.serial, "digest": policy_digest(policy)},
-        now(), note,
-    ).written("release")
-    subject = digest_bytes(canonical_json(body))
+    bodies: list[dict[str, Any]] = []
 
     def unchanged(size: int) -> None:
+        # (A release made again in the same second is one the log holds: `recorded_anew`
+        # records it at the next second, when the log has grown by none.)
         if size != judged:
             raise LedgerError(f"release of {ck.ref}: the log grew from {judged} to {size} "
                               "entries while the release was judged; run it again")
 
-    rec = record_statement(ledger, f"release of {ck.ref}", subject, predicates.RELEASE, body,
-                           list(signers), check=unchanged)
-    return ReleaseOutcome(rec.digest, rec.index, Release.from_predicate(body), report)
+    def record(when: str) -> Recorded:
+        bodies.append(Release(
+            ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest), tuple(sorted(used)),
+            {"name": policy.name, "serial": policy.serial, "digest": policy_digest(policy)},
+            when, note,
+        ).written("release"))
+        return record_statement(ledger, f"release of {ck.ref}",
+                                digest_bytes(canonical_json(bodies[-1])), predicates.RELEASE,
+                                bodies[-1], list(signers), check=unchanged)
+
+    # The same release made again in one second (a re-release after its revocation) is a
+    # record of its own (rev40 finding 1), not the revoked one.
+    rec = recorded_anew(record, now)
+    return ReleaseOutcome(rec.digest, rec.index, Release.from_predicate(bodies[-1]), report)

@@ -723,18 +723,18 @@ def _record_refusal(
     """Append the signed refusal record; a failure to write it is noted on ``error``."""
     from trajledger.ledger.catalog import Catalog
     from trajledger.ledger.record import record_statement
+    from trajledger.ledger.same_second import recorded_anew
     from trajledger.verify.errors import ProvenanceError
+
+    def record(when: str) -> Recorded:
+        failures = tuple(error.report.failures()[:50] or [str(error)])
+        refusal = Refusal(item.digest, trainer_name, failures, when)
+        return record_statement(ledger, item.ref, item.digest, predicates.REFUSAL,
+                                refusal.to_predicate(), signer)
 
     try:
         item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
-        refusal = Refusal(
-            item.digest,
-            trainer_name,
-            tuple(error.report.failures()[:50] or [str(error)]),
-            now(),
-        )
-        record_statement(ledger, item.ref, item.digest, predicates.REFUSAL,
-                         refusal.to_predicate(), signer)
+        recorded_anew(record, now)  # (each refused run: one in the same second too, rev40)
     except ProvenanceError as e:
         # The refusal stands either way; say that its record is missing.
         error.args = (f"{error}\nthe refusal could not be recorded: {e}",)

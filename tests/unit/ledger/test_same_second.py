@@ -1,0 +1,51 @@
+"""`ledger.same_second.recorded_anew` (rev40): a record the log holds already, or whose digest
+it holds with other signed metadata, is made again at the next second the clock tells; a clock
+set back is taken at its word (the record made at that second), not waited out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from trajledger.ledger import same_second
+from trajledger.ledger.errors import AlreadyRecordedError
+from trajledger.ledger.record import Recorded
+
+
+def clock_of(times: list[str]) -> Callable[[], str]:
+    it: Iterator[str] = iter(times)
+    return lambda: next(it)
+
+
+def recorder(held: set[str], clashing: set[str], tried: list[str]) -> Callable[[str], Recorded]:
+    def record(when: str) -> Recorded:
+        tried.append(when)
+        if when in clashing:
+            raise AlreadyRecordedError("other signed metadata", 3)
+        return Recorded("sha256:" + "0" * 64, "sha256:" + "1" * 64, 7, new=when not in held)
+    return record
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(same_second.time, "sleep", lambda _s: None)
+
+
+def test_a_new_record_is_made_once() -> None:
+    tried: list[str] = []
+    rec = same_second.recorded_anew(recorder(set(), set(), tried), clock_of(["T0"]))
+    assert rec.new and tried == ["T0"]
+
+
+def test_a_record_held_already_or_clashing_is_made_at_the_next_second() -> None:
+    tried: list[str] = []
+    rec = same_second.recorded_anew(recorder({"T0"}, {"T1"}, tried),
+                                    clock_of(["T0", "T0", "T0", "T1", "T1", "T2"]))
+    assert rec.new and tried == ["T0", "T1", "T2"]
+
+
+def test_a_clock_set_back_is_taken_at_its_word() -> None:
+    tried: list[str] = []
+    rec = same_second.recorded_anew(recorder({"T5"}, set(), tried), clock_of(["T5", "T3"]))
+    assert rec.new and tried == ["T5", "T3"]
