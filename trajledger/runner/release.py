@@ -142,7 +142,12 @@ def release(
                                 digest_bytes(canonical_json(bodies[-1])), predicates.RELEASE,
                                 bodies[-1], list(signers), check=unchanged)
 
-    # The same release made again in one second (a re-release after its revocation) is a
-    # record of its own (rev40 finding 1), not the revoked one.
-    rec = recorded_anew(record, now)
+    def stands(rec: Recorded) -> bool:  # (not revoked: this run's decision, run again)
+        state = ledger.trust_state()
+        return not any((e := state.entry(i)) is not None and e.kind == "revocation"
+                       for i in state.about(rec.digest))
+
+    # The same release made again in one second after its revocation is a record of its own
+    # (rev40 finding 1), not the revoked one.
+    rec = recorded_anew(record, now, stands)
     return ReleaseOutcome(rec.digest, rec.index, Release.from_predicate(bodies[-1]), report)

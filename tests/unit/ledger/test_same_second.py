@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from trajledger.ledger import same_second
-from trajledger.ledger.errors import AlreadyRecordedError
+from trajledger.ledger.errors import AlreadyRecordedError, LedgerError
 from trajledger.ledger.record import Recorded
 
 
@@ -49,3 +49,17 @@ def test_a_clock_set_back_is_taken_at_its_word() -> None:
     tried: list[str] = []
     rec = same_second.recorded_anew(recorder({"T5"}, set(), tried), clock_of(["T5", "T3"]))
     assert rec.new and tried == ["T5", "T3"]
+
+
+def test_a_record_held_that_still_stands_is_the_answer() -> None:
+    tried: list[str] = []
+    rec = same_second.recorded_anew(recorder({"T0"}, set(), tried), clock_of(["T0"]),
+                                    lambda _rec: True)
+    assert not rec.new and tried == ["T0"]
+
+
+def test_a_clock_that_does_not_move_is_an_error_not_a_hang() -> None:
+    tried: list[str] = []
+    with pytest.raises(LedgerError, match="the clock did not move on"):
+        same_second.recorded_anew(recorder({"T0"}, set(), tried), lambda: "T0")
+    assert tried == ["T0"]
