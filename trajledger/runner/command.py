@@ -30,8 +30,10 @@ subreaper (``PR_SET_CHILD_SUBREAPER``) while COMMAND runs, so a process COMMAND 
 left its group (``setsid``, a daemon's double fork) becomes this process's child once its
 parents have exited, and is stopped in the same way, with a `LeftRunningWarning` (rev39; before,
 it ran on, free to change the outputs being hashed); one still running after SIGKILL refuses
-the run. Elsewhere, a process that left the group and keeps the output pipes open is an error
-(the digests could not cover its output); one that closed them runs on.
+the run. Such a process is told to be COMMAND's by the `MARK` in its environment (rev40: not
+another call's, and one in this process's own group too). Elsewhere, a process that left the
+group and keeps the output pipes open is an error (the digests could not cover its output);
+one that closed them runs on.
 
 Non-scope: what COMMAND is given (``runner.workdir``) and what is recorded (``runner.train``).
 COMMAND runs with the user's rights, unsandboxed (docs/SECURITY.md). POSIX only.
@@ -109,6 +111,18 @@ class _Subreaping:
     holders = 0
     made_here = False
     started: ClassVar[set[int]] = set()
+    marks: ClassVar[dict[int, bytes]] = {}
+    """Each running call's `MARK` value, by its COMMAND's pid."""
+
+
+MARK: Final = "TRAJLEDGER_RUN"
+"""An environment variable COMMAND is given: the marks of the `run_command` calls it runs under
+(a random one a call, after those of the calls above it: ``A:B``). A process that came here
+during the run (orphaned) is the call's when its environment carries the call's mark; another
+call's when it carries only others' (rev40 finding 7: the first call to end took and killed
+the second's daemon); without one (an environment cleared, or unreadable), it is taken when it
+is in a process group other than this process's own (rev39) and left alone in this process's
+own, where a library's other threads' children are (one with the mark there: finding 6)."""
 
 
 @contextlib.contextmanager
@@ -338,14 +352,17 @@ def _table() -> dict[int, tuple[bytes, int, int]]:
     return table
 
 
-def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, str]:
+def _running(pgid: int, leader: int, known: frozenset[int] | None, ours: set[int]
+             ) -> dict[int, str]:
     """The live processes COMMAND left, each ``group``, ``left`` or ``below``: those of group
     ``pgid`` but ``leader`` (exited, not reaped); with a subreaper (``known``: this process's
-    children before COMMAND and those it started), its children that are none of those and not
-    in its own process group (``left``: processes of COMMAND's that left its group, orphaned
-    here), and their descendants (``below``). A zombie counts as live while one of its threads runs
-    (`_threads_live`); one that is this process's child is reaped (it came here as an orphan).
-    Linux (``/proc``); elsewhere nothing (what holds no pipe is not waited for)."""
+    children before COMMAND and those it started), its children that are none of those and are
+    COMMAND's by `MARK` (``left``: processes of COMMAND's that left its group, orphaned here),
+    and their descendants (``below``). A zombie counts as live while one of its threads runs
+    (`_threads_live`); one that is this process's child is reaped when it was seen carrying the
+    call's mark (``ours``: it came here as an orphan; another's child, unmarked, is its parent's
+    to reap: rev40 finding 8). Linux (``/proc``); elsewhere nothing (what holds no pipe is not
+    waited for)."""
     with _Subreaping.lock:  # (another call's COMMAND registered, or not yet started)
         table, others = _table(), frozenset(_Subreaping.started)
     me, own = os.getpid(), os.getpgrp()
@@ -354,8 +371,13 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, 
         children: dict[int, list[int]] = {}
         for p, (_s, pp, _g) in table.items():
             children.setdefault(pp, []).append(p)
-        stack = [p for p in children.get(me, ())
-                 if p not in known and p not in others and table[p][2] != own]
+        stack = []
+        for p in children.get(me, ()):
+            if p not in known and p not in others:
+                mine = _marked(p, _Subreaping.marks.get(leader))
+                ours.update([p] if mine else [])
+                if mine or p in ours or (mine is None and table[p][2] != own):
+                    stack.append(p)
         while stack:
             p = stack.pop()
             if p not in found:
@@ -363,13 +385,27 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None) -> dict[int, 
                 stack.extend(children.get(p, ()))
     live = {}
     for p, where in found.items():
-        state, ppid, _g = table[p]
+        state = table[p][0]
         if state not in (b"Z", b"X") or _threads_live(str(p)):
             live[p] = where
-        elif known is not None and ppid == me and p not in known and p not in others:
+        elif p in ours:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(p, os.WNOHANG)
     return live
+
+
+def _marked(pid: int, mark: bytes | None) -> bool | None:
+    """Whether ``pid``'s environment (at its start) carries ``mark`` among its `MARK` values;
+    None when it has no `MARK` (or cannot be read: a zombie's is empty)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    found = [v for v in env.split(b"\0") if v.startswith(MARK.encode() + b"=")]
+    if not found:
+        return None
+    return mark is not None and mark in found[0].split(b"=", 1)[1].split(b":")
 
 
 def _threads_live(pid: str) -> bool:
@@ -436,6 +472,8 @@ def run_command(
         finally:
             with _Subreaping.lock:
                 _Subreaping.started.difference_update(mine)
+                for pid in mine:
+                    _Subreaping.marks.pop(pid, None)
 
 
 def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_logs: Path | None,
@@ -445,11 +483,14 @@ def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_log
     COMMAND's and its watcher's pids are put in ``mine`` and `_Subreaping.started`."""
     # (1)
     started = time.time()
+    mark = os.urandom(8).hex()
+    env = {**env, MARK: f"{env[MARK]}:{mark}" if env.get(MARK) else mark}
     with _Subreaping.lock:
         proc = _start(argv, env, cwd)
         dismiss, watcher = _watch(proc.pid)
         mine += (proc.pid, watcher)
         _Subreaping.started.update(mine)
+        _Subreaping.marks[proc.pid] = mark.encode()
     assert proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
     known = None if known is None else known | {proc.pid, watcher}
@@ -542,6 +583,7 @@ def _pump(pid: int, pgid: int, streams: list[_Stream], interrupted: list[tuple[i
     left: dict[int, str] = {}
     sent: dict[int, int] = {}  # (a process that left the group: the last signal sent it)
     escaped: dict[int, str] = {}
+    ours: set[int] = set()  # (this process's children seen carrying the call's mark)
     try:
         # Until the pipes close, the leader exits and (Linux) what it left in its group, which
         # holds the pipes no more (its output elsewhere) and ignores SIGTERM, is killed (rev37),
@@ -583,7 +625,7 @@ def _pump(pid: int, pgid: int, streams: list[_Stream], interrupted: list[tuple[i
                         + "), and could change its outputs; nothing was recorded (stop it, "
                         "and run again)")
                 break  # (killed: one in an uninterruptible wait ends as it returns)
-            left = _running(pgid, pid, known)
+            left = _running(pgid, pid, known, ours)
             signum = signal.SIGTERM if stage == 1 else signal.SIGKILL
             for p in (p for p, w in left.items() if w != "group" and sent.get(p) != signum):
                 if left[p] == "left":

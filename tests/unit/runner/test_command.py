@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from trajledger.ledger.errors import LedgerError
-from trajledger.runner.command import CommandInterrupted, run_command
+from trajledger.runner.command import CommandInterrupted, LeftRunningWarning, run_command
 
 
 def _env() -> dict[str, str]:
@@ -370,3 +370,144 @@ def test_two_commands_at_once_leave_each_other_alone(tmp_path: Path) -> None:
         t.join(120)
     assert results == {"first": (0, []), "second": (0, [])}
     assert (tmp_path / "second").read_text() == "done", "the second command was stopped"
+
+
+# -- rev40: which process that came here during a run is COMMAND's: the call's mark in its
+# environment (`runner.command.MARK`) says so, in trajledger's own process group too (finding
+# 6), not for another call's (finding 7); a child of another thread that is taken is not reaped
+# here, so its own parent reads how it ended (finding 8).
+
+MARKS_WAIT = textwrap.dedent(
+    """
+    import os, pathlib, sys, time
+    def wait_for(path):
+        end = time.monotonic() + 60
+        while not pathlib.Path(path).exists():
+            if time.monotonic() > end:
+                sys.exit(9)
+            time.sleep(0.01)
+    def note(path, text):
+        open(path + ".tmp", "w").write(text)
+        os.rename(path + ".tmp", path)
+    """
+)
+"""What the COMMANDs here start with: a bounded wait for a file, a file written whole."""
+
+
+def _stop(pid: int) -> bool:
+    """Whether ``pid`` still ran (it is killed then)."""
+    alive = not _gone(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    return alive
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_a_process_that_joins_trajledgers_own_group_is_stopped_too(tmp_path: Path) -> None:
+    """Finding 6: a process COMMAND started that moved into trajledger's own process group (the
+    same session: the kernel allows it) and outlived COMMAND ran on after `run_command`
+    returned: `_running` leaves this process's own group alone (a library's other threads'
+    children are there). One carrying the call's mark is COMMAND's wherever it is."""
+    joined = str(tmp_path / "joined.pid")
+    code = MARKS_WAIT + textwrap.dedent(
+        f"""
+        if os.fork() == 0:
+            os.setpgid(0, {os.getpgrp()})
+            os.close(1); os.close(2)
+            note({joined!r}, str(os.getpid()))
+            time.sleep(600)
+            os._exit(0)
+        wait_for({joined!r})
+        """
+    )
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = run_command([sys.executable, "-c", code], env=_env(),
+                             echo=lambda b: None)
+    pid = int(Path(joined).read_text())
+    assert not _stop(pid), "the process that joined trajledger's group still runs"
+    assert result.returncode == 0
+    assert [str(w.message) for w in seen if w.category is LeftRunningWarning] == [
+        f"stopped 1 process(es) the command left running outside its process group: {pid} "
+        "(python); a process the command starts does not outlive it (docs/trainers.md)"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_a_call_leaves_another_calls_daemon_alone(tmp_path: Path) -> None:
+    """Finding 7: two calls at once (a library's threads). A's COMMAND starts a daemon (setsid,
+    double fork) after B started, and uses it until it ends. Orphaned here, the daemon was
+    neither among B's children at its start nor a registered COMMAND: when B's leader exited,
+    B warned of it as its own and killed it under A's running COMMAND. It carries A's mark, not
+    B's: B leaves it; A stops it when A's COMMAND has ended."""
+    b_started, daemon, b_done = (str(tmp_path / n) for n in ("b-started", "daemon", "b-done"))
+    a_code = MARKS_WAIT + textwrap.dedent(
+        f"""
+        wait_for({b_started!r})
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.close(1); os.close(2)
+                note({daemon!r}, str(os.getpid()))
+                time.sleep(600)
+            os._exit(0)
+        wait_for({b_done!r})
+        stat = open("/proc/%s/stat" % open({daemon!r}).read(), "rb").read()
+        sys.exit(0 if stat[stat.rfind(b")") + 2:].split()[0] not in (b"Z", b"X") else 7)
+        """
+    )
+    b_code = MARKS_WAIT + f"note({b_started!r}, 'x'); wait_for({daemon!r})"
+    results: dict[str, tuple[int, list[str]]] = {}
+
+    def call(name: str, code: str) -> None:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            got = run_command([sys.executable, "-c", code], env=_env(),
+                              echo=lambda b: None).returncode
+        results[name] = (got, [str(w.message) for w in seen])
+        if name == "B":
+            Path(b_done).write_text("x")
+
+    threads = [threading.Thread(target=call, args=n) for n in (("A", a_code), ("B", b_code))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    pid = int(Path(daemon).read_text())
+    assert not _stop(pid), "A's daemon still runs after A's run"
+    assert results["B"] == (0, []), "B took A's daemon for its own"
+    assert results["A"][0] == 0, "A's daemon was gone before A's COMMAND ended"
+    assert [m.split(";")[0] for m in results["A"][1]] == [
+        f"stopped 1 process(es) the command left running outside its process group: {pid} "
+        "(python)"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_another_threads_child_is_reaped_by_its_own_parent(tmp_path: Path) -> None:
+    """Finding 8: a library's other thread starts a server in a session of its own while
+    COMMAND runs. It is taken for COMMAND's and stopped (rev39's Left), and it was reaped
+    here: its own `Popen` then read ``returncode`` 0, a killed process read as a success. It
+    is now its parent's to reap: it reads that it was killed (or, left alone, runs on)."""
+    started, serving = str(tmp_path / "started"), str(tmp_path / "serving")
+    servers: list[subprocess.Popen[bytes]] = []
+
+    def other_thread() -> None:
+        end = threading.Event()
+        while not Path(started).exists() and not end.wait(0.01):
+            pass
+        servers.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                        start_new_session=True))
+        Path(serving).write_text("x")
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LeftRunningWarning)
+        code = MARKS_WAIT + f"note({started!r}, 'x'); wait_for({serving!r})"
+        run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
+    t.join(60)
+    (server,) = servers
+    code = server.poll()
+    if code is None:
+        server.kill()
+        server.wait()
+    assert code != 0, "a killed process read as a success by its own parent"
