@@ -180,23 +180,42 @@ def _dies_with_us() -> Callable[[], None] | None:
 
 _WATCHER: Final = """
 import os, signal, sys, time
-group = int(sys.argv[1])
+group, mark = int(sys.argv[1]), sys.argv[3].encode()
+def send(signum):  # to COMMAND's group and each process with the run's mark: was one there?
+    there = False
+    try:
+        os.killpg(group, signum)
+        there = True
+    except OSError:
+        pass
+    for name in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        try:
+            env = open("/proc/" + name + "/environ", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if any(v.startswith(b"TRAJLEDGER_RUN=") and mark in v[15:].split(b":") for v in env):
+            try:
+                os.kill(int(name), signum)
+                there = True
+            except OSError:
+                pass
+    return there
 if not sys.stdin.buffer.read(1):  # end of file: trajledger ended, none of its code ran
     for signum in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(group, signum)
-            for _ in range(int(float(sys.argv[2]) * 10)):
-                time.sleep(0.1)
-                os.killpg(group, 0)
-        except OSError:  # the group is gone
+        if not send(signum):
             break
+        for _ in range(int(float(sys.argv[2]) * 10)):
+            time.sleep(0.1)
+            if not send(0):
+                break
 """
 """What `_watch` runs: it waits for one byte from trajledger; on end of file instead (trajledger
-killed: SIGKILL, the out-of-memory killer) it stops COMMAND's whole group, SIGTERM, then SIGKILL
-after the grace."""
+killed: SIGKILL, the out-of-memory killer) it stops COMMAND's whole group and every process
+carrying the run's `MARK` (one that left the group: init's now, rev39's Left), SIGTERM, then
+SIGKILL after the grace."""
 
 
-def _watch(pgid: int) -> tuple[Callable[[], None], int]:
+def _watch(pgid: int, mark: str) -> tuple[Callable[[], None], int]:
     """Start a watcher of COMMAND's process group ``pgid`` that outlives this process (its own
     session: a terminal's Ctrl-C or hang-up does not reach it), and return what tells it that
     the group was seen to (rev37: ``PR_SET_PDEATHSIG`` reaches the leader only, and a shell or
@@ -206,7 +225,7 @@ def _watch(pgid: int) -> tuple[Callable[[], None], int]:
     killed: it held trajledger for ever (rev38's Left)."""
     try:
         watcher = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid), str(STRAGGLER_GRACE)],
+            [sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid), str(STRAGGLER_GRACE), mark],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
         )
@@ -487,7 +506,7 @@ def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_log
     env = {**env, MARK: f"{env[MARK]}:{mark}" if env.get(MARK) else mark}
     with _Subreaping.lock:
         proc = _start(argv, env, cwd)
-        dismiss, watcher = _watch(proc.pid)
+        dismiss, watcher = _watch(proc.pid, mark)
         mine += (proc.pid, watcher)
         _Subreaping.started.update(mine)
         _Subreaping.marks[proc.pid] = mark.encode()

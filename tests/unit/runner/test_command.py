@@ -239,21 +239,53 @@ def test_the_whole_group_is_stopped_when_trajledger_is_killed(tmp_path: Path) ->
               f"os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r}); time.sleep(600)")
     leader = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
               f"{worker!r}]); time.sleep(600)")
+    _kill_trajledger(leader, pidfile, "COMMAND's worker outlived trajledger")
+
+
+def _kill_trajledger(leader: str, pidfile: Path, failure: str) -> None:
+    """Run COMMAND ``leader`` under `run_command` in a process of its own, kill that process
+    outright (none of its code runs) once ``pidfile`` is written, and see the process it names
+    end."""
     host = ("import os, sys; from trajledger.runner.command import run_command; "
             f"run_command([sys.executable, '-c', {leader!r}], env=dict(os.environ))")
     proc = subprocess.Popen([sys.executable, "-c", host], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         assert _within(60, lambda: proc.poll() is not None or pidfile.exists())
-        assert proc.poll() is None, "the host ended before the worker ran"
-        proc.kill()  # trajledger killed outright: none of its code runs
+        assert proc.poll() is None, "the host ended before the process ran"
+        proc.kill()
         proc.wait()
-        worker_pid = int(pidfile.read_text())
-        assert _within(30, lambda: _gone(worker_pid)), "COMMAND's worker outlived trajledger"
+        pid = int(pidfile.read_text())
+        assert _within(60, lambda: _gone(pid)), failure
     finally:
         proc.kill()
         if pidfile.exists() and not _gone(int(pidfile.read_text())):
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_a_process_that_left_the_group_is_stopped_when_trajledger_is_killed(
+        tmp_path: Path) -> None:
+    """rev39's Left (rev40): once trajledger was SIGKILLed, its watcher stopped COMMAND's
+    group only, and a daemon COMMAND had started (setsid, double fork, SIGTERM ignored) was
+    init's, running on. The watcher stops every process carrying the run's mark too."""
+    pidfile = tmp_path / "daemon.pid"
+    daemon = textwrap.dedent(
+        f"""
+        import os, signal, time
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid()))
+        os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r})
+        time.sleep(600)
+        """
+    )
+    leader = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+              f"{daemon!r}], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+              "time.sleep(600)")
+    _kill_trajledger(leader, pidfile, "COMMAND's daemon outlived trajledger")
 
 
 def _within(seconds: float, done: Callable[[], bool]) -> bool:
