@@ -378,10 +378,10 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None, ours: set[int
     children before COMMAND and those it started), its children that are none of those and are
     COMMAND's by `MARK` (``left``: processes of COMMAND's that left its group, orphaned here),
     and their descendants (``below``). A zombie counts as live while one of its threads runs
-    (`_threads_live`); one that is this process's child is reaped when it was seen carrying the
-    call's mark (``ours``: it came here as an orphan; another's child, unmarked, is its parent's
-    to reap: rev40 finding 8). Linux (``/proc``); elsewhere nothing (what holds no pipe is not
-    waited for)."""
+    (`_threads_live`); one that is this process's child is reaped when it is in COMMAND's group
+    or was seen carrying the call's mark (``ours``: it came here as an orphan; another's child,
+    unmarked, is its parent's to reap: rev40 finding 8). Linux (``/proc``); elsewhere nothing
+    (what holds no pipe is not waited for)."""
     with _Subreaping.lock:  # (another call's COMMAND registered, or not yet started)
         table, others = _table(), frozenset(_Subreaping.started)
     me, own = os.getpid(), os.getpgrp()
@@ -407,7 +407,7 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None, ours: set[int
         state = table[p][0]
         if state not in (b"Z", b"X") or _threads_live(str(p)):
             live[p] = where
-        elif p in ours:
+        elif p in ours or (where == "group" and table[p][1] == me):  # (an orphan of COMMAND's)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(p, os.WNOHANG)
     return live
