@@ -414,17 +414,20 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None, ours: set[int
 
 
 def _marked(pid: int, mark: bytes | None) -> bool | None:
-    """Whether ``pid``'s environment (at its start) carries ``mark`` among its `MARK` values;
-    None when it has no `MARK` (or cannot be read: a zombie's is empty)."""
+    """Whether ``pid``'s environment (at its start) carries ``mark`` among its `MARK` values:
+    True; False when it carries another running call's; None when it carries neither (no `MARK`,
+    one no call here made, or an environment that cannot be read: a zombie's is empty)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read()
     except OSError:
         return None
     found = [v for v in env.split(b"\0") if v.startswith(MARK.encode() + b"=")]
-    if not found:
-        return None
-    return mark is not None and mark in found[0].split(b"=", 1)[1].split(b":")
+    marks = set(found[0].split(b"=", 1)[1].split(b":")) if found else set()
+    if mark is not None and mark in marks:
+        return True
+    with _Subreaping.lock:  # (a mark no call running here made: none; the lead, rev40 merge)
+        return False if marks & set(_Subreaping.marks.values()) else None
 
 
 def _threads_live(pid: str) -> bool:

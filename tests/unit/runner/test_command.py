@@ -543,3 +543,35 @@ def test_another_threads_child_is_reaped_by_its_own_parent(tmp_path: Path) -> No
         server.kill()
         server.wait()
     assert code != 0, "a killed process read as a success by its own parent"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+def test_a_daemon_with_a_mark_of_its_own_making_is_stopped(tmp_path: Path) -> None:
+    """The lead, at rev40's merge: a process is left alone as another call's only when the mark
+    it carries is a running call's. A daemon COMMAND started (setsid, double fork) with a
+    `TRAJLEDGER_RUN` of its own making ran on after the run, free to change the outputs: a mark
+    said "another call's" though no call had made it."""
+    daemon = str(tmp_path / "daemon.pid")
+    code = MARKS_WAIT + textwrap.dedent(
+        f"""
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.close(1); os.close(2)
+                env = dict(os.environ, TRAJLEDGER_RUN="0123456789abcdef")
+                os.execve(sys.executable, [sys.executable, "-c", "import os, time; "
+                          "open({daemon!r} + '.tmp', 'w').write(str(os.getpid())); "
+                          "os.rename({daemon!r} + '.tmp', {daemon!r}); time.sleep(600)"], env)
+            os._exit(0)
+        wait_for({daemon!r})
+        """
+    )
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
+    pid = int(Path(daemon).read_text())
+    assert not _stop(pid), "a daemon with a forged mark still runs after the run"
+    assert result.returncode == 0
+    assert [str(w.message).split(";")[0] for w in seen if w.category is LeftRunningWarning] == [
+        f"stopped 1 process(es) the command left running outside its process group: {pid} "
+        "(python)"]
