@@ -313,3 +313,24 @@ def test_a_mean_whose_sum_overflows_is_printed_finite(
     assert text.exit_code == 0, text.output
     assert "inf" not in text.stdout
     assert "3.333e+307" in text.stdout
+
+
+def test_query_in_resolves_its_ref_once(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """query --in REF resolved REF for its rows and again for its warnings: two readings of
+    the catalog, which a version recorded in between would make two REFs (out42's Left)."""
+    from trajledger.ledger.catalog import Catalog
+
+    calls: list[str] = []
+    resolve = Catalog.resolve
+
+    def counted(self: Catalog, ref: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(ref)
+        return resolve(self, ref, *args, **kwargs)
+
+    monkeypatch.setattr(Catalog, "resolve", counted)
+    result = run(runner, home, "query", "episodes", "--in", "chat-batch", "--limit", "0")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == "OK: 20 row(s) of episodes"
+    assert calls == ["chat-batch"]
