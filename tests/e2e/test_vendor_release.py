@@ -67,3 +67,47 @@ def test_a_batch_recorded_whole_again_is_one_warning_saying_what_to_do(
         f"{one[:19]}… out, or record only the new episodes"
     ]
     assert json.loads(r.stdout)["duplicateEpisodes"] == [warnings[0].removeprefix("WARNING: ")]
+
+
+def test_a_revocation_by_the_wrong_producer_key_names_the_key_to_give(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The vendor rotated its producer key mid-contract (vendor2 beside vendor in the policy),
+    then revoked a batch of the first week with the new key: refused, naming only the old
+    key's fingerprint, not that this ledger holds it as 'vendor' (out43). A buyer's own producer
+    key refused on a vendor's batch is told the approver key it holds."""
+    home = tmp_path / "ledger"
+    env = {"TRAJLEDGER_STATE_DIR": str(tmp_path / "state")}
+
+    def cli(*args: str | Path, code: int = 0) -> Any:
+        r = runner.invoke(main, ["--ledger", str(home), *map(str, args)], env=env)
+        assert r.exit_code == code, r.output
+        return r
+
+    cli("init")
+    for name in ("vendor", "vendor2", "approver"):
+        cli("key", "new", name, "--no-encrypt")
+    policy = tmp_path / "policy.toml"
+    cli("policy", "init", "--producer", "vendor", "--producer", "vendor2", "--approver",
+        "approver", "--roles", "producer,approver", "--out", policy)  # fmt: skip
+    cli("policy", "set", policy, "--key", "approver", "--yes")
+    cli("env", "register", "chat", "--version", "1", "--key", "vendor")
+    data = tmp_path / "w1.jsonl"
+    data.write_text("".join(episode(i) for i in range(3)))
+    batch = cli("record", data, "--env", "chat@1", "--policy", "m1", "--key", "vendor",
+                "--name", "w1").stdout.strip()  # fmt: skip
+    keyid = {k.name: k.keyid for k in Ledger.open(home).keys.list()}
+    size = Ledger.open(home).log.size
+    r = cli("revoke", "w1", "--reason", "sensor fault", "--key", "vendor2", code=1)
+    assert r.stderr == (
+        f"FAIL: rollout-batch w1: key vendor2 ({keyid['vendor2'][:12]}) did not produce it (its "
+        f"record is signed by {keyid['vendor'][:12]}, key vendor here: give --key vendor): a "
+        "producer may revoke only what it produced, an approver anything; nothing was signed\n"
+    )
+    assert Ledger.open(home).log.size == size
+    # The buyer's case: the signer's key is not here, an approver's is.
+    (home / "keys" / "vendor.pub").rename(tmp_path / "vendor.pub")
+    r = cli("revoke", "w1", "--reason", "sensor fault", "--key", "vendor2", code=1)
+    assert f"signed by {keyid['vendor'][:12]}: give an approver's key, --key approver):" in r.stderr
+    (tmp_path / "vendor.pub").rename(home / "keys" / "vendor.pub")
+    assert cli("revoke", batch, "--reason", "sensor fault", "--key", "vendor").exit_code == 0
