@@ -74,3 +74,21 @@ def test_an_older_bundle_already_imported_says_so(runner: CliRunner, tmp_path: P
     buyer("import", updates, "--key", "approver")
     r = buyer("import", old, "--key", "approver", code=None)
     assert r.exit_code == 0 and "already imported" in r.stderr, r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="out43 finding 6: release's 'run trajledger eval CK "
+                   "--suite S' has no --key: a usage error as printed (verify/releases.py)")
+def test_a_missing_evaluation_names_a_command_that_runs() -> None:
+    """The release engineer's CI ran the line `release` printed for a missing evaluation,
+    `trajledger eval sha256:… --suite regression@1`: `Error: Missing option '--key'`, exit 2.
+    (A missing parent evaluation under max_drop, `the parent sha256:… has no verified
+    evaluation on regression@1`, names no command at all.)"""
+    from trajledger.verify.release_rules import Requirement
+    from trajledger.verify.releases import release_requirement
+    from trajledger.verify.report import Node
+
+    node = Node("release:x", "release-decision")
+    release_requirement(node, Requirement("regression@1", min=0.75), "sha256:" + "a" * 64,
+                        None, None, [], None)  # fmt: skip
+    (check,) = node.checks
+    assert "--suite regression@1 --key " in check.detail, check.detail
