@@ -92,3 +92,46 @@ def test_a_missing_evaluation_names_a_command_that_runs() -> None:
                         None, None, [], None)  # fmt: skip
     (check,) = node.checks
     assert "--suite regression@1 --key " in check.detail, check.detail
+
+
+@pytest.mark.xfail(strict=True, reason="out43 finding 7: a bundle signed by the vendor's new "
+                   "producer key fails import naming the key, not what to do (verify/key_roles.py)")
+def test_a_record_by_a_key_not_in_the_policy_says_what_to_do(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The vendor rotated its producer key mid-contract and signed week 3 with the new one:
+    the buyer's import says `dataset record 3: no signature by a trusted key: 0 of 1 required
+    signature(s) verified; the envelope names key b994c76f4092 (not in the policy), want
+    producer key(s)`, and stops there: nothing says to get that key from the vendor out of band
+    and add it to the policy's producer role (with `policy set`), or that it may be an attack."""
+    vendor, buyer = Party(runner, tmp_path, "vendor"), Party(runner, tmp_path, "buyer")
+    vendor("init")
+    for name in ("vendor", "vendor2"):
+        vendor("key", "new", name, "--no-encrypt")
+    policy = tmp_path / "vendor-policy.toml"
+    vendor("policy", "init", "--roles", "producer", "--producer", "vendor", "--producer",
+           "vendor2", "--out", policy)  # fmt: skip
+    vendor("policy", "set", policy, "--key", "vendor", "--yes")
+    vendor("env", "register", "chat", "--version", "1", "--key", "vendor")
+    data = tmp_path / "w3.jsonl"
+    data.write_text(json.dumps({"episode_id": "e0", "reward": 1.0, "messages": [
+        {"role": "user", "content": "q"}]}) + "\n")  # fmt: skip
+    vendor("record", data, "--env", "chat@1", "--policy", "m", "--key", "vendor", "--name", "w3")
+    vendor("dataset", "create", "grid", "--version", "3", "--split", "train", "--batch", "w3",
+           "--key", "vendor2")  # fmt: skip
+    bundle = tmp_path / "grid-3.tar.zst"
+    vendor("export", "grid@3", "--out", bundle)
+    buyer("init")
+    buyer("key", "new", "approver", "--no-encrypt")
+    pem, mine = vendor("key", "export", "vendor").stdout, buyer("key", "export", "approver").stdout
+    bpolicy = tmp_path / "buyer-policy.toml"
+    bpolicy.write_text(
+        f'name = "buyer"\nserial = 1\n[roles.producer]\nkeys = ["""{pem}"""]\n'
+        f'[roles.approver]\nkeys = ["""{mine}"""]\n[roles.log]\n'
+        f'vkeys = ["{vendor.vkey()}", "{buyer.vkey()}"]\n'
+    )
+    buyer("policy", "set", bpolicy, "--key", "approver", "--yes")
+    buyer("trust", vendor.vkey())
+    r = buyer("import", bundle, "--key", "approver", code=1)
+    (line,) = [x for x in r.stderr.splitlines() if "(not in the policy)" in x]
+    assert "[roles.producer]" in line or "policy set" in line, line
