@@ -64,7 +64,7 @@ def test_a_batch_recorded_whole_again_is_one_warning_saying_what_to_do(
         f"WARNING: 20 episodes of batch {b[:19]}… duplicate episodes of batch {a[:19]}… "
         f"(episode '0' duplicates episode '0', …): every episode of batch {one[:19]}… is also "
         f"in batch {two[:19]}… (a dataset appended to and recorded whole again?): leave batch "
-        f"{one[:19]}… out, or record only the new episodes"
+        f"{one[:19]}… out of the next version, or record only the new episodes"
     ]
     assert json.loads(r.stdout)["duplicateEpisodes"] == [warnings[0].removeprefix("WARNING: ")]
 

@@ -153,5 +153,5 @@ def _duplicates(b: str, a: str, eps: list[tuple[str, str]], sizes: dict[str, int
         if len({e[1] if whole == a else e[0] for e in eps}) == sizes[whole]:
             return (f"{why}: every episode of batch {whole[:19]}… is also in batch "
                     f"{other[:19]}… (a dataset appended to and recorded whole again?): leave "
-                    f"batch {whole[:19]}… out, or record only the new episodes")
+                    f"batch {whole[:19]}… out of the next version, or record only the new episodes")
     return f"{why}: record each episode in one batch only"
