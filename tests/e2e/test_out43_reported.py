@@ -29,7 +29,7 @@ class Party:
         return str(json.loads(self("log", "info", "--json").stdout)["vkey"])
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 5: import of an older bundle whose records "
+@pytest.mark.xfail(strict=True, reason="out43 finding 6: import of an older bundle whose records "
                    "are all here already is 'rollback', exit 1, with no next step (exchange.py)")
 def test_an_older_bundle_already_imported_says_so(runner: CliRunner, tmp_path: Path) -> None:
     """A buyer imports the vendor's grid@1, then the vendor's update (a revocation), then
@@ -76,7 +76,7 @@ def test_an_older_bundle_already_imported_says_so(runner: CliRunner, tmp_path: P
     assert r.exit_code == 0 and "already imported" in r.stderr, r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 6: release's 'run trajledger eval CK "
+@pytest.mark.xfail(strict=True, reason="out43 finding 7: release's 'run trajledger eval CK "
                    "--suite S' has no --key: a usage error as printed (verify/releases.py)")
 def test_a_missing_evaluation_names_a_command_that_runs() -> None:
     """The release engineer's CI ran the line `release` printed for a missing evaluation,
@@ -94,7 +94,7 @@ def test_a_missing_evaluation_names_a_command_that_runs() -> None:
     assert "--suite regression@1 --key " in check.detail, check.detail
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 7: a bundle signed by the vendor's new "
+@pytest.mark.xfail(strict=True, reason="out43 finding 8: a bundle signed by the vendor's new "
                    "producer key fails import naming the key, not what to do (verify/key_roles.py)")
 def test_a_record_by_a_key_not_in_the_policy_says_what_to_do(
     runner: CliRunner, tmp_path: Path
@@ -137,7 +137,7 @@ def test_a_record_by_a_key_not_in_the_policy_says_what_to_do(
     assert "[roles.producer]" in line or "policy set" in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 8: after Ctrl-C of train --output DIR, the "
+@pytest.mark.xfail(strict=True, reason="out43 finding 9: after Ctrl-C of train --output DIR, the "
                    "re-run is refused 'not empty' with no word of what is there or to remove it "
                    "(workdir.check_output_dir; its line is asserted whole in test_train_command)")
 def test_an_output_left_by_a_stopped_run_says_what_to_do(tmp_path: Path) -> None:
