@@ -4,10 +4,12 @@ each passes once its finding is fixed). Reproducers were in /tmp/out43-s/."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 from click.testing import CliRunner
 
 from trajledger.runner.cli import main
@@ -155,3 +157,24 @@ def test_an_output_left_by_a_stopped_run_says_what_to_do(tmp_path: Path) -> None
     with pytest.raises(LedgerError) as e:
         check_output_dir(out)
     assert "shard0" in str(e.value) and "remove" in str(e.value), str(e.value)
+
+
+@pytest.mark.xfail(strict=True, reason="out43 finding 10: 'card CHECKPOINT' (a model card) is "
+                   "'is a checkpoint, not a dataset', exit 3, with no next step (card_cli.py)")
+def test_a_card_of_a_checkpoint_says_where_its_card_is(
+    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """The release engineer, having released cartpole-bc@2, writes its model card: `trajledger
+    card cartpole-bc@2 --format hf` says `FAIL: cartpole-bc@2: is a checkpoint, not a dataset`
+    (a release: `is a release (release of …), not a dataset`), and not where a checkpoint's
+    card is: its lineage (`lineage CK --format html`) and the cards of the datasets it was
+    trained on (docs/cards.md)."""
+    home = tmp_path / "demo"  # (a copy: the template is never used in place)
+    shutil.copytree(quickstart_template.home, home, symlinks=True)
+    r = runner.invoke(main, ["--ledger", str(home), "card",
+                             "cartpole-bc@2", "--format", "hf"],
+                      env={"TRAJLEDGER_STATE_DIR": str(tmp_path / "state")})  # fmt: skip
+    assert r.exit_code == 3, r.output
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
+    assert line.startswith("FAIL: cartpole-bc@2: is a checkpoint, not a dataset")
+    assert "lineage" in line or "cartpole-train@" in line, line
