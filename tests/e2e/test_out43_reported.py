@@ -30,6 +30,21 @@ class Party:
     def vkey(self) -> str:
         return str(json.loads(self("log", "info", "--json").stdout)["vkey"])
 
+    def buys_from(self, vendor: Party, policy: Path) -> None:
+        """A new ledger whose policy trusts the vendor's key ``vendor`` and log, and its own
+        approver key; the vendor's log pinned ahead."""
+        self("init")
+        self("key", "new", "approver", "--no-encrypt")
+        pem = vendor("key", "export", "vendor").stdout
+        mine = self("key", "export", "approver").stdout
+        policy.write_text(
+            f'name = "buyer"\nserial = 1\n[roles.producer]\nkeys = ["""{pem}"""]\n'
+            f'[roles.approver]\nkeys = ["""{mine}"""]\n[roles.log]\n'
+            f'vkeys = ["{vendor.vkey()}", "{self.vkey()}"]\n'
+        )
+        self("policy", "set", policy, "--key", "approver", "--yes")
+        self("trust", vendor.vkey())
+
 
 @pytest.mark.xfail(strict=True, reason="out43 finding 6: import of an older bundle whose records "
                    "are all here already is 'rollback', exit 1, with no next step (exchange.py)")
@@ -59,18 +74,7 @@ def test_an_older_bundle_already_imported_says_so(runner: CliRunner, tmp_path: P
     vendor("revoke", batch, "--reason", "bad batch", "--key", "vendor")
     updates = tmp_path / "updates.tar.zst"
     vendor("export", "--updates-since", size, "--out", updates)
-    buyer("init")
-    buyer("key", "new", "approver", "--no-encrypt")
-    pem = vendor("key", "export", "vendor").stdout
-    mine = buyer("key", "export", "approver").stdout
-    bpolicy = tmp_path / "buyer-policy.toml"
-    bpolicy.write_text(
-        f'name = "buyer"\nserial = 1\n[roles.producer]\nkeys = ["""{pem}"""]\n'
-        f'[roles.approver]\nkeys = ["""{mine}"""]\n[roles.log]\n'
-        f'vkeys = ["{vendor.vkey()}", "{buyer.vkey()}"]\n'
-    )
-    buyer("policy", "set", bpolicy, "--key", "approver", "--yes")
-    buyer("trust", vendor.vkey())
+    buyer.buys_from(vendor, tmp_path / "buyer-policy.toml")
     buyer("import", old, "--key", "approver")
     assert "already imported" in buyer("import", old, "--key", "approver").stderr  # (holds)
     buyer("import", updates, "--key", "approver")
@@ -123,17 +127,7 @@ def test_a_record_by_a_key_not_in_the_policy_says_what_to_do(
            "--key", "vendor2")  # fmt: skip
     bundle = tmp_path / "grid-3.tar.zst"
     vendor("export", "grid@3", "--out", bundle)
-    buyer("init")
-    buyer("key", "new", "approver", "--no-encrypt")
-    pem, mine = vendor("key", "export", "vendor").stdout, buyer("key", "export", "approver").stdout
-    bpolicy = tmp_path / "buyer-policy.toml"
-    bpolicy.write_text(
-        f'name = "buyer"\nserial = 1\n[roles.producer]\nkeys = ["""{pem}"""]\n'
-        f'[roles.approver]\nkeys = ["""{mine}"""]\n[roles.log]\n'
-        f'vkeys = ["{vendor.vkey()}", "{buyer.vkey()}"]\n'
-    )
-    buyer("policy", "set", bpolicy, "--key", "approver", "--yes")
-    buyer("trust", vendor.vkey())
+    buyer.buys_from(vendor, tmp_path / "buyer-policy.toml")
     r = buyer("import", bundle, "--key", "approver", code=1)
     (line,) = [x for x in r.stderr.splitlines() if "(not in the policy)" in x]
     assert "[roles.producer]" in line or "policy set" in line, line
