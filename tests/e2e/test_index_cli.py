@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +281,56 @@ def test_stats_names_a_revocation_the_log_holds(
             "'trajledger impact' on it",
             "OK: 20 row(s) of episodes",
         ]
+
+
+def test_a_mean_whose_sum_overflows_is_printed_finite(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Three batches of one episode each, returns 1e308, 1e308 and -1e308 (each batch records:
+    no batch's own sum overflows): their mean is 3.3e307 and their spread 1.15e308, both
+    finite. stats printed the mean as 'inf' and the spread as null, with numpy's
+    RuntimeWarning lines and their file paths on stderr (out42's Left, out43)."""
+    root = tmp_path / "ledger"
+    ledger = Ledger.init(root, origin="test/index-cli-overflow")
+    key = ledger.keys.create("producer", encrypt=False)
+    register_environment(ledger, "chat", "1", key)
+    names = []
+    for i, reward in enumerate([1e308, 1e308, -1e308]):
+        data = tmp_path / f"b{i}.jsonl"
+        line = json.loads(chat(i))
+        data.write_text(json.dumps({**line, "reward": reward}) + "\n")
+        record_batch(ledger, [data], env="chat@1", policy="m1", signer=key, name=f"b{i}")
+        names.append(f"b{i}")
+    ledger.create_dataset("huge", "1", "train", names, key="producer")
+    tk.pin_log(root)
+    with warnings.catch_warnings():  # (a subprocess printed them with their file paths)
+        warnings.simplefilter("error", RuntimeWarning)
+        result, text = (run(runner, root, "stats", "huge@1", *j) for j in (["--json"], []))
+    assert result.exit_code == 0, result.output
+    agg = json.loads(result.stdout)["aggregate"]
+    assert agg["mean_return"] == pytest.approx(1e308 / 3)
+    assert agg["return_std"] == pytest.approx(1e308 * (4 / 3) ** 0.5)  # deviations 2, 2, -4 / 3
+    assert text.exit_code == 0, text.output
+    assert "inf" not in text.stdout
+    assert "3.333e+307" in text.stdout
+
+
+def test_query_in_resolves_its_ref_once(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """query --in REF resolved REF for its rows and again for its warnings: two readings of
+    the catalog, which a version recorded in between would make two REFs (out42's Left)."""
+    from trajledger.ledger.catalog import Catalog
+
+    calls: list[str] = []
+    resolve = Catalog.resolve
+
+    def counted(self: Catalog, ref: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(ref)
+        return resolve(self, ref, *args, **kwargs)
+
+    monkeypatch.setattr(Catalog, "resolve", counted)
+    result = run(runner, home, "query", "episodes", "--in", "chat-batch", "--limit", "0")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == "OK: 20 row(s) of episodes"
+    assert calls == ["chat-batch"]

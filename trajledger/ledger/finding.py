@@ -119,18 +119,39 @@ def duplicate_lines(features: Sequence[BatchFeatures]) -> list[str]:
     Batches are taken in digest order and episodes in id order, so the report is stable.
 
     Returns:
-        One line per duplicate episode, naming the first episode it duplicates.
+        One line per batch holding duplicates of another's (or its own) episodes: the episode
+        itself when it is one, else how many and what to do (a dataset appended to and
+        recorded whole again duplicates every episode of the first batch: one line, not
+        thousands).
     """
     seen: dict[str, tuple[str, str]] = {}
-    out = []
+    sizes = {f.batch: len(f.chunk.episode_ids) for f in features if f.chunk is not None}
+    pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for f in sorted(features, key=lambda f: f.batch):
         if f.chunk is None:
             continue
         for episode, fp in sorted(zip(f.chunk.episode_ids, f.chunk.fingerprints, strict=True)):
             first = seen.setdefault(fp, (f.batch, episode))
             if first != (f.batch, episode):
-                out.append(
-                    f"episode {episode!r} of batch {f.batch[:19]}… duplicates episode "
-                    f"{first[1]!r} of batch {first[0][:19]}…"
-                )
-    return out
+                pairs.setdefault((f.batch, first[0]), []).append((episode, first[1]))
+    return [_duplicates(b, a, eps, sizes) for (b, a), eps in pairs.items()]
+
+
+def _duplicates(b: str, a: str, eps: list[tuple[str, str]], sizes: dict[str, int]) -> str:
+    """The line of the episodes ``eps`` (its id, the id it duplicates) of batch ``b`` that
+    duplicate episodes of batch ``a``."""
+    (episode, first), n = eps[0], len(eps)
+    line = (f"episode {episode!r} of batch {b[:19]}… duplicates episode {first!r} of batch "
+            f"{a[:19]}…")
+    if n == 1:
+        return line
+    if a == b:
+        return f"{line}, and {n - 1} more of its episodes duplicate others of it"
+    why = (f"{n} episodes of batch {b[:19]}… duplicate episodes of batch {a[:19]}… (episode "
+           f"{episode!r} duplicates episode {first!r}, …)")
+    for whole, other in ((a, b), (b, a)):
+        if len({e[1] if whole == a else e[0] for e in eps}) == sizes[whole]:
+            return (f"{why}: every episode of batch {whole[:19]}… is also in batch "
+                    f"{other[:19]}… (a dataset appended to and recorded whole again?): leave "
+                    f"batch {whole[:19]}… out of the next version, or record only the new episodes")
+    return f"{why}: record each episode in one batch only"

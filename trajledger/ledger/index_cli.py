@@ -183,17 +183,16 @@ def _run_query(
 
     cols = _split(columns) or (None if as_json else list(default))
     probe = limit + 1 if 0 < limit < 2**31 - 1 else limit  # one more: were rows cut off?
+    ledger, digest, batches = ctx.ledger(), "", None
     with _usage_errors():
-        result = query_table(
-            ctx.ledger(),
-            table,
-            where,
-            columns=cols,
-            limit=probe or None,
-            within=within,
-            progress=_progress(ctx),
-            note=warn,
-        )
+        if within is not None:  # resolved once: the rows and the warnings below are of one REF
+            from .catalog import Catalog
+            from .index import Index
+
+            item = Catalog(ledger).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
+            digest, batches = item.digest, Index(ledger).batches_of(item.digest, item.kind)
+        result = query_table(ledger, table, where, columns=cols, limit=probe or None,
+                             batches=batches, progress=_progress(ctx), note=warn)  # fmt: skip
     rows = result.to_pylist()
     if 0 < limit < len(rows):  # a script's --json count would be short without a word
         rows, result = rows[:limit], result.slice(0, limit)
@@ -204,13 +203,8 @@ def _run_query(
     else:
         names = result.column_names
         _print_table(names, [[_cell(r[c]) for c in names] for r in rows])
-    if within is not None:  # as `stats REF` says it (its rows were listed without a word)
-        from .catalog import Catalog
-        from .index import Index
-
-        item = Catalog(ctx.ledger()).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
-        batches = Index(ctx.ledger()).batches_of(item.digest, item.kind)
-        for w in _retracted(ctx.ledger(), item.digest, batches, "rows", erasures=False):
+    if batches is not None:  # as `stats REF` says it (its rows were listed without a word)
+        for w in _retracted(ledger, digest, batches, "rows", erasures=False):
             warn(w)  # (an erasure: the index's own line says its rows are left out)
     ok(f"{len(rows)} row(s) of {table}")
 

@@ -787,10 +787,18 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
     entry = state.entry(item.index)
     if entry is None or signer.keyid in entry.signers:
         return
+    try:  # the key to give instead, when this ledger holds one (a producer key rotated, say)
+        here = [(k.name, k.keyid) for k in ledger.keys.list()]
+    except (LedgerError, ProvenanceError, OSError):
+        here = []
+    mine = [n for n, k in here if k in entry.signers]
+    other = [n for n, k in here if not mine and found[1].holds("approver", k)]
+    give = (f", key {mine[0]} here: give --key {mine[0]}" if mine else
+            f": give an approver's key, --key {other[0]}" if other else "")
     raise PolicyError(
         f"{item.kind} {item.ref or item.digest}: key {signer.name} ({signer.keyid[:12]}) did not "
-        f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}): a "
-        f"producer may {verb} only what it produced, an approver anything; nothing was signed"
+        f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}{give}): "
+        f"a producer may {verb} only what it produced, an approver anything; nothing was signed"
     )
 
 

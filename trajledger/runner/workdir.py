@@ -451,18 +451,26 @@ def output_files(directory: Path, shown: str | None = None) -> dict[str, Path]:
     """The regular files under ``directory`` by ``/``-separated relative path (none when it
     holds only directories); ``shown`` names it in messages (default: its path).
 
+    One walk, `collect_files`'; only when it refuses is the output looked at again, for a line
+    naming it as the command knows it (`collect_files` names a path under a temporary
+    directory gone by the time the line is read) and in `files`' words.
+
     Raises:
         LedgerError: a link or special file (named), or an unreadable directory.
     """
     from trajledger.ledger.files import collect_files
 
+    try:
+        return collect_files([directory])
+    except LedgerError as e:
+        refused = e
     shown = shown or str(directory)
 
     def unlisted(e: OSError) -> None:
         where = os.path.relpath(e.filename, directory) if e.filename else "."
-        raise LedgerError(f"{shown}: cannot list {where}: {e.strerror}")
+        raise LedgerError(f"{shown}: cannot list {where}: {e.strerror}") from refused
 
-    regular = False  # first a look for a line naming the output (the walk below decides)
+    regular = False
     for root, dirs, names in os.walk(directory, onerror=unlisted):
         for name in (*dirs, *names):
             path = os.path.join(root, name)
@@ -470,16 +478,14 @@ def output_files(directory: Path, shown: str | None = None) -> dict[str, Path]:
                 mode = os.lstat(path).st_mode
                 regular = regular or stat.S_ISREG(mode)
                 if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+                    kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
                     raise LedgerError(
                         f"{shown}: {os.path.relpath(path, directory)} is {kind}: only regular "
                         "files are recorded (write the file itself there, not a link to it); "
-                        "nothing was recorded")
-    return collect_files([directory]) if regular else {}
-
-
-_KINDS: Final = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe",
-                 stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+                        "nothing was recorded") from refused
+    if regular:
+        raise refused
+    return {}  # (only directories: no file, as an empty output)
 
 
 def check_output_dir(output: Path) -> None:

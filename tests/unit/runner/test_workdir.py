@@ -277,7 +277,7 @@ def test_a_workspace_names_its_inputs_hides_the_passphrase_and_cleans_up(
     [
         (lambda p: p.symlink_to("/etc/passwd"), "a symbolic link"),
         (lambda p: p.symlink_to(p.parent / "sub"), "a symbolic link"),
-        (lambda p: os.mkfifo(p), "a named pipe"),
+        (lambda p: os.mkfifo(p), "not a regular file"),  # (`files`' words: out43)
     ],
     ids=["link", "link-to-directory", "fifo"],
 )
@@ -309,3 +309,21 @@ def test_an_output_of_empty_directories_holds_no_file(tmp_path: Path) -> None:
     regular files`, exit 3 (out42)."""
     (tmp_path / "out" / "logs" / "empty").mkdir(parents=True)
     assert output_files(tmp_path / "out") == {}
+
+
+def test_a_sound_output_is_walked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`output_files` walked the output with `os.walk` for a line naming a link, then again in
+    `collect_files` (out42's Left): a checkpoint of many files was listed twice. Now only a
+    refusal is looked at again."""
+    from trajledger.ledger.files import collect_files
+
+    out = tmp_path / "out"
+    (out / "ckpt" / "shard").mkdir(parents=True)
+    for i in range(3):
+        (out / "ckpt" / "shard" / f"{i}.bin").write_bytes(b"w" * i)
+    (out / "config.json").write_text("{}")
+    walks: list[object] = []
+    walk = os.walk
+    monkeypatch.setattr(os, "walk", lambda *a, **k: walks.append(a) or walk(*a, **k))
+    assert output_files(out) == collect_files([out])
+    assert walks == []

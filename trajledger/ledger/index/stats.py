@@ -136,7 +136,19 @@ class Segment:
 
 
 def _mean(x: npt.NDArray[Any]) -> float | None:
-    return float(np.mean(x)) if len(x) else None
+    return _scaled(np.mean, x) if len(x) else None
+
+
+def _scaled(f: Callable[..., Any], x: npt.NDArray[Any], **kw: Any) -> float:
+    """f(x) (a mean or a spread), which can overflow in its sum though the answer is finite:
+    three returns of 1e308, 1e308 and -1e308 have the mean 3.3e307. Then x is scaled down by
+    its largest magnitude and the answer scaled back up (an infinite input stays infinite)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # (inf - inf in unvalidated returns)
+        v = float(f(x, **kw))
+        if math.isfinite(v) or not np.isfinite(x).all():
+            return v
+        top = float(np.max(np.abs(x)))
+        return top * float(f(x / top, **kw))
 
 
 @dataclass(frozen=True)
@@ -195,8 +207,7 @@ class _Columns:
         known = cost[~np.isnan(cost)]
         total = float(known.sum()) if len(known) else None
         solved = len({self.task[i] for i in idx[success == 1.0]})
-        with np.errstate(invalid="ignore"):  # inf - inf in a producer's unvalidated returns
-            std = float(np.std(ret, ddof=1)) if len(ret) >= 2 else None
+        std = _scaled(np.std, ret, ddof=1) if len(ret) >= 2 else None
         return Metrics(
             episodes=len(idx),
             labelled=int(labelled.sum()),

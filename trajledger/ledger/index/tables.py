@@ -852,13 +852,13 @@ def query_table(
     columns: Sequence[str] | None = None,
     limit: int | None = None,
     within: str | None = None,
+    batches: Sequence[str] | None = None,
     progress: ProgressFactory | None = None,
     note: Callable[[str], None] | None = None,
 ) -> pa.Table:
-    """`Index.query`, with ``within`` a batch, dataset or checkpoint reference (``progress``
-    and ``note`` are `Index`'s)."""
+    """`Index.query`, with ``within`` a batch, dataset or checkpoint reference, or ``batches``
+    its batches already found (``progress`` and ``note`` are `Index`'s)."""
     index = Index(ledger, progress=progress, note=note)
-    batches = None
     if within is not None:
         item = Catalog(ledger).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
         batches = index.batches_of(item.digest, item.kind)
