@@ -287,8 +287,9 @@ def _run(commands: list[list[str]]) -> list[dict[str, Any]]:
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(json.dumps({"env": env, "commands": commands}) + "\n")
     proc.stdin.flush()
-    ready, _, _ = select.select([proc.stdout], [], [], 600)
-    line = proc.stdout.readline() if ready else ""
+    poller = select.poll()  # (not select: a long session's descriptors pass 1,023, out43)
+    poller.register(proc.stdout, select.POLLIN)
+    line = proc.stdout.readline() if poller.poll(600_000) else ""
     if not line:
         proc.kill()
         proc.wait()
