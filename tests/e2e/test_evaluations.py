@@ -520,7 +520,8 @@ def test_release_refused_missing_then_failing_then_accepted(
     assert lines[0] == "FAIL: release of bc@1: refused, 1 problem(s); nothing was recorded"
     assert lines[1].startswith("FAIL: release of bc@1 > success_rate on regression@1: missing: "
                                "no verified evaluation of sha256:")
-    assert lines[1].endswith(" --suite regression@1'")
+    assert lines[1].endswith(" --suite regression@1 --key KEY' (KEY: a key of the policy's "
+                             "evaluator role)")  # (a command that runs as printed: out43)
     assert log_size(home) == size
     failing = evaluate(runner, home, script, "fail")
     r = run(runner, home, "release", "bc@1", "--key", "approver")

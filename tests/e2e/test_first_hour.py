@@ -86,8 +86,9 @@ def test_train_output_keeps_a_plug_in_checkpoints_files(
     size = Ledger.open(home).log.size
     r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer",
             "--name", "bc-out", "--version", "1", "--seed", "1", "--output", taken)
-    expect(r, 3, f"FAIL: --output {taken}: not empty; give a new or empty directory, so that "
-                 "only what the command writes is recorded\n")
+    expect(r, 3, f"FAIL: --output {taken}: not empty (it holds 'x'); give a new or empty "
+                 "directory, so that only what the command writes is recorded (the files of a "
+                 "run stopped before it ended were never recorded: remove them and run again)\n")
     assert Ledger.open(home).log.size == size  # refused before training
     model = tmp_path / "model"
     r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer",

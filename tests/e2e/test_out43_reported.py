@@ -82,8 +82,6 @@ def test_an_older_bundle_already_imported_says_so(runner: CliRunner, tmp_path: P
     assert r.exit_code == 0 and "already imported" in r.stderr, r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 7: release's 'run trajledger eval CK "
-                   "--suite S' has no --key: a usage error as printed (verify/releases.py)")
 def test_a_missing_evaluation_names_a_command_that_runs() -> None:
     """The release engineer's CI ran the line `release` printed for a missing evaluation,
     `trajledger eval sha256:… --suite regression@1`: `Error: Missing option '--key'`, exit 2.
@@ -100,8 +98,6 @@ def test_a_missing_evaluation_names_a_command_that_runs() -> None:
     assert "--suite regression@1 --key " in check.detail, check.detail
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 8: a bundle signed by the vendor's new "
-                   "producer key fails import naming the key, not what to do (verify/key_roles.py)")
 def test_a_record_by_a_key_not_in_the_policy_says_what_to_do(
     runner: CliRunner, tmp_path: Path
 ) -> None:
@@ -133,9 +129,6 @@ def test_a_record_by_a_key_not_in_the_policy_says_what_to_do(
     assert "[roles.producer]" in line or "policy set" in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 9: after Ctrl-C of train --output DIR, the "
-                   "re-run is refused 'not empty' with no word of what is there or to remove it "
-                   "(workdir.check_output_dir; its line is asserted whole in test_train_command)")
 def test_an_output_left_by_a_stopped_run_says_what_to_do(tmp_path: Path) -> None:
     """`train --output sft-out -- COMMAND`, Ctrl-C after COMMAND wrote shard0: `FAIL:
     interrupted; nothing was recorded or half-written`, exit 130, and sft-out keeps shard0. The
@@ -153,8 +146,6 @@ def test_an_output_left_by_a_stopped_run_says_what_to_do(tmp_path: Path) -> None
     assert "shard0" in str(e.value) and "remove" in str(e.value), str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="out43 finding 10: 'card CHECKPOINT' (a model card) is "
-                   "'is a checkpoint, not a dataset', exit 3, with no next step (card_cli.py)")
 def test_a_card_of_a_checkpoint_says_where_its_card_is(
     runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
 ) -> None:

@@ -103,7 +103,8 @@ def test_a_vendors_dataset_named_like_the_release_suite_is_not_the_suite(tmp_pat
         r"of the release's own log is logged before it: record the suite in this log "
         r"\('trajledger dataset create regression --version 1 --split regression --batch …'\), "
         r"or pin another log's in \[\[release\.require\]\] \(digest = \"sha256:…\"\); then run "
-        r"'trajledger eval sha256:[0-9a-f]{64} --suite regression@1'$", r.stderr), r.stderr
+        r"'trajledger eval sha256:[0-9a-f]{64} --suite regression@1 --key KEY' \(KEY: a key of "
+        r"the policy's evaluator role\)$", r.stderr), r.stderr
     buyer.run("import", bundle, "--key", "approver")
     at = int(json.loads(buyer.run("show", theirs, "--json").stdout)["index"])
     # The buyer has no regression@1 of its own yet: the name finds the vendor's, and a run on

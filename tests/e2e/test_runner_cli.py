@@ -401,7 +401,9 @@ def test_refuses_a_batch_signed_by_a_key_outside_the_policy(
         "outside@1",
         f"rollout-batch {short(batch)} > record: rollout-batch record {index}: no signature by a "
         "trusted key: 0 of 1 required signature(s) verified; the envelope names key "
-        f"{outsider.keyid[:12]} (not in the policy), want producer key(s){DEPENDS}",
+        f"{outsider.keyid[:12]} (not in the policy), want producer key(s); if the signer "
+        "confirms the key is theirs (ask them, not the data), add it to [roles.producer] of the "
+        f"policy and run 'trajledger policy set'; otherwise treat the record as forged{DEPENDS}",
     )
 
 

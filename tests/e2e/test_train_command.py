@@ -298,8 +298,11 @@ def test_kept_logs_and_a_users_output_directory(
     again = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
                 "sft", "--version", "2", "--output", out, "--", sys.executable, "train.py")
     assert again.exit_code == 3
-    assert again.stderr == (f"FAIL: --output {out}: not empty; give a new or empty directory, so "
-                            "that only what the command writes is recorded\n")
+    assert again.stderr == (f"FAIL: --output {out}: not empty (it holds 'model', "
+                            "'requirements.lock', 'seen.json'); give a new or empty directory, "
+                            "so that only what the command writes is recorded (the files of a "
+                            "run stopped before it ended were never recorded: remove them and "
+                            "run again)\n")
     assert entries(chat_home) == before
 
 

@@ -62,11 +62,22 @@ def card(
     """
     from .card_formats import render
     from .cards import dataset_card
+    from .catalog import Catalog, RefError
     from .fs import write_output
 
     ledger = ctx.ledger()
-    facts = dataset_card(ledger, dataset, ledger.policy(policy_file),
-                         data="size" if skip_data else "hash")
+    try:
+        facts = dataset_card(ledger, dataset, ledger.policy(policy_file),
+                             data="size" if skip_data else "hash")
+    except RefError as e:  # (a checkpoint's card: where it is, out43 finding 10)
+        try:
+            Catalog(ledger).resolve(dataset, {"checkpoint", "release"})
+        except RefError:
+            raise e from None
+        raise RefError(f"{e}; a checkpoint's card is its lineage ('trajledger lineage "
+                       f"{dataset} --format html --out lineage.html') and the cards of the "
+                       "datasets it was trained on ('trajledger card DATASET', docs/cards.md)"
+                       ) from None
     data = render(facts, fmt)
     for r in facts.revocations:
         warn(f"{r.about} is revoked: {r.fields['reason']} (log index {r.index}); the card "

@@ -497,11 +497,15 @@ def check_output_dir(output: Path) -> None:
     """
     if output.is_symlink() or (output.exists() and not output.is_dir()):
         raise LedgerError(f"--output {output}: not a directory")
-    if output.is_dir() and any(output.iterdir()):
-        raise LedgerError(
-            f"--output {output}: not empty; give a new or empty directory, so that only what "
-            "the command writes is recorded"
-        )
+    if output.is_dir():
+        names = sorted(p.name for _, p in zip(range(4), output.iterdir(), strict=False))
+        if names:  # (what is there, and the way on after a stopped run: out43 finding 9)
+            held = ", ".join(map(repr, names[:3])) + (", …" if len(names) > 3 else "")
+            raise LedgerError(
+                f"--output {output}: not empty (it holds {held}); give a new or empty "
+                "directory, so that only what the command writes is recorded (the files of a run "
+                "stopped before it ended were never recorded: remove them and run again)"
+            )
 
 
 class Workspace:

@@ -96,6 +96,13 @@ def release_named(rec: Record) -> str | None:
         f"its subject is not the SHA-256 of its predicate ({named})")
 
 
+def _eval_line(checkpoint: str, suite: str) -> str:
+    """The command that evaluates ``checkpoint`` on ``suite``, as a user runs it (out43
+    finding 7: without ``--key`` it was a usage error as printed)."""
+    return (f"'trajledger eval {checkpoint} --suite {suite} --key KEY' (KEY: a key of the "
+            "policy's evaluator role)")
+
+
 def release_requirement(
     node: Node, req: Requirement, checkpoint: str, ev: Record | None,
     parent: Record | None, parents: Sequence[str], cited: Sequence[str] | None,
@@ -115,7 +122,7 @@ def release_requirement(
         return set()
     if ev is None:
         node.fail(label, f"missing: no verified evaluation of {_short(checkpoint)} on "
-                  f"{req.suite}; run 'trajledger eval {checkpoint} --suite {req.suite}'")
+                  f"{req.suite}; run {_eval_line(checkpoint, req.suite)}")
         return set()
     runs = [ev] + ([parent] if parent is not None else [])
     assert isinstance(ev.predicate, Evaluation)
@@ -126,7 +133,7 @@ def release_requirement(
     )
     if req.max_drop is not None and parents and parent is None:
         problems.append(f"the parent {_short(parents[0])} has no verified evaluation "
-                        f"on {req.suite}")
+                        f"on {req.suite}: run {_eval_line(parents[0], req.suite)}")
     problems += [f"evaluation {_short(r.entry.subject)} (log index {r.index}) is the "
                  "latest but not cited" for r in runs
                  if cited is not None and r.entry.subject not in cited]
@@ -246,8 +253,8 @@ def release_rules(
                        "release's own log is logged before it: record the suite in this log "
                        f"('trajledger dataset create {name} --version {version} --split "
                        "regression --batch …'), or pin another log's in [[release.require]] "
-                       "(digest = \"sha256:…\"); then run 'trajledger eval "
-                       f"{checkpoint} --suite {req.suite}'")
+                       "(digest = \"sha256:…\"); then run "
+                       + _eval_line(checkpoint, req.suite))
         if problem is not None:
             node.fail(f"{req.metric} on {req.suite}", problem)
             continue
