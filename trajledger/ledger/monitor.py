@@ -656,6 +656,7 @@ def watch_updates(
     leaves: dict[int, bytes] = {}
     signed_by: set[str] = set()  # the log's keys (`first_contact.saw`)
     own_by: set[str] = set()  # its own: those of its policies and import records
+    mine = ledger.trust_state()  # what this ledger holds, asked of each entry (vend43)
     unreadable: ProvenanceError | None = None  # raised once the entries proved the root
     start = applied
     # a first contact reads the log from entry 0 (1M entries: minutes): drawn, as `home`'s
@@ -678,8 +679,8 @@ def watch_updates(
                 signed_by.update(entry.signers)
                 if entry.kind in NOT_TAKEN:
                     own_by.update(entry.signers)
-                about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
-                                                          or withdraws(ledger, entry))
+                about = entry.kind != "trust-policy" and (held(ledger, entry.subject, mine)
+                                                          or withdraws(ledger, entry, mine))
                 if about or entry.kind == "trust-policy":
                     entries[i], leaves[i] = raw, h
                 first = first and not about

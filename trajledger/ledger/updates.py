@@ -288,21 +288,23 @@ def _mark_restored(ledger: LedgerHome, origin: TrustState, since: int) -> None:
 # -- what to take in ------------------------------------------------------------------------------
 
 
-def held(ledger: LedgerHome, digest: str) -> bool:
-    """True when this ledger holds a record of the artifact ``digest`` (its own or imported)."""
-    state = ledger.trust_state()
+def held(ledger: LedgerHome, digest: str, state: TrustState | None = None) -> bool:
+    """True when this ledger holds a record of the artifact ``digest`` (its own or imported);
+    ``state``, its `trust_state` taken once for a read of many entries (each call brings it up
+    to the log: the checkpoint verified, the rows counted; vend43, the cost of a mark)."""
+    state = state or ledger.trust_state()
     return any((e := state.entry(i)) is not None and KINDS[e.kind].lineage
                for i in state.about(digest))
 
 
-def withdraws(ledger: LedgerHome, entry: LogEntry) -> bool:
+def withdraws(ledger: LedgerHome, entry: LogEntry, state: TrustState | None = None) -> bool:
     """True when ``entry`` is a revocation of an approval record this ledger holds (its
     subject is that record's envelope digest): a withdrawal (`trajledger.verify.withdrawals`),
     which the approval's holder must take in as a revocation of what it holds."""
     if entry.kind != "revocation":
         return False
     index = ledger.log.find_envelope(entry.subject)
-    found = ledger.trust_state().entry(index) if index is not None else None
+    found = (state or ledger.trust_state()).entry(index) if index is not None else None
     return found is not None and found.kind == "approval"
 
 
@@ -337,7 +339,7 @@ def select(
     Returns:
         ``(taken, consulted)`` indices, ascending.
     """
-    taken, consulted = [], []
+    taken, consulted, state = [], [], ledger.trust_state()
     for i in sorted(entries):
         entry = LogEntry.from_bytes(entries[i])
         # (1)
@@ -351,7 +353,8 @@ def select(
             continue
         # (3)
         asked_for = entry.subject in asked
-        if not (asked_for or held(ledger, entry.subject) or withdraws(ledger, entry)):
+        if not (asked_for or held(ledger, entry.subject, state)
+                or withdraws(ledger, entry, state)):
             continue
         if have(entry.envelope) or (KINDS[entry.kind].restricts and (
                 asked_for or from_log(ledger, entry.subject, logs))):
