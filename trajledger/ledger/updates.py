@@ -771,6 +771,7 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
             if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
                 changes.suspect.append({
                     "key": rk.keyid, "declaredBy": origin_name(update.vkey), "digests": signed,
+                    "declarerBrought": True,
                     "text": f"key {rk.keyid[:16]}, which {origin_name(update.vkey)} declares "
                             f"compromised ({rk.describe()}; its policy {theirs.name!r} serial "
                             f"{theirs.serial}), signed what you hold from another log: "
@@ -878,20 +879,39 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     revoked_here = {x.keyid for x in policy.revoked_keys}
     logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
     for vkey in sorted(logs - {update.vkey, *update.logs}):
-        theirs, own = _their_compromises(ledger, _entries_of(vkey, imports))
+        theirs, own = _their_compromises(ledger, entries := _entries_of(vkey, imports))
         for rk in theirs.revoked_keys if theirs is not None else ():
             if theirs is None or rk.keyid not in own & signed or rk.keyid in revoked_here:
                 continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
+            shown = _shown(ledger, policy, entries, rk.keyid, vkey)  # (vend43: whose key)
             changes.suspect.append({
                 "key": rk.keyid, "declaredBy": origin_name(vkey), "digests": list(hit),
+                "declarerBrought": shown,
                 "text": f"key {rk.keyid[:16]}, which {origin_name(vkey)} declares compromised "
                         f"({rk.describe()}; its policy {theirs.name!r} serial "
                         f"{theirs.serial}), signed what was just taken in from "
                         f"{changes.origin}: {', '.join(hit.values())}; not revoked here (a log "
-                        "stops only what it brought): if the key is theirs, record a successor "
-                        f"with [[revoked_keys]] key = \"{rk.keyid}\""})
+                        "stops only what it brought)" + ("" if shown else f"; {origin_name(vkey)}"
+                        " brought you nothing that key signed (a policy may list anyone's key)")
+                        + f": if the key is theirs, record a successor with [[revoked_keys]] "
+                        f"key = \"{rk.keyid}\""})
+
+
+def _shown(ledger: LedgerHome, policy: TrustPolicy, entries: Mapping[int, LogEntry],
+           keyid: str, vkey: str) -> bool:
+    """Whether the log ``vkey`` brought here first a record that verifies signed by ``keyid``
+    (`_signed_there`, of its ``entries`` its log says the key signed): what shows the key it
+    declares compromised may be its own (vend43; `_compromises` step 3's line otherwise)."""
+    state, origins = ledger.trust_state(), Origins(ledger)
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    try:
+        return any(_signed_there(state, origins, verifier, e.subject, e.kind, keyid, {vkey})
+                   for e in entries.values() if KINDS[e.kind].lineage and keyid in e.signers
+                   and held(ledger, e.subject, state))
+    finally:
+        verifier.close()
 
 
 def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collection[str]
