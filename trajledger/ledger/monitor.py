@@ -656,7 +656,6 @@ def watch_updates(
     leaves: dict[int, bytes] = {}
     signed_by: set[str] = set()  # the log's keys (`first_contact.saw`)
     own_by: set[str] = set()  # its own: those of its policies and import records
-    mine = ledger.trust_state()  # what this ledger holds, asked of each entry (vend43)
     unreadable: ProvenanceError | None = None  # raised once the entries proved the root
     start = applied
     # a first contact reads the log from entry 0 (1M entries: minutes): drawn, as `home`'s
@@ -668,6 +667,7 @@ def watch_updates(
         while start < result.size:
             end = min(result.size, (start // TILE_WIDTH + 1) * TILE_WIDTH)
             raws = reader.entries(start, end)
+            mine = ledger.trust_state()  # what it holds, once a bundle (not an entry: vend43)
             hashes = [leaf_hash(raw) for raw in raws]
             edge = edge.extend(hashes)
             for i, raw, h in zip(range(start, end), raws, hashes, strict=True):
