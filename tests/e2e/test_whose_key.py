@@ -40,12 +40,11 @@ def _two_declares_ones_key(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, str]:
     (two.home / "one.pub").write_bytes((one.home / "keys" / "vendor.pub").read_bytes())
     policy = two.home / "policy.toml"
     first = policy.read_text()
-    policy.write_text(first.replace("serial = 1", "serial = 2").replace(
-        "keys = [", 'keys = ["one.pub", ', 1))
-    two.run("policy", "set", policy, "--key", "vendor", "--yes")
-    policy.write_text(first.replace("serial = 1", "serial = 3") + f'\n[[revoked_keys]]\nkey = '
-                      f'"{theirs}"\ncompromised_since = 0\nreason = "hostile"\n')
-    two.run("policy", "set", policy, "--key", "vendor", "--yes")
+    revoked = f'[[revoked_keys]]\nkey = "{theirs}"\ncompromised_since = 0\nreason = "hostile"'
+    for serial, text in ((2, first.replace("keys = [", 'keys = ["one.pub", ', 1)),
+                         (3, f"{first}\n{revoked}\n")):  # listed, then declared compromised
+        policy.write_text(text.replace("serial = 1", f"serial = {serial}"))
+        two.run("policy", "set", policy, "--key", "vendor", "--yes")
     update = tmp_path / "two-update.tar.zst"
     two.run("export", "--updates-since", str(applied), "--out", update)
     buyer.run("import", update, "--key", "approver")
