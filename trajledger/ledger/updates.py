@@ -763,7 +763,7 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
             # (2)
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
-                    and held(ledger, e.subject)}
+                    and held(ledger, e.subject, state)}
             foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
             # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
             signed = [d for d in foreign if _signed_there(state, origins, verifier, d,
