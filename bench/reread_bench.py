@@ -7,8 +7,8 @@ reads those 1,000 (``daily``), unless an import brought meanwhile a record signe
 vendor's key that the buyer did not hold (`first_contact.brought`, called here with one of the
 vendor's entries): then it reads all N + 1,000 from the first entry (``reread``), once. Each a
 process on a fresh copy of the buyer and its state; ``--baseline DIR`` (a worktree of another
-commit) runs ``daily`` there too, in the same run (wall, the child's CPU, its peak RSS:
-`first_contact_bench.run`).
+commit) runs ``daily`` and ``reread`` there too, in the same run (wall, the child's CPU, its
+peak RSS: `first_contact_bench.run`).
 
 Usage::
 
@@ -72,6 +72,7 @@ def main() -> None:
                                                          ("reread", HERE, True)]
             if args.baseline is not None and not args.quick:
                 cases.insert(1, ("daily, baseline", str(args.baseline.resolve()), False))
+                cases.append(("reread, baseline", str(args.baseline.resolve()), True))
             for k in range(1 if args.quick else args.repeat):
                 for label, path, marked in cases:
                     home, state = root / f"b{k}-{label}", root / f"bs{k}-{label}"

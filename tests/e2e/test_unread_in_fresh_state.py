@@ -85,15 +85,15 @@ def test_a_record_marked_during_a_read_from_0_stays_marked(
     late = {"sha256:" + "ab" * 32: "rollout-batch late-1 (sha256:abababababab…)"}
     holds, vkey, done = updates.held, vendor.vkey(), list[bool]()
 
-    def held(ledger: Any, digest: str) -> bool:  # asked of each entry the monitor reads
+    def held(ledger: Any, digest: str, state: Any = None) -> bool:  # of each entry read
         if not done:
             done.append(True)
-            state = TrustState.open(vkey)  # another process's import marks it now
+            other = TrustState.open(vkey)  # another process's import marks it now
             try:
-                mark_unread(state, late)
+                mark_unread(other, late)
             finally:
-                state.close()
-        return holds(ledger, digest)
+                other.close()
+        return holds(ledger, digest, state)
 
     monkeypatch.setattr(updates, "held", held)
     for url in served(vendor):

@@ -332,7 +332,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.rollouts", "trajledger.ledger.rollouts.*",
         "trajledger.ledger.log", "trajledger.ledger.log.*",
         "trajledger.ledger.trust_rows", "trajledger.ledger.trust_index", "trajledger.ledger.names",
-        "trajledger.ledger.trust_schema",
+        "trajledger.ledger.trust_schema", "trajledger.ledger.trust_floor",
         "trajledger.ledger.trust_state",
         "trajledger.ledger.trust_handover", "trajledger.ledger.first_use",
         "trajledger.ledger.trust_pins",

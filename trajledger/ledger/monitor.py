@@ -667,6 +667,7 @@ def watch_updates(
         while start < result.size:
             end = min(result.size, (start // TILE_WIDTH + 1) * TILE_WIDTH)
             raws = reader.entries(start, end)
+            mine = ledger.trust_state()  # what it holds, once a bundle (not an entry: vend43)
             hashes = [leaf_hash(raw) for raw in raws]
             edge = edge.extend(hashes)
             for i, raw, h in zip(range(start, end), raws, hashes, strict=True):
@@ -678,8 +679,8 @@ def watch_updates(
                 signed_by.update(entry.signers)
                 if entry.kind in NOT_TAKEN:
                     own_by.update(entry.signers)
-                about = entry.kind != "trust-policy" and (held(ledger, entry.subject)
-                                                          or withdraws(ledger, entry))
+                about = entry.kind != "trust-policy" and (held(ledger, entry.subject, mine)
+                                                          or withdraws(ledger, entry, mine))
                 if about or entry.kind == "trust-policy":
                     entries[i], leaves[i] = raw, h
                 first = first and not about

@@ -39,7 +39,8 @@ state; a reader sees a consistent snapshot. Threads of one process may share a `
 and holds for a whole transaction, so no thread reads another's uncommitted work.
 Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.log``), the
 queries answered from the index and the connection threads share (``trust_index.py``), the
-tables' layout (``trust_schema``).
+tables' layout (``trust_schema``), the floor's checks against a newer tree and the other values
+kept of the log (``trust_floor.py``, which `TrustState` is).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ from trajledger.verify.times import format_time, parse_time
 
 from .errors import LedgerError, TamperError, cannot_write, sqlite_next_step
 from .fs import drop_stale_temps, write_file_atomic
-from .trust_index import LockedDB, TrustIndex
+from .trust_floor import TrustFloor
+from .trust_index import LockedDB
 from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
 from .trust_schema import INDEXES, SCHEMA, TABLES
 from .user_state import (
@@ -160,7 +162,7 @@ def one_spelling(vkey: str) -> str:
     return verifier_vkey(verifier_from_vkey(vkey))
 
 
-class TrustState(TrustIndex):
+class TrustState(TrustFloor):
     """The trusted state of one log for this user. Build with `TrustState.open`."""
 
     def __init__(self, path: Path, vkey: str, db: sqlite3.Connection) -> None:
@@ -274,44 +276,6 @@ class TrustState(TrustIndex):
         if known_origin(verifier_from_vkey(vkey).name, root) is None:
             remove_tree(origin)  # no other key of it: the origin's pins go too
 
-    def pin(self, why: str) -> None:
-        """Mark this log key as trusted ahead of its first use (`trajledger trust`, ``init``,
-        a policy the user holds): its first use is then no blind one."""
-        with self._write():
-            self._put("pinned", why.encode("utf-8"))
-
-    def pinned(self) -> str | None:
-        """Why this key is trusted ahead of its first use, or None."""
-        raw = self._meta("pinned")
-        return None if raw is None else raw.decode("utf-8", "replace")
-
-    def used_at(self, now: dt.datetime | None, ahead: dt.datetime | None = None
-                ) -> dt.datetime | None:
-        """The newest time this state was used at before (a verifier's clock: `runner.verification.
-        ledger_verifier`), noting ``now`` (None: only read) when newer by `USED_EVERY`: a clock
-        set back later is judged no earlier (state26 finding 3); given ``ahead`` (rev27:
-        `trust_pins.forget_clock_ahead`), in its place only. A time not parsed is none."""
-        def stored() -> dt.datetime | None:
-            raw = self._meta("used_at")
-            with contextlib.suppress(FormatError, UnicodeDecodeError):
-                return None if raw is None else parse_time(raw.decode(), "used_at")
-            return None
-
-        seen = stored()
-        if now is not None and (seen is None or now - seen >= USED_EVERY or ahead):
-            with self._write():
-                current = stored()
-                if current == ahead if ahead else current is None or now > current:
-                    self._put("used_at", format_time(now).encode())
-        return seen
-
-    def retire(self, handover: bytes) -> None:
-        """Note that this key handed the log over (``handover``, a key handover note from it
-        that `trust_handover.continue_trust` followed): `check_extends` then refuses a tree it
-        signs beyond the handed-over one (rev24 finding 3)."""
-        with self._write():
-            self._put("retired", handover)
-
     def _register(self) -> None:
         """Note this key under its log's origin (``origins/<id>/<key id>`` holds the vkey), so
         that a state for another key of the same log can find it (`siblings`)."""
@@ -359,6 +323,26 @@ class TrustState(TrustIndex):
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+    def used_at(self, now: dt.datetime | None, ahead: dt.datetime | None = None
+                ) -> dt.datetime | None:
+        """The newest time this state was used at before (a verifier's clock: `runner.verification.
+        ledger_verifier`), noting ``now`` (None: only read) when newer by `USED_EVERY`: a clock
+        set back later is judged no earlier (state26 finding 3); given ``ahead`` (rev27:
+        `trust_pins.forget_clock_ahead`), in its place only. A time not parsed is none."""
+        def stored() -> dt.datetime | None:
+            raw = self._meta("used_at")
+            with contextlib.suppress(FormatError, UnicodeDecodeError):
+                return None if raw is None else parse_time(raw.decode(), "used_at")
+            return None
+
+        seen = stored()
+        if now is not None and (seen is None or now - seen >= USED_EVERY or ahead):
+            with self._write():
+                current = stored()
+                if current == ahead if ahead else current is None or now > current:
+                    self._put("used_at", format_time(now).encode())
+        return seen
 
     # -- meta ------------------------------------------------------------------------------------
 
@@ -455,30 +439,6 @@ class TrustState(TrustIndex):
             return int(done), int(total)
         except (OSError, ValueError):
             return 0, 0
-
-    @property
-    def size(self) -> int:
-        """The number of entries indexed (the floor checkpoint's size)."""
-        return self._size
-
-    @property
-    def root(self) -> bytes:
-        """The root of the indexed tree (the floor checkpoint's root)."""
-        return self._range.root()
-
-    def floor(self) -> bytes | None:
-        """The newest signed checkpoint note verified for this log, or None."""
-        return self._note
-
-    def floor_checkpoint(self) -> Checkpoint | None:
-        """The floor, parsed and verified by the log key (`_checkpoint`)."""
-        return None if self._note is None else self._checkpoint(self._note)
-
-    def _checkpoint(self, note: bytes) -> Checkpoint:
-        """``note`` verified by the log key, unless these very bytes were the last it verified."""
-        if self._verified is None or self._verified[0] != note:
-            self._verified = (note, verify_checkpoint(note, self.verifier))
-        return self._verified[1]
 
     # -- extending -------------------------------------------------------------------------------
 
@@ -672,163 +632,6 @@ class TrustState(TrustIndex):
             if (self.applied() or 0) > cp.size:
                 self._put("applied", str(cp.size).encode())
             self._put("rollbacks", json.dumps([*self.rollbacks(), record]).encode())
-
-    def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
-                      root_at: Callable[[int], bytes | None] | None = None) -> bool:
-        """Check that the signed checkpoint ``note`` extends the floor (without storing it).
-
-        Steps:
-            1. Verify ``note`` with the log's key.
-            2. Against the floor: a smaller tree is a rollback, another root at the same size a
-               fork; a larger tree needs ``proof``, a consistency proof from the floor's size,
-               and must pass it (else it is unprovable, or a fork); or ``root_at``, the roots
-               the log's extension (every entry since a size at or below the floor's, which
-               rebuild ``note``'s root) gives, whose root at the floor's size must be the
-               floor's.
-
-        Returns:
-            True when ``note`` is a larger tree than the floor (it would advance it).
-
-        Raises:
-            ConsistencyError: a rollback, a fork, or no proof; the message names both
-                checkpoints and the error carries them.
-            FormatError, SignatureError: ``note`` is malformed or not signed by the log.
-        """
-        from trajledger.verify.consistency import check_consistent
-        from trajledger.verify.errors import ConsistencyError
-
-        # (1)
-        new = verify_checkpoint(note, self.verifier)
-        self._size, self._range, self._note, self._last = self._read_meta()
-        self.check_retired(new, what)
-        old = self.floor_checkpoint()
-        if old is None:
-            return True
-        # (2)
-        both = (f"{old.origin} size {old.size} root {old.root.hex()[:16]}… accepted before; "
-                f"size {new.size} root {new.root.hex()[:16]}… now")
-        if new.size < old.size:
-            raise ConsistencyError(f"{what}: rollback: {both}", old=old, new=new)
-        if new.size == old.size:
-            if new.root != old.root:
-                raise ConsistencyError(f"{what}: fork: two roots at one size: {both}",
-                                       old=old, new=new)
-            return False
-        rebuilt = root_at(old.size) if root_at is not None else None
-        if rebuilt is not None:
-            if rebuilt != old.root:
-                raise ConsistencyError(f"{what}: fork: {both}: the log's entries give root "
-                                       f"{rebuilt.hex()[:16]}… at size {old.size}",
-                                       old=old, new=new)
-            return True
-        if not proof and old.size > 0:
-            raise ConsistencyError(
-                f"{what}: unprovable: no consistency proof from size {old.size} ({both}); ask "
-                f"for a bundle exported with --consistency-from {old.size}",
-                old=old,
-                new=new,
-            )
-        try:
-            check_consistent(old, new, list(proof))
-        except ProvenanceError as e:
-            raise ConsistencyError(f"{what}: fork: {both}: {e}", old=old, new=new,
-                                   proof=list(proof)) from e
-        return True
-
-    def retired_to(self) -> str | None:
-        """The key this one handed the log over to (`retire`), or None."""
-        from trajledger.verify.log_key import parse_handover
-
-        handover = self._meta("retired")
-        return None if handover is None else parse_handover(handover).new
-
-    def check_retired(self, new: Checkpoint, what: str) -> None:
-        """For a key that handed the log over (`retire`; step 1 of `check_extends`): a tree
-        ``new`` it signs beyond the handed-over one, or another at its size, is not the log's
-        (its successor signs from there on): a thief of the old key's fork.
-
-        Raises:
-            ConsistencyError: such a tree.
-        """
-        from trajledger.verify.errors import ConsistencyError
-        from trajledger.verify.log_key import key_id, parse_handover
-
-        if (handover := self._meta("retired")) is None:
-            return
-        h = parse_handover(handover)
-        if new.size > h.checkpoint.size or (new.size == h.checkpoint.size
-                                           and new.root != h.checkpoint.root):
-            raise ConsistencyError(
-                f"{what}: key {key_id(self.vkey)} handed the log over to {key_id(h.new)} at "
-                f"size {h.checkpoint.size} (a rotation you followed), yet signs a tree of size "
-                f"{new.size} (root {new.root.hex()[:16]}…): after its handover only "
-                f"{key_id(h.new)} signs, so this is another history (the old key's holder, "
-                "or a thief of it); nothing was changed: keep the checkpoint as evidence",
-                old=h.checkpoint, new=new)
-
-    def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
-                      root_at: Callable[[int], bytes | None] | None = None,
-                      applied: int | None = None) -> None:
-        """Remember a newer signed checkpoint of this log, seen without reading its entries
-        (another party's log, through a bundle or a monitor), after `check_extends`; with
-        ``applied``, also that every entry up to that size was applied (`applied`).
-
-        Raises:
-            ConsistencyError, FormatError, SignatureError: as `check_extends`.
-        """
-        with self._write():
-            if self.check_extends(note, proof, what=what, root_at=root_at):
-                self._put("checkpoint", note)
-                self._note = note
-            if applied is not None and applied > (self.applied() or 0):
-                self._put("applied", str(applied).encode())
-
-    def applied(self) -> int | None:
-        """The other party's log as applied here: every entry below this size was examined
-        and the ones about what the ledger holds taken in (by an import of its extension, or
-        a monitor that applied it); None when nothing was. The floor (`floor`) is the size
-        checked for consistency, which a monitor may raise without applying."""
-        raw = self._meta("applied")
-        return None if raw is None else int(raw.decode())
-
-    def noted(self, key: str) -> bytes | None:
-        """A value `first_contact` keeps about this log (its own ``meta`` keys)."""
-        return self._meta(f"first-contact.{key}")
-
-    def note(self, key: str, value: bytes | Callable[[bytes | None], bytes | None] | None
-             ) -> None:
-        """Keep ``value`` as `noted`'s ``key`` (None: drop it), in a write transaction; a
-        function gets the value kept there, read inside it (no other process's between)."""
-        with self._write():
-            if callable(value):
-                value = value(self._meta(f"first-contact.{key}"))
-            self._db.execute("DELETE FROM meta WHERE key = ?", (f"first-contact.{key}",))
-            if value is not None:
-                self._put(f"first-contact.{key}", value)
-
-    def published(self, note: bytes) -> None:
-        """Raise the floor to a checkpoint this process's own log writer just published (its
-        consistency with the tree before was checked by the writer, under its lock); the
-        index catches up on the next `sync`."""
-        new = verify_checkpoint(note, self.verifier)
-        with self._write():
-            self._size, self._range, self._note, self._last = self._read_meta()
-            old = self.floor_checkpoint()  # the note published before: verified then
-            same = old is not None and (new.size, new.root) == (old.size, old.root)
-            if old is None or new.size > old.size or same:
-                self._put("checkpoint", note)
-                self._note = note
-                self._verified = (note, new)
-
-    def continue_from(self, note: bytes) -> None:
-        """Store ``note`` (signed by this key) as the floor of a state that has none, after
-        `continue_trust` checked it extends the floor of the key this one took over from."""
-        verify_checkpoint(note, self.verifier)
-        with self._write():
-            self._size, self._range, self._note, self._last = self._read_meta()
-            if self._note is None:
-                self._put("checkpoint", note)
-                self._note = note
 
     def rebuild(self, *, at_next_sync: bool = False) -> None:
         """Forget the index (not the floor): the next `sync` re-reads the whole log, which must

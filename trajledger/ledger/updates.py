@@ -288,21 +288,23 @@ def _mark_restored(ledger: LedgerHome, origin: TrustState, since: int) -> None:
 # -- what to take in ------------------------------------------------------------------------------
 
 
-def held(ledger: LedgerHome, digest: str) -> bool:
-    """True when this ledger holds a record of the artifact ``digest`` (its own or imported)."""
-    state = ledger.trust_state()
+def held(ledger: LedgerHome, digest: str, state: TrustState | None = None) -> bool:
+    """True when this ledger holds a record of the artifact ``digest`` (its own or imported);
+    ``state``, its `trust_state` taken once for a read of many entries (each call brings it up
+    to the log: the checkpoint verified, the rows counted; vend43, the cost of a mark)."""
+    state = state or ledger.trust_state()
     return any((e := state.entry(i)) is not None and KINDS[e.kind].lineage
                for i in state.about(digest))
 
 
-def withdraws(ledger: LedgerHome, entry: LogEntry) -> bool:
+def withdraws(ledger: LedgerHome, entry: LogEntry, state: TrustState | None = None) -> bool:
     """True when ``entry`` is a revocation of an approval record this ledger holds (its
     subject is that record's envelope digest): a withdrawal (`trajledger.verify.withdrawals`),
     which the approval's holder must take in as a revocation of what it holds."""
     if entry.kind != "revocation":
         return False
     index = ledger.log.find_envelope(entry.subject)
-    found = ledger.trust_state().entry(index) if index is not None else None
+    found = (state or ledger.trust_state()).entry(index) if index is not None else None
     return found is not None and found.kind == "approval"
 
 
@@ -337,7 +339,7 @@ def select(
     Returns:
         ``(taken, consulted)`` indices, ascending.
     """
-    taken, consulted = [], []
+    taken, consulted, state = [], [], ledger.trust_state()
     for i in sorted(entries):
         entry = LogEntry.from_bytes(entries[i])
         # (1)
@@ -351,7 +353,8 @@ def select(
             continue
         # (3)
         asked_for = entry.subject in asked
-        if not (asked_for or held(ledger, entry.subject) or withdraws(ledger, entry)):
+        if not (asked_for or held(ledger, entry.subject, state)
+                or withdraws(ledger, entry, state)):
             continue
         if have(entry.envelope) or (KINDS[entry.kind].restricts and (
                 asked_for or from_log(ledger, entry.subject, logs))):
@@ -760,7 +763,7 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
             # (2)
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
-                    and held(ledger, e.subject)}
+                    and held(ledger, e.subject, state)}
             foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
             # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
             signed = [d for d in foreign if _signed_there(state, origins, verifier, d,
@@ -768,6 +771,7 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
             if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
                 changes.suspect.append({
                     "key": rk.keyid, "declaredBy": origin_name(update.vkey), "digests": signed,
+                    "declarerBrought": True,
                     "text": f"key {rk.keyid[:16]}, which {origin_name(update.vkey)} declares "
                             f"compromised ({rk.describe()}; its policy {theirs.name!r} serial "
                             f"{theirs.serial}), signed what you hold from another log: "
@@ -875,20 +879,39 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     revoked_here = {x.keyid for x in policy.revoked_keys}
     logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
     for vkey in sorted(logs - {update.vkey, *update.logs}):
-        theirs, own = _their_compromises(ledger, _entries_of(vkey, imports))
+        theirs, own = _their_compromises(ledger, entries := _entries_of(vkey, imports))
         for rk in theirs.revoked_keys if theirs is not None else ():
             if theirs is None or rk.keyid not in own & signed or rk.keyid in revoked_here:
                 continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
+            shown = _shown(ledger, policy, entries, rk.keyid, vkey)  # (vend43: whose key)
             changes.suspect.append({
                 "key": rk.keyid, "declaredBy": origin_name(vkey), "digests": list(hit),
+                "declarerBrought": shown,
                 "text": f"key {rk.keyid[:16]}, which {origin_name(vkey)} declares compromised "
                         f"({rk.describe()}; its policy {theirs.name!r} serial "
                         f"{theirs.serial}), signed what was just taken in from "
                         f"{changes.origin}: {', '.join(hit.values())}; not revoked here (a log "
-                        "stops only what it brought): if the key is theirs, record a successor "
-                        f"with [[revoked_keys]] key = \"{rk.keyid}\""})
+                        "stops only what it brought)" + ("" if shown else f"; {origin_name(vkey)}"
+                        " brought you nothing that key signed (a policy may list anyone's key)")
+                        + f": if the key is theirs, record a successor with [[revoked_keys]] "
+                        f"key = \"{rk.keyid}\""})
+
+
+def _shown(ledger: LedgerHome, policy: TrustPolicy, entries: Mapping[int, LogEntry],
+           keyid: str, vkey: str) -> bool:
+    """Whether the log ``vkey`` brought here first a record that verifies signed by ``keyid``
+    (`_signed_there`, of its ``entries`` its log says the key signed): what shows the key it
+    declares compromised may be its own (vend43; `_compromises` step 3's line otherwise)."""
+    state, origins = ledger.trust_state(), Origins(ledger)
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    try:
+        return any(_signed_there(state, origins, verifier, e.subject, e.kind, keyid, {vkey})
+                   for e in entries.values() if KINDS[e.kind].lineage and keyid in e.signers
+                   and held(ledger, e.subject, state))
+    finally:
+        verifier.close()
 
 
 def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collection[str]

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from trajledger import Ledger
-from trajledger.ledger import trust_rows, trust_schema, trust_state
+from trajledger.ledger import trust_floor, trust_rows, trust_schema, trust_state
 from trajledger.ledger.errors import LedgerError, TamperError
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.trust_state import TrustState
@@ -326,7 +326,8 @@ def count_verifications(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
         verified.append(note)
         return real(note, *args, **kwargs)
 
-    monkeypatch.setattr(trust_state, "verify_checkpoint", counting)
+    for module in (trust_state, trust_floor):  # the floor's checks are trust_floor's (vend43)
+        monkeypatch.setattr(module, "verify_checkpoint", counting)
     return verified
 
 
