@@ -84,7 +84,6 @@ from .catalog import Catalog, origin_name
 from .encode import consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .first_contact import applied_across, applied_for, marked, unexamined, unseen
 from .fs import (
     FileSystemSync,
     sync_paths_ahead,
@@ -696,7 +695,17 @@ def import_bundle(
         ConsistencyError: a rollback, a fork, or a newer log without its extension.
         StoreError, LogError: the store or log cannot be written.
     """
-    from .first_contact import applied_why, brought, relayed, saw
+    from .first_contact import (  # (not at import: export needs neither)
+        applied_across,
+        applied_for,
+        applied_why,
+        brought,
+        marked,
+        relayed,
+        saw,
+        unexamined,
+        unseen,
+    )
     from .updates import NOT_TAKEN, Changes, Update, apply_update, origin_state, select
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
