@@ -818,9 +818,9 @@ def import_bundle(
             # advanced it to another view since step 4; the size applied, after (fix11). The
             # first write under the lock: it must still be the lock file's (fix13)
             ledger.log.check_lock_held("nothing was imported")
-            signed = {k for raw in entries.values() for k in LogEntry.from_bytes(raw).signers}
-            own = {k for raw in entries.values() if (x := LogEntry.from_bytes(raw)).kind
-                   in NOT_TAKEN for k in x.signers}  # its policies' and imports' (`saw`)
+            parsed = [LogEntry.from_bytes(raw) for raw in entries.values()]  # (once each)
+            signed = {k for x in parsed for k in x.signers}
+            own = {k for x in parsed if x.kind in NOT_TAKEN for k in x.signers}  # (`saw`)
             brought(ledger, [entries[i] for i in taken], logs, ev.blob,  # unread elsewhere
                     policy.role("approver").keyids)
 
