@@ -15,6 +15,9 @@ Then, in one run, ``--repeat`` rounds of, in this order, each followed by ``sync
 
 - ``tar --zstd -cf OUT -C MEMBERS ...`` (the baseline of export: the same members; zstd's
   default level 3 and its one worker thread);
+- ``tar -I 'zstd -1' -cf OUT -C MEMBERS ...`` (the same at zstd's level 1, the level the bundle
+  writer uses since the xfer43 pass: not the target's baseline, the like-for-like figure beside
+  it);
 - ``trajledger --ledger VENDOR export bench@1 --out OUT`` (a new file each round);
 - ``tar --zstd -xf BUNDLE -C FRESH`` (the baseline of import, into a new directory);
 - the import's reading pass alone, in this process (`BundleEvidence.open` into a staging
@@ -143,7 +146,8 @@ def measure(work: Path, vendor: Path, repeat: int, quick: bool = False) -> dict[
 
     vkey = Ledger.open(vendor).log.vkey
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in
-                                                  ("tar_c", "export", "tar_x", "read", "import")}
+                                                  ("tar_c", "tar_c1", "export", "tar_x", "read",
+                                                            "import")}
     for r in range(repeat + 1):
         out = work / f"out-{r}"
         out.mkdir(exist_ok=True)
@@ -157,6 +161,8 @@ def measure(work: Path, vendor: Path, repeat: int, quick: bool = False) -> dict[
         ops = {
             "tar_c": ["tar", "--zstd", "-cf", str(out / "tar.tar.zst"), "-C", str(members),
                       *names],
+            "tar_c1": ["tar", "-I", "zstd -1", "-cf", str(out / "tar1.tar.zst"), "-C",
+                       str(members), *names],
             "export": [*cli, "--ledger", str(vendor), "export", "bench@1", "--out",
                        str(out / "export.tar.zst")],
             "tar_x": ["tar", "--zstd", "-xf", str(bundle), "-C", str(fresh)],
@@ -212,6 +218,9 @@ def render(r: dict[str, Any]) -> str:
             [
                 ["`tar --zstd -cf` of the members (baseline)", f"{wall['tar_c']:.2f}",
                  f"{cpu['tar_c']:.2f}", f"{mb / wall['tar_c']:.0f}", "", ""],
+                ["`tar -I 'zstd -1' -cf` (the bundle's zstd level; not the target's baseline)",
+                 f"{wall['tar_c1']:.2f}", f"{cpu['tar_c1']:.2f}", f"{mb / wall['tar_c1']:.0f}",
+                 f"{ratio('tar_c1', 'tar_c'):.2f}", f"{cpu['tar_c1'] / cpu['tar_c']:.2f}"],
                 ["`trajledger export` (the dataset's lineage)", f"{wall['export']:.2f}",
                  f"{cpu['export']:.2f}", f"{mb / wall['export']:.0f}", f"{exp:.2f}",
                  f"{cpu['export'] / cpu['tar_c']:.2f}"],

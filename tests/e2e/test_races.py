@@ -453,14 +453,14 @@ def test_a_verification_racing_reindex_decides_as_alone(
 def test_an_export_racing_an_erase_says_the_object_was_removed_meanwhile(
     quickstart_template: testkit.Template[str], tmp_path: Path
 ) -> None:
-    """``export`` stops before it writes the bundle (`exchange._write_bundle`, its lineage
+    """``export`` stops before it writes the bundle (`exchange.write_bundle`, its lineage
     walked); ``erase`` of a batch in it runs whole meanwhile; ``export`` goes on. It is refused
     as before (exit 3, no bundle), and now says the object was removed meanwhile, not only
     'No such file or directory' (rev13's wording item, fixed by fix11)."""
     home = testkit.copy_template(quickstart_template, tmp_path / "home")
     size = log_size(home)
     out = tmp_path / "holdout.tar.zst"
-    exporting = Paused(tmp_path / "gate", "trajledger.ledger.exchange._write_bundle",
+    exporting = Paused(tmp_path / "gate", "trajledger.ledger.exchange.write_bundle",
                        "--ledger", home, "export", "cartpole-holdout@1", "--out", out)
     code, _out, err = cli(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason",
                           "consent")

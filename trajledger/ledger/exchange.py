@@ -38,30 +38,27 @@ import dataclasses
 import datetime as dt
 import functools
 import hashlib
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, BinaryIO, cast
+from typing import TYPE_CHECKING
 
 from trajledger.verify.bundle import BundleEvidence, Limits, signed_terms, verify_bundle
 from trajledger.verify.bundle_index import (
     BUNDLE_FORMAT,
     EXTENSION_FORMAT,
     HANDOVER_FORMAT,
-    INDEX_NAME,
     BundleIndex,
     Member,
     Terms,
 )
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.compact import CompactRange
-from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
+from trajledger.verify.digest import FileDigest, digest_bytes
 from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
 from trajledger.verify.errors import (
     ConsistencyError,
-    DigestMismatchError,
     FormatError,
     PolicyError,
     ProofError,
@@ -82,23 +79,17 @@ from trajledger.verify.tlog_proof import TlogProof
 from trajledger.verify.update_bundle import extension_root
 
 from .bundle_keys import bundle_log_key
+from .bundle_write import write_bundle
 from .catalog import Catalog, origin_name
-from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
+from .encode import consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .first_contact import applied_across, applied_for, marked, unexamined, unseen
 from .fs import (
     FileSystemSync,
-    SyncBehind,
-    drop_stale_temps,
-    fsync_dir,
-    refuse_special,
     sync_paths_ahead,
     sync_tree_behind,
     temp_dir,
-    temp_name,
 )
-from .hashing import copy_hashing
 from .keys import Signer
 from .signing import canonical_json
 
@@ -108,16 +99,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ExportResult", "ImportResult", "bundle_log_key", "export_bundle", "import_bundle"]
 
-ZSTD_LEVEL = 3
-"""zstd's default level, as ``tar --zstd`` uses: bundles are mostly data that compresses
-little (numbers, Parquet already compressed); higher levels cost far more time than they save
-bytes."""
-ZSTD_THREADS = 2
-"""Compression workers beside the thread that reads and hashes the members. zstd's output does
-not depend on how many workers make it (one frame, the same bytes for 1, 2 or more), so this
-is a matter of time only: with one worker (as ``tar --zstd`` runs ``zstd``) a core waited
-while the other compressed, whenever the hashing thread was ahead. The frames are standard
-zstd, read by ``verify.bundle`` and ``tar --zstd -x`` alike."""
 PRIMARY_EXCLUDED = frozenset({"approval", "revocation", "erasure", "refusal", "import"})
 """Kinds that are statements about an artifact, not the artifact's own record."""
 
@@ -309,7 +290,7 @@ def export_bundle(
         7. State each rollout batch's terms (licence, consent, retention) from its verified
            record, for ``bundle.json``.
         8. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
-           renamed over ``out`` when complete (`_write_bundle`: each object read once,
+           renamed over ``out`` when complete (`bundle_write.write_bundle`: each object read once,
            hashed as written, compressed on a worker thread).
 
     Args:
@@ -471,7 +452,7 @@ def export_bundle(
     with (_still_stored(ledger, files, size),
           (ledger.progress or no_progress)(sum(m.size for m in index.members),
                                            "writing the bundle") as advance):
-        written = _write_bundle(out, index, small, files, advance)
+        written = write_bundle(out, index, small, files, advance)
     return ExportResult(
         path=out,
         digest=digest,
@@ -542,146 +523,6 @@ def _policy_bytes(envelope: bytes, subject: str, index: int) -> bytes:
             f"export: {what}: its policy hashes to {digest_bytes(body)}, want {subject}"
         )
     return body
-
-
-def _write_bundle(
-    out: Path, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path],
-    advance: Callable[[int], None],
-) -> int:
-    """Write the tar.zst to a temp file next to ``out``, then rename it; returns its size.
-    ``advance(n)`` is told of each member's bytes as they are written.
-
-    Each object is read once, in 1 MiB chunks, hashed (it must hash to its name) and handed
-    to the compressor, which runs on its own worker threads (`ZSTD_THREADS`) meanwhile. The
-    tar is what ``tarfile`` writes in ``w|`` pax mode, byte for byte (`_tar_header`, then the
-    content padded to 512 bytes; two zero blocks and zero padding to a 10,240-byte record at
-    the end), without its 16 KiB copy loop. The file's data goes to the disk on a thread as it
-    grows (`fs.SyncBehind`), while the rest is compressed; it is fsynced once complete."""
-    drop_stale_temps(out.parent)  # a killed export's
-    tmp = str(out.parent / temp_name())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            behind = SyncBehind(raw.fileno())
-            try:
-                _compress_members(_SyncedSink(raw, behind), index, small, files, advance)
-                raw.flush()
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    behind.wait()  # (a pass may be running on the file's descriptor)
-                raise
-            behind.wait()
-            os.fsync(raw.fileno())
-        os.chmod(tmp, 0o644)
-        refuse_special(out)  # a device or FIFO put there since --out was parsed (the lead)
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(out.parent)
-    return out.stat().st_size
-
-
-class _SyncedSink:
-    """The bundle file as the compressor writes it: each write told to `fs.SyncBehind`."""
-
-    def __init__(self, raw: BinaryIO, behind: SyncBehind) -> None:
-        self.raw = raw
-        self.behind = behind
-
-    def write(self, data: bytes) -> int:
-        n = self.raw.write(data)
-        self.behind.wrote(len(data))
-        return n
-
-    def flush(self) -> None:
-        self.raw.flush()
-
-
-def _compress_members(
-    sink: _SyncedSink, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path],
-    advance: Callable[[int], None],
-) -> None:
-    """The tar of ``bundle.json`` and the members, compressed into ``sink`` (`_write_bundle`)."""
-    import zstandard
-
-    cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=ZSTD_THREADS)
-    # (the compressor only calls ``write`` and ``flush``: a sink, not a whole file object)
-    with cctx.stream_writer(cast("IO[bytes]", sink), closefd=False) as zw:
-        written = 0
-
-        def put(data: bytes | memoryview) -> None:
-            nonlocal written
-            zw.write(data)
-            written += len(data)
-
-        def member(name: str, size: int) -> None:
-            put(_tar_header(name, size))
-
-        member(INDEX_NAME, len(data := bundle_index_bytes(index)))
-        put(data + bytes(-len(data) % _BLOCK))
-        for m in index.members:
-            member(m.name, m.size)
-            if m.name in small:
-                put(small[m.name] + bytes(-m.size % _BLOCK))
-                advance(m.size)
-                continue
-            with open(files[m.name], "rb", buffering=0) as fh:
-                got, size = copy_hashing(fh, put)
-            if (size, got) != (m.size, DIGEST_PREFIX + m.sha256):
-                # Changed behind the ledger's back: refused as every verifying path refuses
-                # it (exit 1), not as an operational error (rev18 finding 2).
-                raise DigestMismatchError(
-                    f"export: object sha256:{m.sha256} in the store is {size} bytes "
-                    f"hashing to {got}, want {m.size} bytes (run 'trajledger log "
-                    "verify --deep')",
-                    subject=str(files[m.name]), expected=DIGEST_PREFIX + m.sha256, observed=got,
-                )
-            put(bytes(-m.size % _BLOCK))
-            advance(m.size)
-        put(bytes(2 * _BLOCK))
-        put(bytes(-written % _RECORD))
-
-
-_BLOCK = 512
-_RECORD = 20 * _BLOCK
-"""tar's block and record sizes (``tarfile.BLOCKSIZE``, ``tarfile.RECORDSIZE``)."""
-_USTAR_OWNER = b"0000644\0" + b"0000000\0" * 2
-"""A member's mode (0644), uid and gid (0) fields, as ``tarfile`` writes them."""
-_USTAR_TAIL = b"".join((
-    b"00000000000\0",  # mtime 0
-    b" " * 8,  # the checksum field, counted as spaces
-    b"0",  # a regular file
-    bytes(100),  # no link name
-    b"ustar\x0000",  # POSIX magic and version
-    bytes(32 + 32 + 8 + 8 + 155 + 12),  # no uname, gname, device numbers, prefix; padding
-))
-"""The fields of a member's ustar block after its size (``tarfile``'s ``_create_header``)."""
-
-
-def _tar_header(name: str, size: int) -> bytes:
-    """The pax/ustar header block(s) of a regular member: mode 0644, owner 0, mtime 0, so the
-    same evidence gives the same tar.
-
-    A member whose name is ASCII of at most 100 characters and whose size fits 11 octal digits
-    (every name a bundle's layout allows) needs no pax record: its one ustar block is built
-    here, the bytes ``tarfile`` builds for it (about 20x cheaper: a bundle has thousands of
-    members; tests/unit/ledger/test_exchange_write.py compares the two). Any other goes
-    through ``tarfile``."""
-    if name.isascii() and len(name) <= 100 and 0 <= size < 8**11:
-        block = b"".join((name.encode("ascii").ljust(100, b"\0"), _USTAR_OWNER,
-                          b"%011o\0" % size, _USTAR_TAIL))
-        return b"%s%06o\0%s" % (block[:148], sum(block), block[155:])
-    import tarfile
-
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mtime = 0
-    info.mode = 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
 
 # -- import --------------------------------------------------------------------------------
@@ -854,7 +695,17 @@ def import_bundle(
         ConsistencyError: a rollback, a fork, or a newer log without its extension.
         StoreError, LogError: the store or log cannot be written.
     """
-    from .first_contact import applied_why, brought, relayed, saw
+    from .first_contact import (  # (not at import: export needs neither)
+        applied_across,
+        applied_for,
+        applied_why,
+        brought,
+        marked,
+        relayed,
+        saw,
+        unexamined,
+        unseen,
+    )
     from .updates import NOT_TAKEN, Changes, Update, apply_update, origin_state, select
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
@@ -967,9 +818,9 @@ def import_bundle(
             # advanced it to another view since step 4; the size applied, after (fix11). The
             # first write under the lock: it must still be the lock file's (fix13)
             ledger.log.check_lock_held("nothing was imported")
-            signed = {k for raw in entries.values() for k in LogEntry.from_bytes(raw).signers}
-            own = {k for raw in entries.values() if (x := LogEntry.from_bytes(raw)).kind
-                   in NOT_TAKEN for k in x.signers}  # its policies' and imports' (`saw`)
+            parsed = [LogEntry.from_bytes(raw) for raw in entries.values()]  # (once each)
+            signed = {k for x in parsed for k in x.signers}
+            own = {k for x in parsed if x.kind in NOT_TAKEN for k in x.signers}  # (`saw`)
             brought(ledger, [entries[i] for i in taken], logs, ev.blob,  # unread elsewhere
                     policy.role("approver").keyids)
 

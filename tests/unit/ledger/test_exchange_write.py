@@ -1,4 +1,4 @@
-"""The bundle writer (``ledger.exchange._write_bundle``): the tar is what ``tarfile`` writes.
+"""The bundle writer (``ledger.bundle_write.write_bundle``): the tar is what ``tarfile`` writes.
 
 The writer streams each object once (read, hashed, compressed on a worker thread) and writes the
 tar headers itself; its tar must be, byte for byte, what ``tarfile`` writes in ``w|`` pax mode
@@ -21,8 +21,8 @@ import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trajledger.ledger.bundle_write import tar_header, write_bundle
 from trajledger.ledger.encode import bundle_index_bytes
-from trajledger.ledger.exchange import _tar_header, _write_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member
 from trajledger.verify.errors import DigestMismatchError
 
@@ -60,7 +60,7 @@ def _tarfile_header(name: str, size: int) -> bytes:
 def test_a_member_header_is_what_tarfile_builds(name: str, size: int) -> None:
     """The writer's own ustar block (ASCII names up to 100 characters, sizes below 8**11) and
     its fall-back to ``tarfile`` (longer or non-ASCII names, larger sizes: a pax record)."""
-    assert _tar_header(name, size) == _tarfile_header(name, size)
+    assert tar_header(name, size) == _tarfile_header(name, size)
 
 
 def _tarfile_reference(index: Any, small: dict[str, bytes], files: dict[str, Path]) -> bytes:
@@ -83,7 +83,7 @@ def test_the_tar_is_what_tarfile_writes(tmp_path: Path, sizes: list[int]) -> Non
     index = _index(small, files)
     out = tmp_path / "b.tar.zst"
     told: list[int] = []
-    written = _write_bundle(out, index, small, files, told.append)
+    written = write_bundle(out, index, small, files, told.append)
     assert written == out.stat().st_size
     with open(out, "rb") as fh:
         tar = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True).read()
@@ -99,7 +99,7 @@ def test_an_object_that_changed_in_the_store_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "b.tar.zst"
     with pytest.raises(DigestMismatchError, match=f"object sha256:{path.name} in the store "
                                                   "is 1000 bytes hashing to sha256:"):
-        _write_bundle(out, index, small, files, lambda _n: None)
+        write_bundle(out, index, small, files, lambda _n: None)
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
@@ -108,7 +108,7 @@ def test_the_bundle_does_not_depend_on_the_number_of_compression_workers(
 ) -> None:
     """The same members give the same bytes with 1, 2 or 3 zstd workers (`ZSTD_THREADS` is a
     matter of time only): large enough members that the work is cut into several jobs."""
-    import trajledger.ledger.exchange as exchange
+    import trajledger.ledger.bundle_write as bundle_write
 
     small: dict[str, bytes] = {"checkpoint": b"c" * 100}
     files: dict[str, Path] = {}
@@ -119,12 +119,39 @@ def test_the_bundle_does_not_depend_on_the_number_of_compression_workers(
     index = _index(small, files)
     written = []
     for workers in (1, 2, 3):
-        monkeypatch.setattr(exchange, "ZSTD_THREADS", workers)
+        monkeypatch.setattr(bundle_write, "ZSTD_THREADS", workers)
         out = tmp_path / f"b{workers}.tar.zst"
-        _write_bundle(out, index, small, files, lambda _n: None)
+        write_bundle(out, index, small, files, lambda _n: None)
         written.append(out.read_bytes())
     assert written[0] == written[1] == written[2]
     assert len(written[0]) < sum(m.size for m in index.members)
+
+
+def test_the_tar_does_not_depend_on_the_compression_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ZSTD_LEVEL` (1 since the xfer43 pass, 3 before) changes the bundle file's size, never
+    the tar inside it: the same members at levels 1 and 3 decompress to the same bytes, and
+    the level-1 file is the larger, as the trade it makes says."""
+    import trajledger.ledger.bundle_write as bundle_write
+
+    small: dict[str, bytes] = {"checkpoint": b"c" * 100, "entries/0": b'{"a": 1}\n' * 500}
+    files: dict[str, Path] = {}
+    for data in (os.urandom(3 << 20), b"".join(b"%d," % i for i in range(400_000))):
+        name = hashlib.sha256(data).hexdigest()
+        (tmp_path / name).write_bytes(data)
+        files[f"objects/sha256/{name}"] = tmp_path / name
+    index = _index(small, files)
+    tars, sizes = [], []
+    for level in (1, 3):
+        monkeypatch.setattr(bundle_write, "ZSTD_LEVEL", level)
+        out = tmp_path / f"l{level}.tar.zst"
+        write_bundle(out, index, small, files, lambda _n: None)
+        sizes.append(out.stat().st_size)
+        with out.open("rb") as f:
+            tars.append(zstandard.ZstdDecompressor().stream_reader(f).read())
+    assert tars[0] == tars[1]
+    assert sizes[0] > sizes[1]
 
 
 def test_an_export_whose_pass_to_the_disk_failed_is_refused_and_leaves_no_file(
@@ -145,5 +172,5 @@ def test_an_export_whose_pass_to_the_disk_failed_is_refused_and_leaves_no_file(
     out = tmp_path / "out" / "b.tar.zst"
     out.parent.mkdir()
     with pytest.raises(OSError, match="Input/output error"):
-        _write_bundle(out, index, small, files, lambda _n: None)
+        write_bundle(out, index, small, files, lambda _n: None)
     assert list(out.parent.iterdir()) == []
