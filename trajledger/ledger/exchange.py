@@ -706,7 +706,15 @@ def import_bundle(
         unexamined,
         unseen,
     )
-    from .updates import NOT_TAKEN, Changes, Update, apply_update, origin_state, select
+    from .updates import (
+        NOT_TAKEN,
+        Changes,
+        Update,
+        apply_update,
+        earlier_import,
+        origin_state,
+        select,
+    )
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
     # Another log's records are judged by the policy in force alone: the policies it replaced
@@ -754,6 +762,17 @@ def import_bundle(
                                   handovers=ev.key_handovers(), proof=ev.consistency_proof,
                                   note=note_bytes)
             prior = origin.floor_checkpoint()
+            if prior is not None and cp.size < prior.size and ev.subject is not None and (
+                    (earlier := earlier_import(ledger, ev.subject, (cp.origin, cp.size, cp.root)))
+                    is not None):
+                # This very tree was accepted here with this artifact, and the floor extended
+                # it since: an older bundle imported again, nothing to take in, no rollback
+                # (out43 finding 6). Any other smaller tree is refused below.
+                _index, entry, statement = _primary(ev, ev.subject)
+                return ImportResult(ev.subject, entry.kind, next(
+                    s.name for s in statement.subjects if s.digest == ev.subject),
+                    origin_name(vkey), earlier, False, 0, report, (), Changes(origin_name(vkey)),
+                    applied_for(origin) or 0)
             proof: list[bytes] = []
             if prior is not None and 0 < prior.size < cp.size:
                 with contextlib.suppress(FileNotFoundError):
