@@ -1,6 +1,6 @@
 """Recording wide frames (an image a step) takes memory in proportion to a block, not to the
 batch: out42 recorded 50 frames of 1024x1024x3 (150 MiB) with a 5 GiB peak, where the step
-hashes (`row_hashes.row_sums`), the column windows (`step_windows._columns`, computed whole
+hashes (`row_hashes.row_sums`), the column windows (`step_columns.columns`, computed whole
 before finding a frame has too many columns) and the Parquet reader's bomb check
 (`parquet_read._row_bytes`, a zero per value) each took 8 to 24 bytes a value (the lead, at
 out42's merge). The peaks are numpy's allocations as `tracemalloc` sees them."""
