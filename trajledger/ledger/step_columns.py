@@ -1,6 +1,7 @@
 """The record batches of a step file as ``step_windows`` reads them: each run of batches of
-null observations joined to a neighbour (`observed`), and each batch's observations as a
-matrix of quantised columns (`columns`, `joined`).
+null observations joined to a neighbour (`observed`), each cut where its observations' width
+changes (`one_width`), and each batch's observations as a matrix of quantised columns
+(`columns`, `joined`).
 
 Scope: the steps' observations, batch by batch, before any window is hashed.
 Non-scope: the windows and their hashes (``step_windows``); the step hashes
@@ -21,7 +22,7 @@ from .episode_vectors import splitmix64
 from .rollouts.space_values import leaf_arrays
 from .row_hashes import quantised, tensor_width
 
-__all__ = ["Columns", "columns", "joined", "observed"]
+__all__ = ["Columns", "columns", "joined", "observed", "one_width"]
 
 _NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
 _U64 = np.uint64
@@ -115,3 +116,21 @@ def _one_batch(run: list[pa.RecordBatch]) -> pa.RecordBatch:
         [pa.concat_arrays([b.column("episode_id").cast(pa.string()) for b in run]),
          pa.concat_arrays([b.column("obs") for b in run])],
         schema=pa.schema([pa.field("episode_id", pa.string()), field]))
+
+
+def one_width(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each record batch cut where its observations' number of values changes (a list
+    column's; a null step has none), so that each part's are of one width and its episodes'
+    `columns` are not turned off by another episode's width (frames43: a batch holding two
+    widths had no ``step_windows.COLUMNS`` windows, for any episode in it)."""
+    for batch in batches:
+        obs = batch.column("obs")
+        if not (pa.types.is_list(obs.type) or pa.types.is_large_list(obs.type)):
+            yield batch
+            continue
+        w = np.asarray(pc.fill_null(pc.list_value_length(obs), -1).to_numpy(
+            zero_copy_only=False))
+        at = np.flatnonzero(w >= 0)
+        cuts = at[1:][w[at[1:]] != w[at[:-1]]].tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, len(w)], strict=True):
+            yield batch if not cuts else batch.slice(lo, hi - lo)

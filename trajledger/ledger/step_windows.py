@@ -63,12 +63,12 @@ import pyarrow.compute as pc
 
 from .column_series import few_values, informative, kept_sets, set_hash
 from .episode_vectors import splitmix64
-from .frame_stacks import left_columns, member_stacks, stacked_frames
+from .frame_stacks import FrameStacks, left_columns, member_stacks
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
 from .row_hashes import kept_hashes, row_sums
 from .standing_columns import in_place_of, left_out
-from .step_columns import Columns, columns, joined, observed
+from .step_columns import Columns, columns, joined, observed, one_width
 from .window_clocks import clock_columns as clocks_over
 from .window_clocks import clock_sets, maybe_clocks
 
@@ -299,8 +299,8 @@ def _stacked_windows(ids: list[str], lengths: npt.NDArray[np.int64],
                      s: npt.NDArray[np.uint64]) -> Iterator[tuple[StepWindows,
                                                                   npt.NDArray[np.bool_]]]:
     """The windows of the episodes of a stacked image (``s``, a row a step: its newest
-    frame's step hash and image hash, and whether it is stacked on the step before:
-    `frame_stacks.stacked_frames`) each of whose steps after its first is, over their newest
+    frame's step hash and image hash, and whether its episode is a stack:
+    `frame_stacks.FrameStacks`) each of whose steps after its first is, over their newest
     frames (order 0 and `COLUMNS`, ``still``: never held); nothing when none is."""
     ends = np.cumsum(lengths)
     bad = s[:, 2] == 0
@@ -316,8 +316,8 @@ def _stacked_windows(ids: list[str], lengths: npt.NDArray[np.int64],
     some = StepWindows(ids, lengths, eps[w.episode], w.start, w.hashes, still=True)
     yield some, never
     img = s[rows, 1]
-    hc = (image_windows(img, sub, w.episode, w.start, WINDOW) if img.all() else
-          np.zeros(len(w.hashes), dtype=np.uint64))
+    hc = image_windows(img, sub, w.episode, w.start, WINDOW)
+    hc[~np.logical_and.reduceat(img != 0, np.cumsum(sub) - sub)[w.episode]] = 0  # no image
     yield replace(some, hashes=hc, order=COLUMNS), never
 
 
@@ -837,28 +837,48 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
     carry = np.zeros(0, dtype=np.uint64)
     carry_q: _Columns | None = None
     carry_f: npt.NDArray[np.uint64] | None = None
-    carry_s: npt.NDArray[np.uint64] | None = None
-    for batch in observed(batches):
+    stacks: FrameStacks | None = None
+    for batch in one_width(observed(batches)):
         obs = batch.column("obs")
         h = step_hashes(obs)
         if h is None:
             continue
         q = columns(obs, MAX_COLUMNS)
         f = None if q is not None else image_steps(obs, batch.schema.field("obs"), MAX_COLUMNS)
-        got = None if q is not None or orders > 1 else stacked_frames(
-            obs, batch.schema.field("obs"), MAX_COLUMNS)
-        s = None if got is None else np.stack(
-            (got[0], got[1], got[2].astype(np.uint64)), axis=1)
+        if stacks is None and orders == 1:
+            stacks = FrameStacks(batch.schema.field("obs"), MAX_COLUMNS)
         eids = batch.column("episode_id").cast(pa.string())
         change = np.flatnonzero(np.asarray(
             pc.not_equal(eids[1:], eids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1
         firsts = np.concatenate(([0], change)).astype(np.int64)
         ids = [str(eids[int(i)].as_py()) for i in firsts]
         lengths = np.diff(np.concatenate((firsts, [len(h)]))).astype(np.int64)
+        goes_on = ids[0] == carry_id
+        s = None if stacks is None else stacks.add(obs, firsts, goes_on)
+        if carry_id is not None and _apart(carry_q, q, carry_f, f):
+            # the episode under way is of other columns than the batch's others: alone (it is
+            # ragged when it goes on here), so that theirs are as in any other cut (frames43)
+            n = len(carry) + (int(lengths[0]) if goes_on else 0)
+            if goes_on:
+                carry = np.concatenate((carry, h[: lengths[0]]))
+                carry_q = carry_f = None
+            if not goes_on or len(ids) > 1:
+                yield from _all_orders([carry_id], np.array([n], dtype=np.int64), carry,
+                                       carry_q, mark, orders, carry_f,
+                                       None if s is None else s[:n])
+                s = None if s is None else s[n:]
+                if goes_on:
+                    skip = int(lengths[0])
+                    h, f, ids, lengths = h[skip:], None if f is None else f[skip:], ids[1:], \
+                        lengths[1:]
+                    q = None if q is None else (q[0][skip:], q[1], q[2][skip:], q[3])
+            else:  # the batch is of that episode alone: on
+                h, q, f = carry, None, None
+                lengths[0] = n
+            carry_id = None
         if carry_id is not None:
             h, q = np.concatenate((carry, h)), joined(carry_q, q)
             f = None if f is None or carry_f is None else np.concatenate((carry_f, f))
-            s = None if s is None or carry_s is None else np.concatenate((carry_s, s))
             if ids[0] == carry_id:
                 lengths[0] += len(carry)
             else:
@@ -868,11 +888,19 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         carry_id, carry = ids[-1], h[cut:]
         carry_q = None if q is None else (q[0][cut:], q[1], q[2][cut:], q[3])
         carry_f = None if f is None else f[cut:]
-        carry_s = None if s is None else s[cut:]
         if len(ids) > 1:
             yield from _all_orders(ids[:-1], lengths[:-1], h[:cut], None if q is None else (
                 q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders, None if f is None else f[:cut],
-                None if s is None else s[:cut])
+                s)
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
-                               carry_q, mark, orders, carry_f, carry_s)
+                               carry_q, mark, orders, carry_f,
+                               None if stacks is None else stacks.ended())
+
+
+def _apart(a: _Columns | None, b: _Columns | None, fa: npt.NDArray[np.uint64] | None,
+           fb: npt.NDArray[np.uint64] | None) -> bool:
+    """Whether the columns ``a`` (or image steps ``fa``) of the steps before a record batch
+    and ``b`` (``fb``) of the batch's cannot be joined though one of them is there."""
+    return ((a is not None or b is not None) and joined(a, b) is None) or (
+        (fa is None) != (fb is None))

@@ -61,3 +61,30 @@ def test_reading_wide_frames_checks_no_value_one_by_one(tmp_path: Path) -> None:
     pq.write_table(pa.table({"id": pa.array(["e"] * ROWS),
                              "obs": pa.ListArray.from_arrays(offsets, pa.array(VALUES))}), path)
     assert peak(lambda: list(iter_parquet(path, ["id", "obs"]))) < 1  # (24 before)
+
+
+def test_windows_of_stacked_wide_frames_take_a_block_of_memory() -> None:
+    """24 frames of (512, 512, 4) stacked along the last axis (24 MiB): the windows over their
+    newest frames (`frame_stacks.FrameStacks`) by blocks of steps, not the batch's newest
+    frames copied, quantised and hashed at once (5.4 x the values before, frames43)."""
+    from trajledger.ledger.rollouts.schema import tensor_field
+
+    rows, side = 24, 512
+    o = np.random.default_rng(1).integers(0, 256, (rows, side, side), dtype=np.uint8)
+    steps = np.stack([np.stack([o[max(t + j - 3, 0)] for j in range(4)], axis=-1)
+                      for t in range(rows)])
+    field = tensor_field("obs", pa.uint8(), (side, side, 4))
+    obs = pa.FixedSizeListArray.from_arrays(pa.array(steps.ravel()), side * side * 4)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(["a"] * rows), obs.cast(field.type)],
+        schema=pa.schema([pa.field("episode_id", pa.string()), field]))
+    got: list[int] = []
+    tracemalloc.start()
+    try:
+        got += [len(w.hashes) for w, _ in iter_marked([batch]) if w.still]
+        top = tracemalloc.get_traced_memory()[1] / steps.nbytes
+    finally:
+        tracemalloc.stop()
+    assert got == [rows - 15, rows - 15]  # the stack's windows, order 0 and its images'
+    assert top < 2.5  # (5.4 before)
+
