@@ -47,6 +47,18 @@ def _same(a: Compared, b: Compared) -> None:
             assert np.array_equal(x, y)
 
 
+def _cut_everywhere(table: pa.Table, sizes: list[int], *, held: bool, where: Path) -> None:
+    """The windows of ``table`` in one row group are those in row groups of each of
+    ``sizes`` rows."""
+    got = []
+    for rows in [table.num_rows, *sizes]:
+        path = where / f"steps-{rows}.parquet"
+        pq.write_table(table, path, row_group_size=rows)
+        got.append(compute(path, (False, True, held)))
+    for other in got[1:]:
+        _same(got[0], other)
+
+
 _EPISODE = st.tuples(st.integers(1, 60), st.sampled_from(["none", "all", "run", "some"]))
 
 
@@ -69,14 +81,7 @@ def test_the_same_steps_in_other_row_groups_give_the_same_windows(
             mask = (rng.random(n) < 0.3).tolist()
         masks.append((e, mask))
     table = _steps(masks, width, seed)
-    where = tmp_path_factory.mktemp("cuts")
-    got = []
-    for rows in [table.num_rows, *sizes]:
-        path = where / f"steps-{rows}.parquet"
-        pq.write_table(table, path, row_group_size=rows)
-        got.append(compute(path, (False, True, held)))
-    for other in got[1:]:
-        _same(got[0], other)
+    _cut_everywhere(table, sizes, held=held, where=tmp_path_factory.mktemp("cuts"))
 
 
 def test_an_all_null_row_group_inside_an_episode_is_null_steps_as_within_a_row_group(
@@ -145,14 +150,7 @@ def test_the_stack_windows_of_the_same_steps_in_other_row_groups_are_the_same(
     first step never compared with the step before; so an episode's depended on the episodes
     that shared its row group."""
     table = _stacked_steps(episodes, seed)
-    where = tmp_path_factory.mktemp("stacks")
-    got = []
-    for rows in [table.num_rows, *sizes]:
-        path = where / f"steps-{rows}.parquet"
-        pq.write_table(table, path, row_group_size=rows)
-        got.append(compute(path, (False, True, False)))
-    for other in got[1:]:
-        _same(got[0], other)
+    _cut_everywhere(table, sizes, held=False, where=tmp_path_factory.mktemp("stacks"))
 
 
 def test_each_stacked_episode_of_at_least_a_window_has_its_stack_windows(tmp_path: Path) -> None:
@@ -198,14 +196,7 @@ def test_the_columns_windows_of_episodes_of_other_widths_do_not_depend_on_the_cu
     `COLUMNS` windows (nor clocks), for any episode in it, and an episode that ended where a
     batch of another width began lost its."""
     table = _ragged_steps(episodes, seed)
-    where = tmp_path_factory.mktemp("ragged")
-    got = []
-    for rows in [table.num_rows, *sizes]:
-        path = where / f"steps-{rows}.parquet"
-        pq.write_table(table, path, row_group_size=rows)
-        got.append(compute(path, (False, True, held)))
-    for other in got[1:]:
-        _same(got[0], other)
+    _cut_everywhere(table, sizes, held=held, where=tmp_path_factory.mktemp("ragged"))
 
 
 def test_an_episode_of_one_width_beside_another_has_its_columns_windows(tmp_path: Path) -> None:
