@@ -30,6 +30,7 @@ large parent: Linux keeps the parent's high-water mark in the child's across ``v
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -167,8 +168,10 @@ def scale_run(work: Path, episodes: int, args: argparse.Namespace) -> dict[str, 
                            "batch_mib": args.every * args.frames * frame / 2**20,
                            "group_mib": args.frames * frame / 2**20}
     sizes = [str(episodes), str(args.frames), str(args.side)]
-    out["recorder"] = timed([py, "-c", RECORDER, str(root), *sizes, str(args.every)])
-    batches = out["recorder"]["stdout"].split()
+    batches: list[str] = []
+    if importlib.util.find_spec("gymnasium") is not None:  # (an optional extra)
+        out["recorder"] = timed([py, "-c", RECORDER, str(root), *sizes, str(args.every)])
+        batches += out["recorder"]["stdout"].split()
     src, again = work / f"frames-{episodes}.parquet", work / f"zstd-{episodes}.parquet"
     timed([py, "-c", INPUT, str(src), *sizes])
     out["file_mib"] = src.stat().st_size / 2**20
@@ -182,7 +185,8 @@ def scale_run(work: Path, episodes: int, args: argparse.Namespace) -> dict[str, 
     out["create"] = timed([py, "-c", c.CLI_MAIN, *base, "dataset", "create", "frames", "--version",
                            "1", "--split", "train", *refs, "--key", "vendor"])
     for k in ("recorder", "pyarrow", "record", "create"):
-        out[k].pop("stdout")
+        if k in out:
+            out[k].pop("stdout")
     shutil.rmtree(root, ignore_errors=True)
     return out
 
@@ -196,6 +200,8 @@ def render(rows: list[dict[str, Any]], inherit: tuple[int, int] | None) -> str:
                              ("pyarrow", "pyarrow read + zstd write", r["group_mib"]),
                              ("record", "`trajledger record` of the Parquet", r["group_mib"]),
                              ("create", "`dataset create` of both", r["batch_mib"])):
+            if k not in r:
+                continue
             x = r[k]
             lines.append(f"| {r['frames']} ({r['mib']:,.0f}) | {big:,.0f} | {name} | "
                          f"{x['wall']:.2f} | {x['cpu']:.2f} | {x['rss']:,.0f} | "
