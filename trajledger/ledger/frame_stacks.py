@@ -363,18 +363,3 @@ class FrameStacks:
             img = image_steps(arr, tensor_field("obs", self.type, frame), self.least)
             out[lo : lo + m, 1] = 0 if img is None else img
         return out
-
-
-def _frames_linked(f: npt.NDArray[np.generic], direction: int, n: int) -> npt.NDArray[np.bool_]:
-    """Per step of frames ``f`` (``(steps, k, values)``) from the second to the ``n``-th:
-    whether each of its frames but the newest (the last, ``direction`` 0, or the first) is
-    the next newer frame of the step before; compared `_VALUES` numbers at a time."""
-    k = f.shape[1]
-    older, newer = (slice(0, k - 1), slice(1, k)) if direction == 0 else (
-        slice(1, k), slice(0, k - 1))
-    out = np.empty(max(n - 1, 0), dtype=bool)
-    step = max(1, _VALUES // max(1, f.shape[1] * f.shape[2]))
-    for lo in range(1, n, step):
-        hi = min(n, lo + step)
-        out[lo - 1 : hi - 1] = np.all(f[lo:hi, older] == f[lo - 1 : hi - 1, newer], axis=(1, 2))
-    return out
