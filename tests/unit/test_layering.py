@@ -330,6 +330,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.image_windows", "trajledger.ledger.window_clocks",
         "trajledger.ledger.standing_columns", "trajledger.ledger.row_hashes",
         "trajledger.ledger.column_series", "trajledger.ledger.frame_stacks",
+        "trajledger.ledger.step_columns",
         "trajledger.ledger.rollouts", "trajledger.ledger.rollouts.*",
         "trajledger.ledger.log", "trajledger.ledger.log.*",
         "trajledger.ledger.trust_rows", "trajledger.ledger.trust_index", "trajledger.ledger.names",

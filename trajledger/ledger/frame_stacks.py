@@ -5,11 +5,12 @@ wrapper (win36: such a copy shared no window with the held episode, every step's
 every frame).
 
 Scope: `stacked_columns` (per episode of a vector observation and column: whether it is of a
-frame other than the newest of a stack) and `stacked_frames` (per step of an image observation
-stacked along an axis of its declared shape, the hashes of its newest frame alone). A step is
-stacked on the step before when each of its frames but the newest is the next newer frame of
-the step before (the frames in blocks of the vector, or interleaved, newest last or first);
-an episode of a vector is stacked when every step after its first is. The train side also
+frame other than the newest of a stack) and `FrameStacks` (per episode of an image
+observation stacked along an axis of its declared shape, the hashes of its steps' newest
+frames alone). A step is stacked on the step before when each of its frames but the newest
+is the next newer frame of the step before (the frames in blocks of the vector, or
+interleaved, newest last or first); an episode is stacked when every step after its first
+is. The train side also
 hashes the windows of a stacked episode over its newest frame alone (``step_windows``, kept
 with the windows without standing columns: ``StepWindows.still``), so that the copy holds the
 held episode's windows, cut, subsampled or permuted; a stack's newest frame is an observation
@@ -36,11 +37,10 @@ from .rollouts.schema import tensor_field, tensor_shape
 from .row_hashes import matrix_hashes, quantised
 from .standing_columns import still_columns
 
-__all__ = ["MAX_STACK", "left_columns", "member_stacks", "stacked_columns", "stacked_frames"]
+__all__ = ["MAX_STACK", "FrameStacks", "left_columns", "member_stacks", "stacked_columns"]
 
 MAX_STACK = 8
 """The most frames a stack may hold (Atari's 4, Gymnasium's examples' 4 to 8)."""
-_PROBE = 9  # an image's first steps, compared before all of them
 _VALUES = 1 << 21  # numbers compared at once: bounded memory
 
 
@@ -198,70 +198,168 @@ def _candidates(shape: tuple[int, ...]) -> list[tuple[int, int, tuple[int, ...],
     return out
 
 
-def stacked_frames(obs: pa.Array, field: pa.Field, least: int
-                   ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64],
-                              npt.NDArray[np.bool_]] | None:
-    """Per step of an image observation column stacked along an axis of its declared shape
-    (`_candidates`; the first way more than half of its steps are stacked on the step before,
-    newest last or first): its newest frame's step hash (``step_windows.step_hashes`` of that
-    frame, as an observation of its own) and image hash (``image_windows.image_steps``, 0 when
-    it is no image of more than ``least`` numbers), and whether the step is stacked on the
-    one before (the first step of the column: true, its episode's first is not judged). None
-    when no way fits."""
-    try:
-        shape = tensor_shape(field)
-    except ValueError:
-        return None
-    if shape is None or obs.null_count or len(obs) < 2:
-        return None
-    ways = _candidates(shape)
-    if not ways:
-        return None
-    t = obs.type
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
-        return None
-    values = pc.list_flatten(obs)
-    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
-        return None
-    n = len(obs)
-    flat = np.asarray(values.to_numpy(zero_copy_only=False))
-    if flat.size != n * int(np.prod(shape)):
-        return None
-    x = flat.reshape(n, *shape)
-    for k, axis, frame, moved in ways:
-        f = (np.moveaxis(x, axis + 1, 1) if axis else x).reshape(n, k, -1)
-        for direction in (0, 1):
-            ok = _frames_linked(f, direction, min(n, _PROBE))
-            if 2 * int(ok.sum()) <= len(ok):
+class FrameStacks:
+    """The newest frames of the episodes of an image observation column stacked along an axis
+    of its declared shape (`_candidates`), over a file's record batches: per episode the first
+    way (newest last, then first) each of whose steps after its first is stacked on the step
+    before, no step null; its steps' newest frames' step hashes (``step_windows.step_hashes``
+    of that frame, as an observation of its own) and image hashes
+    (``image_windows.image_steps``, 0 when it is no image of more than ``least`` numbers).
+    Decided per episode, its steps compared across record batches: the same for any cut of
+    the file (frames43: a batch holding a null step, or whose steps were mostly of another
+    way, had none, for every episode that shared it)."""
+
+    def __init__(self, field: pa.Field, least: int) -> None:
+        """For the observation ``field`` (no ways: its shape is no stack of more than
+        ``least`` numbers, or not of numbers)."""
+        try:
+            shape = tensor_shape(field)
+        except ValueError:
+            shape = None
+        t = field.type
+        listed = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+        numeric = listed and (pa.types.is_integer(t.value_type) or
+                              pa.types.is_floating(t.value_type))
+        self.shape: tuple[int, ...] = shape or ()
+        self.size = int(np.prod(self.shape)) if shape else 0
+        self.ways = [(k, axis, frame, moved, d) for k, axis, frame, moved in _candidates(
+            self.shape) for d in (0, 1)] if numeric and self.size > least else []
+        self.least, self.type = least, t.value_type if listed else None
+        self.last: npt.NDArray[np.generic] | None = None  # the step before's values
+        self.n = 0  # the steps of the episode under way
+        self.alive = np.ones(len(self.ways), dtype=bool)  # its ways so far
+        self.got: list[list[npt.NDArray[np.uint64]]] = [[] for _ in self.ways]
+
+    def add(self, obs: pa.Array, firsts: npt.NDArray[np.int64], goes_on: bool
+            ) -> npt.NDArray[np.uint64] | None:
+        """The steps of the episodes ended before the last one of the record batch whose
+        observations are ``obs`` (episodes from rows ``firsts``; ``goes_on``: its first
+        continues the one under way, which else ended before it): a row a step, its newest
+        frame's step hash and image hash and 1, or 0, 0, 0 where its episode is no stack;
+        None when this column has no way."""
+        if not self.ways:
+            return None
+        n = len(obs)
+        x, bad = self._values(obs)
+        ends = np.append(firsts[1:], n).astype(np.int64)
+        judged = firsts + np.where((np.arange(len(firsts)) == 0) & goes_on, 0, 1)
+        parts = np.zeros((len(self.ways), len(firsts)), dtype=bool)
+        for i, way in enumerate(self.ways):
+            parts[i] = self._linked(x, bad, judged, ends, way)
+        out: list[npt.NDArray[np.uint64]] = []
+        if self.n and not goes_on:
+            out.append(self._ended())
+        for j in range(len(firsts)):
+            on, last = j == 0 and goes_on, j == len(firsts) - 1
+            alive = parts[:, j] & (self.alive if on else True)
+            rows = np.arange(firsts[j], ends[j])
+            if on or last:  # under way (the state is a new episode's unless ``on``): each
+                self.alive, self.n = alive, self.n + len(rows)  # way still alive
+                for i in np.flatnonzero(alive).tolist():
+                    self.got[i].append(self._newest(x, rows, self.ways[i]))
+                if not last:
+                    out.append(self._ended())
                 continue
-            ok = _frames_linked(f, direction, n)
-            if 2 * int(ok.sum()) <= n - 1:
-                continue
-            newest = f[:, k - 1 if direction == 0 else 0]
+            some = np.flatnonzero(alive)
+            out.append(self._newest(x, rows, self.ways[some[0]]) if len(some) else
+                       np.zeros((len(rows), 3), dtype=np.uint64))
+        self.last = None if bad[n - 1] else np.array(x[n - 1])
+        return np.concatenate(out) if out else np.zeros((0, 3), dtype=np.uint64)
+
+    def ended(self) -> npt.NDArray[np.uint64] | None:
+        """`add`'s rows of the episode under way, the file's last."""
+        return self._ended() if self.ways else None
+
+    def _ended(self) -> npt.NDArray[np.uint64]:
+        some = np.flatnonzero(self.alive)
+        got = (np.concatenate(self.got[some[0]]) if len(some) else
+               np.zeros((self.n, 3), dtype=np.uint64))
+        self.n, self.alive = 0, np.ones(len(self.ways), dtype=bool)
+        self.got = [[] for _ in self.ways]
+        return got
+
+    def _values(self, obs: pa.Array) -> tuple[npt.NDArray[np.generic], npt.NDArray[np.bool_]]:
+        """The steps' values (a row a step; a null step's, or one of another size, zeros)
+        and per step whether it is such."""
+        n = len(obs)
+        sizes = np.asarray(pc.fill_null(pc.list_value_length(obs), -1).to_numpy(
+            zero_copy_only=False))
+        bad = np.asarray(sizes != self.size, dtype=bool)
+        if not bad.any():
+            flat = np.asarray(pc.list_flatten(obs).to_numpy(zero_copy_only=False))
+            return flat.reshape(n, self.size), bad
+        flat = np.asarray(pc.list_flatten(obs.filter(pa.array(~bad))).to_numpy(
+            zero_copy_only=False))
+        x = np.zeros((n, self.size), dtype=flat.dtype)
+        x[~bad] = flat.reshape(-1, self.size)
+        return x, bad
+
+    def _frames(self, v: npt.NDArray[np.generic], way: tuple[int, int, tuple[int, ...], bool,
+                                                               int]) -> npt.NDArray[np.generic]:
+        k, axis = way[0], way[1]
+        x = v.reshape(len(v), *self.shape)
+        return (np.moveaxis(x, axis + 1, 1) if axis else x).reshape(len(v), k, -1)
+
+    def _linked(self, x: npt.NDArray[np.generic], bad: npt.NDArray[np.bool_],
+                judged: npt.NDArray[np.int64], ends: npt.NDArray[np.int64],
+                way: tuple[int, int, tuple[int, ...], bool, int]) -> npt.NDArray[np.bool_]:
+        """Per part of episode (rows ``judged`` to ``ends``, each stacked on the row before:
+        the previous batch's last for row 0): whether every row is; a part's first and last
+        rows compared before the whole."""
+        prior = np.concatenate((np.cumsum(bad) - bad, [int(bad.sum())]))
+        ok = np.asarray(prior[ends] - prior[np.maximum(judged - 1, 0)] == 0, dtype=bool)  # none bad
+        if self.last is None:
+            ok &= judged > 0
+        for probe in (judged, ends - 1):
+            todo = np.flatnonzero(ok & (judged < ends))
+            ok[todo] = self._rows_linked(x, probe[todo], way)
+        todo = np.flatnonzero(ok & (judged + 2 < ends))
+        if len(todo):
+            lens = ends[todo] - judged[todo]
+            rows = np.repeat(judged[todo] - (np.cumsum(lens) - lens), lens) + np.arange(
+                int(lens.sum()))
+            linked = self._rows_linked(x, rows, way)
+            ok[todo] = np.logical_and.reduceat(linked, np.cumsum(lens) - lens)
+        return ok
+
+    def _rows_linked(self, x: npt.NDArray[np.generic], rows: npt.NDArray[np.int64],
+                     way: tuple[int, int, tuple[int, ...], bool, int]) -> npt.NDArray[np.bool_]:
+        """Per row of ``rows``: whether it is stacked on the row before (row 0: on
+        ``self.last``), `_VALUES` numbers at a time."""
+        k, direction = way[0], way[4]
+        older, newer = (slice(0, k - 1), slice(1, k)) if direction == 0 else (
+            slice(1, k), slice(0, k - 1))
+        out = np.empty(len(rows), dtype=bool)
+        step = max(1, _VALUES // max(1, self.size))
+        for lo in range(0, len(rows), step):
+            r = rows[lo : lo + step]
+            now = x[r]
+            before = x[np.maximum(r - 1, 0)]
+            if self.last is not None and (r == 0).any():
+                before[r == 0] = self.last
+            out[lo : lo + len(r)] = np.all(self._frames(now, way)[:, older] ==
+                                           self._frames(before, way)[:, newer], axis=(1, 2))
+        return out
+
+    def _newest(self, x: npt.NDArray[np.generic], rows: npt.NDArray[np.int64],
+                way: tuple[int, int, tuple[int, ...], bool, int]) -> npt.NDArray[np.uint64]:
+        """Per row of ``rows``: the step hash and image hash of its newest frame under
+        ``way``, and 1; `_VALUES` numbers at a time."""
+        k, _, frame, moved, direction = way
+        out = np.ones((len(rows), 3), dtype=np.uint64)
+        step = max(1, _VALUES // max(1, self.size))
+        width = self.size // k
+        for lo in range(0, len(rows), step):
+            r = rows[lo : lo + step]
+            m = len(r)
+            newest = self._frames(x[r], way)[:, k - 1 if direction == 0 else 0]
             if moved:  # the frame's channels back last, as the step held them
-                newest = np.moveaxis(newest.reshape(n, frame[-1], -1), 1, 2)
-            newest = np.ascontiguousarray(newest).reshape(n, -1)
-            arr = pa.FixedSizeListArray.from_arrays(pa.array(newest.ravel()), newest.shape[1])
-            width = newest.shape[1]  # `step_windows.step_hashes` of a tensor
-            h = matrix_hashes(quantised(pa.array(newest.ravel())).reshape(n, width),
-                              np.zeros(width, dtype=np.int64))
-            img = image_steps(arr, tensor_field("obs", arr.type.value_type, frame), least)
-            stacked = np.ones(n, dtype=bool)
-            stacked[1:] = ok
-            return (h, np.zeros(n, np.uint64) if img is None else img, stacked)
-    return None
-
-
-def _frames_linked(f: npt.NDArray[np.generic], direction: int, n: int) -> npt.NDArray[np.bool_]:
-    """Per step of frames ``f`` (``(steps, k, values)``) from the second to the ``n``-th:
-    whether each of its frames but the newest (the last, ``direction`` 0, or the first) is
-    the next newer frame of the step before; compared `_VALUES` numbers at a time."""
-    k = f.shape[1]
-    older, newer = (slice(0, k - 1), slice(1, k)) if direction == 0 else (
-        slice(1, k), slice(0, k - 1))
-    out = np.empty(max(n - 1, 0), dtype=bool)
-    step = max(1, _VALUES // max(1, f.shape[1] * f.shape[2]))
-    for lo in range(1, n, step):
-        hi = min(n, lo + step)
-        out[lo - 1 : hi - 1] = np.all(f[lo:hi, older] == f[lo - 1 : hi - 1, newer], axis=(1, 2))
-    return out
+                newest = np.moveaxis(newest.reshape(m, frame[-1], -1), 1, 2)
+            newest = np.ascontiguousarray(newest).reshape(m, width)
+            values = pa.array(newest.ravel())
+            out[lo : lo + m, 0] = matrix_hashes(quantised(values).reshape(m, width),
+                                                np.zeros(width, dtype=np.int64))
+            arr = pa.FixedSizeListArray.from_arrays(values, width)
+            img = image_steps(arr, tensor_field("obs", self.type, frame), self.least)
+            out[lo : lo + m, 1] = 0 if img is None else img
+        return out

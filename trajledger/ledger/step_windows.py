@@ -63,11 +63,12 @@ import pyarrow.compute as pc
 
 from .column_series import few_values, informative, kept_sets, set_hash
 from .episode_vectors import splitmix64
-from .frame_stacks import left_columns, member_stacks, stacked_frames
+from .frame_stacks import FrameStacks, left_columns, member_stacks
 from .image_windows import image_steps, image_windows
 from .rollouts.space_values import leaf_arrays
-from .row_hashes import kept_hashes, quantised, row_sums, tensor_width
+from .row_hashes import kept_hashes, row_sums
 from .standing_columns import in_place_of, left_out
+from .step_columns import Columns, columns, joined, observed, one_width
 from .window_clocks import clock_columns as clocks_over
 from .window_clocks import clock_sets, maybe_clocks
 
@@ -134,7 +135,6 @@ _COLUMN_BLOCK = 4096  # windows whose `COLUMNS` hashes are computed at once
 _FEW_WINDOWS = 32  # a set with fewer windows in a block: `_windows_block`, not a pass a set
 _LONG_SALT = _U64(0x3C6EF372FE94F82B)
 _POLY_WINDOW = _U64(pow(int(_POLY), WINDOW, 1 << 64))  # shifts a polynomial by WINDOW steps
-_NULL_ROW = np.uint32(0x7FC01000)  # a null step's quantised values (a NaN no value rounds to)
 _NO_SETS = (np.zeros((0, 0), dtype=bool), np.zeros((0, 0), dtype=np.uint64))  # `_Bare.columns`
 
 
@@ -256,10 +256,10 @@ def _all_orders(
 ) -> Iterator[tuple[StepWindows, npt.NDArray[np.bool_]]]:
     """`_marked` of the steps in each of the first ``orders`` `ORDERS`, then their `COLUMNS`
     windows (``q``: the quantised observations, a row a step, the columns' salts, their raw
-    values and members, or None: `_columns`; of an image, ``f``, its `image_steps`, in their
-    place: `image_windows`), then the windows without their clock columns (`_clocked`;
-    ``clocks``: order 0 then `COLUMNS`, those windows with a clock only; their `COLUMNS`
-    hashes from the same column series as the full ones: `columns_windows`)."""
+    values and members, or None: `step_columns.columns`; of an image, ``f``, its
+    `image_steps`, in their place: `image_windows`), then the windows without their clock
+    columns (`_clocked`; ``clocks``: order 0 then `COLUMNS`, those windows with a clock only;
+    their `COLUMNS` hashes from the same column series as the full ones: `columns_windows`)."""
     first, few = _marked(ids, lengths, h, mark)
     got = _clocked(q, lengths, first, mark, h if mark and orders > 1 else None, orders == 1)
     bare, untimed, stilled = (None, None, None) if got is None else got
@@ -299,8 +299,8 @@ def _stacked_windows(ids: list[str], lengths: npt.NDArray[np.int64],
                      s: npt.NDArray[np.uint64]) -> Iterator[tuple[StepWindows,
                                                                   npt.NDArray[np.bool_]]]:
     """The windows of the episodes of a stacked image (``s``, a row a step: its newest
-    frame's step hash and image hash, and whether it is stacked on the step before:
-    `frame_stacks.stacked_frames`) each of whose steps after its first is, over their newest
+    frame's step hash and image hash, and whether its episode is a stack:
+    `frame_stacks.FrameStacks`) each of whose steps after its first is, over their newest
     frames (order 0 and `COLUMNS`, ``still``: never held); nothing when none is."""
     ends = np.cumsum(lengths)
     bad = s[:, 2] == 0
@@ -316,8 +316,8 @@ def _stacked_windows(ids: list[str], lengths: npt.NDArray[np.int64],
     some = StepWindows(ids, lengths, eps[w.episode], w.start, w.hashes, still=True)
     yield some, never
     img = s[rows, 1]
-    hc = (image_windows(img, sub, w.episode, w.start, WINDOW) if img.all() else
-          np.zeros(len(w.hashes), dtype=np.uint64))
+    hc = image_windows(img, sub, w.episode, w.start, WINDOW)
+    hc[~np.logical_and.reduceat(img != 0, np.cumsum(sub) - sub)[w.episode]] = 0  # no image
     yield replace(some, hashes=hc, order=COLUMNS), never
 
 
@@ -828,61 +828,7 @@ def columns_kept(w: StepWindows) -> StepWindows:
     return kept(w, w.hashes != 0) if w.order == COLUMNS or w.clocks or w.still else w
 
 
-_Columns = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint64], npt.NDArray[np.float64],
-                 npt.NDArray[np.int64]]
-
-
-def _columns(obs: pa.Array) -> _Columns | None:
-    """The quantised observations of a column of 2 to `MAX_COLUMNS` numbers a row (a matrix,
-    a row a step; `row_hashes.quantised`), and each column's salt: 0, or its member's of a
-    Dict or Tuple space (a tensor or a number each; copy30), so that columns are permuted
-    within a member;
-    the raw values (float64) and each column's member (from 0, for `_clocked`); else None
-    (`COLUMNS`). A null step is a row of `_NULL_ROW` (raw: NaN), so that one null
-    observation does not turn a batch's windows off (img34)."""
-    if obs.null_count and obs.null_count < len(obs):
-        valid = np.asarray(obs.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        some = _columns(obs.filter(pa.array(valid)))
-        if some is None:
-            return None
-        q = np.full((len(obs), some[0].shape[1]), _NULL_ROW, dtype=np.uint32)
-        values = np.full(q.shape, np.nan)
-        q[valid], values[valid] = some[0], some[2]
-        return q, some[1], values, some[3]
-    parts: list[npt.NDArray[np.uint32]] = []
-    salts, raw, member = [], [], []
-    for k, (_, leaf) in enumerate(leaf_arrays("", obs)):
-        t = leaf.type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-            width = tensor_width(leaf)
-            if width is None:
-                return None
-            values = pc.list_flatten(leaf)
-        elif leaf.null_count or (k == 0 and not pa.types.is_struct(obs.type)):
-            return None  # a number a step: no columns to permute
-        else:
-            width, values = 1, leaf
-        if sum(p.shape[1] for p in parts) + width > MAX_COLUMNS:
-            return None  # (before a frame's values are quantised and copied: 12 x its bytes)
-        parts.append(quantised(values).reshape(len(obs), width))
-        salt = splitmix64(np.array([k], dtype=np.uint64))[0] if k else _U64(0)
-        salts.append(np.full(width, salt, dtype=np.uint64))
-        raw.append(np.asarray(values.cast(pa.float64()).to_numpy(zero_copy_only=False),
-                              dtype=np.float64).reshape(len(obs), width))
-        member.append(np.full(width, k, dtype=np.int64))
-    if not parts or not 2 <= sum(p.shape[1] for p in parts) <= MAX_COLUMNS:
-        return None
-    one = len(parts) == 1  # a tensor: no copy
-    return (parts[0] if one else np.hstack(parts), np.concatenate(salts),
-            raw[0] if one else np.hstack(raw), np.concatenate(member))
-
-
-def _joined(a: _Columns | None, b: _Columns | None) -> _Columns | None:
-    """The rows of ``a`` then ``b`` (None when either is, or their columns differ)."""
-    if a is None or b is None or not np.array_equal(a[1], b[1]) or not np.array_equal(
-            a[3], b[3]):
-        return None
-    return np.vstack((a[0], b[0])), a[1], np.vstack((a[2], b[2])), a[3]
+_Columns = Columns
 
 
 def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterator[tuple[
@@ -891,28 +837,48 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
     carry = np.zeros(0, dtype=np.uint64)
     carry_q: _Columns | None = None
     carry_f: npt.NDArray[np.uint64] | None = None
-    carry_s: npt.NDArray[np.uint64] | None = None
-    for batch in _observed(batches):
+    stacks: FrameStacks | None = None
+    for batch in one_width(observed(batches)):
         obs = batch.column("obs")
         h = step_hashes(obs)
         if h is None:
             continue
-        q = _columns(obs)
+        q = columns(obs, MAX_COLUMNS)
         f = None if q is not None else image_steps(obs, batch.schema.field("obs"), MAX_COLUMNS)
-        got = None if q is not None or orders > 1 else stacked_frames(
-            obs, batch.schema.field("obs"), MAX_COLUMNS)
-        s = None if got is None else np.stack(
-            (got[0], got[1], got[2].astype(np.uint64)), axis=1)
+        if stacks is None and orders == 1:
+            stacks = FrameStacks(batch.schema.field("obs"), MAX_COLUMNS)
         eids = batch.column("episode_id").cast(pa.string())
         change = np.flatnonzero(np.asarray(
             pc.not_equal(eids[1:], eids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1
         firsts = np.concatenate(([0], change)).astype(np.int64)
         ids = [str(eids[int(i)].as_py()) for i in firsts]
         lengths = np.diff(np.concatenate((firsts, [len(h)]))).astype(np.int64)
+        goes_on = ids[0] == carry_id
+        s = None if stacks is None else stacks.add(obs, firsts, goes_on)
+        if carry_id is not None and _apart(carry_q, q, carry_f, f):
+            # the episode under way is of other columns than the batch's others: alone (it is
+            # ragged when it goes on here), so that theirs are as in any other cut (frames43)
+            n = len(carry) + (int(lengths[0]) if goes_on else 0)
+            if goes_on:
+                carry = np.concatenate((carry, h[: lengths[0]]))
+                carry_q = carry_f = None
+            if not goes_on or len(ids) > 1:
+                yield from _all_orders([carry_id], np.array([n], dtype=np.int64), carry,
+                                       carry_q, mark, orders, carry_f,
+                                       None if s is None else s[:n])
+                s = None if s is None else s[n:]
+                if goes_on:
+                    skip = int(lengths[0])
+                    h, f, ids, lengths = h[skip:], None if f is None else f[skip:], ids[1:], \
+                        lengths[1:]
+                    q = None if q is None else (q[0][skip:], q[1], q[2][skip:], q[3])
+            else:  # the batch is of that episode alone: on
+                h, q, f = carry, None, None
+                lengths[0] = n
+            carry_id = None
         if carry_id is not None:
-            h, q = np.concatenate((carry, h)), _joined(carry_q, q)
+            h, q = np.concatenate((carry, h)), joined(carry_q, q)
             f = None if f is None or carry_f is None else np.concatenate((carry_f, f))
-            s = None if s is None or carry_s is None else np.concatenate((carry_s, s))
             if ids[0] == carry_id:
                 lengths[0] += len(carry)
             else:
@@ -922,44 +888,19 @@ def _iter(batches: Iterable[pa.RecordBatch], mark: bool, orders: int) -> Iterato
         carry_id, carry = ids[-1], h[cut:]
         carry_q = None if q is None else (q[0][cut:], q[1], q[2][cut:], q[3])
         carry_f = None if f is None else f[cut:]
-        carry_s = None if s is None else s[cut:]
         if len(ids) > 1:
             yield from _all_orders(ids[:-1], lengths[:-1], h[:cut], None if q is None else (
                 q[0][:cut], q[1], q[2][:cut], q[3]), mark, orders, None if f is None else f[:cut],
-                None if s is None else s[:cut])
+                s)
     if carry_id is not None:
         yield from _all_orders([carry_id], np.array([len(carry)], dtype=np.int64), carry,
-                               carry_q, mark, orders, carry_f, carry_s)
+                               carry_q, mark, orders, carry_f,
+                               None if stacks is None else stacks.ended())
 
 
-def _observed(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The record batches with steps, each run of batches whose observations are all null
-    joined to the batch before it (a first run: to the one after it), so that their steps are
-    null steps of their episodes as within one batch, and a file's windows its steps', however
-    its row groups are cut (rev38 finding 7: such a batch was skipped, its steps left out of
-    their episode). Nothing when no step has an observation (a chat's)."""
-    run: list[pa.RecordBatch] = []
-    seen = False  # whether ``run`` holds an observation
-    for batch in batches:
-        if "obs" not in batch.schema.names or not batch.num_rows:
-            continue
-        blank = batch.column("obs").null_count == batch.num_rows
-        if seen and not blank:
-            yield _one_batch(run)
-            run, seen = [], False
-        run.append(batch)
-        seen = seen or not blank
-    if seen:
-        yield _one_batch(run)
-
-
-def _one_batch(run: list[pa.RecordBatch]) -> pa.RecordBatch:
-    """The episode ids and observations of ``run``, one batch (copied only when there are
-    several: a batch of null observations is rare)."""
-    if len(run) == 1:
-        return run[0]
-    field = run[0].schema.field("obs")
-    return pa.RecordBatch.from_arrays(
-        [pa.concat_arrays([b.column("episode_id").cast(pa.string()) for b in run]),
-         pa.concat_arrays([b.column("obs") for b in run])],
-        schema=pa.schema([pa.field("episode_id", pa.string()), field]))
+def _apart(a: _Columns | None, b: _Columns | None, fa: npt.NDArray[np.uint64] | None,
+           fb: npt.NDArray[np.uint64] | None) -> bool:
+    """Whether the columns ``a`` (or image steps ``fa``) of the steps before a record batch
+    and ``b`` (``fb``) of the batch's cannot be joined though one of them is there."""
+    return ((a is not None or b is not None) and joined(a, b) is None) or (
+        (fa is None) != (fb is None))

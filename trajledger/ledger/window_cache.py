@@ -75,7 +75,7 @@ from .text_fingerprint import NORMALISED_COLUMNS, Pairs, normalised_fingerprints
 __all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compared_parts", "compute",
            "decode", "encode", "keep", "read_kept"]
 
-WINDOWS_VERSION = 12
+WINDOWS_VERSION = 13
 """The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
 either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
 and the files of other numbers are not read. 2: the held side's other orders (win25); 3: every
@@ -98,7 +98,9 @@ side's too, kept with its windows without clocks (part ``clocks``), and a Dict o
 member a stack by itself (`frame_stacks.member_stacks`, win37); 12: a record batch whose
 observations are all null is null steps of its episodes, as within a batch, not left out
 (`step_windows.iter_marked`, rev38 finding 7): a file's windows no longer depend on where its
-row groups are cut (an older file is not read: computed again)."""
+row groups are cut (an older file is not read: computed again); 13: a frame stack's windows
+decided per episode, its steps compared across record batches (`frame_stacks.FrameStacks`,
+frames43: a batch holding a null step had none, for every episode in it)."""
 MAGIC = b"trajledger-compared\n"
 _HEADER_BYTES = 1 << 12
 _PARTS = ("windows", "normalised", "orders", "columns", "clocks", "still")

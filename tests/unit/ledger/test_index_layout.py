@@ -20,7 +20,7 @@ LEDGER = SRC / "ledger"
 INDEX_ORDER = ["schema", "rows", "tables", "stats", "__init__"]
 FEATURES = ["episode_vectors", "episode_features", "batch_features", "text_fingerprint",
             "image_windows", "window_clocks", "standing_columns", "row_hashes",
-            "column_series", "frame_stacks", "step_windows", "window_cache",
+            "column_series", "frame_stacks", "step_columns", "step_windows", "window_cache",
             "held_filter", "held_windows", "finding", "contamination_matcher", "contamination"]
 """In this order: each may import only those before it (and `BASE`)."""
 BASE = {"catalog", "errors", "fs", "hashing", "progress", "rollouts", "store", "suggestions"}

@@ -22,6 +22,7 @@ from trajledger.ledger import (
     frame_stacks,
     row_hashes,
     standing_columns,
+    step_columns,
     step_windows,
     window_clocks,
 )
@@ -345,7 +346,8 @@ def test_the_random_episodes_have_stacks_both_ways() -> None:
     for seed in range(60):
         for dict_member in (False, True):
             table = pa.Table.from_batches(random_batches(seed, dict_member))
-            q = step_windows._columns(table.column("obs").combine_chunks())
+            q = step_columns.columns(table.column("obs").combine_chunks(),
+                                     step_windows.MAX_COLUMNS)
             ids = table.column("episode_id").to_pylist()
             _, first, lengths = np.unique(ids, return_index=True, return_counts=True)
             lengths = lengths[np.argsort(first)].astype(np.int64)

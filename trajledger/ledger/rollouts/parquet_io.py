@@ -18,7 +18,8 @@ Encoding: zstd; float columns (and float tensor values) BYTE_STREAM_SPLIT, which
 compresses better than plain floats; other columns dictionary-encoded. Row groups hold exactly
 ``row_group_rows`` rows (the last one fewer), so the bytes written do not depend on how the
 input was cut into batches (for a given pyarrow version), unless rows are so large that 128 MiB
-of them fill a row group first: memory stays bounded whatever the input.
+of them (or `ROW_GROUP_VALUES` values under lists: frames) fill a row group first: memory stays
+bounded whatever the input.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from .validate import DEFAULT_MAX_FIELD_BYTES, DEFAULT_MAX_TENSOR_BYTES, StreamV
 __all__ = [
     "DEFAULT_ROW_GROUP_ROWS",
     "ROW_GROUP_BYTES",
+    "ROW_GROUP_VALUES",
     "WriteStats",
     "parquet_writer",
     "write_steps_parquet",
@@ -67,6 +69,10 @@ _END: Final = object()
 
 ROW_GROUP_BYTES: Final = 128 << 20
 """A row group is cut early once it holds this much Arrow data (bounds memory on long texts)."""
+ROW_GROUP_VALUES: Final = 1 << 22
+"""The most values under lists (tensors: each frame's numbers) a row group holds, but for a
+row alone: Arrow's Parquet writer takes about 12 bytes a value (its levels, its encodings) of
+a row group at once, so 20 frames of 1024x1024x3 (60 MiB) took 750 MiB to write (frames43)."""
 
 _WRITEBACK_BYTES: Final = 32 << 20
 _fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has only fsync
@@ -377,7 +383,7 @@ class _RowGroupBuffer:
             self._on_group(group)
         if group.nbytes > THREADED_GROUP_BYTES:
             self._wait_idle()  # the row groups before it are written: the order is kept
-            writer.write_table(group, row_group_size=self._rows)
+            writer.write_table(group, row_group_size=group_rows(group, self._rows))
             self._sink.mark_written()
         else:
             if self._thread is None:
@@ -418,7 +424,7 @@ class _RowGroupBuffer:
                     continue
                 if table is None:
                     return
-                writer.write_table(table, row_group_size=self._rows)
+                writer.write_table(table, row_group_size=group_rows(table, self._rows))
                 self._sink.mark_written()
                 self._idle.set()
         except BaseException as e:  # raised by the recording thread at its next hand-over
@@ -496,6 +502,25 @@ def _prefetch(items: Iterable[_T], depth: int = 2) -> Iterator[_T]:
         close = getattr(items, "close", None)
         if close is not None:
             close()
+
+
+def group_rows(table: pa.Table, rows: int) -> int:
+    """The rows of a row group of ``table``: ``rows``, or fewer so that one holds at most
+    `ROW_GROUP_VALUES` values under lists, as the table holds them on average (at least 1)."""
+    listed = sum(_listed(chunk) for column in table.columns for chunk in column.chunks)
+    if listed <= ROW_GROUP_VALUES:
+        return rows
+    return max(1, min(rows, int(ROW_GROUP_VALUES * table.num_rows // listed)))
+
+
+def _listed(arr: pa.Array, under: bool = False) -> int:
+    """The values of ``arr`` under a list (``under``: it is), counted at its leaves."""
+    t = arr.type
+    if pa.types.is_struct(t):
+        return sum(_listed(child, under) for child in arr.flatten())
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _listed(arr.flatten(), True)
+    return len(arr) if under else 0
 
 
 def _temp_path(final: Path) -> Path:
