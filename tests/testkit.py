@@ -160,10 +160,19 @@ def release_files(*roots: Path) -> None:
     made; the full collection only when a file under ``roots`` is still held after that (or
     the descriptors cannot be listed). A full collection walks every object a worker holds:
     0.1 to 0.5 CPU-s once a test has imported torch and the like, each time a fault sweep put
-    its ledger back (most of test_read_fault_sweep.py's CPU: suite41)."""
+    its ledger back (most of test_read_fault_sweep.py's CPU: suite41).
+
+    Raises:
+        AssertionError: a file under ``roots`` is still held open after the full collection
+            (something reachable keeps a connection: putting the files back under it is the
+            hazard this exists for; rev39 finding 6, suite43). Where the descriptors cannot be
+            listed, the full collection is all it can do."""
     gc.collect(1)
     if held_open(roots) != []:
         gc.collect()
+        held = held_open(roots)
+        assert not held, (f"still held open after a full collection (a reachable object keeps "
+                          f"it: close it or drop it before the files are put back): {held}")
 
 
 def modes(root: Path, *, skip: Callable[[Path], bool] | None = None) -> dict[str, int]:
