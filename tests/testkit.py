@@ -175,6 +175,20 @@ def release_files(*roots: Path) -> None:
                           f"it: close it or drop it before the files are put back): {held}")
 
 
+def interrupt_as_in_the_foreground() -> None:
+    """Give this process (and so the processes it starts) the interrupt a run started at a
+    terminal has, when it inherited SIGINT ignored: a shell ignores it for a job it starts in
+    the background (``pytest ... &`` in a script; ``nohup`` does the same for SIGHUP, left as
+    it is: that one is asked for). The tests that interrupt a command they started (a
+    terminal's Ctrl-C: tests/unit/ledger/test_rehash.py, tests/e2e/test_outsiders_day.py)
+    otherwise meet a child that ignores it and fail, whatever the load (suite43). A handler
+    of this process's own is left as it is."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def modes(root: Path, *, skip: Callable[[Path], bool] | None = None) -> dict[str, int]:
     """``{relative path: permission bits}`` of ``root`` and everything below it (links not
     followed), without the paths ``skip`` answers true for.
