@@ -114,7 +114,9 @@ def load_each_encrypted_key_once() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Set `GC_THRESHOLD`; `load_each_encrypted_key_once`. Then, before any worker starts (in
+    """Set `GC_THRESHOLD`; `load_each_encrypted_key_once`;
+    `testkit.interrupt_as_in_the_foreground` (in the controller before it starts the workers,
+    and in each worker). Then, before any worker starts (in
     the controller, or the one process without ``-n``): write the bytecode of trajledger's
     modules, as ``pip install`` of a wheel does.
 
@@ -128,6 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     gc.set_threshold(*GC_THRESHOLD)
     load_each_encrypted_key_once()
+    testkit.interrupt_as_in_the_foreground()
     if hasattr(config, "workerinput"):
         return
     import compileall

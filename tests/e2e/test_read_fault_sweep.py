@@ -323,8 +323,8 @@ def test_a_policy_envelope_that_cannot_be_read_is_not_missing(work: Work) -> Non
     from trajledger.verify.log_entry import LogEntry
 
     with testkit.user_state(work.state):
-        ledger = Ledger.open(work.home)
-        envelope = LogEntry.from_bytes(ledger.log.entry(0)).envelope
+        with Ledger.open(work.home) as ledger:  # closed before `at_read` puts the files back
+            envelope = LogEntry.from_bytes(ledger.log.entry(0)).envelope
         r = at_read(work, "lineage", where=envelope.split(":")[1])
     assert r.exit_code == 3, r.output
     assert problem(r, False, "") is None, r.output
