@@ -597,10 +597,20 @@ def show_changes(changes: Any) -> None:
 
 
 def _span(indices: tuple[int, ...]) -> str:
+    """`` (log indices 1..2, 6)``: the indices as runs, the first eight of them (out43: records
+    at 1, 2 and 6 were ``1..6``)."""
     if not indices:
         return ""
-    lo, hi = min(indices), max(indices)
-    return f" (log index {lo})" if lo == hi else f" (log indices {lo}..{hi})"
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    shown = ", ".join(f"{lo}" if lo == hi else f"{lo}..{hi}" for lo, hi in runs[:8])
+    more = f", … ({len(runs) - 8} more runs)" if len(runs) > 8 else ""
+    one = len(runs) == 1 and runs[0][0] == runs[0][1]
+    return f" (log index {shown})" if one else f" (log indices {shown}{more})"
 
 
 COMMANDS = [export, import_]
