@@ -64,8 +64,9 @@ class QuickRunner:
         self.proc.stdin.write(json.dumps({"script": str(script), "cwd": str(cwd), "env": env}))
         self.proc.stdin.write("\n")
         self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        answer = self.proc.stdout.readline() if ready else ""
+        poller = select.poll()  # (not select: a long session's descriptors pass 1,023)
+        poller.register(self.proc.stdout, select.POLLIN)
+        answer = self.proc.stdout.readline() if poller.poll(timeout * 1000) else ""
         if not answer:
             self.close()
             pytest.fail(f"{script.name}: no answer from the runner (timeout {timeout} s, or it "

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import random
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -149,7 +149,11 @@ def test_sigkill_at_random_points_loses_no_acknowledged_append(home: Path, tmp_p
             with os.fdopen(fd, "rb") as child:
                 # A hang guard, not a timing assertion: a child that neither starts nor dies
                 # fails here; one that dies first (the server reports its status) too.
-                ready = select.select([child, server.stdout], [], [], START_GUARD)[0]
+                # (selectors, not select.select: a long session's descriptors pass 1,023)
+                with selectors.DefaultSelector() as sel:
+                    sel.register(child, selectors.EVENT_READ)
+                    sel.register(server.stdout, selectors.EVENT_READ)
+                    ready = [key.fileobj for key, _ in sel.select(START_GUARD)]
                 if not ready:
                     os.kill(pid, signal.SIGKILL)
                     pytest.fail(f"kill {kill}: the child printed nothing in {START_GUARD} s")
