@@ -763,8 +763,8 @@ def import_bundle(
                                   note=note_bytes)
             prior = origin.floor_checkpoint()
             if prior is not None and cp.size < prior.size and ev.subject is not None and (
-                    (earlier := earlier_import(ledger, ev.subject, (cp.origin, cp.size, cp.root)))
-                    is not None):
+                    (earlier := earlier_import(ledger, ev.subject, (cp.origin, cp.size, cp.root),
+                                               vkey)) is not None):
                 # This very tree was accepted here with this artifact, and the floor extended
                 # it since: an older bundle imported again, nothing to take in, no rollback
                 # (out43 finding 6). Any other smaller tree is refused below.

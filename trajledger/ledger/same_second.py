@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["recorded_anew"]
 
-_WAIT, _POLL = 5.0, 0.05
+_WAIT, _POLL, _TRIES = 5.0, 0.05, 5
 
 
 def recorded_anew(record: Callable[[str], Recorded], clock: Callable[[], str],
@@ -37,16 +37,23 @@ def recorded_anew(record: Callable[[str], Recorded], clock: Callable[[], str],
     appended).
 
     Raises:
-        LedgerError: the clock did not move on within `_WAIT` seconds (nothing more recorded).
+        LedgerError: the clock did not move on within `_WAIT` seconds, or the record was held
+            already at each of `_TRIES` seconds (nothing more recorded).
+        AlreadyRecordedError: its digest was held with other signed metadata at each of
+            `_TRIES` seconds: not the same second's doing (the lead: a clash that does not
+            depend on the time looped for ever).
     """
     when = clock()
-    while True:
+    for tried in range(1, _TRIES + 1):
         try:
             rec = record(when)
             if rec.new or (stands is not None and stands(rec)):
                 return rec
         except AlreadyRecordedError:
-            pass
+            if tried == _TRIES:
+                raise
+        if tried == _TRIES:
+            break
         for _ in range(int(_WAIT / _POLL)):
             if (later := clock()) != when:
                 break
@@ -56,3 +63,5 @@ def recorded_anew(record: Callable[[str], Recorded], clock: Callable[[], str],
                               f"not move on within {_WAIT:.0f} s to make this one at the next "
                               "second; nothing more was recorded (check the system clock)")
         when = later
+    raise LedgerError(f"the same record was held already at each of {_TRIES} seconds up to "
+                      f"{when}; nothing more was recorded (another process makes it too?)")

@@ -433,7 +433,7 @@ def apply_update(
     # them: stopped between two appends, this log held another's records as if its own, until
     # the import ran again (`verify.releases.brought_by`; left28).
     subject, name = _import_subject(update, cp)
-    earlier = earlier_import(ledger, subject, (cp.origin, cp.size, cp.root))
+    earlier = earlier_import(ledger, subject, (cp.origin, cp.size, cp.root), update.vkey)
     done = -1  # the import record's index, once appended
     logged: tuple[int, ...] = ()
     try:
@@ -518,12 +518,13 @@ def _import_subject(update: Update, cp: Checkpoint) -> tuple[str, str]:
             f"updates of {origin_name(update.vkey)} to size {cp.size}")
 
 
-def earlier_import(ledger: LedgerHome, digest: str, tree: tuple[str, int, bytes]) -> int | None:
-    """The index of an import record of ``digest`` with the same evidence (log, tree), if any:
-    a tree this ledger accepted then (`exchange.import_bundle`: an older bundle imported again
-    after its log's later updates is no rollback, out43 finding 6)."""
+def earlier_import(ledger: LedgerHome, digest: str, tree: tuple[str, int, bytes], vkey: str
+                   ) -> int | None:
+    """The index of an import record of ``digest`` with the same evidence (the log ``vkey``,
+    the tree), if any: a tree this ledger accepted then (`exchange.import_bundle`: an older
+    bundle imported again after its log's later updates is no rollback, out43 finding 6)."""
     state = ledger.trust_state()
-    for i, pred in _imports(ledger):
+    for i, pred in _imports(ledger, vkey):
         entry = state.entry(i)
         if entry is None or entry.subject != digest:
             continue

@@ -63,3 +63,22 @@ def test_a_clock_that_does_not_move_is_an_error_not_a_hang() -> None:
     with pytest.raises(LedgerError, match="the clock did not move on"):
         same_second.recorded_anew(recorder({"T0"}, set(), tried), lambda: "T0")
     assert tried == ["T0"]
+
+
+def test_a_clash_at_every_second_is_raised_not_looped() -> None:
+    """The lead, reading rev40's loop: a digest held with other signed metadata whatever the
+    time (no same-second matter) was tried again at each later second for ever."""
+    tried: list[str] = []
+    seconds = [f"T{i}" for i in range(20)]
+    with pytest.raises(AlreadyRecordedError):
+        same_second.recorded_anew(recorder(set(), set(seconds), tried), clock_of(seconds))
+    assert tried == seconds[:same_second._TRIES]
+
+
+def test_a_record_held_at_every_second_is_an_error_not_a_loop() -> None:
+    tried: list[str] = []
+    seconds = [f"T{i}" for i in range(20)]
+    with pytest.raises(LedgerError, match=f"held already at each of {same_second._TRIES} "
+                                          f"seconds up to T{same_second._TRIES - 1}"):
+        same_second.recorded_anew(recorder(set(seconds), set(), tried), clock_of(seconds))
+    assert tried == seconds[:same_second._TRIES]
