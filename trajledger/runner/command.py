@@ -182,12 +182,14 @@ _WATCHER: Final = """
 import os, signal, sys, time
 group, mark = int(sys.argv[1]), sys.argv[3].encode()
 def send(signum):  # to COMMAND's group and each process with the run's mark: was one there?
+    global group
     there = False
     try:
-        os.killpg(group, signum)
-        there = True
+        if group:
+            os.killpg(group, signum)
+            there = True
     except OSError:
-        pass
+        group = 0  # ended: its id may be another group's by the next signal (rev41)
     for name in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
         try:
             env = open("/proc/" + name + "/environ", "rb").read().split(b"\\0")
@@ -212,7 +214,8 @@ if not sys.stdin.buffer.read(1):  # end of file: trajledger ended, none of its c
 """What `_watch` runs: it waits for one byte from trajledger; on end of file instead (trajledger
 killed: SIGKILL, the out-of-memory killer) it stops COMMAND's whole group and every process
 carrying the run's `MARK` (one that left the group: init's now, rev39's Left), SIGTERM, then
-SIGKILL after the grace."""
+SIGKILL after the grace; the group's id no more once the group has ended (a marked process may
+keep it waiting the whole grace, and a group made meanwhile may hold that id: rev41)."""
 
 
 def _watch(pgid: int, mark: str) -> tuple[Callable[[], None], int]:

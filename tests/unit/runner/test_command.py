@@ -575,3 +575,51 @@ def test_a_daemon_with_a_mark_of_its_own_making_is_stopped(tmp_path: Path) -> No
     assert [str(w.message).split(";")[0] for w in seen if w.category is LeftRunningWarning] == [
         f"stopped 1 process(es) the command left running outside its process group: {pid} "
         "(python)"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher reads /proc")
+def test_the_watcher_signals_no_group_once_it_has_ended(tmp_path: Path) -> None:
+    """rev41: after a SIGKILL of trajledger the watcher sends SIGTERM, waits the grace while
+    COMMAND's group or a process carrying the run's mark is there, then sends SIGKILL to both.
+    Since the mark (rev40) a marked daemon that ignores SIGTERM kept it waiting after the group
+    had ended, and the SIGKILL then went to the group's id, free for the whole grace: a process
+    group made meanwhile under that id (pids wrap: a busy machine's 32,768) was killed. Once
+    its group has ended the watcher signals that id no more. (The watcher's program is run here
+    with ``os.killpg`` logged: the pid space cannot be made to wrap in a test.)"""
+    from trajledger.runner import command
+
+    log, mark = tmp_path / "killpg.log", "rev41test"
+    group = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             process_group=0)
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; "
+         "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(600)"],
+        env={**os.environ, command.MARK: f"other:{mark}"}, stdout=subprocess.PIPE)
+    assert daemon.stdout is not None and daemon.stdout.readline()  # (SIGTERM ignored now)
+    logged = textwrap.dedent(
+        f"""
+        import os
+        def _killpg(group, signum, _real=os.killpg):
+            try:
+                _real(group, signum)
+            except OSError:
+                open({str(log)!r}, "a").write(f"{{group}} {{signum}} gone\\n")
+                raise
+            open({str(log)!r}, "a").write(f"{{group}} {{signum}} sent\\n")
+        os.killpg = _killpg
+        """)
+    watcher = subprocess.Popen([sys.executable, "-c", logged + command._WATCHER,
+                                str(group.pid), "1.0", mark], stdin=subprocess.PIPE)
+    try:
+        assert watcher.stdin is not None
+        watcher.stdin.close()  # (end of file: trajledger killed)
+        assert group.wait(60) == -signal.SIGTERM  # (reaped at once: its id is free)
+        assert daemon.wait(60) == -signal.SIGKILL  # (the marked daemon, at the grace's end)
+        assert watcher.wait(60) == 0
+    finally:
+        for p in (group, daemon, watcher):
+            p.kill()
+            p.wait()
+    lines = log.read_text().splitlines()
+    ended = next(i for i, line in enumerate(lines) if line.endswith("gone"))
+    assert lines[ended + 1:] == [], lines  # (before: SIGKILL to the ended group's id)
