@@ -413,6 +413,7 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None, ours: set[int
         elif p in ours or (where == "group" and table[p][1] == me):  # (an orphan of COMMAND's)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(p, os.WNOHANG)
+            ours.discard(p)  # (its pid may be another's next: rev41)
     return live
 
 

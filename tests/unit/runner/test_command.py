@@ -623,3 +623,33 @@ def test_the_watcher_signals_no_group_once_it_has_ended(tmp_path: Path) -> None:
     lines = log.read_text().splitlines()
     ended = next(i for i, line in enumerate(lines) if line.endswith("gone"))
     assert lines[ended + 1:] == [], lines  # (before: SIGKILL to the ended group's id)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_pid_reaped_as_the_calls_is_the_calls_no_more() -> None:
+    """rev41: `_running` keeps the children it saw carrying the call's mark (``ours``: taken in
+    any group, reaped here, even once their environment cannot be read), and reaps them once
+    they exit; the pid stayed in ``ours``, so a process that got that pid later (the pid space
+    wrapped during the stop's grace: another thread's child, unmarked, in this process's own
+    group) was taken for the call's, killed and reaped here (rev40 finding 8's case again).
+    A reaped pid is forgotten."""
+    from trajledger.runner import command
+
+    leader, mark = -12345, b"rev41pid"  # (a key no COMMAND has: this call's mark only)
+    command._Subreaping.marks[leader] = mark
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, env={**os.environ, command.MARK: "rev41pid"})
+    ours: set[int] = set()
+    try:
+        assert _within(60, lambda: command._marked(child.pid, mark) is True)
+        assert child.pid in command._running(-1, leader, frozenset(), ours)  # (seen marked)
+        assert child.stdin is not None
+        child.stdin.close()
+        assert _within(60, lambda: _gone(child.pid))
+        assert child.pid not in command._running(-1, leader, frozenset(), ours)  # (reaped)
+        assert child.pid not in ours, "a reaped pid stays the call's"
+    finally:
+        command._Subreaping.marks.pop(leader, None)
+        child.kill()
+        with contextlib.suppress(ChildProcessError):
+            child.wait()
