@@ -177,3 +177,40 @@ def test_wide_frames_beside_narrow_steps_take_a_row_group_of_values_at_a_time() 
     got = subprocess.run([sys.executable, "-c", _WRITE_UNEVEN], capture_output=True, text=True,
                          check=True, timeout=600)
     assert float(got.stdout) < 4, got.stdout  # (frames alone: 1.9)
+
+
+@pytest.mark.xfail(strict=True, reason="rev41 finding 5: Recorded.new is read before the log's "
+                   "lock: a record another process appended meanwhile reads as new, so two runs "
+                   "racing in one second log one record (ledger/record.py)")
+def test_a_record_another_process_appended_first_is_made_again(
+    chat_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four `training` runs refused at once in four processes (the real clock) logged one
+    refusal record, not four (/tmp/rev41-s/probe_refusal_race.py): `_sign_store_append` asks
+    `find_envelope` before `Log.append` takes the lock, and `append` answers the index of an
+    envelope logged meanwhile, so each racing run's `Recorded.new` is true and
+    `same_second.recorded_anew` (rev40) takes it for its own record. The interleaving here,
+    in one process: every run read the log before the other appended (`find_envelope` None),
+    the clock held at one second for the first two asks."""
+    from trajledger import Ledger
+    from trajledger.runner import train as training_runs
+    from trajledger.runner.admission import DataRefusedError
+    from trajledger.verify.log_entry import LogEntry
+
+    ledger = Ledger.open(chat_home)
+    ledger.revoke(ledger.admit("chat@1").dataset, key="vendor", reason="PII")
+    calls: list[int] = []
+
+    def clock() -> str:
+        calls.append(1)
+        return "2026-12-06T16:30:00Z" if len(calls) <= 4 else "2026-12-06T16:30:01Z"
+
+    monkeypatch.setattr(training_runs, "now", clock)
+    monkeypatch.setattr(ledger.log, "find_envelope", lambda _digest: None)
+    size = ledger.log.size
+    for _ in range(2):
+        with (pytest.raises(DataRefusedError, match="dataset chat@1: refused"),
+              ledger.training("chat@1", key="trainer", name="sft", version="1")):
+            pass
+    kinds = [LogEntry.from_bytes(e).kind for e in ledger.log.entries(size, ledger.log.size)]
+    assert kinds == ["refusal", "refusal"], kinds
