@@ -378,13 +378,14 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None, ours: set[int
              ) -> dict[int, str]:
     """The live processes COMMAND left, each ``group``, ``left`` or ``below``: those of group
     ``pgid`` but ``leader`` (exited, not reaped); with a subreaper (``known``: this process's
-    children before COMMAND and those it started), its children that are none of those and are
-    COMMAND's by `MARK` (``left``: processes of COMMAND's that left its group, orphaned here),
-    and their descendants (``below``). A zombie counts as live while one of its threads runs
-    (`_threads_live`); one that is this process's child is reaped when it is in COMMAND's group
-    or was seen carrying the call's mark (``ours``: it came here as an orphan; another's child,
-    unmarked, is its parent's to reap: rev40 finding 8). Linux (``/proc``); elsewhere nothing
-    (what holds no pipe is not waited for)."""
+    children before COMMAND and those it started), its children that are none of those (or carry
+    the call's mark: a pid given again, rev41) and are COMMAND's by `MARK` (``left``: processes
+    of COMMAND's that left its group, orphaned here), and their descendants (``below``). A
+    zombie counts as live while one of its threads runs (`_threads_live`); one that is this
+    process's child is reaped when it is in COMMAND's group or was seen carrying the call's
+    mark (``ours``: it came here as an orphan; another's child, unmarked, is its parent's to
+    reap: rev40 finding 8). Linux (``/proc``); elsewhere nothing (what holds no pipe is not
+    waited for)."""
     with _Subreaping.lock:  # (another call's COMMAND registered, or not yet started)
         table, others = _table(), frozenset(_Subreaping.started)
     me, own = os.getpid(), os.getpgrp()
@@ -395,11 +396,14 @@ def _running(pgid: int, leader: int, known: frozenset[int] | None, ours: set[int
             children.setdefault(pp, []).append(p)
         stack = []
         for p in children.get(me, ()):
-            if p not in known and p not in others:
-                mine = _marked(p, _Subreaping.marks.get(leader))
-                ours.update([p] if mine else [])
-                if mine or p in ours or (mine is None and table[p][2] != own):
-                    stack.append(p)
+            if p in others:
+                continue
+            mine = _marked(p, _Subreaping.marks.get(leader))
+            if p in known and not mine:  # (the call's mark: its own, under a reused pid too)
+                continue
+            ours.update([p] if mine else [])
+            if mine or p in ours or (mine is None and table[p][2] != own):
+                stack.append(p)
         while stack:
             p = stack.pop()
             if p not in found:

@@ -653,3 +653,26 @@ def test_a_pid_reaped_as_the_calls_is_the_calls_no_more() -> None:
         child.kill()
         with contextlib.suppress(ChildProcessError):
             child.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_process_with_the_calls_mark_is_the_calls_under_a_pid_known_before() -> None:
+    """rev40's Left (rev41): ``known`` holds this process's children at the call's start (a
+    library's own, left alone). One of them that ended during a long run could have its pid
+    given again (the pid space wrapped) to a daemon COMMAND started, orphaned here: it was left
+    running, as if it were the library's. A process carrying the call's mark is the call's
+    whatever its pid was before (no process had the mark then)."""
+    from trajledger.runner import command
+
+    leader, mark = -12346, b"rev41known"
+    command._Subreaping.marks[leader] = mark
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, env={**os.environ, command.MARK: "rev41known"})
+    try:
+        assert _within(60, lambda: command._marked(child.pid, mark) is True)
+        found = command._running(-1, leader, frozenset({child.pid}), set())
+        assert found.get(child.pid) == "left", found
+    finally:
+        command._Subreaping.marks.pop(leader, None)
+        child.kill()
+        child.wait()
