@@ -662,9 +662,15 @@ def _sign_store_append(
     spec, stored_before = _sign_store(ledger, subjects, subject_digest, predicate_type,
                                       predicate, signers, kind)
     envelope_digest = spec.envelope
-    before = ledger.log.find_envelope(envelope_digest)
+    committed: list[int] = []  # the log's size under the append's lock (rev41 finding 5)
+
+    def checked(size: int) -> None:
+        committed.append(size)
+        if check is not None:
+            check(size)
+
     try:
-        (index,) = ledger.log.append([spec], check=check)
+        (index,) = ledger.log.append([spec], check=checked)
     except AlreadyRecordedError:
         # Refused before the append: no entry names the envelope (an entry naming these very
         # bytes would be the same record, not refused), and one made here is nobody's.
@@ -677,5 +683,7 @@ def _sign_store_append(
         raise StoppedAfterRecordError(f"{kind} of {subject_digest[:19]}… is recorded at log "
                                       f"index {index}, but its entry could not be read back: "
                                       f"{e}") from e
+    # New only if this append made the entry: one logged before, by this process or another
+    # racing it in the same second, lies below the size seen under the lock.
     return Recorded(subject_digest, logged, index,
-                    new=before is None and logged == envelope_digest)
+                    new=index >= committed[-1] and logged == envelope_digest)

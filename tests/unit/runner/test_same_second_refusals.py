@@ -22,9 +22,6 @@ def test_two_refusals_in_one_second_are_two_records(
     assert _two_refusals_in_one_second(chat_home, monkeypatch) == ["refusal", "refusal"]
 
 
-@pytest.mark.xfail(strict=True, reason="rev41 finding 5: Recorded.new is read before the log's "
-                   "lock: a record another process appended meanwhile reads as new, so two runs "
-                   "racing in one second log one record (ledger/record.py)")
 def test_a_refusal_another_process_logged_first_is_made_again(
     chat_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
