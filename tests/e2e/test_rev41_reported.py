@@ -119,9 +119,6 @@ except Exception as e:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="rev41 finding 3: a Parquet file of 874 bytes whose one "
-                   "list row declares 40M numbers is decoded (1 GiB resident): the bomb checks "
-                   "count string and binary bytes only (rollouts/parquet_read.py)")
 def test_a_list_of_numbers_declared_huge_is_refused_as_a_bomb(tmp_path: Path) -> None:
     """A row of a list<double> column holding 40,000,000 zeros is 874 bytes of Parquet
     (dictionary and run-length encoded, every page small once decompressed, so the page
@@ -159,9 +156,6 @@ print(pa.default_memory_pool().max_memory() / (frames * width))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="rev41 finding 4: row groups are cut by the table's "
-                   "average values a row (parquet_io.group_rows): 24 wide frames before 1,000 "
-                   "narrow steps are one row group, 11.5 x the frames to write, as before frames43")
 def test_wide_frames_beside_narrow_steps_take_a_row_group_of_values_at_a_time() -> None:
     """frames43's test of `ROW_GROUP_VALUES` (24 frames of 1 MiB: the pool's peak 1.9 x the
     frames) with 1,000 steps of one value after the frames (an episode of images, then one of

@@ -7,8 +7,10 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -236,3 +238,83 @@ def test_a_junk_header_in_one_leaf_does_not_end_the_other_leaves_checks(
     data[junk.data_page_offset : junk.data_page_offset + 8] = b"\xff" * 8
     with pytest.raises(BombError, match=r"column 'x': a page decompresses to .*MAX_PAGE_BYTES"):
         read_parquet(bytes(data), columns=["x"])
+
+
+# -- values under lists counted row by row (rev41 finding 3) ---------------------------------
+
+
+def _list_file(lengths: list[int | None], values: npt.NDArray[Any], **options: Any) -> bytes:
+    """A file of one ``list<double>`` column whose rows hold ``lengths`` values (None: a null
+    list), taken in order from ``values``."""
+    offsets = np.concatenate([[0], np.cumsum([n or 0 for n in lengths])]).astype(np.int32)
+    column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values[:offsets[-1]]),
+                                      mask=pa.array([n is None for n in lengths]))
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"obs": column}), sink, **options)
+    return sink.getvalue()
+
+
+def test_one_long_list_row_among_empty_ones_is_refused_before_it_is_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One row of zeros over the row limit, hidden among 100,000 empty rows (so the row
+    group's average is tiny), dictionary-coded to a few kilobytes: refused from the pages'
+    repetition levels, before pyarrow decodes a value."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    lengths: list[int | None] = [0] * 50_000 + [200_000] + [0] * 50_000
+    data = _list_file(lengths, np.zeros(200_000), compression="zstd")
+    assert len(data) < 20_000
+
+    def decoded(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", decoded)
+    with pytest.raises(BombError, match=r"column 'obs.list.element': a row of row group 0 "
+                       r"holds values under lists that decode to over 1,048,576 bytes"):
+        next(iter_parquet(data))
+    with pytest.raises(BombError, match="MAX_ROW_BYTES"):
+        read_parquet(data)
+
+
+def test_rows_under_the_limit_come_in_batches_of_chunk_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many rows each under the row limit but together far over a batch's bytes, in one row
+    group (a few kilobytes of zeros): read a few rows at a time, the same values."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    monkeypatch.setattr(parquet_read, "CHUNK_BYTES", 2 << 20)
+    lengths: list[int | None] = [100_000] * 40  # (800,000 bytes a row: 2 a batch)
+    data = _list_file(lengths, np.zeros(4_000_000), compression="zstd")
+    batches = list(iter_parquet(data))
+    assert max(b.num_rows for b in batches) == 2
+    assert pa.Table.from_batches(batches).equals(pq.read_table(io.BytesIO(data)))
+
+
+def test_numbers_that_take_their_size_in_the_file_are_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Random numbers (zstd cannot shrink them): a row of them decodes to about what it takes
+    in the file, so the levels are not read, whatever the row group holds."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 16)
+    data = _list_file([50_000, 10, None, 3], np.random.default_rng(1).random(50_013))
+    assert sum(b.num_rows for b in iter_parquet(data)) == 4
+
+
+@pytest.mark.parametrize("options", [
+    {"compression": c, "data_page_version": v, "data_page_size": 512}
+    for c in ("zstd", "snappy", "gzip", "lz4", "none") for v in ("1.0", "2.0")
+])
+@settings(max_examples=8, deadline=None)
+@given(lengths=st.lists(st.one_of(st.none(), st.integers(0, 40), st.just(3000)), min_size=1,
+                        max_size=300))
+def test_the_longest_row_from_the_levels_is_pyarrows(
+    options: dict[str, Any], lengths: list[int | None]
+) -> None:
+    """The levels a row holds (its values, or one for an empty or null list) counted from the
+    pages' repetition levels, against pyarrow's decoded lists: every codec, both page versions,
+    pages cut every 512 bytes (rows across pages)."""
+    data = _list_file(lengths, np.zeros(3000 * len(lengths)), **options)
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    with io.BytesIO(data) as f:
+        got = parquet_read._longest_row(f, meta.row_group(0).column(0), 1, 1 << 40)
+    assert got == max(max(n or 0, 1) for n in lengths)

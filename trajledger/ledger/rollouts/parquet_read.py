@@ -19,11 +19,18 @@ eight rows that all point at one 256 MiB string decoded to 2 GiB (4.3 GB residen
 the schema's value limits refused it; with more rows it takes every byte of memory. The same
 is true of a batch a vendor signed and the buyer imported, read in full by the gate.
 
-Not covered: fixed-width columns (numbers, flags, tensors) decode to at most their row count
-times their width, which the footer states; a footer that states a vast row count for a few
-bytes is refused by pyarrow when the pages do not hold those rows, after decoding the pages
-there are. The costs are those of the data: string columns are hashed into dictionaries as
-they are read where their pages are plainly encoded.
+- values under lists (a tensor's numbers, a list of strings' indices) are counted row by row
+  from the pages' repetition levels alone, in a row group whose footer states more of them than
+  `MAX_ROW_BYTES` (`_list_rows`): a row over `MAX_ROW_BYTES` is refused before anything is
+  decoded, and the batches are cut so that one holds about `CHUNK_BYTES` of them (rev41
+  finding 3: 874 bytes of dictionary-coded zeros declared one row of 40M numbers, 1 GiB
+  resident before the schema refused the tensor).
+
+Not covered: fixed-width columns outside lists decode to at most their row count times their
+width, which the footer states, in batches of a bounded number of rows; a footer that states a
+vast row count for a few bytes is refused by pyarrow when the pages do not hold those rows,
+after decoding the pages there are. The costs are those of the data: string columns are hashed
+into dictionaries as they are read where their pages are plainly encoded.
 Spec: docs/SECURITY.md ("Decompression bombs in Parquet").
 """
 
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 from collections.abc import Iterator, Sequence
 from typing import Final
 
@@ -95,22 +103,25 @@ def iter_parquet(
         BombError: a value, a row or the file over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded = _open(source, columns)
+    dense, coded, caps = _open(source, columns)
     try:
-        yield from _decoded(dense, coded, columns, batch_rows)
+        yield from _decoded(dense, coded, columns, batch_rows, caps)
     finally:
         _close(dense, coded)
 
 
 def _decoded(
     dense: pq.ParquetFile, coded: pq.ParquetFile | None, columns: Sequence[str] | None,
-    batch_rows: int,
+    batch_rows: int, caps: dict[int, int],
 ) -> Iterator[pa.RecordBatch]:
     if coded is None:
-        yield from dense.iter_batches(batch_size=batch_rows, columns=columns)
+        if not caps:
+            yield from dense.iter_batches(batch_size=batch_rows, columns=columns)
+            return
+        yield from _coded_batches(dense, batch_rows, columns, caps)
         return
     total = 0
-    for batch in _coded_batches(coded, batch_rows, columns):
+    for batch in _coded_batches(coded, batch_rows, columns, caps):
         schema = _dense_schema(batch.schema, dense.schema_arrow)
         sizes = _checked_rows(batch)
         total += int(sizes.sum())
@@ -136,8 +147,16 @@ def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Tab
         BombError: a value, a row or the table over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded = _open(source, columns)
+    dense, coded, _caps = _open(source, columns)
     try:
+        listed = sum(n * width for _g, _j, n, width in _listed_chunks(
+            dense.metadata, set(dense.schema_arrow.names if columns is None else columns)))
+        if listed > MAX_TABLE_BYTES:
+            raise BombError(
+                f"its values under lists decode to {listed:,} bytes, over the "
+                f"{MAX_TABLE_BYTES:,} (MAX_TABLE_BYTES) read whole into memory: refused as a "
+                "possible decompression bomb"
+            )
         return _whole(dense, coded, columns)
     finally:
         _close(dense, coded)
@@ -167,9 +186,10 @@ def _whole(
 
 def _open(
     source: Source, columns: Sequence[str] | None
-) -> tuple[pq.ParquetFile, pq.ParquetFile | None]:
-    """The file as pyarrow reads it, and (when it has string or binary leaves among
-    ``columns``) the same file with those leaves read as dictionaries."""
+) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int]]:
+    """The file as pyarrow reads it, (when it has string or binary leaves among ``columns``)
+    the same file with those leaves read as dictionaries, and the most rows a batch of a row
+    group may hold where its lists are long (`_list_rows`)."""
 
     def handle() -> str | os.PathLike[str] | io.BytesIO:
         return io.BytesIO(source) if isinstance(source, bytes) else source
@@ -177,13 +197,14 @@ def _open(
     # Streamed through a 1 MiB buffer: pyarrow's default reads whole column chunks of a row
     # group into memory before the first row.
     dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
+    wanted = set(dense.schema_arrow.names if columns is None else columns)
     try:
         _check_pages(source, dense.metadata)
+        caps = _list_rows(source, dense.metadata, wanted)
     except BaseException:
         dense.close()
         raise
     schema = dense.metadata.schema
-    wanted = set(dense.schema_arrow.names if columns is None else columns)
     # (pyarrow cannot cast a dictionary to a string view: such columns are read as they are,
     # their pages still checked)
     wanted -= {f.name for f in dense.schema_arrow if _has_view(f.type)}
@@ -195,9 +216,9 @@ def _open(
         if leaf.path.split(".", 1)[0] in wanted:
             leaves.append(leaf.path)
     if not leaves:
-        return dense, None
+        return dense, None, caps
     coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
-    return dense, coded
+    return dense, coded, caps
 
 
 def _close(*files: pq.ParquetFile | None) -> None:
@@ -207,13 +228,16 @@ def _close(*files: pq.ParquetFile | None) -> None:
 
 
 def _coded_batches(
-    coded: pq.ParquetFile, rows: int, columns: Sequence[str] | None
+    coded: pq.ParquetFile, rows: int, columns: Sequence[str] | None,
+    caps: dict[int, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The batches of ``coded``, row group by row group: pyarrow cannot read a nested
-    dictionary column across row groups ("Nested data conversions not implemented for chunked
-    array outputs")."""
+    """The batches of ``coded``, row group by row group (pyarrow cannot read a nested
+    dictionary column across row groups: "Nested data conversions not implemented for chunked
+    array outputs"), each of at most ``rows`` rows, or the group's cap (`_list_rows`)."""
+    caps = caps or {}
     for g in range(coded.metadata.num_row_groups):
-        yield from coded.iter_batches(batch_size=rows, row_groups=[g], columns=columns)
+        yield from coded.iter_batches(batch_size=min(rows, caps.get(g, rows)), row_groups=[g],
+                                      columns=columns)
 
 
 def _has_view(t: pa.DataType) -> bool:
@@ -358,6 +382,250 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                             "split larger inputs into several files"
                         )
                     pos += length + max(compressed, 0)
+
+
+_WIDTH: Final = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12,
+                 "BYTE_ARRAY": 8}
+"""Bytes a value under a list takes once decoded, at least (a string: its offset and its index
+into a dictionary; a fixed-length array: its length, from the schema)."""
+_CODECS: Final = {"ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli",
+                  "LZ4_RAW": "lz4_raw", "LZ4": "lz4_hadoop"}
+
+
+def _listed_chunks(
+    meta: pq.FileMetaData, wanted: set[str]
+) -> Iterator[tuple[int, int, int, int]]:
+    """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list."""
+    schema = meta.schema
+    leaves = []
+    for j in range(len(schema)):
+        leaf = schema.column(j)
+        if leaf.max_repetition_level and leaf.path.split(".", 1)[0] in wanted:
+            kind = leaf.physical_type
+            leaves.append((j, leaf.length if kind == "FIXED_LEN_BYTE_ARRAY" else _WIDTH[kind]))
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for j, width in leaves:
+            yield g, j, group.column(j).num_values, max(width, 1)
+
+
+def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str]) -> dict[int, int]:
+    """The most rows a batch of a row group may hold so that its values under lists decode to
+    about `CHUNK_BYTES` (its longest row's bytes: each row as long); `BombError` when a row
+    holds over `MAX_ROW_BYTES` of them (a leaf's longest row times its width, summed over the
+    leaves). Counted only in the column chunks whose footer states more than `MAX_ROW_BYTES`
+    of such values in their row group and over `_RATIO` times their stored bytes (the values
+    of any other chunk decode to no more than one row may, or to a few times the bytes it takes
+    in the file, as any data does). Their pages are read for their repetition levels (each row
+    starts at a level 0), streamed: nothing of their values is decoded. The cost: about 2 CPU-s
+    for a million rows of 80 numbers each, 2.5 times pyarrow's read of them."""
+    chunks: dict[int, list[tuple[int, int]]] = {}
+    for g, j, _values, width in _listed_chunks(meta, wanted):
+        chunks.setdefault(g, []).append((j, width))
+    caps: dict[int, int] = {}
+    f: io.BufferedIOBase | None = None
+    try:
+        for g, cols in chunks.items():
+            group = meta.row_group(g)
+            if sum(group.column(j).num_values * w for j, w in cols) <= MAX_ROW_BYTES:
+                continue
+            row = 0
+            for j, width in cols:
+                chunk = group.column(j)
+                if chunk.num_values * width <= _RATIO * chunk.total_compressed_size:
+                    continue
+                if f is None:
+                    f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
+                        source, "rb")
+                row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
+                                    (MAX_ROW_BYTES - row) // width + 1) * width
+                if row > MAX_ROW_BYTES:
+                    raise BombError(
+                        f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
+                        f"under lists that decode to over {MAX_ROW_BYTES:,} bytes "
+                        "(MAX_ROW_BYTES): refused as a possible decompression bomb"
+                    )
+            if row:
+                caps[g] = max(1, CHUNK_BYTES // row)
+    finally:
+        if f is not None:
+            f.close()
+    return caps
+
+
+_RATIO: Final = 8
+"""Most bytes a value under a list may decode to per byte it takes in the file, in a row group
+whose lists are not counted row by row (`_list_rows`): zstd takes random numbers to about their
+size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 finding 3)."""
+
+
+def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
+                 limit: int) -> int:
+    """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from its pages'
+    repetition levels; ``limit`` as soon as one holds that many."""
+    bits = int(max_level).bit_length()
+    codec = _CODECS.get(chunk.compression)
+    if chunk.compression != "UNCOMPRESSED" and codec is None:
+        raise BombError(f"column {chunk.path_in_schema!r}: its lists cannot be counted before "
+                        f"they are decoded ({chunk.compression} pages): refused as a possible "
+                        "decompression bomb; write it with zstd or snappy")
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+        start = chunk.dictionary_page_offset
+    pos, end = start, start + chunk.total_compressed_size
+    rows = _Rows(limit)
+    while pos < end and rows.longest < limit:
+        f.seek(pos)
+        head = f.read(min(_HEADER_READ, end - pos))
+        got = dict.fromkeys(_LEVELS, -1)
+        try:
+            length = _skip_struct(head, 0, got)
+        except (IndexError, ValueError, RecursionError):
+            got = dict.fromkeys(_LEVELS, -1)
+            f.seek(pos)
+            head = f.read(min(_MAX_HEADER, end - pos))
+            try:
+                length = _skip_struct(head, 0, got)
+            except (IndexError, ValueError, RecursionError):
+                break  # (not a page header: pyarrow refuses the column)
+        size, compressed, kind = got[2,], got[3,], got[1,]
+        f.seek(pos + length)
+        pos += length + max(compressed, 0)
+        if kind == 0:  # DATA_PAGE: [length][repetition levels][definition levels][values]
+            values, coding = got[5, 1], got[5, 4]
+            body = f.read(max(compressed, 0))
+            try:
+                data = _decompressed(body, codec, size)
+            except (OSError, pa.ArrowException):
+                break  # (not its codec's data: pyarrow refuses the column)
+            if coding != 3 or len(data) < 4:
+                raise BombError(f"column {chunk.path_in_schema!r}: repetition levels coded "
+                                f"{coding}, not RLE: its lists cannot be counted before they "
+                                "are decoded: refused as a possible decompression bomb")
+            (n,) = struct.unpack_from("<I", data, 0)
+            levels = data[4:4 + n]
+        elif kind == 3:  # DATA_PAGE_V2: the repetition levels first, never compressed
+            values, levels = got[8, 1], f.read(max(got[8, 6], 0))
+        else:
+            continue  # a dictionary or index page
+        try:
+            _levels(rows, levels, bits, max(values, 0))
+        except (IndexError, ValueError):
+            break  # (levels cut short: pyarrow refuses the column)
+    return min(rows.done(), limit)
+
+
+def _decompressed(body: bytes, codec: str | None, size: int) -> bytes:
+    """A page's ``body`` decompressed to its ``size`` bytes. Parquet's LZ4 is Hadoop's framing
+    (big-endian sizes before each raw block), or a raw block from older writers, which Arrow
+    reads either way."""
+    if codec is None:
+        return body
+    if codec != "lz4_hadoop":
+        return bytes(pa.Codec(codec).decompress(body, decompressed_size=size, asbytes=True))
+    raw, out, pos = pa.Codec("lz4_raw"), bytearray(), 0
+    try:
+        while pos < len(body) and len(out) < size:
+            whole, part = struct.unpack_from(">II", body, pos)
+            out += raw.decompress(body[pos + 8:pos + 8 + part], decompressed_size=whole,
+                                  asbytes=True)
+            pos += 8 + part
+        if len(out) == size and pos == len(body):
+            return bytes(out)
+    except (struct.error, OSError, pa.ArrowException):
+        pass
+    return bytes(raw.decompress(body, decompressed_size=size, asbytes=True))
+
+
+_LEVELS: Final = ((1,), (2,), (3,), (5, 1), (5, 4), (8, 1), (8, 6))
+"""The PageHeader's type, sizes, the num_values and repetition_level_encoding of its
+data_page_header, the num_values and repetition_levels_byte_length of its data_page_header_v2."""
+
+
+class _Rows:
+    """The longest row seen in a stream of repetition levels, given segment by segment as the
+    positions where rows start (a level 0)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.longest, self.current = limit, 0, 0
+
+    def segment(self, lo: int, hi: int, starts: npt.NDArray[np.int64],
+                ones: npt.NDArray[np.int64]) -> None:
+        """Levels ``lo`` to ``hi``: rows start at ``starts`` (in order), and each start in
+        ``ones`` is followed by rows of one level up to the next start (a run of zeros, given
+        by its ends)."""
+        if not len(starts):
+            self.current += hi - lo
+        else:
+            gaps = np.diff(starts)
+            if len(ones):
+                gaps[np.searchsorted(starts, ones)] = 1
+            self.longest = max(self.longest, self.current + int(starts[0]) - lo,
+                               int(gaps.max(initial=1)))
+            self.current = hi - int(starts[-1])
+        self.longest = max(self.longest, min(self.current, self.limit))
+
+    def done(self) -> int:
+        return max(self.longest, self.current)
+
+
+def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
+    """Feed ``rows`` the first ``n`` levels of an RLE / bit-packed hybrid run of ``bits``-bit
+    levels: the run headers read here, the bit-packed levels unpacked by numpy, at most about
+    2**16 runs or 2**20 packed bytes at a time."""
+    width = (bits + 7) // 8
+    weights = 1 << np.arange(bits, dtype=np.int64)
+    at = pos = lo = 0
+    size = len(levels)
+    starts: list[int] = []  # where a run of zeros starts (and, if longer than one, ends)
+    ones: list[int] = []  # the runs of zeros longer than one, by their start
+    packed: list[tuple[int, int, int]] = []  # bit-packed runs: (their bytes at, groups, level)
+    weight = 0
+    while at < n and pos < size and rows.longest < rows.limit:
+        head = levels[pos]
+        pos += 1
+        if head & 0x80:
+            head, pos = _varint(levels, pos - 1)
+        if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
+            groups = min(head >> 1, (size - pos) // max(bits, 1))
+            packed.append((pos, groups, at))
+            pos += groups * bits
+            at += groups * 8
+            weight += groups * bits
+        else:  # a run of one level
+            count = min(head >> 1, n - at)
+            value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
+                                                                   "little")
+            pos += width
+            if value == 0 and count:
+                starts.append(at)
+                if count > 1:
+                    ones.append(at)
+                    starts.append(at + count - 1)
+            at += count
+        if len(starts) + len(packed) > 1 << 16 or weight > 1 << 20:
+            _flush(rows, levels, bits, weights, lo, min(at, n), starts, ones, packed)
+            lo, weight = min(at, n), 0
+            starts, ones, packed = [], [], []
+    _flush(rows, levels, bits, weights, lo, min(at, n), starts, ones, packed)
+
+
+def _flush(rows: _Rows, levels: bytes, bits: int, weights: npt.NDArray[np.int64], lo: int,
+           hi: int, starts: list[int], ones: list[int], packed: list[tuple[int, int, int]]
+           ) -> None:
+    found = [np.array(starts, np.int64)]
+    if packed:
+        raw = np.frombuffer(b"".join(levels[p:p + g * bits] for p, g, _at in packed), np.uint8)
+        got = np.unpackbits(raw, bitorder="little").reshape(-1, bits) @ weights
+        first = np.repeat(np.array([a for _p, _g, a in packed], np.int64),
+                          [g * 8 for _p, g, _a in packed])
+        base = np.repeat(np.cumsum([0] + [g * 8 for _p, g, _a in packed[:-1]]),
+                         [g * 8 for _p, g, _a in packed])
+        where = np.flatnonzero(got == 0)
+        found.append(first[where] + where - base[where])
+    every = np.concatenate(found)
+    every = np.sort(every[every < hi])
+    rows.segment(lo, hi, every, np.array(ones, np.int64))
 
 
 _HEADER_READ: Final = 4 << 10
