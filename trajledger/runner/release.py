@@ -200,12 +200,16 @@ def _held(ledger: LedgerHome, verifier: LineageVerifier, checkpoint: str,
           report: Report) -> ReleaseOutcome | None:
     """The latest release of ``checkpoint`` that verifies, stands (not revoked), cites
     ``cited`` under the verifier's policy and is signed by every one of ``keys``: the
-    decision made again (None: none)."""
+    decision made again (None: none). Only the releases logged after the last evaluation
+    cited are read (one citing it comes after it): a log's older releases cost nothing."""
     from trajledger.verify.judge import Record
     from trajledger.verify.policy import policy_digest
 
     digest = policy_digest(verifier.policy)
+    after = max((min(verifier.records(d, "evaluation"), default=-1) for d in cited), default=-1)
     for i in reversed(verifier.index.of_kind("release")):
+        if i < after:
+            break
         rec = verifier.record(i)
         if (isinstance(rec, Record) and isinstance(r := rec.predicate, Release)
                 and r.checkpoint.digest == checkpoint and r.evaluations == cited
