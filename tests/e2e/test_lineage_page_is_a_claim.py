@@ -1,4 +1,4 @@
-"""out44 finding 6: a lineage page handed to an auditor says how to check it.
+"""out44 finding 3: a lineage page handed to an auditor says how to check it.
 
 A buyer hands an auditor `trajledger lineage CK --format html`: the page said `✓ OK: … N checks
 passed` and `Statuses come from verifying … against the trust policy`, not whose log and policy

@@ -13,7 +13,7 @@ from test_evaluations import evals_template, home  # noqa: F401 (fixtures)
 from test_runner_cli import expect, run
 
 
-@pytest.mark.xfail(strict=True, reason="out44 finding 3: an offline verifier is told to run "
+@pytest.mark.xfail(strict=True, reason="out44 finding 5: an offline verifier is told to run "
                    "'trajledger policy set' for a key not in its policy (verify/key_roles.py)")
 def test_an_offline_auditor_is_told_to_edit_its_policy_file_not_to_run_policy_set(
     runner: CliRunner, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
@@ -63,7 +63,7 @@ def altered_bundle(runner: CliRunner, home: Path, tmp_path: Path) -> Path:  # no
     return bad
 
 
-@pytest.mark.xfail(strict=True, reason="out44 finding 4: `python -m verify BUNDLE --json` of "
+@pytest.mark.xfail(strict=True, reason="out44 finding 6: `python -m verify BUNDLE --json` of "
                    "an altered bundle exits 1 with stdout empty (verify/__main__.py, bundle.py)")
 def test_an_altered_bundle_still_prints_a_report_under_json(
     runner: CliRunner, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
@@ -86,7 +86,7 @@ def test_an_altered_bundle_still_prints_a_report_under_json(
     assert report["ok"] is False and report["failed"] >= 1
 
 
-@pytest.mark.xfail(strict=True, reason="out44 finding 5: an altered bundle's line says what "
+@pytest.mark.xfail(strict=True, reason="out44 finding 7: an altered bundle's line says what "
                    "changed, not what to do (verify/bundle.py)")
 def test_an_altered_bundle_says_what_to_do(
     runner: CliRunner, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811

@@ -495,7 +495,7 @@ def render_html(report: Report) -> str:
 
 def _made_from(report: Report, root: Node) -> str:
     """The page's last line: whose log and policy its statuses come from, and, for a lineage
-    (a page handed to an auditor is a claim: out44 finding 6), how to check it without a
+    (a page handed to an auditor is a claim: out44 finding 3), how to check it without a
     ledger."""
     log = report.nodes.get("log")
     where = f" from the {log.name}" if log is not None and log.name.startswith("log ") else ""
