@@ -8,7 +8,10 @@ holdout or regression dataset) exists and meets its bounds, and its drop from th
 evaluation is within ``max_drop``. Only then is a ``release/v1`` record appended, citing those
 evaluations, named by the digest of its predicate and signed by the approver keys; otherwise
 `ReleaseRefusedError` names each missing or failing evaluation and nothing is recorded. The log
-must not grow between the decision and the append (a later evaluation would change it).
+must not grow between the decision and the append (a later evaluation would change it). A
+release that stands on the same decision (the same evaluations and policy, these keys) is the
+answer of a run again: nothing new is recorded (out44). `judge_release` is the decision alone,
+nothing signed or recorded (``trajledger release --dry-run``).
 Non-scope: the rules themselves (``verify.release_rules.ReleaseRules``, ``verify.lineage``).
 """
 
