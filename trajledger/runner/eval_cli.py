@@ -1,6 +1,7 @@
 """``trajledger eval`` and ``trajledger release``: evaluations as records, verifiable releases.
 
-Each parses its options, calls one method of the public API and renders the result
+Each parses its options, calls one method of the public API (``release --dry-run``:
+`runner.release.judge_release`, which records nothing) and renders the result
 (docs/evaluations.md).
 """
 
@@ -122,9 +123,12 @@ def eval_(
 
 @click.command()
 @click.argument("checkpoint")
-@click.option("--key", "keys", multiple=True, required=True, type=KEY_NAME,
+@click.option("--key", "keys", multiple=True, type=KEY_NAME,
               help="Approver key (roles.approver); repeat when [release] approvals > 1.")
 @click.option("--note", help="Free text kept with the release.")
+@click.option("--dry-run", is_flag=True,
+              help="Judge only: exit 0 when the release would be recorded, 1 when not; "
+                   "nothing is signed or recorded (--key optional: its public half is read).")
 @click.option("--json", "as_json", is_flag=True, help="Print the decision's report as JSON.")
 @POLICY_OPTION
 @pass_ctx
@@ -133,6 +137,7 @@ def release(
     checkpoint: str,
     keys: tuple[str, ...],
     note: str | None,
+    dry_run: bool,
     as_json: bool,
     policy_file: Path | None,
 ) -> None:
@@ -142,30 +147,58 @@ def release(
     evaluation of the checkpoint on the suite NAME@VERSION, signed by an evaluator key, must
     exist and meet min / max, and drop no more than max_drop from its parent's evaluation on
     the same suite. Otherwise exit 1 with one line per missing or failing evaluation, and
-    nothing is recorded. Anyone verifies the release offline from its bundle
-    ('trajledger export RELEASE', then 'python -m verify BUNDLE --policy P').
+    nothing is recorded. Run again on the same evaluations (a CI job retried), it answers with
+    the release that stands and records nothing. Anyone verifies the release offline from its
+    bundle ('trajledger export RELEASE', then 'python -m verify BUNDLE --policy P').
 
     \b
     Example:
       trajledger release ppo@3 --key approver-a
+      trajledger release ppo@3 --dry-run      # is it releasable? exit 0 / 1, nothing recorded
     """
-    from .release import ReleaseRefusedError
+    from .release import ReleaseRefusedError, judge_release
 
+    if not keys and not dry_run:
+        raise click.UsageError("give the approver key(s) that sign the release: --key NAME "
+                               "(a --dry-run may go without)")
     ledger = ctx.ledger()
+    policy = ledger.policy(command_policy(ctx, ledger, policy_file))
     try:
-        out = ledger.release(checkpoint, key=list(keys), note=note,
-                             policy=command_policy(ctx, ledger, policy_file))
+        if dry_run:
+            judged = judge_release(ledger, checkpoint,
+                                   [(k, ledger.keys.public(k).keyid) for k in keys], policy)
+        else:
+            out = ledger.release(checkpoint, key=list(keys), note=note, policy=policy)
     except ReleaseRefusedError as e:
         if as_json:
-            emit_json({"released": False, "report": e.report.to_json()})
+            emit_json({"released": False, "releasable": False, "dryRun": dry_run,
+                       "report": e.report.to_json()})
         raise
-    if as_json:
-        emit_json({"released": True, "digest": out.digest, "report": out.report.to_json()})
+    if dry_run:
+        held = judged.held
+        again = ("" if held is None else f"; released already at log index {held.index} "
+                 f"({held.digest}), which 'release' answers with")
+        ok(f"release of {judged.ref.ref}: releasable on {len(judged.evaluations)} "
+           f"evaluation(s) under policy {policy.name!r} serial {policy.serial} (dry run: "
+           f"nothing was signed or recorded){again}")
+        if as_json:
+            emit_json({"released": held is not None, "releasable": True, "dryRun": True,
+                       "digest": None if held is None else held.digest,
+                       "logIndex": None if held is None else held.index,
+                       "evaluations": list(judged.evaluations),
+                       "report": judged.report.to_json()})
+        return
     r = out.release
-    ok(f"release of {r.checkpoint.name}@{r.checkpoint.version} recorded at log index "
-       f"{out.index} on {len(r.evaluations)} evaluation(s)")
-    if not as_json:  # --json: the document alone
-        click.echo(out.digest)
+    name = f"release of {r.checkpoint.name}@{r.checkpoint.version}"
+    if out.recorded:
+        ok(f"{name} recorded at log index {out.index} on {len(r.evaluations)} evaluation(s)")
+    else:
+        ok(f"{name}: released already at log index {out.index} on the same "
+           f"{len(r.evaluations)} evaluation(s) under policy {policy.name!r} serial "
+           f"{policy.serial}; nothing new was recorded (a new evaluation, a new release)")
+    emit_result(as_json, out.digest, {
+        "released": True, "releasable": True, "dryRun": False, "recorded": out.recorded,
+        "digest": out.digest, "logIndex": out.index, "report": out.report.to_json()})
 
 
 COMMANDS = [eval_, release]

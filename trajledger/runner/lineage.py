@@ -488,10 +488,25 @@ def render_html(report: Report) -> str:
         f'<div class="graph">{render_svg(report)}</div>\n'
         f"<table>{head}{rows}</table>\n"
         + (f"<h2>Records</h2>\n<table>{record_head}{records}</table>\n" if records else "")
-        + '<p class="sub">Made by trajledger. Statuses come from verifying each artifact\'s '
-        "signatures, log inclusion, approvals and data against the trust policy.</p>\n"
+        + f'<p class="sub">{html.escape(_made_from(report, root))}</p>\n'
         "</body></html>\n"
     )
+
+
+def _made_from(report: Report, root: Node) -> str:
+    """The page's last line: whose log and policy its statuses come from, and, for a lineage
+    (a page handed to an auditor is a claim: out44 finding 3), how to check it without a
+    ledger."""
+    log = report.nodes.get("log")
+    where = f" from the {log.name}" if log is not None and log.name.startswith("log ") else ""
+    out = (f"Made by trajledger{where}. Statuses come from verifying each artifact's "
+           "signatures, log inclusion, approvals and data against that ledger's trust policy")
+    if report.direction != "upstream" or root.kind in ("log", "bundle"):
+        return out + "."
+    return out + (f": this page is a claim, not evidence. To check it, ask for the evidence "
+                  f"bundle ('trajledger export {root.id}') and run 'python -m trajledger.verify "
+                  f"BUNDLE --policy YOUR-POLICY --expect {root.id}' (your policy and the public "
+                  "keys you trust; no ledger).")
 
 
 _CSS = """

@@ -8,7 +8,10 @@ holdout or regression dataset) exists and meets its bounds, and its drop from th
 evaluation is within ``max_drop``. Only then is a ``release/v1`` record appended, citing those
 evaluations, named by the digest of its predicate and signed by the approver keys; otherwise
 `ReleaseRefusedError` names each missing or failing evaluation and nothing is recorded. The log
-must not grow between the decision and the append (a later evaluation would change it).
+must not grow between the decision and the append (a later evaluation would change it). A
+release that stands on the same decision (the same evaluations and policy, these keys) is the
+answer of a run again: nothing new is recorded (out44). `judge_release` is the decision alone,
+nothing signed or recorded (``trajledger release --dry-run``).
 Non-scope: the rules themselves (``verify.release_rules.ReleaseRules``, ``verify.lineage``).
 """
 
@@ -26,12 +29,13 @@ from trajledger.verify.predicates import ArtifactRef
 from trajledger.verify.times import now
 
 if TYPE_CHECKING:
+    from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import Signer
-    from trajledger.verify.lineage import Report
+    from trajledger.verify.lineage import LineageVerifier, Report
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["ReleaseOutcome", "ReleaseRefusedError", "release"]
+__all__ = ["ReleaseJudged", "ReleaseOutcome", "ReleaseRefusedError", "judge_release", "release"]
 
 
 class ReleaseRefusedError(VerificationError):
@@ -44,12 +48,27 @@ class ReleaseRefusedError(VerificationError):
 
 @dataclass(frozen=True)
 class ReleaseOutcome:
-    """A recorded release: its digest, log index, predicate and the verified graph."""
+    """A release: its digest, log index, predicate and the verified graph; ``recorded`` False
+    when a release standing on the same decision was held already (nothing new recorded)."""
 
     digest: str
     index: int
     release: Release
     report: Report
+    recorded: bool = True
+
+
+@dataclass(frozen=True)
+class ReleaseJudged:
+    """A dry run's answer (nothing signed or recorded): the checkpoint, the evaluations a
+    release would cite, the verified graph, the log's size judged, and the standing release
+    already made on them (None: none)."""
+
+    ref: CatalogItem
+    evaluations: tuple[str, ...]
+    report: Report
+    size: int
+    held: ReleaseOutcome | None
 
 
 def release(
@@ -67,7 +86,10 @@ def release(
            has ``[release]``.
         2. Verify the checkpoint's lineage; judge the rules (`release_rules`), which choose
            the evaluations; any failure refuses with every one named.
-        3. Record the release (subject: the SHA-256 of its RFC 8785 predicate), under the
+        3. A release of the checkpoint that stands (not revoked) on the same evaluations under
+           the same policy, signed by these keys (among others), is the answer: nothing new is
+           recorded (a CI job run again; its note is not compared).
+        4. Record the release (subject: the SHA-256 of its RFC 8785 predicate), under the
            condition that the log still has the size it was judged at.
 
     Raises:
@@ -75,27 +97,76 @@ def release(
         ReleaseRefusedError: the lineage or a requirement fails.
         LedgerError: the log grew during the decision (run again).
     """
-    from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.policy_state import not_in_role
     from trajledger.ledger.record import Recorded, record_statement
     from trajledger.ledger.same_second import recorded_anew
     from trajledger.ledger.signing import canonical_json
     from trajledger.verify.digest import digest_bytes
-    from trajledger.verify.lineage import Edge, Node
     from trajledger.verify.policy import policy_digest
+
+    # (1) (a key counts once however often, or under however many names, it is given: the
+    # verifier counts a release's distinct signing keys)
+    if not signers:
+        raise PolicyError("release: give at least one approver --key")
+    signers = list({s.keyid: s for s in signers}.values())
+    # (2), (3)
+    judged = judge_release(ledger, checkpoint_ref, [(s.name, s.keyid) for s in signers],
+                           policy, publish=True)
+    if judged.held is not None:
+        return judged.held
+    # (4)
+    ck, report, used, size = judged.ref, judged.report, judged.evaluations, judged.size
+    bodies: list[dict[str, Any]] = []
+
+    def unchanged(now_size: int) -> None:
+        # (A release made again in the same second is one the log holds: `recorded_anew`
+        # records it at the next second, when the log has grown by none.)
+        if now_size != size:
+            raise LedgerError(f"release of {ck.ref}: the log grew from {size} to {now_size} "
+                              "entries while the release was judged; run it again")
+
+    def record(when: str) -> Recorded:
+        bodies.append(Release(
+            ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest), used,
+            {"name": policy.name, "serial": policy.serial, "digest": policy_digest(policy)},
+            when, note,
+        ).written("release"))
+        return record_statement(ledger, f"release of {ck.ref}",
+                                digest_bytes(canonical_json(bodies[-1])), predicates.RELEASE,
+                                bodies[-1], list(signers), check=unchanged)
+
+    # The same release made again in one second after its revocation is a record of its own
+    # (rev40 finding 1), not the revoked one.
+    rec = recorded_anew(record, now, lambda r: _stands(ledger, r.digest))
+    return ReleaseOutcome(rec.digest, rec.index, Release.from_predicate(bodies[-1]), report)
+
+
+def judge_release(
+    ledger: LedgerHome,
+    checkpoint_ref: str,
+    keys: Sequence[tuple[str, str]],
+    policy: TrustPolicy,
+    *,
+    publish: bool = False,
+) -> ReleaseJudged:
+    """Whether ``release`` would record a release of the checkpoint by ``keys`` (name, keyid;
+    none: as many approvers as ``[release] approvals``, not judged), and on which evaluations:
+    steps 1 to 3 of `release`, nothing signed or recorded (``trajledger release --dry-run``).
+    ``publish``: publish first a committed tail a writer that stopped left (which signs a
+    checkpoint; the dry run judges the published log as it is).
+
+    Raises:
+        PolicyError, ReleaseRefusedError: as `release`.
+    """
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.policy_state import not_in_role
+    from trajledger.verify.lineage import Edge, Node
     from trajledger.verify.releases import release_rules
 
     from .verification import decide, ledger_verifier
 
-    # (1)
-    if not signers:
-        raise PolicyError("release: give at least one approver --key")
-    # A key counts once however often (or under however many names) it is given: the
-    # verifier counts a release's distinct signing keys.
-    signers = list({s.keyid: s for s in signers}.values())
-    for s in signers:
-        if not policy.holds("approver", s.keyid):
-            raise PolicyError(f"{not_in_role(s.name, s.keyid, policy, 'approver')}; a release "
+    for name, keyid in keys:
+        if not policy.holds("approver", keyid):
+            raise PolicyError(f"{not_in_role(name, keyid, policy, 'approver')}; a release "
                               "is signed by approver keys ('trajledger key list' shows yours)")
     if policy.release is None:
         raise PolicyError(
@@ -103,15 +174,16 @@ def release(
             "release needs (format = 2, [[release.require]]; keys/README.md)"
         )
     ck = Catalog(ledger).resolve(checkpoint_ref, {"checkpoint"})
-    # (2)
-    ledger.log.publish_tail()  # entries committed by a writer that stopped are judged too
+    if publish:
+        ledger.log.publish_tail()  # entries committed by a writer that stopped are judged too
     verifier = ledger_verifier(ledger, policy)
     decision = Node(f"release:{ck.digest}", "release-decision", name=f"release of {ck.ref}")
     used: set[str] = set()
+    approvers = len(keys) if keys else policy.release.approvals
 
     def walk() -> list[Edge]:
         verifier.artifact(ck.digest, "checkpoint")
-        used.update(release_rules(verifier, decision, ck.digest, None, len(signers)))
+        used.update(release_rules(verifier, decision, ck.digest, None, approvers))
         return [Edge(decision.id, ck.digest, "checkpoint"),
                 *(Edge(decision.id, d, "evaluation") for d in sorted(used))]
 
@@ -120,34 +192,38 @@ def release(
         failures = report.failures()
         raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
                                   "nothing was recorded\n" + "\n".join(failures), report)
-    # (3)
+    cited = tuple(sorted(used))
     assert verifier.checkpoint is not None
-    judged = verifier.checkpoint.size
-    bodies: list[dict[str, Any]] = []
+    return ReleaseJudged(ck, cited, report, verifier.checkpoint.size,
+                         _held(ledger, verifier, ck.digest, cited, keys, report))
 
-    def unchanged(size: int) -> None:
-        # (A release made again in the same second is one the log holds: `recorded_anew`
-        # records it at the next second, when the log has grown by none.)
-        if size != judged:
-            raise LedgerError(f"release of {ck.ref}: the log grew from {judged} to {size} "
-                              "entries while the release was judged; run it again")
 
-    def record(when: str) -> Recorded:
-        bodies.append(Release(
-            ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest), tuple(sorted(used)),
-            {"name": policy.name, "serial": policy.serial, "digest": policy_digest(policy)},
-            when, note,
-        ).written("release"))
-        return record_statement(ledger, f"release of {ck.ref}",
-                                digest_bytes(canonical_json(bodies[-1])), predicates.RELEASE,
-                                bodies[-1], list(signers), check=unchanged)
+def _held(ledger: LedgerHome, verifier: LineageVerifier, checkpoint: str,
+          cited: tuple[str, ...], keys: Sequence[tuple[str, str]],
+          report: Report) -> ReleaseOutcome | None:
+    """The latest release of ``checkpoint`` that verifies, stands (not revoked), cites
+    ``cited`` under the verifier's policy and is signed by every one of ``keys``: the
+    decision made again (None: none). Only the releases logged after the last evaluation
+    cited are read (one citing it comes after it): a log's older releases cost nothing."""
+    from trajledger.verify.judge import Record
+    from trajledger.verify.policy import policy_digest
 
-    def stands(rec: Recorded) -> bool:  # (not revoked: this run's decision, run again)
-        state = ledger.trust_state()
-        return not any((e := state.entry(i)) is not None and e.kind == "revocation"
-                       for i in state.about(rec.digest))
+    digest = policy_digest(verifier.policy)
+    after = max((min(verifier.records(d, "evaluation"), default=-1) for d in cited), default=-1)
+    for i in reversed(verifier.index.of_kind("release")):
+        if i < after:
+            break
+        rec = verifier.record(i)
+        if (isinstance(rec, Record) and isinstance(r := rec.predicate, Release)
+                and r.checkpoint.digest == checkpoint and r.evaluations == cited
+                and r.policy.get("digest") == digest and {k for _, k in keys} <= rec.signers
+                and _stands(ledger, rec.entry.subject)):
+            return ReleaseOutcome(rec.entry.subject, i, r, report, recorded=False)
+    return None
 
-    # The same release made again in one second after its revocation is a record of its own
-    # (rev40 finding 1), not the revoked one.
-    rec = recorded_anew(record, now, stands)
-    return ReleaseOutcome(rec.digest, rec.index, Release.from_predicate(bodies[-1]), report)
+
+def _stands(ledger: LedgerHome, digest: str) -> bool:
+    """No revocation is held about the release ``digest``."""
+    state = ledger.trust_state()
+    return not any((e := state.entry(i)) is not None and e.kind == "revocation"
+                   for i in state.about(digest))
