@@ -13,8 +13,6 @@ from test_evaluations import evals_template, home  # noqa: F401 (fixtures)
 from test_runner_cli import expect, run
 
 
-@pytest.mark.xfail(strict=True, reason="out44 finding 5: an offline verifier is told to run "
-                   "'trajledger policy set' for a key not in its policy (verify/key_roles.py)")
 def test_an_offline_auditor_is_told_to_edit_its_policy_file_not_to_run_policy_set(
     runner: CliRunner, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
 ) -> None:

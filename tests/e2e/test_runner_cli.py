@@ -403,7 +403,8 @@ def test_refuses_a_batch_signed_by_a_key_outside_the_policy(
         "trusted key: 0 of 1 required signature(s) verified; the envelope names key "
         f"{outsider.keyid[:12]} (not in the policy), want producer key(s); if the signer "
         "confirms the key is theirs (ask them, not the data), add it to [roles.producer] of the "
-        f"policy and run 'trajledger policy set'; otherwise treat the record as forged{DEPENDS}",
+        "policy you verify with (the --policy file, or a ledger's, then 'policy set'); otherwise "
+        f"treat the record as forged{DEPENDS}",
     )
 
 

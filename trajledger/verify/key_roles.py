@@ -46,8 +46,8 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
     out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
     if any(n.endswith("(not in the policy)") for n in named):  # (out43 finding 8)
         out += (f"; if the signer confirms the key is theirs (ask them, not the data), add it to "
-                f"[roles.{roles[0]}] of the policy and run 'trajledger policy set'; otherwise "
-                "treat the record as forged")
+                f"[roles.{roles[0]}] of the policy you verify with (the --policy file, or a "
+                "ledger's, then 'policy set'); otherwise treat the record as forged")
     for ident in (i for r in roles for i in then.role(r).identities):
         gone = policy.revocation(ident, index, time)
         if gone is not None:  # its keyless signatures were not even checked

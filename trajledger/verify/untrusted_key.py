@@ -35,12 +35,14 @@ def key_node(failure: RecordFailure, policy: TrustPolicy) -> Node:
     # it cannot be added then (a policy may not revoke a key a role holds), and what it signed
     # before counts under the policy in force then, followed from the first (aud34).
     revoked = next((r for r in policy.revoked_keys if r.keyid == keyid), None)
-    advice = (f"if you trust its owner as {roles}, add the key {keyid} to the policy" if revoked
-              is None else f"the policy declares it {revoked.describe()}; what it signed before "
-              "then counts under the policy in force then: verify from the first policy of its "
-              "log (a bundle's policy/0.json), whose recorded successors are followed")
+    advice = (f"; if you trust its owner as {roles}, add the key {keyid} to the policy" if revoked
+              is None else f"; the policy declares it {revoked.describe()}; what it signed "
+              "before then counts under the policy in force then: verify from the first policy "
+              "of its log (a bundle's policy/0.json), whose recorded successors are followed")
+    if revoked is None and "add it to [roles." in failure.note:
+        advice = ""  # (`key_roles.signed_by` said how already: out44 finding 5)
     node.fail("trust", f"{failure.note}: records whose envelope names only this key do not "
-              f"count under policy {policy.name!r} serial {policy.serial}; {advice}")
+              f"count under policy {policy.name!r} serial {policy.serial}{advice}")
     return node
 
 

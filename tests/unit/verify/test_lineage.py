@@ -849,8 +849,9 @@ def test_dataset_creates_contamination_refusal_says_the_holdouts_record_is_not_t
                          "trusted key: 0 of 1 required signature(s) verified; the envelope "
                          "names key " + setup.keys["x"].keyid[:12] + " (not in the policy), "
                          "want producer key(s); if the signer confirms the key is theirs (ask "
-                         "them, not the data), add it to [roles.producer] of the policy and run "
-                         "'trajledger policy set'; otherwise treat the record as forged): held "
+                         "them, not the data), add it to [roles.producer] of the policy you "
+                         "verify with (the --policy file, or a ledger's, then 'policy set'); "
+                         "otherwise treat the record as forged): held "
                          "out all the same (fail closed: what no "
                          "one trusted declared held out may be a test set)"), line
     assert "dataset ds@1" not in line  # the train set that lists it too: same split, unnamed
