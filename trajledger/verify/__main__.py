@@ -171,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except (VerificationError, FormatError) as e:
+        if args.json:  # still a report to parse (out44 finding 6)
+            from .report_json import failed_bundle
+            print(failed_bundle(args.bundle.name, str(e)))
         return _fail(str(args.bundle), str(e))
     except (ProvenanceError, OSError, MemoryError) as e:  # (the last: this machine's limit)
         return _fail(str(args.bundle), str(e) or "out of memory: nothing was decided",
