@@ -46,8 +46,11 @@ def normalised_texts(texts: pa.Array) -> pa.Array:
     collapsed and trimmed (nulls stay null). ASCII texts, which NFKC leaves as they are and
     which hold no format character, are only lower-cased before the white space: the Unicode
     steps run on the others alone (a regular expression over every text cost twice the
-    episode features)."""
-    t = pc.utf8_lower(texts)
+    episode features). The ASCII texts are lower-cased by `pc.ascii_lower`, which gives
+    them what ``utf8_lower`` gives in an eighth of its time; the others' lower-casing is
+    replaced by theirs below (tested against ``utf8_lower`` for every text:
+    tests/unit/ledger/test_text_fingerprint_rows.py)."""
+    t = pc.ascii_lower(texts)
     other = pc.invert(pc.fill_null(pc.string_is_ascii(texts), True))
     if pc.any(other).as_py():
         u = pc.utf8_normalize(texts.filter(other), form="NFKC")

@@ -118,3 +118,33 @@ def test_numeric_vectors_in_place_are_those_of_a_copy() -> None:
         got = episode_vectors.numeric_vectors(x, starts, lens, overwrite=True)
         assert got[0].tobytes() == want[0].tobytes()
         assert np.array_equal(got[1], want[1])
+
+
+def test_values_sorted_owner_by_owner_are_those_of_one_sort(monkeypatch: Any) -> None:
+    """`sorted_by_owner` gives the array one sort gives, owner by owner or whole: owners in
+    order or not, spans empty, of one value, long or short, repeated values; and `text_vectors`
+    gives the same vectors, bit for bit, whichever way it sorts."""
+    rng = np.random.default_rng(11)
+    for case in range(400):
+        n = int(rng.integers(1, 40))
+        n1, n2 = int(rng.integers(0, 600)), int(rng.integers(0, 600))
+        first = np.sort(rng.integers(0, n, n1)).astype(np.int64)
+        second = np.sort(rng.integers(0, n, n2)).astype(np.int64)
+        if case % 5 == 0 and n1 > 1:  # owners out of order: the one sort
+            first = rng.permutation(first)
+        keys = rng.integers(0, 1 << int(rng.integers(1, 41)), n1 + n2, dtype=np.int64)
+        owners = np.concatenate([first, second]).astype(np.uint64)
+        packed = (owners << np.uint64(40)) | keys.astype(np.uint64)
+        want = np.sort(packed)
+        monkeypatch.setattr(episode_vectors, "SEGMENT_SORT_MIN", int(rng.integers(0, 3)))
+        got = episode_vectors.sorted_by_owner(packed.copy(), first, second, n)
+        assert got.tolist() == want.tolist(), case
+    words = ["the", "agent", "calls", "a", "tool", "to", "fetch", "fetch", "the", "page"]
+    texts = pa.array([" ".join(rng.choice(words, int(rng.integers(0, 30)))) for _ in range(300)])
+    rows = np.sort(rng.integers(0, 40, len(texts))).astype(np.int64)
+    got = []
+    for least in (0, 1 << 30):  # owner by owner, then one sort
+        monkeypatch.setattr(episode_vectors, "SEGMENT_SORT_MIN", least)
+        got.append(episode_vectors.text_vectors(texts, rows, 40))
+    assert got[0][0].tobytes() == got[1][0].tobytes()
+    assert got[0][1].tolist() == got[1][1].tolist()

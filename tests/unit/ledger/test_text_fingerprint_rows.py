@@ -9,10 +9,12 @@ from collections.abc import Iterable, Iterator
 from itertools import pairwise
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.text_fingerprint import normalised_fingerprints, row_texts
+from trajledger.ledger.text_fingerprint import normalised_fingerprints, normalised_texts, row_texts
 
 
 def _by_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, str]]:
@@ -65,3 +67,20 @@ def test_the_joined_rows_hash_as_the_rows_one_at_a_time(
                pa.RecordBatch.from_pylist([], schema=table.schema)
                for a, b in pairwise(at)]
     assert list(normalised_fingerprints(batches)) == list(_by_rows(batches))
+
+
+@settings(max_examples=200)
+@given(texts=st.lists(st.one_of(_TEXTS, st.text(st.characters(max_codepoint=0x7F))),
+                      max_size=30),
+       at=st.integers(0, 3))
+def test_ascii_texts_lower_cased_byte_wise_are_normalised_as_before(
+    texts: list[str | None], at: int
+) -> None:
+    """The ASCII texts lower-cased by ``ascii_lower`` (rec44): `normalised_texts` gives every
+    text, ASCII or not, null, empty, in a sliced array, what it gave with ``utf8_lower``
+    (the definition before rec44: every text lower-cased so first)."""
+    arr = pa.array(["X"] * at + texts, pa.string()).slice(at)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(pc, "ascii_lower", pc.utf8_lower)
+        want = normalised_texts(arr).to_pylist()
+    assert normalised_texts(arr).to_pylist() == want
