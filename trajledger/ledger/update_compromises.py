@@ -36,7 +36,10 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["compromises"]
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "their_policy"]
+
+KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
+"""The roles a key signs records under (the log and witness roles name log keys)."""
 
 
 def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
@@ -71,7 +74,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     # this one's included, is not parsed only to be replaced)
     # (what it brought under the keys it rotated from too: rev34 finding 3)
     seen = {i: e for k in (*update.logs, update.vkey)
-            for i, e in _entries_of(k, imports, skip=update.entries).items()}
+            for i, e in entries_of(k, imports, skip=update.entries).items()}
     seen |= {i: parsed[i] if i in parsed else LogEntry.from_bytes(update.entries[i])
              for i in update.entries}
     theirs, own = _their_compromises(ledger, seen)
@@ -125,7 +128,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                     f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial})"
                     + (": revoked here what it signed since: "
                        + ", ".join(label(ledger, d) for d in revoked) if revoked else ""))
-            roles = [r for r in ("producer", "approver", "trainer", "evaluator")
+            roles = [r for r in KEY_ROLES
                      if policy.holds(r, rk.keyid)]
             if roles and not foreign and not any(x.keyid == rk.keyid
                                                  for x in policy.revoked_keys):
@@ -146,7 +149,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
         verifier.close()
 
 
-def _entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
+def entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
                 skip: Collection[int] = ()) -> dict[int, LogEntry]:
     """The entries of the log ``vkey`` that this ledger's import records list, by index
     (those at ``skip`` left out; one that does not parse is skipped)."""
@@ -164,14 +167,11 @@ def _entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
     return seen
 
 
-def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
-                       ) -> tuple[TrustPolicy | None, set[str]]:
-    """Step 1 of `compromises` for one log: its policy in force, followed by its own rules
-    from its policy records among ``seen`` (None when it declares no key compromised), and the
-    keys its own policies held (a party declares compromised only those: not another party's
-    whose records it imported into its log). A policy record whose envelope is not here is
-    passed over; one the disk fails to read ends the command (exit 3, `errors.read_failure`):
-    passed over, a key it declares compromised went unnamed (left29 finding 2)."""
+def their_policy(ledger: LedgerHome, seen: Mapping[int, LogEntry]) -> TrustPolicy | None:
+    """A log's policy in force, followed by its own rules from its policy records among
+    ``seen`` (None when there is none). A policy record whose envelope is not here is passed
+    over; one the disk fails to read ends the command (exit 3, `errors.read_failure`): passed
+    over, a key it declares compromised went unnamed (left29 finding 2)."""
     records = []
     for i, e in sorted(seen.items()):
         if e.kind != "trust-policy":
@@ -181,12 +181,19 @@ def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
         except (OSError, LedgerError) as x:
             if read_failure(x):
                 raise
-    theirs = follow_history(None, records)[0] if records else None
+    return follow_history(None, records)[0] if records else None
+
+
+def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
+                       ) -> tuple[TrustPolicy | None, set[str]]:
+    """Step 1 of `compromises` for one log: its policy in force (`their_policy`; None when it
+    declares no key compromised), and the keys its own policies held (a party declares
+    compromised only those: not another party's whose records it imported into its log)."""
+    theirs = their_policy(ledger, seen)
     if theirs is None or not theirs.revoked_keys:
         return None, set()
     return theirs, {k for p in (theirs, *(q for _i, q in theirs.earlier))
-                    for role in ("producer", "approver", "trainer", "evaluator")
-                    for k in p.role(role).keyids}
+                    for role in KEY_ROLES for k in p.role(role).keyids}
 
 
 def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
@@ -203,7 +210,7 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     revoked_here = {x.keyid for x in policy.revoked_keys}
     logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
     for vkey in sorted(logs - {update.vkey, *update.logs}):
-        theirs, own = _their_compromises(ledger, entries := _entries_of(vkey, imports))
+        theirs, own = _their_compromises(ledger, entries := entries_of(vkey, imports))
         for rk in theirs.revoked_keys if theirs is not None else ():
             if theirs is None or rk.keyid not in own & signed or rk.keyid in revoked_here:
                 continue

@@ -79,6 +79,7 @@ from .update_changes import Changes
 from .update_compromises import compromises
 from .update_judge import judge as _judge  # (the seam tests/e2e/test_updates.py stops at)
 from .update_judge import left_out
+from .update_keys import policy_keys
 from .update_reads import Update, held, import_records
 
 if TYPE_CHECKING:
@@ -346,6 +347,7 @@ def apply_update(
     # (3) One group commit takes in the other log's records and the import record that lists
     # them: stopped between two appends, this log held another's records as if its own, until
     # the import ran again (`verify.releases.brought_by`; left28).
+    imports = import_records(ledger)  # before this update's (what was known of its log)
     subject, name = _import_subject(update, cp)
     earlier = earlier_import(ledger, subject, (cp.origin, cp.size, cp.root), update.vkey)
     done = -1  # the import record's index, once appended
@@ -363,6 +365,7 @@ def apply_update(
             # Steps 4 and 5 again (each does what is not done yet, and says what counts): an
             # import stopped after its record (killed, or the lock check) left them undone.
             compromises(ledger, policy, signers, update, here, changes, foreign)
+            policy_keys(ledger, policy, update, imports, foreign, changes)
             _judge(ledger, policy, foreign, here, changes, earlier, update)
             changes.logged = logged
             return Applied(earlier, False, logged, changes)
@@ -393,6 +396,7 @@ def apply_update(
             floor()
         # (4)
         compromises(ledger, policy, signers, update, here, changes, foreign)
+        policy_keys(ledger, policy, update, imports, foreign, changes)
         # (5)
         for i in sorted(fresh):
             e = foreign[i]
