@@ -43,8 +43,9 @@ KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 
 
 def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
-                 update: Update, here: Mapping[int, int], changes: Changes,
-                 parsed: Mapping[int, LogEntry]) -> None:
+                update: Update, here: Mapping[int, int], changes: Changes,
+                parsed: Mapping[int, LogEntry], *, state: TrustState | None = None,
+                imports: Sequence[tuple[int, Import]] | None = None) -> None:
     """Step 4 of `apply_update`: the other party's key compromises (``parsed``: entries of
     ``update`` already parsed, by index).
 
@@ -65,11 +66,14 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
         3. When the key holds a role of ``policy`` that does not revoke it, and signed nothing
            ignored in step 2, the report says to add it to ``revoked_keys``, from this log's
            index of its first record taken in after the compromise (or now).
+
+    ``state``, ``imports``: this ledger's `trust_state` asked since the update's appends, and
+    its import records (upd44: read once by `apply_update`); None: asked here.
     """
     from .status import revoke
 
-    imports = import_records(ledger)
-    _declared_elsewhere(ledger, policy, update, parsed, changes, imports)
+    imports = import_records(ledger, state=state) if imports is None else imports
+    _declared_elsewhere(ledger, policy, update, parsed, changes, imports, state)
     # (1) (an entry this update brings is its own: what import records say of that index,
     # this one's included, is not parsed only to be replaced)
     # (what it brought under the keys it rotated from too: rev34 finding 3)
@@ -80,8 +84,9 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     theirs, own = _their_compromises(ledger, seen)
     if theirs is None:
         return
-    state = ledger.trust_state()
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    evidence = ledger_evidence(ledger)
+    state = state or ledger.trust_state()
+    verifier = LineageVerifier(evidence, policy, index=state, data="size")
     origins, logs = Origins(ledger), {update.vkey, *update.logs}
     try:
         for rk in theirs.revoked_keys:
@@ -198,7 +203,8 @@ def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
 
 def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                         taken: Mapping[int, LogEntry], changes: Changes,
-                        imports: Sequence[tuple[int, Import]]) -> None:
+                        imports: Sequence[tuple[int, Import]], state: TrustState | None = None
+                        ) -> None:
     """A record this update takes in that is signed by a key another log here declares
     compromised (a key of that log's own policies, which this ledger's policy does not
     revoke yet) is named in a warning (``changes.suspect``). Not revoked: a policy may list
@@ -216,7 +222,7 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                 continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
-            shown = _shown(ledger, policy, entries, rk.keyid, vkey)  # (vend43: whose key)
+            shown = _shown(ledger, policy, entries, rk.keyid, vkey, state)  # (vend43)
             changes.suspect.append({
                 "key": rk.keyid, "declaredBy": origin_name(vkey), "digests": list(hit),
                 "declarerBrought": shown,
@@ -231,12 +237,13 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
 
 
 def _shown(ledger: LedgerHome, policy: TrustPolicy, entries: Mapping[int, LogEntry],
-           keyid: str, vkey: str) -> bool:
+           keyid: str, vkey: str, state: TrustState | None = None) -> bool:
     """Whether the log ``vkey`` brought here first a record that verifies signed by ``keyid``
     (`_signed_there`, of its ``entries`` its log says the key signed): what shows the key it
     declares compromised may be its own (vend43; `compromises` step 3's line otherwise)."""
-    state, origins = ledger.trust_state(), Origins(ledger)
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    evidence, origins = ledger_evidence(ledger), Origins(ledger)
+    state = state or ledger.trust_state()
+    verifier = LineageVerifier(evidence, policy, index=state, data="size")
     try:
         return any(_signed_there(state, origins, verifier, e.subject, e.kind, keyid, {vkey})
                    for e in entries.values() if KINDS[e.kind].lineage and keyid in e.signers

@@ -32,6 +32,7 @@ from .update_reads import Update
 
 if TYPE_CHECKING:
     from .home import LedgerHome
+    from .trust_state import TrustState
 
 __all__ = ["judge", "left_out"]
 
@@ -39,17 +40,21 @@ _STOPS = ("revocation", "erasure")
 
 
 def judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
-           here: Mapping[int, int], changes: Changes, recorded: int, update: Update) -> None:
+          here: Mapping[int, int], changes: Changes, recorded: int, update: Update,
+          state: TrustState | None = None) -> None:
     """Step 5 of `apply_update` (``recorded``: the import record's index; ``brought``: the
     objects the update stored): each revocation and erasure taken in, verified in this
     ledger under ``policy``; an erasure that counts deletes this ledger's copy of its
     subject's files; an erasure recorded here before deletes again the files of its subject
     the update brought back (`_erased_before`); then what of this ledger's own is built on
     what stopped, and what is built on the other log's stops of its own artifacts that do not
-    count here (out36 finding 1: `Changes.lines` warns of them, with the ways on)."""
+    count here (out36 finding 1: `Changes.lines` warns of them, with the ways on). ``state``:
+    the ledger's `trust_state` asked since the update's last append (upd44: nothing here
+    appends, so one state serves every step)."""
     brought, logs = set(update.objects), {update.vkey, *update.logs}
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
-                               data="size")
+    evidence = ledger_evidence(ledger)
+    state = state or ledger.trust_state()
+    verifier = LineageVerifier(evidence, policy, index=state, data="size")
     stopped: dict[str, str] = {}
     origins = Origins(ledger)
     files: dict[str, set[str]] | None = None  # read at the first erasure that deletes here
@@ -82,7 +87,7 @@ def judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntr
                         facts["keptBlobs"] = len(kept)
                         changes.erased.append(facts)
                     else:  # one revoked here already (hist38's Left): said so, by whom
-                        first = next((was for j in ledger.trust_state().about(e.subject)
+                        first = next((was for j in state.about(e.subject)
                                       if j < here[i] and j not in here.values()
                                       and isinstance(was := verifier.record(j), Record)
                                       and was.entry.kind == "revocation"), None)
@@ -95,12 +100,12 @@ def judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntr
                 else:
                     # the other log's own artifact: this ledger got it from that log first
                     # (a log that relayed it here later does not own it: rev34 finding 2)
-                    state = ledger.trust_state()
                     own = any(KINDS[x.kind].lineage and origins.first(j) in logs
                               for j in state.about(e.subject) if (x := state.entry(j)))
                     changes.ignored.append(facts | {"why": rec.message, "own": own,
                                                     "affects": [], "affectsLabels": []})
-            _erased_before(ledger, verifier, brought, set(here.values()), changes, recorded)
+            _erased_before(ledger, verifier, brought, set(here.values()), changes, recorded,
+                           state)
         for c in changes.compromised:
             stopped.update({d: label(ledger, d) for d in c["revokedHere"]})
         for r in changes.ignored:
@@ -124,11 +129,11 @@ def judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntr
 
 
 def _erased_before(ledger: LedgerHome, verifier: LineageVerifier, brought: set[str],
-                   taken: set[int], changes: Changes, recorded: int) -> None:
+                   taken: set[int], changes: Changes, recorded: int, state: TrustState) -> None:
     """Part of step 5 (under the log's lock): the files of an artifact erased here before
     (`_erased_here`) that the update stored again are deleted again, as `status.erase` run
     again would: an import never brings back erased bytes (hist28)."""
-    found = _erased_here(ledger, brought, taken, ledger.store.exists)
+    found = _erased_here(ledger, brought, taken, ledger.store.exists, state)
     for i, subject, gone in _still_erased(ledger, verifier, found, set()):
         name = label(ledger, subject)
         told = (f"the import is recorded (log index {recorded}) and {{}} of the {len(gone)} "
@@ -138,13 +143,14 @@ def _erased_before(ledger: LedgerHome, verifier: LineageVerifier, brought: set[s
 
 
 def _erased_here(ledger: LedgerHome, carried: Set[str], taken: Collection[int] = (),
-                 present: Callable[[str], bool] = bool) -> dict[int, tuple[str, set[str]]]:
+                 present: Callable[[str], bool] = bool, state: TrustState | None = None
+                 ) -> dict[int, tuple[str, set[str]]]:
     """The erasures logged here before this update (this ledger's own, or taken in earlier;
     not those of ``taken``) of an artifact whose files the update carries again (the same
     bundle imported again, a dataset of the erased batch shipped anew): log index -> (its
     subject, its files in ``carried`` that are ``present``, all by default). Only an erasure
     whose subject's manifest the update carries is read (a bundle carries it with the files)."""
-    state = ledger.trust_state()
+    state = state or ledger.trust_state()
     found = {i: (e.subject, {b for b in erasable_blobs(ledger, e.subject) & carried
                              if present(b)})
              for i in state.of_kind("erasure") if i not in taken
@@ -172,15 +178,15 @@ def _still_erased(ledger: LedgerHome, verifier: LineageVerifier,
             yield i, subject, gone
 
 
-def left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes
-              ) -> set[str]:
+def left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes,
+             state: TrustState | None = None) -> set[str]:
     """Step 1's objects not stored: the files of an artifact erased here before that counts
     (`_erased_here`, `_still_erased`). An import never stores erased bytes, even for a
     moment (left29: `_erased_before` deleted them after the log commit, so an import stopped
     between left them in the store). Kept too: a blob a lineage record the update brings
     lists (read from the update's objects). Erasures the update itself brings are judged in
     step 5 (`judge`)."""
-    found = _erased_here(ledger, update.objects.keys())
+    found = _erased_here(ledger, update.objects.keys(), state=state)
     if not found:
         return set()
 
@@ -199,7 +205,8 @@ def left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: C
             except (ProvenanceError, LedgerError, OSError):
                 return set()  # unknown: stored, judged after the commit (`_erased_before`)
     skip: set[str] = set()
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+    evidence = ledger_evidence(ledger)
+    verifier = LineageVerifier(evidence, policy, index=state or ledger.trust_state(),
                                data="size")
     try:
         for i, subject, gone in _still_erased(ledger, verifier, found, listed):

@@ -79,14 +79,16 @@ class Update:
         return verify_checkpoint(self.note, verifier_from_vkey(self.vkey))
 
 
-def import_records(ledger: LedgerHome, vkey: str | None = None) -> list[tuple[int, Import]]:
-    """This ledger's import records (of the log ``vkey``), read from the store.
+def import_records(ledger: LedgerHome, vkey: str | None = None,
+                   state: TrustState | None = None) -> list[tuple[int, Import]]:
+    """This ledger's import records (of the log ``vkey``), read from the store (``state``:
+    its `trust_state` asked since its last append, as `held`'s).
 
     Raises:
         TamperError: an import record's envelope is missing or damaged (fail closed: it could
             hide a newer checkpoint, so a rollback).
     """
-    state = ledger.trust_state()
+    state = state or ledger.trust_state()
     out = []
     for i in state.of_kind("import"):
         entry = state.entry(i)

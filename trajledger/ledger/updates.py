@@ -83,6 +83,8 @@ from .update_keys import policy_keys
 from .update_reads import Update, held, import_records
 
 if TYPE_CHECKING:
+    from trajledger.verify.other_predicates import Import
+
     from .home import LedgerHome
     from .trust_index import NameRow
     from .trust_state import TrustState
@@ -109,10 +111,14 @@ __all__ = [
 NOT_TAKEN = frozenset({"trust-policy", "import", "refusal"})
 """Kinds never logged here: the other party's policies (consulted for its key compromises,
 never trusted), its own imports and refusals (its business)."""
-_STOPS = ("revocation", "erasure")
 UNREAD = "unread"
 """`TrustState.noted`'s key of gap39's mark (`first_contact.brought`): ``{digest: label}``, the
 records waiting to be read against the log; while any, its size applied counts as 0."""
+SHARE_STATE = True
+"""`apply_update` hands the steps this ledger's state, asked once before its appends and once
+after each (upd44: an import brought it up to the log 22 times). False: each step asks for it
+itself, the path before, kept for tests/e2e/test_import_state_once.py, which compares the
+decisions of both."""
 
 
 def mark_unread(state: TrustState, hit: Mapping[str, str]) -> None:
@@ -320,13 +326,14 @@ def apply_update(
     """
     cp = update.checkpoint
     state = ledger.trust_state()
+    given = state if SHARE_STATE else None
     changes = Changes(origin_name(update.vkey))
     # (1)
     from .progress import no_progress
 
     if locked:
         ledger.log.check_lock_held("nothing was imported")
-    skip = left_out(ledger, policy, update, changes)
+    skip = left_out(ledger, policy, update, changes, given)
     objects = {d: o for d, o in update.objects.items() if d not in skip}
     staged = [o for o in objects.values() if isinstance(o, FileDigest)]
     total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in objects.values())
@@ -347,9 +354,10 @@ def apply_update(
     # (3) One group commit takes in the other log's records and the import record that lists
     # them: stopped between two appends, this log held another's records as if its own, until
     # the import ran again (`verify.releases.brought_by`; left28).
-    imports = import_records(ledger)  # before this update's (what was known of its log)
+    imports = import_records(ledger, state=given)  # before this update's: what was known
     subject, name = _import_subject(update, cp)
-    earlier = earlier_import(ledger, subject, (cp.origin, cp.size, cp.root), update.vkey)
+    earlier = earlier_import(ledger, subject, (cp.origin, cp.size, cp.root), update.vkey,
+                             imports if SHARE_STATE else None, given)
     done = -1  # the import record's index, once appended
     logged: tuple[int, ...] = ()
     try:
@@ -364,9 +372,8 @@ def apply_update(
                 floor()
             # Steps 4 and 5 again (each does what is not done yet, and says what counts): an
             # import stopped after its record (killed, or the lock check) left them undone.
-            compromises(ledger, policy, signers, update, here, changes, foreign)
-            policy_keys(ledger, policy, update, imports, foreign, changes)
-            _judge(ledger, policy, foreign, here, changes, earlier, update)
+            after = _steps_4_5(ledger, policy, signers, update, here, changes, foreign, imports)
+            _judge(ledger, policy, foreign, here, changes, earlier, update, after)
             changes.logged = logged
             return Applied(earlier, False, logged, changes)
         predicate: dict[str, Any] = {
@@ -395,14 +402,13 @@ def apply_update(
         if floor is not None:
             floor()
         # (4)
-        compromises(ledger, policy, signers, update, here, changes, foreign)
-        policy_keys(ledger, policy, update, imports, foreign, changes)
+        after = _steps_4_5(ledger, policy, signers, update, here, changes, foreign, imports)
         # (5)
         for i in sorted(fresh):
             e = foreign[i]
             changes.new.setdefault(e.kind, []).append(e.subject)
-        _judge(ledger, policy, foreign, here, changes, done, update)
-        _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
+        _judge(ledger, policy, foreign, here, changes, done, update, after)
+        _clashes(ledger, [here[i] for i in sorted(fresh)], changes, after)
         changes.logged = logged
         return Applied(done, True, logged, changes)
     except Exception as e:  # after an append, the line says what is recorded (fault27)
@@ -411,6 +417,24 @@ def apply_update(
                 isinstance(e, (LedgerError, OSError)) or disk_error(e)):
             raise
         raise LedgerError(_recorded_then(what, logged, done, e)) from e
+
+
+def _steps_4_5(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
+               update: Update, here: Mapping[int, int], changes: Changes,
+               foreign: Mapping[int, LogEntry], imports: Sequence[tuple[int, Import]]
+               ) -> TrustState | None:
+    """Step 4 of `apply_update` after its appends, and the state step 5 reads: this ledger's
+    `trust_state` asked once after the import's group commit, and once more after a key
+    compromise revoked something here (an append); every step reads that one (upd44: an
+    import brought it up to the log 22 times). ``imports``: read before the import record
+    was appended, which lists only this update's entries (`compromises` skips those)."""
+    after = ledger.trust_state() if SHARE_STATE else None
+    compromises(ledger, policy, signers, update, here, changes, foreign, state=after,
+                imports=imports if SHARE_STATE else None)
+    policy_keys(ledger, policy, update, imports, foreign, changes)
+    if SHARE_STATE and any(c["revokedHere"] for c in changes.compromised):
+        after = ledger.trust_state()
+    return after
 
 
 def _recorded_then(what: str, logged: Sequence[int], index: int, e: BaseException) -> str:
@@ -436,13 +460,17 @@ def _import_subject(update: Update, cp: Checkpoint) -> tuple[str, str]:
             f"updates of {origin_name(update.vkey)} to size {cp.size}")
 
 
-def earlier_import(ledger: LedgerHome, digest: str, tree: tuple[str, int, bytes], vkey: str
-                   ) -> int | None:
+def earlier_import(ledger: LedgerHome, digest: str, tree: tuple[str, int, bytes], vkey: str,
+                   imports: Sequence[tuple[int, Import]] | None = None,
+                   state: TrustState | None = None) -> int | None:
     """The index of an import record of ``digest`` with the same evidence (the log ``vkey``,
     the tree), if any: a tree this ledger accepted then (`exchange.import_bundle`: an older
-    bundle imported again after its log's later updates is no rollback, out43 finding 6)."""
-    state = ledger.trust_state()
-    for i, pred in import_records(ledger, vkey):
+    bundle imported again after its log's later updates is no rollback, out43 finding 6).
+    ``imports``, ``state``: this ledger's import records and state, read already."""
+    state = state or ledger.trust_state()
+    for i, pred in import_records(ledger, vkey, state) if imports is None else imports:
+        if pred.log.get("vkey") != vkey:
+            continue
         entry = state.entry(i)
         if entry is None or entry.subject != digest:
             continue
@@ -462,12 +490,14 @@ def _note_text(note: str) -> bytes:
 
 
 
-def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> None:
+def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes,
+             state: TrustState | None = None) -> None:
     """Names of records just imported that other records here also have: this ledger's own
     name wins (`catalog.Catalog.resolve`); another origin's makes the plain name ambiguous.
     Names come from the trust state's index of names (one query; it read them from the same
-    statements), not from re-reading every record just imported."""
-    state = ledger.trust_state()
+    statements), not from re-reading every record just imported. A record just imported came
+    from this update's log alone (none held before: `apply_update`'s ``fresh``)."""
+    state = state or ledger.trust_state()
     origins = Origins(ledger)
     rows = state.named()
     by_index = {row.index: row for row in rows}
@@ -480,7 +510,7 @@ def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> No
             continue
         name, version = entry.name, entry.version
         ref = f"{name}@{version}"
-        mine = origins.names(j)[0] if origins.names(j) else changes.origin
+        mine = changes.origin
         for other in by_name[(name, version)]:
             if other.subject == entry.subject or other.kind != entry.kind:
                 continue
