@@ -68,15 +68,15 @@ def _decisions(buyer: Buyer, after: Callable[[Buyer], list[str]], *args: str | P
 
 def _same(buyer: Buyer, after: Callable[[Buyer], list[str]], *args: str | Path, code: int,
           monkeypatch: pytest.MonkeyPatch, most: int | None = None, tag: str = "") -> list[str]:
-    """The import by both paths: the same decisions (returned), the new path's syncs fewer
-    (at most ``most``) when it imports."""
+    """The import by both paths: the same decisions (returned); with ``most``, the new path's
+    syncs at most that, the old path's more (not asked where a revocation is signed: its
+    record's second may be tried again, `same_second.recorded_anew`, one sync more or less)."""
     new, count = _decisions(buyer, after, *args, code=code, monkeypatch=monkeypatch,
                             shared=True, tag=tag)
     old, before = _decisions(buyer, after, *args, code=code, monkeypatch=monkeypatch,
                              shared=False, tag=tag)
     assert new == old
-    assert code != 0 or count < before, (count, before)
-    assert most is None or count <= most, (count, before)
+    assert most is None or count <= most < before, (count, before)
     return new
 
 
