@@ -76,7 +76,7 @@ from .own_records import sent_back
 from .record import statement_entry
 from .status import label
 from .update_changes import Changes
-from .update_compromises import compromises
+from .update_compromises import compromises as _compromises  # (test_insider_races' seam)
 from .update_judge import judge as _judge  # (the seam tests/e2e/test_updates.py stops at)
 from .update_judge import left_out
 from .update_keys import policy_keys
@@ -429,8 +429,8 @@ def _steps_4_5(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer
     import brought it up to the log 22 times). ``imports``: read before the import record
     was appended, which lists only this update's entries (`compromises` skips those)."""
     after = ledger.trust_state() if SHARE_STATE else None
-    compromises(ledger, policy, signers, update, here, changes, foreign, state=after,
-                imports=imports if SHARE_STATE else None)
+    _compromises(ledger, policy, signers, update, here, changes, foreign, state=after,
+                 imports=imports if SHARE_STATE else None)
     policy_keys(ledger, policy, update, imports, foreign, changes)
     if SHARE_STATE and any(c["revokedHere"] for c in changes.compromised):
         after = ledger.trust_state()
