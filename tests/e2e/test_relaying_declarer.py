@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_borrowed_handovers import relays
 from test_updates import Buyer, Vendor
 
 
@@ -37,16 +38,9 @@ def test_a_declarer_that_only_relayed_the_keys_records_is_doubted(tmp_path: Path
     one = Vendor(tmp_path, "one", "one.example/log")
     two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
-    two.run("key", "new", "mal-approver", "--no-encrypt")
+    relays(two, one)
     policy = two.home / "policy.toml"
     one_pem = (one.home / "keys" / "vendor.pub").read_text()
-    own_pem = (two.home / "keys" / "mal-approver.pub").read_text()
-    listed = policy.read_text().replace("serial = 1", "serial = 2").replace(
-        "[roles.producer]\nkeys = [", f'[roles.producer]\nkeys = [\n"""{one_pem}""",'
-    ).replace('vkeys = ["', f'vkeys = ["{one.vkey()}", "')
-    policy.write_text(listed + f'\n[roles.approver]\nkeys = ["""{own_pem}"""]\nthreshold = 1\n')
-    two.run("policy", "set", policy, "--key", "vendor", "--yes")
-    two.run("import", one.bundle, "--key", "mal-approver")
     relay = tmp_path / "relay.tar.zst"
     two.run("export", one.dataset, "--out", relay)
     buyer.run("import", relay, "--key", "approver")  # one's records, from two first
