@@ -43,16 +43,7 @@ def _mallory_relaying(tmp_path: Path, *, borrowed: bool = True
     vendor, mallory, buyer, ckpt = two_vendors_trained(tmp_path, ("vendor", "mallory"),
                                                        "bh-policy")
     applied = mallory.size()
-    mallory.run("key", "new", "mal-approver", "--no-encrypt")
-    policy = mallory.home / "policy.toml"
-    vendor_pem = (vendor.home / "keys" / "vendor.pub").read_text()
-    own_pem = (mallory.home / "keys" / "mal-approver.pub").read_text()
-    text = policy.read_text().replace("serial = 1", "serial = 2").replace(
-        "[roles.producer]\nkeys = [", f'[roles.producer]\nkeys = [\n"""{vendor_pem}""",'
-    ).replace('vkeys = ["', f'vkeys = ["{vendor.vkey()}", "')
-    policy.write_text(text + f'\n[roles.approver]\nkeys = ["""{own_pem}"""]\nthreshold = 1\n')
-    mallory.run("policy", "set", policy, "--key", "vendor", "--yes")
-    mallory.run("import", vendor.bundle, "--key", "mal-approver")
+    relays(mallory, vendor)
     rotated_at = vendor.size()
     vendor.run("log", "rotate-key")
     update = tmp_path / "rotated.tar.zst"
@@ -64,6 +55,22 @@ def _mallory_relaying(tmp_path: Path, *, borrowed: bool = True
         (handovers / "1").write_bytes(
             (vendor.home / "log" / "key-handovers" / "1").read_bytes())
     return vendor, mallory, buyer, ckpt, applied
+
+
+def relays(mallory: Vendor, vendor: Vendor) -> None:
+    """Mallory's policy of serial 2 lists the vendor's producer key and log (anyone's public
+    keys) and an approver key of its own, ``mal-approver``; mallory imports the vendor's
+    bundle with it (tests/e2e/test_relaying_declarer.py too)."""
+    mallory.run("key", "new", "mal-approver", "--no-encrypt")
+    policy = mallory.home / "policy.toml"
+    vendor_pem = (vendor.home / "keys" / "vendor.pub").read_text()
+    own_pem = (mallory.home / "keys" / "mal-approver.pub").read_text()
+    text = policy.read_text().replace("serial = 1", "serial = 2").replace(
+        "[roles.producer]\nkeys = [", f'[roles.producer]\nkeys = [\n"""{vendor_pem}""",'
+    ).replace('vkeys = ["', f'vkeys = ["{vendor.vkey()}", "')
+    policy.write_text(text + f'\n[roles.approver]\nkeys = ["""{own_pem}"""]\nthreshold = 1\n')
+    mallory.run("policy", "set", policy, "--key", "vendor", "--yes")
+    mallory.run("import", vendor.bundle, "--key", "mal-approver")
 
 
 def rotated_then_compromised(tmp_path: Path) -> tuple[Vendor, Buyer, int, str]:

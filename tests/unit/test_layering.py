@@ -353,6 +353,8 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.card_formats", "trajledger.ledger.split_trust",
         "trajledger.ledger.artifacts", "trajledger.ledger.keyless_check",
         "trajledger.ledger.status", "trajledger.ledger.suites", "trajledger.ledger.update_changes",
+        "trajledger.ledger.update_reads", "trajledger.ledger.update_judge",
+        "trajledger.ledger.update_compromises", "trajledger.ledger.update_keys",
         "trajledger.ledger.updates",
         "trajledger.ledger.own_records", "trajledger.ledger.first_contact",
         "trajledger.ledger.bundle_keys",

@@ -39,6 +39,8 @@ class Changes:
             (`_left_out`).
         deleted_again: erasures recorded here before, whose files the update brought back
             (`_erased_before`): deleted again.
+        policy_keys: keys whose roles the other log's policy changed (`update_keys`): what
+            they can sign here, what to do; nothing in this ledger's policy changed.
         logged: this log's indices of the other log's records taken in (not in the JSON).
         unnamed: why the logs that signed the stops it relays are not named (a state read
             after the import record failed: `first_contact.relayed`), what is recorded said.
@@ -57,6 +59,7 @@ class Changes:
     suspect: list[dict[str, Any]] = field(default_factory=list)
     deleted_again: list[dict[str, Any]] = field(default_factory=list)
     left_out: list[dict[str, Any]] = field(default_factory=list)
+    policy_keys: list[dict[str, Any]] = field(default_factory=list)
     logged: tuple[int, ...] = ()
     unnamed: str | None = None
 
@@ -75,6 +78,7 @@ class Changes:
         if self.new:
             out.append(("ok", "new: " + ", ".join(f"{len(v)} {k}(s)" for k, v in
                                                   sorted(self.new.items()))))
+        out += [(r["level"], r["text"]) for r in self.policy_keys]
         for r in self.revoked:
             was = r.get("already")
             out.append(("warning", (f"revoked already here by {was['signer'][:12]} (log index "
@@ -152,4 +156,5 @@ class Changes:
                 "unreadable": self.unreadable, "ignored": self.ignored,
                 "affected": self.affected, "clashes": self.clashes, "pending": self.pending,
                 "suspect": self.suspect, "deletedAgain": self.deleted_again,
-                "leftOut": self.left_out, "unnamed": self.unnamed}
+                "leftOut": self.left_out, "unnamed": self.unnamed,
+                "policyKeys": self.policy_keys}

@@ -1,0 +1,277 @@
+"""Another party's key compromises, and another log's, met by what an update takes in: step 4
+of `updates.apply_update`.
+
+Scope: `compromises` follows the other log's policy history (from the import records and the
+update) and, for each key it declares compromised that one of its own policies held, revokes
+here what that log alone brought signed by it since; the rest is ignored or warned of (a policy
+may list anyone's key). Split out of ``updates`` (twenty-ninth round, upd44: it was at its
+cap), unchanged.
+
+Non-scope: judging the update's own revocations and erasures (``update_judge``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES
+from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.kinds import KINDS
+from trajledger.verify.lineage import LineageVerifier, Record
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.other_predicates import Import
+from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.policy_history import follow_history
+
+from .catalog import Origins, origin_name
+from .errors import LedgerError, read_failure
+from .evidence import ledger_evidence
+from .keys import Signer
+from .status import label
+from .update_changes import Changes
+from .update_reads import Update, held, import_records
+
+if TYPE_CHECKING:
+    from .home import LedgerHome
+    from .trust_state import TrustState
+
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "their_policy"]
+
+KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
+"""The roles a key signs records under (the log and witness roles name log keys)."""
+
+
+def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
+                update: Update, here: Mapping[int, int], changes: Changes,
+                parsed: Mapping[int, LogEntry], *, state: TrustState | None = None,
+                imports: Sequence[tuple[int, Import]] | None = None) -> None:
+    """Step 4 of `apply_update`: the other party's key compromises (``parsed``: entries of
+    ``update`` already parsed, by index).
+
+    Steps:
+        1. Its policy in force, followed from its first policy through every policy record this
+           ledger has seen of it (import records) and this update's, by its own rules; a
+           history that cannot be followed declares nothing.
+        2. For each key it revokes that one of its own policies held: the artifacts whose
+           record its log says the key signed at or after ``compromised_since`` (of that log:
+           its indices and its entry times) and that this ledger holds from that log alone
+           (`_brought_by`) are revoked here, signed by the first of ``signers``, unless a
+           revocation of them already counts here. A policy may list anyone's public key, and
+           a log's entries are its writer's word: the others (this ledger's own artifacts,
+           another log's) are listed as ignored, never revoked; those another log brought
+           here whose record verifies signed by the key are named in a warning with the way on
+           if the key is theirs (``changes.suspect``: what `_declared_elsewhere` says when the
+           same facts come in the other order; hist41 finding 2).
+        3. When the key holds a role of ``policy`` that does not revoke it, and signed nothing
+           ignored in step 2, the report says to add it to ``revoked_keys``, from this log's
+           index of its first record taken in after the compromise (or now).
+
+    ``state``, ``imports``: this ledger's `trust_state` asked since the update's appends, and
+    its import records (upd44: read once by `apply_update`); None: asked here.
+    """
+    from .status import revoke
+
+    imports = import_records(ledger, state=state) if imports is None else imports
+    _declared_elsewhere(ledger, policy, update, parsed, changes, imports, state)
+    # (1) (an entry this update brings is its own: what import records say of that index,
+    # this one's included, is not parsed only to be replaced)
+    # (what it brought under the keys it rotated from too: rev34 finding 3)
+    seen = {i: e for k in (*update.logs, update.vkey)
+            for i, e in entries_of(k, imports, skip=update.entries).items()}
+    seen |= {i: parsed[i] if i in parsed else LogEntry.from_bytes(update.entries[i])
+             for i in update.entries}
+    theirs, own = _their_compromises(ledger, seen)
+    if theirs is None:
+        return
+    evidence = ledger_evidence(ledger)
+    state = state or ledger.trust_state()
+    verifier = LineageVerifier(evidence, policy, index=state, data="size")
+    origins, logs = Origins(ledger), {update.vkey, *update.logs}
+    try:
+        for rk in theirs.revoked_keys:
+            if rk.keyid not in own:
+                continue
+            # (2)
+            hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
+                    and rk.keyid in e.signers and rk.covers(i, e.time)
+                    and held(ledger, e.subject, state)}
+            foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
+            # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
+            signed = [d for d in foreign if _signed_there(state, origins, verifier, d,
+                                                          seen[hits[d]].kind, rk.keyid, logs)]
+            if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
+                changes.suspect.append({
+                    "key": rk.keyid, "declaredBy": origin_name(update.vkey), "digests": signed,
+                    "declarerBrought": True,
+                    "text": f"key {rk.keyid[:16]}, which {origin_name(update.vkey)} declares "
+                            f"compromised ({rk.describe()}; its policy {theirs.name!r} serial "
+                            f"{theirs.serial}), signed what you hold from another log: "
+                            f"{', '.join(label(ledger, d) for d in signed)}; not revoked here "
+                            "(a log stops only what it alone brought): if the key is theirs, "
+                            f"record a successor with [[revoked_keys]] key = \"{rk.keyid}\""})
+            for d in foreign:
+                changes.ignored.append({
+                    "digest": d, "label": label(ledger, d), "logIndex": hits.pop(d),
+                    "kind": "key compromise",
+                    "why": f"its log says key {rk.keyid[:16]} signed it, and declares that key "
+                           "compromised, but you hold it as your own or from another log: a "
+                           "log stops only what it alone brought here"})
+            revoked = []
+            for digest in hits:
+                counted = [r for j in verifier.records(digest, "revocation")
+                           if isinstance(r := verifier.record(j), Record)]
+                if counted:
+                    continue
+                reason = (f"signed by key {rk.keyid[:16]}, which {origin_name(update.vkey)} "
+                          f"declares compromised ({rk.describe()}; its policy "
+                          f"{theirs.name!r} serial {theirs.serial})")
+                revoke(ledger, digest, signers[0], reason=reason)
+                revoked.append(digest)
+            # (3)
+            text = (f"key {rk.keyid[:16]} of {origin_name(update.vkey)} is compromised "
+                    f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial})"
+                    + (": revoked here what it signed since: "
+                       + ", ".join(label(ledger, d) for d in revoked) if revoked else ""))
+            roles = [r for r in KEY_ROLES
+                     if policy.holds(r, rk.keyid)]
+            if roles and not foreign and not any(x.keyid == rk.keyid
+                                                 for x in policy.revoked_keys):
+                since = min((here[i] for i in here if rk.keyid in seen[i].signers
+                             and rk.covers(i, seen[i].time)), default=ledger.log.size)
+                text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
+                         f"successor without it and with [[revoked_keys]] key = "
+                         f"\"{rk.keyid}\", compromised_since = {since}"
+                         if any(rk.keyid in e.signers for e in seen.values()) else
+                         f"; your policy trusts it as {' and '.join(roles)}, and its log holds "
+                         "nothing it signed (a policy may list anyone's key): if the key is "
+                         f"theirs, record a successor with [[revoked_keys]] key = "
+                         f"\"{rk.keyid}\"")  # (hist41 finding 6: another's key, no word)
+            if revoked or (roles and not foreign):
+                changes.compromised.append({"key": rk.keyid, "text": text,
+                                            "revokedHere": revoked})
+    finally:
+        verifier.close()
+
+
+def entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
+                skip: Collection[int] = ()) -> dict[int, LogEntry]:
+    """The entries of the log ``vkey`` that this ledger's import records list, by index
+    (those at ``skip`` left out; one that does not parse is skipped)."""
+    seen: dict[int, LogEntry] = {}
+    for _i, pred in imports:
+        if pred.log.get("vkey") != vkey:
+            continue
+        for item in pred.entries:
+            raw, at = item.get("entry"), item.get("index")
+            if isinstance(raw, str) and isinstance(at, int) and at not in skip:
+                try:
+                    seen[int(at)] = LogEntry.from_bytes(raw.encode("utf-8"))
+                except ProvenanceError:
+                    continue
+    return seen
+
+
+def their_policy(ledger: LedgerHome, seen: Mapping[int, LogEntry]) -> TrustPolicy | None:
+    """A log's policy in force, followed by its own rules from its policy records among
+    ``seen`` (None when there is none). A policy record whose envelope is not here is passed
+    over; one the disk fails to read ends the command (exit 3, `errors.read_failure`): passed
+    over, a key it declares compromised went unnamed (left29 finding 2)."""
+    records = []
+    for i, e in sorted(seen.items()):
+        if e.kind != "trust-policy":
+            continue
+        try:
+            records.append((i, e.subject, ledger.store.get(e.envelope, limit=MAX_ENVELOPE_BYTES)))
+        except (OSError, LedgerError) as x:
+            if read_failure(x):
+                raise
+    return follow_history(None, records)[0] if records else None
+
+
+def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
+                       ) -> tuple[TrustPolicy | None, set[str]]:
+    """Step 1 of `compromises` for one log: its policy in force (`their_policy`; None when it
+    declares no key compromised), and the keys its own policies held (a party declares
+    compromised only those: not another party's whose records it imported into its log)."""
+    theirs = their_policy(ledger, seen)
+    if theirs is None or not theirs.revoked_keys:
+        return None, set()
+    return theirs, {k for p in (theirs, *(q for _i, q in theirs.earlier))
+                    for role in KEY_ROLES for k in p.role(role).keyids}
+
+
+def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
+                        taken: Mapping[int, LogEntry], changes: Changes,
+                        imports: Sequence[tuple[int, Import]], state: TrustState | None = None
+                        ) -> None:
+    """A record this update takes in that is signed by a key another log here declares
+    compromised (a key of that log's own policies, which this ledger's policy does not
+    revoke yet) is named in a warning (``changes.suspect``). Not revoked: a policy may list
+    anyone's key, so a log's word stops only what it alone brought here (`compromises`);
+    before, such a record was taken in silently (docs/SECURITY.md, rev24 finding 1)."""
+    signed = {k for e in taken.values() if KINDS[e.kind].lineage for k in e.signers}
+    if not signed:
+        return
+    revoked_here = {x.keyid for x in policy.revoked_keys}
+    logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
+    for vkey in sorted(logs - {update.vkey, *update.logs}):
+        theirs, own = _their_compromises(ledger, entries := entries_of(vkey, imports))
+        for rk in theirs.revoked_keys if theirs is not None else ():
+            if theirs is None or rk.keyid not in own & signed or rk.keyid in revoked_here:
+                continue
+            hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
+                   if KINDS[e.kind].lineage and rk.keyid in e.signers}
+            shown = _shown(ledger, policy, entries, rk.keyid, vkey, state)  # (vend43)
+            changes.suspect.append({
+                "key": rk.keyid, "declaredBy": origin_name(vkey), "digests": list(hit),
+                "declarerBrought": shown,
+                "text": f"key {rk.keyid[:16]}, which {origin_name(vkey)} declares compromised "
+                        f"({rk.describe()}; its policy {theirs.name!r} serial "
+                        f"{theirs.serial}), signed what was just taken in from "
+                        f"{changes.origin}: {', '.join(hit.values())}; not revoked here (a log "
+                        "stops only what it brought)" + ("" if shown else f"; {origin_name(vkey)}"
+                        " brought you nothing that key signed (a policy may list anyone's key)")
+                        + f": if the key is theirs, record a successor with [[revoked_keys]] "
+                        f"key = \"{rk.keyid}\""})
+
+
+def _shown(ledger: LedgerHome, policy: TrustPolicy, entries: Mapping[int, LogEntry],
+           keyid: str, vkey: str, state: TrustState | None = None) -> bool:
+    """Whether the log ``vkey`` brought here first a record that verifies signed by ``keyid``
+    (`_signed_there`, of its ``entries`` its log says the key signed): what shows the key it
+    declares compromised may be its own (vend43; `compromises` step 3's line otherwise)."""
+    evidence, origins = ledger_evidence(ledger), Origins(ledger)
+    state = state or ledger.trust_state()
+    verifier = LineageVerifier(evidence, policy, index=state, data="size")
+    try:
+        return any(_signed_there(state, origins, verifier, e.subject, e.kind, keyid, {vkey})
+                   for e in entries.values() if KINDS[e.kind].lineage and keyid in e.signers
+                   and held(ledger, e.subject, state))
+    finally:
+        verifier.close()
+
+
+def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collection[str]
+                ) -> bool:
+    """True when every record of the artifact ``digest`` here was brought by an import from
+    the log of one of the verifier keys ``logs`` (none is this ledger's own, nor another
+    log's)."""
+    found = [origins.of(i) for i in state.about(digest)
+             if (e := state.entry(i)) is not None and KINDS[e.kind].lineage]
+    return bool(found) and all(o and o <= set(logs) for o in found)
+
+
+def _signed_there(state: TrustState, origins: Origins, verifier: LineageVerifier, digest: str,
+                  kind: str, keyid: str, logs: Collection[str]) -> bool:
+    """True when every record of kind ``kind`` of the artifact ``digest`` here came from another
+    log (none is this ledger's own), the first to bring it here is the declaring log (one of
+    ``logs``: its own record, relayed later by another; a log that relayed another's record
+    and declares its key compromised is not told of: the lead, at vend42's merge,
+    test_borrowed_handovers.py), and one of them verifies here signed by ``keyid``: its
+    envelope's signature, not a log's word of who signed (hist41 finding 2)."""
+    found = [j for j in state.about(digest) if (e := state.entry(j)) is not None
+             and e.kind == kind]
+    return bool(found) and all(origins.of(j) for j in found) and any(
+        origins.first(j) in logs for j in found) and any(
+        isinstance(r := verifier.record(j), Record) and keyid in r.signers for j in found)
