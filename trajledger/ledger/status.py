@@ -653,7 +653,7 @@ def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | 
     ``identity``: the kind and envelope digest of the artifact's identity record, when the
     caller has its log entry (a scan of every artifact); else the catalog finds them.
     ``read``: an object's bytes (None: absent), for objects not stored yet (an update's,
-    `updates._left_out`); else the store's, verified.
+    `update_judge.left_out`); else the store's, verified.
 
     Raises:
         DigestMismatchError: the stored manifest does not hash to its name.
