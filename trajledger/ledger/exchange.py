@@ -811,9 +811,8 @@ def import_bundle(
             # signed by that log's two keys: copied in, they made its artifacts this log's own
             # to stop: rev34 finding 1).
             logs = {vkey, *predecessors([vkey], ev.key_handovers())}
-            sizes = {m.name: m.size for m in ev.index.members}
-            objects = {d: FileDigest(p, sizes[f"objects/sha256/{d[7:]}"], d[7:])
-                       for d, p in ev.objects.items()}
+            # (each object's size as it streamed: not bundle.json's list walked once more)
+            objects = {d: FileDigest(p, ev.blob_size(d) or 0, d[7:]) for d, p in ev.objects.items()}
             waiting = marked(logs) if start == 0 else ()  # what a read from 0 may clear (`saw`)
             taken, consulted = select(ledger, entries, extension=start,
                                       asked=set(report.nodes),

@@ -32,7 +32,7 @@ from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
 from trajledger.verify import bundle as bundle_module
-from trajledger.verify import bundle_stream
+from trajledger.verify import bundle_index, bundle_stream
 from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member, check_member_name
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
@@ -433,6 +433,68 @@ def test_index_declaring_more_than_the_limits_is_refused(world: World, tmp_path:
         open_(world.bundle, limits=Limits(member=1000))
     with pytest.raises(FormatError, match=r"bytes of entries, proofs and policies, limit 1000"):
         open_(world.bundle, limits=Limits(memory=1000))
+
+
+def test_the_first_limit_passed_is_named_as_before(world: World) -> None:
+    """``bundle.json``'s sums are taken in one walk of its members (xfer44): the total is
+    still said before a member over its kind's cap, and a checkpoint or a proof is held to
+    ``small``, an entry to its own cap, an object to ``member``."""
+    total = len(world.members[0][1]) + 2048
+    with pytest.raises(FormatError, match=rf"declares \d+ bytes of members, limit {total}"):
+        open_(world.bundle, limits=Limits(total=total, member=1000, small=10))
+    with pytest.raises(FormatError, match=r"member checkpoint: bundle\.json declares \d+ bytes, "
+                       r"limit 10$"):
+        open_(world.bundle, limits=Limits(small=10))
+    entry = len(dict(world.members)[world.named("entries/")])
+    with pytest.raises(FormatError, match=r"member entries/\d+: bundle\.json declares"):
+        open_(world.bundle, limits=Limits(member=entry - 1, small=1 << 20))
+
+
+def test_opening_walks_the_member_list_three_times(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once to check it (`BundleIndex`), once for its sums (total, caps, memory, the objects'
+    bytes), once as the members stream: it was walked five times, each member rebuilt from
+    ``bundle.json``'s bytes by a regular expression each time (xfer44)."""
+    built = 0
+    getitem = bundle_index.Members.__getitem__
+
+    def counted(self: bundle_index.Members, i: int) -> Member:
+        nonlocal built
+        built += 1
+        return getitem(self, i)
+
+    monkeypatch.setattr(bundle_index.Members, "__getitem__", counted)
+    with open_(world.bundle) as ev:
+        assert built <= 3 * len(ev.index.members)
+
+
+def test_small_objects_are_read_from_memory_as_hashed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An envelope or a manifest asked for while verifying is served as it streamed and hashed
+    to its name, not read back from its staged file (xfer44: 2,000 reads of an import); a
+    larger one (`_KEEP`) from its file; sizes as streamed; an unknown digest is still None."""
+    def read_back(path: Path | None, digest: str) -> bytes | None:
+        assert path is None, f"read back from {path}"
+        return None
+
+    with open_(world.bundle) as ev:
+        monkeypatch.setattr(bundle_module, "read_blob_file", read_back)
+        for digest, path in ev.objects.items():
+            data = ev.blob(digest)
+            assert data == path.read_bytes() and hashlib.sha256(data).hexdigest() == digest[7:]
+            assert ev.blob_size(digest) == len(data)
+        assert ev.blob("sha256:" + "0" * 64) is None and ev.touched_blobs >= set(ev.objects)
+    monkeypatch.undo()
+    monkeypatch.setattr(bundle_module, "_KEEP", 16)
+    read: list[str] = []
+    monkeypatch.setattr(bundle_module, "read_blob_file",
+                        lambda path, digest: read.append(digest) or path.read_bytes())
+    with open_(world.bundle) as ev:
+        big = {d for d, p in ev.objects.items() if p.stat().st_size > 16}
+        assert big and all(ev.blob(d) == ev.objects[d].read_bytes() for d in ev.objects)
+        assert set(read) == big
 
 
 def test_member_hash_mismatch_is_refused(world: World, tmp_path: Path) -> None:
