@@ -231,6 +231,52 @@ def test_export_is_reproducible(world: World, tmp_path: Path) -> None:
     assert again.read_bytes() == world.bundle.read_bytes()
 
 
+def test_export_sizes_the_objects_the_walk_read_once(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each object's size in ``bundle.json`` is the one the lineage walk found (xfer44: a
+    ``stat`` more per object was taken for it); the bundle is the same bytes."""
+    stats: list[Path] = []
+    real = Path.stat
+
+    def counted(self: Path, **kw: bool) -> os.stat_result:
+        if len(self.name) == 64 and "objects" in self.parts:  # an object's file
+            stats.append(self)
+        return real(self, **kw)
+
+    monkeypatch.setattr(Path, "stat", counted)
+    again = tmp_path / "again.tar.zst"
+    export_bundle(Ledger.open(world.home), world.digest, again,
+                  consistency_from=[world.size_before], now=CREATED)
+    monkeypatch.undo()
+    assert stats == []
+    assert again.read_bytes() == world.bundle.read_bytes()
+
+
+def test_an_object_that_changed_size_after_the_walk_is_refused(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its size was taken from the walk: the bytes written are held to it and to its name, as
+    they were when the size was read again before the writing; nothing is written."""
+    from trajledger.ledger import exchange
+    from trajledger.verify.errors import DigestMismatchError as Mismatch
+
+    real = exchange.write_bundle
+    target = tmp_path / "changed.tar.zst"
+
+    def grown(out: Path, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path],
+              advance: Callable[[int], None]) -> int:
+        victim = tmp_path / "victim"
+        name = next(n for n in files if n.startswith("objects/"))
+        victim.write_bytes(files[name].read_bytes() + b"more")
+        return real(out, index, small, {**files, name: victim}, advance)
+
+    monkeypatch.setattr(exchange, "write_bundle", grown)
+    with pytest.raises(Mismatch, match=r"export: object sha256:\w+ in the store is \d+ bytes"):
+        export_bundle(Ledger.open(world.home), world.digest, target, now=CREATED)
+    assert not target.exists()
+
+
 def test_no_data_bundle_verifies_and_says_so(world: World) -> None:
     with open_(world.nodata) as ev:
         assert ev.index.omitted and len(ev.index.omitted) == 2
