@@ -184,6 +184,7 @@ class _Recording:
         self.indices: set[int] = set()
         self.read: set[str] = set()
         self.looked_for: set[str] = set()
+        self.sizes: dict[str, int] = {}  # of the blobs read or sized: not stat'ed again
 
     def checkpoint_note(self) -> bytes:
         return self.inner.checkpoint_note()
@@ -202,6 +203,7 @@ class _Recording:
         data = self.inner.blob(digest)
         if data is not None:
             self.read.add(digest)
+            self.sizes[digest] = len(data)
         return data
 
     def has_blob(self, digest: str) -> bool:
@@ -214,7 +216,10 @@ class _Recording:
 
     def blob_size(self, digest: str) -> int | None:
         self.looked_for.add(digest)
-        return self.inner.blob_size(digest)
+        size = self.inner.blob_size(digest)
+        if size is not None:
+            self.sizes[digest] = size
+        return size
 
     def omitted(self, digest: str) -> bool:
         return False
@@ -355,6 +360,7 @@ def export_bundle(
         policies[rec.index] = _policy_bytes(envelope, rec.digest, rec.index)
         indices.add(rec.index)
         evidence.read.add(rec.envelope)
+        evidence.sizes[rec.envelope] = len(envelope)
     # (4)
     extension = set()
     if updates_since is not None:
@@ -430,8 +436,11 @@ def export_bundle(
     terms = [t for _batch, t in sorted(signed_terms(verifier, report).items())]
     # (8)
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
+    # Each object's size as the walk found it (a stat each for the others): one that changed
+    # since is refused as it is written, as one that changed after this line always was.
     with _still_stored(ledger, files, size):
-        members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
+        members += [Member(n, evidence.sizes.get(f"sha256:{n[15:]}") or p.stat().st_size, n[15:])
+                    for n, p in files.items()]
     members.sort(key=lambda m: m.name)
     fmt = (EXTENSION_FORMAT if updates_since is not None
            else HANDOVER_FORMAT if handovers else BUNDLE_FORMAT)
@@ -811,9 +820,8 @@ def import_bundle(
             # signed by that log's two keys: copied in, they made its artifacts this log's own
             # to stop: rev34 finding 1).
             logs = {vkey, *predecessors([vkey], ev.key_handovers())}
-            sizes = {m.name: m.size for m in ev.index.members}
-            objects = {d: FileDigest(p, sizes[f"objects/sha256/{d[7:]}"], d[7:])
-                       for d, p in ev.objects.items()}
+            # (each object's size as it streamed: not bundle.json's list walked once more)
+            objects = {d: FileDigest(p, ev.blob_size(d) or 0, d[7:]) for d, p in ev.objects.items()}
             waiting = marked(logs) if start == 0 else ()  # what a read from 0 may clear (`saw`)
             taken, consulted = select(ledger, entries, extension=start,
                                       asked=set(report.nodes),

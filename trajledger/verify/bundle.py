@@ -73,6 +73,8 @@ if TYPE_CHECKING:
     from .compact import CompactRange
 
 __all__ = ["BundleEvidence", "BundleIndex", "Limits", "signed_terms", "verify_bundle"]
+_KEEP = 1 << 16  # objects up to this size are kept in memory as read, 1,024 x it in all
+_KINDS = {"objects/": "object", "entries/": "entry"}  # the caps that differ (`Limits.cap`)
 
 class BundleEvidence:
     """`verify.evidence.Evidence` over an exported bundle. Build it with `open`.
@@ -103,6 +105,8 @@ class BundleEvidence:
         self._consistency: dict[int, list[bytes]] = {}
         self._extension: CompactRange | None = None
         self._objects: dict[str, Path] = {}
+        self._sizes: dict[str, int] = {}  # each object's, as streamed
+        self._kept: dict[str, bytes] = {}  # small objects' bytes, as hashed (`_KEEP`)
         self._dir: Path | None = None
         self._cleanup: Callable[[], None] = lambda: None
         self.touched_entries: set[int] = set()
@@ -176,10 +180,9 @@ class BundleEvidence:
             raise FormatError(f"{here}: the first member must be {INDEX_NAME}")
         if size > limits.index:
             raise FormatError(f"{here}: {size} bytes, limit {limits.index}")
-        index = self._read_index(stream.exact(size, here), limits, what)
+        index, need = self._read_index(stream.exact(size, here), limits, what)
         stream.exact(-size % BLOCK, here)
         # Objects go to disk: refuse before writing any when they cannot fit.
-        need = sum(m.size for m in index.members if m.name.startswith("objects/"))
         free = shutil.disk_usage(objects_dir).free
         if need > free:
             raise OSError(
@@ -190,7 +193,7 @@ class BundleEvidence:
         # Members come in the index's (name) order; reading stops at the first that is not the
         # next listed, as listed: no more of a hostile archive is read than its first lie. So a
         # listed name before the next listed one was read already.
-        listed_in_order = iter(index.members)
+        listed_in_order, kept = iter(index.members), _KEEP << 10
         for name, size in headers:
             kind, key = check_member_name(name)
             here = f"{what}: member {name}"
@@ -211,11 +214,14 @@ class BundleEvidence:
                 # clean-up (rmtree) could not remove a read-only file: the bundle's data left.
                 mode = 0o444 if os.name == "posix" else 0o600
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                small = size <= min(_KEEP, kept)  # an envelope, a manifest: kept for `blob`
                 with os.fdopen(fd, "wb") as out:
-                    for chunk in stream.chunks(size, here):
+                    for chunk in [stream.exact(size, here)] if small else stream.chunks(size, here):
                         h.update(chunk)
                         out.write(chunk)
-                self._objects["sha256:" + key] = target
+                if small:
+                    self._kept["sha256:" + key], kept = chunk, kept - size
+                self._objects["sha256:" + key], self._sizes["sha256:" + key] = target, size
             else:
                 data = stream.exact(size, here)
                 h.update(data)
@@ -237,35 +243,35 @@ class BundleEvidence:
         self.index = index
 
     @staticmethod
-    def _read_index(data: bytes, limits: Limits, what: str) -> BundleIndex:
+    def _read_index(data: bytes, limits: Limits, what: str) -> tuple[BundleIndex, int]:
+        """``bundle.json`` parsed, its member list walked once for its sums (each name was
+        checked in the layout as it was parsed: the kind is its first segment's); returns it and
+        the bytes of its objects."""
         try:
             index = BundleIndex.from_bytes(data)
         except FormatError as e:
             raise FormatError(f"{what}: member {e}") from e
         if len(index.members) + 1 > limits.members:
-            raise FormatError(
-                f"{what}: {INDEX_NAME} lists {len(index.members)} members, limit {limits.members}"
-            )
-        total = sum(m.size for m in index.members)
-        if total > limits.total:
-            raise FormatError(
-                f"{what}: {INDEX_NAME} declares {total} bytes of members, limit {limits.total}"
-            )
-        in_memory = 0
+            raise FormatError(f"{what}: {INDEX_NAME} lists {len(index.members)} members, "
+                              f"limit {limits.members}")
+        total = on_disk = 0
+        over = None  # the first member over its kind's cap (said after the total)
         for m in index.members:
-            kind, _ = check_member_name(m.name)
-            if m.size > limits.cap(kind):
-                raise FormatError(
-                    f"{what}: member {m.name}: {INDEX_NAME} declares {m.size} bytes, "
-                    f"limit {limits.cap(kind)}"
-                )
-            in_memory += m.size if kind != "object" else 0
-        if in_memory > limits.memory:
-            raise FormatError(
-                f"{what}: {INDEX_NAME} declares {in_memory} bytes of entries, proofs and "
-                f"policies, limit {limits.memory}"
-            )
-        return index
+            kind = _KINDS.get(m.name[:8], "")
+            if over is None and m.size > limits.cap(kind):
+                over = m, limits.cap(kind)
+            total += m.size
+            on_disk += m.size if kind == "object" else 0
+        if total > limits.total:
+            raise FormatError(f"{what}: {INDEX_NAME} declares {total} bytes of members, "
+                              f"limit {limits.total}")
+        if over is not None:
+            raise FormatError(f"{what}: member {over[0].name}: {INDEX_NAME} declares "
+                              f"{over[0].size} bytes, limit {over[1]}")
+        if (in_memory := total - on_disk) > limits.memory:
+            raise FormatError(f"{what}: {INDEX_NAME} declares {in_memory} bytes of entries, "
+                              f"proofs and policies, limit {limits.memory}")
+        return index, on_disk
 
     def _check_members(self, what: str) -> None:
         """Cross-check the members against each other.
@@ -311,9 +317,8 @@ class BundleEvidence:
         except FormatError as e:
             raise FormatError(f"{here}: {e}") from e
         if self.checkpoint.origin != index.origin:
-            raise FormatError(
-                f"{here}: origin {self.checkpoint.origin!r}, {INDEX_NAME} says {index.origin!r}"
-            )
+            raise FormatError(f"{here}: origin {self.checkpoint.origin!r}, {INDEX_NAME} says "
+                              f"{index.origin!r}")
         try:
             verifier: Verifier = verifier_from_vkey(index.vkey)
         except FormatError as e:
@@ -377,9 +382,8 @@ class BundleEvidence:
             TrustPolicy.from_json(load_object(data, where), where)
         for i, entry in parsed.items():
             if entry.kind == "trust-policy" and i not in policies:
-                raise FormatError(
-                    f"{what}: member entries/{i}: trust-policy record without policy/{i}.json"
-                )
+                raise FormatError(f"{what}: member entries/{i}: trust-policy record without "
+                                  f"policy/{i}.json")
         # (6)
         if handovers:  # a rotated log key; most logs never rotate theirs
             from .log_key import parse_handovers
@@ -391,7 +395,7 @@ class BundleEvidence:
     def close(self) -> None:
         """Remove the temporary directory (idempotent)."""
         self._cleanup()
-        self._objects = {}
+        self._objects, self._kept = {}, {}
 
     def __enter__(self) -> BundleEvidence:
         """Use the evidence in a ``with`` block; it is closed at the end."""
@@ -507,12 +511,12 @@ class BundleEvidence:
 
     def blob_size(self, digest: str) -> int | None:
         """The size of an object member; None when absent or omitted."""
-        path = self.blob_path(digest)
-        return None if path is None else path.stat().st_size
+        return None if self.blob_path(digest) is None else self._sizes[digest]
 
     def blob(self, digest: str) -> bytes | None:
-        """The bytes of an object member, or None."""
-        return read_blob_file(self.blob_path(digest), digest)
+        """The bytes of an object member (a small one's as read: `_KEEP`), or None."""
+        path = self.blob_path(digest)
+        return self._kept[digest] if digest in self._kept else read_blob_file(path, digest)
 
 
 # -- verification -------------------------------------------------------------------------------

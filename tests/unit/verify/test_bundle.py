@@ -32,7 +32,7 @@ from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
 from trajledger.verify import bundle as bundle_module
-from trajledger.verify import bundle_stream
+from trajledger.verify import bundle_index, bundle_stream
 from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member, check_member_name
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
@@ -229,6 +229,52 @@ def test_export_is_reproducible(world: World, tmp_path: Path) -> None:
     again = tmp_path / "again.tar.zst"
     export_bundle(ledger, world.digest, again, consistency_from=[world.size_before], now=CREATED)
     assert again.read_bytes() == world.bundle.read_bytes()
+
+
+def test_export_sizes_the_objects_the_walk_read_once(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each object's size in ``bundle.json`` is the one the lineage walk found (xfer44: a
+    ``stat`` more per object was taken for it); the bundle is the same bytes."""
+    stats: list[Path] = []
+    real = Path.stat
+
+    def counted(self: Path, **kw: bool) -> os.stat_result:
+        if len(self.name) == 64 and "objects" in self.parts:  # an object's file
+            stats.append(self)
+        return real(self, **kw)
+
+    monkeypatch.setattr(Path, "stat", counted)
+    again = tmp_path / "again.tar.zst"
+    export_bundle(Ledger.open(world.home), world.digest, again,
+                  consistency_from=[world.size_before], now=CREATED)
+    monkeypatch.undo()
+    assert stats == []
+    assert again.read_bytes() == world.bundle.read_bytes()
+
+
+def test_an_object_that_changed_size_after_the_walk_is_refused(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its size was taken from the walk: the bytes written are held to it and to its name, as
+    they were when the size was read again before the writing; nothing is written."""
+    from trajledger.ledger import exchange
+    from trajledger.verify.errors import DigestMismatchError as Mismatch
+
+    real = exchange.write_bundle
+    target = tmp_path / "changed.tar.zst"
+
+    def grown(out: Path, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path],
+              advance: Callable[[int], None]) -> int:
+        victim = tmp_path / "victim"
+        name = next(n for n in files if n.startswith("objects/"))
+        victim.write_bytes(files[name].read_bytes() + b"more")
+        return real(out, index, small, {**files, name: victim}, advance)
+
+    monkeypatch.setattr(exchange, "write_bundle", grown)
+    with pytest.raises(Mismatch, match=r"export: object sha256:\w+ in the store is \d+ bytes"):
+        export_bundle(Ledger.open(world.home), world.digest, target, now=CREATED)
+    assert not target.exists()
 
 
 def test_no_data_bundle_verifies_and_says_so(world: World) -> None:
@@ -433,6 +479,68 @@ def test_index_declaring_more_than_the_limits_is_refused(world: World, tmp_path:
         open_(world.bundle, limits=Limits(member=1000))
     with pytest.raises(FormatError, match=r"bytes of entries, proofs and policies, limit 1000"):
         open_(world.bundle, limits=Limits(memory=1000))
+
+
+def test_the_first_limit_passed_is_named_as_before(world: World) -> None:
+    """``bundle.json``'s sums are taken in one walk of its members (xfer44): the total is
+    still said before a member over its kind's cap, and a checkpoint or a proof is held to
+    ``small``, an entry to its own cap, an object to ``member``."""
+    total = len(world.members[0][1]) + 2048
+    with pytest.raises(FormatError, match=rf"declares \d+ bytes of members, limit {total}"):
+        open_(world.bundle, limits=Limits(total=total, member=1000, small=10))
+    with pytest.raises(FormatError, match=r"member checkpoint: bundle\.json declares \d+ bytes, "
+                       r"limit 10$"):
+        open_(world.bundle, limits=Limits(small=10))
+    entry = len(dict(world.members)[world.named("entries/")])
+    with pytest.raises(FormatError, match=r"member entries/\d+: bundle\.json declares"):
+        open_(world.bundle, limits=Limits(member=entry - 1, small=1 << 20))
+
+
+def test_opening_walks_the_member_list_three_times(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once to check it (`BundleIndex`), once for its sums (total, caps, memory, the objects'
+    bytes), once as the members stream: it was walked five times, each member rebuilt from
+    ``bundle.json``'s bytes by a regular expression each time (xfer44)."""
+    built = 0
+    getitem = bundle_index.Members.__getitem__
+
+    def counted(self: bundle_index.Members, i: int) -> Member:
+        nonlocal built
+        built += 1
+        return getitem(self, i)
+
+    monkeypatch.setattr(bundle_index.Members, "__getitem__", counted)
+    with open_(world.bundle) as ev:
+        assert built <= 3 * len(ev.index.members)
+
+
+def test_small_objects_are_read_from_memory_as_hashed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An envelope or a manifest asked for while verifying is served as it streamed and hashed
+    to its name, not read back from its staged file (xfer44: 2,000 reads of an import); a
+    larger one (`_KEEP`) from its file; sizes as streamed; an unknown digest is still None."""
+    def read_back(path: Path | None, digest: str) -> bytes | None:
+        assert path is None, f"read back from {path}"
+        return None
+
+    with open_(world.bundle) as ev:
+        monkeypatch.setattr(bundle_module, "read_blob_file", read_back)
+        for digest, path in ev.objects.items():
+            data = ev.blob(digest)
+            assert data == path.read_bytes() and hashlib.sha256(data).hexdigest() == digest[7:]
+            assert ev.blob_size(digest) == len(data)
+        assert ev.blob("sha256:" + "0" * 64) is None and ev.touched_blobs >= set(ev.objects)
+    monkeypatch.undo()
+    monkeypatch.setattr(bundle_module, "_KEEP", 16)
+    read: list[str] = []
+    monkeypatch.setattr(bundle_module, "read_blob_file",
+                        lambda path, digest: read.append(digest) or path.read_bytes())
+    with open_(world.bundle) as ev:
+        big = {d for d, p in ev.objects.items() if p.stat().st_size > 16}
+        assert big and all(ev.blob(d) == ev.objects[d].read_bytes() for d in ev.objects)
+        assert set(read) == big
 
 
 def test_member_hash_mismatch_is_refused(world: World, tmp_path: Path) -> None:
