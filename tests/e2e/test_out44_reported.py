@@ -87,8 +87,6 @@ def test_an_altered_bundle_still_prints_a_report_under_json(
     assert "content hashes to" in report["nodes"][0]["checks"][0]["detail"]
 
 
-@pytest.mark.xfail(strict=True, reason="out44 finding 7: an altered bundle's line says what "
-                   "changed, not what to do (verify/bundle.py)")
 def test_an_altered_bundle_says_what_to_do(
     runner: CliRunner, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
 ) -> None:

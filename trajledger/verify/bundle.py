@@ -234,7 +234,9 @@ class BundleEvidence:
                 raise DigestMismatchError(
                     f"{here}: content hashes to sha256:{got[:16]}…, " + (
                         "not its name" if got == listed.sha256 else
-                        f"{INDEX_NAME} says sha256:{listed.sha256[:16]}…"), subject=what)
+                        f"{INDEX_NAME} says sha256:{listed.sha256[:16]}…") + ": changed since it "
+                    "was made: get it again and compare its SHA-256 with the sender's; the same: "
+                    "tampered at the source", subject=what)  # (out44 finding 7)
         # (3)
         if (missing := next(listed_in_order, None)) is not None:
             more = sum(1 for _ in listed_in_order)
