@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from test_out43_reported import Party
 
@@ -29,9 +28,6 @@ def _vendor(runner: CliRunner, tmp_path: Path) -> tuple[Party, str]:
     return vendor, batch
 
 
-@pytest.mark.xfail(strict=True, reason="rev41 finding 2: the data of a bundle of a tree and "
-                   "artifact imported before without them (--no-data) are not taken in after "
-                   "an update: 'already imported', exit 0, the blobs missing (exchange.py)")
 def test_the_data_of_a_bundle_imported_before_without_them_are_taken_in_after_an_update(
     runner: CliRunner, tmp_path: Path
 ) -> None:
@@ -58,9 +54,6 @@ def test_the_data_of_a_bundle_imported_before_without_them_are_taken_in_after_an
         "verify", "grid@1", code=None).exit_code == 0, r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="rev41 finding 1: an older bundle imported again after "
-                   "the update that revoked its batch says OK, all checks passed, exit 0, and "
-                   "nothing of the revocation held here (exchange.py, earlier_import's return)")
 def test_an_older_bundle_imported_again_after_its_revocation_says_it_is_revoked(
     runner: CliRunner, tmp_path: Path
 ) -> None:

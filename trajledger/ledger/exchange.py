@@ -723,6 +723,7 @@ def import_bundle(
         earlier_import,
         origin_state,
         select,
+        store_objects,
     )
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
@@ -775,12 +776,21 @@ def import_bundle(
                     (earlier := earlier_import(ledger, ev.subject, (cp.origin, cp.size, cp.root),
                                                vkey)) is not None):
                 # This very tree was accepted here with this artifact, and the floor extended
-                # it since: an older bundle imported again, nothing to take in, no rollback
-                # (out43 finding 6). Any other smaller tree is refused below.
+                # it since: an older bundle imported again, no record to take in, no rollback
+                # (out43 finding 6); the data a first import without them lacked are stored
+                # (verified in step 3; not an erased artifact's: rev41 finding 2). Any other
+                # smaller tree is refused below.
                 _index, entry, statement = _primary(ev, ev.subject)
+                changes = Changes(origin_name(vkey))
+                lacking = {d: FileDigest(p, ev.blob_size(d) or 0, d[7:])
+                           for d, p in ev.objects.items() if not ledger.store.exists(d)}
+                stored = store_objects(ledger, policy, Update(
+                    vkey, note_bytes, {}, (), (), inclusion.__getitem__, lacking, None, 0,
+                    not ev.index.omitted, synced, disk.sync if disk is not None else None,
+                    frozenset({vkey})), changes, what=f"import {path.name}") if lacking else 0
                 return ImportResult(ev.subject, entry.kind, next(
                     s.name for s in statement.subjects if s.digest == ev.subject),
-                    origin_name(vkey), earlier, False, 0, report, (), Changes(origin_name(vkey)),
+                    origin_name(vkey), earlier, False, stored, report, (), changes,
                     applied_for(origin) or 0)
             proof: list[bytes] = []
             if prior is not None and 0 < prior.size < cp.size:

@@ -315,6 +315,22 @@ def _revocation(check: Any) -> bool:
     return bool(check.what == "revoked" or check.what.startswith("revocation record"))
 
 
+def _held_failures(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> list[str]:
+    """The failures of ``digest``'s lineage as this ledger holds it (`Report.failures`; data
+    by size: its objects were verified as they were stored), for an import of evidence taken
+    in before."""
+    from trajledger.verify.lineage import LineageVerifier
+
+    from .evidence import ledger_evidence
+
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    try:
+        return verifier.verify(digest).failures()
+    finally:
+        verifier.close()
+
+
 def _lineage_report(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> Any:
     """``digest``'s lineage verified as ``verify REF`` verifies it: every record, its
     signatures under the policy, approvals, revocations, the log, and every data blob
@@ -433,7 +449,9 @@ def import_(
     stored unless the whole lineage verifies (licences the policy does not accept, witness
     cosignatures it requires, a rollback or fork of the vendor's log: refused, saying why;
     two imports at once are judged one after the other, under the log's lock, for that too).
-    Importing the same evidence again changes nothing and names the earlier record. The
+    Importing the same evidence again records nothing and names the earlier record (it
+    stores data a first import without them lacked, and warns of what this ledger holds
+    against the artifact since: a revocation, an erasure, a withdrawal). The
     objects are read once, hashed as read, into a staging directory under LEDGER/tmp (it needs
     their size free on the ledger's disk) and moved into the store only once everything
     verified.
@@ -463,6 +481,10 @@ def import_(
                 else bundle_file(Path(file)))
         _refuse_compressed_twice(path, file)
         result = import_bundle(ledger, path, policy, signers)
+    # Evidence taken in before: what this ledger holds of it now besides the bundle's view as
+    # of its tree: a revocation, an erasure, a withdrawn approval recorded since (rev41 f. 1)
+    held = (_held_failures(ledger, str(result.digest), policy)
+            if not result.recorded and result.index >= 0 and result.digest else [])
     changes = result.changes
     what = (f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
             if result.digest else f"updates from {result.origin}")
@@ -476,7 +498,8 @@ def import_(
         lookalikes, failed = None, e  # unknown: null in the JSON
     unread = first_contact.unread_after(ledger, result.logged, what)  # gap39
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
-        emit_json(result.report.to_json() | {"import": {
+        emit_json(result.report.to_json() | ({"ok": False} if held else {}) | {"import": {
+            "heldHere": held,
             "index": result.index, "recorded": result.recorded,
             "logged": list(result.logged), "applied": result.applied,
             **(changes.to_json() if changes else {}),
@@ -498,6 +521,8 @@ def import_(
         )
     else:
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded{since}")
+        for line in held:  # (the report above is the bundle's)
+            warn(f"{what}: as this ledger holds it: {line}")
     if result.unseen:  # a full bundle met first (out37's Left): nothing of its log applied
         warn(f"{what}: you hold {len(result.unseen)} record(s) that other logs brought you, "
              "signed by its keys (or any, when one of its keys is an approver here: it may "

@@ -105,6 +105,7 @@ __all__ = [
     "origin_state",
     "select",
     "sent_back",
+    "store_objects",
     "withdraws",
 ]
 
@@ -287,6 +288,27 @@ def select(
 # -- applying -------------------------------------------------------------------------------------
 
 
+def store_objects(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes,
+                  state: TrustState | None = None, *, what: str) -> int:
+    """Step 1 of `apply_update`: ``update``'s objects stored, but those of an artifact erased
+    here before (`update_judge.left_out`); how many were stored. Also what an older bundle
+    imported again brings that its first import did not (rev41 finding 2)."""
+    from .progress import no_progress
+
+    skip = left_out(ledger, policy, update, changes, state)
+    objects = {d: o for d, o in update.objects.items() if d not in skip}
+    staged = [o for o in objects.values() if isinstance(o, FileDigest)]
+    total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in objects.values())
+    with (ledger.progress or no_progress)(total, "moving into the store") as bar:
+        for digest, obj in objects.items():
+            if isinstance(obj, bytes):
+                if (got := ledger.store.put_bytes(obj)) != digest:
+                    raise StoreError(f"{what}: object {digest} changed while copied ({got})")
+                bar(len(obj))
+        ledger.store.adopt_files(staged, bar, synced=update.synced, flush=update.flush)
+    return len(objects)
+
+
 def apply_update(
     ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer], update: Update, *,
     what: str, floor: Callable[[], None] | None = None, locked: bool = False,
@@ -329,21 +351,9 @@ def apply_update(
     given = state if SHARE_STATE else None
     changes = Changes(origin_name(update.vkey))
     # (1)
-    from .progress import no_progress
-
     if locked:
         ledger.log.check_lock_held("nothing was imported")
-    skip = left_out(ledger, policy, update, changes, given)
-    objects = {d: o for d, o in update.objects.items() if d not in skip}
-    staged = [o for o in objects.values() if isinstance(o, FileDigest)]
-    total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in objects.values())
-    with (ledger.progress or no_progress)(total, "moving into the store") as bar:
-        for digest, obj in objects.items():
-            if isinstance(obj, bytes):
-                if (got := ledger.store.put_bytes(obj)) != digest:
-                    raise StoreError(f"{what}: object {digest} changed while copied ({got})")
-                bar(len(obj))
-        ledger.store.adopt_files(staged, bar, synced=update.synced, flush=update.flush)
+    store_objects(ledger, policy, update, changes, given, what=what)
     # (2) (not this ledger's own records the other log holds too: `sent_back`)
     back = sent_back(ledger, {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken})
     foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken if i not in back}

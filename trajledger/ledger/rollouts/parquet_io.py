@@ -546,10 +546,10 @@ def _listed(arr: pa.Array, under: bool = False) -> npt.NDArray[np.int64]:
     counted at its leaves; a null list holds none (values behind its slot are not written)."""
     t, n = arr.type, len(arr)
     if pa.types.is_struct(t):
-        counts = np.zeros(n, np.int64)
+        summed = np.zeros(n, np.int64)
         for child in arr.flatten():
-            counts += _listed(child, under)
-        return counts
+            summed += _listed(child, under)
+        return summed
     if pa.types.is_fixed_size_list(t):
         k = t.list_size
         offsets = (np.arange(n + 1, dtype=np.int64) + arr.offset) * k
