@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except (VerificationError, FormatError) as e:
         if args.json:  # still a report to parse (out44 finding 6)
-            from .report_json import failed_bundle
+            from .refused_report import failed_bundle
             print(failed_bundle(args.bundle.name, str(e)))
         return _fail(str(args.bundle), str(e))
     except (ProvenanceError, OSError, MemoryError) as e:  # (the last: this machine's limit)

@@ -107,15 +107,3 @@ def dumps(doc: Mapping[str, Any]) -> str:
     return text if "\\ud" not in text else json.dumps(strict(doc), sort_keys=True,
                                                       separators=(",", ":"))
 
-
-def failed_bundle(name: str, message: str) -> str:
-    """``python -m verify --json``'s document for a bundle refused before its report could be
-    made (a member changed, the file cut short: exit 1): a report of the ``bundle`` node alone,
-    failing, so a script that parses each bundle's report reads it (out44 finding 6)."""
-    from .nodes import Node
-    from .report import Report
-
-    node = Node("bundle", "bundle", name=f"bundle {name}")
-    for line in message.split("\n"):
-        node.fail("bundle", line)
-    return dumps(Report("bundle", ["bundle"], {"bundle": node}, []).to_json())

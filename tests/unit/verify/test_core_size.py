@@ -111,7 +111,7 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
           "record_json", "blame", "untrusted_key", "left_out",
           "contamination_rules", "withdrawals", "version_line", "expect", "entry_fields",
-          "distrusted", "policy_as_given")
+          "distrusted", "policy_as_given", "refused_report")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -125,7 +125,7 @@ exporter left evidence out, a policy's ``[contamination]`` (read by dataset crea
 gate, never by the verifier of a bundle), withdrawn approvals, the ``-V`` line, ``--expect``,
 the field checks of a log entry that is not canonical (and of a writer's), what a held-out
 dataset record the policy does not trust declares, the note on a policy given by hand that the
-log does not record."""
+log does not record, the report of a bundle refused before its lineage was read."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 
