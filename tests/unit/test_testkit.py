@@ -139,6 +139,16 @@ def test_a_file_still_held_after_the_full_collection_is_named(
     testkit.release_files(tmp_path)  # closed: nothing to say
 
 
+def own_handler_is_kept(signum: int) -> None:
+    """`testkit.interrupt_as_in_the_foreground` leaves a handler of the process's own."""
+    def own(signum: int, frame: object) -> None:
+        pass
+
+    signal.signal(signum, own)
+    testkit.interrupt_as_in_the_foreground()
+    assert signal.getsignal(signum) is own
+
+
 def test_an_interrupt_ignored_by_the_shell_reaches_the_tests_children() -> None:
     """A run started in the background inherits SIGINT ignored, and so did every command the
     tests started and interrupted: test_rehash's Ctrl-C test failed in every such run, put down
@@ -157,13 +167,7 @@ def test_an_interrupt_ignored_by_the_shell_reaches_the_tests_children() -> None:
         child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                check=True, timeout=60)  # fmt: skip
         assert child.stdout.strip() == "True"
-
-        def own(signum: int, frame: object) -> None:
-            pass
-
-        signal.signal(signal.SIGINT, own)
-        testkit.interrupt_as_in_the_foreground()
-        assert signal.getsignal(signal.SIGINT) is own
+        own_handler_is_kept(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, before)
 
@@ -200,12 +204,6 @@ def test_a_hang_up_ignored_by_nohup_reaches_the_tests_children(
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         testkit.interrupt_as_in_the_foreground()
         assert signal.getsignal(signal.SIGHUP) is testkit.hang_up_survived
-
-        def own(signum: int, frame: object) -> None:
-            pass
-
-        signal.signal(signal.SIGHUP, own)
-        testkit.interrupt_as_in_the_foreground()
-        assert signal.getsignal(signal.SIGHUP) is own
+        own_handler_is_kept(signal.SIGHUP)
     finally:
         signal.signal(signal.SIGHUP, before)
