@@ -175,18 +175,36 @@ def release_files(*roots: Path) -> None:
                           f"it: close it or drop it before the files are put back): {held}")
 
 
+HANG_UP_IGNORED = "TRAJLEDGER_TESTS_HANG_UP_IGNORED"
+"""Set by `interrupt_as_in_the_foreground` in a run started with SIGHUP ignored (``nohup``):
+the workers it starts (each a new program: a handler is not inherited across ``exec``) keep
+surviving a hang-up too."""
+
+
+def hang_up_survived(signum: int, frame: object) -> None:
+    """SIGHUP in a run started under ``nohup``: nothing done (the run goes on, as asked)."""
+
+
 def interrupt_as_in_the_foreground() -> None:
-    """Give this process (and so the processes it starts) the interrupt a run started at a
-    terminal has, when it inherited SIGINT ignored: a shell ignores it for a job it starts in
-    the background (``pytest ... &`` in a script; ``nohup`` does the same for SIGHUP, left as
-    it is: that one is asked for). The tests that interrupt a command they started (a
-    terminal's Ctrl-C: tests/unit/ledger/test_rehash.py, tests/e2e/test_outsiders_day.py)
-    otherwise meet a child that ignores it and fail, whatever the load (suite43). A handler
-    of this process's own is left as it is."""
+    """Give the processes this one starts the interrupt and hang-up a run started at a terminal
+    has. A shell ignores SIGINT for a job it starts in the background (``pytest ... &`` in a
+    script): this process gets the interpreter's default handler back. ``nohup`` ignores
+    SIGHUP: this process keeps surviving a hang-up, as asked, by a handler that does nothing
+    (here and in its workers: `HANG_UP_IGNORED`), where an ignored signal stayed ignored in
+    every command the tests started; a handler is reset to the default by ``exec``. The tests
+    that stop a command they started (a terminal's Ctrl-C or hang-up:
+    tests/unit/ledger/test_rehash.py, tests/e2e/test_outsiders_day.py,
+    tests/e2e/test_exit_codes.py) otherwise meet a child that ignores it and fail, whatever
+    the load (suite43 for SIGINT, suite44 for SIGHUP). A handler of this process's own is left
+    as it is. (A command a test started while the terminal hangs up does not survive it.)"""
     import signal
 
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    hup = signal.getsignal(signal.SIGHUP) if hasattr(signal, "SIGHUP") else None
+    if hup == signal.SIG_IGN or (hup == signal.SIG_DFL and os.environ.get(HANG_UP_IGNORED)):
+        os.environ[HANG_UP_IGNORED] = "1"
+        signal.signal(signal.SIGHUP, hang_up_survived)
 
 
 def modes(root: Path, *, skip: Callable[[Path], bool] | None = None) -> dict[str, int]:

@@ -526,15 +526,24 @@ min = 0.5
 buyer's suite ``suite@1`` with a success rate of at least a half; two evaluator keys (R22)."""
 
 JUDGE = """\
-import hashlib, json, os, pathlib
-import pyarrow.parquet as pq
+import hashlib, json, os, pathlib, sys
 suite = pathlib.Path(os.environ["TRAJLEDGER_SUITE_DIR"])
 out = pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"])
+noted = pathlib.Path(sys.argv[0]).with_name("episode-ids.json")
+known, new = json.loads(noted.read_text()) if noted.is_file() else {}, {}
 episodes = []
 for batch in json.loads((suite / "manifest.json").read_text())["batches"]:
-    table = pq.read_table(suite / batch["directory"] / "episodes.parquet", columns=["episode_id"])
-    episodes += [{"batch": batch["digest"], "episode_id": e, "passed": True}
-                 for e in table.column("episode_id").to_pylist()]
+    path = suite / batch["directory"] / "episodes.parquet"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    ids = known.get(digest)
+    if ids is None:  # (from the path: Arrow's threads on a Python file abort at exit)
+        import pyarrow.parquet as pq
+        ids = new[digest] = pq.read_table(path, columns=["episode_id"]).column(
+            "episode_id").to_pylist()
+    episodes += [{"batch": batch["digest"], "episode_id": e, "passed": True} for e in ids]
+if new:
+    pathlib.Path(f"{noted}.tmp").write_text(json.dumps({**known, **new}))
+    os.replace(f"{noted}.tmp", noted)
 files = sorted(hashlib.sha256(p.read_bytes()).hexdigest()
                for p in pathlib.Path(os.environ["TRAJLEDGER_CHECKPOINT_DIR"]).rglob("*")
                if p.is_file())
@@ -545,7 +554,10 @@ score = (5 + int(hashlib.sha256(" ".join(files).encode()).hexdigest(), 16) % 5) 
 """
 """A judge that passes every episode of the suite (docs/evaluations.md's, simplified), and
 scores the checkpoint: ``score`` in tenths from 0.5 to 0.9, a function of its files' bytes
-(`score_of`: R19)."""
+(`score_of`: R19). The episode ids of an episodes.parquet it read with pyarrow are noted
+beside it (``episode-ids.json``) by the file's SHA-256, and taken from there when the same
+bytes come again (the history's next evaluation of that suite): pyarrow's import is 0.2 CPU-s
+of each judge that needs it (suite44, as suite42's `test_evaluations.note_episode_ids`)."""
 
 
 DROP = """\

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,16 @@ def test_a_file_still_held_after_the_full_collection_is_named(
     testkit.release_files(tmp_path)  # closed: nothing to say
 
 
+def own_handler_is_kept(signum: int) -> None:
+    """`testkit.interrupt_as_in_the_foreground` leaves a handler of the process's own."""
+    def own(signum: int, frame: object) -> None:
+        pass
+
+    signal.signal(signum, own)
+    testkit.interrupt_as_in_the_foreground()
+    assert signal.getsignal(signum) is own
+
+
 def test_an_interrupt_ignored_by_the_shell_reaches_the_tests_children() -> None:
     """A run started in the background inherits SIGINT ignored, and so did every command the
     tests started and interrupted: test_rehash's Ctrl-C test failed in every such run, put down
@@ -156,12 +167,43 @@ def test_an_interrupt_ignored_by_the_shell_reaches_the_tests_children() -> None:
         child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                check=True, timeout=60)  # fmt: skip
         assert child.stdout.strip() == "True"
-
-        def own(signum: int, frame: object) -> None:
-            pass
-
-        signal.signal(signal.SIGINT, own)
-        testkit.interrupt_as_in_the_foreground()
-        assert signal.getsignal(signal.SIGINT) is own
+        own_handler_is_kept(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_a_hang_up_ignored_by_nohup_reaches_the_tests_children(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run started with ``nohup`` inherits SIGHUP ignored, and so did every command the tests
+    started and hung up: test_exit_codes' and test_outsiders_day's SIGHUP cases failed in every
+    such run (suite43). `testkit.interrupt_as_in_the_foreground` keeps this process surviving
+    a hang-up (a handler that does nothing, in its workers too: they start as new programs,
+    told by `testkit.HANG_UP_IGNORED`) while the commands it starts get the default again; a
+    handler of its own stays."""
+    import subprocess
+    import sys
+
+    before = signal.getsignal(signal.SIGHUP)
+    probe = "import signal; print(signal.getsignal(signal.SIGHUP) is signal.SIG_DFL)"
+    monkeypatch.delenv(testkit.HANG_UP_IGNORED, raising=False)
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a run started at a terminal: left
+        testkit.interrupt_as_in_the_foreground()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+        assert testkit.HANG_UP_IGNORED not in os.environ
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup pytest ...` starts
+        testkit.interrupt_as_in_the_foreground()
+        assert signal.getsignal(signal.SIGHUP) is testkit.hang_up_survived
+        os.kill(os.getpid(), signal.SIGHUP)  # survived: the run goes on, as nohup asked
+        child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                               check=True, timeout=60)  # fmt: skip
+        assert child.stdout.strip() == "True"
+        # A worker: started as a new program (the default), told by the controller.
+        assert os.environ[testkit.HANG_UP_IGNORED] == "1"
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        testkit.interrupt_as_in_the_foreground()
+        assert signal.getsignal(signal.SIGHUP) is testkit.hang_up_survived
+        own_handler_is_kept(signal.SIGHUP)
+    finally:
+        signal.signal(signal.SIGHUP, before)
