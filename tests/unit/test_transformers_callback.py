@@ -6,13 +6,27 @@ tests/e2e/test_trl_callback.py.
 
 from __future__ import annotations
 
+import importlib.util
+from typing import Any
+
 import pytest
 
-pytest.importorskip("transformers")
+# Imported inside the tests: transformers (and torch under it) costs a worker that collects
+# this file about 2.5 CPU-s, paid now only by the worker that runs it (suite44's Left).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                reason="transformers is not installed")
 
-from transformers import TrainerState
 
-from trajledger.integrations.transformers import _metrics
+def TrainerState(**kwargs: Any) -> Any:  # (transformers' class, imported late)
+    from transformers import TrainerState as State
+
+    return State(**kwargs)
+
+
+def _metrics(state: Any) -> dict[str, float]:
+    from trajledger.integrations.transformers import _metrics as metrics
+
+    return metrics(state)
 
 
 def test_the_latest_value_of_each_metric() -> None:
@@ -40,7 +54,6 @@ def test_a_sharded_run_recording_its_final_model_is_refused_before_it_starts(
     # save_pretrained on the main process alone would record a model without the other ranks'
     # shards (rev11's left item): refused at on_train_begin, on every rank.
     from types import SimpleNamespace
-    from typing import Any
 
     import transformers.integrations
 
