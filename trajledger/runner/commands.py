@@ -489,7 +489,16 @@ def verify(
     # A file named like a bundle is read as one even when its bytes are not (then refused as
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
-        report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
+        from trajledger.verify.errors import FormatError, VerificationError
+
+        try:
+            report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
+        except (VerificationError, FormatError) as e:  # refused before its report: the
+            if as_json:  # bundle node alone, as `python -m verify --json` (out44 finding 6)
+                from trajledger.verify.refused_report import refused
+
+                emit_json(refused(bundle.name, str(e)).to_json())
+            raise
         if as_json:
             emit_json(_expected_json(report, expect))
         else:
