@@ -416,14 +416,16 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str]) -> dict[
     leaves). Counted only in the column chunks whose footer states more than `MAX_ROW_BYTES`
     of such values in their row group and over `_RATIO` times their stored bytes (the values
     of any other chunk decode to no more than one row may, or to a few times the bytes it takes
-    in the file, as any data does). Their pages are read for their repetition levels (each row
-    starts at a level 0), streamed: nothing of their values is decoded. The cost: about 2 CPU-s
-    for a million rows of 80 numbers each, 2.5 times pyarrow's read of them."""
+    in the file, as any data does; the stored bytes counted at most the file's). Their pages are
+    read for their repetition levels (each row starts at a level 0), streamed: nothing of their
+    values is decoded. The cost falls on constant data (a bomb's shape): about 1.7 CPU-s for a
+    million rows of 80 zeros, five times pyarrow's read of them; random numbers are not read."""
     chunks: dict[int, list[tuple[int, int]]] = {}
     for g, j, _values, width in _listed_chunks(meta, wanted):
         chunks.setdefault(g, []).append((j, width))
     caps: dict[int, int] = {}
     f: io.BufferedIOBase | None = None
+    whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
@@ -432,7 +434,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str]) -> dict[
             row = 0
             for j, width in cols:
                 chunk = group.column(j)
-                if chunk.num_values * width <= _RATIO * chunk.total_compressed_size:
+                if chunk.num_values * width <= _RATIO * min(chunk.total_compressed_size, whole):
                     continue
                 if f is None:
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
@@ -571,16 +573,22 @@ class _Rows:
 
 def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
     """Feed ``rows`` the first ``n`` levels of an RLE / bit-packed hybrid run of ``bits``-bit
-    levels: the run headers read here, the bit-packed levels unpacked by numpy, at most about
-    2**16 runs or 2**20 packed bytes at a time."""
+    levels: the run headers read here, the bit-packed levels unpacked by numpy, about 2**16
+    runs or `_PACKED` packed bytes at a time (a bit-packed run cut in pieces: its levels take
+    eight bytes each once unpacked)."""
     width = (bits + 7) // 8
     weights = 1 << np.arange(bits, dtype=np.int64)
-    at = pos = lo = 0
+    at = pos = lo = weight = 0
     size = len(levels)
     starts: list[int] = []  # where a run of zeros starts (and, if longer than one, ends)
     ones: list[int] = []  # the runs of zeros longer than one, by their start
-    packed: list[tuple[int, int, int]] = []  # bit-packed runs: (their bytes at, groups, level)
-    weight = 0
+    packed: list[tuple[int, int, int]] = []  # bit-packed pieces: (their bytes at, groups, level)
+
+    def flush() -> None:
+        nonlocal lo, weight, starts, ones, packed
+        _flush(rows, levels, bits, weights, lo, min(at, n), starts, ones, packed)
+        lo, weight, starts, ones, packed = min(at, n), 0, [], [], []
+
     while at < n and pos < size and rows.longest < rows.limit:
         head = levels[pos]
         pos += 1
@@ -588,10 +596,17 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
             head, pos = _varint(levels, pos - 1)
         if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
             groups = min(head >> 1, (size - pos) // max(bits, 1))
-            packed.append((pos, groups, at))
+            piece = max(1, _PACKED // max(bits, 1))
+            for first in range(0, groups, piece):
+                part = min(piece, groups - first)
+                packed.append((pos + first * bits, part, at))
+                at += part * 8
+                weight += part * bits
+                if weight >= _PACKED or at >= n:
+                    flush()
+                if at >= n:
+                    break
             pos += groups * bits
-            at += groups * 8
-            weight += groups * bits
         else:  # a run of one level
             count = min(head >> 1, n - at)
             value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
@@ -603,11 +618,14 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
                     ones.append(at)
                     starts.append(at + count - 1)
             at += count
-        if len(starts) + len(packed) > 1 << 16 or weight > 1 << 20:
-            _flush(rows, levels, bits, weights, lo, min(at, n), starts, ones, packed)
-            lo, weight = min(at, n), 0
-            starts, ones, packed = [], [], []
-    _flush(rows, levels, bits, weights, lo, min(at, n), starts, ones, packed)
+        if len(starts) + len(packed) > 1 << 16:
+            flush()
+    flush()
+
+
+_PACKED: Final = 1 << 14
+"""Bit-packed bytes of repetition levels unpacked at once (at one bit a level, 131,072 levels:
+about 3 MB of numpy arrays)."""
 
 
 def _flush(rows: _Rows, levels: bytes, bits: int, weights: npt.NDArray[np.int64], lo: int,
