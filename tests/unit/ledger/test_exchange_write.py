@@ -203,11 +203,14 @@ def test_the_compressor_hands_the_file_pieces_of_up_to_a_mebibyte(
     monkeypatch.setattr(bundle_write.SyncBehind, "wrote", counted)
     out = tmp_path / "b.tar.zst"
     write_bundle(out, index, small, files, lambda _n: None)
-    assert sum(sizes) == out.stat().st_size and len(sizes) <= out.stat().st_size // (1 << 20) + 3
+    assert sum(sizes) == out.stat().st_size
+    first = len(sizes)  # (how many depends on when zstd's two workers finish: a CI run gave 10)
     monkeypatch.setattr(bundle_write, "WRITE_SIZE", zstandard.COMPRESSION_RECOMMENDED_OUTPUT_SIZE)
     again = tmp_path / "again.tar.zst"
     write_bundle(again, index, small, files, lambda _n: None)
-    assert again.read_bytes() == out.read_bytes() and len(sizes) > 40
+    assert again.read_bytes() == out.read_bytes()
+    assert max(sizes[:first]) > zstandard.COMPRESSION_RECOMMENDED_OUTPUT_SIZE
+    assert first * 2 < len(sizes) - first, (first, len(sizes) - first)  # (48 or more pieces)
 
 
 def test_the_tar_does_not_depend_on_the_compression_level(
