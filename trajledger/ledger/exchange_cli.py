@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -315,32 +315,19 @@ def _revocation(check: Any) -> bool:
     return bool(check.what == "revoked" or check.what.startswith("revocation record"))
 
 
-def _held_failures(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> list[str]:
-    """The failures of ``digest``'s lineage as this ledger holds it (`Report.failures`; data
-    by size: its objects were verified as they were stored), for an import of evidence taken
-    in before."""
-    from trajledger.verify.lineage import LineageVerifier
-
-    from .evidence import ledger_evidence
-
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
-                               data="size")
-    try:
-        return verifier.verify(digest).failures()
-    finally:
-        verifier.close()
-
-
-def _lineage_report(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> Any:
+def _lineage_report(ledger: LedgerHome, digest: str, policy: TrustPolicy,
+                    data: Literal["hash", "size"] = "hash") -> Any:
     """``digest``'s lineage verified as ``verify REF`` verifies it: every record, its
     signatures under the policy, approvals, revocations, the log, and every data blob
     re-hashed (what leaves in a plain format carries no verdict: a blob changed in the store
-    fails here as it fails ``verify``; the cost is ``verify``'s)."""
+    fails here as it fails ``verify``; the cost is ``verify``'s); ``data="size"``: by size, for
+    an import of evidence taken in before (its objects were verified as they were stored)."""
     from trajledger.verify.lineage import LineageVerifier, name_files
 
     from .evidence import ledger_evidence
 
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state())
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data=data)
     try:
         report = verifier.verify(digest)
         name_files(report.nodes[digest], verifier.evidence)  # as `verify REF` counts them
@@ -483,7 +470,7 @@ def import_(
         result = import_bundle(ledger, path, policy, signers)
     # Evidence taken in before: what this ledger holds of it now besides the bundle's view as
     # of its tree: a revocation, an erasure, a withdrawn approval recorded since (rev41 f. 1)
-    held = (_held_failures(ledger, str(result.digest), policy)
+    held = (_lineage_report(ledger, str(result.digest), policy, "size").failures()
             if not result.recorded and result.index >= 0 and result.digest else [])
     changes = result.changes
     what = (f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
