@@ -212,22 +212,26 @@ def test_reads_are_served_while_an_append_waits_for_the_user_state(tmp_path: Pat
 
 
 @ray.remote
-def racing_worker(writer: LedgerWriter, licence: str, go: str) -> tuple[str, int | None, str]:
-    """Record the same rows as every other racer, with this licence, once ``go`` exists."""
+def racing_worker(writer: LedgerWriter, licence: str, go: str
+                  ) -> tuple[str, int | None, str, bool]:
+    """Record the same rows as every other racer, with this licence, once ``go`` exists;
+    whether the writer said this racer made the record (`Recorded.new`)."""
     while not Path(go).exists():
         time.sleep(0.001)
     try:
         r = writer.record_batch(steps(4242), env="grid@1", policy="racer", name="the-rows",
                                 licence=licence)
     except Exception as e:  # the refusal crosses from the writer actor
-        return "refused", None, f"{type(e).__name__}: {e}"
-    return "recorded", r.recorded.index, r.digest
+        return "refused", None, f"{type(e).__name__}: {e}", False
+    return "recorded", r.recorded.index, r.digest, r.recorded.new
 
 
 def test_racing_writers_of_one_digest_make_one_record(ray_instance: None, tmp_path: Path) -> None:
     """Issue 18: 8 tasks record the same rows, half as CC-BY-4.0 and half as proprietary, at
     once: exactly one record of the digest; the racers with its licence get that record, the
-    others are refused naming it (checked under the log's lock, whichever writer comes first)."""
+    others are refused naming it (checked under the log's lock, whichever writer comes first).
+    Exactly one racer is told it made the record (`Appended.made`, judged by the writer under
+    its lock: rev41 finding 5 through a Ray writer)."""
     root = tmp_path / "ledger"
     ledger = Ledger.init(root, origin="test/ray-race")
     key = ledger.keys.create("producer", encrypt=False)
@@ -249,12 +253,13 @@ def test_racing_writers_of_one_digest_make_one_record(ray_instance: None, tmp_pa
 
     won = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
     winner = won.predicate["licence"]
-    for lic, (outcome, at, detail) in zip(licences, results, strict=True):
+    for lic, (outcome, at, detail, _) in zip(licences, results, strict=True):
         if lic == winner:
             assert (outcome, at, detail) == ("recorded", index, entry.subject), (lic, detail)
         else:
             assert outcome == "refused", (lic, detail)
             assert f"already recorded at log index {index}" in detail, detail
+    assert [r[3] for r in results].count(True) == 1, results
     assert ledger.log.verify(store=ledger.store).ok
 
 

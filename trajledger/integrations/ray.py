@@ -43,7 +43,7 @@ from trajledger.verify.keys import PublicKey
 
 if TYPE_CHECKING:
     from trajledger.ledger.artifacts import BatchResult
-    from trajledger.ledger.log import EntrySpec, Log
+    from trajledger.ledger.log import Appended, EntrySpec, Log
 
 __all__ = ["LedgerWriter", "WriterStats"]
 
@@ -144,8 +144,10 @@ class _Writer:
         return result
 
     def append(self, specs: list[EntrySpec], guard: tuple[Any, ...] | None = None
-               ) -> list[int]:
+               ) -> Appended:
         """Queue the specs; whoever holds the log next appends every queued request at once.
+        Each request gets its part of the group's `Appended` (of two workers' requests with the
+        same envelope in one group, the first is told it made the entry).
         ``guard``: the blobs a worker's record names, the log size it began at, and a batch's
         `NamedLineages` (its references and size) or None, checked under the lock
         (`record.StillStored`) for every request of the group.
@@ -183,11 +185,11 @@ class _Writer:
                 else:
                     at = 0
                     for specs_, other in batch:
-                        other["indices"] = indices[at : at + len(specs_)]
+                        other["indices"] = indices.part(at, at + len(specs_))
                         at += len(specs_)
         if "error" in slot:
             raise slot["error"]
-        return cast(list[int], slot["indices"])
+        return cast("Appended", slot["indices"])
 
     def _admit(self, spec: EntrySpec) -> None:
         """Refuse an entry a worker may not append: only a record of a kind the writer signs
@@ -283,7 +285,7 @@ class _LogProxy:
 
     def append(
         self, specs: Sequence[EntrySpec], check: Callable[[int], None] | None = None
-    ) -> list[int]:
+    ) -> Appended:
         from trajledger.ledger.artifacts import NamedLineages
         from trajledger.ledger.record import StillStored
 
@@ -296,7 +298,7 @@ class _LogProxy:
         elif check is not None:
             # A precondition is a local callable: it cannot run in the writer actor's process.
             raise LedgerError("a ledger attached to a Ray writer appends without preconditions")
-        return cast(list[int], ray.get(self._actor.append.remote(list(specs), guard)))
+        return cast("Appended", ray.get(self._actor.append.remote(list(specs), guard)))
 
     def require_signer(self) -> None:
         return None  # the writer loaded the log key when it started

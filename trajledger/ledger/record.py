@@ -39,7 +39,7 @@ from .encode import envelope_bytes
 from .errors import AlreadyRecordedError, LedgerError, LogError, StoppedAfterRecordError
 from .files import collect_files, media_type_for, same_as_listed
 from .keys import Signer
-from .log import EntrySpec, Log
+from .log import EntrySpec
 from .signing import AnySigner, canonical_json, sign_statement
 
 if TYPE_CHECKING:
@@ -662,32 +662,21 @@ def _sign_store_append(
     spec, stored_before = _sign_store(ledger, subjects, subject_digest, predicate_type,
                                       predicate, signers, kind)
     envelope_digest = spec.envelope
-    before = ledger.log.find_envelope(envelope_digest)
-    committed: list[int] = []  # the log's size under the append's lock (rev41 finding 5)
-
-    def checked(size: int) -> None:
-        committed.append(size)
-        if check is not None:
-            check(size)
-
-    # (a log of this process runs any precondition; a Ray writer's proxy only its own kinds:
-    # there the look before the append decides, as before rev41's finding)
-    local = isinstance(ledger.log, Log)
     try:
-        (index,) = ledger.log.append([spec], check=checked if local else check)
+        appended = ledger.log.append([spec], check=check)
     except AlreadyRecordedError:
         # Refused before the append: no entry names the envelope (an entry naming these very
         # bytes would be the same record, not refused), and one made here is nobody's.
         if not stored_before:
             ledger.store.delete(envelope_digest)
         raise
+    (index,) = appended
     try:
         logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
     except LogError as e:  # (recorded: it must not read as if it were not; tamper stays tamper)
         raise StoppedAfterRecordError(f"{kind} of {subject_digest[:19]}… is recorded at log "
                                       f"index {index}, but its entry could not be read back: "
                                       f"{e}") from e
-    # New only if this append made the entry: one logged before, by this process or another
-    # racing it in the same second, lies below the size seen under the lock.
-    return Recorded(subject_digest, logged, index, new=logged == envelope_digest and (
-        index >= committed[-1] if committed else before is None))
+    # New only if this append made the entry, as judged under the log's lock: one logged
+    # before, by this process or another racing it in the same second, is not (rev41 finding 5).
+    return Recorded(subject_digest, logged, index, new=appended.made[0])

@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import os
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -21,7 +22,14 @@ import testkit
 from trajledger.ledger.encode import tlog_proof_bytes
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
-from trajledger.ledger.log import CACHE_DIR, EntrySpec, Log, format_tree_state, parse_tree_state
+from trajledger.ledger.log import (
+    CACHE_DIR,
+    Appended,
+    EntrySpec,
+    Log,
+    format_tree_state,
+    parse_tree_state,
+)
 from trajledger.ledger.log.lookup import TAIL
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.consistency import verify_consistency
@@ -172,6 +180,26 @@ def test_append_is_idempotent_by_envelope(log: Log) -> None:
     assert other.size == 4
 
 
+def test_append_says_which_entries_it_made(log: Log) -> None:
+    """`Appended.made`: true only for the spec whose entry this call made, judged under the
+    lock: not for an envelope logged before (by this object or another writer, which a look
+    before the append could not tell: the lead's fix of rev41 finding 5 read the size through
+    the precondition), nor for a duplicate later in the same call. It survives pickling (a Ray
+    writer's answer crosses processes) and a request's part of a group commit keeps its own."""
+    first = log.append([spec(0), spec(1)])
+    assert (first, first.made) == ([0, 1], (True, True))
+    other = Log.open(log.directory, SIGNER)  # another process
+    again = other.append([spec(1), spec(2), spec(2), spec(0)])
+    assert (again, again.made) == ([1, 2, 2, 0], (False, True, False, False))
+    assert log.append([spec(2)]).made == (False,)
+    back = pickle.loads(pickle.dumps(again))
+    assert (type(back), back, back.made) == (Appended, again, again.made)
+    part = again.part(1, 3)
+    assert (part, part.made) == ([2, 2], (True, False))
+    with pytest.raises(ValueError, match="2 indices, 1 flags"):
+        Appended([0, 1], [True])
+
+
 def test_append_refuses_a_logged_envelope_with_another_subject(log: Log) -> None:
     log.append([spec(0)])
     clash = EntrySpec("files", "sha256:" + "1" * 64, spec(0).envelope, (PRODUCER.keyid,))
@@ -220,6 +248,7 @@ def test_entry_spec_checks_fields() -> None:
 
 def test_empty_append_does_nothing(log: Log) -> None:
     assert log.append([]) == []
+    assert log.append([]).made == ()
     assert log.size == 0
 
 

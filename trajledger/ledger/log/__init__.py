@@ -7,7 +7,8 @@ Split along Tessera's lines (each module states its scope):
 - ``state``    classifying a log directory before use: normal, unpublished tail, or tampering;
                the floor (a checkpoint seen before) and its consistency
 - ``lookup``   the derived lookup cache (envelope and subject -> entries), outside ``log/``
-- ``spec``     what an append is given: `EntrySpec`, `OneRecord`, the log's key
+- ``spec``     what an append is given: `EntrySpec`, `OneRecord`, the log's key; what it
+               answers: `Appended`
 - ``reader``   `LogReader`: opening, the classified state, entries, proofs, lookups; never writes
 - ``files``    the write side's files: written under their own names, synced in one round
 - ``recovery`` removing what an append that died before its commit left
@@ -40,6 +41,7 @@ from trajledger.verify.log_entry import KINDS
 
 from .layout import CHECKPOINT_FILE, format_tree_state, parse_tree_state
 from .lookup import CACHE_DIR
+from .spec import Appended
 from .writer import EntrySpec, Log, OneRecord, SignerSource
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ __all__ = [
     "DATA_REHASHED",
     "DATA_SIZE_ONLY",
     "KINDS",
+    "Appended",
     "CosignResult",
     "EntrySpec",
     "Log",

@@ -1,5 +1,6 @@
 """What an append is given: the entries (`EntrySpec`), the one-record rule (`OneRecord`,
-`differences`), the log's key (`SignerSource`, `note_key_bytes`).
+`differences`), the log's key (`SignerSource`, `note_key_bytes`); and what it answers
+(`Appended`).
 
 Scope: the values a caller hands to `Log` and their checks (an `EntrySpec` is checked with the
 entry parser's rules when it is made). Non-scope: appending them (``writer``).
@@ -20,10 +21,42 @@ from ..encode import log_entry, relinked_entry
 from ..errors import LogError
 from ..keys import Signer
 
-__all__ = ["EntrySpec", "OneRecord", "SignerSource", "differences", "note_key_bytes"]
+__all__ = ["Appended", "EntrySpec", "OneRecord", "SignerSource", "differences", "note_key_bytes"]
 
 SignerSource = Signer | Callable[[], Signer] | None
 """The log's key, or a function returning it (called on the first append), or None (reader)."""
+
+
+class Appended(list[int]):
+    """What `Log.append` answers: each spec's log index, in the order of the specs (a list, so
+    ``(index,) = log.append([spec])`` reads as before), and ``made``: for each spec, whether
+    this append made its entry. False for an entry logged before (by this process, or another
+    racing it under the log's lock), or made for an earlier spec of the same call.
+    """
+
+    made: tuple[bool, ...]
+
+    def __init__(self, indices: Sequence[int], made: Sequence[bool]) -> None:
+        if len(indices) != len(made):
+            raise ValueError(f"{len(indices)} indices, {len(made)} flags")
+        super().__init__(indices)
+        self.made = tuple(made)
+
+    @classmethod
+    def since(cls, indices: Sequence[int], size: int) -> Appended:
+        """The answer of an append to a log of ``size`` entries: made are the indices at or
+        past it, each the first time it is given."""
+        seen: set[int] = set()
+        made = []
+        for i in indices:
+            made.append(i >= size and i not in seen)
+            seen.add(i)
+        return cls(indices, made)
+
+    def part(self, start: int, stop: int) -> Appended:
+        """The answer for the specs ``start`` to ``stop`` of the call (a writer's group commit
+        hands each request its own)."""
+        return Appended(self[start:stop], self.made[start:stop])
 
 
 @dataclass(frozen=True)

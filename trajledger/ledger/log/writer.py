@@ -85,7 +85,7 @@ from .layout import (
 )
 from .reader import LogReader
 from .recovery import remove_leftovers, truncate_history
-from .spec import EntrySpec, OneRecord, SignerSource, note_key_bytes
+from .spec import Appended, EntrySpec, OneRecord, SignerSource, note_key_bytes
 from .state import LogState, tamper
 
 __all__ = ["EntrySpec", "Log", "OneRecord", "SignerSource"]
@@ -199,8 +199,9 @@ class Log(LogReader):
         *,
         check: Callable[[int], None] | None = None,
         foreign: bool = False,
-    ) -> list[int]:
-        """Append entries in one group commit; return each one's index.
+    ) -> Appended:
+        """Append entries in one group commit; return each one's index, and which of them
+        this append made (`Appended`).
 
         An entry whose envelope is already in the log (appended earlier, by any process, or
         earlier in ``specs``) is not added again: its existing index is returned.
@@ -231,7 +232,9 @@ class Log(LogReader):
                 judged by `one_record` (they are no second record of this origin).
 
         Returns:
-            The index of each spec's entry, in the order of ``specs``.
+            The index of each spec's entry, in the order of ``specs``; ``made`` tells an entry
+            this call made from one logged before (judged under the lock, so of processes
+            racing with the same envelope exactly one is told it made it).
 
         Raises:
             TamperError: the log's files contradict what was signed or committed.
@@ -241,7 +244,7 @@ class Log(LogReader):
                 returns their indices).
         """
         if not specs:
-            return []
+            return Appended([], [])
         signer = self._get_signer()
         with self._locked():
             # (1)
@@ -290,7 +293,7 @@ class Log(LogReader):
                 result.append(index)
             if new:
                 self._commit(st, new, signer)
-            return result
+            return Appended.since(result, edge.size)
 
     def _kind_envelope(self, index: int, st: LogState) -> tuple[str, str]:
         with self._reading():
