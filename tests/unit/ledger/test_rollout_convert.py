@@ -1463,3 +1463,23 @@ def test_rows_whose_time_in_utc_leaves_the_calendar_are_refused(hours: int) -> N
         rows_to_table([row])
     assert any("out of the range of times in UTC (years 1 to 9999)" in p
                for p in problems(info)), problems(info)  # fmt: skip
+
+
+def test_rows_take_iso_8601_times_as_the_schema_says() -> None:
+    """schemas/rollout-inputs.md: "ISO 8601 strings are parsed" (out45 finding 5: JSON lines
+    `export --format jsonl` wrote could not be recorded again): with a zone, naive (UTC) and
+    `Z`, to the same microseconds as the datetime; anything else a problem naming the row."""
+    import datetime as dt
+
+    base = {"episode_id": "e", "reward": 1.0, "terminated": False, "truncated": False}
+    times = ["2026-12-06T22:14:28.347580Z", "2026-12-06T23:14:28.347580+01:00",
+             "2026-12-06T22:14:28.347580"]
+    rows = [{**base, "step": i, "timestamp": t} for i, t in enumerate(times)]
+    rows[-1]["terminated"] = True
+    got = rows_to_table(rows).column("timestamp").to_pylist()
+    want = dt.datetime(2026, 12, 6, 22, 14, 28, 347580, tzinfo=dt.UTC)
+    assert got == [want] * 3
+    rows[1]["timestamp"] = "yesterday"
+    with pytest.raises(RolloutValidationError) as info:
+        rows_to_table(rows)
+    assert any("'yesterday' is not an ISO 8601 time" in p for p in problems(info)), problems(info)

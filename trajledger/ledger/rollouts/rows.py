@@ -162,8 +162,12 @@ def _column_from_values(values: list[Any], field: pa.Field, c: ProblemCollector)
     elif pa.types.is_timestamp(typ):
         utc: list[Any] = []
         for i, v in enumerate(values):
-            try:
-                utc.append(to_utc(v) if isinstance(v, dt.datetime) else v)
+            try:  # an ISO 8601 string as the schema says (what `export --format jsonl` writes)
+                utc.append(to_utc(dt.datetime.fromisoformat(v) if isinstance(v, str) else v)
+                           if isinstance(v, dt.datetime | str) else v)
+            except ValueError:
+                c.add(f"{name}:type", f"{v!r} is not an ISO 8601 time", row=i, column=name)
+                utc.append(None)
             except OverflowError:  # before year 1 or after 9999 once in UTC
                 message = f"{v} is out of the range of times in UTC (years 1 to 9999)"
                 c.add(f"{name}:range", message, row=i, column=name)
