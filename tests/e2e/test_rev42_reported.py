@@ -169,7 +169,7 @@ def test_row_groups_each_under_the_row_limit_are_not_read_as_one_batch(tmp_path:
     batch of 280 MB, over `MAX_ROW_BYTES`; any number of such row groups make one batch of up
     to 65,536 rows. A 2,444-byte file of four groups of 30M zeros: one batch of 929 MiB,
     2,031 MiB resident; `trajledger record` of such a step file (int episode ids, 6,456
-    bytes): 2,497 MiB peak (with string ids, read a row group a batch: 1,284 MiB)."""
+    bytes): 2,438 MiB peak (with string ids, read a row group a batch: 1,254 MiB)."""
     got = subprocess.run([sys.executable, "-c", _ROW_GROUPS, str(tmp_path / "groups.parquet")],
                          capture_output=True, text=True, timeout=600)
     assert got.returncode == 0, got.stderr[-2000:]
