@@ -247,7 +247,8 @@ def select(
     """Which entries of another log to take in, and which to consult only.
 
     Steps:
-        1. Policies (and the other party's imports and refusals) are consulted, never logged.
+        1. Policies, and the other party's imports whose envelope came (what shows it relayed a
+           record: `update_compromises`), are consulted, never logged; its refusals ignored.
         2. An entry below the extension is of the lineage asked for: taken in (as every import
            always did).
         3. An entry of the extension is taken in when it is about an artifact asked for or
@@ -267,8 +268,8 @@ def select(
         entry = LogEntry.from_bytes(entries[i])
         # (1)
         if entry.kind in NOT_TAKEN:
-            if entry.kind == "trust-policy":
-                consulted.append(i)
+            if entry.kind == "trust-policy" or (entry.kind == "import" and have(entry.envelope)):
+                consulted.append(i)  # (an import: the log relayed what it lists, upd45)
             continue
         # (2)
         if extension is None or i < extension:
