@@ -290,13 +290,16 @@ def select(
 
 
 def store_objects(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes,
-                  state: TrustState | None = None, *, what: str) -> int:
+                  state: TrustState | None = None, *, what: str, known: Collection[str] = ()
+                  ) -> int:
     """Step 1 of `apply_update`: ``update``'s objects stored, but those of an artifact erased
     here before (`update_judge.left_out`); how many were stored. Also what an older bundle
-    imported again brings that its first import did not (rev41 finding 2)."""
+    imported again brings that its first import did not (rev41 finding 2): ``known``, the
+    objects of its bundle the store holds already, not among ``update``'s (an erased
+    artifact's manifest: its files are left out all the same, upd45)."""
     from .progress import no_progress
 
-    skip = left_out(ledger, policy, update, changes, state)
+    skip = left_out(ledger, policy, update, changes, state, known)
     objects = {d: o for d, o in update.objects.items() if d not in skip}
     staged = [o for o in objects.values() if isinstance(o, FileDigest)]
     total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in objects.values())
