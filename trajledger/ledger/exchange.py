@@ -791,7 +791,8 @@ def import_bundle(
                 stored = store_objects(ledger, policy, Update(
                     vkey, note_bytes, {}, (), (), inclusion.__getitem__, lacking, None, 0,
                     not ev.index.omitted, synced, disk.sync if disk is not None else None,
-                    frozenset({vkey})), changes, what=f"import {path.name}") if lacking else 0
+                    frozenset({vkey})), changes, what=f"import {path.name}",
+                    known=set(ev.objects)) if lacking else 0  # (upd45: an erased one's manifest)
                 return ImportResult(ev.subject, entry.kind, next(
                     s.name for s in statement.subjects if s.digest == ev.subject),
                     origin_name(vkey), earlier, False, stored, report, (), changes,
