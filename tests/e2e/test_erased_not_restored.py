@@ -101,3 +101,40 @@ def test_an_import_stopped_after_its_log_commit_leaves_no_erased_bytes(
     buyer.run("import", ship, "--key", "approver")  # run again: it finishes
     assert not erased & stored(buyer)
     assert files_of(buyer, vendor.batches[1]) <= stored(buyer)
+
+
+def _erased_between(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
+    """The lead's Left (twenty-ninth round, fix 5): the vendor exports its dataset twice at one
+    tree, ``--no-data`` and whole; the buyer imports the first, erases the vendor's first batch,
+    takes an update of the vendor's log (a new record), then imports the whole bundle: an
+    import of this tree taken in before (`updates.earlier_import`), whose objects the store
+    lacks are stored by `updates.store_objects`. Returns the parties and the whole import's
+    stderr."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    meta = tmp_path / "meta.tar.zst"
+    vendor.run("export", "bh@1", "--no-data", "--out", meta)
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", meta, "--key", "approver")
+    buyer.run("erase", vendor.batches[0], "--reason", "consent", "--key", "approver")
+    size = vendor.size()
+    vendor.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key",
+               "vendor")  # fmt: skip
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(size), "--out", update)
+    buyer.run("import", update, "--key", "approver")
+    r = buyer.run("import", vendor.bundle, "--key", "approver")
+    assert "already imported at log index" in r.stderr, r.stderr
+    return vendor, buyer, r.stderr
+
+
+def test_an_artifact_erased_between_a_no_data_import_and_the_whole_stays_out(
+        tmp_path: Path) -> None:
+    """The erased batch's files stay out (`update_judge.left_out`), with the line that says so;
+    the other batch's come in and it verifies with its data."""
+    vendor, buyer, stderr = _erased_between(tmp_path)
+    erased, kept = files_of(vendor, vendor.batches[0]), files_of(vendor, vendor.batches[1])
+    assert not erased & stored(buyer)
+    assert kept <= stored(buyer)
+    assert "NOTE: erased here: rollout-batch vendor-1" in stderr, stderr
+    buyer.run("verify", vendor.batches[1])
+
