@@ -103,6 +103,16 @@ def test_an_import_stopped_after_its_log_commit_leaves_no_erased_bytes(
     assert files_of(buyer, vendor.batches[1]) <= stored(buyer)
 
 
+def _moved_on(tmp_path: Path, vendor: Vendor, buyer: Buyer) -> None:
+    """The vendor's log moves on (a new record); the buyer imports that update."""
+    size = vendor.size()
+    vendor.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key",
+               "vendor")  # fmt: skip
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(size), "--out", update)
+    buyer.run("import", update, "--key", "approver")
+
+
 def _erased_between(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
     """The lead's Left (twenty-ninth round, fix 5): the vendor exports its dataset twice at one
     tree, ``--no-data`` and whole; the buyer imports the first, erases the vendor's first batch,
@@ -116,12 +126,7 @@ def _erased_between(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", meta, "--key", "approver")
     buyer.run("erase", vendor.batches[0], "--reason", "consent", "--key", "approver")
-    size = vendor.size()
-    vendor.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key",
-               "vendor")  # fmt: skip
-    update = tmp_path / "update.tar.zst"
-    vendor.run("export", "--updates-since", str(size), "--out", update)
-    buyer.run("import", update, "--key", "approver")
+    _moved_on(tmp_path, vendor, buyer)
     r = buyer.run("import", vendor.bundle, "--key", "approver")
     assert "already imported at log index" in r.stderr, r.stderr
     return vendor, buyer, r.stderr
@@ -158,12 +163,7 @@ def test_an_older_bundle_again_stores_only_what_this_ledger_names(tmp_path: Path
     vendor.run("export", "bh@1", "--updates-since", "0", "--out", whole)
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", meta, "--key", "approver")
-    size = vendor.size()
-    vendor.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key",
-               "vendor")  # fmt: skip
-    update = tmp_path / "update.tar.zst"
-    vendor.run("export", "--updates-since", str(size), "--out", update)
-    buyer.run("import", update, "--key", "approver")
+    _moved_on(tmp_path, vendor, buyer)
     before = stored(buyer)
     r = buyer.run("import", whole, "--key", "approver")
     assert "already imported at log index" in r.stderr, r.stderr

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from test_borrowed_handovers import relays
 from test_updates import Buyer, Vendor, declare_compromised
@@ -98,6 +99,17 @@ def _relayed_first(tmp_path: Path, *, publish: bool) -> tuple[Vendor, Vendor, Bu
     return one, two, buyer, _keyid(one, "vendor")
 
 
+def _owner_declares(tmp_path: Path, one: Vendor, buyer: Buyer, theirs: str) -> Any:
+    """One declares its key ``theirs`` compromised since 0; the buyer imports that update
+    (``--json``): the result."""
+    applied = one.size()
+    declare_compromised(one, tmp_path / "one-2.toml", theirs)
+    update = tmp_path / "one-update.tar.zst"
+    one.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver", "--json")
+    return r
+
+
 def test_the_owners_declaration_warns_when_a_relay_showing_its_imports_brought_first(
         tmp_path: Path) -> None:
     """One declares its own key compromised; two had brought one's records to the buyer first.
@@ -105,11 +117,7 @@ def test_the_owners_declaration_warns_when_a_relay_showing_its_imports_brought_f
     as its source: two), though the buyer's policy still trusts the key. Two's import record
     says it relayed them from one: one's declaration is a warning with the way on."""
     one, _two, buyer, theirs = _relayed_first(tmp_path, publish=True)
-    applied = one.size()
-    declare_compromised(one, tmp_path / "one-2.toml", theirs)
-    update = tmp_path / "one-update.tar.zst"
-    one.run("export", "--updates-since", str(applied), "--out", update)
-    r = buyer.run("import", update, "--key", "approver", "--json")
+    r = _owner_declares(tmp_path, one, buyer, theirs)
     (suspect,) = json.loads(r.stdout)["import"]["suspect"]
     assert suspect["declarerBrought"] is True, suspect
     assert len(suspect["digests"]) == 4, suspect
@@ -123,10 +131,6 @@ def test_without_the_relays_imports_the_owners_declaration_stays_a_note(tmp_path
     tells its relay from an owner's records: one's own declaration stays ``NOTE: ignored``
     (two brought them first), as before."""
     one, _two, buyer, theirs = _relayed_first(tmp_path, publish=False)
-    applied = one.size()
-    declare_compromised(one, tmp_path / "one-2.toml", theirs)
-    update = tmp_path / "one-update.tar.zst"
-    one.run("export", "--updates-since", str(applied), "--out", update)
-    r = buyer.run("import", update, "--key", "approver", "--json")
+    r = _owner_declares(tmp_path, one, buyer, theirs)
     report = json.loads(r.stdout)["import"]
     assert report["suspect"] == [] and len(report["ignored"]) == 4, report
