@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, Vendor, rollouts
 
 pytestmark = pytest.mark.usefixtures("_no_shared_state")
 
@@ -101,3 +101,75 @@ def test_an_import_stopped_after_its_log_commit_leaves_no_erased_bytes(
     buyer.run("import", ship, "--key", "approver")  # run again: it finishes
     assert not erased & stored(buyer)
     assert files_of(buyer, vendor.batches[1]) <= stored(buyer)
+
+
+def _moved_on(tmp_path: Path, vendor: Vendor, buyer: Buyer) -> None:
+    """The vendor's log moves on (a new record); the buyer imports that update."""
+    size = vendor.size()
+    vendor.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key",
+               "vendor")  # fmt: skip
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(size), "--out", update)
+    buyer.run("import", update, "--key", "approver")
+
+
+def _erased_between(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
+    """The lead's Left (twenty-ninth round, fix 5): the vendor exports its dataset twice at one
+    tree, ``--no-data`` and whole; the buyer imports the first, erases the vendor's first batch,
+    takes an update of the vendor's log (a new record), then imports the whole bundle: an
+    import of this tree taken in before (`updates.earlier_import`), whose objects the store
+    lacks are stored by `updates.store_objects`. Returns the parties and the whole import's
+    stderr."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    meta = tmp_path / "meta.tar.zst"
+    vendor.run("export", "bh@1", "--no-data", "--out", meta)
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", meta, "--key", "approver")
+    buyer.run("erase", vendor.batches[0], "--reason", "consent", "--key", "approver")
+    _moved_on(tmp_path, vendor, buyer)
+    r = buyer.run("import", vendor.bundle, "--key", "approver")
+    assert "already imported at log index" in r.stderr, r.stderr
+    return vendor, buyer, r.stderr
+
+
+def test_an_artifact_erased_between_a_no_data_import_and_the_whole_stays_out(
+        tmp_path: Path) -> None:
+    """The erased batch's files stay out (`update_judge.left_out`), with the line that says so;
+    the other batch's come in and it verifies with its data."""
+    vendor, buyer, stderr = _erased_between(tmp_path)
+    erased, kept = files_of(vendor, vendor.batches[0]), files_of(vendor, vendor.batches[1])
+    assert not erased & stored(buyer)
+    assert kept <= stored(buyer)
+    assert "NOTE: erased here: rollout-batch vendor-1" in stderr, stderr
+    buyer.run("verify", vendor.batches[1])
+
+
+
+def test_an_older_bundle_again_stores_only_what_this_ledger_names(tmp_path: Path) -> None:
+    """upd45 (the brief's item 4): the vendor revokes a batch of its own the buyer never
+    holds, then exports its dataset twice at one tree, ``--no-data`` and whole with its log
+    since 0 (the revocation's envelope carried: a record of the extension). The buyer imports
+    the first, an update, then the whole: `already imported`; its data come in, and before,
+    so did the revocation's envelope, which no record of the buyer's names (an orphan a vendor
+    sends at will: an update alone drops those). Only what the buyer's records name is
+    stored now."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    other = vendor.last("record", rollouts(tmp_path / "z.parquet", 7), "--env", "grid@1",
+                        "--policy", "scripted", "--name", "z-1", "--licence", "CC-BY-4.0",
+                        "--key", "vendor")  # fmt: skip
+    vendor.run("revoke", other, "--reason", "bad", "--key", "vendor")
+    meta, whole = tmp_path / "meta.tar.zst", tmp_path / "whole.tar.zst"
+    vendor.run("export", "bh@1", "--no-data", "--out", meta)
+    vendor.run("export", "bh@1", "--updates-since", "0", "--out", whole)
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", meta, "--key", "approver")
+    _moved_on(tmp_path, vendor, buyer)
+    before = stored(buyer)
+    r = buyer.run("import", whole, "--key", "approver")
+    assert "already imported at log index" in r.stderr, r.stderr
+    new = stored(buyer) - before
+    envelopes = {d for d in new if (buyer.home / "objects" / "sha256" / d[7:9] / d[9:11]
+                                    / d[7:]).read_bytes().startswith(b'{"payload"')}
+    assert not envelopes, envelopes
+    assert files_of(vendor, vendor.batches[0]) | files_of(vendor, vendor.batches[1]) <= new
+    buyer.run("verify", "bh@1")

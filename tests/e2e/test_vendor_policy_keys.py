@@ -200,3 +200,29 @@ def test_monitor_names_the_key_the_vendor_adds(tmp_path: Path) -> None:
         assert f"WARNING: {item['text']}" in r.stderr, r.stderr
         r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
         assert "adds key" not in r.stderr, r.stderr
+
+
+def test_monitor_without_keys_names_the_key_the_vendor_adds(tmp_path: Path) -> None:
+    """upd44's Left (upd45): ``monitor`` without ``--key`` records nothing, and said nothing of
+    the key the vendor's policy added (its pending stops only; ``policyKeys`` empty). It now
+    names it as the import would, each run until a run with keys takes the policy in, which says
+    it once more, then not again."""
+    from test_updates import served
+
+    vendor, buyer, _applied = _imported(tmp_path)
+    vendor.run("key", "new", "vendor2", "--no-encrypt")
+    kid = _keyid(vendor, "vendor2")
+    _succeed(vendor, 2, "--roles", "producer", "--producer", "vendor", "--producer", "vendor2")
+    for url in served(vendor):
+        size = buyer.size()
+        for _ in range(2):  # nothing recorded: said again
+            r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--json")
+            (item,) = json.loads(r.stdout)["updates"]["policyKeys"]
+            assert item["key"] == kid and item["added"] == ["producer"], item
+            assert item["serial"] == 2 and item["wasSerial"] == 1, item
+            assert f"WARNING: {item['text']}" in r.stderr, r.stderr
+        assert buyer.size() == size  # nothing recorded
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+        assert f"adds key {kid[:16]} as producer" in r.stderr, r.stderr
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey())
+        assert "adds key" not in r.stderr, r.stderr

@@ -92,6 +92,7 @@ from .fs import (
 )
 from .keys import Signer
 from .signing import canonical_json
+from .update_reads import relay_records
 
 if TYPE_CHECKING:
     from .home import LedgerHome
@@ -361,6 +362,9 @@ def export_bundle(
         indices.add(rec.index)
         evidence.read.add(rec.envelope)
         evidence.sizes[rec.envelope] = len(envelope)
+    if updates_since is None and digest is not None and "import" in published(policy):
+        # (upd45) a log publishing its imports carries those that brought the records bundled
+        updates_since = min(relay_records(state, set(indices), size), default=None)
     # (4)
     extension = set()
     if updates_since is not None:
@@ -787,7 +791,8 @@ def import_bundle(
                 stored = store_objects(ledger, policy, Update(
                     vkey, note_bytes, {}, (), (), inclusion.__getitem__, lacking, None, 0,
                     not ev.index.omitted, synced, disk.sync if disk is not None else None,
-                    frozenset({vkey})), changes, what=f"import {path.name}") if lacking else 0
+                    frozenset({vkey})), changes, what=f"import {path.name}",
+                    known=set(ev.objects)) if lacking else 0  # (upd45: an erased one's manifest)
                 return ImportResult(ev.subject, entry.kind, next(
                     s.name for s in statement.subjects if s.digest == ev.subject),
                     origin_name(vkey), earlier, False, stored, report, (), changes,

@@ -12,6 +12,7 @@ Non-scope: judging the update's own revocations and erasures (``update_judge``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.log_index import read_record
 from trajledger.verify.other_predicates import Import
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.policy_history import follow_history
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "their_policy"]
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "relayed_by", "their_policy"]
 
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 """The roles a key signs records under (the log and witness roles name log keys)."""
@@ -84,10 +86,11 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     theirs, own = _their_compromises(ledger, seen)
     if theirs is None:
         return
+    relayed = relayed_by(ledger, seen, logs := {update.vkey, *update.logs})
     evidence = ledger_evidence(ledger)
     state = state or ledger.trust_state()
     verifier = LineageVerifier(evidence, policy, index=state, data="size")
-    origins, logs = Origins(ledger), {update.vkey, *update.logs}
+    origins, vouched = Origins(ledger), None
     try:
         for rk in theirs.revoked_keys:
             if rk.keyid not in own:
@@ -98,17 +101,23 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                     and held(ledger, e.subject, state)}
             foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
             # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
-            signed = [d for d in foreign if _signed_there(state, origins, verifier, d,
-                                                          seen[hits[d]].kind, rk.keyid, logs)]
+            if foreign and vouched is None:  # (upd45: what another log says it relayed)
+                vouched = _vouched(ledger, imports, logs)
+            signed = [d for d in foreign if _signed_there(
+                state, origins, verifier, d, seen[hits[d]].kind, rk.keyid, logs, vouched or {})]
             if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
+                own_ = any(seen[hits[d]].envelope not in relayed for d in signed)  # (upd45)
                 changes.suspect.append({
                     "key": rk.keyid, "declaredBy": origin_name(update.vkey), "digests": signed,
-                    "declarerBrought": True,
+                    "declarerBrought": own_,
                     "text": f"key {rk.keyid[:16]}, which {origin_name(update.vkey)} declares "
                             f"compromised ({rk.describe()}; its policy {theirs.name!r} serial "
                             f"{theirs.serial}), signed what you hold from another log: "
                             f"{', '.join(label(ledger, d) for d in signed)}; not revoked here "
-                            "(a log stops only what it alone brought): if the key is theirs, "
+                            "(a log stops only what it alone brought)" + ("" if own_ else
+                            f"; {origin_name(update.vkey)} brought you nothing that key signed "
+                            "but what it relayed (a policy may list anyone's key)")
+                            + ": if the key is theirs, "
                             f"record a successor with [[revoked_keys]] key = \"{rk.keyid}\""})
             for d in foreign:
                 changes.ignored.append({
@@ -139,14 +148,21 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                                                  for x in policy.revoked_keys):
                 since = min((here[i] for i in here if rk.keyid in seen[i].signers
                              and rk.covers(i, seen[i].time)), default=ledger.log.size)
+                sources = {relayed[e.envelope] for e in seen.values()
+                           if rk.keyid in e.signers and e.envelope in relayed}
                 text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
                          f"successor without it and with [[revoked_keys]] key = "
                          f"\"{rk.keyid}\", compromised_since = {since}"
-                         if any(rk.keyid in e.signers for e in seen.values()) else
+                         if any(rk.keyid in e.signers and e.envelope not in relayed
+                                for e in seen.values()) else
                          f"; your policy trusts it as {' and '.join(roles)}, and its log holds "
-                         "nothing it signed (a policy may list anyone's key): if the key is "
+                         "nothing it signed" + (" but what it relayed from "
+                         + ", ".join(sorted(origin_name(v) for v in sources))
+                         + " (its import records say so)" if sources else "")
+                         + " (a policy may list anyone's key): if the key is "
                          f"theirs, record a successor with [[revoked_keys]] key = "
-                         f"\"{rk.keyid}\"")  # (hist41 finding 6: another's key, no word)
+                         f"\"{rk.keyid}\"")  # (hist41 finding 6: another's key, no word;
+                # upd45: what it relayed, by its own import records, is not its own)
             if revoked or (roles and not foreign):
                 changes.compromised.append({"key": rk.keyid, "text": text,
                                             "revokedHere": revoked})
@@ -172,9 +188,11 @@ def entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
     return seen
 
 
-def their_policy(ledger: LedgerHome, seen: Mapping[int, LogEntry]) -> TrustPolicy | None:
+def their_policy(ledger: LedgerHome, seen: Mapping[int, LogEntry],
+                 blobs: Mapping[str, object] | None = None) -> TrustPolicy | None:
     """A log's policy in force, followed by its own rules from its policy records among
-    ``seen`` (None when there is none). A policy record whose envelope is not here is passed
+    ``seen`` (None when there is none). A policy record whose envelope is not here (nor among
+    ``blobs``: envelopes at hand, hashed, not stored: `monitor` without keys) is passed
     over; one the disk fails to read ends the command (exit 3, `errors.read_failure`): passed
     over, a key it declares compromised went unnamed (left29 finding 2)."""
     records = []
@@ -182,7 +200,9 @@ def their_policy(ledger: LedgerHome, seen: Mapping[int, LogEntry]) -> TrustPolic
         if e.kind != "trust-policy":
             continue
         try:
-            records.append((i, e.subject, ledger.store.get(e.envelope, limit=MAX_ENVELOPE_BYTES)))
+            got = (blobs or {}).get(e.envelope)
+            records.append((i, e.subject, got if isinstance(got, bytes) else
+                            ledger.store.get(e.envelope, limit=MAX_ENVELOPE_BYTES)))
         except (OSError, LedgerError) as x:
             if read_failure(x):
                 raise
@@ -239,15 +259,17 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
 def _shown(ledger: LedgerHome, policy: TrustPolicy, entries: Mapping[int, LogEntry],
            keyid: str, vkey: str, state: TrustState | None = None) -> bool:
     """Whether the log ``vkey`` brought here first a record that verifies signed by ``keyid``
-    (`_signed_there`, of its ``entries`` its log says the key signed): what shows the key it
-    declares compromised may be its own (vend43; `compromises` step 3's line otherwise)."""
+    (`_signed_there`, of its ``entries`` its log says the key signed), other than one its own
+    import records say it relayed (`relayed_by`, upd45): what shows the key it declares
+    compromised may be its own (vend43; `compromises` step 3's line otherwise)."""
     evidence, origins = ledger_evidence(ledger), Origins(ledger)
     state = state or ledger.trust_state()
+    relayed = relayed_by(ledger, entries, {vkey})
     verifier = LineageVerifier(evidence, policy, index=state, data="size")
     try:
         return any(_signed_there(state, origins, verifier, e.subject, e.kind, keyid, {vkey})
                    for e in entries.values() if KINDS[e.kind].lineage and keyid in e.signers
-                   and held(ledger, e.subject, state))
+                   and e.envelope not in relayed and held(ledger, e.subject, state))
     finally:
         verifier.close()
 
@@ -262,16 +284,61 @@ def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collecti
     return bool(found) and all(o and o <= set(logs) for o in found)
 
 
+def _vouched(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], logs: Collection[str]
+             ) -> set[str]:
+    """The envelopes another log's own import records (kept here, `relayed_by`) say it relayed
+    from the log of one of the verifier keys ``logs``: records that log showed first, whoever
+    brought them here first (upd45)."""
+    others = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)} - set(logs)
+    return {env for vk in sorted(others)
+            for env, source in relayed_by(ledger, entries_of(vk, imports), {vk}).items()
+            if source in logs}
+
+
 def _signed_there(state: TrustState, origins: Origins, verifier: LineageVerifier, digest: str,
-                  kind: str, keyid: str, logs: Collection[str]) -> bool:
+                  kind: str, keyid: str, logs: Collection[str],
+                  vouched: Collection[str] = ()) -> bool:
     """True when every record of kind ``kind`` of the artifact ``digest`` here came from another
     log (none is this ledger's own), the first to bring it here is the declaring log (one of
     ``logs``: its own record, relayed later by another; a log that relayed another's record
     and declares its key compromised is not told of: the lead, at vend42's merge,
-    test_borrowed_handovers.py), and one of them verifies here signed by ``keyid``: its
-    envelope's signature, not a log's word of who signed (hist41 finding 2)."""
+    test_borrowed_handovers.py), or its envelope is one of ``vouched`` (the log that brought it
+    first relayed it from one of ``logs``, by its own import records: upd45), and one of them
+    verifies here signed by ``keyid``: its envelope's signature, not a log's word of who signed
+    (hist41 finding 2)."""
     found = [j for j in state.about(digest) if (e := state.entry(j)) is not None
              and e.kind == kind]
     return bool(found) and all(origins.of(j) for j in found) and any(
-        origins.first(j) in logs for j in found) and any(
+        origins.first(j) in logs or ((e := state.entry(j)) is not None and e.envelope in vouched)
+        for j in found) and any(
         isinstance(r := verifier.record(j), Record) and keyid in r.signers for j in found)
+
+
+def relayed_by(ledger: LedgerHome, entries: Mapping[int, LogEntry], logs: Collection[str]
+               ) -> dict[str, str]:
+    """The envelopes of records a log (of the verifier keys ``logs``) relayed, by its own word:
+    each listed by one of its import records among ``entries`` (the envelope kept here: taken
+    in with an update that carried it, `updates.select`) as an entry of another log, mapped to
+    that log's verifier key (upd45). Its word against itself: a record it lists was not its
+    own to show; one it does not list (its imports unpublished, or hidden) is taken as its
+    own, as before. An import record not here, or not readable, says nothing."""
+    out: dict[str, str] = {}
+    for i, e in sorted(entries.items()):
+        if e.kind != "import":
+            continue
+        try:
+            data = ledger.store.get(e.envelope, limit=MAX_ENVELOPE_BYTES)
+            _st, pred = read_record(e, data, f"import record {i}")
+        except (OSError, LedgerError, ProvenanceError) as x:
+            if read_failure(x):
+                raise
+            continue
+        if not isinstance(pred, Import) or not isinstance(source := pred.log.get("vkey"), str) \
+                or source in logs:
+            continue
+        for item in pred.entries:
+            raw = item.get("entry")
+            with contextlib.suppress(ProvenanceError):
+                if isinstance(raw, str):
+                    out[LogEntry.from_bytes(raw.encode("utf-8")).envelope] = source
+    return out

@@ -179,14 +179,16 @@ def _still_erased(ledger: LedgerHome, verifier: LineageVerifier,
 
 
 def left_out(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes,
-             state: TrustState | None = None) -> set[str]:
+             state: TrustState | None = None, known: Collection[str] = ()) -> set[str]:
     """Step 1's objects not stored: the files of an artifact erased here before that counts
     (`_erased_here`, `_still_erased`). An import never stores erased bytes, even for a
     moment (left29: `_erased_before` deleted them after the log commit, so an import stopped
     between left them in the store). Kept too: a blob a lineage record the update brings
     lists (read from the update's objects). Erasures the update itself brings are judged in
-    step 5 (`judge`)."""
-    found = _erased_here(ledger, update.objects.keys(), state=state)
+    step 5 (`judge`). ``known``: objects the update carries that are not among its objects
+    (the store holds them: an erased artifact's manifest, which a ``--no-data`` import
+    stored, still leaves its files out: upd45)."""
+    found = _erased_here(ledger, {*update.objects, *known}, state=state)
     if not found:
         return set()
 

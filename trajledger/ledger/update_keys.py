@@ -48,8 +48,8 @@ def policy_keys(ledger: LedgerHome, policy: TrustPolicy, update: Update,
             for i in update.entries}
     if not any(e.kind == "trust-policy" and i not in before for i, e in mine.items()):
         return
-    was = their_policy(ledger, before)
-    now = their_policy(ledger, before | mine)
+    was = their_policy(ledger, before, update.objects)
+    now = their_policy(ledger, before | mine, update.objects)
     if was is None or now is None or (was.serial, was.roles) == (now.serial, now.roles):
         return
     origin = origin_name(update.vkey)

@@ -8,7 +8,7 @@ Non-scope: deciding what to take in (``updates.select``), the marks of a log (``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["Update", "held", "import_records"]
+__all__ = ["Update", "held", "import_records", "relay_records"]
 
 
 @dataclass(frozen=True)
@@ -117,3 +117,17 @@ def held(ledger: LedgerHome, digest: str, state: TrustState | None = None) -> bo
     state = state or ledger.trust_state()
     return any((e := state.entry(i)) is not None and KINDS[e.kind].lineage
                for i in state.about(digest))
+
+
+def relay_records(state: TrustState, indices: Collection[int], size: int) -> dict[int, str]:
+    """The import records below ``size`` that list the envelope of a lineage record at
+    ``indices``, with their envelopes: this log's own word that it relayed those records from
+    another log. An export carries them, so that a buyer can tell a relay from the signer when
+    the relay declares the signing key compromised (upd45, `update_compromises`)."""
+    found = [e.envelope for i in indices if (e := state.entry(i)) is not None
+             and KINDS[e.kind].lineage]
+    out = {}
+    for j in {j for js in state.listings(found).values() for j in js}:
+        if j < size and (e := state.entry(j)) is not None and e.kind == "import":
+            out[j] = e.envelope
+    return out

@@ -247,7 +247,8 @@ def select(
     """Which entries of another log to take in, and which to consult only.
 
     Steps:
-        1. Policies (and the other party's imports and refusals) are consulted, never logged.
+        1. Policies, and the other party's imports whose envelope came (what shows it relayed a
+           record: `update_compromises`), are consulted, never logged; its refusals ignored.
         2. An entry below the extension is of the lineage asked for: taken in (as every import
            always did).
         3. An entry of the extension is taken in when it is about an artifact asked for or
@@ -267,8 +268,8 @@ def select(
         entry = LogEntry.from_bytes(entries[i])
         # (1)
         if entry.kind in NOT_TAKEN:
-            if entry.kind == "trust-policy":
-                consulted.append(i)
+            if entry.kind == "trust-policy" or (entry.kind == "import" and have(entry.envelope)):
+                consulted.append(i)  # (an import: the log relayed what it lists, upd45)
             continue
         # (2)
         if extension is None or i < extension:
@@ -289,13 +290,20 @@ def select(
 
 
 def store_objects(ledger: LedgerHome, policy: TrustPolicy, update: Update, changes: Changes,
-                  state: TrustState | None = None, *, what: str) -> int:
+                  state: TrustState | None = None, *, what: str, known: Collection[str] = ()
+                  ) -> int:
     """Step 1 of `apply_update`: ``update``'s objects stored, but those of an artifact erased
     here before (`update_judge.left_out`); how many were stored. Also what an older bundle
-    imported again brings that its first import did not (rev41 finding 2)."""
+    imported again brings that its first import did not (rev41 finding 2): ``known``, the
+    objects of its bundle the store holds already, not among ``update``'s (an erased
+    artifact's manifest: its files are left out all the same, upd45); then only the objects
+    this ledger's records name are stored (`_named_here`: a bundle of the same tree may carry
+    more, the envelopes of its extension's records, which nothing here names: upd45)."""
     from .progress import no_progress
 
-    skip = left_out(ledger, policy, update, changes, state)
+    skip = left_out(ledger, policy, update, changes, state, known)
+    if known:
+        skip |= set(update.objects) - _named_here(ledger, update.objects, known, state)
     objects = {d: o for d, o in update.objects.items() if d not in skip}
     staged = [o for o in objects.values() if isinstance(o, FileDigest)]
     total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in objects.values())
@@ -307,6 +315,32 @@ def store_objects(ledger: LedgerHome, policy: TrustPolicy, update: Update, chang
                 bar(len(obj))
         ledger.store.adopt_files(staged, bar, synced=update.synced, flush=update.flush)
     return len(objects)
+
+
+def _named_here(ledger: LedgerHome, objects: Mapping[str, FileDigest | bytes],
+                known: Collection[str], state: TrustState | None = None) -> set[str]:
+    """Of ``objects``, those this ledger's records name: the envelope of an entry of its log,
+    the subject of a lineage record here (a manifest), a file such a manifest lists
+    (`status.erasable_blobs`), of a manifest among ``objects`` or ``known`` (the bundle's
+    objects the store holds)."""
+    from .status import erasable_blobs
+
+    state = state or ledger.trust_state()
+
+    def read(d: str) -> bytes | None:
+        obj = objects.get(d)
+        if obj is None:
+            return ledger.store.get_verified(d) if ledger.store.exists(d) else None
+        return obj if isinstance(obj, bytes) else obj.path.read_bytes()
+
+    named = {d for d in objects if ledger.log.find_envelope(d) is not None}
+    for d in sorted({*objects, *known}):
+        for i in state.about(d):
+            if (e := state.entry(i)) is not None and KINDS[e.kind].lineage:
+                named |= ({d} | erasable_blobs(ledger, d, (e.kind, e.envelope), read)) \
+                    & set(objects)
+                break
+    return named
 
 
 def apply_update(
