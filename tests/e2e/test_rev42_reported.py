@@ -91,10 +91,6 @@ def _blobs(party: Party) -> set[str]:
     return {p.name for p in (party.home / "objects").rglob("*") if p.is_file()}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 3: an older bundle imported again after an update stores the files an "
-    "erasure here deleted (the earlier_import return hands store_objects only the objects the "
-    "store lacks, so left_out never sees the erased artifact's manifest: exchange.py)"))
 def test_an_older_bundle_imported_again_after_an_update_stores_no_erased_file(
     runner: CliRunner, tmp_path: Path
 ) -> None:
