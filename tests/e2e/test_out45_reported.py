@@ -14,13 +14,14 @@ from test_evaluations import evals_template, home  # noqa: F401
 from test_runner_cli import expect, run
 
 from trajledger.runner.cli import main
+from trajledger.verify.__main__ import main as verify_main
 
 STEP = ('{"episode_id": "e1", "step": 0, "reward": 1.0, "obs": [0.1], "action": 0, '
         '"is_first": true, "is_last": true, "terminated": true, "truncated": false, '
         '"timestamp": "2026-12-06T22:14:28.347580Z"}\n')
 
 
-@pytest.mark.xfail(strict=True, reason="out45 finding 4: a JSON lines step's ISO 8601 "
+@pytest.mark.xfail(strict=True, reason="out45 finding 5: a JSON lines step's ISO 8601 "
                    "timestamp is refused (rollouts/readers.py, rows.py: pq45)")
 def test_an_iso_8601_timestamp_in_json_lines_is_parsed_as_the_schema_says(
         runner: CliRunner, tmp_path: Path) -> None:
@@ -34,7 +35,7 @@ def test_an_iso_8601_timestamp_in_json_lines_is_parsed_as_the_schema_says(
     expect(r, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="out45 finding 5: a sealed holdout holding copies of "
+@pytest.mark.xfail(strict=True, reason="out45 finding 6: a sealed holdout holding copies of "
                    "a train set's episodes is recorded (ledger/contamination.py)")
 def test_a_sealed_holdout_of_a_train_sets_episodes_is_refused_as_a_plain_one_is(
         runner: CliRunner, home: Path, tmp_path: Path) -> None:  # noqa: F811
@@ -53,7 +54,7 @@ def test_a_sealed_holdout_of_a_train_sets_episodes_is_refused_as_a_plain_one_is(
     with (out / "steps.jsonl").open() as f, copy.open("w") as g:
         for line in f:
             step = json.loads(line)
-            step.pop("timestamp", None)  # (finding 4)
+            step.pop("timestamp", None)  # (finding 5)
             step["episode_id"] = "copy-" + step["episode_id"]
             g.write(json.dumps(step) + "\n")
     plain = run(runner, home, "record", copy, "--env", "cartpole@1", "--policy", "p",
@@ -73,7 +74,7 @@ def test_a_sealed_holdout_of_a_train_sets_episodes_is_refused_as_a_plain_one_is(
     expect(r, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="out45 finding 6: a withdrawn approval's line does not "
+@pytest.mark.xfail(strict=True, reason="out45 finding 7: a withdrawn approval's line does not "
                    "say it was withdrawn after the training (verify/withdrawals.py, judge.py)")
 def test_an_approval_withdrawn_after_the_training_says_so(
         runner: CliRunner, home: Path) -> None:  # noqa: F811
@@ -93,3 +94,23 @@ def test_an_approval_withdrawn_after_the_training_says_so(
     expect(r, 1)
     line = next(x for x in r.stderr.splitlines() if "withdrawn by revocation record" in x)
     assert f"after the use (log index {trained})" in line, line
+
+
+@pytest.mark.xfail(strict=True, reason="out45 finding 8: a bundle's report does not say what "
+                   "it cannot know offline (verify/: rev42's, the core's budget)")
+def test_a_bundles_report_says_what_it_cannot_know_offline(
+        runner: CliRunner, home: Path, tmp_path: Path,  # noqa: F811
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The buyer's security reviewer, air-gapped, with a dataset's bundle, the vendor's public
+    keys and `python -m trajledger.verify`: the report lists what verified and says nothing of
+    its horizon: a revocation the vendor logged after the bundle's checkpoint (its size) is not
+    known here, and a dataset's bundle carries none of the vendor's approvals (docs/
+    third-party.md: "you approve what you train on"); both go unsaid, so "revoked since?" and
+    "approved by whom?" read as answered."""
+    bundle = tmp_path / "train.tar.zst"
+    expect(run(runner, home, "export", "train@1", "--out", bundle), 0)
+    capsys.readouterr()
+    assert verify_main([str(bundle), "--policy", str(home / "policy.toml")]) == 0
+    out, err = capsys.readouterr()
+    said = [line for line in (out + err).splitlines() if "revocation" in line.lower()]
+    assert said and "approval" in out + err, out + err
