@@ -222,7 +222,7 @@ def policy_init(
     ).replace("\nserial = 1\n", f"\nserial = {serial}\n", 1)
     write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
-        load_policy_file(out)
+        written = load_policy_file(out)
     except Exception:
         out.unlink()
         raise
@@ -232,12 +232,13 @@ def policy_init(
     for role, forbids in _FORBIDS.items():
         if role not in members:
             notice(f"{out}: no {role} role: {forbids}")
-    dropped = [] if found is None else _settings(found[1])
+    dropped = [] if found is None else [line for line in _settings_changed(found[1], written)
+                                        if line.startswith("  settings  - ")]
     if dropped:
         notice(f"{out}: a successor of policy {name!r} serial {serial - 1} (in force), with the "
                "roles asked for only: it drops what else that policy holds, unless you copy it "
                "in (keys/README.md; 'policy set' lists each change): "
-               + "; ".join(line.strip() for line in dropped))
+               + "; ".join(line.removeprefix("  settings  - ") for line in dropped))
     counts = [f"{len(members['producer'])} producer"]
     if "approver" in members:
         counts.append(f"{len(members['approver'])} approver ({need} needed)")
