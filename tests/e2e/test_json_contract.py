@@ -63,6 +63,8 @@ file; ``@steps``: a one-step JSON lines file)."""
 
 NOT_RUN = {
     "monitor": "polls a URL (tests/e2e/test_monitor.py runs it against a served log)",
+    "release": "needs a policy with [release] (tests/e2e/test_out45_release.py runs it)",
+    "release --dry-run": "as release",
 }
 """Read commands this module does not run, each with why."""
 

@@ -41,7 +41,8 @@ def test_a_release_run_again_on_the_same_evaluations_answers_with_the_one_record
     r = run(runner, home, "release", "bc@1", "--key", "approver", "--note", "run 1, again")
     expect(r, 0, f"OK: release of bc@1: released already at log index {size - 1} on the same 1 "
                  "evaluation(s) under policy 'evals' serial 1; nothing new was recorded (a new "
-                 "evaluation, a new release)\n")
+                 "evaluation, a new release); the note 'run 1, again' was not kept: the release "
+                 "that stands has its own ('run 1')\n")
     assert r.stdout.strip() == first and log_size(home) == size
     r = run(runner, home, "release", "bc@1", "--key", "approver", "--json")
     expect(r, 0)

@@ -8,6 +8,7 @@ Each parses its options, calls one method of the public API (``release --dry-run
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,6 +24,9 @@ from trajledger.ledger.clikit import (
 )
 
 from .commands import ALLOW_ENV_MODULE_OPTION, POLICY_OPTION, command_policy
+
+if TYPE_CHECKING:
+    from trajledger.verify.other_predicates import Release
 
 __all__ = ["COMMANDS"]
 
@@ -180,12 +184,14 @@ def release(
                  f"({held.digest}), which 'release' answers with")
         ok(f"release of {judged.ref.ref}: releasable on {len(judged.evaluations)} "
            f"evaluation(s) under policy {policy.name!r} serial {policy.serial} (dry run: "
-           f"nothing was signed or recorded){again}")
+           f"nothing was signed or recorded){again}"
+           f"{_note_fate(note, None if held is None else held.release, True)}")
         if as_json:
             emit_json({"released": held is not None, "releasable": True, "dryRun": True,
                        "digest": None if held is None else held.digest,
                        "logIndex": None if held is None else held.index,
                        "evaluations": list(judged.evaluations),
+                       "note": note, "noteKept": note is not None and held is None,
                        "report": judged.report.to_json()})
         return
     r = out.release
@@ -195,10 +201,25 @@ def release(
     else:
         ok(f"{name}: released already at log index {out.index} on the same "
            f"{len(r.evaluations)} evaluation(s) under policy {policy.name!r} serial "
-           f"{policy.serial}; nothing new was recorded (a new evaluation, a new release)")
+           f"{policy.serial}; nothing new was recorded (a new evaluation, a new release)"
+           f"{_note_fate(note, r, False)}")
     emit_result(as_json, out.digest, {
         "released": True, "releasable": True, "dryRun": False, "recorded": out.recorded,
         "digest": out.digest, "logIndex": out.index, "report": out.report.to_json()})
+
+
+def _note_fate(note: str | None, held: Release | None, dry: bool) -> str:
+    """What becomes of ``--note`` (out45): kept with the release a dry run would record, or
+    not kept where ``held``, the release that stands, is the answer; nothing said of none."""
+    if note is None:
+        return ""
+    if held is None:
+        return f"; the note {note!r} would be kept with it"
+    if held.note == note:
+        return f"; the release that stands has the same note {note!r}"
+    has = "none" if held.note is None else f"its own ({held.note!r})"
+    return (f"; the note {note!r} {'would not be' if dry else 'was not'} kept: the release "
+            f"that stands has {has}")
 
 
 COMMANDS = [eval_, release]

@@ -73,6 +73,13 @@ def _describe(p: Any) -> list[str]:
         if role.encryption_keys:
             lines.append(f"  {'':9} encryption keys (x25519): "
                          + ", ".join(k.keyid[:16] for k in role.encryption_keys))
+    return [visible(line) for line in lines] + _settings(p)  # names: the policy author's text
+
+
+def _settings(p: Any) -> list[str]:
+    """What a policy holds besides its roles, a line each (`_describe`'s last lines): what a
+    successor keeps, changes or drops (``policy init``, ``policy set``: out45)."""
+    lines: list[str] = []
     if p.release is not None:
         lines.append(f"  release   {p.release.approvals} approver(s); requires "
                      + "; ".join(f"{r.metric} on {r.suite}"
@@ -90,7 +97,17 @@ def _describe(p: Any) -> list[str]:
         f"  max approval age {p.max_approval_age}s; "
         f"{len(p.allowed_predicate_types)} predicate type(s) allowed"
     )
-    return [visible(line) for line in lines]  # names, suites, reasons: the policy author's text
+    lines += [f"  licences  {', '.join(p.accepted_licences) or 'none'} accepted"
+              ] if p.accepted_licences is not None else []
+    lines += [f"  publish   {', '.join(p.publish) or 'nothing'}"] if p.publish is not None else []
+    return [visible(line) for line in lines]
+
+
+def _settings_changed(old: Any, new: Any) -> list[str]:
+    """The lines of `_settings` a successor drops (``-``) and adds (``+``)."""
+    was, now = _settings(old), _settings(new)
+    return ([f"  settings  - {line.strip()}" for line in was if line not in now]
+            + [f"  settings  + {line.strip()}" for line in now if line not in was])
 
 
 _FORBIDS = {
@@ -135,7 +152,9 @@ def policy_init(
     for a policy without approvers).
 
     Only the roles in --roles are asked for (all missing keys are named at once), and each
-    role left out is said to forbid what it would have allowed.
+    role left out is said to forbid what it would have allowed. On a ledger with a policy in
+    force, the file is its successor (its name, the next serial), and a NOTE names what else
+    that policy holds ([release], revocations, ...): copy it in, or the successor drops it.
 
     \b
     Examples:
@@ -143,7 +162,7 @@ def policy_init(
       trajledger policy init --roles producer      # a data vendor: record and export
     """
     from trajledger.ledger.fs import write_output
-    from trajledger.ledger.policy_state import policy_toml
+    from trajledger.ledger.policy_state import current_policy, policy_toml
     from trajledger.ledger.suggestions import did_you_mean, suggest
     from trajledger.ledger.user_state import notice
     from trajledger.verify.policy import load_policy_file
@@ -188,8 +207,11 @@ def policy_init(
         )
     if out.exists():
         raise LedgerError(f"{out}: already exists; pick another --out or remove it")
+    found = current_policy(ledger)  # a successor: the next serial, the name, what it drops
+    name, serial = (ledger.config.origin, 1) if found is None else (
+        found[1].name, found[1].serial + 1)
     text = policy_toml(
-        ledger.config.origin,
+        name,
         {role: ([(k, ledger.keys.public(k)) for k in keys],
                 need if role == "approver" else 1, "")
          for role, keys in members.items()},
@@ -197,10 +219,10 @@ def policy_init(
         header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
         "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
         "list'.",
-    )
+    ).replace("\nserial = 1\n", f"\nserial = {serial}\n", 1)
     write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
-        load_policy_file(out)
+        written = load_policy_file(out)
     except Exception:
         out.unlink()
         raise
@@ -210,6 +232,13 @@ def policy_init(
     for role, forbids in _FORBIDS.items():
         if role not in members:
             notice(f"{out}: no {role} role: {forbids}")
+    dropped = [] if found is None else [line for line in _settings_changed(found[1], written)
+                                        if line.startswith("  settings  - ")]
+    if dropped:
+        notice(f"{out}: a successor of policy {name!r} serial {serial - 1} (in force), with the "
+               "roles asked for only: it drops what else that policy holds, unless you copy it "
+               "in (keys/README.md; 'policy set' lists each change): "
+               + "; ".join(line.removeprefix("  settings  - ") for line in dropped))
     counts = [f"{len(members['producer'])} producer"]
     if "approver" in members:
         counts.append(f"{len(members['approver'])} approver ({need} needed)")
@@ -305,9 +334,9 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
 
     FILE needs a higher serial than the policy in force. Before anything is signed, each
     role's members that FILE adds or removes are shown by fingerprint (the first policy: all
-    of them); a change of membership, or a lowered threshold, needs --yes, or typing 'yes' on
-    a terminal. Keys named by path in FILE are read now: compare the fingerprints before you
-    confirm.
+    of them), and each other setting it drops or adds (settings - / +); a change of
+    membership, or a lowered threshold, needs --yes, or typing 'yes' on a terminal. Keys
+    named by path in FILE are read now: compare the fingerprints before you confirm.
 
     To replace a producer, approver or trainer key, list the new key in its role instead of
     the old one: records the old key signed before this one's log index stay valid, later ones
@@ -329,6 +358,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
     _note_paths(file, new)
     found = current_policy(ledger)
     lines, changed = membership_changes(found[1] if found is not None else None, new)
+    lines += _settings_changed(found[1], new) if found is not None else []
     for line in lines:
         click.echo(visible(line), err=True)
     if changed and not yes:
