@@ -76,6 +76,13 @@ class Checkpoint:
         if len(self.root) != HASH_SIZE:
             raise FormatError(f"checkpoint root has {len(self.root)} bytes, want {HASH_SIZE}")
 
+    def horizon(self) -> str:
+        """What a verdict against this checkpoint cannot know offline, and the way to know it
+        (out45 finding 8: "revoked since?" and "approved by whom?" read as answered)."""
+        return (f"not known offline: a revocation, withdrawn approval or key compromise logged "
+                f"in {self.origin} after size {self.size} (ask the sender for a bundle exported "
+                "now); approvals: approve what you train on in your own ledger")
+
     @classmethod
     def from_text(cls, body: bytes) -> Checkpoint:
         """Parse a checkpoint note text strictly.

@@ -574,7 +574,7 @@ class LineageVerifier:
                if isinstance(r, Record)):
             from .withdrawals import withdrawn
 
-            found = withdrawn(self, found)
+            found = withdrawn(self, found, before)
         return approvals(node, label, found, self.policy, purpose, before, at_time)
 
     # -- reports -----------------------------------------------------------------------------------

@@ -34,9 +34,12 @@ from .retractions import Walk
 __all__ = ["withdrawn"]
 
 
-def withdrawn(walk: Walk, found: list[Record | RecordFailure]) -> list[Record | RecordFailure]:
+def withdrawn(walk: Walk, found: list[Record | RecordFailure], use: int | None = None
+              ) -> list[Record | RecordFailure]:
     """``found`` (the approval records of one artifact) with each withdrawn one replaced by a
-    `RecordFailure` saying why it does not count.
+    `RecordFailure` saying why it does not count; with ``use`` (the log index of the use the
+    approvals are counted for), whether each withdrawal came before or after it (out44's
+    Left: "was it approved when it was trained on?").
 
     Steps:
         1. The withdrawals of each verified approval: the revocation records about its
@@ -54,7 +57,10 @@ def withdrawn(walk: Walk, found: list[Record | RecordFailure]) -> list[Record | 
             w = walk.record(i)
             if isinstance(w, Record):
                 reason = w.predicate.reason if isinstance(w.predicate, Revocation) else ""
-                gone.append((a, f"withdrawn by revocation record {i} ({reason})"))
+                when = "" if use is None else (
+                    f", after the use (log index {use}): a withdrawal counts for earlier uses too"
+                    if i > use else f", before the use (log index {use})")
+                gone.append((a, f"withdrawn by revocation record {i} ({reason}){when}"))
             elif w.damaged:
                 gone.append((a, f"revocation record {i} names it but cannot be read, so it may "
                              f"withdraw it: {w.message}; {REPAIR_HINT}"))
