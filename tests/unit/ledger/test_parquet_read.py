@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -318,3 +319,118 @@ def test_the_longest_row_from_the_levels_is_pyarrows(
     with io.BytesIO(data) as f:
         got = parquet_read._longest_row(f, meta.row_group(0).column(0), 1, 1 << 40)
     assert got == max(max(n or 0, 1) for n in lengths)
+
+
+def _hybrid(runs: list[tuple[int, int, bytes]], bits: int) -> bytes:
+    """The RLE / bit-packed hybrid of ``runs``: ``(1, groups, packed bytes)`` or ``(0, count,
+    level)``, the level as one byte."""
+    out = bytearray()
+    for packed, count, body in runs:
+        head = count << 1 | packed
+        while head > 0x7F:
+            out.append(head & 0x7F | 0x80)
+            head >>= 7
+        out.append(head)
+        out += body
+    return bytes(out)
+
+
+def _longest_levels(levels: bytes, bits: int, n: int) -> int:
+    """The longest row of the first ``n`` levels of ``levels``, decoded run by run as the
+    hybrid's definition says (a bit-packed run cut short: its whole groups; a run of one level
+    longer than ``n``: up to ``n``), each run as (level, count): the reference."""
+    pairs: list[tuple[int, int]] = []
+    pos = total = 0
+    while total < n and pos < len(levels):
+        head, pos = parquet_read._varint(levels, pos)
+        if head & 1:
+            groups = min(head >> 1, (len(levels) - pos) // bits)
+            bits_ = np.unpackbits(np.frombuffer(levels[pos:pos + groups * bits], np.uint8),
+                                  bitorder="little").reshape(-1, bits)
+            got = [int(v) for v in bits_ @ (1 << np.arange(bits))][:n - total]
+            pairs += [(v, 1) for v in got]
+            total, pos = total + len(got), pos + groups * bits
+        else:
+            count = min(head >> 1, n - total)
+            pairs.append((levels[pos], count))
+            total, pos = total + count, pos + 1
+    longest = current = 0
+    for value, count in pairs:
+        if value == 0 and count:
+            longest, current = max(longest, current, 1 if count > 1 else 0), 1
+        else:
+            current += count
+    return max(longest, current)
+
+
+def _run(bits: int) -> st.SearchStrategy[tuple[int, int, bytes]]:
+    top = (1 << bits) - 1
+    rle = st.tuples(st.just(0), st.one_of(st.integers(0, 20), st.integers(60, 400)),
+                    st.integers(0, top).map(lambda v: bytes([v])))
+    packed = st.integers(0, 3).flatmap(lambda g: st.tuples(st.just(1), st.just(g),
+                                                           st.binary(min_size=g * bits,
+                                                                     max_size=g * bits)))
+    return st.one_of(rle, packed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), bits=st.sampled_from([1, 2]), limit=st.sampled_from([1 << 40, 50]))
+def test_the_longest_row_of_any_hybrid_levels_is_the_references(
+    data: st.DataObject, bits: int, limit: int
+) -> None:
+    """Levels of runs, a stretch of them repeated many times (rows of one length: read in
+    bulk) between others, cut anywhere, of any declared count: the longest row is the one the
+    levels decoded run by run give (a bit-packed run cut short, levels past the count, runs of
+    hundreds)."""
+    before, stretch, after = (data.draw(st.lists(_run(bits), max_size=k)) for k in (4, 6, 4))
+    reps = data.draw(st.integers(0, 300))
+    levels = _hybrid(before, bits) + _hybrid(stretch, bits) * reps + _hybrid(after, bits)
+    levels = levels[:data.draw(st.integers(0, len(levels)))] if data.draw(st.booleans()) \
+        else levels
+    n = data.draw(st.one_of(st.just(1 << 31), st.integers(0, 60_000)))
+    try:
+        want: int | None = _longest_levels(levels, bits, n)
+    except IndexError:  # (a run's level past the end)
+        want = None
+    rows = parquet_read._Rows(limit)
+    if want is None:
+        with pytest.raises(IndexError):
+            parquet_read._levels(rows, levels, bits, n)
+        return
+    parquet_read._levels(rows, levels, bits, n)
+    assert min(rows.done(), limit) == min(want, limit)
+
+
+@pytest.mark.parametrize("options", [
+    {"compression": c, "data_page_version": v} for c in ("zstd", "snappy", "none")
+    for v in ("1.0", "2.0")
+])
+@pytest.mark.parametrize("length", [1, 7, 80, 81, 1000])
+def test_rows_of_one_length_are_read_in_bulk(
+    monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], length: int
+) -> None:
+    """Rows of one length (constant observations, the list-bomb check's costly case: every
+    row's levels the same bytes) are counted a stretch of repeating bytes at a time, not run by
+    run; one longer row among them, or one shorter, is still found (against pyarrow's)."""
+    seen: list[int] = []
+    monkeypatch.setattr(parquet_read, "_varint",
+                        lambda b, pos, f=parquet_read._varint: seen.append(pos) or f(b, pos))
+    for odd in (length + 9, max(length - 1, 0), length):
+        seen.clear()
+        lengths: list[int | None] = [length] * 3000 + [odd] + [length] * 3000
+        data = _list_file(lengths, np.zeros(length * 6001 + 10), **options)
+        meta = pq.ParquetFile(io.BytesIO(data)).metadata
+        with io.BytesIO(data) as f:
+            got = parquet_read._longest_row(f, meta.row_group(0).column(0), 1, 1 << 40)
+        read = pq.read_table(io.BytesIO(data)).column("obs").combine_chunks()
+        assert got == int(max(max(n, 1) for n in pc.list_value_length(read).to_pylist()))
+        assert len(seen) < 100, f"{len(seen)} run headers read one by one"
+
+
+def test_a_run_of_a_huge_count_counts_up_to_the_pages_levels() -> None:
+    """A run of 2**40 ones after a row's start, in a page of 2**31 - 1 levels (a header may
+    state any count): the row is the page's levels long, not 2**40, and nothing expands."""
+    levels = _hybrid([(1, 1, b"\xfe"), (0, 1 << 40, b"\x01")] * 3, 1)
+    rows = parquet_read._Rows(1 << 50)
+    parquet_read._levels(rows, levels, 1, (1 << 31) - 1)
+    assert rows.done() == (1 << 31) - 1
