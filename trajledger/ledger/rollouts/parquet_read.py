@@ -592,19 +592,26 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
         _flush(rows, levels, bits, weights, lo, min(at, n), starts, ones, packed)
         lo, weight, starts, ones, packed = min(at, n), 0, [], [], []
 
+    # Runs read one by one, when to look for a repeating stretch next, and the runs that may
+    # be read looking (each run read or counted in bulk adds one: looking at most doubles the
+    # cost of levels that never repeat, however they are made).
     runs = retry = 0
-    gap = _RETRY
+    gap, budget = _RETRY, _STRETCH_RUNS  # (budget: as of run ``runs``)
     while at < n and pos < size and rows.longest < rows.limit:
-        if runs >= retry:  # the same bytes again and again (rows of one length): in bulk
+        if runs >= retry:  # rows of one length: in bulk
             got = _period(levels, pos, bits, width, weights)
             reps = _repeats(levels, pos, got[0], (n - at) // got[1]) if got else 0
+            budget -= _STRETCH_RUNS
             if got and reps > 1:
                 flush()
                 _repeat(rows, at, got[1], reps, got[2], got[3])
-                at, pos, retry, gap = at + reps * got[1], pos + reps * got[0], runs, _RETRY
-                lo = at
+                at, pos, gap, budget = at + reps * got[1], pos + reps * got[0], _RETRY, (
+                    budget + reps * got[4])
+                lo, retry = at, runs + max(0, _STRETCH_RUNS - budget)
+                budget += retry - runs
                 continue
-            retry, gap = runs + gap, min(gap * 2, 1 << 16)
+            retry = runs + max(gap, _STRETCH_RUNS - budget)
+            budget, gap = budget + retry - runs, min(gap * 2, 1 << 16)
         runs += 1
         head = levels[pos]
         pos += 1
@@ -646,21 +653,26 @@ _WINDOW: Final = 16
 _MAX_PERIOD: Final = 1 << 10
 """Longest stretch of runs looked for as repeating, in bytes (rows of one length: their
 bit-packed groups come back in line after a few rows)."""
+_STRETCH_RUNS: Final = 64
+"""Most runs in a repeating stretch (rows of one length: two or three runs a row, eight rows
+at most before the bit-packed groups come back in line, at one bit a level)."""
 
 
 def _period(levels: bytes, pos: int, bits: int, width: int, weights: npt.NDArray[np.int64]
-            ) -> tuple[int, int, list[int], list[int]] | None:
-    """``(bytes, levels, starts, ones)`` of the runs from ``pos`` up to where its next `_WINDOW`
-    bytes come again (at most `_MAX_PERIOD` bytes on), when that stretch is whole runs of at
-    least one level: the rows' starts in it and its runs of zeros longer than one (as `_levels`
-    gathers them, counted from 0). None when there is no such stretch."""
+            ) -> tuple[int, int, list[int], list[int], int] | None:
+    """``(bytes, levels, starts, ones, runs)`` of the runs from ``pos`` up to where its next
+    `_WINDOW` bytes come again (at most `_MAX_PERIOD` bytes on), when that stretch is whole
+    runs (at most `_STRETCH_RUNS`) of at least one level: the rows' starts in it and its runs
+    of zeros longer than one (as `_levels` gathers them, counted from 0). None when there is no
+    such stretch."""
     window = levels[pos:pos + _WINDOW]
     end = levels.find(window, pos + 1, pos + _MAX_PERIOD + _WINDOW) if len(
         window) == _WINDOW else -1
-    first, at = pos, 0
+    first, at, runs = pos, 0, 0
     starts: list[int] = []
     ones: list[int] = []
-    while 0 <= pos < end:
+    while 0 <= pos < end and runs < _STRETCH_RUNS:
+        runs += 1
         head = levels[pos]
         pos += 1
         if head & 0x80:
@@ -685,7 +697,7 @@ def _period(levels: bytes, pos: int, bits: int, width: int, weights: npt.NDArray
                     ones.append(at)
                     starts.append(at + count - 1)
             at += count
-    return (end - first, at, starts, ones) if pos == end and at else None
+    return (end - first, at, starts, ones, runs) if pos == end and at else None
 
 
 def _repeats(levels: bytes, pos: int, span: int, most: int) -> int:
