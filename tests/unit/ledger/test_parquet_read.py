@@ -335,14 +335,23 @@ def _hybrid(runs: list[tuple[int, int, bytes]], bits: int) -> bytes:
     return bytes(out)
 
 
-def _longest_levels(levels: bytes, bits: int, n: int) -> int:
+def _longest_levels(levels: bytes, bits: int, n: int) -> tuple[int, bool]:
     """The longest row of the first ``n`` levels of ``levels``, decoded run by run as the
     hybrid's definition says (a bit-packed run cut short: its whole groups; a run of one level
-    longer than ``n``: up to ``n``), each run as (level, count): the reference."""
+    longer than ``n``: up to ``n``), each run as (level, count): the reference; and whether a
+    run's header or level was cut short (the rows before it counted)."""
     pairs: list[tuple[int, int]] = []
     pos = total = 0
+    cut = False
     while total < n and pos < len(levels):
-        head, pos = parquet_read._varint(levels, pos)
+        try:
+            head, at = parquet_read._varint(levels, pos)
+            if not head & 1:
+                levels[at]  # (its level)
+        except IndexError:
+            cut = True
+            break
+        pos = at
         if head & 1:
             groups = min(head >> 1, (len(levels) - pos) // bits)
             bits_ = np.unpackbits(np.frombuffer(levels[pos:pos + groups * bits], np.uint8),
@@ -360,7 +369,7 @@ def _longest_levels(levels: bytes, bits: int, n: int) -> int:
             longest, current = max(longest, current, 1 if count > 1 else 0), 1
         else:
             current += count
-    return max(longest, current)
+    return max(longest, current), cut
 
 
 def _run(bits: int) -> st.SearchStrategy[tuple[int, int, bytes]]:
@@ -388,16 +397,14 @@ def test_the_longest_row_of_any_hybrid_levels_is_the_references(
     levels = levels[:data.draw(st.integers(0, len(levels)))] if data.draw(st.booleans()) \
         else levels
     n = data.draw(st.one_of(st.just(1 << 31), st.integers(0, 60_000)))
-    try:
-        want: int | None = _longest_levels(levels, bits, n)
-    except IndexError:  # (a run's level past the end)
-        want = None
+    want, cut = _longest_levels(levels, bits, n)
     rows = parquet_read._Rows(limit)
-    if want is None:
-        with pytest.raises(IndexError):
-            parquet_read._levels(rows, levels, bits, n)
-        return
-    parquet_read._levels(rows, levels, bits, n)
+    try:
+        parquet_read._levels(rows, levels, bits, n)
+    except IndexError:  # (a run cut short: what the reference found, the rows before counted)
+        assert cut
+    else:  # (or the limit reached before the cut)
+        assert not cut or rows.done() >= limit
     assert min(rows.done(), limit) == min(want, limit)
 
 
@@ -434,3 +441,39 @@ def test_a_run_of_a_huge_count_counts_up_to_the_pages_levels() -> None:
     rows = parquet_read._Rows(1 << 50)
     parquet_read._levels(rows, levels, 1, (1 << 31) - 1)
     assert rows.done() == (1 << 31) - 1
+
+
+def test_levels_cut_short_after_a_long_row_still_count_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pq45 finding 1: a page's repetition levels whose last run is cut short (a run's header
+    without its level) after a row over the limit: pyarrow decodes that row before it finds the
+    cut ("rep / def levels do not match"), so the row counts; it was dropped with the levels
+    read since the last count (none of them: the row passed)."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    lengths: list[int | None] = [0] * 50 + [200_000] + [0] * 50
+    data = bytearray(_list_file(lengths, np.zeros(200_000), compression="zstd",
+                                data_page_version="2.0"))
+    chunk = pq.ParquetFile(io.BytesIO(bytes(data))).metadata.row_group(0).column(0)
+    pos = chunk.data_page_offset
+    while True:  # the data page (V2: its levels first, as they are)
+        got = dict.fromkeys(parquet_read._LEVELS, -1)
+        length = parquet_read._skip_struct(bytes(data[pos:pos + 4096]), 0, got)
+        if got[1,] == 3:
+            break
+        pos += length + got[3,]
+    end = pos + length + got[8, 6]
+    assert data[end - 2:end] == b"\x64\x00"  # (the 50 empty rows: one run of zeros)
+    data[end - 2:end] = b"\x01\x02"  # no bit-packed groups, then a run's header alone
+    cut = bytes(data)
+    with io.BytesIO(cut) as f:
+        assert parquet_read._longest_row(f, chunk, 1, 1 << 40) == 200_000
+    rows = parquet_read._Rows(1 << 40)
+    with pytest.raises(IndexError):
+        parquet_read._levels(rows, b"\x02\x00\xbe\x9a\x0c\x01\x02", 1, 300_000)
+    assert rows.done() == 1 + 99_999
+
+    def decoded(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", decoded)
+    with pytest.raises(BombError, match="MAX_ROW_BYTES"):
+        next(iter_parquet(cut))

@@ -515,7 +515,7 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
         try:
             _levels(rows, levels, bits, max(values, 0))
         except (IndexError, ValueError):
-            break  # (levels cut short: pyarrow refuses the column)
+            break  # (levels cut short: pyarrow refuses the column, past the rows counted)
     return min(rows.done(), limit)
 
 
@@ -597,53 +597,55 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
     # cost of levels that never repeat, however they are made).
     runs = retry = 0
     gap, budget = _RETRY, _STRETCH_RUNS  # (budget: as of run ``runs``)
-    while at < n and pos < size and rows.longest < rows.limit:
-        if runs >= retry:  # rows of one length: in bulk
-            got = _period(levels, pos, bits, width, weights)
-            reps = _repeats(levels, pos, got[0], (n - at) // got[1]) if got else 0
-            budget -= _STRETCH_RUNS
-            if got and reps > 1:
-                flush()
-                _repeat(rows, at, got[1], reps, got[2], got[3])
-                at, pos, gap, budget = at + reps * got[1], pos + reps * got[0], _RETRY, (
-                    budget + reps * got[4])
-                lo, retry = at, runs + max(0, _STRETCH_RUNS - budget)
-                budget += retry - runs
-                continue
-            retry = runs + max(gap, _STRETCH_RUNS - budget)
-            budget, gap = budget + retry - runs, min(gap * 2, 1 << 16)
-        runs += 1
-        head = levels[pos]
-        pos += 1
-        if head & 0x80:
-            head, pos = _varint(levels, pos - 1)
-        if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
-            groups = min(head >> 1, (size - pos) // max(bits, 1))
-            piece = max(1, _PACKED // max(bits, 1))
-            for first in range(0, groups, piece):
-                part = min(piece, groups - first)
-                packed.append((pos + first * bits, part, at))
-                at += part * 8
-                weight += part * bits
-                if weight >= _PACKED or at >= n:
+    try:  # (levels cut short: pyarrow decodes the rows before the cut, so they count: pq45 1)
+        while at < n and pos < size and rows.longest < rows.limit:
+            if runs >= retry:  # rows of one length: in bulk
+                got = _period(levels, pos, bits, width, weights)
+                reps = _repeats(levels, pos, got[0], (n - at) // got[1]) if got else 0
+                budget -= _STRETCH_RUNS
+                if got and reps > 1:
                     flush()
-                if at >= n:
-                    break
-            pos += groups * bits
-        else:  # a run of one level
-            count = min(head >> 1, n - at)
-            value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
-                                                                   "little")
-            pos += width
-            if value == 0 and count:
-                starts.append(at)
-                if count > 1:
-                    ones.append(at)
-                    starts.append(at + count - 1)
-            at += count
-        if len(starts) + len(packed) > 1 << 16:
-            flush()
-    flush()
+                    _repeat(rows, at, got[1], reps, got[2], got[3])
+                    at, pos, gap, budget = at + reps * got[1], pos + reps * got[0], _RETRY, (
+                        budget + reps * got[4])
+                    lo, retry = at, runs + max(0, _STRETCH_RUNS - budget)
+                    budget += retry - runs
+                    continue
+                retry = runs + max(gap, _STRETCH_RUNS - budget)
+                budget, gap = budget + retry - runs, min(gap * 2, 1 << 16)
+            runs += 1
+            head = levels[pos]
+            pos += 1
+            if head & 0x80:
+                head, pos = _varint(levels, pos - 1)
+            if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
+                groups = min(head >> 1, (size - pos) // max(bits, 1))
+                piece = max(1, _PACKED // max(bits, 1))
+                for first in range(0, groups, piece):
+                    part = min(piece, groups - first)
+                    packed.append((pos + first * bits, part, at))
+                    at += part * 8
+                    weight += part * bits
+                    if weight >= _PACKED or at >= n:
+                        flush()
+                    if at >= n:
+                        break
+                pos += groups * bits
+            else:  # a run of one level
+                count = min(head >> 1, n - at)
+                value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
+                                                                       "little")
+                pos += width
+                if value == 0 and count:
+                    starts.append(at)
+                    if count > 1:
+                        ones.append(at)
+                        starts.append(at + count - 1)
+                at += count
+            if len(starts) + len(packed) > 1 << 16:
+                flush()
+    finally:
+        flush()
 
 
 _RETRY: Final = 16
