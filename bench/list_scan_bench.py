@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             for zeros in (True, False):
                 path = work / f"scan-{n}-{int(zeros)}.parquet"
                 make(path, n, zeros)
-                label = (f"{n:,} rows, {'zeros' if zeros else 'random'}, "
-                         f"{path.stat().st_size / 2**20:.1f} MiB")
+                size = path.stat().st_size
+                label = (f"{n:,} rows, {'zeros' if zeros else 'random'}, " + (
+                    f"{size / 2**20:,.1f} MiB" if size >= 1 << 20 else f"{size / 1024:.1f} KiB"))
                 results.append({"label": label,
                                 "readers": measure(path, args.repeat, args.base, args.quick)})
                 print(label, results[-1]["readers"], file=sys.stderr, flush=True)
