@@ -477,3 +477,46 @@ def test_levels_cut_short_after_a_long_row_still_count_it(monkeypatch: pytest.Mo
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", decoded)
     with pytest.raises(BombError, match="MAX_ROW_BYTES"):
         next(iter_parquet(cut))
+
+
+def _footer_says_one_value(data: bytes) -> bytes:
+    """``data`` (one row group, one column) with its footer's ``num_values`` of the column
+    chunk made 1 (a longer varint of 1 in the same bytes: the footer's length unchanged)."""
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    value = meta.row_group(0).column(0).num_values << 1  # (zigzag)
+    coded = bytearray()
+    while value > 0x7F:
+        coded.append(value & 0x7F | 0x80)
+        value >>= 7
+    coded.append(value)
+    length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - length
+    at = data.index(bytes(coded), start)
+    out = data[:at] + bytes([0x82] + [0x80] * (len(coded) - 2) + [0]) + data[at + len(coded):]
+    assert pq.ParquetFile(io.BytesIO(out)).metadata.row_group(0).column(0).num_values == 1
+    return out
+
+
+def test_a_footer_stating_few_values_does_not_spare_the_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pq45 finding 3: the footer's ``num_values`` of a column chunk (1, where its page holds
+    200,100) decided whether the levels were counted, and pyarrow reads the page whatever the
+    footer says: the 200,000-value row passed, and `read_parquet` read a table over its limit.
+    The pages' own counts (their headers, read before anything) decide now."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    lengths: list[int | None] = [0] * 50 + [200_000] + [0] * 50
+    data = _footer_says_one_value(_list_file(lengths, np.zeros(200_000), compression="zstd"))
+
+    def decoded(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("decoded")
+
+    with monkeypatch.context() as m:
+        m.setattr(pq.ParquetFile, "iter_batches", decoded)
+        with pytest.raises(BombError, match="MAX_ROW_BYTES"):
+            next(iter_parquet(data))
+    monkeypatch.setattr(parquet_read, "MAX_TABLE_BYTES", 2 << 20)
+    many = _footer_says_one_value(_list_file([100_000] * 40, np.zeros(4_000_000),
+                                             compression="zstd"))
+    with pytest.raises(BombError, match="MAX_TABLE_BYTES"):
+        read_parquet(many)

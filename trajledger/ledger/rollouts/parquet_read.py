@@ -103,7 +103,7 @@ def iter_parquet(
         BombError: a value, a row or the file over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, caps = _open(source, columns)
+    dense, coded, caps, _listed = _open(source, columns)
     try:
         yield from _decoded(dense, coded, columns, batch_rows, caps)
     finally:
@@ -147,10 +147,8 @@ def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Tab
         BombError: a value, a row or the table over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, _caps = _open(source, columns)
+    dense, coded, _caps, listed = _open(source, columns)
     try:
-        listed = sum(n * width for _g, _j, n, width in _listed_chunks(
-            dense.metadata, set(dense.schema_arrow.names if columns is None else columns)))
         if listed > MAX_TABLE_BYTES:
             raise BombError(
                 f"its values under lists decode to {listed:,} bytes, over the "
@@ -186,10 +184,11 @@ def _whole(
 
 def _open(
     source: Source, columns: Sequence[str] | None
-) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int]]:
+) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int], int]:
     """The file as pyarrow reads it, (when it has string or binary leaves among ``columns``)
-    the same file with those leaves read as dictionaries, and the most rows a batch of a row
-    group may hold where its lists are long (`_list_rows`)."""
+    the same file with those leaves read as dictionaries, the most rows a batch of a row
+    group may hold where its lists are long (`_list_rows`), and the bytes its values under
+    lists decode to at least (`_listed_chunks`)."""
 
     def handle() -> str | os.PathLike[str] | io.BytesIO:
         return io.BytesIO(source) if isinstance(source, bytes) else source
@@ -199,8 +198,9 @@ def _open(
     dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
     wanted = set(dense.schema_arrow.names if columns is None else columns)
     try:
-        _check_pages(source, dense.metadata)
-        caps = _list_rows(source, dense.metadata, wanted)
+        declared = _check_pages(source, dense.metadata)
+        caps = _list_rows(source, dense.metadata, wanted, declared)
+        listed = sum(n * w for _g, _j, n, w in _listed_chunks(dense.metadata, wanted, declared))
     except BaseException:
         dense.close()
         raise
@@ -216,9 +216,9 @@ def _open(
         if leaf.path.split(".", 1)[0] in wanted:
             leaves.append(leaf.path)
     if not leaves:
-        return dense, None, caps
+        return dense, None, caps, listed
     coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
-    return dense, coded, caps
+    return dense, coded, caps, listed
 
 
 def _close(*files: pq.ParquetFile | None) -> None:
@@ -339,11 +339,13 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 # decompressed
 
 
-def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
+def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
-    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers."""
+    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers; the values
+    the pages of each (row group, column) declare (pq45 finding 3: not the footer's word)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
+    declared: dict[tuple[int, int], int] = {}
     with f:
         total = 0
         for g in range(meta.num_row_groups):
@@ -375,6 +377,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                             "possible decompression bomb"
                         )
                     total += size
+                    declared[g, c] = declared.get((g, c), 0) + max(values, 0)
                     if total > MAX_DECODED_BYTES:
                         raise BombError(
                             f"its pages decompress to over {MAX_DECODED_BYTES:,} bytes "
@@ -382,6 +385,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                             "split larger inputs into several files"
                         )
                     pos += length + max(compressed, 0)
+    return declared
 
 
 _WIDTH: Final = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12,
@@ -393,9 +397,10 @@ _CODECS: Final = {"ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": 
 
 
 def _listed_chunks(
-    meta: pq.FileMetaData, wanted: set[str]
+    meta: pq.FileMetaData, wanted: set[str], declared: dict[tuple[int, int], int] | None = None
 ) -> Iterator[tuple[int, int, int, int]]:
-    """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list."""
+    """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list:
+    the values its footer states or its pages do (``declared``, `_check_pages`), the more."""
     schema = meta.schema
     leaves = []
     for j in range(len(schema)):
@@ -406,37 +411,39 @@ def _listed_chunks(
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for j, width in leaves:
-            yield g, j, group.column(j).num_values, max(width, 1)
+            values = max(group.column(j).num_values, (declared or {}).get((g, j), 0))
+            yield g, j, values, max(width, 1)
 
 
-def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str]) -> dict[int, int]:
+def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
+               declared: dict[tuple[int, int], int] | None = None) -> dict[int, int]:
     """The most rows a batch of a row group may hold so that its values under lists decode to
     about `CHUNK_BYTES` (its longest row's bytes: each row as long); `BombError` when a row
     holds over `MAX_ROW_BYTES` of them (a leaf's longest row times its width, summed over the
-    leaves). Counted only in the column chunks whose footer states more than `MAX_ROW_BYTES`
-    of such values in their row group and over `_RATIO` times their stored bytes (the values
-    of any other chunk decode to no more than one row may, or to a few times the bytes it takes
-    in the file, as any data does; the stored bytes counted at most the file's). Their pages are
-    read for their repetition levels (each row starts at a level 0), streamed: nothing of their
-    values is decoded. The cost falls on constant data (a bomb's shape); rows of one length
-    repeat their levels' bytes, counted a stretch at a time (`_period`): about 0.04 CPU-s for a
-    million rows of 80 zeros (2.3 run by run), a tenth of pyarrow's read; random numbers are not
-    read."""
-    chunks: dict[int, list[tuple[int, int]]] = {}
-    for g, j, _values, width in _listed_chunks(meta, wanted):
-        chunks.setdefault(g, []).append((j, width))
+    leaves). Counted only in the column chunks whose footer or pages (``declared``) state more
+    than `MAX_ROW_BYTES` of such values in their row group and over `_RATIO` times their
+    stored bytes (the values of any other chunk decode to no more than one row may, or to a
+    few times the bytes it takes in the file, as any data does; the stored bytes counted at
+    most the file's). Their pages are read for their repetition levels (each row starts at a
+    level 0), streamed: nothing of their values is decoded. The cost falls on constant data (a
+    bomb's shape); rows of one length repeat their levels' bytes, counted a stretch at a time
+    (`_period`): about 0.04 CPU-s for a million rows of 80 zeros (2.3 run by run), a tenth of
+    pyarrow's read; random numbers are not read."""
+    chunks: dict[int, list[tuple[int, int, int]]] = {}
+    for g, j, values, width in _listed_chunks(meta, wanted, declared):
+        chunks.setdefault(g, []).append((j, values, width))
     caps: dict[int, int] = {}
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
-            if sum(group.column(j).num_values * w for j, w in cols) <= MAX_ROW_BYTES:
+            if sum(values * w for _j, values, w in cols) <= MAX_ROW_BYTES:
                 continue
             row = 0
-            for j, width in cols:
+            for j, values, width in cols:
                 chunk = group.column(j)
-                if chunk.num_values * width <= _RATIO * min(chunk.total_compressed_size, whole):
+                if values * width <= _RATIO * min(chunk.total_compressed_size, whole):
                     continue
                 if f is None:
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
