@@ -520,3 +520,70 @@ def test_a_footer_stating_few_values_does_not_spare_the_count(
                                              compression="zstd"))
     with pytest.raises(BombError, match="MAX_TABLE_BYTES"):
         read_parquet(many)
+
+
+def _old_parquet_mr(data: bytes) -> bytes:
+    """``data`` (one row group: a dictionary page, then one data page) as if parquet-mr 1.2.8
+    wrote it, its column chunk's footer size covering the dictionary page alone: Arrow reads
+    up to 100 bytes past such a chunk (PARQUET-816), so it reads the data page all the same."""
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    chunk = meta.row_group(0).column(0)
+    length = int.from_bytes(data[-8:-4], "little")
+    footer = data[len(data) - 8 - length:-8]
+    old, size = chunk.total_compressed_size << 1, (
+        chunk.data_page_offset - chunk.dictionary_page_offset) << 1
+    coded = bytearray()
+    while old > 0x7F:
+        coded.append(old & 0x7F | 0x80)
+        old >>= 7
+    coded.append(old)
+    short = bytes((size >> 7 * i) & 0x7F | (0x80 if i < len(coded) - 1 else 0)
+                  for i in range(len(coded)))
+    footer = footer.replace(bytes(coded), short, 1)
+    by = meta.created_by.encode()
+    mr = b"parquet-mr version 1.2.8"
+    footer = footer.replace(bytes([len(by)]) + by, bytes([len(mr)]) + mr, 1)
+    out = data[:len(data) - 8 - length] + footer + len(footer).to_bytes(4, "little") + b"PAR1"
+    again = pq.ParquetFile(io.BytesIO(out)).metadata
+    assert again.created_by == mr.decode()
+    assert again.row_group(0).column(0).total_compressed_size == size >> 1
+    return out
+
+
+def test_a_page_past_an_old_parquet_mr_chunks_stated_end_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pq45 finding 4: a file that says parquet-mr 1.2.8 wrote it, whose column chunk's
+    footer size leaves out its one data page (a row of 200,000 values, 93 bytes): pyarrow
+    reads up to 100 bytes past such a chunk and decoded the row; neither the page checks nor
+    the level count saw the page. Both read where Arrow reads now."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    data = _old_parquet_mr(_list_file([200_000], np.zeros(200_000), compression="zstd"))
+    assert pq.read_table(io.BytesIO(data)).num_rows == 1  # (pyarrow reads the page)
+
+    def decoded(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", decoded)
+    with pytest.raises(BombError, match="MAX_ROW_BYTES"):
+        next(iter_parquet(data))
+    monkeypatch.setattr(parquet_read, "MAX_PAGE_BYTES", 20)  # (the data page: 23 bytes)
+    with pytest.raises(BombError, match="MAX_PAGE_BYTES"):
+        parquet_read._check_pages(data, pq.ParquetFile(io.BytesIO(data)).metadata)
+
+
+@pytest.mark.parametrize(("created_by", "padded"), [
+    ("parquet-mr version 1.2.8", True), ("parquet-mr version 1.2.8-SNAPSHOT (build x)", True),
+    ("parquet-mr version 1.2-cdh9.9", True), ("parquet-mr", True), ("Parquet-MR Version 1", True),
+    ("parquet-mr version 1.2.9", False), ("parquet-mr version 1.12.3 (build abc)", False),
+    ("parquet-cpp-arrow version 1.0.0", False), (None, False),
+])  # fmt: skip
+def test_the_span_of_a_chunk_is_arrows(created_by: str | None, padded: bool) -> None:
+    """Arrow's PARQUET-816 rule: 100 bytes more for parquet-mr before 1.2.9 (a version it
+    cannot read counts as 0.0.0; "1.2-cdh9.9" is 1.2.0), within the file."""
+    data = _list_file([3, 4], np.zeros(7))
+    chunk = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(0)
+    start, end = parquet_read._span(chunk, created_by, 1 << 30)
+    assert end - start == chunk.total_compressed_size + (100 if padded else 0)
+    assert parquet_read._span(chunk, created_by, end - 60 if padded else 1 << 30)[1] == (
+        end - 100 if padded else end) + (40 if padded else 0)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Final
@@ -346,16 +347,14 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     declared: dict[tuple[int, int], int] = {}
+    whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     with f:
         total = 0
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for c in range(group.num_columns):
                 chunk = group.column(c)
-                start = chunk.data_page_offset
-                if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-                    start = chunk.dictionary_page_offset
-                pos, end = start, start + chunk.total_compressed_size
+                pos, end = _span(chunk, meta.created_by, whole)
                 while pos < end:
                     got = _read_header(f, pos, end - pos)
                     if got is None:
@@ -387,6 +386,26 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                     pos += length + max(compressed, 0)
     return declared
 
+
+def _span(chunk: pq.ColumnChunkMetaData, created_by: str | None, whole: int) -> tuple[int, int]:
+    """Where the pages of ``chunk`` start and end as Arrow reads them: past the bytes its footer
+    states by up to `_PARQUET_816` (within the ``whole`` file) when the file says it was
+    written by parquet-mr before 1.2.9 (pq45 finding 4: a page there was decoded unchecked)."""
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+        start = chunk.dictionary_page_offset
+    end = start + chunk.total_compressed_size
+    app, _, version = (created_by or "").lower().partition("version")
+    got = re.match(r"\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
+    if app.strip() == "parquet-mr" and (  # (a version Arrow cannot read is its 0.0.0)
+            not got or tuple(int(x or 0) for x in got.groups()) < (1, 2, 9)):
+        end += max(0, min(_PARQUET_816, whole - end))
+    return start, end
+
+
+_PARQUET_816: Final = 100
+"""Bytes Arrow reads past a column chunk's stated end in a file of parquet-mr before 1.2.9
+(PARQUET-816: that writer left the dictionary page's header out of the chunk's sizes)."""
 
 _WIDTH: Final = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12,
                  "BYTE_ARRAY": 8}
@@ -449,7 +468,8 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
                         source, "rb")
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
-                                    (MAX_ROW_BYTES - row) // width + 1) * width
+                                    (MAX_ROW_BYTES - row) // width + 1,
+                                    _span(chunk, meta.created_by, whole)) * width
                 if row > MAX_ROW_BYTES:
                     raise BombError(
                         f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
@@ -471,19 +491,17 @@ size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 fin
 
 
 def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
-                 limit: int) -> int:
+                 limit: int, span: tuple[int, int] | None = None) -> int:
     """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from its pages'
-    repetition levels; ``limit`` as soon as one holds that many."""
+    repetition levels (``span``: where they are, `_span`; default the footer's bytes);
+    ``limit`` as soon as one holds that many."""
     bits = int(max_level).bit_length()
     codec = _CODECS.get(chunk.compression)
     if chunk.compression != "UNCOMPRESSED" and codec is None:
         raise BombError(f"column {chunk.path_in_schema!r}: its lists cannot be counted before "
                         f"they are decoded ({chunk.compression} pages): refused as a possible "
                         "decompression bomb; write it with zstd or snappy")
-    start = chunk.data_page_offset
-    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-        start = chunk.dictionary_page_offset
-    pos, end = start, start + chunk.total_compressed_size
+    pos, end = span or _span(chunk, None, 0)
     rows = _Rows(limit)
     while pos < end and rows.longest < limit:
         f.seek(pos)
