@@ -587,3 +587,24 @@ def test_the_span_of_a_chunk_is_arrows(created_by: str | None, padded: bool) -> 
     assert end - start == chunk.total_compressed_size + (100 if padded else 0)
     assert parquet_read._span(chunk, created_by, end - 60 if padded else 1 << 30)[1] == (
         end - 100 if padded else end) + (40 if padded else 0)
+
+
+@pytest.mark.parametrize("tail", [
+    [(1, 1000, b"\x01\x00")],  # a bit-packed run of 1,000 groups with two bytes there
+    [(0, 1, b"\x00"), (0, 10**6, b"\x01")],  # a row of 1,000,001 levels past the count
+    [(0, 1, b"")],  # a run's header without its level
+])  # fmt: skip
+def test_hostile_runs_after_rows_read_in_bulk(tail: list[tuple[int, int, bytes]]) -> None:
+    """Rows of five levels read in bulk (200 of them), then a run cut short, levels past the
+    page's count, or a header alone: the longest row is the reference's, each time (a level
+    past the count never counts; the rows before a cut always do)."""
+    row = [(1, 1, b"\x1e"), (0, 2, b"\x01")]  # (0, 1, 1, 1, 1, 0, 0, 0: a bit-packed group)
+    levels = _hybrid(row * 200, 1) + _hybrid(tail, 1)
+    n = 200 * 10 + (8 if tail[0][0] else 1)
+    want, cut = _longest_levels(levels, 1, n)
+    rows = parquet_read._Rows(1 << 40)
+    try:
+        parquet_read._levels(rows, levels, 1, n)
+    except IndexError:
+        assert cut
+    assert rows.done() == want and want < 1000
