@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Final
@@ -103,7 +104,7 @@ def iter_parquet(
         BombError: a value, a row or the file over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, caps = _open(source, columns)
+    dense, coded, caps, _listed = _open(source, columns)
     try:
         yield from _decoded(dense, coded, columns, batch_rows, caps)
     finally:
@@ -147,10 +148,8 @@ def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Tab
         BombError: a value, a row or the table over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, _caps = _open(source, columns)
+    dense, coded, _caps, listed = _open(source, columns)
     try:
-        listed = sum(n * width for _g, _j, n, width in _listed_chunks(
-            dense.metadata, set(dense.schema_arrow.names if columns is None else columns)))
         if listed > MAX_TABLE_BYTES:
             raise BombError(
                 f"its values under lists decode to {listed:,} bytes, over the "
@@ -186,10 +185,11 @@ def _whole(
 
 def _open(
     source: Source, columns: Sequence[str] | None
-) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int]]:
+) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int], int]:
     """The file as pyarrow reads it, (when it has string or binary leaves among ``columns``)
-    the same file with those leaves read as dictionaries, and the most rows a batch of a row
-    group may hold where its lists are long (`_list_rows`)."""
+    the same file with those leaves read as dictionaries, the most rows a batch of a row
+    group may hold where its lists are long (`_list_rows`), and the bytes its values under
+    lists decode to at least (`_listed_chunks`)."""
 
     def handle() -> str | os.PathLike[str] | io.BytesIO:
         return io.BytesIO(source) if isinstance(source, bytes) else source
@@ -199,8 +199,9 @@ def _open(
     dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
     wanted = set(dense.schema_arrow.names if columns is None else columns)
     try:
-        _check_pages(source, dense.metadata)
-        caps = _list_rows(source, dense.metadata, wanted)
+        declared = _check_pages(source, dense.metadata)
+        caps = _list_rows(source, dense.metadata, wanted, declared)
+        listed = sum(n * w for _g, _j, n, w in _listed_chunks(dense.metadata, wanted, declared))
     except BaseException:
         dense.close()
         raise
@@ -216,9 +217,9 @@ def _open(
         if leaf.path.split(".", 1)[0] in wanted:
             leaves.append(leaf.path)
     if not leaves:
-        return dense, None, caps
+        return dense, None, caps, listed
     coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
-    return dense, coded, caps
+    return dense, coded, caps, listed
 
 
 def _close(*files: pq.ParquetFile | None) -> None:
@@ -339,21 +340,21 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 # decompressed
 
 
-def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
+def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
-    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers."""
+    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers; the values
+    the pages of each (row group, column) declare (pq45 finding 3: not the footer's word)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
+    declared: dict[tuple[int, int], int] = {}
+    whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     with f:
         total = 0
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for c in range(group.num_columns):
                 chunk = group.column(c)
-                start = chunk.data_page_offset
-                if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-                    start = chunk.dictionary_page_offset
-                pos, end = start, start + chunk.total_compressed_size
+                pos, end = _span(chunk, meta.created_by, whole)
                 while pos < end:
                     got = _read_header(f, pos, end - pos)
                     if got is None:
@@ -375,6 +376,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                             "possible decompression bomb"
                         )
                     total += size
+                    declared[g, c] = declared.get((g, c), 0) + max(values, 0)
                     if total > MAX_DECODED_BYTES:
                         raise BombError(
                             f"its pages decompress to over {MAX_DECODED_BYTES:,} bytes "
@@ -382,7 +384,28 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                             "split larger inputs into several files"
                         )
                     pos += length + max(compressed, 0)
+    return declared
 
+
+def _span(chunk: pq.ColumnChunkMetaData, created_by: str | None, whole: int) -> tuple[int, int]:
+    """Where the pages of ``chunk`` start and end as Arrow reads them: past the bytes its footer
+    states by up to `_PARQUET_816` (within the ``whole`` file) when the file says it was
+    written by parquet-mr before 1.2.9 (pq45 finding 4: a page there was decoded unchecked)."""
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+        start = chunk.dictionary_page_offset
+    end = start + chunk.total_compressed_size
+    app, _, version = (created_by or "").lower().partition("version")
+    got = re.match(r"\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
+    if app.strip() == "parquet-mr" and (  # (a version Arrow cannot read is its 0.0.0)
+            not got or tuple(int(x or 0) for x in got.groups()) < (1, 2, 9)):
+        end += max(0, min(_PARQUET_816, whole - end))
+    return start, end
+
+
+_PARQUET_816: Final = 100
+"""Bytes Arrow reads past a column chunk's stated end in a file of parquet-mr before 1.2.9
+(PARQUET-816: that writer left the dictionary page's header out of the chunk's sizes)."""
 
 _WIDTH: Final = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12,
                  "BYTE_ARRAY": 8}
@@ -393,9 +416,10 @@ _CODECS: Final = {"ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": 
 
 
 def _listed_chunks(
-    meta: pq.FileMetaData, wanted: set[str]
+    meta: pq.FileMetaData, wanted: set[str], declared: dict[tuple[int, int], int] | None = None
 ) -> Iterator[tuple[int, int, int, int]]:
-    """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list."""
+    """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list:
+    the values its footer states or its pages do (``declared``, `_check_pages`), the more."""
     schema = meta.schema
     leaves = []
     for j in range(len(schema)):
@@ -406,41 +430,46 @@ def _listed_chunks(
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for j, width in leaves:
-            yield g, j, group.column(j).num_values, max(width, 1)
+            values = max(group.column(j).num_values, (declared or {}).get((g, j), 0))
+            yield g, j, values, max(width, 1)
 
 
-def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str]) -> dict[int, int]:
+def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
+               declared: dict[tuple[int, int], int] | None = None) -> dict[int, int]:
     """The most rows a batch of a row group may hold so that its values under lists decode to
     about `CHUNK_BYTES` (its longest row's bytes: each row as long); `BombError` when a row
     holds over `MAX_ROW_BYTES` of them (a leaf's longest row times its width, summed over the
-    leaves). Counted only in the column chunks whose footer states more than `MAX_ROW_BYTES`
-    of such values in their row group and over `_RATIO` times their stored bytes (the values
-    of any other chunk decode to no more than one row may, or to a few times the bytes it takes
-    in the file, as any data does; the stored bytes counted at most the file's). Their pages are
-    read for their repetition levels (each row starts at a level 0), streamed: nothing of their
-    values is decoded. The cost falls on constant data (a bomb's shape): about 1.7 CPU-s for a
-    million rows of 80 zeros, five times pyarrow's read of them; random numbers are not read."""
-    chunks: dict[int, list[tuple[int, int]]] = {}
-    for g, j, _values, width in _listed_chunks(meta, wanted):
-        chunks.setdefault(g, []).append((j, width))
+    leaves). Counted only in the column chunks whose footer or pages (``declared``) state more
+    than `MAX_ROW_BYTES` of such values in their row group and over `_RATIO` times their
+    stored bytes (the values of any other chunk decode to no more than one row may, or to a
+    few times the bytes it takes in the file, as any data does; the stored bytes counted at
+    most the file's). Their pages are read for their repetition levels (each row starts at a
+    level 0), streamed: nothing of their values is decoded. The cost falls on constant data (a
+    bomb's shape); rows of one length repeat their levels' bytes, counted a stretch at a time
+    (`_period`): about 0.04 CPU-s for a million rows of 80 zeros (2.3 run by run), a tenth of
+    pyarrow's read; random numbers are not read."""
+    chunks: dict[int, list[tuple[int, int, int]]] = {}
+    for g, j, values, width in _listed_chunks(meta, wanted, declared):
+        chunks.setdefault(g, []).append((j, values, width))
     caps: dict[int, int] = {}
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
-            if sum(group.column(j).num_values * w for j, w in cols) <= MAX_ROW_BYTES:
+            if sum(values * w for _j, values, w in cols) <= MAX_ROW_BYTES:
                 continue
             row = 0
-            for j, width in cols:
+            for j, values, width in cols:
                 chunk = group.column(j)
-                if chunk.num_values * width <= _RATIO * min(chunk.total_compressed_size, whole):
+                if values * width <= _RATIO * min(chunk.total_compressed_size, whole):
                     continue
                 if f is None:
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
                         source, "rb")
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
-                                    (MAX_ROW_BYTES - row) // width + 1) * width
+                                    (MAX_ROW_BYTES - row) // width + 1,
+                                    _span(chunk, meta.created_by, whole)) * width
                 if row > MAX_ROW_BYTES:
                     raise BombError(
                         f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
@@ -462,19 +491,17 @@ size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 fin
 
 
 def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
-                 limit: int) -> int:
+                 limit: int, span: tuple[int, int] | None = None) -> int:
     """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from its pages'
-    repetition levels; ``limit`` as soon as one holds that many."""
+    repetition levels (``span``: where they are, `_span`; default the footer's bytes);
+    ``limit`` as soon as one holds that many."""
     bits = int(max_level).bit_length()
     codec = _CODECS.get(chunk.compression)
     if chunk.compression != "UNCOMPRESSED" and codec is None:
         raise BombError(f"column {chunk.path_in_schema!r}: its lists cannot be counted before "
                         f"they are decoded ({chunk.compression} pages): refused as a possible "
                         "decompression bomb; write it with zstd or snappy")
-    start = chunk.data_page_offset
-    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-        start = chunk.dictionary_page_offset
-    pos, end = start, start + chunk.total_compressed_size
+    pos, end = span or _span(chunk, None, 0)
     rows = _Rows(limit)
     while pos < end and rows.longest < limit:
         f.seek(pos)
@@ -513,7 +540,7 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
         try:
             _levels(rows, levels, bits, max(values, 0))
         except (IndexError, ValueError):
-            break  # (levels cut short: pyarrow refuses the column)
+            break  # (levels cut short: pyarrow refuses the column, past the rows counted)
     return min(rows.done(), limit)
 
 
@@ -575,7 +602,8 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
     """Feed ``rows`` the first ``n`` levels of an RLE / bit-packed hybrid run of ``bits``-bit
     levels: the run headers read here, the bit-packed levels unpacked by numpy, about 2**16
     runs or `_PACKED` packed bytes at a time (a bit-packed run cut in pieces: its levels take
-    eight bytes each once unpacked)."""
+    eight bytes each once unpacked); a stretch of runs whose bytes come again and again (rows
+    of one length) read once and counted for all its repeats (`_period`, `_repeat`)."""
     width = (bits + 7) // 8
     weights = 1 << np.arange(bits, dtype=np.int64)
     at = pos = lo = weight = 0
@@ -589,28 +617,106 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
         _flush(rows, levels, bits, weights, lo, min(at, n), starts, ones, packed)
         lo, weight, starts, ones, packed = min(at, n), 0, [], [], []
 
-    while at < n and pos < size and rows.longest < rows.limit:
+    # Runs read one by one, when to look for a repeating stretch next, and the runs that may
+    # be read looking (each run read or counted in bulk adds one: looking at most doubles the
+    # cost of levels that never repeat, however they are made).
+    runs = retry = 0
+    gap, budget = _RETRY, _STRETCH_RUNS  # (budget: as of run ``runs``)
+    try:  # (levels cut short: pyarrow decodes the rows before the cut, so they count: pq45 1)
+        while at < n and pos < size and rows.longest < rows.limit:
+            if runs >= retry:  # rows of one length: in bulk
+                got = _period(levels, pos, bits, width, weights)
+                reps = _repeats(levels, pos, got[0], (n - at) // got[1]) if got else 0
+                budget -= _STRETCH_RUNS
+                if got and reps > 1:
+                    flush()
+                    _repeat(rows, at, got[1], reps, got[2], got[3])
+                    at, pos, gap, budget = at + reps * got[1], pos + reps * got[0], _RETRY, (
+                        budget + reps * got[4])
+                    lo, retry = at, runs + max(0, _STRETCH_RUNS - budget)
+                    budget += retry - runs
+                    continue
+                retry = runs + max(gap, _STRETCH_RUNS - budget)
+                budget, gap = budget + retry - runs, min(gap * 2, 1 << 16)
+            runs += 1
+            head = levels[pos]
+            pos += 1
+            if head & 0x80:
+                head, pos = _varint(levels, pos - 1)
+            if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
+                groups = min(head >> 1, (size - pos) // max(bits, 1))
+                piece = max(1, _PACKED // max(bits, 1))
+                for first in range(0, groups, piece):
+                    part = min(piece, groups - first)
+                    packed.append((pos + first * bits, part, at))
+                    at += part * 8
+                    weight += part * bits
+                    if weight >= _PACKED or at >= n:
+                        flush()
+                    if at >= n:
+                        break
+                pos += groups * bits
+            else:  # a run of one level
+                count = min(head >> 1, n - at)
+                value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
+                                                                       "little")
+                pos += width
+                if value == 0 and count:
+                    starts.append(at)
+                    if count > 1:
+                        ones.append(at)
+                        starts.append(at + count - 1)
+                at += count
+            if len(starts) + len(packed) > 1 << 16:
+                flush()
+    finally:
+        flush()
+
+
+_RETRY: Final = 16
+"""Runs read one by one before a repeating stretch is looked for again where none was found
+(each miss doubles it, to 65,536 runs; one found resets it)."""
+_WINDOW: Final = 16
+_MAX_PERIOD: Final = 1 << 10
+"""Longest stretch of runs looked for as repeating, in bytes (rows of one length: their
+bit-packed groups come back in line after a few rows)."""
+_STRETCH_RUNS: Final = 64
+"""Most runs in a repeating stretch (rows of one length: two or three runs a row, eight rows
+at most before the bit-packed groups come back in line, at one bit a level)."""
+
+
+def _period(levels: bytes, pos: int, bits: int, width: int, weights: npt.NDArray[np.int64]
+            ) -> tuple[int, int, list[int], list[int], int] | None:
+    """``(bytes, levels, starts, ones, runs)`` of the runs from ``pos`` up to where its next
+    `_WINDOW` bytes come again (at most `_MAX_PERIOD` bytes on), when that stretch is whole
+    runs (at most `_STRETCH_RUNS`) of at least one level: the rows' starts in it and its runs
+    of zeros longer than one (as `_levels` gathers them, counted from 0). None when there is no
+    such stretch."""
+    window = levels[pos:pos + _WINDOW]
+    end = levels.find(window, pos + 1, pos + _MAX_PERIOD + _WINDOW) if len(
+        window) == _WINDOW else -1
+    first, at, runs = pos, 0, 0
+    starts: list[int] = []
+    ones: list[int] = []
+    while 0 <= pos < end and runs < _STRETCH_RUNS:
+        runs += 1
         head = levels[pos]
         pos += 1
         if head & 0x80:
-            head, pos = _varint(levels, pos - 1)
-        if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
-            groups = min(head >> 1, (size - pos) // max(bits, 1))
-            piece = max(1, _PACKED // max(bits, 1))
-            for first in range(0, groups, piece):
-                part = min(piece, groups - first)
-                packed.append((pos + first * bits, part, at))
-                at += part * 8
-                weight += part * bits
-                if weight >= _PACKED or at >= n:
-                    flush()
-                if at >= n:
-                    break
-            pos += groups * bits
-        else:  # a run of one level
-            count = min(head >> 1, n - at)
-            value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
-                                                                   "little")
+            try:  # (a header the levels read one by one may never reach: not refused here)
+                head, pos = _varint(levels, pos - 1)
+            except (IndexError, ValueError):
+                return None
+        if head & 1:  # bit-packed: its groups whole, inside the stretch
+            last = pos + (head >> 1) * bits
+            if last > end:
+                return None
+            got = np.unpackbits(np.frombuffer(levels[pos:last], np.uint8),
+                                bitorder="little").reshape(-1, bits) @ weights
+            starts += (np.flatnonzero(got == 0) + at).tolist()
+            at, pos = at + (head >> 1) * 8, last
+        else:
+            count, value = head >> 1, int.from_bytes(levels[pos:pos + width], "little")
             pos += width
             if value == 0 and count:
                 starts.append(at)
@@ -618,9 +724,39 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
                     ones.append(at)
                     starts.append(at + count - 1)
             at += count
-        if len(starts) + len(packed) > 1 << 16:
-            flush()
-    flush()
+    return (end - first, at, starts, ones, runs) if pos == end and at else None
+
+
+def _repeats(levels: bytes, pos: int, span: int, most: int) -> int:
+    """How many times (up to ``most``) the ``span`` bytes at ``pos`` come one after another
+    there, compared a growing number at a time (no more than twice the bytes that repeat)."""
+    first = np.frombuffer(levels, np.uint8, count=span, offset=pos)
+    done, step = 0, 8
+    while done < most:
+        k = min(step, most - done, (len(levels) - pos) // span - done)
+        if k <= 0:
+            break
+        block = np.frombuffer(levels, np.uint8, count=k * span, offset=pos + done * span)
+        same = (block.reshape(k, span) == first).all(axis=1)
+        if not same.all():
+            return done + int(np.argmin(same))
+        done, step = done + k, step * 4
+    return done
+
+
+def _repeat(rows: _Rows, at: int, count: int, reps: int, starts: list[int], ones: list[int]
+            ) -> None:
+    """Feed ``rows`` ``reps`` (2 or more) times the ``count`` levels of a stretch from `_period`,
+    from level ``at``: twice as levels (the rows inside it and across its end), then the same
+    rows again change nothing but where the current row starts (or, without a start, its
+    length)."""
+    here = np.array(starts, np.int64) + at
+    there = np.array(ones, np.int64) + at
+    rows.segment(at, at + 2 * count, np.concatenate((here, here + count)),
+                 np.concatenate((there, there + count)))
+    if not starts:
+        rows.current += (reps - 2) * count
+        rows.longest = max(rows.longest, min(rows.current, rows.limit))
 
 
 _PACKED: Final = 1 << 14
