@@ -21,8 +21,6 @@ STEP = ('{"episode_id": "e1", "step": 0, "reward": 1.0, "obs": [0.1], "action": 
         '"timestamp": "2026-12-06T22:14:28.347580Z"}\n')
 
 
-@pytest.mark.xfail(strict=True, reason="out45 finding 5: a JSON lines step's ISO 8601 "
-                   "timestamp is refused (rollouts/readers.py, rows.py: pq45)")
 def test_an_iso_8601_timestamp_in_json_lines_is_parsed_as_the_schema_says(
         runner: CliRunner, tmp_path: Path) -> None:
     """schemas/rollout-inputs.md: "ISO 8601 strings are parsed"; `export --format jsonl` writes
@@ -74,8 +72,6 @@ def test_a_sealed_holdout_of_a_train_sets_episodes_is_refused_as_a_plain_one_is(
     expect(r, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="out45 finding 7: a withdrawn approval's line does not "
-                   "say it was withdrawn after the training (verify/withdrawals.py, judge.py)")
 def test_an_approval_withdrawn_after_the_training_says_so(
         runner: CliRunner, home: Path) -> None:  # noqa: F811
     """out44's Left: "was it approved when trained on?" An approval withdrawn after bc@1 was
@@ -96,8 +92,6 @@ def test_an_approval_withdrawn_after_the_training_says_so(
     assert f"after the use (log index {trained})" in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="out45 finding 8: a bundle's report does not say what "
-                   "it cannot know offline (verify/: rev42's, the core's budget)")
 def test_a_bundles_report_says_what_it_cannot_know_offline(
         runner: CliRunner, home: Path, tmp_path: Path,  # noqa: F811
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,10 +46,6 @@ _FOOTER_UNDERSTATES = (  # (538 bytes: rev41's bomb, one row of a list<double> o
 )
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 1: a footer that states 1 value for a list chunk whose page holds 40M is not "
-    "scanned (_list_rows trusts num_values) and pyarrow decodes them all: 900 MiB resident "
-    "(rollouts/parquet_read.py, pq45)"))
 def test_a_list_chunk_whose_footer_understates_its_values_is_refused_as_a_bomb(
     tmp_path: Path,
 ) -> None:
@@ -74,10 +70,6 @@ _PAST_THE_CHUNK = (  # (301 bytes: the same row, the footer's num_values true (4
 )
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 2: Arrow reads 100 bytes past a column chunk written by parquet-mr < 1.2.9 "
-    "(PARQUET-816); the level scan stops at total_compressed_size, so a data page there is "
-    "decoded unseen: 900 MiB resident (rollouts/parquet_read.py, pq45)"))
 def test_a_page_past_the_chunks_stated_end_is_scanned_as_arrow_reads_it(tmp_path: Path) -> None:
     """The footer states the chunk's 40,000,000 values (so the scan runs), its
     `total_compressed_size` ends after the dictionary page, and `created_by` names parquet-mr
