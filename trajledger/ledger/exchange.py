@@ -422,8 +422,11 @@ def export_bundle(
     files: dict[str, Path] = {}
     omitted: list[str] = []
     erased: list[str] = []
+    local = ledger.store.is_local
     for d in sorted(evidence.read | evidence.looked_for):
-        path = inner.blob_path(d)
+        # One the walk read or sized was stored then: no look again (one gone since is said as
+        # it is written, `_still_stored`); an `isfile` each for the others.
+        path = ledger.store.path_of(d) if local and d in evidence.sizes else inner.blob_path(d)
         if path is None:
             if verifier.erased_blob(d) is not None:
                 erased.append(d)
