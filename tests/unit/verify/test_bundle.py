@@ -552,6 +552,19 @@ def test_the_first_limit_passed_is_named_as_before(world: World) -> None:
         open_(world.bundle, limits=Limits(member=entry - 1, small=1 << 20))
 
 
+@pytest.mark.parametrize("kind", sorted(bundle_index.LAYOUT))
+def test_each_kind_of_member_is_capped_as_the_layout_names_it(kind: str) -> None:
+    """The caps of `_read_index`'s one walk come from the layout `check_member_name` checks
+    names against (`bundle_index.LAYOUT`, one source: the lead's second reading of the
+    twenty-ninth round; the prefix table was a copy of it), for a name of every kind."""
+    start, _key, end = bundle_index.LAYOUT[kind]
+    key = "checkpoint" if kind == "checkpoint" else "ab" * 32 if kind == "object" else "7"
+    name = start + key + end.replace("\\", "")
+    assert check_member_name(name) == (kind, "" if kind == "checkpoint" else key)
+    limits = Limits(member=1 << 30, small=1 << 10)
+    assert limits.cap(bundle_module._KINDS.get(name.partition("/")[0], "")) == limits.cap(kind)
+
+
 def test_opening_walks_the_member_list_three_times(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
