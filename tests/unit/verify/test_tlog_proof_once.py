@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,15 +16,12 @@ from trajledger.verify.note import Note, verifier_from_vkey
 from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
-VECTORS: dict[str, Any] = json.loads(
-    (Path(__file__).resolve().parents[2] / "vectors/tlog/tlog-vectors.json").read_text()
-)
-TESSERA = VECTORS["tessera_posix_log"]
-LOG = verifier_from_vkey(TESSERA["vkey"])
-FILES = {k: bytes.fromhex(v) for k, v in TESSERA["files_hex"].items()}
-ENTRIES = [e.encode() for e in TESSERA["entries_utf8"]]
-CHECKPOINT = str(TESSERA["checkpoint_latest"]).encode()
-READER = TileReader(lambda p: FILES[p], 15)
+# The Tessera log of tests/vectors/tlog (as test_tlog_proof.py reads it): 15 entries.
+_T = json.loads((Path(__file__).resolve().parents[2] / "vectors/tlog/tlog-vectors.json")
+                .read_text())["tessera_posix_log"]
+LOG, CHECKPOINT = verifier_from_vkey(_T["vkey"]), str(_T["checkpoint_latest"]).encode()
+ENTRIES = [e.encode() for e in _T["entries_utf8"]]
+READER = TileReader(lambda p: bytes.fromhex(_T["files_hex"][p]), len(ENTRIES))
 N = 1_000
 # The note altered two ways: it no longer parses (its size line), or it parses and its signature
 # no longer holds (its root's first base64 letter).
