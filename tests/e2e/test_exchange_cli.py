@@ -29,12 +29,13 @@ from testkit import new_runner
 
 from trajledger import Ledger
 from trajledger.ledger.catalog import origin_name
-from trajledger.ledger.encode import bundle_index_bytes
+from trajledger.ledger.encode import bundle_index_bytes, tlog_proof_bytes
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle_index import BundleIndex, Member
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.tlog_proof import TlogProof
 
 
 def run(home: Path, *args: str | Path, state: Path | None = None) -> Result:
@@ -650,6 +651,21 @@ def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
             "FAIL: bundle bomb.tar.zst: bundle.json declares"),
     }
     (where / "cut.tar.zst").write_bytes(whole[: len(whole) * 2 // 3])
+    # One carried proof of the middle altered: a hash of its path (it leads to another root), or
+    # its checkpoint note, signed no more, among the others' unaltered one (xfer45: the import
+    # checks each carried proof once, and parses one note once).
+    proofs = [n for n, _ in members if n.endswith(".tlog-proof")]
+    pname = proofs[len(proofs) // 2]
+    proof = TlogProof.from_bytes(dict(members)[pname])
+    path = tlog_proof_bytes(dataclasses.replace(proof, inclusion=(bytes(32), *proof.inclusion[1:])))
+    note = tlog_proof_bytes(dataclasses.replace(proof, checkpoint=bad_cp))
+    for case, file, altered, message in (
+            ("proof-path", "path", path, f"members entries/{proof.index} and {pname}: not "
+             "included under the tree"),
+            ("proof-note", "note", note, f"member {pname}: proves against another checkpoint")):
+        out[case] = (tk.write_bundle(where / f"{file}.tar.zst", [
+            (n, altered if n == pname else d) for n, d in members], reindex=True),
+            f"FAIL: bundle {file}.tar.zst: {message}")
     return out
 
 
@@ -659,7 +675,7 @@ def spare_name() -> str:
 
 HOSTILE = ["untrusted-policy", "checkpoint-resigned", "unused-member", "digest-mismatch",
            "not-its-name", "size-lie", "unknown-member", "duplicate", "traversal", "symlink",
-           "index-lies", "truncated", "bomb"]
+           "index-lies", "truncated", "bomb", "proof-path", "proof-note"]
 
 
 @pytest.mark.parametrize("case", HOSTILE)

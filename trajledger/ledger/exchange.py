@@ -426,8 +426,11 @@ def export_bundle(
     files: dict[str, Path] = {}
     omitted: list[str] = []
     erased: list[str] = []
+    local = ledger.store.is_local
     for d in sorted(evidence.read | evidence.looked_for):
-        path = inner.blob_path(d)
+        # One the walk read or sized was stored then: no look again (one gone since is said as
+        # it is written, `_still_stored`); an `isfile` each for the others.
+        path = ledger.store.path_of(d) if local and d in evidence.sizes else inner.blob_path(d)
         if path is None:
             if verifier.erased_blob(d) is not None:
                 erased.append(d)
@@ -559,10 +562,18 @@ def _check_signers(policy: TrustPolicy, signers: Sequence[Signer]) -> None:
 def _checked_proof(ev: BundleEvidence, index: int, entry: bytes, what: str) -> list[bytes]:
     """The bundle's inclusion proof of entry ``index`` under its checkpoint, checked.
 
+    A proof the bundle carries (every entry's below an update's extension) was checked by
+    `BundleEvidence.open` against this root, for these entry bytes, at this size
+    (`verify.logcheck.check_entries`, ``carried``: also when the entries rebuild the whole
+    tree, which needs none; an open that found a problem raised): it is not checked twice
+    (xfer45). One of the extension's, built from its compact range, is checked here.
+
     Raises:
         ProofError: it leads to another root.
     """
     proof = ev.inclusion_proof(index, ev.checkpoint.size)
+    if ev.index.extension is None or index < ev.index.extension:
+        return proof
     try:
         verify_inclusion(index, ev.checkpoint.size, leaf_hash(entry), proof, ev.checkpoint.root)
     except ProofError as e:
@@ -758,9 +769,9 @@ def import_bundle(
                                                    else [])]))
         if signers_short is not None:
             raise signers_short
-        # Each inclusion proof taken into the import record signed here is checked against the
-        # root first: a bundle of the whole tree is verified by rebuilding the root, which
-        # reads none (a proof changed in transit was signed; review rev17).
+        # Each inclusion proof taken into the import record signed here leads to the root (a
+        # proof changed in transit was signed; review rev17): those carried were checked by
+        # `open`, also in a bundle of the whole tree (redo15), the extension's are here.
         inclusion = {i: _checked_proof(ev, i, data, f"import {path.name}")
                      for i, data in ev.entries()}
         vkey = bundle_log_key(ev, policy, f"import {path.name}")  # never bundle.json's word

@@ -53,7 +53,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
+from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, LAYOUT, BundleIndex, Terms, check_member_name
 from .bundle_stream import BLOCK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
@@ -74,7 +74,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BundleEvidence", "BundleIndex", "Limits", "signed_terms", "verify_bundle"]
 _KEEP = 1 << 16  # objects up to this size are kept in memory as read, 1,024 x it in all
-_KINDS = {"objects/": "object", "entries/": "entry"}  # the caps that differ (`Limits.cap`)
+# The kinds whose caps differ (`Limits.cap`), by their names' first segment (`LAYOUT`).
+_KINDS = {LAYOUT[kind][0].partition("/")[0]: kind for kind in ("object", "entry")}
 
 class BundleEvidence:
     """`verify.evidence.Evidence` over an exported bundle. Build it with `open`.
@@ -259,7 +260,7 @@ class BundleEvidence:
         total = on_disk = 0
         over = None  # the first member over its kind's cap (said after the total)
         for m in index.members:
-            kind = _KINDS.get(m.name[:8], "")
+            kind = _KINDS.get(m.name.partition("/")[0], "")
             if over is None and m.size > limits.cap(kind):
                 over = m, limits.cap(kind)
             total += m.size

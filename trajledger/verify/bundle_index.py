@@ -44,17 +44,16 @@ READABLE_FORMATS = (1, 2, 3, 4)
 
 INDEX_NAME = "bundle.json"
 CHECKPOINT_NAME = "checkpoint"
-_DEC = r"(0|[1-9][0-9]{0,19})"
-_LAYOUT = re.compile(
-    rf"(?P<checkpoint>checkpoint)"
-    rf"|entries/(?P<entry>{_DEC})"
-    rf"|proofs/(?P<proof>{_DEC})\.tlog-proof"
-    rf"|proofs/(?P<consistency>[1-9][0-9]{{0,19}})\.consistency"
-    rf"|proofs/(?P<range>[1-9][0-9]{{0,19}})\.range"
-    rf"|objects/sha256/(?P<object>[0-9a-f]{{64}})"
-    rf"|policy/(?P<policy>{_DEC})\.json"
-    rf"|{HANDOVER_DIR}/(?P<handover>[1-9][0-9]{{0,5}})"
-)
+_DEC, _POS = r"(0|[1-9][0-9]{0,19})", r"[1-9][0-9]{0,19}"
+# The bundle's member layout, its one source (schemas/bundle.v1.md): each kind of member (but
+# bundle.json) and its name's start, key (a regular expression) and end.
+LAYOUT = {
+    "checkpoint": ("", "checkpoint", ""), "entry": ("entries/", _DEC, ""),
+    "proof": ("proofs/", _DEC, r"\.tlog-proof"), "consistency": ("proofs/", _POS, r"\.consistency"),
+    "range": ("proofs/", _POS, r"\.range"), "object": ("objects/sha256/", "[0-9a-f]{64}", ""),
+    "policy": ("policy/", _DEC, r"\.json"), "handover": (f"{HANDOVER_DIR}/", "[1-9][0-9]{0,5}", ""),
+}
+_LAYOUT = re.compile("|".join(f"{a}(?P<{kind}>{key}){z}" for kind, (a, key, z) in LAYOUT.items()))
 _INDEX_KEYS_V1 = frozenset(
     {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
 )

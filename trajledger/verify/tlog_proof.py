@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .checkpoint import Checkpoint, verify_checkpoint
 from .errors import FormatError
@@ -71,7 +72,7 @@ class TlogProof:
                 raise FormatError(f"tlog-proof hash {i} has {len(h)} bytes, want {HASH_SIZE}")
         if self.extra is not None and not self.extra:
             raise FormatError("tlog-proof extra data is empty, want it omitted instead")
-        Checkpoint.from_text(Note.from_bytes(self.checkpoint).text)
+        _check_note(self.checkpoint)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TlogProof:
@@ -114,6 +115,13 @@ class TlogProof:
         # The constructor checks what the lines hold: the index's range, each hash's size, the
         # extra data and the checkpoint.
         return cls(index=int(m.group(1)), inclusion=tuple(hashes), checkpoint=rest, extra=extra)
+
+
+@lru_cache(maxsize=4)
+def _check_note(note: bytes) -> None:
+    """Parse a checkpoint note, once for the same bytes: the ~1,000 proofs of a bundle carry
+    one note (the parse depends on the bytes alone; a note that fails is parsed again)."""
+    Checkpoint.from_text(Note.from_bytes(note).text)
 
 
 def _ascii(line: bytes, what: str) -> str:
