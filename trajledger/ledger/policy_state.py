@@ -347,17 +347,19 @@ def policy_toml(
     *,
     header: str,
     max_approval_age: str = "90d",
+    serial: int = 1,
 ) -> str:
-    """A trust policy file (serial 1) with every key inline.
+    """A trust policy file with every key inline.
 
     Args:
         name: the policy's name.
+        serial: its serial (a successor's: the one in force's plus one).
         roles: per key role, its ``(name, key)`` members, threshold and a comment.
         log_vkey: the log's verifier key.
         header: the comment at the top.
         max_approval_age: the approval lifetime.
     """
-    lines = [header, f"name = {json.dumps(name)}", "serial = 1",
+    lines = [header, f"name = {json.dumps(name)}", f"serial = {serial}",
              f"max_approval_age = {json.dumps(max_approval_age)}"]
     for role, (keys, threshold, comment) in roles.items():
         lines += ["", f"[roles.{role}]" + (f"  # {comment}" if comment else ""),

@@ -219,7 +219,8 @@ def policy_init(
         header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
         "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
         "list'.",
-    ).replace("\nserial = 1\n", f"\nserial = {serial}\n", 1)
+        serial=serial,
+    )
     write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
         written = load_policy_file(out)
