@@ -14,7 +14,8 @@ Usage::
     python bench/first_contact_bench.py [--entries 2000,20000,200000] [--baseline DIR]
         [--repeat 2] [--quick]
 
-``--quick`` (N = 50, one run, no baseline) only checks the script runs.
+``--quick`` (N = 50, one run, no baseline) only checks the script runs; its set-up commands run
+in the script's process (`setup`), the measured ``monitor`` as a process still.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import CLI_MAIN, run_here
 
 CLI = "from trajledger.runner.cli import main; main()"
 HWM = ("import atexit, sys\natexit.register(lambda: sys.stderr.write(next(l for l in "
@@ -66,11 +69,25 @@ def run(home: Path, state: Path, *args: object, path: str | None = None,
             "rss": hwm[-1] / 1024 if hwm else 0.0, "stdout": stdout, "stderr": stderr}
 
 
-def party(root: Path, name: str, key: str) -> tuple[Path, Path]:
+def setup(home: Path, state: Path, *args: object, here: bool = False,
+          path: str | None = None) -> None:
+    """A set-up command, untimed: `run`; with ``here`` (the ``--quick`` modes) in this process
+    (`_common.run_here`, this tree), as the other scripts' quick modes run theirs: a process
+    cost 0.2-0.3 CPU-s, ten to a dozen of them a script, more than the rest of its quick run."""
+    if not here:
+        run(home, state, *args, path=path)
+        return
+    env = {**os.environ, "TRAJLEDGER_STATE_DIR": str(state)}
+    code, _out, err = run_here(CLI_MAIN, ["--ledger", str(home), *map(str, args)], env=env)
+    if code != 0:
+        raise RuntimeError(f"trajledger {' '.join(map(str, args[:4]))}: exit {code}\n{err}")
+
+
+def party(root: Path, name: str, key: str, here: bool = False) -> tuple[Path, Path]:
     """A new ledger ``name`` with an unencrypted key ``key``: its home and state."""
     home, state = root / name, root / f"{name}-state"
-    run(home, state, "init", "--origin", f"{name}.example/log")
-    run(home, state, "key", "new", key, "--no-encrypt")
+    setup(home, state, "init", "--origin", f"{name}.example/log", here=here)
+    setup(home, state, "key", "new", key, "--no-encrypt", here=here)
     return home, state
 
 
@@ -83,13 +100,15 @@ def vkey(home: Path, state: Path) -> str:
     return str(Ledger.open(home).log.vkey)
 
 
-def producer(root: Path, name: str) -> tuple[Path, Path]:
+def producer(root: Path, name: str, here: bool = False) -> tuple[Path, Path]:
     """A ledger whose policy names its producer key, with one environment recorded."""
-    home, state = party(root, name, "vendor")
-    run(home, state, "policy", "init", "--roles", "producer", "--out", home / "policy.toml")
-    run(home, state, "policy", "set", home / "policy.toml", "--key", "vendor", "--yes")
-    run(home, state, "env", "register", "maze", "--version", "1", "--source", "sim",
-        "--key", "vendor")
+    home, state = party(root, name, "vendor", here)
+    setup(home, state, "policy", "init", "--roles", "producer", "--out", home / "policy.toml",
+          here=here)
+    setup(home, state, "policy", "set", home / "policy.toml", "--key", "vendor", "--yes",
+          here=here)
+    setup(home, state, "env", "register", "maze", "--version", "1", "--source", "sim",
+          "--key", "vendor", here=here)
     return home, state
 
 
@@ -120,19 +139,20 @@ def serve(home: Path, state: Path) -> tuple[subprocess.Popen[str], str]:
     return server, server.stdout.readline().strip()
 
 
-def vendor_and_buyer(root: Path) -> tuple[Path, Path, Path, Path]:
+def vendor_and_buyer(root: Path, here: bool = False) -> tuple[Path, Path, Path, Path]:
     """A vendor (`producer`) and a buyer that trusts its key and log and imported its
-    environment's bundle (one import): their homes and states."""
-    vendor, vstate = producer(root, "vendor")
+    environment's bundle (one import): their homes and states (``here``: `setup`)."""
+    vendor, vstate = producer(root, "vendor", here)
     bundle = root / "env.tar.zst"
-    run(vendor, vstate, "export", "maze@1", "--out", bundle)
-    buyer, bstate = party(root, "buyer", "approver")
+    setup(vendor, vstate, "export", "maze@1", "--out", bundle, here=here)
+    buyer, bstate = party(root, "buyer", "approver", here)
     (buyer / "trust").mkdir()
     shutil.copy(vendor / "keys" / "vendor.pub", buyer / "trust" / "vendor.pub")
     vkeys = ", ".join(f'"{k}"' for k in (vkey(vendor, vstate), vkey(buyer, bstate)))
     (buyer / "policy.toml").write_text(POLICY.format(vkeys=vkeys))
-    run(buyer, bstate, "policy", "set", buyer / "policy.toml", "--key", "approver", "--yes")
-    run(buyer, bstate, "import", bundle, "--key", "approver")
+    setup(buyer, bstate, "policy", "set", buyer / "policy.toml", "--key", "approver", "--yes",
+          here=here)
+    setup(buyer, bstate, "import", bundle, "--key", "approver", here=here)
     return vendor, vstate, buyer, bstate
 
 
@@ -150,9 +170,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        _vendor, _vstate, buyer, bstate = vendor_and_buyer(root)
+        _vendor, _vstate, buyer, bstate = vendor_and_buyer(root, args.quick)
         for n in sizes:
-            other, ostate = producer(root, f"other{n}")
+            other, ostate = producer(root, f"other{n}", args.quick)
             grow(other, ostate, n)
             other_vkey = vkey(other, ostate)
             server, url = serve(other, ostate)

@@ -15,7 +15,8 @@ Usage::
     python bench/reread_bench.py [--entries 200000] [--baseline DIR] [--repeat 2] [--quick]
 
 ``--quick`` (N = 50, one run, no baseline, ``reread`` only: ``daily`` runs the same lines but
-the marking) only checks the script runs.
+the marking; the set-up's commands in the script's process, `first_contact_bench.setup`) only
+checks the script runs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from first_contact_bench import grow, run, serve, vendor_and_buyer, vkey
+from first_contact_bench import grow, run, serve, setup, vendor_and_buyer, vkey
 
 HERE = str(Path(__file__).resolve().parents[1])
 """This tree: the children run it (`run` drops the caller's ``PYTHONPATH``)."""
@@ -61,13 +62,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        vendor, vstate, buyer, bstate = vendor_and_buyer(root)
+        vendor, vstate, buyer, bstate = vendor_and_buyer(root, args.quick)
         grow(vendor, vstate, n)
         vendor_vkey = vkey(vendor, vstate)
         server, url = serve(vendor, vstate)
         try:
             args_ = ("monitor", url, "--vkey", vendor_vkey, "--key", "approver")
-            run(buyer, bstate, *args_, path=HERE)  # applied: the whole log, untimed
+            setup(buyer, bstate, *args_, here=args.quick, path=HERE)  # applied: untimed
             grow(vendor, vstate, 1_000)
             cases: list[tuple[str, str | None, bool]] = [("daily", HERE, False),
                                                          ("reread", HERE, True)][args.quick:]

@@ -14,7 +14,8 @@ Usage::
     python bench/rotation_bench.py [--entries 100000] [--baseline DIR] [--repeat 2] [--quick]
 
 ``--quick`` (N = 50, one run, no baseline, ``rotated`` only: ``daily`` runs the same lines but
-the rotation) only checks the script runs.
+the rotation; the set-up's commands in the script's process, `first_contact_bench.setup`) only
+checks the script runs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from first_contact_bench import grow, run, serve, vendor_and_buyer, vkey
+from first_contact_bench import grow, run, serve, setup, vendor_and_buyer, vkey
 
 HERE = str(Path(__file__).resolve().parents[1])
 """This tree: the children run it (`run` drops the caller's ``PYTHONPATH``)."""
@@ -67,13 +68,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for case in ("rotated",) if args.quick else ("daily", "rotated"):
-            vendor, vstate, buyer, bstate = vendor_and_buyer(root / case)
+            vendor, vstate, buyer, bstate = vendor_and_buyer(root / case, args.quick)
             grow(vendor, vstate, n)
             with serving(vendor, vstate) as url:  # applied: the whole log, untimed
-                run(buyer, bstate, "monitor", url, "--vkey", vkey(vendor, vstate), "--key",
-                    "approver", path=HERE)
+                setup(buyer, bstate, "monitor", url, "--vkey", vkey(vendor, vstate), "--key",
+                      "approver", here=args.quick, path=HERE)
             if case == "rotated":
-                run(vendor, vstate, "log", "rotate-key", path=HERE)
+                setup(vendor, vstate, "log", "rotate-key", here=args.quick, path=HERE)
             grow(vendor, vstate, 1_000)
             with serving(vendor, vstate) as url:
                 args_ = ("monitor", url, "--vkey", vkey(vendor, vstate), "--key", "approver")
