@@ -662,10 +662,7 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
                                                                        "little")
                 pos += width
                 if value == 0 and count:
-                    starts.append(at)
-                    if count > 1:
-                        ones.append(at)
-                        starts.append(at + count - 1)
+                    _zero_run(starts, ones, at, count)
                 at += count
             if len(starts) + len(packed) > 1 << 16:
                 flush()
@@ -719,12 +716,18 @@ def _period(levels: bytes, pos: int, bits: int, width: int, weights: npt.NDArray
             count, value = head >> 1, int.from_bytes(levels[pos:pos + width], "little")
             pos += width
             if value == 0 and count:
-                starts.append(at)
-                if count > 1:
-                    ones.append(at)
-                    starts.append(at + count - 1)
+                _zero_run(starts, ones, at, count)
             at += count
     return (end - first, at, starts, ones, runs) if pos == end and at else None
+
+
+def _zero_run(starts: list[int], ones: list[int], at: int, count: int) -> None:
+    """Note a run of ``count`` zero levels (row starts) at ``at`` as `_levels` gathers them:
+    its start, and for a run longer than one its end too, and it among ``ones``."""
+    starts.append(at)
+    if count > 1:
+        ones.append(at)
+        starts.append(at + count - 1)
 
 
 def _repeats(levels: bytes, pos: int, span: int, most: int) -> int:
