@@ -46,10 +46,6 @@ _FOOTER_UNDERSTATES = (  # (538 bytes: rev41's bomb, one row of a list<double> o
 )
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 1: a footer that states 1 value for a list chunk whose page holds 40M is not "
-    "scanned (_list_rows trusts num_values) and pyarrow decodes them all: 900 MiB resident "
-    "(rollouts/parquet_read.py, pq45)"))
 def test_a_list_chunk_whose_footer_understates_its_values_is_refused_as_a_bomb(
     tmp_path: Path,
 ) -> None:
@@ -74,10 +70,6 @@ _PAST_THE_CHUNK = (  # (301 bytes: the same row, the footer's num_values true (4
 )
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 2: Arrow reads 100 bytes past a column chunk written by parquet-mr < 1.2.9 "
-    "(PARQUET-816); the level scan stops at total_compressed_size, so a data page there is "
-    "decoded unseen: 900 MiB resident (rollouts/parquet_read.py, pq45)"))
 def test_a_page_past_the_chunks_stated_end_is_scanned_as_arrow_reads_it(tmp_path: Path) -> None:
     """The footer states the chunk's 40,000,000 values (so the scan runs), its
     `total_compressed_size` ends after the dictionary page, and `created_by` names parquet-mr
@@ -157,10 +149,6 @@ print(max(b.column("obs").values.nbytes for b in iter_parquet(sys.argv[1])))
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 4: a file without string columns is read by iter_batches across row groups: "
-    "row groups each under MAX_ROW_BYTES of list values (never scanned) make one batch of all "
-    "of them (4 x 240 MB: 929 MiB in a batch, 2 GiB resident; rollouts/parquet_read.py, pq45)"))
 def test_row_groups_each_under_the_row_limit_are_not_read_as_one_batch(tmp_path: Path) -> None:
     """`_list_rows` judges each row group by its footer: one stating at most `MAX_ROW_BYTES`
     of values under lists is not scanned and has no cap. When no string or binary column is

@@ -161,7 +161,7 @@ def test_page_headers_add_up_to_the_footers_sizes(options: dict[str, object]) ->
             while pos < end:
                 got = parquet_read._read_header(f, pos, end - pos)
                 assert got is not None
-                size, compressed, length, _ = got
+                size, compressed, length, *_ = got
                 pos, plain = pos + length + compressed, plain + length + size
             assert pos == end
             assert plain == chunk.total_uncompressed_size

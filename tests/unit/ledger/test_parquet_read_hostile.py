@@ -4,6 +4,10 @@ reproducers are in /tmp/rev42-s/)."""
 
 from __future__ import annotations
 
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from trajledger.ledger.rollouts import parquet_read
@@ -35,3 +39,46 @@ def test_a_run_of_no_levels_ends_the_scan_of_a_page(run: bytes) -> None:
     levels = _Counted(run * ((1 << 20) // len(run)))
     parquet_read._levels(parquet_read._Rows(1 << 40), levels, 1, 40_000_000)
     assert _Counted.reads < 100, _Counted.reads
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"compression": "zstd", "data_page_size": 64}, {"data_page_version": "2.0"},
+    {"row_group_size": 3},
+])  # fmt: skip
+def test_the_pages_of_an_honest_file_state_its_footers_values(options: dict[str, object]) -> None:
+    """rev42 finding 1: a chunk is judged by the values its data pages' headers state as well
+    as its footer's (Arrow decodes what the pages hold). Known answer: in a file pyarrow
+    writes, the two agree for every chunk (a dictionary page's values not among them), so no
+    honest chunk is scanned that was not before."""
+    obs = pa.array([[float(i)] * (i % 7) if i % 5 else None for i in range(300)],
+                   pa.list_(pa.float64()))
+    table = pa.table({"id": pa.array(range(300)), "obs": obs,
+                      "text": pa.array([f"t{i % 4}" for i in range(300)])})
+    out = io.BytesIO()
+    pq.write_table(table, out, **options)  # type: ignore[arg-type]
+    meta = pq.ParquetFile(io.BytesIO(out.getvalue())).metadata
+    stated = parquet_read._check_pages(out.getvalue(), meta)
+    assert stated == {(g, c): meta.row_group(g).column(c).num_values
+                      for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+
+
+@pytest.mark.parametrize(("created_by", "old"), [
+    ("parquet-mr version 1.2.8 (build abcd)", True), ("parquet-mr version 1.2.9", False),
+    ("parquet-mr version 1.10.1 (build a89df8f9932b6ef6633d06069e50c9b7970bebd1)", False),
+    ("parquet-mr version 1.13.1", False), ("parquet-mr", True), ("parquet-mr version x", True),
+    ("parquet-cpp-arrow version 26.0.1", False), ("", False), (None, False),
+])  # fmt: skip
+def test_old_parquet_mr_chunks_are_read_as_arrow_reads_them(created_by: str | None,
+                                                           old: bool) -> None:
+    """rev42 finding 2: Arrow reads up to 100 bytes past a column chunk's stated end in a file
+    of parquet-mr before 1.2.9 (PARQUET-816; a version it cannot read counts as 0.0.0), and so
+    do the page checks and the level scan; the padding stops at the file's end."""
+    assert parquet_read._old_parquet_mr(created_by) is old
+
+    class Chunk:
+        data_page_offset, has_dictionary_page, dictionary_page_offset = 40, True, 4
+        total_compressed_size = 100
+
+    chunk = Chunk()
+    assert parquet_read._chunk_range(chunk, old, 1000) == (4, 204 if old else 104)  # type: ignore[arg-type]
+    assert parquet_read._chunk_range(chunk, True, 150) == (4, 150)  # type: ignore[arg-type]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Final
@@ -103,7 +104,7 @@ def iter_parquet(
         BombError: a value, a row or the file over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, caps = _open(source, columns)
+    dense, coded, caps, _stated = _open(source, columns)
     try:
         yield from _decoded(dense, coded, columns, batch_rows, caps)
     finally:
@@ -114,10 +115,7 @@ def _decoded(
     dense: pq.ParquetFile, coded: pq.ParquetFile | None, columns: Sequence[str] | None,
     batch_rows: int, caps: dict[int, int],
 ) -> Iterator[pa.RecordBatch]:
-    if coded is None:
-        if not caps:
-            yield from dense.iter_batches(batch_size=batch_rows, columns=columns)
-            return
+    if coded is None:  # (a row group at a time: rev42 finding 4)
         yield from _coded_batches(dense, batch_rows, columns, caps)
         return
     total = 0
@@ -147,10 +145,11 @@ def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Tab
         BombError: a value, a row or the table over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, _caps = _open(source, columns)
+    dense, coded, _caps, stated = _open(source, columns)
     try:
         listed = sum(n * width for _g, _j, n, width in _listed_chunks(
-            dense.metadata, set(dense.schema_arrow.names if columns is None else columns)))
+            dense.metadata, set(dense.schema_arrow.names if columns is None else columns),
+            stated))
         if listed > MAX_TABLE_BYTES:
             raise BombError(
                 f"its values under lists decode to {listed:,} bytes, over the "
@@ -186,10 +185,11 @@ def _whole(
 
 def _open(
     source: Source, columns: Sequence[str] | None
-) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int]]:
+) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int], dict[tuple[int, int], int]]:
     """The file as pyarrow reads it, (when it has string or binary leaves among ``columns``)
-    the same file with those leaves read as dictionaries, and the most rows a batch of a row
-    group may hold where its lists are long (`_list_rows`)."""
+    the same file with those leaves read as dictionaries, the most rows a batch of a row
+    group may hold where its lists are long (`_list_rows`), and the values each column chunk's
+    pages state (`_check_pages`)."""
 
     def handle() -> str | os.PathLike[str] | io.BytesIO:
         return io.BytesIO(source) if isinstance(source, bytes) else source
@@ -199,8 +199,8 @@ def _open(
     dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
     wanted = set(dense.schema_arrow.names if columns is None else columns)
     try:
-        _check_pages(source, dense.metadata)
-        caps = _list_rows(source, dense.metadata, wanted)
+        stated = _check_pages(source, dense.metadata)
+        caps = _list_rows(source, dense.metadata, wanted, stated)
     except BaseException:
         dense.close()
         raise
@@ -216,9 +216,9 @@ def _open(
         if leaf.path.split(".", 1)[0] in wanted:
             leaves.append(leaf.path)
     if not leaves:
-        return dense, None, caps
+        return dense, None, caps, stated
     coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
-    return dense, coded, caps
+    return dense, coded, caps, stated
 
 
 def _close(*files: pq.ParquetFile | None) -> None:
@@ -339,21 +339,22 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 # decompressed
 
 
-def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
+def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
-    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers."""
+    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers (those Arrow
+    reads: `_chunk_range`). The values each column chunk's data pages state, by (row group,
+    column): what Arrow decodes by, whatever the footer says (rev42 finding 1)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
+    stated: dict[tuple[int, int], int] = {}
     with f:
-        total = 0
+        total, whole, old = 0, f.seek(0, io.SEEK_END), _old_parquet_mr(meta.created_by)
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for c in range(group.num_columns):
                 chunk = group.column(c)
-                start = chunk.data_page_offset
-                if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-                    start = chunk.dictionary_page_offset
-                pos, end = start, start + chunk.total_compressed_size
+                pos, end = _chunk_range(chunk, old, whole)
+                stated[g, c] = 0
                 while pos < end:
                     got = _read_header(f, pos, end - pos)
                     if got is None:
@@ -361,7 +362,8 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                         # other leaves' pages are still checked: pyarrow reads only the columns
                         # asked for, so junk may stand in a leaf nobody reads.
                         break
-                    size, compressed, length, values = got
+                    size, compressed, length, values, data = got
+                    stated[g, c] += max(data, 0)
                     if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
                         raise BombError(
                             f"column {chunk.path_in_schema!r}: a page of {values:,} value(s) "
@@ -382,6 +384,29 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                             "split larger inputs into several files"
                         )
                     pos += length + max(compressed, 0)
+    return stated
+
+
+def _chunk_range(chunk: pq.ColumnChunkMetaData, old: bool, whole: int) -> tuple[int, int]:
+    """Where a column chunk's pages start and end as Arrow reads them (`ComputeColumnChunkRange`):
+    from its first page, its stated size on, and up to 100 bytes more in a file of parquet-mr
+    before 1.2.9 (PARQUET-816: those writers left the dictionary page's header out of the size;
+    a page lying there is decoded too: rev42 finding 2)."""
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+        start = chunk.dictionary_page_offset
+    end = start + chunk.total_compressed_size
+    return start, end + max(0, min(100, whole - end)) if old else end
+
+
+def _old_parquet_mr(created_by: str | None) -> bool:
+    """Whether Arrow reads ``created_by``'s column chunks past their stated end: parquet-mr
+    before 1.2.9, or a parquet-mr whose version does not read as one (Arrow's 0.0.0)."""
+    text = (created_by or "").strip()
+    if not text.startswith("parquet-mr"):
+        return False
+    got = re.match(r"parquet-mr\s+version\s+(\d+)\.(\d+)\.(\d+)", text)
+    return got is None or tuple(int(v) for v in got.groups()) < (1, 2, 9)
 
 
 _WIDTH: Final = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12,
@@ -393,9 +418,10 @@ _CODECS: Final = {"ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": 
 
 
 def _listed_chunks(
-    meta: pq.FileMetaData, wanted: set[str]
+    meta: pq.FileMetaData, wanted: set[str], stated: dict[tuple[int, int], int]
 ) -> Iterator[tuple[int, int, int, int]]:
-    """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list."""
+    """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list:
+    the values its footer or its data pages' headers state, the more (`_check_pages`)."""
     schema = meta.schema
     leaves = []
     for j in range(len(schema)):
@@ -406,14 +432,16 @@ def _listed_chunks(
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for j, width in leaves:
-            yield g, j, group.column(j).num_values, max(width, 1)
+            yield g, j, max(group.column(j).num_values, stated.get((g, j), 0)), max(width, 1)
 
 
-def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str]) -> dict[int, int]:
+def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
+               stated: dict[tuple[int, int], int] | None = None) -> dict[int, int]:
     """The most rows a batch of a row group may hold so that its values under lists decode to
     about `CHUNK_BYTES` (its longest row's bytes: each row as long); `BombError` when a row
     holds over `MAX_ROW_BYTES` of them (a leaf's longest row times its width, summed over the
-    leaves). Counted only in the column chunks whose footer states more than `MAX_ROW_BYTES`
+    leaves). Counted only in the column chunks whose footer or pages (``stated``, by
+    `_check_pages`: read here if not given; rev42 finding 1) state more than `MAX_ROW_BYTES`
     of such values in their row group and over `_RATIO` times their stored bytes (the values
     of any other chunk decode to no more than one row may, or to a few times the bytes it takes
     in the file, as any data does; the stored bytes counted at most the file's). Their pages are
@@ -422,27 +450,30 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str]) -> dict[
     repeat their levels' bytes, counted a stretch at a time (`_period`): about 0.04 CPU-s for a
     million rows of 80 zeros (2.3 run by run), a tenth of pyarrow's read; random numbers are not
     read."""
-    chunks: dict[int, list[tuple[int, int]]] = {}
-    for g, j, _values, width in _listed_chunks(meta, wanted):
-        chunks.setdefault(g, []).append((j, width))
+    chunks: dict[int, list[tuple[int, int, int]]] = {}
+    stated = _check_pages(source, meta) if stated is None else stated
+    for g, j, values, width in _listed_chunks(meta, wanted, stated):
+        chunks.setdefault(g, []).append((j, width, values))
     caps: dict[int, int] = {}
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
+    old = _old_parquet_mr(meta.created_by)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
-            if sum(group.column(j).num_values * w for j, w in cols) <= MAX_ROW_BYTES:
+            if sum(n * w for _j, w, n in cols) <= MAX_ROW_BYTES:
                 continue
             row = 0
-            for j, width in cols:
+            for j, width, values in cols:
                 chunk = group.column(j)
-                if chunk.num_values * width <= _RATIO * min(chunk.total_compressed_size, whole):
+                if values * width <= _RATIO * min(chunk.total_compressed_size, whole):
                     continue
                 if f is None:
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
                         source, "rb")
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
-                                    (MAX_ROW_BYTES - row) // width + 1) * width
+                                    (MAX_ROW_BYTES - row) // width + 1,
+                                    _chunk_range(chunk, old, whole)) * width
                 if row > MAX_ROW_BYTES:
                     raise BombError(
                         f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
@@ -464,21 +495,21 @@ size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 fin
 
 
 def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
-                 limit: int) -> int:
-    """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from its pages'
-    repetition levels; ``limit`` as soon as one holds that many."""
+                 limit: int, span: tuple[int, int] | None = None) -> int:
+    """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from the
+    repetition levels of its pages in ``span`` (`_chunk_range`; its stated bytes by default) up
+    to those of its footer's values, as Arrow reads them; ``limit`` as soon as one holds that
+    many."""
     bits = int(max_level).bit_length()
     codec = _CODECS.get(chunk.compression)
     if chunk.compression != "UNCOMPRESSED" and codec is None:
         raise BombError(f"column {chunk.path_in_schema!r}: its lists cannot be counted before "
                         f"they are decoded ({chunk.compression} pages): refused as a possible "
                         "decompression bomb; write it with zstd or snappy")
-    start = chunk.data_page_offset
-    if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-        start = chunk.dictionary_page_offset
-    pos, end = start, start + chunk.total_compressed_size
+    pos, end = span or _chunk_range(chunk, False, 0)
     rows = _Rows(limit)
-    while pos < end and rows.longest < limit:
+    seen = 0  # (Arrow reads pages while their values are fewer than the footer's)
+    while pos < end and rows.longest < limit and seen < max(chunk.num_values, 1):
         f.seek(pos)
         head = f.read(min(_HEADER_READ, end - pos))
         got = dict.fromkeys(_LEVELS, -1)
@@ -512,6 +543,7 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
             values, levels = got[8, 1], f.read(max(got[8, 6], 0))
         else:
             continue  # a dictionary or index page
+        seen += max(values, 0)
         try:
             _levels(rows, levels, bits, max(values, 0))
         except (IndexError, ValueError):
@@ -761,7 +793,8 @@ _MAX_HEADER: Final = 16 << 20
 """Longest page header read (Arrow's C++ reader refuses a longer one)."""
 
 
-def _read_header(f: io.BufferedIOBase, pos: int, left: int) -> tuple[int, int, int, int] | None:
+def _read_header(f: io.BufferedIOBase, pos: int, left: int
+                 ) -> tuple[int, int, int, int, int] | None:
     """`_page_header` of the page at ``pos``, None when there is no valid header there."""
     n = _HEADER_READ
     while True:
@@ -777,20 +810,21 @@ def _read_header(f: io.BufferedIOBase, pos: int, left: int) -> tuple[int, int, i
             return None
 
 
-_WANT: Final = ((2,), (3,), (5, 1), (7, 1), (8, 1))
-"""The PageHeader's uncompressed_page_size, compressed_page_size, and the num_values of its
-data_page_header, dictionary_page_header or data_page_header_v2."""
+_WANT: Final = ((1,), (2,), (3,), (5, 1), (7, 1), (8, 1))
+"""The PageHeader's type, uncompressed_page_size, compressed_page_size, and the num_values of
+its data_page_header, dictionary_page_header or data_page_header_v2."""
 
 
-def _page_header(b: bytes) -> tuple[int, int, int, int]:
-    """``(uncompressed_page_size, compressed_page_size, header length, num_values)`` of the
-    PageHeader struct at the start of ``b`` (num_values -1 for a page without values: an index
-    page); every other field skipped."""
+def _page_header(b: bytes) -> tuple[int, int, int, int, int]:
+    """``(uncompressed_page_size, compressed_page_size, header length, num_values, data
+    values)`` of the PageHeader struct at the start of ``b`` (num_values -1 for a page without
+    values: an index page; data values -1 but for a data page); every other field skipped."""
     got = dict.fromkeys(_WANT, -1)
     pos = _skip_struct(b, 0, got)
     if got[2,] < 0 or got[3,] < 0:
         raise ValueError("a page header without its sizes")
-    return got[2,], got[3,], pos, max(got[5, 1], got[7, 1], got[8, 1])
+    data = got[5, 1] if got[1,] == 0 else got[8, 1] if got[1,] == 3 else -1
+    return got[2,], got[3,], pos, max(got[5, 1], got[7, 1], got[8, 1]), data
 
 
 def _varint(b: bytes, pos: int) -> tuple[int, int]:
