@@ -338,11 +338,14 @@ def _hybrid(runs: list[tuple[int, int, bytes]], bits: int) -> bytes:
 def _longest_levels(levels: bytes, bits: int, n: int) -> int:
     """The longest row of the first ``n`` levels of ``levels``, decoded run by run as the
     hybrid's definition says (a bit-packed run cut short: its whole groups; a run of one level
-    longer than ``n``: up to ``n``), each run as (level, count): the reference."""
+    longer than ``n``: up to ``n``; a run of no levels: their end, as Arrow's `RleDecoder`
+    takes it), each run as (level, count): the reference."""
     pairs: list[tuple[int, int]] = []
     pos = total = 0
     while total < n and pos < len(levels):
         head, pos = parquet_read._varint(levels, pos)
+        if not head >> 1:
+            break
         if head & 1:
             groups = min(head >> 1, (len(levels) - pos) // bits)
             bits_ = np.unpackbits(np.frombuffer(levels[pos:pos + groups * bits], np.uint8),

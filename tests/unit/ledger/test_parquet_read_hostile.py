@@ -1,11 +1,12 @@
-"""Hostile repetition levels given to the Parquet reader's level scan (rev42's findings in
-rollouts/parquet_read.py, pq45's file this round: strict xfails for it or the lead; the
-reproducers are in /tmp/rev42-s/)."""
+"""Hostile repetition levels given to the Parquet reader's level scan (rev42's finding 5 in
+rollouts/parquet_read.py, fixed by pqrev; rev42's reproducers were in /tmp/rev42-s/): the
+scan's work counted, never timed."""
 
 from __future__ import annotations
 
 import io
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,10 +24,6 @@ class _Counted(bytes):
         return super().__getitem__(i)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 5: the level scan walks runs of no levels one by one in Python (2 bytes an "
-    "RLE run, 1 a bit-packed one), which Arrow's decoder takes for the end of the levels: a "
-    "16 MiB page of them, 812 bytes of zstd, 3.2 CPU-s before pyarrow refuses the file"))
 @pytest.mark.parametrize("run", [b"\x00\x00", b"\x01"], ids=["rle", "bit-packed"])
 def test_a_run_of_no_levels_ends_the_scan_of_a_page(run: bytes) -> None:
     """`_levels` reads a run's header, adds its count (0) and goes on while levels are left
@@ -39,6 +36,54 @@ def test_a_run_of_no_levels_ends_the_scan_of_a_page(run: bytes) -> None:
     levels = _Counted(run * ((1 << 20) // len(run)))
     parquet_read._levels(parquet_read._Rows(1 << 40), levels, 1, 40_000_000)
     assert _Counted.reads < 100, _Counted.reads
+
+
+
+@pytest.mark.parametrize("count", [1, 7])
+def test_runs_of_under_eight_levels_are_refused_after_a_bounded_number(count: int) -> None:
+    """rev42 finding 5's second half: RLE runs of under 8 levels each (legal; Arrow's,
+    parquet-mr's and Rust's encoders write a run only for 8 or more of one level, bit-packing
+    the rest, so only a page's last is shorter) walk the scan through a page two bytes a run:
+    16 MiB of them, 1,695 bytes of zstd, cost 4.5 CPU-s, and a file may hold many such pages.
+    Past `_SHORT_RUNS` of them in a file (counted across its pages and chunks: the list is
+    shared), the scan stops: its reads are counted (not timed) and do not grow with the page.
+    The levels do not repeat (0 and 1 in a pseudo-random order), so no stretch of them is
+    counted in bulk."""
+    bits = np.random.default_rng(5).integers(0, 2, 1 << 19)
+    levels = _Counted(b"".join(bytes([count << 1, int(b)]) for b in bits))  # (1 MiB of runs)
+    short = [parquet_read._SHORT_RUNS - 1000]
+    _Counted.reads = 0
+    with pytest.raises(parquet_read._ShortRuns):
+        parquet_read._levels(parquet_read._Rows(1 << 40, short), levels, 1, count << 19)
+    assert _Counted.reads < 20_000, _Counted.reads
+    assert short[0] == parquet_read._SHORT_RUNS + 1
+
+
+def test_a_pages_last_run_under_eight_levels_is_not_counted() -> None:
+    """A run of under 8 levels at a page's end (every writer's last) costs nothing of the
+    budget; one before another run does."""
+    short = [0]
+    rows = parquet_read._Rows(1 << 40, short)
+    parquet_read._levels(rows, bytes([16 << 1, 0, 3 << 1, 1]), 1, 19)
+    assert short == [0] and rows.done() == 4  # (the last row: a 0, then three 1s)
+    parquet_read._levels(rows, bytes([3 << 1, 0, 16 << 1, 1]), 1, 19)
+    assert short == [1]
+
+
+def test_short_runs_make_a_bomb_error_naming_the_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan's refusal reaches the reader as a `BombError` before anything is decoded (a
+    file written by pyarrow, its scan made to find the budget spent)."""
+    def spent(*_args: object) -> None:
+        raise parquet_read._ShortRuns
+
+    monkeypatch.setattr(parquet_read, "_levels", spent)
+    obs = pa.ListArray.from_arrays(pa.array(np.array([0, 3], np.int32)), pa.array(np.zeros(3)))
+    out = io.BytesIO()
+    pq.write_table(pa.table({"obs": obs}), out)
+    meta = pq.ParquetFile(io.BytesIO(out.getvalue())).metadata
+    with pytest.raises(parquet_read.BombError, match=r"column 'obs.list.element': .* runs of "):
+        parquet_read._longest_row(io.BytesIO(out.getvalue()), meta.row_group(0).column(0), 1,
+                                  1 << 40)
 
 
 @pytest.mark.parametrize("options", [

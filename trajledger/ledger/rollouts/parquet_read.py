@@ -20,8 +20,10 @@ the schema's value limits refused it; with more rows it takes every byte of memo
 is true of a batch a vendor signed and the buyer imported, read in full by the gate.
 
 - values under lists (a tensor's numbers, a list of strings' indices) are counted row by row
-  from the pages' repetition levels alone, in a row group whose footer states more of them than
-  `MAX_ROW_BYTES` (`_list_rows`): a row over `MAX_ROW_BYTES` is refused before anything is
+  from the pages' repetition levels alone, in a row group whose footer or pages' headers state
+  more of them than `MAX_ROW_BYTES` (`_list_rows`, over the bytes Arrow reads of a chunk:
+  rev42 findings 1 and 2; levels in runs of under 8, which no common writer makes, within a
+  budget: finding 5): a row over `MAX_ROW_BYTES` is refused before anything is
   decoded, and the batches are cut so that one holds about `CHUNK_BYTES` of them (rev41
   finding 3: 874 bytes of dictionary-coded zeros declared one row of 40M numbers, 1 GiB
   resident before the schema refused the tensor).
@@ -98,7 +100,7 @@ def iter_parquet(
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of ``source`` (a path or the file's bytes), decoded, each of at most
     ``batch_rows`` rows and `CHUNK_BYTES` of string and binary bytes (a single larger row
-    alone).
+    alone), from one row group (rev42 finding 4).
 
     Raises:
         BombError: a value, a row or the file over its limit; nothing of it decoded.
@@ -457,7 +459,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     caps: dict[int, int] = {}
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
-    old = _old_parquet_mr(meta.created_by)
+    old, short = _old_parquet_mr(meta.created_by), [0]
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
@@ -473,7 +475,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                         source, "rb")
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
                                     (MAX_ROW_BYTES - row) // width + 1,
-                                    _chunk_range(chunk, old, whole)) * width
+                                    _chunk_range(chunk, old, whole), short) * width
                 if row > MAX_ROW_BYTES:
                     raise BombError(
                         f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
@@ -495,7 +497,8 @@ size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 fin
 
 
 def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
-                 limit: int, span: tuple[int, int] | None = None) -> int:
+                 limit: int, span: tuple[int, int] | None = None,
+                 short: list[int] | None = None) -> int:
     """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from the
     repetition levels of its pages in ``span`` (`_chunk_range`; its stated bytes by default) up
     to those of its footer's values, as Arrow reads them; ``limit`` as soon as one holds that
@@ -507,7 +510,7 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
                         f"they are decoded ({chunk.compression} pages): refused as a possible "
                         "decompression bomb; write it with zstd or snappy")
     pos, end = span or _chunk_range(chunk, False, 0)
-    rows = _Rows(limit)
+    rows = _Rows(limit, short)
     seen = 0  # (Arrow reads pages while their values are fewer than the footer's)
     while pos < end and rows.longest < limit and seen < max(chunk.num_values, 1):
         f.seek(pos)
@@ -546,6 +549,12 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
         seen += max(values, 0)
         try:
             _levels(rows, levels, bits, max(values, 0))
+        except _ShortRuns:
+            raise BombError(
+                f"column {chunk.path_in_schema!r}: its repetition levels come in over "
+                f"{_SHORT_RUNS:,} runs of under 8 levels (no common writer makes them): refused "
+                "as a possible decompression bomb; write the file again with pyarrow"
+            ) from None
         except (IndexError, ValueError):
             break  # (levels cut short: pyarrow refuses the column)
     return min(rows.done(), limit)
@@ -582,8 +591,9 @@ class _Rows:
     """The longest row seen in a stream of repetition levels, given segment by segment as the
     positions where rows start (a level 0)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, short: list[int] | None = None) -> None:
         self.limit, self.longest, self.current = limit, 0, 0
+        self.short = [0] if short is None else short  # (`_SHORT_RUNS`: shared by a file's)
 
     def segment(self, lo: int, hi: int, starts: npt.NDArray[np.int64],
                 ones: npt.NDArray[np.int64]) -> None:
@@ -629,6 +639,7 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
     # cost of levels that never repeat, however they are made).
     runs = retry = 0
     gap, budget = _RETRY, _STRETCH_RUNS  # (budget: as of run ``runs``)
+    short = False
     while at < n and pos < size and rows.longest < rows.limit:
         if runs >= retry:  # rows of one length: in bulk
             got = _period(levels, pos, bits, width, weights)
@@ -649,6 +660,13 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
         pos += 1
         if head & 0x80:
             head, pos = _varint(levels, pos - 1)
+        if not head >> 1:  # a run of no levels: their end, as Arrow's decoder takes it
+            break
+        if short:  # the run before this one held under 8 levels and was not the page's last
+            rows.short[0] += 1
+            if rows.short[0] > _SHORT_RUNS:
+                raise _ShortRuns
+        short = not head & 1 and head >> 1 < 8
         if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
             groups = min(head >> 1, (size - pos) // max(bits, 1))
             piece = max(1, _PACKED // max(bits, 1))
@@ -676,6 +694,18 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
         if len(starts) + len(packed) > 1 << 16:
             flush()
     flush()
+
+
+_SHORT_RUNS: Final = 1 << 20
+"""Most runs of fewer than 8 levels read one by one in a file's level scan, but for each
+page's last (rev42 finding 5: about a CPU-second). Arrow's, parquet-mr's and Rust's encoders
+write a run of one level only when 8 or more come in a row (others are bit-packed, 8 levels a
+group), so their pages hold none but the last; runs of one level each walk the scan through a
+page's bytes two at a time (a 16 MiB page of them, 1,695 bytes of zstd: 4.5 CPU-s)."""
+
+
+class _ShortRuns(Exception):
+    """Over `_SHORT_RUNS` runs of fewer than 8 levels (a `BombError` in `_longest_row`)."""
 
 
 _RETRY: Final = 16
@@ -712,6 +742,8 @@ def _period(levels: bytes, pos: int, bits: int, width: int, weights: npt.NDArray
                 head, pos = _varint(levels, pos - 1)
             except (IndexError, ValueError):
                 return None
+        if not head >> 1:  # (a run of no levels ends them: `_levels` reads it one by one)
+            return None
         if head & 1:  # bit-packed: its groups whole, inside the stretch
             last = pos + (head >> 1) * bits
             if last > end:
