@@ -127,3 +127,25 @@ def test_old_parquet_mr_chunks_are_read_as_arrow_reads_them(created_by: str | No
     chunk = Chunk()
     assert parquet_read._chunk_range(chunk, old, 1000) == (4, 204 if old else 104)  # type: ignore[arg-type]
     assert parquet_read._chunk_range(chunk, True, 150) == (4, 150)  # type: ignore[arg-type]
+
+
+def test_the_scan_reads_a_chunks_pages_up_to_its_footers_values_as_arrow_does() -> None:
+    """Arrow's page reader stops once the data pages read hold the footer's `num_values` (so a
+    footer that understates them has its first page decoded whole, scanned whole here; and the
+    100 bytes read past an old parquet-mr chunk, another chunk's pages, are not taken for this
+    one's): a long row in a page past the footer's values is not counted, and is with the
+    footer's own count."""
+    lengths = [1] * 2000 + [5000]
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    obs = pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.zeros(int(offsets[-1]))))
+    out = io.BytesIO()
+    pq.write_table(pa.table({"obs": obs}), out, data_page_size=512, use_dictionary=False)
+    chunk = pq.ParquetFile(io.BytesIO(out.getvalue())).metadata.row_group(0).column(0)
+
+    class Fewer:  # (the chunk as its footer would be with one value)
+        def __getattr__(self, name: str) -> object:
+            return 1 if name == "num_values" else getattr(chunk, name)
+
+    with io.BytesIO(out.getvalue()) as f:
+        assert parquet_read._longest_row(f, chunk, 1, 1 << 40) == 5000
+        assert parquet_read._longest_row(f, Fewer(), 1, 1 << 40) == 1  # type: ignore[arg-type]
