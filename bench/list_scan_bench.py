@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -116,37 +115,35 @@ def markdown(results: list[dict[str, Any]], repeat: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--quick", action="store_true", help="3,000 rows, once, in this process")
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="reads of each file by each reader")
     ap.add_argument("--base", help="another tree whose iter_parquet and scan are read too")
-    ap.add_argument("--dir", type=Path, help="where the files are made (default: a temp dir)")
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
+    ap.add_argument("--dir", type=Path, help="scratch directory (the random files are large)")
+    ap.add_argument("--json", type=Path, help="the readings as JSON")
+    ap.add_argument("--write-doc", action="store_true", help="their block in PERFORMANCE.md")
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.repeat, args.base = [3_000], 1, None
-    work = Path(tempfile.mkdtemp(prefix="list-scan-bench-", dir=args.dir))
     results = []
-    try:
+    with tempfile.TemporaryDirectory(prefix="list-scan-bench-", dir=args.dir) as work:
         for n in args.rows:
             for zeros in (True, False):
-                path = work / f"scan-{n}-{int(zeros)}.parquet"
+                path = Path(work) / f"scan-{n}-{int(zeros)}.parquet"
                 make(path, n, zeros)
-                label = (f"{n:,} rows, {'zeros' if zeros else 'random'}, "
-                         f"{path.stat().st_size / 2**20:.1f} MiB")
+                size = path.stat().st_size
+                label = (f"{n:,} rows, {'zeros' if zeros else 'random'}, " + (
+                    f"{size / 2**20:,.1f} MiB" if size >= 1 << 20 else f"{size / 1024:.1f} KiB"))
                 results.append({"label": label,
                                 "readers": measure(path, args.repeat, args.base, args.quick)})
                 print(label, results[-1]["readers"], file=sys.stderr, flush=True)
-                path.unlink()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    text = markdown(results, args.repeat)
-    print(text)
+                path.unlink()  # (the next file's room: ten million random rows take 2.7 GB)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps({"rows": args.rows, "runs": results}, indent=2) + "\n")
+    text = markdown(results, args.repeat)
     if args.write_doc:
         c.write_section("list_scan_bench", "### The list-bomb check's cost (list_scan_bench)", text)
+    print(text)
     return 0
 
 

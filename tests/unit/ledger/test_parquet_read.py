@@ -335,17 +335,26 @@ def _hybrid(runs: list[tuple[int, int, bytes]], bits: int) -> bytes:
     return bytes(out)
 
 
-def _longest_levels(levels: bytes, bits: int, n: int) -> int:
+def _longest_levels(levels: bytes, bits: int, n: int) -> tuple[int, bool]:
     """The longest row of the first ``n`` levels of ``levels``, decoded run by run as the
     hybrid's definition says (a bit-packed run cut short: its whole groups; a run of one level
     longer than ``n``: up to ``n``; a run of no levels: their end, as Arrow's `RleDecoder`
-    takes it), each run as (level, count): the reference."""
+    takes it), each run as (level, count): the reference; and whether a run's header or level
+    was cut short (the rows before it counted)."""
     pairs: list[tuple[int, int]] = []
     pos = total = 0
+    cut = False
     while total < n and pos < len(levels):
-        head, pos = parquet_read._varint(levels, pos)
+        try:
+            head, at = parquet_read._varint(levels, pos)
+            if head >> 1 and not head & 1:
+                levels[at]  # (its level)
+        except IndexError:
+            cut = True
+            break
         if not head >> 1:
             break
+        pos = at
         if head & 1:
             groups = min(head >> 1, (len(levels) - pos) // bits)
             bits_ = np.unpackbits(np.frombuffer(levels[pos:pos + groups * bits], np.uint8),
@@ -363,7 +372,7 @@ def _longest_levels(levels: bytes, bits: int, n: int) -> int:
             longest, current = max(longest, current, 1 if count > 1 else 0), 1
         else:
             current += count
-    return max(longest, current)
+    return max(longest, current), cut
 
 
 def _run(bits: int) -> st.SearchStrategy[tuple[int, int, bytes]]:
@@ -391,16 +400,14 @@ def test_the_longest_row_of_any_hybrid_levels_is_the_references(
     levels = levels[:data.draw(st.integers(0, len(levels)))] if data.draw(st.booleans()) \
         else levels
     n = data.draw(st.one_of(st.just(1 << 31), st.integers(0, 60_000)))
-    try:
-        want: int | None = _longest_levels(levels, bits, n)
-    except IndexError:  # (a run's level past the end)
-        want = None
+    want, cut = _longest_levels(levels, bits, n)
     rows = parquet_read._Rows(limit)
-    if want is None:
-        with pytest.raises(IndexError):
-            parquet_read._levels(rows, levels, bits, n)
-        return
-    parquet_read._levels(rows, levels, bits, n)
+    try:
+        parquet_read._levels(rows, levels, bits, n)
+    except IndexError:  # (a run cut short: what the reference found, the rows before counted)
+        assert cut
+    else:  # (or the limit reached before the cut)
+        assert not cut or rows.done() >= limit
     assert min(rows.done(), limit) == min(want, limit)
 
 
@@ -437,3 +444,173 @@ def test_a_run_of_a_huge_count_counts_up_to_the_pages_levels() -> None:
     rows = parquet_read._Rows(1 << 50)
     parquet_read._levels(rows, levels, 1, (1 << 31) - 1)
     assert rows.done() == (1 << 31) - 1
+
+
+def test_levels_cut_short_after_a_long_row_still_count_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pq45 finding 1: a page's repetition levels whose last run is cut short (a run's header
+    without its level) after a row over the limit: pyarrow decodes that row before it finds the
+    cut ("rep / def levels do not match"), so the row counts; it was dropped with the levels
+    read since the last count (none of them: the row passed)."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    lengths: list[int | None] = [0] * 50 + [200_000] + [0] * 50
+    data = bytearray(_list_file(lengths, np.zeros(200_000), compression="zstd",
+                                data_page_version="2.0"))
+    chunk = pq.ParquetFile(io.BytesIO(bytes(data))).metadata.row_group(0).column(0)
+    pos = chunk.data_page_offset
+    while True:  # the data page (V2: its levels first, as they are)
+        got = dict.fromkeys(parquet_read._LEVELS, -1)
+        length = parquet_read._skip_struct(bytes(data[pos:pos + 4096]), 0, got)
+        if got[1,] == 3:
+            break
+        pos += length + got[3,]
+    end = pos + length + got[8, 6]
+    assert data[end - 2:end] == b"\x64\x00"  # (the 50 empty rows: one run of zeros)
+    data[end - 2:end] = b"\x01\x02"  # no bit-packed groups, then a run's header alone
+    cut = bytes(data)
+    with io.BytesIO(cut) as f:
+        assert parquet_read._longest_row(f, chunk, 1, 1 << 40) == 200_000
+    rows = parquet_read._Rows(1 << 40)
+    with pytest.raises(IndexError):
+        parquet_read._levels(rows, b"\x02\x00\xbe\x9a\x0c\x01\x02", 1, 300_000)
+    assert rows.done() == 1 + 99_999
+
+    def decoded(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", decoded)
+    with pytest.raises(BombError, match="MAX_ROW_BYTES"):
+        next(iter_parquet(cut))
+
+
+def _footer_says_one_value(data: bytes) -> bytes:
+    """``data`` (one row group, one column) with its footer's ``num_values`` of the column
+    chunk made 1 (a longer varint of 1 in the same bytes: the footer's length unchanged)."""
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    value = meta.row_group(0).column(0).num_values << 1  # (zigzag)
+    coded = bytearray()
+    while value > 0x7F:
+        coded.append(value & 0x7F | 0x80)
+        value >>= 7
+    coded.append(value)
+    length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - length
+    at = data.index(bytes(coded), start)
+    out = data[:at] + bytes([0x82] + [0x80] * (len(coded) - 2) + [0]) + data[at + len(coded):]
+    assert pq.ParquetFile(io.BytesIO(out)).metadata.row_group(0).column(0).num_values == 1
+    return out
+
+
+def test_a_footer_stating_few_values_does_not_spare_the_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pq45 finding 3: the footer's ``num_values`` of a column chunk (1, where its page holds
+    200,100) decided whether the levels were counted, and pyarrow reads the page whatever the
+    footer says: the 200,000-value row passed, and `read_parquet` read a table over its limit.
+    The pages' own counts (their headers, read before anything) decide now."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    lengths: list[int | None] = [0] * 50 + [200_000] + [0] * 50
+    data = _footer_says_one_value(_list_file(lengths, np.zeros(200_000), compression="zstd"))
+
+    def decoded(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("decoded")
+
+    with monkeypatch.context() as m:
+        m.setattr(pq.ParquetFile, "iter_batches", decoded)
+        with pytest.raises(BombError, match="MAX_ROW_BYTES"):
+            next(iter_parquet(data))
+    monkeypatch.setattr(parquet_read, "MAX_TABLE_BYTES", 2 << 20)
+    many = _footer_says_one_value(_list_file([100_000] * 40, np.zeros(4_000_000),
+                                             compression="zstd"))
+    with pytest.raises(BombError, match="MAX_TABLE_BYTES"):
+        read_parquet(many)
+
+
+def _old_parquet_mr(data: bytes) -> bytes:
+    """``data`` (one row group: a dictionary page, then one data page) as if parquet-mr 1.2.8
+    wrote it, its column chunk's footer size covering the dictionary page alone: Arrow reads
+    up to 100 bytes past such a chunk (PARQUET-816), so it reads the data page all the same."""
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    chunk = meta.row_group(0).column(0)
+    length = int.from_bytes(data[-8:-4], "little")
+    footer = data[len(data) - 8 - length:-8]
+    old, size = chunk.total_compressed_size << 1, (
+        chunk.data_page_offset - chunk.dictionary_page_offset) << 1
+    coded = bytearray()
+    while old > 0x7F:
+        coded.append(old & 0x7F | 0x80)
+        old >>= 7
+    coded.append(old)
+    short = bytes((size >> 7 * i) & 0x7F | (0x80 if i < len(coded) - 1 else 0)
+                  for i in range(len(coded)))
+    footer = footer.replace(bytes(coded), short, 1)
+    by = meta.created_by.encode()
+    mr = b"parquet-mr version 1.2.8"
+    footer = footer.replace(bytes([len(by)]) + by, bytes([len(mr)]) + mr, 1)
+    out = data[:len(data) - 8 - length] + footer + len(footer).to_bytes(4, "little") + b"PAR1"
+    again = pq.ParquetFile(io.BytesIO(out)).metadata
+    assert again.created_by == mr.decode()
+    assert again.row_group(0).column(0).total_compressed_size == size >> 1
+    return out
+
+
+def test_a_page_past_an_old_parquet_mr_chunks_stated_end_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pq45 finding 4: a file that says parquet-mr 1.2.8 wrote it, whose column chunk's
+    footer size leaves out its one data page (a row of 200,000 values, 93 bytes): pyarrow
+    reads up to 100 bytes past such a chunk and decoded the row; neither the page checks nor
+    the level count saw the page. Both read where Arrow reads now."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    data = _old_parquet_mr(_list_file([200_000], np.zeros(200_000), compression="zstd"))
+    assert pq.read_table(io.BytesIO(data)).num_rows == 1  # (pyarrow reads the page)
+
+    def decoded(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", decoded)
+    with pytest.raises(BombError, match="MAX_ROW_BYTES"):
+        next(iter_parquet(data))
+    monkeypatch.setattr(parquet_read, "MAX_PAGE_BYTES", 20)  # (the data page: 23 bytes)
+    with pytest.raises(BombError, match="MAX_PAGE_BYTES"):
+        parquet_read._check_pages(data, pq.ParquetFile(io.BytesIO(data)).metadata)
+
+
+@pytest.mark.parametrize(("created_by", "padded"), [
+    ("parquet-mr version 1.2.8", True), ("parquet-mr version 1.2.8-SNAPSHOT (build x)", True),
+    ("parquet-mr version 1.2-cdh9.9", True), ("parquet-mr", True), ("Parquet-MR Version 1", True),
+    (" parquet-mr version v1.2.8", True), ("parquet-mr version 1.2.9", False),
+    ("parquet-mr version 1.12.3 (build abc)", False), ("parquet-mr v 1.2.8", False),
+    ("parquet-mr-x version 1.2.8", False), ("parquet-cpp-arrow version 1.0.0", False),
+    (None, False),
+])  # fmt: skip
+def test_the_span_of_a_chunk_is_arrows(created_by: str | None, padded: bool) -> None:
+    """Arrow's PARQUET-816 rule: 100 bytes more for parquet-mr before 1.2.9 (a version it
+    cannot read counts as 0.0.0; "1.2-cdh9.9" is 1.2.0), within the file: as pyarrow 26 reads
+    finding 4's file with each string (upper case: pyarrow does not pad, this does)."""
+    data = _list_file([3, 4], np.zeros(7))
+    chunk = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(0)
+    start, end = parquet_read._span(chunk, created_by, 1 << 30)
+    assert end - start == chunk.total_compressed_size + (100 if padded else 0)
+    assert parquet_read._span(chunk, created_by, end - 60 if padded else 1 << 30)[1] == (
+        end - 100 if padded else end) + (40 if padded else 0)
+
+
+@pytest.mark.parametrize("tail", [
+    [(1, 1000, b"\x01\x00")],  # a bit-packed run of 1,000 groups with two bytes there
+    [(0, 1, b"\x00"), (0, 10**6, b"\x01")],  # a row of 1,000,001 levels past the count
+    [(0, 1, b"")],  # a run's header without its level
+])  # fmt: skip
+def test_hostile_runs_after_rows_read_in_bulk(tail: list[tuple[int, int, bytes]]) -> None:
+    """Rows of five levels read in bulk (200 of them), then a run cut short, levels past the
+    page's count, or a header alone: the longest row is the reference's, each time (a level
+    past the count never counts; the rows before a cut always do)."""
+    row = [(1, 1, b"\x1e"), (0, 2, b"\x01")]  # (0, 1, 1, 1, 1, 0, 0, 0: a bit-packed group)
+    levels = _hybrid(row * 200, 1) + _hybrid(tail, 1)
+    n = 200 * 10 + (8 if tail[0][0] else 1)
+    want, cut = _longest_levels(levels, 1, n)
+    rows = parquet_read._Rows(1 << 40)
+    try:
+        parquet_read._levels(rows, levels, 1, n)
+    except IndexError:
+        assert cut
+    assert rows.done() == want and want < 1000

@@ -107,28 +107,6 @@ def test_the_pages_of_an_honest_file_state_its_footers_values(options: dict[str,
                       for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
 
 
-@pytest.mark.parametrize(("created_by", "old"), [
-    ("parquet-mr version 1.2.8 (build abcd)", True), ("parquet-mr version 1.2.9", False),
-    ("parquet-mr version 1.10.1 (build a89df8f9932b6ef6633d06069e50c9b7970bebd1)", False),
-    ("parquet-mr version 1.13.1", False), ("parquet-mr", True), ("parquet-mr version x", True),
-    ("parquet-cpp-arrow version 26.0.1", False), ("", False), (None, False),
-])  # fmt: skip
-def test_old_parquet_mr_chunks_are_read_as_arrow_reads_them(created_by: str | None,
-                                                           old: bool) -> None:
-    """rev42 finding 2: Arrow reads up to 100 bytes past a column chunk's stated end in a file
-    of parquet-mr before 1.2.9 (PARQUET-816; a version it cannot read counts as 0.0.0), and so
-    do the page checks and the level scan; the padding stops at the file's end."""
-    assert parquet_read._old_parquet_mr(created_by) is old
-
-    class Chunk:
-        data_page_offset, has_dictionary_page, dictionary_page_offset = 40, True, 4
-        total_compressed_size = 100
-
-    chunk = Chunk()
-    assert parquet_read._chunk_range(chunk, old, 1000) == (4, 204 if old else 104)  # type: ignore[arg-type]
-    assert parquet_read._chunk_range(chunk, True, 150) == (4, 150)  # type: ignore[arg-type]
-
-
 def test_the_scan_reads_a_chunks_pages_up_to_its_footers_values_as_arrow_does() -> None:
     """Arrow's page reader stops once the data pages read hold the footer's `num_values` (so a
     footer that understates them has its first page decoded whole, scanned whole here; and the

@@ -21,9 +21,9 @@ is true of a batch a vendor signed and the buyer imported, read in full by the g
 
 - values under lists (a tensor's numbers, a list of strings' indices) are counted row by row
   from the pages' repetition levels alone, in a row group whose footer or pages' headers state
-  more of them than `MAX_ROW_BYTES` (`_list_rows`, over the bytes Arrow reads of a chunk:
-  rev42 findings 1 and 2; levels in runs of under 8, which no common writer makes, within a
-  budget: finding 5): a row over `MAX_ROW_BYTES` is refused before anything is
+  more of them than `MAX_ROW_BYTES` (`_list_rows`, over the bytes Arrow reads of a chunk;
+  levels in runs of under 8, which no common writer makes, within a budget: rev42 finding 5):
+  a row over `MAX_ROW_BYTES` is refused before anything is
   decoded, and the batches are cut so that one holds about `CHUNK_BYTES` of them (rev41
   finding 3: 874 bytes of dictionary-coded zeros declared one row of 40M numbers, 1 GiB
   resident before the schema refused the tensor).
@@ -106,7 +106,7 @@ def iter_parquet(
         BombError: a value, a row or the file over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, caps, _stated = _open(source, columns)
+    dense, coded, caps, _listed = _open(source, columns)
     try:
         yield from _decoded(dense, coded, columns, batch_rows, caps)
     finally:
@@ -147,11 +147,8 @@ def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Tab
         BombError: a value, a row or the table over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, _caps, stated = _open(source, columns)
+    dense, coded, _caps, listed = _open(source, columns)
     try:
-        listed = sum(n * width for _g, _j, n, width in _listed_chunks(
-            dense.metadata, set(dense.schema_arrow.names if columns is None else columns),
-            stated))
         if listed > MAX_TABLE_BYTES:
             raise BombError(
                 f"its values under lists decode to {listed:,} bytes, over the "
@@ -187,11 +184,11 @@ def _whole(
 
 def _open(
     source: Source, columns: Sequence[str] | None
-) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int], dict[tuple[int, int], int]]:
+) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int], int]:
     """The file as pyarrow reads it, (when it has string or binary leaves among ``columns``)
     the same file with those leaves read as dictionaries, the most rows a batch of a row
-    group may hold where its lists are long (`_list_rows`), and the values each column chunk's
-    pages state (`_check_pages`)."""
+    group may hold where its lists are long (`_list_rows`), and the bytes its values under
+    lists decode to at least (`_listed_chunks`)."""
 
     def handle() -> str | os.PathLike[str] | io.BytesIO:
         return io.BytesIO(source) if isinstance(source, bytes) else source
@@ -201,8 +198,9 @@ def _open(
     dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
     wanted = set(dense.schema_arrow.names if columns is None else columns)
     try:
-        stated = _check_pages(source, dense.metadata)
-        caps = _list_rows(source, dense.metadata, wanted, stated)
+        declared = _check_pages(source, dense.metadata)
+        caps = _list_rows(source, dense.metadata, wanted, declared)
+        listed = sum(n * w for _g, _j, n, w in _listed_chunks(dense.metadata, wanted, declared))
     except BaseException:
         dense.close()
         raise
@@ -218,9 +216,9 @@ def _open(
         if leaf.path.split(".", 1)[0] in wanted:
             leaves.append(leaf.path)
     if not leaves:
-        return dense, None, caps, stated
+        return dense, None, caps, listed
     coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
-    return dense, coded, caps, stated
+    return dense, coded, caps, listed
 
 
 def _close(*files: pq.ParquetFile | None) -> None:
@@ -343,20 +341,20 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 
 def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
-    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers (those Arrow
-    reads: `_chunk_range`). The values each column chunk's data pages state, by (row group,
-    column): what Arrow decodes by, whatever the footer says (rev42 finding 1)."""
+    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers; the values
+    the data pages of each (row group, column) declare (pq45 finding 3: not the footer's word;
+    a dictionary page's values are not levels: pqrev)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
-    stated: dict[tuple[int, int], int] = {}
+    declared: dict[tuple[int, int], int] = {}
+    whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     with f:
-        total, whole, old = 0, f.seek(0, io.SEEK_END), _old_parquet_mr(meta.created_by)
+        total = 0
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for c in range(group.num_columns):
                 chunk = group.column(c)
-                pos, end = _chunk_range(chunk, old, whole)
-                stated[g, c] = 0
+                pos, end = _span(chunk, meta.created_by, whole)
                 while pos < end:
                     got = _read_header(f, pos, end - pos)
                     if got is None:
@@ -365,7 +363,6 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                         # asked for, so junk may stand in a leaf nobody reads.
                         break
                     size, compressed, length, values, data = got
-                    stated[g, c] += max(data, 0)
                     if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
                         raise BombError(
                             f"column {chunk.path_in_schema!r}: a page of {values:,} value(s) "
@@ -379,6 +376,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                             "possible decompression bomb"
                         )
                     total += size
+                    declared[g, c] = declared.get((g, c), 0) + max(data, 0)
                     if total > MAX_DECODED_BYTES:
                         raise BombError(
                             f"its pages decompress to over {MAX_DECODED_BYTES:,} bytes "
@@ -386,30 +384,28 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                             "split larger inputs into several files"
                         )
                     pos += length + max(compressed, 0)
-    return stated
+    return declared
 
 
-def _chunk_range(chunk: pq.ColumnChunkMetaData, old: bool, whole: int) -> tuple[int, int]:
-    """Where a column chunk's pages start and end as Arrow reads them (`ComputeColumnChunkRange`):
-    from its first page, its stated size on, and up to 100 bytes more in a file of parquet-mr
-    before 1.2.9 (PARQUET-816: those writers left the dictionary page's header out of the size;
-    a page lying there is decoded too: rev42 finding 2)."""
+def _span(chunk: pq.ColumnChunkMetaData, created_by: str | None, whole: int) -> tuple[int, int]:
+    """Where the pages of ``chunk`` start and end as Arrow reads them: past the bytes its footer
+    states by up to `_PARQUET_816` (within the ``whole`` file) when the file says it was
+    written by parquet-mr before 1.2.9 (pq45 finding 4: a page there was decoded unchecked)."""
     start = chunk.data_page_offset
     if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
         start = chunk.dictionary_page_offset
     end = start + chunk.total_compressed_size
-    return start, end + max(0, min(100, whole - end)) if old else end
+    app, _, version = (created_by or "").lower().partition("version")
+    got = re.match(r"\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
+    if app.strip() == "parquet-mr" and (  # (a version Arrow cannot read is its 0.0.0)
+            not got or tuple(int(x or 0) for x in got.groups()) < (1, 2, 9)):
+        end += max(0, min(_PARQUET_816, whole - end))
+    return start, end
 
 
-def _old_parquet_mr(created_by: str | None) -> bool:
-    """Whether Arrow reads ``created_by``'s column chunks past their stated end: parquet-mr
-    before 1.2.9, or a parquet-mr whose version does not read as one (Arrow's 0.0.0)."""
-    text = (created_by or "").strip()
-    if not text.startswith("parquet-mr"):
-        return False
-    got = re.match(r"parquet-mr\s+version\s+(\d+)\.(\d+)\.(\d+)", text)
-    return got is None or tuple(int(v) for v in got.groups()) < (1, 2, 9)
-
+_PARQUET_816: Final = 100
+"""Bytes Arrow reads past a column chunk's stated end in a file of parquet-mr before 1.2.9
+(PARQUET-816: that writer left the dictionary page's header out of the chunk's sizes)."""
 
 _WIDTH: Final = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12,
                  "BYTE_ARRAY": 8}
@@ -420,10 +416,10 @@ _CODECS: Final = {"ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": 
 
 
 def _listed_chunks(
-    meta: pq.FileMetaData, wanted: set[str], stated: dict[tuple[int, int], int]
+    meta: pq.FileMetaData, wanted: set[str], declared: dict[tuple[int, int], int] | None = None
 ) -> Iterator[tuple[int, int, int, int]]:
     """``(row group, column, values, width)`` of each column chunk of ``wanted`` under a list:
-    the values its footer or its data pages' headers state, the more (`_check_pages`)."""
+    the values its footer states or its pages do (``declared``, `_check_pages`), the more."""
     schema = meta.schema
     leaves = []
     for j in range(len(schema)):
@@ -434,39 +430,38 @@ def _listed_chunks(
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for j, width in leaves:
-            yield g, j, max(group.column(j).num_values, stated.get((g, j), 0)), max(width, 1)
+            values = max(group.column(j).num_values, (declared or {}).get((g, j), 0))
+            yield g, j, values, max(width, 1)
 
 
 def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
-               stated: dict[tuple[int, int], int] | None = None) -> dict[int, int]:
+               declared: dict[tuple[int, int], int] | None = None) -> dict[int, int]:
     """The most rows a batch of a row group may hold so that its values under lists decode to
     about `CHUNK_BYTES` (its longest row's bytes: each row as long); `BombError` when a row
     holds over `MAX_ROW_BYTES` of them (a leaf's longest row times its width, summed over the
-    leaves). Counted only in the column chunks whose footer or pages (``stated``, by
-    `_check_pages`: read here if not given; rev42 finding 1) state more than `MAX_ROW_BYTES`
-    of such values in their row group and over `_RATIO` times their stored bytes (the values
-    of any other chunk decode to no more than one row may, or to a few times the bytes it takes
-    in the file, as any data does; the stored bytes counted at most the file's). Their pages are
-    read for their repetition levels (each row starts at a level 0), streamed: nothing of their
-    values is decoded. The cost falls on constant data (a bomb's shape); rows of one length
-    repeat their levels' bytes, counted a stretch at a time (`_period`): about 0.04 CPU-s for a
-    million rows of 80 zeros (2.3 run by run), a tenth of pyarrow's read; random numbers are not
-    read."""
+    leaves). Counted only in the column chunks whose footer or pages (``declared``) state more
+    than `MAX_ROW_BYTES` of such values in their row group and over `_RATIO` times their
+    stored bytes (the values of any other chunk decode to no more than one row may, or to a
+    few times the bytes it takes in the file, as any data does; the stored bytes counted at
+    most the file's). Their pages are read for their repetition levels (each row starts at a
+    level 0), streamed: nothing of their values is decoded. The cost falls on constant data (a
+    bomb's shape); rows of one length repeat their levels' bytes, counted a stretch at a time
+    (`_period`): about 0.04 CPU-s for a million rows of 80 zeros (2.3 run by run), a tenth of
+    pyarrow's read; random numbers are not read."""
     chunks: dict[int, list[tuple[int, int, int]]] = {}
-    stated = _check_pages(source, meta) if stated is None else stated
-    for g, j, values, width in _listed_chunks(meta, wanted, stated):
-        chunks.setdefault(g, []).append((j, width, values))
+    for g, j, values, width in _listed_chunks(meta, wanted, declared):
+        chunks.setdefault(g, []).append((j, values, width))
     caps: dict[int, int] = {}
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
-    old, short = _old_parquet_mr(meta.created_by), [0]
+    short = [0]  # (`_SHORT_RUNS`: the file's)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
-            if sum(n * w for _j, w, n in cols) <= MAX_ROW_BYTES:
+            if sum(values * w for _j, values, w in cols) <= MAX_ROW_BYTES:
                 continue
             row = 0
-            for j, width, values in cols:
+            for j, values, width in cols:
                 chunk = group.column(j)
                 if values * width <= _RATIO * min(chunk.total_compressed_size, whole):
                     continue
@@ -475,7 +470,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                         source, "rb")
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
                                     (MAX_ROW_BYTES - row) // width + 1,
-                                    _chunk_range(chunk, old, whole), short) * width
+                                    _span(chunk, meta.created_by, whole), short) * width
                 if row > MAX_ROW_BYTES:
                     raise BombError(
                         f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
@@ -499,17 +494,18 @@ size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 fin
 def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
                  limit: int, span: tuple[int, int] | None = None,
                  short: list[int] | None = None) -> int:
-    """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from the
-    repetition levels of its pages in ``span`` (`_chunk_range`; its stated bytes by default) up
-    to those of its footer's values, as Arrow reads them; ``limit`` as soon as one holds that
-    many."""
+    """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from its pages'
+    repetition levels (``span``: where they are, `_span`; default the footer's bytes);
+    ``limit`` as soon as one holds that many. Pages are read as Arrow's page reader reads them:
+    until they hold the footer's values (a footer that understates them has its first page
+    read whole; past an old parquet-mr chunk, another's pages are not taken for its own)."""
     bits = int(max_level).bit_length()
     codec = _CODECS.get(chunk.compression)
     if chunk.compression != "UNCOMPRESSED" and codec is None:
         raise BombError(f"column {chunk.path_in_schema!r}: its lists cannot be counted before "
                         f"they are decoded ({chunk.compression} pages): refused as a possible "
                         "decompression bomb; write it with zstd or snappy")
-    pos, end = span or _chunk_range(chunk, False, 0)
+    pos, end = span or _span(chunk, None, 0)
     rows = _Rows(limit, short)
     seen = 0  # (Arrow reads pages while their values are fewer than the footer's)
     while pos < end and rows.longest < limit and seen < max(chunk.num_values, 1):
@@ -556,7 +552,7 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
                 "as a possible decompression bomb; write the file again with pyarrow"
             ) from None
         except (IndexError, ValueError):
-            break  # (levels cut short: pyarrow refuses the column)
+            break  # (levels cut short: pyarrow refuses the column, past the rows counted)
     return min(rows.done(), limit)
 
 
@@ -640,60 +636,62 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
     runs = retry = 0
     gap, budget = _RETRY, _STRETCH_RUNS  # (budget: as of run ``runs``)
     short = False
-    while at < n and pos < size and rows.longest < rows.limit:
-        if runs >= retry:  # rows of one length: in bulk
-            got = _period(levels, pos, bits, width, weights)
-            reps = _repeats(levels, pos, got[0], (n - at) // got[1]) if got else 0
-            budget -= _STRETCH_RUNS
-            if got and reps > 1:
-                flush()
-                _repeat(rows, at, got[1], reps, got[2], got[3])
-                at, pos, gap, budget = at + reps * got[1], pos + reps * got[0], _RETRY, (
-                    budget + reps * got[4])
-                lo, retry = at, runs + max(0, _STRETCH_RUNS - budget)
-                budget += retry - runs
-                continue
-            retry = runs + max(gap, _STRETCH_RUNS - budget)
-            budget, gap = budget + retry - runs, min(gap * 2, 1 << 16)
-        runs += 1
-        head = levels[pos]
-        pos += 1
-        if head & 0x80:
-            head, pos = _varint(levels, pos - 1)
-        if not head >> 1:  # a run of no levels: their end, as Arrow's decoder takes it
-            break
-        if short:  # the run before this one held under 8 levels and was not the page's last
-            rows.short[0] += 1
-            if rows.short[0] > _SHORT_RUNS:
-                raise _ShortRuns
-        short = not head & 1 and head >> 1 < 8
-        if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
-            groups = min(head >> 1, (size - pos) // max(bits, 1))
-            piece = max(1, _PACKED // max(bits, 1))
-            for first in range(0, groups, piece):
-                part = min(piece, groups - first)
-                packed.append((pos + first * bits, part, at))
-                at += part * 8
-                weight += part * bits
-                if weight >= _PACKED or at >= n:
+    try:  # (levels cut short: pyarrow decodes the rows before the cut, so they count: pq45 1)
+        while at < n and pos < size and rows.longest < rows.limit:
+            if runs >= retry:  # rows of one length: in bulk
+                got = _period(levels, pos, bits, width, weights)
+                reps = _repeats(levels, pos, got[0], (n - at) // got[1]) if got else 0
+                budget -= _STRETCH_RUNS
+                if got and reps > 1:
                     flush()
-                if at >= n:
-                    break
-            pos += groups * bits
-        else:  # a run of one level
-            count = min(head >> 1, n - at)
-            value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
-                                                                   "little")
-            pos += width
-            if value == 0 and count:
-                starts.append(at)
-                if count > 1:
-                    ones.append(at)
-                    starts.append(at + count - 1)
-            at += count
-        if len(starts) + len(packed) > 1 << 16:
-            flush()
-    flush()
+                    _repeat(rows, at, got[1], reps, got[2], got[3])
+                    at, pos, gap, budget = at + reps * got[1], pos + reps * got[0], _RETRY, (
+                        budget + reps * got[4])
+                    lo, retry = at, runs + max(0, _STRETCH_RUNS - budget)
+                    budget += retry - runs
+                    continue
+                retry = runs + max(gap, _STRETCH_RUNS - budget)
+                budget, gap = budget + retry - runs, min(gap * 2, 1 << 16)
+            runs += 1
+            head = levels[pos]
+            pos += 1
+            if head & 0x80:
+                head, pos = _varint(levels, pos - 1)
+            if not head >> 1:  # a run of no levels: their end, as Arrow's decoder takes it
+                break
+            if short:  # the run before held under 8 levels and was not the page's last
+                rows.short[0] += 1
+                if rows.short[0] > _SHORT_RUNS:
+                    raise _ShortRuns
+            short = not head & 1 and head >> 1 < 8
+            if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
+                groups = min(head >> 1, (size - pos) // max(bits, 1))
+                piece = max(1, _PACKED // max(bits, 1))
+                for first in range(0, groups, piece):
+                    part = min(piece, groups - first)
+                    packed.append((pos + first * bits, part, at))
+                    at += part * 8
+                    weight += part * bits
+                    if weight >= _PACKED or at >= n:
+                        flush()
+                    if at >= n:
+                        break
+                pos += groups * bits
+            else:  # a run of one level
+                count = min(head >> 1, n - at)
+                value = levels[pos] if width == 1 else int.from_bytes(levels[pos:pos + width],
+                                                                       "little")
+                pos += width
+                if value == 0 and count:
+                    starts.append(at)
+                    if count > 1:
+                        ones.append(at)
+                        starts.append(at + count - 1)
+                at += count
+            if len(starts) + len(packed) > 1 << 16:
+                flush()
+    finally:
+        flush()
 
 
 _SHORT_RUNS: Final = 1 << 20
