@@ -145,10 +145,6 @@ print(max(b.column("obs").values.nbytes for b in iter_parquet(sys.argv[1])))
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev42 finding 4: a file without string columns is read by iter_batches across row groups: "
-    "row groups each under MAX_ROW_BYTES of list values (never scanned) make one batch of all "
-    "of them (4 x 240 MB: 929 MiB in a batch, 2 GiB resident; rollouts/parquet_read.py, pq45)"))
 def test_row_groups_each_under_the_row_limit_are_not_read_as_one_batch(tmp_path: Path) -> None:
     """`_list_rows` judges each row group by its footer: one stating at most `MAX_ROW_BYTES`
     of values under lists is not scanned and has no cap. When no string or binary column is

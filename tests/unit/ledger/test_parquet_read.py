@@ -161,7 +161,7 @@ def test_page_headers_add_up_to_the_footers_sizes(options: dict[str, object]) ->
             while pos < end:
                 got = parquet_read._read_header(f, pos, end - pos)
                 assert got is not None
-                size, compressed, length, _ = got
+                size, compressed, length, *_ = got
                 pos, plain = pos + length + compressed, plain + length + size
             assert pos == end
             assert plain == chunk.total_uncompressed_size
@@ -338,18 +338,21 @@ def _hybrid(runs: list[tuple[int, int, bytes]], bits: int) -> bytes:
 def _longest_levels(levels: bytes, bits: int, n: int) -> tuple[int, bool]:
     """The longest row of the first ``n`` levels of ``levels``, decoded run by run as the
     hybrid's definition says (a bit-packed run cut short: its whole groups; a run of one level
-    longer than ``n``: up to ``n``), each run as (level, count): the reference; and whether a
-    run's header or level was cut short (the rows before it counted)."""
+    longer than ``n``: up to ``n``; a run of no levels: their end, as Arrow's `RleDecoder`
+    takes it), each run as (level, count): the reference; and whether a run's header or level
+    was cut short (the rows before it counted)."""
     pairs: list[tuple[int, int]] = []
     pos = total = 0
     cut = False
     while total < n and pos < len(levels):
         try:
             head, at = parquet_read._varint(levels, pos)
-            if not head & 1:
+            if head >> 1 and not head & 1:
                 levels[at]  # (its level)
         except IndexError:
             cut = True
+            break
+        if not head >> 1:
             break
         pos = at
         if head & 1:

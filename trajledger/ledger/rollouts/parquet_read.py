@@ -20,8 +20,10 @@ the schema's value limits refused it; with more rows it takes every byte of memo
 is true of a batch a vendor signed and the buyer imported, read in full by the gate.
 
 - values under lists (a tensor's numbers, a list of strings' indices) are counted row by row
-  from the pages' repetition levels alone, in a row group whose footer states more of them than
-  `MAX_ROW_BYTES` (`_list_rows`): a row over `MAX_ROW_BYTES` is refused before anything is
+  from the pages' repetition levels alone, in a row group whose footer or pages' headers state
+  more of them than `MAX_ROW_BYTES` (`_list_rows`, over the bytes Arrow reads of a chunk;
+  levels in runs of under 8, which no common writer makes, within a budget: rev42 finding 5):
+  a row over `MAX_ROW_BYTES` is refused before anything is
   decoded, and the batches are cut so that one holds about `CHUNK_BYTES` of them (rev41
   finding 3: 874 bytes of dictionary-coded zeros declared one row of 40M numbers, 1 GiB
   resident before the schema refused the tensor).
@@ -98,7 +100,7 @@ def iter_parquet(
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of ``source`` (a path or the file's bytes), decoded, each of at most
     ``batch_rows`` rows and `CHUNK_BYTES` of string and binary bytes (a single larger row
-    alone).
+    alone), from one row group (rev42 finding 4).
 
     Raises:
         BombError: a value, a row or the file over its limit; nothing of it decoded.
@@ -115,10 +117,7 @@ def _decoded(
     dense: pq.ParquetFile, coded: pq.ParquetFile | None, columns: Sequence[str] | None,
     batch_rows: int, caps: dict[int, int],
 ) -> Iterator[pa.RecordBatch]:
-    if coded is None:
-        if not caps:
-            yield from dense.iter_batches(batch_size=batch_rows, columns=columns)
-            return
+    if coded is None:  # (a row group at a time: rev42 finding 4)
         yield from _coded_batches(dense, batch_rows, columns, caps)
         return
     total = 0
@@ -343,7 +342,8 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
     pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers; the values
-    the pages of each (row group, column) declare (pq45 finding 3: not the footer's word)."""
+    the data pages of each (row group, column) declare (pq45 finding 3: not the footer's word;
+    a dictionary page's values are not levels: pqrev)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     declared: dict[tuple[int, int], int] = {}
@@ -362,7 +362,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                         # other leaves' pages are still checked: pyarrow reads only the columns
                         # asked for, so junk may stand in a leaf nobody reads.
                         break
-                    size, compressed, length, values = got
+                    size, compressed, length, values, data = got
                     if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
                         raise BombError(
                             f"column {chunk.path_in_schema!r}: a page of {values:,} value(s) "
@@ -376,7 +376,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                             "possible decompression bomb"
                         )
                     total += size
-                    declared[g, c] = declared.get((g, c), 0) + max(values, 0)
+                    declared[g, c] = declared.get((g, c), 0) + max(data, 0)
                     if total > MAX_DECODED_BYTES:
                         raise BombError(
                             f"its pages decompress to over {MAX_DECODED_BYTES:,} bytes "
@@ -454,6 +454,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     caps: dict[int, int] = {}
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
+    short = [0]  # (`_SHORT_RUNS`: the file's)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
@@ -469,7 +470,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                         source, "rb")
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
                                     (MAX_ROW_BYTES - row) // width + 1,
-                                    _span(chunk, meta.created_by, whole)) * width
+                                    _span(chunk, meta.created_by, whole), short) * width
                 if row > MAX_ROW_BYTES:
                     raise BombError(
                         f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
@@ -491,10 +492,13 @@ size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 fin
 
 
 def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
-                 limit: int, span: tuple[int, int] | None = None) -> int:
+                 limit: int, span: tuple[int, int] | None = None,
+                 short: list[int] | None = None) -> int:
     """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from its pages'
     repetition levels (``span``: where they are, `_span`; default the footer's bytes);
-    ``limit`` as soon as one holds that many."""
+    ``limit`` as soon as one holds that many. Pages are read as Arrow's page reader reads them:
+    until they hold the footer's values (a footer that understates them has its first page
+    read whole; past an old parquet-mr chunk, another's pages are not taken for its own)."""
     bits = int(max_level).bit_length()
     codec = _CODECS.get(chunk.compression)
     if chunk.compression != "UNCOMPRESSED" and codec is None:
@@ -502,8 +506,9 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
                         f"they are decoded ({chunk.compression} pages): refused as a possible "
                         "decompression bomb; write it with zstd or snappy")
     pos, end = span or _span(chunk, None, 0)
-    rows = _Rows(limit)
-    while pos < end and rows.longest < limit:
+    rows = _Rows(limit, short)
+    seen = 0  # (Arrow reads pages while their values are fewer than the footer's)
+    while pos < end and rows.longest < limit and seen < max(chunk.num_values, 1):
         f.seek(pos)
         head = f.read(min(_HEADER_READ, end - pos))
         got = dict.fromkeys(_LEVELS, -1)
@@ -537,8 +542,15 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
             values, levels = got[8, 1], f.read(max(got[8, 6], 0))
         else:
             continue  # a dictionary or index page
+        seen += max(values, 0)
         try:
             _levels(rows, levels, bits, max(values, 0))
+        except _ShortRuns:
+            raise BombError(
+                f"column {chunk.path_in_schema!r}: its repetition levels come in over "
+                f"{_SHORT_RUNS:,} runs of under 8 levels (no common writer makes them): refused "
+                "as a possible decompression bomb; write the file again with pyarrow"
+            ) from None
         except (IndexError, ValueError):
             break  # (levels cut short: pyarrow refuses the column, past the rows counted)
     return min(rows.done(), limit)
@@ -575,8 +587,9 @@ class _Rows:
     """The longest row seen in a stream of repetition levels, given segment by segment as the
     positions where rows start (a level 0)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, short: list[int] | None = None) -> None:
         self.limit, self.longest, self.current = limit, 0, 0
+        self.short = [0] if short is None else short  # (`_SHORT_RUNS`: shared by a file's)
 
     def segment(self, lo: int, hi: int, starts: npt.NDArray[np.int64],
                 ones: npt.NDArray[np.int64]) -> None:
@@ -622,6 +635,7 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
     # cost of levels that never repeat, however they are made).
     runs = retry = 0
     gap, budget = _RETRY, _STRETCH_RUNS  # (budget: as of run ``runs``)
+    short = False
     try:  # (levels cut short: pyarrow decodes the rows before the cut, so they count: pq45 1)
         while at < n and pos < size and rows.longest < rows.limit:
             if runs >= retry:  # rows of one length: in bulk
@@ -643,6 +657,13 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
             pos += 1
             if head & 0x80:
                 head, pos = _varint(levels, pos - 1)
+            if not head >> 1:  # a run of no levels: their end, as Arrow's decoder takes it
+                break
+            if short:  # the run before held under 8 levels and was not the page's last
+                rows.short[0] += 1
+                if rows.short[0] > _SHORT_RUNS:
+                    raise _ShortRuns
+            short = not head & 1 and head >> 1 < 8
             if head & 1:  # bit-packed: groups of 8 levels, ``bits`` bytes a group
                 groups = min(head >> 1, (size - pos) // max(bits, 1))
                 piece = max(1, _PACKED // max(bits, 1))
@@ -668,6 +689,18 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
                 flush()
     finally:
         flush()
+
+
+_SHORT_RUNS: Final = 1 << 20
+"""Most runs of fewer than 8 levels read one by one in a file's level scan, but for each
+page's last (rev42 finding 5: about a CPU-second). Arrow's, parquet-mr's and Rust's encoders
+write a run of one level only when 8 or more come in a row (others are bit-packed, 8 levels a
+group), so their pages hold none but the last; runs of one level each walk the scan through a
+page's bytes two at a time (a 16 MiB page of them, 1,695 bytes of zstd: 4.5 CPU-s)."""
+
+
+class _ShortRuns(Exception):
+    """Over `_SHORT_RUNS` runs of fewer than 8 levels (a `BombError` in `_longest_row`)."""
 
 
 _RETRY: Final = 16
@@ -704,6 +737,8 @@ def _period(levels: bytes, pos: int, bits: int, width: int, weights: npt.NDArray
                 head, pos = _varint(levels, pos - 1)
             except (IndexError, ValueError):
                 return None
+        if not head >> 1:  # (a run of no levels ends them: `_levels` reads it one by one)
+            return None
         if head & 1:  # bit-packed: its groups whole, inside the stretch
             last = pos + (head >> 1) * bits
             if last > end:
@@ -791,7 +826,8 @@ _MAX_HEADER: Final = 16 << 20
 """Longest page header read (Arrow's C++ reader refuses a longer one)."""
 
 
-def _read_header(f: io.BufferedIOBase, pos: int, left: int) -> tuple[int, int, int, int] | None:
+def _read_header(f: io.BufferedIOBase, pos: int, left: int
+                 ) -> tuple[int, int, int, int, int] | None:
     """`_page_header` of the page at ``pos``, None when there is no valid header there."""
     n = _HEADER_READ
     while True:
@@ -807,20 +843,21 @@ def _read_header(f: io.BufferedIOBase, pos: int, left: int) -> tuple[int, int, i
             return None
 
 
-_WANT: Final = ((2,), (3,), (5, 1), (7, 1), (8, 1))
-"""The PageHeader's uncompressed_page_size, compressed_page_size, and the num_values of its
-data_page_header, dictionary_page_header or data_page_header_v2."""
+_WANT: Final = ((1,), (2,), (3,), (5, 1), (7, 1), (8, 1))
+"""The PageHeader's type, uncompressed_page_size, compressed_page_size, and the num_values of
+its data_page_header, dictionary_page_header or data_page_header_v2."""
 
 
-def _page_header(b: bytes) -> tuple[int, int, int, int]:
-    """``(uncompressed_page_size, compressed_page_size, header length, num_values)`` of the
-    PageHeader struct at the start of ``b`` (num_values -1 for a page without values: an index
-    page); every other field skipped."""
+def _page_header(b: bytes) -> tuple[int, int, int, int, int]:
+    """``(uncompressed_page_size, compressed_page_size, header length, num_values, data
+    values)`` of the PageHeader struct at the start of ``b`` (num_values -1 for a page without
+    values: an index page; data values -1 but for a data page); every other field skipped."""
     got = dict.fromkeys(_WANT, -1)
     pos = _skip_struct(b, 0, got)
     if got[2,] < 0 or got[3,] < 0:
         raise ValueError("a page header without its sizes")
-    return got[2,], got[3,], pos, max(got[5, 1], got[7, 1], got[8, 1])
+    data = got[5, 1] if got[1,] == 0 else got[8, 1] if got[1,] == 3 else -1
+    return got[2,], got[3,], pos, max(got[5, 1], got[7, 1], got[8, 1]), data
 
 
 def _varint(b: bytes, pos: int) -> tuple[int, int]:
