@@ -1,5 +1,6 @@
-"""Findings of rev42 in files other helpers own, as failing tests for the lead or the owner
-(strict xfail: each passes once its finding is fixed). Reproducers are in /tmp/rev42-s/."""
+"""Findings of rev42 in files other helpers owned (docs/SECURITY.md, "thirtieth round
+(rev42)"): each was a strict xfail, failing for the reason it named, until its fix landed (1, 2:
+pq45; 3: upd45; 4: pqrev), and now checks the fix."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from test_out43_reported import Party
 
