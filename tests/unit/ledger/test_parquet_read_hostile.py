@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -127,3 +128,66 @@ def test_the_scan_reads_a_chunks_pages_up_to_its_footers_values_as_arrow_does() 
     with io.BytesIO(out.getvalue()) as f:
         assert parquet_read._longest_row(f, chunk, 1, 1 << 40) == 5000
         assert parquet_read._longest_row(f, Fewer(), 1, 1 << 40) == 1  # type: ignore[arg-type]
+
+
+class _Stated:
+    """A file's footer as read, with every column chunk stating ``size`` stored bytes."""
+
+    def __init__(self, meta: pq.FileMetaData, size: int) -> None:
+        self.meta, self.size = meta, size
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.meta, name)
+
+    def row_group(self, g: int) -> object:
+        group = self.meta.row_group(g)
+        size = self.size
+
+        class Group:
+            def __getattr__(self, name: str) -> object:
+                return getattr(group, name)
+
+            def column(self, j: int) -> object:
+                chunk = group.column(j)
+
+                class Chunk:
+                    def __getattr__(self, name: str) -> object:
+                        return size if name == "total_compressed_size" else getattr(chunk, name)
+
+                return Chunk()
+
+        return Group()
+
+
+def test_a_row_groups_list_chunks_state_no_more_stored_bytes_than_the_file_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rev43 finding 1: `_list_rows` spared a list chunk the count when its values were within
+    8 x its stored bytes, each chunk judged alone by its footer's size (at most the file's):
+    32 leaves each stating the whole file's bytes (Arrow reads a chunk's pages only until they
+    hold its values, so the stated ends may all lie in one stretch of padding) passed a row of
+    32 x 8 x the file (a 4 MB file, one row of 952 MiB, 1.7 GiB resident:
+    /tmp/rev43-s/mkmulti.py). The file's bytes are now counted once among the chunks spared;
+    an honest file's chunks never state more than it holds, so none is counted that was not."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 20)
+    rng = np.random.default_rng(0)
+
+    def file(values: list[npt.NDArray[np.float64]]) -> tuple[bytes, pq.FileMetaData]:
+        rows = [pa.ListArray.from_arrays(pa.array(np.array([0, len(v)], np.int32)), pa.array(v))
+                for v in values]
+        table = pa.table({"obs": pa.StructArray.from_arrays(rows, [f"f{i}" for i in range(8)]),
+                          "pad": pa.array([rng.random(10_000).tobytes()])})
+        out = io.BytesIO()
+        pq.write_table(table, out, compression="zstd")
+        return out.getvalue(), pq.ParquetFile(io.BytesIO(out.getvalue())).metadata
+
+    # Honest: 8 rows of 40,000 random numbers (2.5 MB in one row, each chunk its own 320 KB)
+    # are spared the count, as before.
+    data, meta = file([rng.random(40_000) for _ in range(8)])
+    assert parquet_read._list_rows(data, meta, {"obs", "pad"}) == {}
+    # Zeros, each chunk stating 45,000 bytes (8 x 45,000 over its 320,000 bytes of values) of
+    # the file's 81 KB: together they claim more than it holds.
+    data, meta = file([np.zeros(40_000)] * 8)
+    assert all(meta.row_group(0).column(j).total_compressed_size < 1000 for j in range(8))
+    with pytest.raises(parquet_read.BombError, match="MAX_ROW_BYTES"):
+        parquet_read._list_rows(data, _Stated(meta, 45_000), {"obs", "pad"})  # type: ignore[arg-type]
