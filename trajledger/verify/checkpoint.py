@@ -78,10 +78,11 @@ class Checkpoint:
 
     def horizon(self) -> str:
         """What a verdict against this checkpoint cannot know offline, and the way to know it
-        (out45 finding 8: "revoked since?" and "approved by whom?" read as answered)."""
-        return (f"not known offline: a revocation, withdrawn approval or key compromise logged "
-                f"in {self.origin} after size {self.size} (ask the sender for a bundle exported "
-                "now); approvals: approve what you train on in your own ledger")
+        (out45 finding 8: "revoked since?" and "approved by whom?" read as answered; rev43
+        finding 2: a bundle cannot prove absence, so not only what came after its size)."""
+        return (f"not known offline: a revocation, withdrawn approval or key compromise left out "
+                f"of this bundle or logged in {self.origin} after size {self.size} (`trajledger "
+                "monitor` reads every entry); approvals: approve what you train on in your ledger")
 
     @classmethod
     def from_text(cls, body: bytes) -> Checkpoint:
