@@ -630,6 +630,27 @@ def test_export_refusals(tmp_path: Path) -> None:
         export_rollouts(*data, {}, tmp_path, "parquet")
 
 
+def test_a_time_iso_8601_cannot_hold_refuses_a_jsonl_export(tmp_path: Path) -> None:
+    """rev43 finding 4: a batch holding a time past the year 9999 (recorded before `record`
+    refused one, or signed by another tool) made `export --format jsonl` fail as a bug
+    (`OverflowError: date value out of range`, exit 4); it is refused as a NaN is."""
+    from trajledger.ledger.rollouts.export import ExportError
+    from trajledger.ledger.rollouts.rows import rows_to_table
+
+    table = rows_to_table([{"episode_id": "e", "step": 0, "obs": [0.0], "terminated": True,
+                            "truncated": False, "timestamp": "2026-12-07T00:00:00Z"}])
+    write_steps_parquet([table], tmp_path / "steps.parquet")
+    table = pq.read_table(tmp_path / "steps.parquet")
+    i = table.schema.get_field_index("timestamp")
+    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(
+        [253_402_300_800_000_000], table.schema.field(i).type)), tmp_path / "steps.parquet")
+    data = [(tmp_path / n).read_bytes() for n in ("steps.parquet", "episodes.parquet")]
+    with pytest.raises(ExportError, match="outside the years 1 to 9999"):
+        export_rollouts(*data, {}, tmp_path / "j", "jsonl")
+    assert not (tmp_path / "j").exists()
+    export_rollouts(*data, {}, tmp_path / "p", "parquet")  # (Parquet holds it)
+
+
 # --- Success: one definition -----------------------------------------------------------------
 
 

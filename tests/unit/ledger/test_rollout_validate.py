@@ -772,3 +772,20 @@ def test_a_text_msgspec_cannot_encode_is_not_proved() -> None:
     `_json_error` decides (it was raised out of the check)."""
     for text in ("\ud800", '"\ud800"', '["a\udfff"]'):
         assert not checks._proved_json_text(text)
+
+
+def test_times_outside_years_1_to_9999_are_refused_in_every_format() -> None:
+    """rev43 finding 4: a Parquet or Arrow time outside the years 1 to 9999 (UTC), or seconds
+    since the epoch as far, was recorded (JSON lines' ISO text refused it: "out of the range of
+    times in UTC"), and `export --format jsonl` of the batch then failed (`BUG: OverflowError:
+    date value out of range`, exit 4). The first and last microseconds of that range pass."""
+    first, last = -62_135_596_800_000_000, 253_402_300_800_000_000 - 1  # (0001-01-01, 9999-…)
+    times = [first, last, 0, first - 1, last + 1, 1 << 62]
+    table = steps([len(times)], timestamp=pa.array(times, pa.timestamp("us", tz="UTC")))
+    report = validate_steps(table)
+    assert [(p.row, p.column) for p in report.problems] == [
+        (3, "timestamp"), (4, "timestamp"), (5, "timestamp")]
+    assert all("out of the range of times in UTC (years 1 to 9999)" in p.message
+               for p in report.problems), report.problems
+    assert validate_steps(steps([3], timestamp=pa.array(times[:3], pa.timestamp(
+        "us", tz="UTC")))).ok

@@ -128,6 +128,24 @@ def _check_at_least(
         )
 
 
+def _time(cols: dict[str, pa.Array], name: str, offset: int, c: ProblemCollector) -> None:
+    """A time is within the years 1 to 9999 in UTC, as ISO 8601 text and Python's datetime
+    hold them (rev43 finding 4: a Parquet time past them was recorded, JSON lines refused it,
+    and `export --format jsonl` of its batch failed)."""
+    arr = cols.get(name)
+    if arr is None or arr.null_count == len(arr):
+        return
+    values = _numbers(arr.cast(pa.timestamp("us", tz="UTC"), safe=False).cast(pa.int64()), 0)
+    bad = (values < _TIMES[0]) | (values > _TIMES[1])
+    if bad.any():
+        c.add_rows(f"{name}:range", np.flatnonzero(bad), offset, name, lambda i: (
+            f"{name} is {int(values[i]):,} microseconds since the epoch, out of the range of "
+            "times in UTC (years 1 to 9999)"))
+
+
+_TIMES: Final = (-62_135_596_800_000_000, 253_402_300_800_000_000 - 1)
+"""The first and last microseconds of the years 1 to 9999 (UTC), since the epoch."""
+
 _NumberCheck = Callable[[dict[str, pa.Array], str, int, ProblemCollector], None]
 
 
@@ -178,6 +196,7 @@ ROW_RULES: Final = {
             ("completion_tokens", _count),
             ("safety_interventions", _count),
             ("discount", _finite_non_negative),
+            ("timestamp", _time),
         ),
         strings=(
             "episode_id",

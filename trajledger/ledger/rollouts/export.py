@@ -197,7 +197,13 @@ def _jsonl(steps: pa.Table, episodes: pa.Table, out: Path) -> tuple[str, ...]:
         with open(out / name, "w", encoding="utf-8") as f:
             row_no = 0
             for batch in table.to_batches(max_chunksize=4096):
-                for row in batch.to_pylist():
+                try:  # (a time past the year 9999: rev43 finding 4)
+                    rows = batch.to_pylist()
+                except (OverflowError, ValueError) as e:
+                    raise ExportError(f"{name}: {e}: a time outside the years 1 to 9999, which "
+                                      "ISO 8601 text cannot hold; export as parquet instead"
+                                      ) from None
+                for row in rows:
                     obj: dict[str, Any] = {}
                     for key, v in row.items():
                         if v is None:
