@@ -16,23 +16,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import testkit
 import zstandard
-from click.testing import Result
+from test_withdraw_approval import home, run  # noqa: F401  (the quickstart ledger's copy)
 
-from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 
 BATCH = "rollouts-cartpole-bc@1-seed1000"
-
-
-def run(home: Path, *args: str | Path) -> Result:
-    return testkit.new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
-
-
-@pytest.fixture
-def home(quickstart_template: testkit.Template[str], tmp_path: Path) -> Path:
-    return testkit.copy_template(quickstart_template, tmp_path / "home")
 
 
 def left_out(bundle: Path, out: Path, index: int) -> None:
@@ -57,7 +46,7 @@ def left_out(bundle: Path, out: Path, index: int) -> None:
 
 
 def test_the_horizon_is_the_last_line_of_the_text_report(
-        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     """rev43 finding 3: `python -m trajledger.verify BUNDLE` printed the horizon glued to the
     report's last line with a literal ``\\u000a`` (the line break escaped with it as a hidden
     character: ``.translate(HIDDEN)`` bound to the f-string, its "\\n" included); `trajledger
@@ -75,7 +64,7 @@ def test_the_horizon_is_the_last_line_of_the_text_report(
 
 
 def test_the_horizon_says_what_the_bundle_leaves_out_is_not_known(
-        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     """rev43 finding 2: the line said "not known offline: a revocation … logged in ORIGIN after
     size N": a revocation logged before size N and left out of the bundle by its sender (the
     entry, its envelope and its proof taken out, `bundle.json` made to agree: nothing signs
@@ -103,7 +92,7 @@ def test_the_horizon_says_what_the_bundle_leaves_out_is_not_known(
                    "cannot know offline (schemas/report.v1.schema.json: no property for it; "
                    "runner/commands.py, out46's; the lead's)")
 def test_the_json_report_says_what_the_text_report_cannot_know_offline(
-        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     """The brief's "does `--json` say the same thing?": no. `python -m trajledger.verify BUNDLE
     --json` and `trajledger verify BUNDLE --json` print the report with `ok` true and nothing
     of the horizon: a program reading the verdict is told less than a person reading the
