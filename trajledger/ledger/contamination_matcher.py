@@ -87,11 +87,12 @@ class SketchFinding(Finding):
         more = f" and {self.matches - 1} more near" if self.matches > 1 else ""
         o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
         t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
-        return (f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is a copy of "
-                f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}: "
-                f"sealed, it is compared by the sketch its record publishes, and the two are "
-                f"equal (similarity {self.similarity:.4f}: the same observations, actions and "
-                f"rewards at each of its {self.steps} steps, to rounding and one scale)")
+        train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}"
+        why = (f"sealed, it is compared by the sketch its record publishes, and the two are equal "
+               f"(similarity {self.similarity:.4f}: the same observations, actions and rewards at "
+               f"each of its {self.steps} steps, to rounding and one scale)")
+        held = f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o}"
+        return f"{held} is a copy of {train}: {why}"
 
     def to_json(self) -> dict[str, Any]:
         """The finding as JSON, with ``sketch``: true."""
