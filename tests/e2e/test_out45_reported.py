@@ -1,6 +1,7 @@
-"""Findings of out45 in files other helpers own, as strict xfails for the lead (each fails
-now; remove the mark with the fix). docs/SECURITY.md, "Review of 2026-12-06, thirtieth round
-(out45)", the table of findings in others' files.
+"""Findings of out45 in files other helpers own, as strict xfails for the lead (each failed
+then; the mark removed with the fix: every one fixed, no xfail left; finding 6 by seal46).
+docs/SECURITY.md, "Review of 2026-12-06, thirtieth round (out45)", the table of findings in
+others' files.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ def test_an_iso_8601_timestamp_in_json_lines_is_parsed_as_the_schema_says(
     expect(r, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="out45 finding 6: a sealed holdout holding copies of "
-                   "a train set's episodes is recorded (ledger/contamination.py)")
 def test_a_sealed_holdout_of_a_train_sets_episodes_is_refused_as_a_plain_one_is(
         runner: CliRunner, home: Path, tmp_path: Path) -> None:  # noqa: F811
     """The researcher's "the suite turns out to be the training data": train@1's episodes
@@ -45,7 +44,8 @@ def test_a_sealed_holdout_of_a_train_sets_episodes_is_refused_as_a_plain_one_is(
     on train@1 pass on them without a word. Under the default policy (`[contamination] refuse
     = "exact"`) a sealed batch is compared by its published fingerprints alone: the exact hash
     (here other timestamps) and the sketch (near), not the shared run of observations that
-    refuses the plain copy."""
+    refuses the plain copy. Fixed by seal46: a sealed numeric episode whose published sketch
+    equals a train episode's (`contamination_matcher.EQUAL_SKETCH`) is an exact duplicate."""
     out = tmp_path / "train-copy"
     expect(run(runner, home, "export", "train-batch", "--format", "jsonl", "--out", out), 0)
     copy = tmp_path / "copy.jsonl"
@@ -69,7 +69,14 @@ def test_a_sealed_holdout_of_a_train_sets_episodes_is_refused_as_a_plain_one_is(
     expect(sealed, 0)
     r = run(runner, home, "dataset", "create", "copied", "--version", "1", "--split", "holdout",
             "--batch", sealed.stdout.strip(), "--key", "vendor")
-    expect(r, 1)
+    expect(r, 1)  # seal46: its published sketches equal the train episodes' (an exact duplicate)
+    assert "exactly duplicate episodes of the other split" in r.stderr
+    assert "sealed, it is compared by the sketch its record publishes, and the two are equal" \
+        in r.stderr
+    # Nothing was recorded: `eval` on it stops there (`copied@1: no dataset has this name`).
+    r = run(runner, home, "eval", "bc@1", "--suite", "copied@1", "--key", "evaluator", "--",
+            "python", "-c", "pass")
+    assert r.exit_code != 0 and "copied@1" in r.stderr, r.output
 
 
 def test_an_approval_withdrawn_after_the_training_says_so(

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
 
 from .batch_features import private_workdir, published_features, verified_local_copy
-from .contamination_matcher import MIN_NEAR_STEPS, Matcher
+from .contamination_matcher import MIN_NEAR_STEPS, Matcher, SketchFinding
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -247,7 +247,7 @@ def verified_contamination(
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
                 continue
             for chunk in chunks:
-                matcher.hold(batch, chunk)
+                matcher.hold(batch, chunk, sealed=bool(sealed and batch in sealed))
                 held += len(chunk)
             matcher.hold_normalised(batch, pairs)
             matcher.hold_windows(batch, windows)
@@ -583,7 +583,7 @@ def _check_dataset(
         held: list[BatchFeatures] = []
         for f in map(note, own) if split != "train" else map(note, others):
             if f.chunk is not None:
-                matcher.hold(f.batch, f.chunk)
+                matcher.hold(f.batch, f.chunk, sealed=f.source == "sealed")
                 pairs, _ = reader.compared(f, unread, True, windows_too=False)
                 matcher.hold_normalised(f.batch, pairs)
                 held.append(f)
@@ -609,12 +609,13 @@ def _check_dataset(
 
 def ruled(findings: Sequence[Finding], rules: ContaminationRules | None) -> list[Finding]:
     """``findings`` as the policy's ``[contamination]`` ranks them: with ``runs = "near"``, a
-    shared run of steps (`Finding.shared`) is a near duplicate, not an exact one (its
-    similarity stays 1: what was shared was equal)."""
+    shared run of steps (`Finding.shared`), or a sealed episode's equal sketch
+    (`SketchFinding`, its stand-in), is a near duplicate, not an exact one (its similarity
+    stays: what was shared was equal)."""
     if rules is None or rules.runs != "near":
         return list(findings)
-    return [replace(f, kind="near") if f.shared is not None and f.kind == "exact" else f
-            for f in findings]
+    return [replace(f, kind="near") if f.kind == "exact" and (
+        f.shared is not None or isinstance(f, SketchFinding)) else f for f in findings]
 
 
 def refusal(what: str, findings: Sequence[Finding], rules: ContaminationRules) -> str | None:

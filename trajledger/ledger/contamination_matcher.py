@@ -13,6 +13,8 @@ Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,11 +26,17 @@ from .finding import Finding
 from .held_windows import Grouped
 from .step_windows import COLUMNS, StepWindows, held_steps, order_steps, span
 
-__all__ = ["MIN_NEAR_STEPS", "Matcher"]
+__all__ = ["EQUAL_SKETCH", "MIN_NEAR_STEPS", "Matcher", "SketchFinding"]
 
 MIN_NEAR_STEPS = 16
 """Numeric episodes shorter than this are compared exactly only: too little content to tell a
 copy from a chance match (short CartPole falls under one repeated action agree to 0.999)."""
+
+EQUAL_SKETCH = 0.99995
+"""The cosine at which a sealed held-out numeric episode's published sketch and a train
+episode's are equal (printed 1.0000): an exact duplicate of it (`SketchFinding`), as a shared
+run of steps is of a plain one. A copy gives 1 to float32 rounding, N(0, 0.01) noise on
+CartPole's observations 0.9998 (docs/SECURITY.md, thirty-first round, seal46)."""
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
@@ -62,6 +70,33 @@ def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
     if modality == "numeric":
         mask &= chunk.num_steps >= MIN_NEAR_STEPS
     return np.asarray(mask, dtype=bool)
+
+
+@dataclass(frozen=True)
+class SketchFinding(Finding):
+    """A sealed held-out numeric episode whose published sketch equals a train episode's (at
+    `EQUAL_SKETCH` or more): ``exact``, the sealed stand-in for a shared run of steps (a sealed
+    batch publishes none), ``near`` under ``runs = "near"`` (`contamination.ruled`)."""
+
+    steps: int = 0
+    """The held episode's steps (as its record publishes them)."""
+
+    def __str__(self) -> str:
+        if self.kind != "exact":
+            return super().__str__()
+        more = f" and {self.matches - 1} more near" if self.matches > 1 else ""
+        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
+        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
+        train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}"
+        why = (f"sealed, it is compared by the sketch its record publishes, and the two are equal "
+               f"(similarity {self.similarity:.4f}: the same observations, actions and rewards at "
+               f"each of its {self.steps} steps, to rounding and one scale)")
+        held = f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o}"
+        return f"{held} is a copy of {train}: {why}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as JSON, with ``sketch``: true."""
+        return {**super().to_json(), "sketch": True}
 
 
 class Matcher:
@@ -121,12 +156,17 @@ class Matcher:
         self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int], int,
                                         int]] | None = None
         self._frozen = False
+        self._sealed: dict[int, int] = {}  # a sealed held episode -> its steps
 
-    def hold(self, batch: str, chunk: FeatureChunk) -> None:
-        """Add other-side episodes of ``batch``."""
+    def hold(self, batch: str, chunk: FeatureChunk, *, sealed: bool = False) -> None:
+        """Add other-side episodes of ``batch`` (``sealed``: the sketches its record publishes,
+        whose equal to a train episode's is an exact duplicate, `SketchFinding`)."""
         if self._frozen:
             raise RuntimeError("Matcher.hold after feed")
         base = len(self._episodes)
+        if sealed:
+            self._sealed.update(zip(range(base, base + len(chunk)), chunk.num_steps.tolist(),
+                                    strict=True))
         self._batches.extend([batch] * len(chunk))
         self._episodes.extend(chunk.episode_ids)
         for i, episode in enumerate(chunk.episode_ids):
@@ -423,7 +463,8 @@ class Matcher:
         for modality in list(self._near_pending):
             self._compare(modality)
         runs = self._runs_of()
-        out = []
+        numeric = set(self._near["numeric"][0].tolist()) if "numeric" in self._near else set()
+        out: list[Finding] = []
         for i in range(len(self._episodes)):
             b, e = self._batches[i], self._episodes[i]
             normalised = i not in self._exact_first and i in self._norm_first
@@ -451,6 +492,10 @@ class Matcher:
             k, _, back = order_steps(order)
             added = () if kinds & _PLAIN else tuple(  # known of the train side's windows only
                 name for bit, name in ((_CLOCKS, "clock"), (_STILL, "standing")) if kinds & bit)
+            if kind == "near" and i in self._sealed and i in numeric and sim >= EQUAL_SKETCH:
+                out.append(SketchFinding("exact", sim, tb, te, b, e, matches, train_labels,
+                                         other_labels, steps=self._sealed[i]))
+                continue
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
                                normalised, shared, k, back, order >= COLUMNS, added))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))

@@ -482,7 +482,9 @@ def test_duplicates_of_a_sealed_holdout_are_found_from_its_published_fingerprint
     compare a sealed batch by its published fingerprints: exact and near duplicates, no key."""
     from trajledger.ledger.index import Index
 
-    hold = sealed(ledger, alice, numeric("h0", 1) + numeric("h1", 2, noise=1e-4), "hold")
+    # h1: a copy with noise, cosine 0.9997: near (at 1e-4 it is 1.0000, equal: an exact
+    # duplicate of a sealed episode since seal46, tests/unit/ledger/test_sealed_copies.py)
+    hold = sealed(ledger, alice, numeric("h0", 1) + numeric("h1", 2, noise=0.1), "hold")
     create_dataset(ledger, "h", "1", "holdout", [hold], alice)
     train = record(ledger, alice, numeric("a0", 1) + numeric("a1", 2) + numeric("a2", 9), "t")
     check = check_dataset(ledger, "train", [train])
