@@ -196,7 +196,7 @@ def _open_up(parent: int | None, name: str) -> None:
         os.close(fd)
 
 
-def fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: str | Path) -> None:
     """fsync a directory so a rename in it is durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
