@@ -609,7 +609,7 @@ class Log(LogReader):
         if self._pid != os.getpid():
             self._forget_after_fork()  # forked without the at-fork hook (it normally runs)
         with self._mutex:
-            path = self.directory / LOCK_FILE
+            path = self._paths().lock
             if self._lock_fd is None:
                 try:
                     self._lock_fd = open_own(path, os.O_RDWR | os.O_CREAT)
