@@ -386,13 +386,14 @@ class FsyncGroup:
 
     def start(self, fd: int) -> None:
         """Start fsyncing ``fd`` (the caller keeps it open until `wait` returned)."""
+        pool = _pool()  # (a pool that cannot start its threads raises before anything counts)
         with self._lock:
             if not self._running:
                 self._idle.acquire()
             self._running += 1
             n = self._started
             self._started += 1
-        _pool().run(os.fsync, fd, lambda error: self._done(n, error))
+        pool.run(os.fsync, fd, lambda error: self._done(n, error))
 
     def _done(self, n: int, error: BaseException | None) -> None:
         with self._lock:
