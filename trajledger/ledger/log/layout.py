@@ -68,6 +68,7 @@ by recovery."""
 LEGACY_INDEX_FILE = ".state/index"
 """Where trajledger 0.1 kept its lookup index; now derived data lives outside ``log/``."""
 
+
 class LogPaths:
     """The paths of a log directory's own files that every append reads or writes, as strings,
     built once per directory (a commit names each several times: joining `Path` objects cost
