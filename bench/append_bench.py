@@ -12,6 +12,13 @@ that the machine's load falls on all alike:
   fsync): the same without the fsync of the checkpoint's temp file. Faster, and not crash-safe
   by POSIX (the rename may reach the disk before the bytes; ext4 happens to flush a file
   renamed over another), so the ratios are given against both;
+- ``files``: the files and waits of one of trajledger's commits of one entry, nothing computed
+  (no entry built, nothing hashed or signed, no lookup, no lock checks): a new partial entry
+  bundle and hash tile of the right width (tlog-tiles names them by width), the history record,
+  treeState's and the checkpoint's temp files, fsynced with their directories in one concurrent
+  round (the writer's own `FsyncGroup`), then each renamed and its directory fsynced. What is
+  left between it and ``log`` is the writer's computing; between it and ``baseline``, the
+  protocol's files;
 - ``log``: ``Log.append`` of one entry by a writer kept open (a log of 1,000 entries to start:
   the idempotence lookup, entry, tiles, history, treeState, a signed checkpoint);
 - ``ledger``: ``Ledger.log.append`` of one entry: the same, plus the user's floor raised to each
@@ -48,7 +55,7 @@ from typing import Any
 
 import _common as c
 
-KINDS = ("baseline", "bare", "log", "ledger")
+KINDS = ("baseline", "bare", "files", "log", "ledger")
 ENTRY = 200
 CHECKPOINT = 300
 
@@ -78,6 +85,71 @@ def baseline(directory: Path, commits: int, *, sync_temp: bool = True) -> list[t
         os.close(fd)
         os.close(dfd)
     return out
+
+
+def protocol_files(directory: Path, commits: int) -> list[tuple[float, float]]:
+    """The files, fsyncs and renames of trajledger's commits of one entry on a log of 1,000
+    (docs/PERFORMANCE.md, "The fsyncs of one commit"), with their bytes made up: the floor of
+    the protocol, below which no computing can bring ``log``."""
+    from trajledger.ledger.fs import FsyncGroup
+
+    state = directory / ".state"
+    state.mkdir(parents=True)
+    lock = os.open(state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    created = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    out = []
+
+    def write(path: str, data: bytes, flags: int = created) -> int:
+        fd = os.open(path, flags, 0o644)
+        os.write(fd, data)
+        return fd
+
+    size = 1000
+    try:
+        for _ in range(commits):
+            size += 1
+            tile, width = (size - 1) >> 8, size % 256 or 256
+            w, p = time.perf_counter(), time.process_time()
+            os.pwrite(lock, b"1", 0)
+            group, fds, dirs = FsyncGroup(), [], []
+            for top, each in (("entries", ENTRY), ("0", 32)):
+                where = f"{directory}/tile/{top}/{tile:03d}" + (".p" if width < 256 else "")
+                name = f"{where}/{width}" if width < 256 else where
+                if width < 256:
+                    os.makedirs(where, exist_ok=True)
+                else:
+                    where = os.path.dirname(where)
+                fds.append(write(name, bytes(width * each)))
+                dirs.append(os.open(where, os.O_RDONLY | os.O_DIRECTORY))
+            fds.append(write(f"{state}/history", size.to_bytes(12, "big"),
+                             os.O_WRONLY | os.O_APPEND | os.O_CREAT))  # fmt: skip
+            fds.append(write(f"{state}/.tmp-treeState", bytes(80)))
+            fds.append(write(f"{directory}/.tmp-checkpoint", bytes(CHECKPOINT)))
+            for fd in fds + dirs:
+                group.start(fd)
+            group.wait()
+            for fd in fds + dirs:
+                os.close(fd)
+            os.replace(f"{state}/.tmp-treeState", f"{state}/treeState")
+            fsync_path(str(state))
+            os.replace(f"{directory}/.tmp-checkpoint", f"{directory}/checkpoint")
+            fsync_path(str(directory))
+            os.pwrite(lock, b"0", 0)
+            if width == 256:
+                for top in ("entries", "0"):
+                    shutil.rmtree(f"{directory}/tile/{top}/{tile:03d}.p", ignore_errors=True)
+            out.append((time.perf_counter() - w, time.process_time() - p))
+    finally:
+        os.close(lock)
+    return out
+
+
+def fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def trajledger_appends(kind: str, directory: Path, commits: int) -> list[tuple[float, float]]:
@@ -111,6 +183,8 @@ def child(kind: str, directory: Path, commits: int) -> None:
     """Run one kind's commits in this process; print the timings as JSON."""
     if kind in ("baseline", "bare"):
         times = baseline(directory, commits, sync_temp=kind == "baseline")
+    elif kind == "files":
+        times = protocol_files(directory, commits)
     else:
         times = trajledger_appends(kind, directory, commits)
     print(json.dumps(times))
@@ -156,6 +230,7 @@ def markdown(r: dict[str, Any]) -> str:
     names = {
         "baseline": "baseline: append + fsync, checkpoint temp + fsync + rename + dir fsync",
         "bare": "bare (issue 21's words): the same, the temp file not fsynced",
+        "files": "the files and waits of one commit, nothing computed",
         "log": "`Log.append` of 1 entry (writer kept open)",
         "ledger": "`Ledger.log.append` of 1 entry (+ the user's floor raised)",
     }

@@ -22,6 +22,7 @@ import errno
 import functools
 import hashlib
 import os
+import queue
 import re
 import secrets
 import shutil
@@ -31,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future
 from pathlib import Path
 from typing import cast
 
@@ -45,6 +46,7 @@ __all__ = [
     "FileSystemSync",
     "FsyncGroup",
     "SyncBehind",
+    "SyncPool",
     "drop_other_versions",
     "fsync_all",
     "fsync_dir",
@@ -196,7 +198,7 @@ def _open_up(parent: int | None, name: str) -> None:
         os.close(fd)
 
 
-def fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: str | Path) -> None:
     """fsync a directory so a rename in it is durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -272,7 +274,64 @@ def _open_below(name: str, at: int, base: str, refuse: Callable[[str], LedgerErr
 
 
 _SYNC_THREADS = 8
-_sync_pool: ThreadPoolExecutor | None = None
+
+
+class SyncPool:
+    """The fsync threads: `_SYNC_THREADS` of them (named ``trajledger-fsync_<n>``), each taking
+    ``(function, descriptor, done)`` jobs from one queue, running ``function(descriptor)`` and
+    calling ``done`` with what it raised (None: it returned). Lighter than a
+    ``ThreadPoolExecutor`` (no future, work item or waiter per job): a commit hands it six
+    fsyncs. Daemon threads, so that an idle pool never holds the interpreter's exit; every
+    caller waits for its own jobs before it goes on."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[int], object], int, Callable[[BaseException | None], None]] | None
+        ] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"trajledger-fsync_{n}",
+                                          daemon=True) for n in range(_SYNC_THREADS)]  # fmt: skip
+        for t in self._threads:
+            t.start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            function, fd, done = job
+            try:
+                function(fd)
+            except BaseException as e:  # (handed to the waiting caller, as a future would)
+                done(e)
+            else:
+                done(None)
+            del job, function, done
+
+    def run(self, function: Callable[[int], object], fd: int,
+            done: Callable[[BaseException | None], None]) -> None:  # fmt: skip
+        """Run ``function(fd)`` on a thread of the pool, then ``done`` with its error or None."""
+        self._jobs.put((function, fd, done))
+
+    def submit(self, function: Callable[[int], object], fd: int) -> Future[None]:
+        """``function(fd)`` on the pool, as a future."""
+        future: Future[None] = Future()
+        future.set_running_or_notify_cancel()
+
+        def done(error: BaseException | None) -> None:
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+        self.run(function, fd, done)
+        return future
+
+    def shutdown(self) -> None:
+        """End the threads (each finishes the job it holds first) and wait for them."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join()
+
+
+_sync_pool: SyncPool | None = None
 _sync_lock = threading.Lock()
 
 
@@ -296,15 +355,15 @@ def only_thread() -> bool:
         with _sync_lock:
             pool, _sync_pool = _sync_pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown()
     return threading.active_count() == 1
 
 
-def _pool() -> ThreadPoolExecutor:
+def _pool() -> SyncPool:
     global _sync_pool
     with _sync_lock:
         if _sync_pool is None:
-            _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="trajledger-fsync")
+            _sync_pool = SyncPool()
         return _sync_pool
 
 
@@ -319,23 +378,42 @@ class FsyncGroup:
     """
 
     def __init__(self) -> None:
-        self._futures: list[Future[None]] = []
+        self._lock = threading.Lock()
+        self._idle = threading.Lock()  # held while an fsync of the group runs
+        self._running = 0
+        self._started = 0
+        self._errors: list[tuple[int, BaseException]] = []
 
     def start(self, fd: int) -> None:
         """Start fsyncing ``fd`` (the caller keeps it open until `wait` returned)."""
-        self._futures.append(_pool().submit(os.fsync, fd))
+        pool = _pool()  # (a pool that cannot start its threads raises before anything counts)
+        with self._lock:
+            if not self._running:
+                self._idle.acquire()
+            self._running += 1
+            n = self._started
+            self._started += 1
+        pool.run(os.fsync, fd, lambda error: self._done(n, error))
+
+    def _done(self, n: int, error: BaseException | None) -> None:
+        with self._lock:
+            if error is not None:
+                self._errors.append((n, error))
+            self._running -= 1
+            if not self._running:
+                self._idle.release()
 
     def wait(self) -> None:
         """Wait for every fsync started (even when one failed).
 
         Raises:
-            OSError: the first one that failed.
+            OSError: the first one (in the order started) that failed.
         """
-        futures, self._futures = self._futures, []
-        wait(futures)  # no descriptor may be closed while its fsync runs
-        errors = [x for f in futures if (x := f.exception()) is not None]
+        with self._idle:  # no descriptor may be closed while its fsync runs
+            pass
+        errors, self._errors = sorted(self._errors, key=lambda e: e[0]), []
         if errors:
-            raise errors[0]
+            raise errors[0][1]
 
 
 class SyncBehind:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from trajledger.verify.errors import FormatError
 from trajledger.verify.merkle import EMPTY_ROOT, HASH_SIZE, leaf_hash, node_hash
 from trajledger.verify.tiles import (
+    MAX_ENTRY_SIZE,
     TILE_HEIGHT,
     TILE_WIDTH,
     TileReader,
@@ -53,6 +54,9 @@ class Edge:
         bundle: the entries of the partial entry bundle.
         prev: the leaf hash of the last entry (zeros for an empty tree).
         root: the tree's root (computed from ``compact`` when not given).
+        encoded: ``bundle`` encoded as an entry bundle (computed when not given): `extend`
+            appends to it, so a commit encodes only its own entries, not the whole partial
+            bundle again.
     """
 
     size: int
@@ -61,11 +65,14 @@ class Edge:
     bundle: list[bytes]
     prev: bytes
     root: bytes = b""
+    encoded: bytes = b""
 
     def __post_init__(self) -> None:
-        """Compute the root when it was not given."""
+        """Compute the root and the encoded bundle when they were not given."""
         if not self.root:
             self.root = fold(self.compact)
+        if self.bundle and not self.encoded:
+            self.encoded = format_entry_bundle(self.bundle)
 
     def extend(
         self, entries: Sequence[bytes], hashes: Sequence[bytes]
@@ -81,6 +88,7 @@ class Edge:
         compact = list(self.compact)
         tiles = [list(t) for t in self.tiles]
         bundle = list(self.bundle)
+        encoded = bytearray(self.encoded)
         bundle_writes: list[tuple[str, bytes]] = []
         tile_writes: dict[int, list[tuple[str, bytes]]] = {}
         completed: list[str] = []
@@ -99,12 +107,19 @@ class Edge:
                 tiles[level] = []
 
         for raw, lh in zip(entries, hashes, strict=True):
+            if len(raw) > MAX_ENTRY_SIZE:  # (as `format_entry_bundle` refuses it)
+                raise FormatError(
+                    f"entry {len(bundle)} has {len(raw)} bytes, want at most {MAX_ENTRY_SIZE}"
+                )
             bundle.append(raw)
+            encoded += len(raw).to_bytes(2, "big")
+            encoded += raw
             if len(bundle) == TILE_WIDTH:
                 path = entries_path(n >> TILE_HEIGHT)
-                bundle_writes.append((path, format_entry_bundle(bundle)))
+                bundle_writes.append((path, bytes(encoded)))
                 completed.append(path)
                 bundle = []
+                encoded = bytearray()
             push(0, n, lh)
             n += 1
             compact.append((0, lh))
@@ -118,9 +133,10 @@ class Edge:
                     push(height // TILE_HEIGHT, (n >> height) - 1, node)
 
         partial: dict[int, tuple[int, int]] = {}
+        tail = bytes(encoded)
         if bundle and entries:
             path = entries_path(n >> TILE_HEIGHT, len(bundle))
-            bundle_writes.append((path, format_entry_bundle(bundle)))
+            bundle_writes.append((path, tail))
             partial[-1] = (n >> TILE_HEIGHT, len(bundle))
         writes = list(bundle_writes)
         for level in sorted(set(tile_writes) | touched):
@@ -129,7 +145,8 @@ class Edge:
                 index = n >> (TILE_HEIGHT * (level + 1))
                 writes.append((tile_path(level, index, len(tiles[level])), b"".join(tiles[level])))
                 partial[level] = (index, len(tiles[level]))
-        edge = Edge(n, compact, tiles, bundle, hashes[-1] if hashes else self.prev)
+        edge = Edge(n, compact, tiles, bundle, hashes[-1] if hashes else self.prev,
+                    encoded=tail)  # fmt: skip
         return edge, writes, completed, partial
 
 

@@ -21,9 +21,9 @@ from ..fs import TMP_PREFIX, FsyncGroup
 __all__ = ["SyncRound", "drop_temp_files", "remove", "unlink", "write_new"]
 
 
-def unlink(path: Path) -> None:
+def unlink(path: str | Path) -> None:
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+        os.unlink(path)
 
 
 def remove(path: Path) -> None:
@@ -44,7 +44,7 @@ def drop_temp_files(directory: Path) -> None:
             remove(directory / name)
 
 
-def open_own(path: Path, flags: int, *, dir_fd: int | None = None) -> int:
+def open_own(path: str | Path, flags: int, *, dir_fd: int | None = None) -> int:
     """``os.open`` a file the log keeps by a name of its own (created 0644 with ``O_CREAT``),
     never through a symbolic link: whoever planted one, able to write the directory, would
     make the writer write into any file its user may write. With ``dir_fd`` (a descriptor of
@@ -55,7 +55,7 @@ def open_own(path: Path, flags: int, *, dir_fd: int | None = None) -> int:
         OSError: it cannot be opened otherwise.
     """
     try:
-        return os.open(path if dir_fd is None else path.name,
+        return os.open(path if dir_fd is None else os.path.basename(path),
                        flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
     except OSError as e:
         if e.errno != errno.ELOOP:
@@ -67,7 +67,7 @@ def open_own(path: Path, flags: int, *, dir_fd: int | None = None) -> int:
         ) from e
 
 
-def write_new(path: Path, data: bytes, *, dir_fd: int | None = None) -> int:
+def write_new(path: str | Path, data: bytes, *, dir_fd: int | None = None) -> int:
     """Create (or truncate) ``path`` and write ``data``; returns it open, not yet fsynced.
     ``dir_fd``: as `open_own`."""
     fd = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd=dir_fd)
@@ -84,7 +84,8 @@ def write_new(path: Path, data: bytes, *, dir_fd: int | None = None) -> int:
 class SyncRound:
     """The files and directories one commit writes, made durable together: each file's fsync
     starts as soon as it is handed over (`FsyncGroup`), and leaving the ``with`` block fsyncs
-    the directories too, waits for all and closes them; a failure raises and the commit goes no
+    the directories too (the last on the calling thread, which would otherwise only wait),
+    waits for all and closes them; a failure raises and the commit goes no
     further. A batch that hands over `LIMIT` files waits for them then, so that it never holds
     more descriptors."""
 
@@ -92,8 +93,8 @@ class SyncRound:
 
     def __init__(self) -> None:
         self._fds: list[int] = []
-        self._dirs: set[Path] = set()
-        self._dir_fds: dict[Path, int] = {}
+        self._dirs: set[str] = set()
+        self._dir_fds: dict[str, int] = {}
         self._group = FsyncGroup()
 
     def __enter__(self) -> SyncRound:
@@ -106,11 +107,11 @@ class SyncRound:
         if len(self._fds) >= self.LIMIT:
             self._finish()
 
-    def directory(self, path: Path) -> None:
+    def directory(self, path: str | Path) -> None:
         """Fsync this directory too, at the end (a name was created or renamed in it)."""
-        self._dirs.add(path)
+        self._dirs.add(os.fspath(path))
 
-    def directory_fd(self, path: Path, fd: int) -> None:
+    def directory_fd(self, path: str, fd: int) -> None:
         """Fsync the directory ``path`` too, at the end, by ``fd``: the descriptor its name
         was created by (taken: closed with the round; a second one of the same path is closed
         now)."""
@@ -134,14 +135,17 @@ class SyncRound:
             with contextlib.suppress(OSError):
                 self._finish()
             return
+        todo = list(held.values())
+        self._fds.extend(todo)
         try:
-            for fd in held.values():
-                self._fds.append(fd)
-                self._group.start(fd)
             for d in sorted(self._dirs - held.keys()):
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
                 self._fds.append(fd)
+                todo.append(fd)
+            for fd in todo[:-1]:
                 self._group.start(fd)
+            if todo:  # the last on this thread, while it would only wait: one hand-off fewer
+                os.fsync(todo[-1])
         except BaseException:
             with contextlib.suppress(OSError):
                 self._finish()

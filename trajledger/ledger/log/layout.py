@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import struct
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_key import HANDOVER_DIR as _HANDOVER_DIR
 from trajledger.verify.merkle import HASH_SIZE
 from trajledger.verify.strict_json import load_object
 from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH, entries_path, tile_path
+
+from ..fs import TMP_PREFIX
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -35,6 +39,7 @@ __all__ = [
     "STATE_DIR",
     "TREE_STATE_FILE",
     "VKEY_FILE",
+    "LogPaths",
     "behind_checkpoint",
     "format_tree_state",
     "history_record",
@@ -62,6 +67,26 @@ INFLIGHT_FILE = ".state/inflight"
 by recovery."""
 LEGACY_INDEX_FILE = ".state/index"
 """Where trajledger 0.1 kept its lookup index; now derived data lives outside ``log/``."""
+
+
+class LogPaths:
+    """The paths of a log directory's own files that every append reads or writes, as strings,
+    built once per directory (a commit names each several times: joining `Path` objects cost
+    more than the system calls they name)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        root = os.fspath(directory)
+        self.root = root
+        self.state = f"{root}/{STATE_DIR}"
+        self.lock = f"{root}/{LOCK_FILE}"
+        self.tree_state = f"{root}/{TREE_STATE_FILE}"
+        self.ts_tmp = f"{root}/{STATE_DIR}/{TMP_PREFIX}treeState"
+        self.checkpoint = f"{root}/{CHECKPOINT_FILE}"
+        self.cp_tmp = f"{root}/{TMP_PREFIX}{CHECKPOINT_FILE}"
+        self.history = f"{root}/{HISTORY_FILE}"
+        self.vkey = f"{root}/{VKEY_FILE}"
+
 
 HISTORY_RECORD = struct.Struct(">QI")
 """One history record: the committed size (u64 BE) and the CRC-32 of those 8 bytes (u32 BE)."""

@@ -35,7 +35,7 @@ from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 from ..encode import verifier_vkey
 from ..errors import LogError, TamperError, read_failure
 from ..keys import Signer
-from .layout import CHECKPOINT_FILE, TREE_STATE_FILE, VKEY_FILE
+from .layout import VKEY_FILE, LogPaths
 from .lookup import CACHE_DIR, Lookup
 from .spec import OneRecord, SignerSource, note_key_bytes
 from .state import LogState, check_floor, missing_file, read_state, tamper
@@ -100,6 +100,8 @@ class LogReader:
         published (`_follow_rotation`): it then signs only with the key it followed to, loaded
         again (`Log._key_now`)."""
         self._readers: dict[int, TileReader] = {}
+        self._vkey: tuple[Verifier, str] | None = None
+        self._paths_of: LogPaths | None = None
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
         self.one_record: OneRecord | None = None
         """Set by the ledger: appends of a digest already recorded are judged by it, under the
@@ -210,18 +212,26 @@ class LogReader:
 
     # -- the state --------------------------------------------------------------------------------
 
+    def _paths(self) -> LogPaths:
+        """The paths of the log's own files, as strings (`LogPaths`; built once)."""
+        paths = self._paths_of
+        if paths is None or paths.directory is not self.directory:
+            paths = self._paths_of = LogPaths(self.directory)
+        return paths
+
     def _state_now(self) -> LogState:
         """The classified state of the directory, re-read when its files changed."""
         st = self._state
         if st is not None:
+            paths = self._paths()
             try:
-                cp = read_regular(self.directory / CHECKPOINT_FILE)
+                cp = read_regular(paths.checkpoint)
             except FileNotFoundError:
                 cp = None
             except OSError as e:
-                raise LogError(f"{self.directory / CHECKPOINT_FILE}: cannot read: {e}") from e
+                raise LogError(f"{paths.checkpoint}: cannot read: {e}") from e
             try:
-                ts = read_regular(self.directory / TREE_STATE_FILE)
+                ts = read_regular(paths.tree_state)
             except OSError:
                 ts = b""
             if (cp, ts) == st.key:
@@ -322,7 +332,10 @@ class LogReader:
     @property
     def vkey(self) -> str:
         """The log's C2SP verifier key string, ``<origin>+<key ID>+<base64 key>``."""
-        return verifier_vkey(self.verifier)
+        cached = self._vkey
+        if cached is None or cached[0] is not self.verifier:  # (computed again after a rotation)
+            cached = self._vkey = (self.verifier, verifier_vkey(self.verifier))
+        return cached[1]
 
     def tree_state(self) -> tuple[int, bytes]:
         """The committed size and root (treeState's, checked against the tiles).

@@ -65,14 +65,13 @@ from ..errors import (
     TamperError,
     next_step,
 )
-from ..fs import TMP_PREFIX, fsync_dir, open_dirs_below, write_file_atomic
+from ..fs import fsync_dir, open_dirs_below, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
 from .files import SyncRound, open_own, unlink, write_new
 from .layout import (
     CHECKPOINT_FILE,
     HANDOVER_DIR,
-    HISTORY_FILE,
     INFLIGHT_FILE,
     INFLIGHT_MARK,
     LEGACY_INDEX_FILE,
@@ -80,6 +79,7 @@ from .layout import (
     STATE_DIR,
     TREE_STATE_FILE,
     VKEY_FILE,
+    LogPaths,
     format_tree_state,
     history_record,
 )
@@ -115,6 +115,9 @@ class Log(LogReader):
         directory: the log directory.
         verifier: the log's public key as a signed-note verifier.
     """
+
+    _held: tuple[Signer, bytes] | None = None
+    """The signer `_key_now` last saw and its public key's bytes (`_held_key`)."""
 
     reload_signer: Callable[[], Signer] | None = None
     """Set by the ledger: the log's key loaded again from where it was loaded (the ledger's
@@ -324,8 +327,8 @@ class Log(LogReader):
         new_edge, writes, completed, _partial = edge.extend(raws, hashes)
         ts = format_tree_state(new_edge.size, new_edge.root)
         cp, note = self._sign(signer, new_edge)  # before any write: a refusal leaves nothing
-        ts_tmp = self.directory / STATE_DIR / (TMP_PREFIX + "treeState")
-        cp_tmp = self.directory / (TMP_PREFIX + CHECKPOINT_FILE)
+        paths = self._paths()
+        ts_tmp, cp_tmp = paths.ts_tmp, paths.cp_tmp
         self.check_lock_held()
         append = appending(self.origin, edge.size, new_edge.size)  # for an interruption's line
         try:
@@ -333,8 +336,8 @@ class Log(LogReader):
             # (5)
             with SyncRound() as durable:
                 for rel, data in writes:
-                    durable.file(self._write(rel, data, durable))
-                self._append_history(new_edge.size, durable)
+                    durable.file(self._write(rel, data, durable, paths.root))
+                self._append_history(new_edge.size, durable, paths)
                 durable.file(write_new(ts_tmp, ts))
                 durable.file(write_new(cp_tmp, note))
             # (6)
@@ -342,7 +345,7 @@ class Log(LogReader):
                 unlink(ts_tmp)
                 unlink(cp_tmp)
                 self.check_lock_held()
-            os.replace(ts_tmp, self.directory / TREE_STATE_FILE)
+            os.replace(ts_tmp, paths.tree_state)
         except OSError as e:
             append.failed()
             for tmp in (ts_tmp, cp_tmp):
@@ -351,7 +354,7 @@ class Log(LogReader):
                            ) from e  # (a full disk: what to do next, out41)
         entries = f"entries {edge.size}..{new_edge.size - 1}"
         try:  # committed (renamed): a failure from here on must not say it is not
-            fsync_dir(self.directory / STATE_DIR)
+            fsync_dir(paths.state)
         except OSError as e:
             unlink(cp_tmp)
             raise LogError(
@@ -399,7 +402,7 @@ class Log(LogReader):
             raise LogError(f"log {self.origin}: {done}, but your state of the log was not "
                            f"updated ({e}); it catches up on the next command") from e
 
-    def _write(self, rel: str, data: bytes, durable: SyncRound) -> int:
+    def _write(self, rel: str, data: bytes, durable: SyncRound, root: str) -> int:
         """Write a tile or bundle under its own name, left open for the commit's fsync round
         (``durable`` also gets its directory). Returns the descriptor.
 
@@ -414,27 +417,27 @@ class Log(LogReader):
         the last, whose descriptor the round fsyncs: a tile directory a group member replaced
         by a link to one of theirs is refused, nothing written through it (rev14).
         """
-        parts = rel.split("/")[:-1]
+        *parts, name = rel.split("/")
         made: set[str] = set()
-        top = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            at = open_dirs_below(top, str(self.directory), parts, LogError, made=made)
+            at = open_dirs_below(top, root, parts, LogError, made=made)
         finally:
             os.close(top)
-        path = self.directory / rel
+        where = "/".join([root, *parts])
         try:
-            fd = write_new(path, data, dir_fd=at)
+            fd = write_new(f"{where}/{name}", data, dir_fd=at)
         except BaseException:
             os.close(at)
             raise
         for m in made:
-            durable.directory(Path(m))
-        durable.directory_fd(path.parent, at)
+            durable.directory(m)
+        durable.directory_fd(where, at)
         return fd
 
-    def _append_history(self, size: int, durable: SyncRound) -> None:
-        path = self.directory / HISTORY_FILE
-        created = not path.exists()
+    def _append_history(self, size: int, durable: SyncRound, paths: LogPaths) -> None:
+        path = paths.history
+        created = not os.path.exists(path)
         fd = open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, history_record(size))
@@ -443,7 +446,7 @@ class Log(LogReader):
             raise
         durable.file(fd)
         if created:
-            durable.directory(path.parent)
+            durable.directory(paths.state)
 
     def _sign(self, signer: Signer, edge: Edge) -> tuple[Checkpoint, bytes]:
         """The checkpoint of ``edge``'s tree and its signed note."""
@@ -453,7 +456,7 @@ class Log(LogReader):
         return cp, text + b"\n" + line
 
     def _publish(
-        self, cp: Checkpoint, note: bytes, edge: Edge, ts: bytes, *, staged: Path | None = None
+        self, cp: Checkpoint, note: bytes, edge: Edge, ts: bytes, *, staged: str | None = None
     ) -> None:
         """Publish ``note``, the signed checkpoint ``cp`` of ``edge``'s tree (committed as
         ``ts``): rename ``staged`` (its temp file, already fsynced) into place, or write it
@@ -462,12 +465,12 @@ class Log(LogReader):
         Raises:
             OSError: it cannot be written.
         """
-        path = self.directory / CHECKPOINT_FILE
         if staged is None:
-            write_file_atomic(path, note)
+            write_file_atomic(self.directory / CHECKPOINT_FILE, note)
         else:
-            os.replace(staged, path)
-            fsync_dir(self.directory)
+            paths = self._paths()
+            os.replace(staged, paths.checkpoint)
+            fsync_dir(paths.root)
         self._state = LogState((note, ts), cp, note, edge.size, edge.root, edge)
         self._readers = {}
         self._floor = cp
@@ -606,7 +609,7 @@ class Log(LogReader):
         if self._pid != os.getpid():
             self._forget_after_fork()  # forked without the at-fork hook (it normally runs)
         with self._mutex:
-            path = self.directory / LOCK_FILE
+            path = self._paths().lock
             if self._lock_fd is None:
                 try:
                     self._lock_fd = open_own(path, os.O_RDWR | os.O_CREAT)
@@ -641,7 +644,7 @@ class Log(LogReader):
         if self._lock_fd is None:
             return False
         try:
-            held, named = os.fstat(self._lock_fd), os.stat(self.directory / LOCK_FILE)
+            held, named = os.fstat(self._lock_fd), os.stat(self._paths().lock)
         except OSError:
             return False
         return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
@@ -733,7 +736,7 @@ class Log(LogReader):
                 not the pair of its public key (planted).
         """
         own = self._vkey_file()
-        held = note_key_bytes(signer, "log")
+        held = self._held_key(signer)
         if own == self.vkey and held == self.verifier.public_key:
             return signer
         if own == self.vkey and self.followed is None:
@@ -757,13 +760,21 @@ class Log(LogReader):
             "command again"
         )
 
+    def _held_key(self, signer: Signer) -> bytes:
+        """``note_key_bytes(signer, "log")``, kept for the signer last asked about (a `Signer`
+        is frozen: its key cannot change)."""
+        held = self._held
+        if held is None or held[0] is not signer:
+            held = self._held = (signer, note_key_bytes(signer, "log"))
+        return held[1]
+
     def _vkey_file(self) -> str:
         """The key the ``vkey`` file names now.
 
         Raises:
             LogError: it cannot be read.
         """
-        path = self.directory / VKEY_FILE
+        path = self._paths().vkey
         try:
             return read_regular(path).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as e:
