@@ -11,6 +11,7 @@ Findings: docs/SECURITY.md, "Review of 2026-12-07, thirty-first round (out46)".
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -69,3 +70,30 @@ def test_attest_of_files_attested_already_names_who_signed_them(
     expect(r, 0)
     assert "WARNING" not in r.stderr and " attested by vendor: log index " in r.stderr, r.stderr
     expect(run(runner, home, "verify", r.stdout.strip().splitlines()[-1]), 0)
+
+
+def test_an_unapproved_dataset_says_who_approves_it_and_how(
+    runner: CliRunner, home: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out46 finding 6: ``train -- COMMAND`` on a dataset not approved said ``approvals: 0 of 1
+    required approver(s) for 'train'`` and not what to do (the tour says it; the refusal did
+    not), nor which of the ledger's keys approve."""
+    batch = run(runner, home, "show", "train@1", "--json")
+    expect(batch, 0)
+    first = json.loads(batch.stdout)["predicate"]["batches"][0]
+    expect(run(runner, home, "dataset", "create", "mine", "--version", "1", "--split", "train",
+               "--batch", first, "--key", "vendor"), 0)
+    script = tmp_path / "train.py"
+    script.write_text("import os, pathlib\n"
+                      "out = pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'])\n"
+                      "(out / 'w.json').write_text('1')\n")
+    want = ("> dataset mine@1: approvals: 0 of 1 required approver(s) for 'train': approve it "
+            "with 1 more approver key ('trajledger approve mine@1 --key NAME'; the policy's "
+            "approver keys here: approver; each key counts once), then run this again\n")
+    for args in (("train", "--dataset", "mine@1", "--key", "trainer", "--name", "myrl",
+                  "--version", "1", "--", "python", str(script)), ("admit", "mine@1")):
+        r = run(runner, home, *args)
+        expect(r, 1)
+        assert want in r.stderr, r.stderr
+    expect(run(runner, home, "approve", "mine@1", "--key", "approver"), 0)
+    expect(run(runner, home, "admit", "mine@1"), 0)
