@@ -81,3 +81,35 @@ def test_a_bundle_carries_the_features_file_each_batch_names(
         expect(b, 0)
         features = json.loads(b.stdout)["predicate"]["features"]["digest"]
         assert any(features[7:] in n for n in names), (features, names)
+
+
+@pytest.mark.xfail(strict=True, reason="out46 finding 10 (out45's Left): a bundle of data "
+                   "signed by a producer key the vendor's successor policy named, verified under "
+                   "the buyer's policy trusting the old key, does not point at that successor, "
+                   "which the bundle carries (log index 6) (verify/bundle.py, upd46)")
+def test_a_bundle_under_the_policy_before_a_rotation_names_one_cause_and_the_successor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_key_rotation import World
+    from test_key_rotation import expect as expect_rot
+    from test_key_rotation import run as run_rot
+
+    from trajledger.verify.__main__ import main as verify_main
+
+    world = World(tmp_path)
+    # The buyer's own policy (not the vendor's: the bundle's history does not succeed it),
+    # trusting the vendor's first producer key.
+    old = world.home / "buyer.toml"
+    old.write_text(world.policy_file(1).read_text().replace('name = "p"', 'name = "buyer"'))
+    expect_rot(world.policy(2, producer="vendor2"), 0)
+    fresh = world.batch("vendor2")
+    world.dataset("ds-new", "vendor2", fresh)
+    bundle = tmp_path / "week2.tar.zst"
+    expect_rot(run_rot(world.home, "export", "ds-new@1", "--out", bundle), 0)
+    capsys.readouterr()
+    code = verify_main([str(bundle), "--policy", str(old)])
+    out, err = capsys.readouterr()
+    assert code == 1, (out, err)
+    first = out.splitlines()[0]
+    assert " 1 problem(s) in " in first, out  # one cause (held at a8fd2f10: terms not counted)
+    assert "'p' serial 2" in out, out  # the vendor's successor the bundle carries
