@@ -91,3 +91,19 @@ def test_a_release_on_a_revoked_suite_says_to_name_another_suite(
     assert json.loads(r.stdout)["next"] == [
         "name another holdout or regression suite in [[release.require]] of a successor policy "
         "('trajledger policy set'), evaluate bc@1 on it, then run 'trajledger release' again"]
+
+
+def test_a_suite_pinned_from_another_log_says_to_import_it(
+    runner: CliRunner, home: Path  # noqa: F811
+) -> None:
+    """out46 finding 11: the training team pins the evaluation team's suite (recorded in that
+    team's ledger); before the evaluation's bundle is imported, the refusal said ``no dataset
+    record of it is logged before the release`` and not where it comes from."""
+    from test_evaluations import pin_suite
+
+    pin_suite(home, "heldout@1", "sha256:" + "ab" * 32)
+    r = run(runner, home, "release", "bc@1", "--dry-run")
+    expect(r, 1)
+    assert ("no dataset record of it is logged before the release: if another ledger recorded "
+            "it, import it ('trajledger import BUNDLE': the bundle of an evaluation on it carries "
+            "it), then run 'trajledger release' again\n") in r.stderr, r.stderr

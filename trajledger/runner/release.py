@@ -230,10 +230,18 @@ def _refusal(report: Report, decision: str, ck: str) -> tuple[list[str], list[st
     for node, checks, depend in report.causes():
         text = [line.translate(HIDDEN) for line in failure_lines([(node, checks, depend)])]
         step = None
-        # The latest evaluation's suite does not verify (verify.releases): none on it counts.
-        if node.id == decision and any("the suite does not verify" in c.detail for c in checks):
-            step = other
-            text[-1] += f": {step}"
+        if node.id == decision:  # a line per check (`failure_lines`), in order
+            for i, c in enumerate(checks):
+                # The latest evaluation's suite does not verify (verify.releases): none on it
+                # counts; a suite pinned by digest that no record here names is another log's.
+                hint = (other if "the suite does not verify" in c.detail else
+                        "if another ledger recorded it, import it ('trajledger import BUNDLE': "
+                        f"the bundle of an evaluation on it carries it), {again}"
+                        if c.detail.endswith("no dataset record of it is logged before the "
+                                             "release") else None)
+                if hint is not None:
+                    text[i] += f": {hint}"
+                    steps += [hint] if hint not in steps else []
         elif node.id not in own and (run := next(
                 (r for r in runs if node.id in upstream(r)), None)) is not None:
             suite = next((report.nodes[e.dst] for e in below.get(run, []) if e.role == "suite"),
