@@ -36,6 +36,14 @@ def register(runner: CliRunner, home: Path, version: str) -> None:  # noqa: F811
                "deterministic", "--rubric", str(rubric), "--key", "vendor"), 0)
 
 
+def refused(runner: CliRunner, home: Path, *said: str) -> None:  # noqa: F811
+    """``release`` and ``release --dry-run`` of bc@1 refuse (exit 1) and say each of ``said``."""
+    for args in ((), ("--dry-run",)):
+        r = run(runner, home, "release", "bc@1", "--key", "approver", *args)
+        expect(r, 1)
+        assert all(s in r.stderr for s in said), r.stderr
+
+
 def test_a_release_on_a_retired_evaluator_says_to_evaluate_again(
     runner: CliRunner, home: Path, script: Path  # noqa: F811
 ) -> None:
@@ -47,16 +55,12 @@ def test_a_release_on_a_retired_evaluator_says_to_evaluate_again(
     expect(run(runner, home, "revoke", "judge@1", "--key", "vendor", "--reason",
                "off-by-one in the threshold"), 0)
     size = log_size(home)
-    for args in ((), ("--dry-run",)):
-        r = run(runner, home, "release", "bc@1", "--key", "approver", *args)
-        expect(r, 1)
-        assert ("> revoked: off-by-one in the threshold (log index " in r.stderr
-                and "; and 1 record that depends on it; evaluation of bc@1 on regression@1 "
-                "(sha256:" in r.stderr), r.stderr
-        assert ("stands on it: evaluate bc@1 again on regression@1 under an evaluator version "
-                "that stands ('trajledger eval bc@1 --suite regression@1 --key KEY --evaluator "
-                "NAME@VERSION'; one made in another ledger comes by 'trajledger import'), then "
-                "run 'trajledger release' again\n") in r.stderr, r.stderr
+    refused(runner, home, "> revoked: off-by-one in the threshold (log index ",
+            "; and 1 record that depends on it; evaluation of bc@1 on regression@1 (sha256:",
+            "stands on it: evaluate bc@1 again on regression@1 under an evaluator version that "
+            "stands ('trajledger eval bc@1 --suite regression@1 --key KEY --evaluator "
+            "NAME@VERSION'; one made in another ledger comes by 'trajledger import'), then run "
+            "'trajledger release' again\n")
     r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
     expect(r, 1)
     doc = json.loads(r.stdout)
@@ -79,13 +83,10 @@ def test_a_release_on_a_revoked_suite_says_to_name_another_suite(
                "--", sys.executable, script, "pass"), 0)
     expect(run(runner, home, "revoke", "regression@1", "--key", "vendor", "--reason",
                "holds copies of train@1's episodes"), 0)
-    for args in ((), ("--dry-run",)):
-        r = run(runner, home, "release", "bc@1", "--key", "approver", *args)
-        expect(r, 1)
-        assert ("no new evaluation on it can; see 'trajledger verify regression@1': name another "
-                "holdout or regression suite in [[release.require]] of a successor policy "
-                "('trajledger policy set'), evaluate bc@1 on it, then run 'trajledger release' "
-                "again\n") in r.stderr, r.stderr
+    refused(runner, home, "no new evaluation on it can; see 'trajledger verify regression@1': "
+            "name another holdout or regression suite in [[release.require]] of a successor "
+            "policy ('trajledger policy set'), evaluate bc@1 on it, then run 'trajledger "
+            "release' again\n")
     r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
     expect(r, 1)
     assert json.loads(r.stdout)["next"] == [

@@ -210,13 +210,12 @@ def _refusal(report: Report, decision: str, ck: str) -> tuple[list[str], list[st
 
     below = report.edges_by("src")
 
-    def upstream(start: str) -> set[str]:
-        out, todo = {start}, [start]
-        while todo:
-            for e in below.get(todo.pop(), []):
-                if e.dst not in out:
-                    out.add(e.dst)
-                    todo.append(e.dst)
+    def upstream(start: str) -> set[str]:  # ``start`` and every node it depends on
+        out: set[str] = set()
+        frontier = {start}
+        while frontier:
+            out |= frontier
+            frontier = {e.dst for n in frontier for e in below.get(n, [])} - out
         return out
 
     edges = below.get(decision, [])
