@@ -799,8 +799,11 @@ def test_a_pinned_digest_that_is_not_the_held_out_suite_is_refused(
     size = log_size(home)
     r = run(runner, home, "release", "bc@1", "--key", "approver")
     expect(r, 1)
+    then = ("" if pinned != "absent" else ": if another ledger recorded it, import it "
+            "('trajledger import BUNDLE': the bundle of an evaluation on it carries it), then run "
+            "'trajledger release' again")  # what to do (out46)
     assert r.stderr.splitlines()[1:] == [
-        f"FAIL: release of bc@1 > success_rate on regression@1: {line}"]
+        f"FAIL: release of bc@1 > success_rate on regression@1: {line}{then}"]
     assert log_size(home) == size
 
 
@@ -1373,7 +1376,10 @@ def test_a_release_on_a_revoked_suite_says_so_not_run_eval(
     assert line.startswith("FAIL: release of bc@1 > success_rate on regression@1: missing: the "
                            "latest evaluation of sha256:"), line
     assert line.endswith(" does not count: the suite does not verify (revoked, say), and no new "
-                         "evaluation on it can; see 'trajledger verify regression@1'"), line
+                         "evaluation on it can; see 'trajledger verify regression@1': name another "
+                         "holdout or regression suite in [[release.require]] of a successor policy "
+                         "('trajledger policy set'), evaluate bc@1 on it, then run 'trajledger "
+                         "release' again"), line  # what to do (out46)
     assert "trajledger eval" not in r.stderr
     assert log_size(home) == size
 

@@ -52,8 +52,8 @@ def test_a_raised_approver_threshold_judges_uses_from_then_on(
     # A use now is judged by the policy now: two of three.
     r = run(runner, home, "admit", "cartpole-train@2")
     assert r.exit_code == 1, r.output
-    assert r.stderr.splitlines()[-1].endswith(
-        "> dataset cartpole-train@2: approvals: 2 of 3 required approver(s) for 'train'")
+    assert ("> dataset cartpole-train@2: approvals: 2 of 3 required approver(s) for 'train': "
+            "approve it with 1 more approver key") in r.stderr.splitlines()[-1], r.stderr
     assert run(runner, home, "approve", "cartpole-train@2", "--key", "approver-c").exit_code == 0
     r = run(runner, home, "admit", "cartpole-train@2")
     assert r.exit_code == 0, r.output

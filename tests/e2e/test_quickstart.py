@@ -50,8 +50,10 @@ def test_quickstart(runner: CliRunner, tmp_path: Path) -> None:
         assert step in err, step
     assert "refused an unapproved dataset: 1 problem(s):\n" in err
     assert (
-        "> dataset cartpole-unapproved@1: approvals: 0 of 2 required approver(s) for 'train'\n"
-        in err
+        "> dataset cartpole-unapproved@1: approvals: 0 of 2 required approver(s) for 'train': "
+        "approve it with 2 more approver keys ('trajledger approve cartpole-unapproved@1 --key "
+        "NAME'; the policy's approver keys here: approver-a, approver-b; each key counts once)"
+        ", then run this again\n" in err
     )
     assert "refused a holdout split: 1 problem(s):\n" in err
     assert "split: the dataset is 'holdout', want 'train'" in err

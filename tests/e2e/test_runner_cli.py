@@ -429,8 +429,10 @@ def test_refuses_approvals_below_the_threshold(runner: CliRunner, world: World) 
     expect(r, 0)
     line = f"{adm(world, 'half@1')} > dataset half@1: approvals: 1 of 2 required approver(s) " \
         "for 'train'"
-    refused_train(runner, world, "half@1", line)
-    refused_admit(runner, world, "half@1", line)
+    refused_train(runner, world, "half@1", line, exact=False)  # the record: the line alone
+    refused_admit(runner, world, "half@1", line + ": approve it with 1 more approver key "
+                  "('trajledger approve half@1 --key NAME'; the policy's approver keys here: "
+                  "approver-a, approver-b; each key counts once), then run this again")
 
 
 def test_refuses_approvals_for_another_purpose(runner: CliRunner, world: World) -> None:
@@ -444,6 +446,7 @@ def test_refuses_approvals_for_another_purpose(runner: CliRunner, world: World) 
         f"{adm(world, 'evalonly@1')} > dataset evalonly@1: approvals: 0 of 2 required "
         f"approver(s) for 'train'; approval {a} is for 'eval', not 'train'; approval {b} is for "
         "'eval', not 'train'",
+        exact=False,  # stderr adds what to do (out46): approve it with 2 more approver keys
     )
 
 

@@ -137,10 +137,55 @@ def attest(
             f"keyless signature by {k.subject} (issuer {k.issuer})"
             for k in getattr(s, "signed", [])
         ]
-    ok(
-        f"{len(rec.manifest.files)} file(s), {rec.manifest.total_size} bytes attested by "
-        f"{', '.join(by)}: log index {rec.index}, envelope {rec.envelope_digest}"
-    )
+    what = f"{len(rec.manifest.files)} file(s), {rec.manifest.total_size} bytes"
+    if rec.new:
+        ok(f"{what} attested by {', '.join(by)}: log index {rec.index}, envelope "
+           f"{rec.envelope_digest}")
+        _uncounted(ledger, kind_for(predicate_type or predicates.FILES), key_names)
+    else:
+        _held(ledger, rec.index, what, rec.envelope_digest, key_names)
+
+
+def _held(ledger: Any, index: int, what: str, envelope: str, key_names: tuple[str, ...]) -> None:
+    """The line of an ``attest`` that found its record logged already (out46): the record
+    that stands and who signed it, not the keys given (their signatures were not recorded)."""
+    from trajledger.verify.log_entry import LogEntry
+
+    signed = LogEntry.from_bytes(ledger.log.entry(index)).signers
+    names = {ledger.keys.public(n).keyid: n for n in key_names}
+    ok(f"{what}: already attested at log index {index}, envelope {envelope}, signed by "
+       + ", ".join(names.get(k, k[:12]) for k in signed) + "; nothing new was recorded")
+    for keyid, name in names.items():
+        if keyid not in signed:
+            warn(f"key {name} ({keyid[:12]}) did not sign it: a digest names one record of "
+                 "this log, the first made, and these files are that one")
+
+
+def _uncounted(ledger: Any, kind: str, key_names: tuple[str, ...]) -> None:
+    """Warn of each key that signed an ``attest`` record and holds none of the roles the
+    policy in force counts for its kind (out46): any key may attest (keys/README.md, "Signers
+    without a role"), and the record such a key signs fails ``verify`` under that policy."""
+    from trajledger.verify.kinds import KINDS
+
+    from .policy_state import current_policy
+
+    found = current_policy(ledger)
+    if found is None or kind not in KINDS:
+        return
+    policy, roles = found[1], KINDS[kind].roles
+    for name in key_names:
+        keyid = ledger.keys.public(name).keyid
+        if any(policy.holds(r, keyid) for r in roles):
+            continue
+        want = " or ".join(roles)
+        trainer = name if policy.holds("trainer", keyid) else "TRAINER"
+        warn(f"key {name} ({keyid[:12]}) holds no {want} role in policy {policy.name!r} serial "
+             f"{policy.serial}, which counts {'an' if kind[0] in 'aeio' else 'a'} {kind} record "
+             f"only when a {want} key signs it: 'trajledger verify' of this one fails under it, "
+             "and a digest names one record of this log (these files cannot be attested again "
+             "with another key); a checkpoint is recorded with what it was trained on by "
+             f"'trajledger train --dataset NAME@VERSION --key {trainer} -- COMMAND' "
+             "(docs/trainers.md)")
 
 
 @click.group(cls=Group)

@@ -197,7 +197,7 @@ def admit(
     report = verifier.report(item.digest, ["log", decision.id])
     # (7)
     if not report.ok or not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-        failures = report.failures()
+        failures = [_approve_hint(ledger, policy, line) for line in report.failures()]
         raise DataRefusedError(
             f"dataset {item.ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
             report,
@@ -214,6 +214,26 @@ def admit(
         rec.predicate,
         tuple(deps.values()),
     )
+
+
+def _approve_hint(ledger: LedgerHome, policy: TrustPolicy, line: str) -> str:
+    """``line``, and when it is a dataset's or batch's approvals short of the threshold
+    (`verify.judge`), what to do (out46): approve it with as many more approver keys, naming
+    the policy's approver keys this ledger holds."""
+    import re
+
+    found = re.search(r"> (?:dataset|rollout-batch) (\S+): approvals: (\d+) of (\d+) required "
+                      r"approver\(s\) for '([^']*)'", line)
+    if found is None:
+        return line
+    ref, have, need, purpose = found.groups()
+    mine = [k.name for k in ledger.keys.list() if policy.holds("approver", k.keyid)]
+    more = int(need) - int(have)
+    return (f"{line}: approve it with {more if more > 0 else 'another'} more approver key"
+            f"{'s' if more > 1 else ''} ('trajledger approve {ref} --key NAME"
+            f"{'' if purpose == 'train' else f' --purpose {purpose}'}'; the policy's approver "
+            f"keys here: {', '.join(mine) or 'none (ask its approvers)'}; each key counts "
+            "once), then run this again")
 
 
 def _erased(verifier: LineageVerifier, batch: str) -> str | None:

@@ -176,7 +176,7 @@ def release(
     except ReleaseRefusedError as e:
         if as_json:
             emit_json({"released": False, "releasable": False, "dryRun": dry_run,
-                       "report": e.report.to_json()})
+                       "next": e.next, "report": e.report.to_json()})
         raise
     if dry_run:
         held = judged.held

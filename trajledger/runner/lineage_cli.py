@@ -143,6 +143,21 @@ def impact(
             + ", ".join(f"{n.name}@{n.version}" if n.name else n.label for n in hit),
             err=True,
         )
+    released = affected(graph, ("release",))
+    if released:  # out46: "which releases must be withdrawn?"
+        failing = graph.failing()
+        bad = [r for r in released if r.id in failing]
+        click.echo(
+            f"{len(released)} release(s) reached"
+            + (", failing with it: " if bad else ": ")
+            + ", ".join(f"{r.label} at log index {r.index}" for r in bad or released)
+            + (f"; {len(released) - len(bad)} not failing" if bad and len(bad) < len(released)
+               else "")
+            + ("; whoever holds their bundles learns of it from an update ('trajledger export "
+               "--updates-since SIZE', SIZE: the log size they hold; docs/third-party.md)"
+               if bad else ""),
+            err=True,
+        )
     damaged = incomplete(graph)
     n, failed = graph.count()
     if failed and not damaged:  # out36 finding 5: the verdict, not only the report's

@@ -39,11 +39,13 @@ __all__ = ["ReleaseJudged", "ReleaseOutcome", "ReleaseRefusedError", "judge_rele
 
 
 class ReleaseRefusedError(VerificationError):
-    """The policy's release rules do not hold; ``report`` says which (nothing is recorded)."""
+    """The policy's release rules do not hold; ``report`` says which (nothing is recorded),
+    ``next`` what to do where an evaluation the release needs cannot count (out46)."""
 
-    def __init__(self, message: str, report: Report) -> None:
+    def __init__(self, message: str, report: Report, next_steps: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.report = report
+        self.next = list(next_steps)
 
 
 @dataclass(frozen=True)
@@ -189,13 +191,74 @@ def judge_release(
 
     report = decide(verifier, decision, ck.digest, walk)
     if not report.ok:
-        failures = report.failures()
+        failures, steps = _refusal(report, decision.id, ck.ref)
         raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
-                                  "nothing was recorded\n" + "\n".join(failures), report)
+                                  "nothing was recorded\n" + "\n".join(failures), report, steps)
     cited = tuple(sorted(used))
     assert verifier.checkpoint is not None
     return ReleaseJudged(ck, cited, report, verifier.checkpoint.size,
                          _held(ledger, verifier, ck.digest, cited, keys, report))
+
+
+def _refusal(report: Report, decision: str, ck: str) -> tuple[list[str], list[str]]:
+    """The refusal's lines (`Report.failures`) and what to do next, added to the line of each
+    root cause that makes an evaluation the release needs fail and is not in the checkpoint's
+    own lineage (out46): a suite that no longer verifies (name another suite), a revoked
+    evaluator version (evaluate again under one that stands), anything else (evaluate again)."""
+    from trajledger.verify.blame import failure_lines
+    from trajledger.verify.report import HIDDEN
+
+    below = report.edges_by("src")
+
+    def upstream(start: str) -> set[str]:  # ``start`` and every node it depends on
+        out: set[str] = set()
+        frontier = {start}
+        while frontier:
+            out |= frontier
+            frontier = {e.dst for n in frontier for e in below.get(n, [])} - out
+        return out
+
+    edges = below.get(decision, [])
+    own = set().union(*(upstream(e.dst) for e in edges if e.role == "checkpoint"))
+    runs = [e.dst for e in edges if e.role == "evaluation"]
+    again = "then run 'trajledger release' again"
+    other = ("name another holdout or regression suite in [[release.require]] of a successor "
+             f"policy ('trajledger policy set'), evaluate {ck} on it, {again}")
+    lines: list[str] = []
+    steps: list[str] = []
+    for node, checks, depend in report.causes():
+        text = [line.translate(HIDDEN) for line in failure_lines([(node, checks, depend)])]
+        step = None
+        if node.id == decision:  # a line per check (`failure_lines`), in order
+            for i, c in enumerate(checks):
+                # The latest evaluation's suite does not verify (verify.releases): none on it
+                # counts; a suite pinned by digest that no record here names is another log's.
+                hint = (other if "the suite does not verify" in c.detail else
+                        "if another ledger recorded it, import it ('trajledger import BUNDLE': "
+                        f"the bundle of an evaluation on it carries it), {again}"
+                        if c.detail.endswith("no dataset record of it is logged before the "
+                                             "release") else None)
+                if hint is not None:
+                    text[i] += f": {hint}"
+                    steps += [hint] if hint not in steps else []
+        elif node.id not in own and (run := next(
+                (r for r in runs if node.id in upstream(r)), None)) is not None:
+            suite = next((report.nodes[e.dst] for e in below.get(run, []) if e.role == "suite"),
+                         None)
+            on = "its suite" if suite is None else f"{suite.name}@{suite.version}"
+            how = (f"('trajledger eval {ck} --suite {on} --key KEY{{}}'; one made in another "
+                   f"ledger comes by 'trajledger import'), {again}")
+            if suite is not None and node.id in upstream(suite.id):
+                step = other
+            elif node.kind == "evaluator":
+                step = (f"evaluate {ck} again on {on} under an evaluator version that stands "
+                        + how.format(" --evaluator NAME@VERSION"))
+            else:
+                step = f"evaluate {ck} again on {on} " + how.format("")
+            text[-1] += f"; {report.nodes[run].label} stands on it: {step}"
+        lines += text
+        steps += [step] if step is not None and step not in steps else []
+    return lines, steps
 
 
 def _held(ledger: LedgerHome, verifier: LineageVerifier, checkpoint: str,

@@ -190,7 +190,9 @@ def test_refusal_is_an_exception_with_the_whole_report(setup: Setup) -> None:
     for digest, line in zip(sorted(setup.batches), failures[1:], strict=True):
         assert line.startswith(f"{decision} > rollout-batch {names[digest]} ({digest[:19]}…) > ")
         assert "> episodes.parquet: tampered: " in line
-    assert str(e.value).splitlines()[1:] == failures
+    # The message: the report's lines, the approvals' with what to do (out46).
+    said = str(e.value).splitlines()[1:]
+    assert said[1:] == failures[1:] and said[0].startswith(failures[0] + ": approve it with 1 ")
 
 
 def test_a_batch_approval_does_not_approve_the_dataset(setup: Setup) -> None:
