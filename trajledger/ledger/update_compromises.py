@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "relayed_by", "their_policy"]
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "pending_compromises", "relayed_by",
+           "their_policy"]
 
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 """The roles a key signs records under (the log and witness roles name log keys)."""
@@ -170,6 +171,47 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
         verifier.close()
 
 
+def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
+                        imports: Sequence[tuple[int, Import]], changes: Changes) -> None:
+    """The keys the other log's policy after ``update`` declares compromised that its policy
+    before did not (a key of its own policies, not revoked by ``policy``), as ``pending``
+    items of ``changes``: `monitor` without keys records nothing, so each run says them until
+    one with keys takes the policy in (upd46; upd45's Left). Each names the roles ``policy``
+    gives the key and what this ledger holds from that log alone signed by it since (what
+    `compromises` step 2 would revoke here); one that is neither is not named."""
+    logs = {update.vkey, *update.logs}
+    before = {i: e for k in logs for i, e in entries_of(k, imports).items()}
+    seen = before | {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    theirs, own = _their_compromises(ledger, seen, update.objects)
+    if theirs is None:
+        return
+    was = their_policy(ledger, before)
+    known = {x.keyid for x in (*(was.revoked_keys if was else ()), *policy.revoked_keys)}
+    state, origins = ledger.trust_state(), Origins(ledger)
+    for rk in theirs.revoked_keys:
+        if rk.keyid not in own or rk.keyid in known:
+            continue
+        roles = [r for r in KEY_ROLES if policy.holds(r, rk.keyid)]
+        hits = list(dict.fromkeys(
+            e.subject for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
+            and rk.keyid in e.signers and rk.covers(i, e.time) and held(ledger, e.subject, state)
+            and _brought_by(state, origins, e.subject, logs)))
+        if not (roles or hits):
+            continue
+        at = max(i for i, e in seen.items() if e.kind == "trust-policy")
+        changes.pending.append({
+            "kind": "key compromise", "key": rk.keyid, "logIndex": at, "digests": hits,
+            "trustedHere": roles, "label": f"key {rk.keyid[:16]}",
+            "text": f"pending: key {rk.keyid[:16]} of {changes.origin} is declared compromised "
+                    f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial}, "
+                    f"log index {at})" + (f"; your policy trusts it as {' and '.join(roles)}"
+                                          if roles else "")
+                    + (f"; it signed what you hold from that log alone: "
+                       f"{', '.join(label(ledger, d) for d in hits)}" if hits else "")
+                    + ": not taken in (pass --key APPROVER to apply it"
+                    + ("; that revokes them here)" if hits else ")")})
+
+
 def entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
                 skip: Collection[int] = ()) -> dict[int, LogEntry]:
     """The entries of the log ``vkey`` that this ledger's import records list, by index
@@ -209,12 +251,13 @@ def their_policy(ledger: LedgerHome, seen: Mapping[int, LogEntry],
     return follow_history(None, records)[0] if records else None
 
 
-def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
+def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry],
+                       blobs: Mapping[str, object] | None = None
                        ) -> tuple[TrustPolicy | None, set[str]]:
     """Step 1 of `compromises` for one log: its policy in force (`their_policy`; None when it
     declares no key compromised), and the keys its own policies held (a party declares
     compromised only those: not another party's whose records it imported into its log)."""
-    theirs = their_policy(ledger, seen)
+    theirs = their_policy(ledger, seen, blobs)
     if theirs is None or not theirs.revoked_keys:
         return None, set()
     return theirs, {k for p in (theirs, *(q for _i, q in theirs.earlier))
