@@ -126,11 +126,14 @@ def test_the_owners_declaration_warns_when_a_relay_showing_its_imports_brought_f
         in line, line
 
 
-def test_without_the_relays_imports_the_owners_declaration_stays_a_note(tmp_path: Path) -> None:
-    """The limit (a guard): two does not publish its imports, so the buyer holds nothing that
-    tells its relay from an owner's records: one's own declaration stays ``NOTE: ignored``
-    (two brought them first), as before."""
+def test_without_the_relays_imports_the_owners_declaration_warns_too(tmp_path: Path) -> None:
+    """Was the limit (upd45: one's own declaration stayed four ``NOTE: ignored`` lines, two
+    having brought one's records first without publishing its imports). The key signed one's
+    policies (upd46, test_whose_declaration.py): the owner's declaration warns whoever brought
+    first."""
     one, _two, buyer, theirs = _relayed_first(tmp_path, publish=False)
     r = _owner_declares(tmp_path, one, buyer, theirs)
     report = json.loads(r.stdout)["import"]
-    assert report["suspect"] == [] and len(report["ignored"]) == 4, report
+    (suspect,) = report["suspect"]
+    assert suspect["declarerBrought"] is True and len(suspect["digests"]) == 4, report
+    assert len(report["ignored"]) == 4, report  # still not revoked here

@@ -16,14 +16,15 @@ import contextlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from trajledger.verify.dsse import MAX_ENVELOPE_BYTES
+from trajledger.verify.compromise import RevokedKey
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope, verify_envelope
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
 from trajledger.verify.other_predicates import Import
-from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.policy_history import follow_history
 
 from .catalog import Origins, origin_name
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "pending_compromises", "relayed_by",
-           "their_policy"]
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "owned", "pending_compromises",
+           "relayed_by", "their_policy"]
 
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 """The roles a key signs records under (the log and witness roles name log keys)."""
@@ -88,6 +89,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     if theirs is None:
         return
     relayed = relayed_by(ledger, seen, logs := {update.vkey, *update.logs})
+    mine = owned(ledger, seen)  # the keys that signed its policies (upd46)
     evidence = ledger_evidence(ledger)
     state = state or ledger.trust_state()
     verifier = LineageVerifier(evidence, policy, index=state, data="size")
@@ -100,12 +102,17 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
                     and held(ledger, e.subject, state)}
+            if rk.keyid not in mine and (owner := _owner(ledger, imports, rk.keyid, logs)):
+                _claimed(ledger, changes, rk, theirs, update.vkey, owner, {  # (upd46)
+                    d: (i, _brought_by(state, origins, d, logs)) for d, i in hits.items()})
+                continue
             foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
             # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
             if foreign and vouched is None:  # (upd45: what another log says it relayed)
                 vouched = _vouched(ledger, imports, logs)
-            signed = [d for d in foreign if _signed_there(
-                state, origins, verifier, d, seen[hits[d]].kind, rk.keyid, logs, vouched or {})]
+            signed = [d for d in foreign if _signed_there(  # its owner's word: first or not
+                state, origins, verifier, d, seen[hits[d]].kind, rk.keyid, logs, vouched or {},
+                anyone=rk.keyid in mine)]  # (upd46)
             if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
                 own_ = any(seen[hits[d]].envelope not in relayed for d in signed)  # (upd45)
                 changes.suspect.append({
@@ -154,8 +161,14 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                 text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
                          f"successor without it and with [[revoked_keys]] key = "
                          f"\"{rk.keyid}\", compromised_since = {since}"
-                         if any(rk.keyid in e.signers and e.envelope not in relayed
-                                for e in seen.values()) else
+                         if rk.keyid in mine and any(rk.keyid in e.signers and e.envelope
+                                                     not in relayed for e in seen.values())
+                         else f"; your policy trusts it as {' and '.join(roles)}, and it signed "
+                         "none of its policies (a policy may list anyone's key): if the key is "
+                         f"theirs, record a successor with [[revoked_keys]] key = \"{rk.keyid}\""
+                         if rk.keyid not in mine and any(rk.keyid in e.signers and e.envelope
+                                                         not in relayed for e in seen.values())
+                         else
                          f"; your policy trusts it as {' and '.join(roles)}, and its log holds "
                          "nothing it signed" + (" but what it relayed from "
                          + ", ".join(sorted(origin_name(v) for v in sources))
@@ -169,6 +182,71 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                                             "revokedHere": revoked})
     finally:
         verifier.close()
+
+
+def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
+          blobs: Mapping[str, object] | None = None) -> set[str]:
+    """The keys that signed a log's own policies: each record of the policy history followed
+    from ``seen`` (`their_policy`), its envelope's signatures verified here against the keys
+    those policies name (not its log's word of who signed: a log may list any signer in its
+    entries, and a policy any key). What a buyer holds that makes a key a log's own; a relay's
+    policy lists the keys of the records it relays, but they never sign it (upd46)."""
+    theirs = their_policy(ledger, seen, blobs)
+    chain = () if theirs is None else (theirs, *(q for _i, q in theirs.earlier))
+    keys = {k.keyid: k for p in chain for r in KEY_ROLES for k in p.role(r).keys}
+    digests = {policy_digest(p) for p in chain}
+    out: set[str] = set()
+    for e in seen.values():
+        if e.kind != "trust-policy" or e.subject not in digests or not keys:
+            continue
+        got = (blobs or {}).get(e.envelope)
+        try:
+            raw = got if isinstance(got, bytes) else ledger.store.get(
+                e.envelope, limit=MAX_ENVELOPE_BYTES)
+            out.update(k.keyid for k in verify_envelope(Envelope.from_bytes(raw),
+                                                        keys.values()))
+        except (OSError, LedgerError, ProvenanceError) as x:
+            if read_failure(x):
+                raise
+    return out
+
+
+def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str,
+           logs: Collection[str]) -> str | None:
+    """The origins of the other logs applied here (not of the verifier keys ``logs``, nor of
+    their origin: a log's keys before and after a rotation are one log) whose own policies
+    ``keyid`` signed (`owned`), or None."""
+    names = {vk.split("+")[0] for vk in logs}
+    others = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)
+              and vk.split("+")[0] not in names}
+    found = sorted({origin_name(vk) for vk in others
+                    if keyid in owned(ledger, entries_of(vk, imports))})
+    return ", ".join(found) or None
+
+
+def _claimed(ledger: LedgerHome, changes: Changes, rk: RevokedKey, theirs: TrustPolicy,
+             vkey: str, owner: str, hits: Mapping[str, tuple[int, bool]]) -> None:
+    """A declaration by the log ``vkey`` of a key that signed none of its policies and signed
+    another log's (``owner``): a claim, not a compromise. Named in ``changes.suspect``
+    (``claim``), its records held here (``hits``: digest -> its index there, and whether
+    that log alone brought it) listed as ignored; nothing revoked (upd46)."""
+    by = origin_name(vkey)
+    changes.suspect.append({
+        "key": rk.keyid, "declaredBy": by, "digests": [], "declarerBrought": False,
+        "claim": True, "owner": owner,
+        "text": f"key {rk.keyid[:16]}, which {by} declares compromised ({rk.describe()}; its "
+                f"policy {theirs.name!r} serial {theirs.serial}), signed the policies of "
+                f"{owner} and none of {by}'s: a claim, not a compromise (not revoked here): ask "
+                f"{owner} about its key (its own declaration revokes what its log brought you);"
+                " if you believe the claim, record a successor with "
+                f"[[revoked_keys]] key = \"{rk.keyid}\""})
+    changes.ignored += [{
+        "digest": d, "label": label(ledger, d), "logIndex": i, "kind": "key compromise",
+        "why": f"its log says key {rk.keyid[:16]} signed it, and declares that key compromised, "
+               + (f"but the key signed the policies of {owner}, not of {by}: a claim" if alone
+                  else "but you hold it as your own or from another log: a log stops only what "
+                  "it alone brought here")}
+        for d, (i, alone) in hits.items()]
 
 
 def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
@@ -278,11 +356,23 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
         return
     revoked_here = {x.keyid for x in policy.revoked_keys}
     logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
+    bringer: set[str] | None = None  # the keys that signed the update's log's policies
     for vkey in sorted(logs - {update.vkey, *update.logs}):
         theirs, own = _their_compromises(ledger, entries := entries_of(vkey, imports))
         for rk in theirs.revoked_keys if theirs is not None else ():
             if theirs is None or rk.keyid not in own & signed or rk.keyid in revoked_here:
                 continue
+            if rk.keyid not in owned(ledger, entries):  # (upd46) whose key is it?
+                if bringer is None:
+                    bringer = owned(ledger, {i: e for k in (*update.logs, update.vkey)
+                                             for i, e in entries_of(k, imports).items()}
+                                    | {i: LogEntry.from_bytes(raw) for i, raw
+                                       in update.entries.items()}, update.objects)
+                owner = origin_name(update.vkey) if rk.keyid in bringer else _owner(
+                    ledger, imports, rk.keyid, {vkey})
+                if owner:
+                    _claimed(ledger, changes, rk, theirs, vkey, owner, {})
+                    continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
             shown = _shown(ledger, policy, entries, rk.keyid, vkey, state)  # (vend43)
@@ -340,7 +430,7 @@ def _vouched(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], logs: Co
 
 def _signed_there(state: TrustState, origins: Origins, verifier: LineageVerifier, digest: str,
                   kind: str, keyid: str, logs: Collection[str],
-                  vouched: Collection[str] = ()) -> bool:
+                  vouched: Collection[str] = (), *, anyone: bool = False) -> bool:
     """True when every record of kind ``kind`` of the artifact ``digest`` here came from another
     log (none is this ledger's own), the first to bring it here is the declaring log (one of
     ``logs``: its own record, relayed later by another; a log that relayed another's record
@@ -348,12 +438,13 @@ def _signed_there(state: TrustState, origins: Origins, verifier: LineageVerifier
     test_borrowed_handovers.py), or its envelope is one of ``vouched`` (the log that brought it
     first relayed it from one of ``logs``, by its own import records: upd45), and one of them
     verifies here signed by ``keyid``: its envelope's signature, not a log's word of who signed
-    (hist41 finding 2)."""
+    (hist41 finding 2). ``anyone``: the key signed the declaring log's policies (`owned`):
+    its owner's declaration counts whoever brought the record first (upd46)."""
     found = [j for j in state.about(digest) if (e := state.entry(j)) is not None
              and e.kind == kind]
-    return bool(found) and all(origins.of(j) for j in found) and any(
+    return bool(found) and all(origins.of(j) for j in found) and (anyone or any(
         origins.first(j) in logs or ((e := state.entry(j)) is not None and e.envelope in vouched)
-        for j in found) and any(
+        for j in found)) and any(
         isinstance(r := verifier.record(j), Record) and keyid in r.signers for j in found)
 
 

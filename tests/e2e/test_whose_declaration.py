@@ -1,0 +1,141 @@
+"""End to end (upd46, thirty-first round; upd45's Left): whose declaration is a compromise.
+
+Vendor two relays vendor one's records (it imported one's bundle, its policy listing one's
+producer key ``vendor``: anyone's public key), without publishing its imports, then declares
+that key compromised. Before: the buyer was told, whichever order the bundles came in, ``key
+… of two… is compromised …; your policy still trusts it as producer: record a successor
+without it and with [[revoked_keys]] …`` (the firm advice), or a suspect line with the way on:
+a relay could make the buyer drop a sound key. And one's own declaration of its key, after two
+brought one's records first, was four ``NOTE: ignored`` lines (upd45 finding 2's limit): a
+relay could hide a real owner's declaration.
+
+What the buyer can know without the relay's import records: which keys signed a log's own
+policies (each policy record of the history the buyer followed, its envelope's signatures
+verified here: not a log's word). One's key signed one's policies and none of two's. So:
+a declaration by a log whose policies the key never signed, of a key that signed another
+log's, is a claim (nothing revoked for it, the owner named, no firm advice), in both orders;
+a declaration by the key's owner warns with the way on whoever brought its records first;
+and a declaration of a key whose owner the buyer does not know, which signed none of the
+declarer's policies, gives the conditional advice (``if the key is theirs``), never the firm.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from test_borrowed_handovers import relays
+from test_updates import Buyer, Vendor, declare_compromised
+
+FIRM = "still trusts it as producer: record a successor without it"
+
+
+def _keyid(party: Vendor, name: str) -> str:
+    keys = json.loads(party.run("key", "list", "--json").stdout)
+    return str(next(k["keyid"] for k in keys if k["name"] == name))
+
+
+def _parties(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, Path, str]:
+    """One, two (relaying one's dataset, its imports unpublished), the buyer (nothing imported
+    yet), two's bundle of one's dataset, one's key ``vendor``."""
+    one = Vendor(tmp_path, "one", "one.example/log")
+    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [one, two])
+    relays(two, one)
+    relay = tmp_path / "relay.tar.zst"
+    two.run("export", one.dataset, "--out", relay)
+    return one, two, buyer, relay, _keyid(one, "vendor")
+
+
+def _two_declares(tmp_path: Path, one: Vendor, two: Vendor, buyer: Buyer, theirs: str,
+                  since: int | None = None) -> Any:
+    """Two declares one's key ``theirs`` compromised (since its size now, or ``since``) in a
+    successor without it; the buyer imports that update (``--json``): the result."""
+    applied = two.size()
+    policy = two.home / "policy.toml"
+    one_pem = (one.home / "keys" / "vendor.pub").read_text()
+    declared = policy.read_text().replace("serial = 2", "serial = 3").replace(
+        f'"""{one_pem}""",', "")
+    policy.write_text(f'{declared}\n[[revoked_keys]]\nkey = "{theirs}"\ncompromised_since = '
+                      f'{applied if since is None else since}\nreason = "hostile"\n')
+    two.run("policy", "set", policy, "--key", "mal-approver", "--yes")
+    update = tmp_path / "two-update.tar.zst"
+    two.run("export", "--updates-since", str(applied), "--out", update)
+    return buyer.run("import", update, "--key", "approver", "--json")
+
+
+def _claim(r: Any, one: Vendor, theirs: str) -> dict[str, Any]:
+    (item,) = [s for s in json.loads(r.stdout)["import"]["suspect"] if s.get("claim")]
+    assert item["key"] == theirs and item["owner"] == one.origin, item
+    assert item["declarerBrought"] is False, item
+    assert "a claim, not a compromise" in item["text"], item
+    assert f"WARNING: {item['text']}" in r.stderr, r.stderr
+    assert FIRM not in r.stderr, r.stderr
+    return item
+
+
+def test_a_relays_declaration_of_the_owners_key_is_a_claim_when_the_owner_came_first(
+        tmp_path: Path) -> None:
+    one, two, buyer, relay, theirs = _parties(tmp_path)
+    buyer.run("import", one.bundle, "--key", "approver")
+    buyer.run("import", relay, "--key", "approver")
+    r = _two_declares(tmp_path, one, two, buyer, theirs)
+    _claim(r, one, theirs)
+    assert json.loads(r.stdout)["import"]["compromised"] == [], r.stdout
+    r = buyer.run("verify", one.dataset)  # nothing revoked
+    assert "revoked" not in r.output, r.output
+
+
+def test_a_relays_declaration_since_0_of_what_it_alone_brought_revokes_nothing_of_the_owners(
+        tmp_path: Path) -> None:
+    """The relay the buyer's only source of one's records, one's own log known (its policy
+    signed by the key, from an earlier bundle of one's environment alone): two's word is a claim
+    and revokes nothing, where it revoked one's dataset, batches and environment here."""
+    one, two, buyer, relay, theirs = _parties(tmp_path)
+    env = tmp_path / "env.tar.zst"
+    one.run("export", "grid@1", "--out", env)
+    buyer.run("import", env, "--key", "approver")
+    buyer.run("import", relay, "--key", "approver")
+    before = buyer.size()
+    r = _two_declares(tmp_path, one, two, buyer, theirs, since=0)
+    _claim(r, one, theirs)
+    assert buyer.size() == before + 1, r.stderr  # the import record alone
+    r = buyer.run("verify", one.dataset)  # nothing revoked
+    assert "revoked" not in r.output, r.output
+
+
+def test_a_relays_declaration_met_before_the_owner_is_doubted_then_named_a_claim(
+        tmp_path: Path) -> None:
+    """Relay first: at the declaration the buyer knows only that the key signed none of two's
+    policies (the conditional advice, not the firm); when one's own bundle comes, the key
+    signed one's policies: two's declaration is named a claim."""
+    one, two, buyer, relay, theirs = _parties(tmp_path)
+    buyer.run("import", relay, "--key", "approver")
+    r = _two_declares(tmp_path, one, two, buyer, theirs)
+    (line,) = [x for x in r.stderr.splitlines() if theirs[:16] in x]
+    assert FIRM not in line and "signed none of its policies" in line, line
+    assert f'if the key is theirs, record a successor with [[revoked_keys]] key = "{theirs}"' \
+        in line, line
+    r = buyer.run("import", one.bundle, "--key", "approver", "--json")
+    _claim(r, one, theirs)
+
+
+def test_the_owners_declaration_warns_though_a_relay_brought_its_records_first(
+        tmp_path: Path) -> None:
+    """upd45 finding 2's limit: two does not publish its imports and brought one's records
+    first; one declares its own key (which signed one's policies) compromised: the warning
+    with the way on, where it was four ``NOTE: ignored`` lines."""
+    one, _two, buyer, relay, theirs = _parties(tmp_path)
+    buyer.run("import", relay, "--key", "approver")
+    buyer.run("import", one.bundle, "--key", "approver")
+    applied = one.size()
+    declare_compromised(one, tmp_path / "one-2.toml", theirs)
+    update = tmp_path / "one-update.tar.zst"
+    one.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver", "--json")
+    (suspect,) = json.loads(r.stdout)["import"]["suspect"]
+    assert suspect["declarerBrought"] is True and not suspect.get("claim"), suspect
+    assert len(suspect["digests"]) == 4, suspect
+    assert f'if the key is theirs, record a successor with [[revoked_keys]] key = "{theirs}"' \
+        in suspect["text"], suspect
