@@ -48,3 +48,26 @@ def test_monitor_without_keys_names_the_key_the_vendor_declares_compromised(
         r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--json")
         assert not (json.loads(r.stdout)["updates"] or {}).get("pending"), r.stdout
         assert "pending" not in r.stderr, r.stderr
+
+
+def test_monitor_without_keys_names_a_relays_declaration_of_the_owners_key_a_claim(
+        tmp_path: Path) -> None:
+    """The same for a relay's declaration of the owner's key (test_whose_declaration.py): not
+    pending (a run with keys revokes nothing for it), named a claim each run."""
+    from test_whose_declaration import _parties, _two_declares
+
+    one, two, buyer, relay, theirs = _parties(tmp_path)
+    buyer.run("import", one.bundle, "--key", "approver")
+    buyer.run("import", relay, "--key", "approver")
+    watcher = Buyer(tmp_path / "w", [one, two])  # the buyer's twin, not given the update
+    for bundle in (one.bundle, relay):
+        watcher.run("import", bundle, "--key", "approver")
+    _two_declares(tmp_path, one, two, buyer, theirs)
+    for url in served(two):
+        for _ in range(2):
+            r = watcher.run("monitor", url, "--vkey", two.vkey(), "--json")
+            updates = json.loads(r.stdout)["updates"]
+            assert [p for p in updates["pending"] if p["kind"] == "key compromise"] == [], r.stdout
+            (claim,) = updates["suspect"]
+            assert claim["claim"] is True and claim["owner"] == one.origin, claim
+            assert f"WARNING: {claim['text']}" in r.stderr, r.stderr

@@ -256,7 +256,8 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     items of ``changes``: `monitor` without keys records nothing, so each run says them until
     one with keys takes the policy in (upd46; upd45's Left). Each names the roles ``policy``
     gives the key and what this ledger holds from that log alone signed by it since (what
-    `compromises` step 2 would revoke here); one that is neither is not named."""
+    `compromises` step 2 would revoke here); one that is neither is not named. A claim
+    (`_claimed`: the key signed another log's policies, none of this one's) is named as one."""
     logs = {update.vkey, *update.logs}
     before = {i: e for k in logs for i, e in entries_of(k, imports).items()}
     seen = before | {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
@@ -266,8 +267,12 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     was = their_policy(ledger, before)
     known = {x.keyid for x in (*(was.revoked_keys if was else ()), *policy.revoked_keys)}
     state, origins = ledger.trust_state(), Origins(ledger)
+    mine = owned(ledger, seen, update.objects)
     for rk in theirs.revoked_keys:
         if rk.keyid not in own or rk.keyid in known:
+            continue
+        if rk.keyid not in mine and (owner := _owner(ledger, imports, rk.keyid, logs)):
+            _claimed(ledger, changes, rk, theirs, update.vkey, owner, {})  # nothing to take in
             continue
         roles = [r for r in KEY_ROLES if policy.holds(r, rk.keyid)]
         hits = list(dict.fromkeys(
