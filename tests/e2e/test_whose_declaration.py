@@ -139,3 +139,66 @@ def test_the_owners_declaration_warns_though_a_relay_brought_its_records_first(
     assert len(suspect["digests"]) == 4, suspect
     assert f'if the key is theirs, record a successor with [[revoked_keys]] key = "{theirs}"' \
         in suspect["text"], suspect
+
+
+def _forge_relay_record(two: Vendor, keyid: str) -> None:
+    """What two's log writer and approver can make: an import record, signed by its approver,
+    listing every entry of its own log signed by ``keyid`` (its policies too) as an entry of
+    one's log, under the
+    checkpoint of one's log its genuine import record holds, with inclusion proofs that lead to
+    no root of it (the genuine record's first proof, for every entry)."""
+    import os
+
+    from trajledger.ledger.home import LedgerHome
+    from trajledger.ledger.record import statement_entry
+    from trajledger.ledger.update_reads import import_records
+    from trajledger.verify import predicates
+    from trajledger.verify.log_entry import LogEntry
+
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(two.state)
+    home = LedgerHome.open(two.home)
+    ((_i, genuine),) = import_records(home)
+    bogus = genuine.entries[0]["inclusion"]
+    mine = [(i, raw) for i in range(home.log.size)
+            if keyid in LogEntry.from_bytes(raw := home.log.entry(i)).signers]
+    predicate = {"log": dict(genuine.log), "applied": genuine.applied,
+                 "entries": [{"index": i, "entry": raw.decode(), "inclusion": bogus}
+                             for i, raw in mine]}
+    subject = LogEntry.from_bytes(mine[0][1]).subject
+    spec, check = statement_entry(home, "forged", subject, predicates.IMPORT, predicate,
+                                  [home.keys.signer("mal-approver")], "import")
+    home.log.append([spec], check=check)
+
+
+def test_a_relay_import_record_whose_proofs_fail_says_nothing(tmp_path: Path) -> None:
+    """upd45's Left: the relay's import records were taken at their word (their inclusion
+    proofs and the other log's checkpoint not checked). Two, publishing its imports, forges one
+    listing its own records as one's; then declares its own key compromised. Before: ``its log
+    holds nothing it signed but what it relayed from one… (its import records say so)``. Each
+    listed entry now counts only when its proof leads to the root of the other log's checkpoint,
+    signed by that log's key: the forged record says nothing, the key signed two's policies and
+    two's log holds what it signed: the owner's firm advice."""
+    from test_relaying_declarer import _publishing_imports
+
+    one = Vendor(tmp_path, "one", "one.example/log")
+    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [one, two])
+    _publishing_imports(two)
+    relays(two, one)
+    own = _keyid(two, "vendor")
+    _forge_relay_record(two, own)
+    bundle = tmp_path / "two-bh.tar.zst"
+    two.run("export", two.dataset, "--out", bundle)
+    buyer.run("import", bundle, "--key", "approver")
+    applied = two.size()
+    policy = two.home / "policy.toml"
+    own_pem = (two.home / "keys" / "vendor.pub").read_text()
+    policy.write_text(policy.read_text().replace("serial = 2", "serial = 3").replace(
+        f'"""{own_pem}""",', "") + f'\n[[revoked_keys]]'
+                      f'\nkey = "{own}"\ncompromised_since = {applied}\nreason = "stolen"\n')
+    two.run("policy", "set", policy, "--key", "mal-approver", "--yes")
+    update = tmp_path / "two-update.tar.zst"
+    two.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    (line,) = [x for x in r.stderr.splitlines() if f"key {own[:16]} of " in x]
+    assert "relayed" not in line and FIRM in line, line

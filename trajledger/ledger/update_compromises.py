@@ -12,10 +12,12 @@ Non-scope: judging the update's own revocations and erasures (``update_judge``).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.compromise import RevokedKey
 from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope, verify_envelope
 from trajledger.verify.errors import ProvenanceError
@@ -23,6 +25,8 @@ from trajledger.verify.kinds import KINDS
 from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
+from trajledger.verify.merkle import leaf_hash, verify_inclusion
+from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.other_predicates import Import
 from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.policy_history import follow_history
@@ -460,7 +464,10 @@ def relayed_by(ledger: LedgerHome, entries: Mapping[int, LogEntry], logs: Collec
     in with an update that carried it, `updates.select`) as an entry of another log, mapped to
     that log's verifier key (upd45). Its word against itself: a record it lists was not its
     own to show; one it does not list (its imports unpublished, or hidden) is taken as its
-    own, as before. An import record not here, or not readable, says nothing."""
+    own, as before. An import record not here, or not readable, says nothing; nor does an
+    entry it lists whose inclusion proof does not lead to the root of the other log's
+    checkpoint it holds, signed by that log's key (upd46: the other log's word, not the
+    relay's: a record listed so was in that log, whoever lists it)."""
     out: dict[str, str] = {}
     for i, e in sorted(entries.items()):
         if e.kind != "import":
@@ -475,9 +482,18 @@ def relayed_by(ledger: LedgerHome, entries: Mapping[int, LogEntry], logs: Collec
         if not isinstance(pred, Import) or not isinstance(source := pred.log.get("vkey"), str) \
                 or source in logs:
             continue
+        try:  # (upd46) the other log's signed checkpoint, each entry's proof under it
+            cp = verify_checkpoint(str(pred.log.get("checkpoint")).encode("utf-8"),
+                                   verifier_from_vkey(source))
+        except (ProvenanceError, ValueError):
+            continue
         for item in pred.entries:
-            raw = item.get("entry")
-            with contextlib.suppress(ProvenanceError):
-                if isinstance(raw, str):
-                    out[LogEntry.from_bytes(raw.encode("utf-8")).envelope] = source
+            raw, at, path = item.get("entry"), item.get("index"), item.get("inclusion")
+            with contextlib.suppress(ProvenanceError, ValueError):
+                if isinstance(raw, str) and isinstance(at, int) and isinstance(path, list):
+                    data = raw.encode("utf-8")
+                    verify_inclusion(at, cp.size, leaf_hash(data),
+                                     [base64.b64decode(str(h), validate=True) for h in path],
+                                     cp.root)
+                    out[LogEntry.from_bytes(data).envelope] = source
     return out
