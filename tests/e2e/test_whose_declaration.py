@@ -66,10 +66,11 @@ def _two_declares(tmp_path: Path, one: Vendor, two: Vendor, buyer: Buyer, theirs
 
 
 def _claim(r: Any, one: Vendor, theirs: str) -> dict[str, Any]:
-    (item,) = [s for s in json.loads(r.stdout)["import"]["suspect"] if s.get("claim")]
+    report = json.loads(r.stdout)["import"]
+    (item,) = [s for s in report["suspect"] + report["compromised"] if s.get("claim")]
     assert item["key"] == theirs and item["owner"] == one.origin, item
     assert item["declarerBrought"] is False, item
-    assert "a claim, not a compromise" in item["text"], item
+    assert "is a claim, not its owner's declaration" in item["text"], item
     assert f"WARNING: {item['text']}" in r.stderr, r.stderr
     assert FIRM not in r.stderr, r.stderr
     return item
@@ -87,22 +88,24 @@ def test_a_relays_declaration_of_the_owners_key_is_a_claim_when_the_owner_came_f
     assert "revoked" not in r.output, r.output
 
 
-def test_a_relays_declaration_since_0_of_what_it_alone_brought_revokes_nothing_of_the_owners(
+def test_a_relays_declaration_since_0_stops_what_it_alone_brought_and_is_named_a_claim(
         tmp_path: Path) -> None:
-    """The relay the buyer's only source of one's records, one's own log known (its policy
-    signed by the key, from an earlier bundle of one's environment alone): two's word is a claim
-    and revokes nothing, where it revoked one's dataset, batches and environment here."""
+    """The relay the buyer's only source of one's batches and dataset, one's own log known (its
+    policy signed by the key, from an earlier bundle of one's environment alone): what two alone
+    brought is revoked, as any log's declaration stops what it alone brought (a thief's log
+    signing its policy with a stolen key must not turn the owner's declaration into nothing),
+    the environment (one brought it too) is not; the line is the claim's, without the firm
+    advice that told the buyer to distrust one's key."""
     one, two, buyer, relay, theirs = _parties(tmp_path)
     env = tmp_path / "env.tar.zst"
     one.run("export", "grid@1", "--out", env)
     buyer.run("import", env, "--key", "approver")
     buyer.run("import", relay, "--key", "approver")
-    before = buyer.size()
     r = _two_declares(tmp_path, one, two, buyer, theirs, since=0)
-    _claim(r, one, theirs)
-    assert buyer.size() == before + 1, r.stderr  # the import record alone
-    r = buyer.run("verify", one.dataset)  # nothing revoked
-    assert "revoked" not in r.output, r.output
+    item = _claim(r, one, theirs)
+    assert set(item["revokedHere"]) == {*one.batches, one.dataset}, item
+    assert "revoked here only what two.example/log+" in item["text"], item
+    buyer.run("verify", "grid@1")  # one brought it too: not two's alone
 
 
 def test_a_relays_declaration_met_before_the_owner_is_doubted_then_named_a_claim(

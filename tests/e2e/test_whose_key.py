@@ -65,7 +65,7 @@ def test_a_declaration_of_a_key_the_declarer_never_brought_says_so_when_its_reco
     assert suspect["key"] == theirs and line.startswith(f"key {theirs[:16]}, which two."), line
     # (upd46: one's bundle shows the key signed one's policies, none of two's: a claim)
     assert "two.example/log+" in line and f"signed the policies of {one.origin} and none of " \
-        "two.example/log+" in line and "a claim, not a compromise" in line, line
+        "two.example/log+" in line and "is a claim, not its owner's declaration" in line, line
     assert f'record a successor with [[revoked_keys]] key = "{theirs}"' in line, line
     assert suspect["declarerBrought"] is False and suspect["owner"] == one.origin, suspect
     assert f"WARNING: {line}" in r.stderr, r.stderr

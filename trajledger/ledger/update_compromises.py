@@ -106,17 +106,15 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
                     and held(ledger, e.subject, state)}
-            if rk.keyid not in mine and (owner := _owner(ledger, imports, rk.keyid, logs)):
-                _claimed(ledger, changes, rk, theirs, update.vkey, owner, {  # (upd46)
-                    d: (i, _brought_by(state, origins, d, logs)) for d, i in hits.items()})
-                continue
+            # (upd46: a key that signed another log's policies and none of its own: a claim)
+            owner = None if rk.keyid in mine else _owner(ledger, imports, rk.keyid, logs)
             foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
             # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
             if foreign and vouched is None:  # (upd45: what another log says it relayed)
                 vouched = _vouched(ledger, imports, logs)
-            signed = [d for d in foreign if _signed_there(  # its owner's word: first or not
+            signed = [d for d in foreign if not owner and _signed_there(  # its owner's word
                 state, origins, verifier, d, seen[hits[d]].kind, rk.keyid, logs, vouched or {},
-                anyone=rk.keyid in mine)]  # (upd46)
+                anyone=rk.keyid in mine)]  # (upd46: whoever brought it first)
             if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
                 own_ = any(seen[hits[d]].envelope not in relayed for d in signed)  # (upd45)
                 changes.suspect.append({
@@ -149,7 +147,9 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                           f"{theirs.name!r} serial {theirs.serial})")
                 revoke(ledger, digest, signers[0], reason=reason)
                 revoked.append(digest)
-            # (3)
+            if owner:  # (3) (upd46)
+                _claimed(ledger, changes, rk, theirs, update.vkey, owner, revoked)
+                continue
             text = (f"key {rk.keyid[:16]} of {origin_name(update.vkey)} is compromised "
                     f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial})"
                     + (": revoked here what it signed since: "
@@ -229,28 +229,23 @@ def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str
 
 
 def _claimed(ledger: LedgerHome, changes: Changes, rk: RevokedKey, theirs: TrustPolicy,
-             vkey: str, owner: str, hits: Mapping[str, tuple[int, bool]]) -> None:
+             vkey: str, owner: str, revoked: Sequence[str]) -> None:
     """A declaration by the log ``vkey`` of a key that signed none of its policies and signed
-    another log's (``owner``): a claim, not a compromise. Named in ``changes.suspect``
-    (``claim``), its records held here (``hits``: digest -> its index there, and whether
-    that log alone brought it) listed as ignored; nothing revoked (upd46)."""
+    another log's (``owner``): a claim, not its owner's declaration (``claim``; in
+    ``changes.compromised`` when it ``revoked`` here what that log alone brought, as any log's
+    declaration does, else ``changes.suspect``): no firm advice, the owner named (upd46)."""
     by = origin_name(vkey)
-    changes.suspect.append({
+    (changes.compromised if revoked else changes.suspect).append({
         "key": rk.keyid, "declaredBy": by, "digests": [], "declarerBrought": False,
-        "claim": True, "owner": owner,
+        "claim": True, "owner": owner, "revokedHere": list(revoked),
         "text": f"key {rk.keyid[:16]}, which {by} declares compromised ({rk.describe()}; its "
                 f"policy {theirs.name!r} serial {theirs.serial}), signed the policies of "
-                f"{owner} and none of {by}'s: a claim, not a compromise (not revoked here): ask "
-                f"{owner} about its key (its own declaration revokes what its log brought you);"
-                " if you believe the claim, record a successor with "
-                f"[[revoked_keys]] key = \"{rk.keyid}\""})
-    changes.ignored += [{
-        "digest": d, "label": label(ledger, d), "logIndex": i, "kind": "key compromise",
-        "why": f"its log says key {rk.keyid[:16]} signed it, and declares that key compromised, "
-               + (f"but the key signed the policies of {owner}, not of {by}: a claim" if alone
-                  else "but you hold it as your own or from another log: a log stops only what "
-                  "it alone brought here")}
-        for d, (i, alone) in hits.items()]
+                f"{owner} and none of {by}'s: {by}'s word on it is a claim, not its owner's "
+                "declaration (" + (f"revoked here only what {by} alone brought that it signed "
+                f"since: {', '.join(label(ledger, d) for d in revoked)}" if revoked else
+                "not revoked here") + f"): ask {owner} about its key (its own declaration "
+                f"revokes what its log brought you); if you believe {by}, record a successor "
+                f"with [[revoked_keys]] key = \"{rk.keyid}\""})
 
 
 def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
@@ -275,14 +270,15 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     for rk in theirs.revoked_keys:
         if rk.keyid not in own or rk.keyid in known:
             continue
-        if rk.keyid not in mine and (owner := _owner(ledger, imports, rk.keyid, logs)):
-            _claimed(ledger, changes, rk, theirs, update.vkey, owner, {})  # nothing to take in
-            continue
+        owner = None if rk.keyid in mine else _owner(ledger, imports, rk.keyid, logs)
         roles = [r for r in KEY_ROLES if policy.holds(r, rk.keyid)]
         hits = list(dict.fromkeys(
             e.subject for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
             and rk.keyid in e.signers and rk.covers(i, e.time) and held(ledger, e.subject, state)
             and _brought_by(state, origins, e.subject, logs)))
+        if owner and not hits:  # a claim that revokes nothing here (upd46)
+            _claimed(ledger, changes, rk, theirs, update.vkey, owner, ())
+            continue
         if not (roles or hits):
             continue
         at = max(i for i, e in seen.items() if e.kind == "trust-policy")
@@ -292,7 +288,9 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
             "text": f"pending: key {rk.keyid[:16]} of {changes.origin} is declared compromised "
                     f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial}, "
                     f"log index {at})" + (f"; your policy trusts it as {' and '.join(roles)}"
-                                          if roles else "")
+                                          if roles and not owner else "")
+                    + (f"; it signed the policies of {owner} and none of {changes.origin}'s: "
+                       "a claim, not its owner's declaration" if owner else "")
                     + (f"; it signed what you hold from that log alone: "
                        f"{', '.join(label(ledger, d) for d in hits)}" if hits else "")
                     + ": not taken in (pass --key APPROVER to apply it"
@@ -380,7 +378,7 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                 owner = origin_name(update.vkey) if rk.keyid in bringer else _owner(
                     ledger, imports, rk.keyid, {vkey})
                 if owner:
-                    _claimed(ledger, changes, rk, theirs, vkey, owner, {})
+                    _claimed(ledger, changes, rk, theirs, vkey, owner, ())
                     continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
