@@ -54,15 +54,15 @@ def test_monitor_without_keys_names_a_relays_declaration_of_the_owners_key_a_cla
         tmp_path: Path) -> None:
     """The same for a relay's declaration of the owner's key (test_whose_declaration.py): not
     pending (a run with keys revokes nothing for it), named a claim each run."""
-    from test_whose_declaration import _parties, _two_declares
+    from test_whose_declaration import relaying_parties, two_declares
 
-    one, two, buyer, relay, theirs = _parties(tmp_path)
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
     buyer.run("import", one.bundle, "--key", "approver")
     buyer.run("import", relay, "--key", "approver")
     watcher = Buyer(tmp_path / "w", [one, two])  # the buyer's twin, not given the update
     for bundle in (one.bundle, relay):
         watcher.run("import", bundle, "--key", "approver")
-    _two_declares(tmp_path, one, two, buyer, theirs)
+    two_declares(tmp_path, one, two, buyer, theirs)
     for url in served(two):
         for _ in range(2):
             r = watcher.run("monitor", url, "--vkey", two.vkey(), "--json")

@@ -32,6 +32,7 @@ from typing import Any
 
 from test_borrowed_handovers import relays
 from test_updates import Buyer, Vendor, declare_compromised
+from test_whose_declaration import two_declares
 
 
 def _keyid(party: Vendor, name: str) -> str:
@@ -56,20 +57,11 @@ def test_a_declarer_that_only_relayed_the_keys_records_is_doubted(tmp_path: Path
     buyer = Buyer(tmp_path, [one, two])
     _publishing_imports(two)
     relays(two, one)
-    policy = two.home / "policy.toml"
-    one_pem = (one.home / "keys" / "vendor.pub").read_text()
     relay = tmp_path / "relay.tar.zst"
     two.run("export", one.dataset, "--out", relay)
     buyer.run("import", relay, "--key", "approver")  # one's records, from two first
-    applied, theirs = two.size(), _keyid(one, "vendor")
-    declared = policy.read_text().replace("serial = 2", "serial = 3").replace(
-        f'"""{one_pem}""",', "")
-    policy.write_text(f'{declared}\n[[revoked_keys]]\nkey = "{theirs}"\n'
-                      f'compromised_since = {applied}\nreason = "hostile"\n')
-    two.run("policy", "set", policy, "--key", "mal-approver", "--yes")
-    update = tmp_path / "two-update.tar.zst"
-    two.run("export", "--updates-since", str(applied), "--out", update)
-    r = buyer.run("import", update, "--key", "approver")
+    theirs = _keyid(one, "vendor")
+    r = two_declares(tmp_path, one, two, buyer, theirs)  # since its size now
     (line,) = [x for x in r.stderr.splitlines() if theirs[:16] in x]
     assert "(a policy may list anyone's key)" in line, line
     assert f"but what it relayed from {'+'.join(one.vkey().split('+')[:2])} (its import " \

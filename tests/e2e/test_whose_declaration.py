@@ -36,7 +36,7 @@ def _keyid(party: Vendor, name: str) -> str:
     return str(next(k["keyid"] for k in keys if k["name"] == name))
 
 
-def _parties(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, Path, str]:
+def relaying_parties(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, Path, str]:
     """One, two (relaying one's dataset, its imports unpublished), the buyer (nothing imported
     yet), two's bundle of one's dataset, one's key ``vendor``."""
     one = Vendor(tmp_path, "one", "one.example/log")
@@ -48,7 +48,7 @@ def _parties(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, Path, str]:
     return one, two, buyer, relay, _keyid(one, "vendor")
 
 
-def _two_declares(tmp_path: Path, one: Vendor, two: Vendor, buyer: Buyer, theirs: str,
+def two_declares(tmp_path: Path, one: Vendor, two: Vendor, buyer: Buyer, theirs: str,
                   since: int | None = None) -> Any:
     """Two declares one's key ``theirs`` compromised (since its size now, or ``since``) in a
     successor without it; the buyer imports that update (``--json``): the result."""
@@ -78,10 +78,10 @@ def _claim(r: Any, one: Vendor, theirs: str) -> dict[str, Any]:
 
 def test_a_relays_declaration_of_the_owners_key_is_a_claim_when_the_owner_came_first(
         tmp_path: Path) -> None:
-    one, two, buyer, relay, theirs = _parties(tmp_path)
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
     buyer.run("import", one.bundle, "--key", "approver")
     buyer.run("import", relay, "--key", "approver")
-    r = _two_declares(tmp_path, one, two, buyer, theirs)
+    r = two_declares(tmp_path, one, two, buyer, theirs)
     _claim(r, one, theirs)
     assert json.loads(r.stdout)["import"]["compromised"] == [], r.stdout
     r = buyer.run("verify", one.dataset)  # nothing revoked
@@ -96,12 +96,12 @@ def test_a_relays_declaration_since_0_stops_what_it_alone_brought_and_is_named_a
     signing its policy with a stolen key must not turn the owner's declaration into nothing),
     the environment (one brought it too) is not; the line is the claim's, without the firm
     advice that told the buyer to distrust one's key."""
-    one, two, buyer, relay, theirs = _parties(tmp_path)
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
     env = tmp_path / "env.tar.zst"
     one.run("export", "grid@1", "--out", env)
     buyer.run("import", env, "--key", "approver")
     buyer.run("import", relay, "--key", "approver")
-    r = _two_declares(tmp_path, one, two, buyer, theirs, since=0)
+    r = two_declares(tmp_path, one, two, buyer, theirs, since=0)
     item = _claim(r, one, theirs)
     assert set(item["revokedHere"]) == {*one.batches, one.dataset}, item
     assert "revoked here only what two.example/log+" in item["text"], item
@@ -113,9 +113,9 @@ def test_a_relays_declaration_met_before_the_owner_is_doubted_then_named_a_claim
     """Relay first: at the declaration the buyer knows only that the key signed none of two's
     policies (the conditional advice, not the firm); when one's own bundle comes, the key
     signed one's policies: two's declaration is named a claim."""
-    one, two, buyer, relay, theirs = _parties(tmp_path)
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
     buyer.run("import", relay, "--key", "approver")
-    r = _two_declares(tmp_path, one, two, buyer, theirs)
+    r = two_declares(tmp_path, one, two, buyer, theirs)
     (line,) = [x for x in r.stderr.splitlines() if theirs[:16] in x]
     assert FIRM not in line and "signed none of its policies" in line, line
     assert f'if the key is theirs, record a successor with [[revoked_keys]] key = "{theirs}"' \
@@ -129,7 +129,7 @@ def test_the_owners_declaration_warns_though_a_relay_brought_its_records_first(
     """upd45 finding 2's limit: two does not publish its imports and brought one's records
     first; one declares its own key (which signed one's policies) compromised: the warning
     with the way on, where it was four ``NOTE: ignored`` lines."""
-    one, _two, buyer, relay, theirs = _parties(tmp_path)
+    one, _two, buyer, relay, theirs = relaying_parties(tmp_path)
     buyer.run("import", relay, "--key", "approver")
     buyer.run("import", one.bundle, "--key", "approver")
     applied = one.size()
