@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from test_borrowed_handovers import relays
-from test_updates import Buyer, Vendor, declare_compromised
+from test_updates import Buyer, Vendor, declare_compromised, rollouts
 
 FIRM = "still trusts it as producer: record a successor without it"
 
@@ -205,3 +205,63 @@ def test_a_relay_import_record_whose_proofs_fail_says_nothing(tmp_path: Path) ->
     r = buyer.run("import", update, "--key", "approver")
     (line,) = [x for x in r.stderr.splitlines() if f"key {own[:16]} of " in x]
     assert "relayed" not in line and FIRM in line, line
+
+
+def test_a_thiefs_log_cannot_turn_the_owners_declaration_into_nothing(tmp_path: Path) -> None:
+    """The attacker the claim invites: one's policies are signed by its approver, never by its
+    producer key; a thief holding that key runs log x, its policy signed with the stolen key,
+    and the buyer applied x (an environment of the same bytes). One declares the key
+    compromised: the key signed x's policies and none of one's, so one's word is named a claim;
+    but what one alone brought, signed by it since, is revoked here all the same (a log stops
+    what it alone brought), never left standing on the thief's signature."""
+    from testkit import Party
+
+    one = Party(tmp_path, "one")
+    one.run("init", "--origin", "one.example/log")
+    for k in ("vendor", "approver-a"):
+        one.run("key", "new", k, "--no-encrypt")
+    policy = one.home / "policy.toml"
+    one.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
+            "--approver", "approver-a", "--out", policy)
+    one.run("policy", "set", policy, "--key", "approver-a", "--yes")
+    one.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
+    batches = [one.last("record", rollouts(tmp_path / f"one-{n}.parquet", n), "--env", "grid@1",
+                        "--policy", "scripted", "--name", f"one-{n}", "--licence", "CC-BY-4.0",
+                        "--key", "vendor") for n in (1, 2)]  # fmt: skip
+    dataset = one.last("dataset", "create", "bh", "--version", "1", "--split", "train",
+                       "--batch", batches[0], "--batch", batches[1], "--key", "vendor")
+    bundle = tmp_path / "one.tar.zst"
+    one.run("export", "bh@1", "--out", bundle)
+    x = Party(tmp_path, "x")
+    x.run("init", "--origin", "x.example/log")
+    (x.home / "keys").mkdir(exist_ok=True)
+    for name in ("vendor.key", "vendor.pub"):  # the stolen key
+        (x.home / "keys" / name).write_bytes((one.home / "keys" / name).read_bytes())
+    (x.home / "keys" / "vendor.key").chmod(0o600)
+    x.run("policy", "init", "--roles", "producer", "--out", x.home / "policy.toml")
+    x.run("policy", "set", x.home / "policy.toml", "--key", "vendor", "--yes")
+    x.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
+    envs = tmp_path / "x.tar.zst"
+    x.run("export", "grid@1", "--out", envs)
+    buyer = Buyer(tmp_path, [one])  # type: ignore[list-item]
+    trust = buyer.home / "policy.toml"  # and x's log (the key is one's, listed once)
+    trust.write_text(trust.read_text().replace('name = "buyer"', 'name = "buyer"\nserial = 2')
+                     .replace("vkeys = [", f'vkeys = ["{x.vkey()}", '))
+    buyer.run("policy", "set", trust, "--key", "approver", "--yes")
+    buyer.run("import", bundle, "--key", "approver")
+    buyer.run("import", envs, "--key", "approver")
+    applied, theirs = one.size(), _keyid(one, "vendor")  # type: ignore[arg-type]
+    one.run("key", "new", "vendor-new", "--no-encrypt")
+    new = tmp_path / "one-2.toml"
+    one.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor-new",
+            "--approver", "approver-a", "--out", new)
+    new.write_text(new.read_text() + f'\n[[revoked_keys]]\nkey = "{theirs}"\n'
+                   'compromised_since = 0\nreason = "stolen laptop"\n')
+    one.run("policy", "set", new, "--key", "approver-a", "--yes")
+    update = tmp_path / "one-update.tar.zst"
+    one.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver", "--json")
+    report = json.loads(r.stdout)["import"]
+    (item,) = report["compromised"]
+    assert item.get("claim") and item["owner"].startswith("x.example/log+"), item
+    assert set(item["revokedHere"]) == {*batches, dataset}, item  # grid@1: x brought it too

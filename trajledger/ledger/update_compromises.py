@@ -244,7 +244,8 @@ def _claimed(ledger: LedgerHome, changes: Changes, rk: RevokedKey, theirs: Trust
                 "declaration (" + (f"revoked here only what {by} alone brought that it signed "
                 f"since: {', '.join(label(ledger, d) for d in revoked)}" if revoked else
                 "not revoked here") + f"): ask {owner} about its key (its own declaration "
-                f"revokes what its log brought you); if you believe {by}, record a successor "
+                "revokes what its log brought you; a thief's log may sign its policy with a "
+                f"stolen key); if you believe {by}, record a successor "
                 f"with [[revoked_keys]] key = \"{rk.keyid}\""})
 
 
