@@ -13,7 +13,9 @@ What the buyer can know without the relay's import records: which keys signed a 
 policies (each policy record of the history the buyer followed, its envelope's signatures
 verified here: not a log's word). One's key signed one's policies and none of two's. So:
 a declaration by a log whose policies the key never signed, of a key that signed another
-log's, is a claim (nothing revoked for it, the owner named, no firm advice), in both orders;
+log's, is a claim (the owner named, no firm advice; what that log alone brought is revoked
+all the same, as any log's declaration does: a thief's log may sign its policy with the
+stolen key), in both orders;
 a declaration by the key's owner warns with the way on whoever brought its records first;
 and a declaration of a key whose owner the buyer does not know, which signed none of the
 declarer's policies, gives the conditional advice (``if the key is theirs``), never the firm.

@@ -73,7 +73,11 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
            same facts come in the other order; hist41 finding 2).
         3. When the key holds a role of ``policy`` that does not revoke it, and signed nothing
            ignored in step 2, the report says to add it to ``revoked_keys``, from this log's
-           index of its first record taken in after the compromise (or now).
+           index of its first record taken in after the compromise (or now): firmly only when
+           the key signed that log's policies (`owned`). A key that signed none of them but
+           another log's is that log's: the declaration is a claim (`_claimed`: no advice but
+           to ask the owner; step 2's revocations stand), and step 2b's warning is not given
+           (upd46).
 
     ``state``, ``imports``: this ledger's `trust_state` asked since the update's appends, and
     its import records (upd44: read once by `apply_update`); None: asked here.
