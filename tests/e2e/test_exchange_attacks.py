@@ -101,8 +101,11 @@ def test_a_vendor_declaring_a_key_of_anothers_that_its_log_never_used_does_not_s
     two.run("export", "--updates-since", str(applied), "--out", update)
     r = buyer.run("import", update, "--key", "approver")
     assert "still trusts" not in r.stderr, r.stderr
-    assert f"its log holds nothing it signed (a policy may list anyone's key): if the key is " \
-        f'theirs, record a successor with [[revoked_keys]] key = "{theirs}"' in r.stderr, r.stderr
+    # (upd46: one's key signed one's policies, none of two's: two's word is a claim)
+    assert f"signed the policies of {one.origin} and none of {two.origin}'s: {two.origin}'s " \
+        "word on it is a claim, not its owner's declaration (not revoked here)" in r.stderr, \
+        r.stderr
+    assert f'record a successor with [[revoked_keys]] key = "{theirs}"' in r.stderr, r.stderr
     buyer.run("admit", one.dataset)
 
 

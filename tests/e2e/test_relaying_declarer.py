@@ -32,6 +32,7 @@ from typing import Any
 
 from test_borrowed_handovers import relays
 from test_updates import Buyer, Vendor, declare_compromised
+from test_whose_declaration import two_declares
 
 
 def _keyid(party: Vendor, name: str) -> str:
@@ -56,20 +57,11 @@ def test_a_declarer_that_only_relayed_the_keys_records_is_doubted(tmp_path: Path
     buyer = Buyer(tmp_path, [one, two])
     _publishing_imports(two)
     relays(two, one)
-    policy = two.home / "policy.toml"
-    one_pem = (one.home / "keys" / "vendor.pub").read_text()
     relay = tmp_path / "relay.tar.zst"
     two.run("export", one.dataset, "--out", relay)
     buyer.run("import", relay, "--key", "approver")  # one's records, from two first
-    applied, theirs = two.size(), _keyid(one, "vendor")
-    declared = policy.read_text().replace("serial = 2", "serial = 3").replace(
-        f'"""{one_pem}""",', "")
-    policy.write_text(f'{declared}\n[[revoked_keys]]\nkey = "{theirs}"\n'
-                      f'compromised_since = {applied}\nreason = "hostile"\n')
-    two.run("policy", "set", policy, "--key", "mal-approver", "--yes")
-    update = tmp_path / "two-update.tar.zst"
-    two.run("export", "--updates-since", str(applied), "--out", update)
-    r = buyer.run("import", update, "--key", "approver")
+    theirs = _keyid(one, "vendor")
+    r = two_declares(tmp_path, one, two, buyer, theirs)  # since its size now
     (line,) = [x for x in r.stderr.splitlines() if theirs[:16] in x]
     assert "(a policy may list anyone's key)" in line, line
     assert f"but what it relayed from {'+'.join(one.vkey().split('+')[:2])} (its import " \
@@ -126,11 +118,14 @@ def test_the_owners_declaration_warns_when_a_relay_showing_its_imports_brought_f
         in line, line
 
 
-def test_without_the_relays_imports_the_owners_declaration_stays_a_note(tmp_path: Path) -> None:
-    """The limit (a guard): two does not publish its imports, so the buyer holds nothing that
-    tells its relay from an owner's records: one's own declaration stays ``NOTE: ignored``
-    (two brought them first), as before."""
+def test_without_the_relays_imports_the_owners_declaration_warns_too(tmp_path: Path) -> None:
+    """Was the limit (upd45: one's own declaration stayed four ``NOTE: ignored`` lines, two
+    having brought one's records first without publishing its imports). The key signed one's
+    policies (upd46, test_whose_declaration.py): the owner's declaration warns whoever brought
+    first."""
     one, _two, buyer, theirs = _relayed_first(tmp_path, publish=False)
     r = _owner_declares(tmp_path, one, buyer, theirs)
     report = json.loads(r.stdout)["import"]
-    assert report["suspect"] == [] and len(report["ignored"]) == 4, report
+    (suspect,) = report["suspect"]
+    assert suspect["declarerBrought"] is True and len(suspect["digests"]) == 4, report
+    assert len(report["ignored"]) == 4, report  # still not revoked here

@@ -63,9 +63,11 @@ def test_a_declaration_of_a_key_the_declarer_never_brought_says_so_when_its_reco
     (suspect,) = json.loads(r.stdout)["import"]["suspect"]
     line = suspect["text"]
     assert suspect["key"] == theirs and line.startswith(f"key {theirs[:16]}, which two."), line
-    assert "two.example/log+" in line and f" {SAYS}: if the key is theirs, record a " \
-        f'successor with [[revoked_keys]] key = "{theirs}"' in line, line  # fmt: skip
-    assert suspect["declarerBrought"] is False, suspect
+    # (upd46: one's bundle shows the key signed one's policies, none of two's: a claim)
+    assert "two.example/log+" in line and f"signed the policies of {one.origin} and none of " \
+        "two.example/log+" in line and "is a claim, not its owner's declaration" in line, line
+    assert f'record a successor with [[revoked_keys]] key = "{theirs}"' in line, line
+    assert suspect["declarerBrought"] is False and suspect["owner"] == one.origin, suspect
     assert f"WARNING: {line}" in r.stderr, r.stderr
     assert "revoked here" not in r.stderr.replace("not revoked here", ""), r.stderr
     r = buyer.run("verify", one.dataset)  # nothing revoked: two's word stops nothing of one's

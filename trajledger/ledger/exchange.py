@@ -855,13 +855,12 @@ def import_bundle(
                                       logs=logs)
             hidden = unseen(ledger, applied, start, logs, entries,  # then nothing applied
                             policy.role("approver").keyids, ev.blob, {k.keyid for k in keys})
-            if subject is None:
-                # An update alone carries envelopes only (of its policies and of its extension's
-                # records: a member nothing used refuses the bundle). Those of records neither
-                # taken in nor consulted are about what this ledger does not hold: stored, no
-                # record here would name them (orphans, a vendor's to send at will).
+            if start is not None:  # an update alone, or an artifact's bundle since SIZE (upd46):
+                # the envelopes of its extension's records neither taken in nor consulted are
+                # about what this ledger does not hold: no record here would name them (orphans)
                 used = {LogEntry.from_bytes(entries[i]).envelope for i in (*taken, *consulted)}
-                objects = {d: f for d, f in objects.items() if d in used}
+                idle = {LogEntry.from_bytes(entries[i]).envelope for i in entries if i >= start}
+                objects = {d: f for d, f in objects.items() if d in used or d not in idle}
             update = Update(vkey, note_bytes, entries, taken, consulted,
                             inclusion.__getitem__, objects, artifact,
                             0 if hidden else cp.size, not ev.index.omitted, synced,

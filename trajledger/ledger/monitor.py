@@ -618,6 +618,7 @@ def watch_updates(
         saw,
     )
     from .progress import no_progress
+    from .update_compromises import pending_compromises
     from .update_keys import policy_keys
     from .update_reads import import_records
     from .updates import (
@@ -731,9 +732,10 @@ def watch_updates(
                 changes.pending.append({"digest": e.subject, "logIndex": i, "kind": e.kind,
                                         "label": label(ledger, e.subject)})
         # the keys its policy changed, each run until one with keys takes the policy in (upd45)
-        policy_keys(ledger, policy, Update(result.vkey, result.note, entries, taken, consulted,
-                                           lambda i: (), fetched, None, result.size, logs=logs),
-                    import_records(ledger), {}, changes)
+        seen = Update(result.vkey, result.note, entries, taken, consulted, lambda i: (),
+                      fetched, None, result.size, logs=logs)
+        policy_keys(ledger, policy, seen, imports := import_records(ledger), {}, changes)
+        pending_compromises(ledger, policy, seen, imports, changes)  # and compromises (upd46)
         return changes
 
     def inclusion(i: int) -> list[bytes]:  # checked: it goes into the signed import record

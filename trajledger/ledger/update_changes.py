@@ -101,6 +101,9 @@ class Changes:
                         "published), so every decision about it fails until it is; ask for an "
                         f"update (export --updates-since {r['logIndex']})"))
         for r in self.pending:
+            if "text" in r:  # a key compromise (`update_compromises.pending_compromises`)
+                out.append(("warning", r["text"]))
+                continue
             out.append(("warning", f"pending: {r['kind']} at log index {r['logIndex']} of "
                         f"{self.origin} about {r['label']}, which you hold: not taken in "
                         "(pass --key APPROVER to apply it)"))

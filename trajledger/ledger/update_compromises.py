@@ -12,18 +12,23 @@ Non-scope: judging the update's own revocations and erasures (``update_judge``).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from trajledger.verify.dsse import MAX_ENVELOPE_BYTES
+from trajledger.verify.checkpoint import verify_checkpoint
+from trajledger.verify.compromise import RevokedKey
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope, verify_envelope
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
+from trajledger.verify.merkle import leaf_hash, verify_inclusion
+from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.other_predicates import Import
-from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.policy_history import follow_history
 
 from .catalog import Origins, origin_name
@@ -38,7 +43,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "relayed_by", "their_policy"]
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "owned", "pending_compromises",
+           "relayed_by", "their_policy"]
 
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 """The roles a key signs records under (the log and witness roles name log keys)."""
@@ -67,7 +73,11 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
            same facts come in the other order; hist41 finding 2).
         3. When the key holds a role of ``policy`` that does not revoke it, and signed nothing
            ignored in step 2, the report says to add it to ``revoked_keys``, from this log's
-           index of its first record taken in after the compromise (or now).
+           index of its first record taken in after the compromise (or now): firmly only when
+           the key signed that log's policies (`owned`). A key that signed none of them but
+           another log's is that log's: the declaration is a claim (`_claimed`: no advice but
+           to ask the owner; step 2's revocations stand), and step 2b's warning is not given
+           (upd46).
 
     ``state``, ``imports``: this ledger's `trust_state` asked since the update's appends, and
     its import records (upd44: read once by `apply_update`); None: asked here.
@@ -87,6 +97,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     if theirs is None:
         return
     relayed = relayed_by(ledger, seen, logs := {update.vkey, *update.logs})
+    mine = owned(ledger, seen)  # the keys that signed its policies (upd46)
     evidence = ledger_evidence(ledger)
     state = state or ledger.trust_state()
     verifier = LineageVerifier(evidence, policy, index=state, data="size")
@@ -99,12 +110,15 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
                     and held(ledger, e.subject, state)}
+            # (upd46: a key that signed another log's policies and none of its own: a claim)
+            owner = None if rk.keyid in mine else _owner(ledger, imports, rk.keyid, logs)
             foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
             # (2b) (hist41 finding 2: the warning the other order gives, `_declared_elsewhere`)
             if foreign and vouched is None:  # (upd45: what another log says it relayed)
                 vouched = _vouched(ledger, imports, logs)
-            signed = [d for d in foreign if _signed_there(
-                state, origins, verifier, d, seen[hits[d]].kind, rk.keyid, logs, vouched or {})]
+            signed = [d for d in foreign if not owner and _signed_there(  # its owner's word
+                state, origins, verifier, d, seen[hits[d]].kind, rk.keyid, logs, vouched or {},
+                anyone=rk.keyid in mine)]  # (upd46: whoever brought it first)
             if signed and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
                 own_ = any(seen[hits[d]].envelope not in relayed for d in signed)  # (upd45)
                 changes.suspect.append({
@@ -137,7 +151,9 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                           f"{theirs.name!r} serial {theirs.serial})")
                 revoke(ledger, digest, signers[0], reason=reason)
                 revoked.append(digest)
-            # (3)
+            if owner:  # (3) (upd46)
+                _claimed(ledger, changes, rk, theirs, update.vkey, owner, revoked)
+                continue
             text = (f"key {rk.keyid[:16]} of {origin_name(update.vkey)} is compromised "
                     f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial})"
                     + (": revoked here what it signed since: "
@@ -153,8 +169,14 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                 text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
                          f"successor without it and with [[revoked_keys]] key = "
                          f"\"{rk.keyid}\", compromised_since = {since}"
-                         if any(rk.keyid in e.signers and e.envelope not in relayed
-                                for e in seen.values()) else
+                         if rk.keyid in mine and any(rk.keyid in e.signers and e.envelope
+                                                     not in relayed for e in seen.values())
+                         else f"; your policy trusts it as {' and '.join(roles)}, and it signed "
+                         "none of its policies (a policy may list anyone's key): if the key is "
+                         f"theirs, record a successor with [[revoked_keys]] key = \"{rk.keyid}\""
+                         if rk.keyid not in mine and any(rk.keyid in e.signers and e.envelope
+                                                         not in relayed for e in seen.values())
+                         else
                          f"; your policy trusts it as {' and '.join(roles)}, and its log holds "
                          "nothing it signed" + (" but what it relayed from "
                          + ", ".join(sorted(origin_name(v) for v in sources))
@@ -168,6 +190,116 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                                             "revokedHere": revoked})
     finally:
         verifier.close()
+
+
+def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
+          blobs: Mapping[str, object] | None = None) -> set[str]:
+    """The keys that signed a log's own policies: each record of the policy history followed
+    from ``seen`` (`their_policy`), its envelope's signatures verified here against the keys
+    those policies name (not its log's word of who signed: a log may list any signer in its
+    entries, and a policy any key). What a buyer holds that makes a key a log's own; a relay's
+    policy lists the keys of the records it relays, but they never sign it (upd46)."""
+    theirs = their_policy(ledger, seen, blobs)
+    chain = () if theirs is None else (theirs, *(q for _i, q in theirs.earlier))
+    keys = {k.keyid: k for p in chain for r in KEY_ROLES for k in p.role(r).keys}
+    digests = {policy_digest(p) for p in chain}
+    out: set[str] = set()
+    for e in seen.values():
+        if e.kind != "trust-policy" or e.subject not in digests or not keys:
+            continue
+        got = (blobs or {}).get(e.envelope)
+        try:
+            raw = got if isinstance(got, bytes) else ledger.store.get(
+                e.envelope, limit=MAX_ENVELOPE_BYTES)
+            out.update(k.keyid for k in verify_envelope(Envelope.from_bytes(raw),
+                                                        keys.values()))
+        except (OSError, LedgerError, ProvenanceError) as x:
+            if read_failure(x):
+                raise
+    return out
+
+
+def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str,
+           logs: Collection[str]) -> str | None:
+    """The origins of the other logs applied here (not of the verifier keys ``logs``, nor of
+    their origin: a log's keys before and after a rotation are one log) whose own policies
+    ``keyid`` signed (`owned`), or None."""
+    names = {vk.split("+")[0] for vk in logs}
+    others = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)
+              and vk.split("+")[0] not in names}
+    found = sorted({origin_name(vk) for vk in others
+                    if keyid in owned(ledger, entries_of(vk, imports))})
+    return ", ".join(found) or None
+
+
+def _claimed(ledger: LedgerHome, changes: Changes, rk: RevokedKey, theirs: TrustPolicy,
+             vkey: str, owner: str, revoked: Sequence[str]) -> None:
+    """A declaration by the log ``vkey`` of a key that signed none of its policies and signed
+    another log's (``owner``): a claim, not its owner's declaration (``claim``; in
+    ``changes.compromised`` when it ``revoked`` here what that log alone brought, as any log's
+    declaration does, else ``changes.suspect``): no firm advice, the owner named (upd46)."""
+    by = origin_name(vkey)
+    (changes.compromised if revoked else changes.suspect).append({
+        "key": rk.keyid, "declaredBy": by, "digests": [], "declarerBrought": False,
+        "claim": True, "owner": owner, "revokedHere": list(revoked),
+        "text": f"key {rk.keyid[:16]}, which {by} declares compromised ({rk.describe()}; its "
+                f"policy {theirs.name!r} serial {theirs.serial}), signed the policies of "
+                f"{owner} and none of {by}'s: {by}'s word on it is a claim, not its owner's "
+                "declaration (" + (f"revoked here only what {by} alone brought that it signed "
+                f"since: {', '.join(label(ledger, d) for d in revoked)}" if revoked else
+                "not revoked here") + f"): ask {owner} about its key (its own declaration "
+                "revokes what its log brought you; a thief's log may sign its policy with a "
+                f"stolen key); if you believe {by}, record a successor "
+                f"with [[revoked_keys]] key = \"{rk.keyid}\""})
+
+
+def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
+                        imports: Sequence[tuple[int, Import]], changes: Changes) -> None:
+    """The keys the other log's policy after ``update`` declares compromised that its policy
+    before did not (a key of its own policies, not revoked by ``policy``), as ``pending``
+    items of ``changes``: `monitor` without keys records nothing, so each run says them until
+    one with keys takes the policy in (upd46; upd45's Left). Each names the roles ``policy``
+    gives the key and what this ledger holds from that log alone signed by it since (what
+    `compromises` step 2 would revoke here); one that is neither is not named. A claim
+    (`_claimed`: the key signed another log's policies, none of this one's) is named as one."""
+    logs = {update.vkey, *update.logs}
+    before = {i: e for k in logs for i, e in entries_of(k, imports).items()}
+    seen = before | {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    theirs, own = _their_compromises(ledger, seen, update.objects)
+    if theirs is None:
+        return
+    was = their_policy(ledger, before)
+    known = {x.keyid for x in (*(was.revoked_keys if was else ()), *policy.revoked_keys)}
+    state, origins = ledger.trust_state(), Origins(ledger)
+    mine = owned(ledger, seen, update.objects)
+    for rk in theirs.revoked_keys:
+        if rk.keyid not in own or rk.keyid in known:
+            continue
+        owner = None if rk.keyid in mine else _owner(ledger, imports, rk.keyid, logs)
+        roles = [r for r in KEY_ROLES if policy.holds(r, rk.keyid)]
+        hits = list(dict.fromkeys(
+            e.subject for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
+            and rk.keyid in e.signers and rk.covers(i, e.time) and held(ledger, e.subject, state)
+            and _brought_by(state, origins, e.subject, logs)))
+        if owner and not hits:  # a claim that revokes nothing here (upd46)
+            _claimed(ledger, changes, rk, theirs, update.vkey, owner, ())
+            continue
+        if not (roles or hits):
+            continue
+        at = max(i for i, e in seen.items() if e.kind == "trust-policy")
+        changes.pending.append({
+            "kind": "key compromise", "key": rk.keyid, "logIndex": at, "digests": hits,
+            "trustedHere": roles, "label": f"key {rk.keyid[:16]}",
+            "text": f"pending: key {rk.keyid[:16]} of {changes.origin} is declared compromised "
+                    f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial}, "
+                    f"log index {at})" + (f"; your policy trusts it as {' and '.join(roles)}"
+                                          if roles and not owner else "")
+                    + (f"; it signed the policies of {owner} and none of {changes.origin}'s: "
+                       "a claim, not its owner's declaration" if owner else "")
+                    + (f"; it signed what you hold from that log alone: "
+                       f"{', '.join(label(ledger, d) for d in hits)}" if hits else "")
+                    + ": not taken in (pass --key APPROVER to apply it"
+                    + ("; that revokes them here)" if hits else ")")})
 
 
 def entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
@@ -209,12 +341,13 @@ def their_policy(ledger: LedgerHome, seen: Mapping[int, LogEntry],
     return follow_history(None, records)[0] if records else None
 
 
-def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
+def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry],
+                       blobs: Mapping[str, object] | None = None
                        ) -> tuple[TrustPolicy | None, set[str]]:
     """Step 1 of `compromises` for one log: its policy in force (`their_policy`; None when it
     declares no key compromised), and the keys its own policies held (a party declares
     compromised only those: not another party's whose records it imported into its log)."""
-    theirs = their_policy(ledger, seen)
+    theirs = their_policy(ledger, seen, blobs)
     if theirs is None or not theirs.revoked_keys:
         return None, set()
     return theirs, {k for p in (theirs, *(q for _i, q in theirs.earlier))
@@ -235,11 +368,23 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
         return
     revoked_here = {x.keyid for x in policy.revoked_keys}
     logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
+    bringer: set[str] | None = None  # the keys that signed the update's log's policies
     for vkey in sorted(logs - {update.vkey, *update.logs}):
         theirs, own = _their_compromises(ledger, entries := entries_of(vkey, imports))
         for rk in theirs.revoked_keys if theirs is not None else ():
             if theirs is None or rk.keyid not in own & signed or rk.keyid in revoked_here:
                 continue
+            if rk.keyid not in owned(ledger, entries):  # (upd46) whose key is it?
+                if bringer is None:
+                    bringer = owned(ledger, {i: e for k in (*update.logs, update.vkey)
+                                             for i, e in entries_of(k, imports).items()}
+                                    | {i: LogEntry.from_bytes(raw) for i, raw
+                                       in update.entries.items()}, update.objects)
+                owner = origin_name(update.vkey) if rk.keyid in bringer else _owner(
+                    ledger, imports, rk.keyid, {vkey})
+                if owner:
+                    _claimed(ledger, changes, rk, theirs, vkey, owner, ())
+                    continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
             shown = _shown(ledger, policy, entries, rk.keyid, vkey, state)  # (vend43)
@@ -297,7 +442,7 @@ def _vouched(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], logs: Co
 
 def _signed_there(state: TrustState, origins: Origins, verifier: LineageVerifier, digest: str,
                   kind: str, keyid: str, logs: Collection[str],
-                  vouched: Collection[str] = ()) -> bool:
+                  vouched: Collection[str] = (), *, anyone: bool = False) -> bool:
     """True when every record of kind ``kind`` of the artifact ``digest`` here came from another
     log (none is this ledger's own), the first to bring it here is the declaring log (one of
     ``logs``: its own record, relayed later by another; a log that relayed another's record
@@ -305,12 +450,13 @@ def _signed_there(state: TrustState, origins: Origins, verifier: LineageVerifier
     test_borrowed_handovers.py), or its envelope is one of ``vouched`` (the log that brought it
     first relayed it from one of ``logs``, by its own import records: upd45), and one of them
     verifies here signed by ``keyid``: its envelope's signature, not a log's word of who signed
-    (hist41 finding 2)."""
+    (hist41 finding 2). ``anyone``: the key signed the declaring log's policies (`owned`):
+    its owner's declaration counts whoever brought the record first (upd46)."""
     found = [j for j in state.about(digest) if (e := state.entry(j)) is not None
              and e.kind == kind]
-    return bool(found) and all(origins.of(j) for j in found) and any(
+    return bool(found) and all(origins.of(j) for j in found) and (anyone or any(
         origins.first(j) in logs or ((e := state.entry(j)) is not None and e.envelope in vouched)
-        for j in found) and any(
+        for j in found)) and any(
         isinstance(r := verifier.record(j), Record) and keyid in r.signers for j in found)
 
 
@@ -321,7 +467,10 @@ def relayed_by(ledger: LedgerHome, entries: Mapping[int, LogEntry], logs: Collec
     in with an update that carried it, `updates.select`) as an entry of another log, mapped to
     that log's verifier key (upd45). Its word against itself: a record it lists was not its
     own to show; one it does not list (its imports unpublished, or hidden) is taken as its
-    own, as before. An import record not here, or not readable, says nothing."""
+    own, as before. An import record not here, or not readable, says nothing; nor does an
+    entry it lists whose inclusion proof does not lead to the root of the other log's
+    checkpoint it holds, signed by that log's key (upd46: the other log's word, not the
+    relay's: a record listed so was in that log, whoever lists it)."""
     out: dict[str, str] = {}
     for i, e in sorted(entries.items()):
         if e.kind != "import":
@@ -336,9 +485,18 @@ def relayed_by(ledger: LedgerHome, entries: Mapping[int, LogEntry], logs: Collec
         if not isinstance(pred, Import) or not isinstance(source := pred.log.get("vkey"), str) \
                 or source in logs:
             continue
+        try:  # (upd46) the other log's signed checkpoint, each entry's proof under it
+            cp = verify_checkpoint(str(pred.log.get("checkpoint")).encode("utf-8"),
+                                   verifier_from_vkey(source))
+        except (ProvenanceError, ValueError):
+            continue
         for item in pred.entries:
-            raw = item.get("entry")
-            with contextlib.suppress(ProvenanceError):
-                if isinstance(raw, str):
-                    out[LogEntry.from_bytes(raw.encode("utf-8")).envelope] = source
+            raw, at, path = item.get("entry"), item.get("index"), item.get("inclusion")
+            with contextlib.suppress(ProvenanceError, ValueError):
+                if isinstance(raw, str) and isinstance(at, int) and isinstance(path, list):
+                    data = raw.encode("utf-8")
+                    verify_inclusion(at, cp.size, leaf_hash(data),
+                                     [base64.b64decode(str(h), validate=True) for h in path],
+                                     cp.root)
+                    out[LogEntry.from_bytes(data).envelope] = source
     return out
