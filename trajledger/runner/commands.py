@@ -492,8 +492,7 @@ def verify(
         from trajledger.verify.errors import FormatError, VerificationError
 
         try:
-            report, omitted, horizon = _verify_bundle(ctx, bundle, policy_file, skip_data,
-                                                      files_dir)
+            report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
         except (VerificationError, FormatError) as e:  # refused before its report: the
             if as_json:  # bundle node alone, as `python -m verify --json` (out44 finding 6)
                 from trajledger.verify.refused_report import refused
@@ -502,8 +501,8 @@ def verify(
             raise
         if as_json:
             emit_json(_expected_json(report, expect))
-        else:  # with what it cannot know offline (out45 finding 8)
-            click.echo("\n".join(report.render()) + f"\n· {visible(horizon)}")
+        else:
+            click.echo("\n".join(report.render()))
         if any("> consistent with the checkpoint seen before: " in f for f in report.failures()):
             warn("the checkpoint seen before is the newest of this log you have seen (your "
                  "trust state): a bundle that does not extend it is a fork, or older and may "
@@ -572,10 +571,10 @@ def _is_zstd(path: Path) -> bool:
 
 def _verify_bundle(
     ctx: Context, path: Path, policy_file: Path | None, skip_data: bool, files: Path | None
-) -> tuple[Any, int, str]:
-    """Verify an exported bundle offline with the given policy (no ledger needed): the report,
-    how many data blobs the bundle leaves out, and what it cannot know offline
-    (`Checkpoint.horizon`). Its log must extend the newest checkpoint
+) -> tuple[Any, int]:
+    """Verify an exported bundle offline with the given policy (no ledger needed): the report
+    (its bundle's node says what it cannot know offline: `Checkpoint.horizon`) and how many
+    data blobs the bundle leaves out. Its log must extend the newest checkpoint
     of that log this user has seen (their own ledger's log, one they imported from or monitor:
     `TrustState.floor_seen`), as ``python -m verify --known-checkpoint`` checks and as
     ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding
@@ -596,8 +595,7 @@ def _verify_bundle(
                                    tree=evidence.checkpoint) or (None, "")
         return verify_bundle(evidence, policy, data="size" if skip_data else "hash", files=files,
                              known_checkpoint=known, known_what=what,
-                             declared=True), len(evidence.index.omitted), \
-            evidence.checkpoint.horizon()
+                             declared=True), len(evidence.index.omitted)
 
 
 def _usage_error(message: str) -> NoReturn:

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(dumps(report.to_json() | ({"ok": False} if other else {})))
     else:
-        print("\n".join([*report.render(), f"· {evidence.checkpoint.horizon()}".translate(HIDDEN)]))
+        print("\n".join(report.render()))
     n, failed = report.count()
     if other:
         from .expect import other_subject

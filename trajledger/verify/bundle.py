@@ -642,6 +642,7 @@ def verify_bundle(
     # (8)
     if subject is not None:
         name_files(report.nodes[subject], evidence, files)
+    bundle.add("not known offline", INFO, evidence.checkpoint.horizon())  # (rev43 finding 5)
     verifier.decision(bundle)
     if subject is None:
         return verifier.report("bundle", ["bundle", "log"])

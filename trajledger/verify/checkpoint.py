@@ -80,9 +80,9 @@ class Checkpoint:
         """What a verdict against this checkpoint cannot know offline, and the way to know it
         (out45 finding 8: "revoked since?" and "approved by whom?" read as answered; rev43
         finding 2: a bundle cannot prove absence, so not only what came after its size)."""
-        return (f"not known offline: a revocation, withdrawn approval or key compromise left out "
-                f"of this bundle or logged in {self.origin} after size {self.size} (`trajledger "
-                "monitor` reads every entry); approvals: approve what you train on in your ledger")
+        return (f"a revocation, withdrawn approval or key compromise left out of this bundle "
+                f"or logged in {self.origin} after size {self.size} (`trajledger monitor` reads "
+                "every entry); approvals: approve what you train on in your ledger")
 
     @classmethod
     def from_text(cls, body: bytes) -> Checkpoint:
