@@ -886,7 +886,8 @@ def test_batch_in_another_split_refused(runner: CliRunner, home: Path, tmp_path:
     refused(
         runner, home, dataset_args("eval-set", "1", "holdout", b, a), 1,
         f"FAIL: dataset eval-set@1 (holdout): batch {a} is already in train dataset "
-        f"train-set@1 ({train[:19]}…)\n",
+        f"train-set@1 ({train[:19]}…): leave it out (a batch is in one split), or record new "
+        "rollouts for the holdout set\n",
     )  # fmt: skip
     # The same split may share batches.
     r = run(runner, home, *dataset_args("train-set", "2", "train", a, b))

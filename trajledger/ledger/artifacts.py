@@ -948,8 +948,10 @@ def create_dataset(
         why = untrusted_note(ledger, i, str(other.get("split")))
         conflicts += [f"batch {d} is already in {other.get('split')} dataset {ref} "
                       f"({entry.subject[:19]}…){why}" for d in shared]
-    if conflicts:
-        raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))
+    if conflicts:  # and the way on (out46 finding 8)
+        raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts) + ": "
+                          f"leave {'them' if len(conflicts) > 1 else 'it'} out (a batch is in "
+                          f"one split), or record new rollouts for the {split} set")
     # (3) (4)
     from .contamination import check_dataset, refusal, ruled
     from .policy_state import contamination_rules

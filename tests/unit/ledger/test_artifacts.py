@@ -450,7 +450,8 @@ def test_dataset_refusals(registered: Ledger, alice: Signer) -> None:
     with pytest.raises(
         PolicyError,
         match=rf"^dataset h@1 \(regression\): batch {a.digest} is already in train dataset t@1 "
-        rf"\({train.digest[:19]}…\)$",
+        rf"\({train.digest[:19]}…\): leave it out \(a batch is in one split\), or record new "
+        r"rollouts for the regression set$",
     ):
         create_dataset(registered, "h", "1", "regression", [a.digest], alice)
     with pytest.raises(PolicyError, match=r"^dataset t@1: already recorded as sha256:"):

@@ -820,7 +820,8 @@ def test_dataset_creates_refusal_says_the_holdouts_record_is_not_trusted(setup: 
                            "signature by a trusted key"), line
     assert "(not in the policy), want producer key(s)" in line and line.endswith(
         "held out all the same (fail closed: what no one trusted declared held out may be a "
-        "test set)"), line
+        "test set): leave it out (a batch is in one split), or record new rollouts for the "
+        "train set"), line
 
 
 def test_dataset_creates_contamination_refusal_says_the_holdouts_record_is_not_trusted(
