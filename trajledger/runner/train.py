@@ -28,6 +28,7 @@ import inspect
 import os
 import platform
 import shlex
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -618,6 +619,7 @@ def train_command(
         workdir = cwd or Path.cwd()
         source = git_source(workdir)
         lock = environment_lock()
+        started = time.time()
         result = run_command(argv, env=ws.environment(os.environ), cwd=workdir,
                              keep_logs=ws.logs if keep_logs else None)
         # (5)
@@ -630,9 +632,8 @@ def train_command(
         if not files:
             raise CommandFailedError(
                 f"command {shlex.join(argv)!r} exited 0 but wrote no file in "
-                f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}): there is no checkpoint to record",
-                0,
-            )
+                f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}): there is no checkpoint to record"
+                + written_elsewhere(workdir, started, skip=ledger.root), 0)
         # Refused with or without --keep-logs: a reader takes trajledger-run/ for trajledger's.
         clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
         if clash:
@@ -653,6 +654,31 @@ def train_command(
         # (8) on leaving: the inputs and the temporary directory are removed
     return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files),
                         recorded.new)
+
+
+def written_elsewhere(workdir: Path, since: float, skip: Path, most: int = 20_000) -> str:
+    """``; it wrote a/b, … under WORKDIR: write ...``, naming up to three files changed in
+    ``workdir`` since ``since`` (a plain training loop saving where it always did: out46
+    finding 7); hidden directories and the ledger's own (``skip``) are not read, and at most
+    ``most`` entries are, so a huge tree costs a bounded look; empty when none is found."""
+    found: list[str] = []
+    seen = 0
+    for top, dirs, names in os.walk(workdir):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and Path(top, d).resolve() != skip.resolve())
+        for n in sorted(names):
+            seen += 1
+            try:
+                if os.lstat(os.path.join(top, n)).st_mtime >= since - 1:
+                    found.append(os.path.relpath(os.path.join(top, n), workdir))
+            except OSError:
+                continue
+        if len(found) >= 3 or seen >= most:
+            break
+    if not found:
+        return ""
+    return (f"; it wrote {', '.join(found[:3])}{', …' if len(found) > 3 else ''} under "
+            f"{workdir}: save checkpoints under $TRAJLEDGER_OUTPUT_DIR instead")
 
 
 def exit_message(argv: Sequence[str], code: int) -> str:
