@@ -623,12 +623,13 @@ def batch_features(
     if ref is not None and ref.version == FEATURE_VERSION:
         try:
             stored = store.size(ref.digest)  # checked before reading: the size is signed
-            if stored is not None and stored != ref.size:
-                raise FormatError(f"{stored} bytes, want {ref.size}")
-            data = store.get_verified(ref.digest, size=ref.size)
-            if len(data) != ref.size:
-                raise FormatError(f"{len(data)} bytes, want {ref.size}")
-            return BatchFeatures(batch, decode_features(data, digest), "recorded")
+            if stored is not None:  # absent (a bundle carries no derived data): computed below,
+                if stored != ref.size:  # without a word (out46 finding 9)
+                    raise FormatError(f"{stored} bytes, want {ref.size}")
+                data = store.get_verified(ref.digest, size=ref.size)
+                if len(data) != ref.size:
+                    raise FormatError(f"{len(data)} bytes, want {ref.size}")
+                return BatchFeatures(batch, decode_features(data, digest), "recorded")
         except _UNREADABLE as e:
             kept = f"its recorded features file {ref.digest[:19]}… cannot be used ({_reason(e)})"
     # (3)
