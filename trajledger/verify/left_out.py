@@ -68,13 +68,37 @@ def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy | 
         theirs, _notes = follow_history(None, records)
     except ProvenanceError:
         return  # a history that cannot be followed declares nothing
-    if theirs is None or not (theirs.revoked_keys or theirs.revoked_identities):
+    if theirs is None:
+        return
+    if trusted is not None and not report.ok:
+        successor_keys(bundle, trusted, theirs, records[-1][0], evidence.entries())
+    if not (theirs.revoked_keys or theirs.revoked_identities):
         return
     if not report.ok and theirs.revoked_keys:
         explain_left_out(report, evidence.entry_bytes, theirs)
     if trusted is not None:
         trusted_compromised(bundle, trusted, theirs, evidence.entries())
         trusted_identities_compromised(bundle, trusted, theirs, evidence)
+
+
+def successor_keys(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy, index: int,
+                   entries: Iterator[tuple[int, bytes]]) -> None:
+    """An ``info`` check on ``bundle`` naming each key that signed a record of this bundle and
+    that the exporter's own newest policy ``theirs`` (at log ``index``) holds in a role where
+    the policy in force, ``trusted``, does not: a vendor rotated its producer key, and a
+    buyer's policy from before fails the new key's records (out46 finding 10: without a word of
+    the successor the bundle carries)."""
+    signers = {k for _i, raw in entries for k in LogEntry.from_bytes(raw).signers}
+    new = sorted({(k.keyid, r) for r in KEY_ROLES for k in theirs.role(r).keys
+                  if k.keyid in signers and not trusted.holds(r, k.keyid)})
+    if new:
+        keys = ", ".join(f"key {k[:12]} as {r}" for k, r in new)
+        bundle.add("policy", INFO, f"the exporter's own policy {theirs.name!r} serial "
+                   f"{theirs.serial} (in this bundle, log index {index}) trusts {keys}, which "
+                   f"signed records here and your policy {trusted.name!r} does not: if you "
+                   "follow the exporter's policies, verify from its first policy (the bundle's "
+                   "policy/0.json, once its digest matches one you got out of band), whose "
+                   "recorded successors are followed, or add the key to your policy")
 
 
 def trusted_compromised(bundle: Node, trusted: TrustPolicy, theirs: TrustPolicy,
