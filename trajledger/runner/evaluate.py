@@ -246,7 +246,7 @@ def evaluate(
         RefError: a reference names nothing.
         CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130, 143, 129), nothing recorded.
     """
-    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.catalog import Catalog, RefError
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
 
     from .workdir import check_output_dir
@@ -266,7 +266,14 @@ def evaluate(
                           f"roles.evaluator keys: {fix}")
     catalog = Catalog(ledger)
     ck = catalog.resolve(checkpoint_ref, {"checkpoint"})
-    suite = catalog.resolve(suite_ref, {"dataset"})
+    try:
+        suite = catalog.resolve(suite_ref, {"dataset"})
+    except RefError as e:  # a refused `dataset create` leaves no record to name (evalc46)
+        if not e.unknown or "@" not in suite_ref:
+            raise
+        raise RefError(f"{e}; a 'dataset create' that was refused (a holdout of a train set's "
+                       "episodes, say) records nothing: run it again to read why",
+                       unknown=True) from e
     ev_item = catalog.resolve(evaluator, {"evaluator"}) if evaluator else None
     if output is not None:
         check_output_dir(output)
@@ -298,11 +305,17 @@ def evaluate(
     # Its own unsealing record (another evaluator's may be logged since: rev40 finding 3).
     unsealing = ((unsealer.logged[-1].index, unsealer.logged[-1].envelope_digest)
                  if unsealer is not None and unsealer.logged else None)
+    # Not the checkpoint's training data (evalc46): what `dataset create` would refuse.
+    from .suite_contamination import check_suite
+
+    checked = check_suite(ledger, verifier, policy, ck, suite,
+                          f"{_split(verifier, suite.digest)} {suite.name}@{suite.version}",
+                          batches, unsealing[0] if unsealing is not None else None)
     # (4) (5)
     ck_ref = ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest)
     described = {"ck": ck_ref, "suite": ArtifactRef(suite.name, suite.version, suite.digest),
                  "evaluator": ArtifactRef(ev_item.name, ev_item.version, ev_item.digest)
-                 if ev_item else None, "unsealing": unsealing,
+                 if ev_item else None, "unsealing": unsealing, "checked": checked.descriptor(),
                  "still": lambda: _check_still_valid(ledger, policy, ck, suite, ev_item)}
     episodes = {b.digest: _episode_ids(b) for b in batches}
     if command is None:
@@ -555,6 +568,7 @@ def _record(
             name="unsealing", digest={"sha256": unsealing[1][7:]},
             annotations={"role": "unsealing", "logIndex": unsealing[0]},
         ))
+    config.append(described["checked"])
     passed = tuple(r.test for r in results.episodes if r.passed)
     failed = tuple(r.test for r in results.episodes if not r.passed)
     ck, suite, evaluator = described["ck"], described["suite"], described["evaluator"]
