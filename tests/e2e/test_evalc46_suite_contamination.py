@@ -171,3 +171,18 @@ def log_entries(runner: CliRunner, home: Path) -> list[dict[str, Any]]:  # noqa:
     r = run(runner, home, "log", "show", "--json")
     expect(r, 0)
     return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def test_training_data_erased_since_is_said_not_compared(
+        runner: CliRunner, home: Path) -> None:  # noqa: F811
+    """train@1's batch erased by an approver after bc@1 was trained on it: `eval` cannot
+    compare the suite with it, says so, and the evaluation records it (unchecked 1)."""
+    expect(run(runner, home, "erase", "train-batch", "--key", "approver", "--reason",
+               "consent"), 0)
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--", sys.executable, "-c", EVALUATE_ALL)
+    expect(r, 0)
+    assert ("WARNING: evaluation of bc@1 on regression@1: not compared with bc@1's training "
+            "data: train batch sha256:") in r.stderr, r.stderr
+    checked = evaluation(home, r.stdout.strip())
+    assert checked["unchecked"] == 1 and checked["trainEpisodes"] == 0, r.stderr
