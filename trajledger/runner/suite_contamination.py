@@ -76,19 +76,20 @@ def training_batches(verifier: Any, checkpoint: str) -> dict[str, list[str]]:
     from trajledger.verify.lineage import Record
 
     out: dict[str, list[str]] = {}
-    todo, seen = [checkpoint], set()
-    while todo:
-        if (ck := todo.pop()) in seen:
-            continue
-        seen.add(ck)
-        for d in verifier.dependencies(ck):
-            todo += [d.digest] if d.role == "base-checkpoint" else []
-            rec = verifier.identity_record(d.digest, "dataset") if d.role == "dataset" else None
-            if isinstance(rec, Record) and isinstance(ds := rec.predicate, predicates.Dataset):
-                for b in ds.batches:
-                    label = f"{ds.split} {ds.name}@{ds.version}"
-                    if label not in out.setdefault(b, []):
-                        out[b].append(label)
+    lineage = [checkpoint]  # grows as it is read: each base checkpoint once
+    for ck in lineage:
+        deps = verifier.dependencies(ck)
+        lineage += [d.digest for d in deps if d.role == "base-checkpoint"
+                    and d.digest not in lineage]
+        for rec in (verifier.identity_record(d.digest, "dataset") for d in deps
+                    if d.role == "dataset"):
+            ds = rec.predicate if isinstance(rec, Record) else None
+            if not isinstance(ds, predicates.Dataset):
+                continue
+            label = f"{ds.split} {ds.name}@{ds.version}"
+            for b in ds.batches:
+                if label not in out.setdefault(b, []):
+                    out[b].append(label)
     return out
 
 
