@@ -7,6 +7,9 @@ Scope: ``trajledger eval CK --suite DATASET --key EVALUATOR [-- COMMAND]`` (docs
   batches re-hashed) verify under the policy;
 - the suite's bytes are read once (`ledger.suites.read_suite`); sealed batches are opened with
   the evaluator's X25519 key after an ``unsealing`` record is logged;
+- the suite's episodes are compared with the checkpoint's training data
+  (`runner.suite_contamination`): refused as ``dataset create`` would refuse them, warned of
+  as it would warn; what was checked goes into the evaluation's configuration;
 - built in, for checkpoints of a built-in trainer on Gymnasium environments: each suite
   episode's seed is replayed with the checkpoint's policy in the environment its batch names;
   an episode passes when its return reaches ``pass_return`` (default: the environment spec's
@@ -228,7 +231,8 @@ def evaluate(
         2. Verify the checkpoint's lineage and the suite (a holdout or regression split);
            any failure refuses, nothing read.
         3. Read the suite (sealed batches: the unsealing logged, then opened with the X25519
-           key ``unseal_key``, default the signing key's name).
+           key ``unseal_key``, default the signing key's name); compare its episodes with
+           the checkpoint's training data (`suite_contamination.check_suite`).
         4. Run: the built-in Gymnasium replay, or COMMAND in a `Workspace` (exit 0, inputs
            unchanged, ``results.json`` valid).
         5. Record ``results.json`` (and COMMAND's other outputs, its logs with
@@ -240,7 +244,8 @@ def evaluate(
     Raises:
         PolicyError: the key is not an evaluator's; a sealed suite and no key it is sealed to,
             or ``keep_logs``.
-        VerificationError: the checkpoint or suite does not verify; COMMAND failed, changed
+        VerificationError: the checkpoint or suite does not verify; the suite duplicates the
+            checkpoint's training data as its policy refuses; COMMAND failed, changed
             its inputs or wrote no valid results (`CommandFailedError`, `DataDirChangedError`).
         FormatError: results.json is malformed; no pass threshold for the built-in evaluator.
         RefError: a reference names nothing.
