@@ -139,19 +139,26 @@ def test_a_checkpoint_trained_on_a_sealed_suites_episodes_is_refused_on_it(
 
 def test_a_suite_whose_creation_was_refused_is_said_to_be_maybe_refused(
         runner: CliRunner, home: Path) -> None:  # noqa: F811
-    """`eval --suite NAME@V` on a name nothing recorded: the refused `dataset create` is named
-    as a cause, with the way to read why."""
+    """`eval --suite NAME@V` on a name nothing holds: with a recorded batch in no dataset (what
+    a refused `dataset create` leaves), that refusal is named as a cause, with the way to read
+    why; with none, the line is as it was."""
     from trajledger.verify.errors import PolicyError
 
-    with pytest.raises(PolicyError, match="exactly duplicate episodes"):
-        train_copy(home, seal=False)  # refused: nothing recorded of copied@1
     r = run(runner, home, "eval", "bc@1", "--suite", "copied@1", "--key", "evaluator",
             *COMMAND)
     expect(r, 3)
-    assert r.stderr == (
-        "FAIL: copied@1: no dataset has this name; see 'trajledger log show'; a 'dataset "
-        "create' that was refused (a holdout of a train set's episodes, say) records nothing: "
-        "run it again to read why\n")
+    assert r.stderr == "FAIL: copied@1: no dataset has this name; see 'trajledger log show'\n"
+    with pytest.raises(PolicyError, match="exactly duplicate episodes"):
+        train_copy(home, seal=False)  # refused: nothing recorded of copied@1, its batch kept
+    r = run(runner, home, "eval", "bc@1", "--suite", "copied@1", "--key", "evaluator",
+            *COMMAND)
+    expect(r, 3)
+    assert r.stderr.startswith(
+        "FAIL: copied@1: no dataset has this name; see 'trajledger log show'; 1 recorded "
+        "batch(es) are in no dataset (first: sha256:"), r.stderr
+    assert r.stderr.endswith("…): a 'dataset create' of them that was refused (a holdout of a "
+                             "train set's episodes, say) recorded nothing: run it again to read "
+                             "why\n"), r.stderr
 
 
 EVALUATE_ALL = """

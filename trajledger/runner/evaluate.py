@@ -274,11 +274,15 @@ def evaluate(
     try:
         suite = catalog.resolve(suite_ref, {"dataset"})
     except RefError as e:  # a refused `dataset create` leaves no record to name (evalc46)
-        if not e.unknown or "@" not in suite_ref:
+        from .suite_contamination import unlisted_batches
+
+        loose = unlisted_batches(ledger) if e.unknown and "@" in suite_ref else []
+        if not loose:
             raise
-        raise RefError(f"{e}; a 'dataset create' that was refused (a holdout of a train set's "
-                       "episodes, say) records nothing: run it again to read why",
-                       unknown=True) from e
+        raise RefError(f"{e}; {len(loose)} recorded batch(es) are in no dataset (first: "
+                       f"{loose[0][:19]}…): a 'dataset create' of them that was refused (a "
+                       "holdout of a train set's episodes, say) recorded nothing: run it again "
+                       "to read why", unknown=True) from e
     ev_item = catalog.resolve(evaluator, {"evaluator"}) if evaluator else None
     if output is not None:
         check_output_dir(output)

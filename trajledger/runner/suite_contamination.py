@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from trajledger.verify.contamination_rules import ContaminationRules
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["CONTAMINATION_CHECK", "SuiteCheck", "check_suite", "training_batches"]
+__all__ = ["CONTAMINATION_CHECK", "SuiteCheck", "check_suite", "training_batches",
+           "unlisted_batches"]
 
 CONTAMINATION_CHECK: Final = "https://trajledger.dev/check/suite-contamination/v1"
 """The ``uri`` of the evaluation's ``contamination`` configuration entry."""
@@ -140,3 +141,15 @@ def check_suite(
         sys.stderr.write(f"WARNING: {line}\n")
     return SuiteCheck(len(train), report.episodes, len(near), report.unchecked, rules)
 
+
+
+def unlisted_batches(ledger: LedgerHome) -> list[str]:
+    """The recorded rollout batches no dataset record lists, in log order: what a refused
+    ``dataset create`` leaves behind (nothing records a refusal), for ``eval --suite`` of a
+    name nothing holds."""
+    state = ledger.trust_state()
+    batches = [e.subject for i in state.of_kind("rollout-batch")
+               if (e := state.entry(i)) is not None]
+    listed = state.listings(set(batches))
+    return [b for b in dict.fromkeys(batches) if not any(
+        (e := state.entry(i)) is not None and e.kind == "dataset" for i in listed.get(b, ()))]
