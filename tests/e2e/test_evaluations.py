@@ -360,7 +360,12 @@ def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
     assert ev.success_rate == 0.5 and ev.metrics["mean"] == 1.5
     roles = [d.get("annotations", {}).get("role") for d in pred["configuration"]]
     assert roles[:3] == ["command", "source", "dependency-lock"]
-    assert [d["name"] for d in pred["configuration"][3:]] == ["exit-code", "stdout", "stderr"]
+    assert [d["name"] for d in pred["configuration"][3:]] == [
+        "exit-code", "stdout", "stderr", "contamination"]  # (evalc46: the suite was compared)
+    assert pred["configuration"][-1]["annotations"] == {
+        "role": "contamination-check", "trainBatches": 1, "suiteEpisodes": 6,
+        "trainEpisodes": 30, "exact": 0, "near": 0, "unchecked": 0, "refuse": "exact",
+        "runs": "exact"}
     assert [f["path"] for f in pred["manifest"]["files"]] == [
         "notes.txt", "results.json", "trajledger-run/evaluation.json"]
     expect(run(runner, home, "verify", digest), 0)

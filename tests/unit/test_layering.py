@@ -368,7 +368,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.runner.chat", "trajledger.runner.command", "trajledger.runner.evaluate",
         "trajledger.runner.lineage", "trajledger.runner.lineage_layout",
         "trajledger.runner.release", "trajledger.runner.rollouts", "trajledger.runner.settled",
-        "trajledger.runner.train",
+        "trajledger.runner.suite_contamination", "trajledger.runner.train",
         "trajledger.runner.trainers", "trajledger.runner.trainers.*",
         "trajledger.runner.training", "trajledger.runner.verification",
         "trajledger.runner.workdir",

@@ -177,6 +177,23 @@ def _verified_chunks(
         path.unlink(missing_ok=True)
 
 
+def _table_chunks(table: pa.Table, normalised: list[tuple[str, str]],
+                  windows: list[StepWindows], held: bool) -> Iterator[FeatureChunk]:
+    """`_verified_chunks` of a step table the caller verified: its episodes' features, then
+    its normalised text fingerprints and step windows as they are wanted."""
+    wanted = (False, False)
+    for chunk in iter_step_features(table.to_batches(max_chunksize=1 << 16)):
+        more = compared_parts(chunk)
+        wanted = (wanted[0] or more[0], wanted[1] or more[1])
+        yield chunk
+    if wanted[0]:
+        cols = [c for c in NORMALISED_COLUMNS if c in table.column_names]
+        normalised += normalised_fingerprints(table.select(cols).to_batches(1 << 16))
+    if wanted[1]:
+        cols = [c for c in WINDOW_COLUMNS if c in table.column_names]
+        windows += iter_windows(table.select(cols).to_batches(1 << 16), held=held)
+
+
 def verified_contamination(
     store: ObjectStore,
     train: Mapping[str, pa.Table | None],
@@ -186,6 +203,7 @@ def verified_contamination(
     workdir: Path | None = None,
     sealed: Mapping[str, Sealed] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    held_tables: Mapping[str, pa.Table] | None = None,
 ) -> ContaminationReport:
     """Contamination of verified train data by holdout / regression batches, from re-hashed
     blobs only (for the admission gate).
@@ -216,6 +234,9 @@ def verified_contamination(
             batches: compared by the fingerprints it publishes (their bytes are not readable
             here); published with other feature definitions, the batch is ``unchecked``.
         thresholds: modality -> near-duplicate similarity (a policy's ``[contamination]``).
+        held_tables: other-side batch digest -> its step table as the caller verified it (a
+            sealed one's plaintext, opened by an evaluator: ``eval``), compared as a plain
+            batch is, by its runs of steps too, in place of reading the store.
 
     Returns:
         The findings and the batches that could not be checked. Nothing is read from the
@@ -236,7 +257,9 @@ def verified_contamination(
             pairs: list[tuple[str, str]] = []
             windows: list[StepWindows] = []
             try:
-                if sealed and batch in sealed:
+                if held_tables and batch in held_tables:
+                    chunks = list(_table_chunks(held_tables[batch], pairs, windows, True))
+                elif sealed and batch in sealed:
                     chunks = [published_features(sealed[batch])]
                     pairs = _published_normalised(sealed[batch])
                 else:
@@ -246,8 +269,9 @@ def verified_contamination(
                     raise
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
                 continue
+            by_sketch = bool(sealed and batch in sealed and batch not in (held_tables or {}))
             for chunk in chunks:
-                matcher.hold(batch, chunk, sealed=bool(sealed and batch in sealed))
+                matcher.hold(batch, chunk, sealed=by_sketch)
                 held += len(chunk)
             matcher.hold_normalised(batch, pairs)
             matcher.hold_windows(batch, windows)
@@ -257,22 +281,12 @@ def verified_contamination(
             pairs, windows = [], []
             try:
                 chunks_iter: Iterable[FeatureChunk] = (
-                    iter_step_features(table.to_batches(max_chunksize=1 << 16))
-                    if table is not None
+                    _table_chunks(table, pairs, windows, False) if table is not None
                     else _verified_chunks(store, batch, Path(tmp), pairs, windows, False)
                 )
-                wanted = (False, False)
                 for chunk in chunks_iter:
                     matcher.feed(batch, chunk)
                     fed += len(chunk)
-                    got = compared_parts(chunk)
-                    wanted = (wanted[0] or got[0], wanted[1] or got[1])
-                if wanted[0] and table is not None:
-                    cols = [c for c in NORMALISED_COLUMNS if c in table.column_names]
-                    pairs += normalised_fingerprints(table.select(cols).to_batches(1 << 16))
-                if wanted[1] and table is not None:
-                    cols = [c for c in WINDOW_COLUMNS if c in table.column_names]
-                    windows += iter_windows(table.select(cols).to_batches(1 << 16))
                 matcher.feed_normalised(batch, pairs)
                 matcher.feed_windows(batch, windows)
             except unusable as e:

@@ -7,6 +7,9 @@ Scope: ``trajledger eval CK --suite DATASET --key EVALUATOR [-- COMMAND]`` (docs
   batches re-hashed) verify under the policy;
 - the suite's bytes are read once (`ledger.suites.read_suite`); sealed batches are opened with
   the evaluator's X25519 key after an ``unsealing`` record is logged;
+- the suite's episodes are compared with the checkpoint's training data
+  (`runner.suite_contamination`): refused as ``dataset create`` would refuse them, warned of
+  as it would warn; what was checked goes into the evaluation's configuration;
 - built in, for checkpoints of a built-in trainer on Gymnasium environments: each suite
   episode's seed is replayed with the checkpoint's policy in the environment its batch names;
   an episode passes when its return reaches ``pass_return`` (default: the environment spec's
@@ -228,7 +231,8 @@ def evaluate(
         2. Verify the checkpoint's lineage and the suite (a holdout or regression split);
            any failure refuses, nothing read.
         3. Read the suite (sealed batches: the unsealing logged, then opened with the X25519
-           key ``unseal_key``, default the signing key's name).
+           key ``unseal_key``, default the signing key's name); compare its episodes with
+           the checkpoint's training data (`suite_contamination.check_suite`).
         4. Run: the built-in Gymnasium replay, or COMMAND in a `Workspace` (exit 0, inputs
            unchanged, ``results.json`` valid).
         5. Record ``results.json`` (and COMMAND's other outputs, its logs with
@@ -240,13 +244,14 @@ def evaluate(
     Raises:
         PolicyError: the key is not an evaluator's; a sealed suite and no key it is sealed to,
             or ``keep_logs``.
-        VerificationError: the checkpoint or suite does not verify; COMMAND failed, changed
+        VerificationError: the checkpoint or suite does not verify; the suite duplicates the
+            checkpoint's training data as its policy refuses; COMMAND failed, changed
             its inputs or wrote no valid results (`CommandFailedError`, `DataDirChangedError`).
         FormatError: results.json is malformed; no pass threshold for the built-in evaluator.
         RefError: a reference names nothing.
         CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130, 143, 129), nothing recorded.
     """
-    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.catalog import Catalog, RefError
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
 
     from .workdir import check_output_dir
@@ -266,7 +271,18 @@ def evaluate(
                           f"roles.evaluator keys: {fix}")
     catalog = Catalog(ledger)
     ck = catalog.resolve(checkpoint_ref, {"checkpoint"})
-    suite = catalog.resolve(suite_ref, {"dataset"})
+    try:
+        suite = catalog.resolve(suite_ref, {"dataset"})
+    except RefError as e:  # a refused `dataset create` leaves no record to name (evalc46)
+        from .suite_contamination import unlisted_batches
+
+        loose = unlisted_batches(ledger) if e.unknown and "@" in suite_ref else []
+        if not loose:
+            raise
+        raise RefError(f"{e}; {len(loose)} recorded batch(es) are in no dataset (first: "
+                       f"{loose[0][:19]}…): a 'dataset create' of them that was refused (a "
+                       "holdout of a train set's episodes, say) recorded nothing: run it again "
+                       "to read why", unknown=True) from e
     ev_item = catalog.resolve(evaluator, {"evaluator"}) if evaluator else None
     if output is not None:
         check_output_dir(output)
@@ -298,11 +314,17 @@ def evaluate(
     # Its own unsealing record (another evaluator's may be logged since: rev40 finding 3).
     unsealing = ((unsealer.logged[-1].index, unsealer.logged[-1].envelope_digest)
                  if unsealer is not None and unsealer.logged else None)
+    # Not the checkpoint's training data (evalc46): what `dataset create` would refuse.
+    from .suite_contamination import check_suite
+
+    checked = check_suite(ledger, verifier, policy, ck, suite,
+                          f"{_split(verifier, suite.digest)} {suite.name}@{suite.version}",
+                          batches, unsealing[0] if unsealing is not None else None)
     # (4) (5)
     ck_ref = ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest)
     described = {"ck": ck_ref, "suite": ArtifactRef(suite.name, suite.version, suite.digest),
                  "evaluator": ArtifactRef(ev_item.name, ev_item.version, ev_item.digest)
-                 if ev_item else None, "unsealing": unsealing,
+                 if ev_item else None, "unsealing": unsealing, "checked": checked.descriptor(),
                  "still": lambda: _check_still_valid(ledger, policy, ck, suite, ev_item)}
     episodes = {b.digest: _episode_ids(b) for b in batches}
     if command is None:
@@ -555,6 +577,7 @@ def _record(
             name="unsealing", digest={"sha256": unsealing[1][7:]},
             annotations={"role": "unsealing", "logIndex": unsealing[0]},
         ))
+    config.append(described["checked"])
     passed = tuple(r.test for r in results.episodes if r.passed)
     failed = tuple(r.test for r in results.episodes if not r.passed)
     ck, suite, evaluator = described["ck"], described["suite"], described["evaluator"]
