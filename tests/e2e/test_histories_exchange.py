@@ -394,6 +394,12 @@ test_histories_agree.py's withdrawal of an approval):
   marks the vendor's log unread too, for ``l1`` and ``lc1``: the vendor's approver, an approver
   here (R14), signed the vendor's policies, which every read of its log takes in, so the log's
   keys hold an approver here, and it is marked for every record another log brings.
+- **R37 a suite against the training data** (docs/evaluations.md; SECURITY.md, thirty-first
+  round, evalc46): ``beval`` compares the suite's episodes, unsealed, with every batch the
+  checkpoint and its parents were trained on whose bytes are here, as R21 compares a holdout
+  with a train set but by runs of steps for a sealed suite too (the evaluator holds its
+  plaintext), under the rules in force: a copy they refuse refuses the evaluation (nothing
+  recorded but the unsealing); a train batch whose bytes are gone here is not compared.
 
 Write side: ``vdataset`` as R25 says; ``bdataset`` of a holdout is refused when a train set
 here holds one of its batches or a copy R21 refuses (either when one of its batches is erased
@@ -1746,6 +1752,18 @@ class Model:
         return any(self.files_gone(b) and b not in self.own_erased and not self.buyer[b].sealed
                    for o in self.holdouts(d, now) for b in o.batches)
 
+    def trained_on(self, ck: str) -> list[str]:  # R37: the checkpoint's and its parents'
+        c = self.buyer[ck]
+        return [*self.buyer[c.dataset].batches, *(self.trained_on(c.parent) if c.parent else [])]
+
+    def suite_copies(self, ck: str, suite: str) -> bool:  # R37 (evalc46)
+        """Whether ``suite`` holds a copy, refused by the rules in force, of a batch ``ck`` was
+        trained on (a run of steps counts for a sealed suite too: ``eval`` unseals it)."""
+        return any(k is not None and refused(k, self.rules)
+                   for t in self.trained_on(ck) if not self.absent(t, True)
+                   for h in self.buyer[suite].batches
+                   if (k := relation(self.buyer[t], self.buyer[h])))
+
     def evaluation_ok(self, label: str) -> bool:  # R12
         e = self.buyer[label]
         return self.checkpoint_ok(e.dataset) and self.record_ok(e.suite)
@@ -1918,7 +1936,7 @@ def expect(m: Model, s: Step, size: int) -> bool | None:
         suite = a[2] if len(a) > 2 else "suite"
         return m.checkpoint_ok(a[1]) and m.record_ok(suite) and not any(
             m.erased_here(b) or (m.buyer[b].sealed and a[3:] == ("evaluator2",))
-            for b in m.buyer[suite].batches)
+            for b in m.buyer[suite].batches) and not m.suite_copies(a[1], suite)  # R37
     if s.op == "brelease":
         return m.releasable(a[1], size)
     if s.op == "btrain":
@@ -2895,8 +2913,9 @@ def test_a_sealed_suite_across_organisations(tmp_path: Path) -> None:
     policy pins ``suite@1`` to it; ``evaluator2`` cannot open it (nothing logged). The
     buyer's own ``suite@1`` releases ``c2`` meanwhile, a release the pinned successor fails
     (the rules in force judge every release: SECURITY.md twelfth round, "a successor policy
-    raising the bar"); then ``c1`` is released on the vendor's sealed suite. Every step and
-    path agrees with the model."""
+    raising the bar"); ``c1``, trained on ``v4``, a cut copy of the vendor's sealed suite, is
+    refused its evaluation on it (R37, evalc46: ``eval`` unseals the suite and finds the run of
+    steps) and so never released on it. Every step and path agrees with the model."""
     steps = [Step("vrecord", ("v2", 0, "orig", True)), Step("vrecord", ("v3", 2, "n1", False)),
              Step("vrecord", ("v4", 2, "cut", False)), Step("vrecord", ("v5", 0, "orig", False)),
              Step("vdataset", ("w1", ("v2",), "train")),
@@ -2915,10 +2934,11 @@ def test_a_sealed_suite_across_organisations(tmp_path: Path) -> None:
     run = run_history(tmp_path / "h", steps)
     refused = [r.split(" -> ")[0] for r in run.ran if " -> refused" in r]
     assert refused == ["vdataset(w1, ('v2',), train)", "bdataset(d2, ('v2',), train)",
-                       "brelease(r1, c1)", "beval(e3, c1, vsuite, evaluator2)"], run.ran
+                       "beval(e1, c1, vsuite, evaluator)", "brelease(r1, c1)",
+                       "beval(e3, c1, vsuite, evaluator2)", "brelease(r3, c1)"], run.ran
     m, now = run.model, run.buyer.size()
-    assert (m.release_ok("r2"), m.release_ok("r3"), m.admit("d3", now), m.admit("d4", now)) == (
-        False, True, False, True)
+    assert (m.release_ok("r2"), "r3" in m.buyer, m.admit("d3", now), m.admit("d4", now)) == (
+        False, False, False, True)
     assert judge_history(run) == []
 
 
