@@ -193,3 +193,24 @@ def test_training_data_erased_since_is_said_not_compared(
             "data: train batch sha256:") in r.stderr, r.stderr
     checked = evaluation(home, r.stdout.strip())
     assert checked["unchecked"] == 1 and checked["trainEpisodes"] == 0, r.stderr
+
+
+def test_a_threshold_no_one_wrote_fails_the_suites_check_closed() -> None:
+    """The lead's reading of evalc46's Left: a recorded policy whose ``[contamination]``
+    threshold is a string no one wrote (left34: ``"0.9_9"``) fails every `dataset create`;
+    `eval`'s check of the suite ran at the default thresholds instead. It fails closed too,
+    naming the threshold, before anything is read."""
+    from types import SimpleNamespace
+
+    from trajledger.runner.suite_contamination import check_suite
+    from trajledger.verify.contamination_rules import ContaminationRules
+    from trajledger.verify.errors import VerificationError
+
+    rules = ContaminationRules(unreadable="numeric_threshold '0.9_9' is not a JSON number")
+    policy: Any = SimpleNamespace(contamination=rules)
+    ck: Any = SimpleNamespace(ref="bc@1", digest="sha256:" + "0" * 64)
+    suite: Any = SimpleNamespace(ref="holdout@1")
+    with pytest.raises(VerificationError, match=r"^evaluation of bc@1 on holdout@1: the "
+                       r"policy's contamination: numeric_threshold '0.9_9' is not a JSON number, "
+                       "so no dataset passes its check"):
+        check_suite(policy, None, policy, ck, suite, "holdout holdout@1", [], None)

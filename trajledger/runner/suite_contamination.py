@@ -111,6 +111,8 @@ def check_suite(
     from trajledger.verify.contamination_rules import ContaminationRules
 
     rules = policy.contamination or ContaminationRules()
+    if rules.unreadable:  # a threshold no one wrote: fail closed, as dataset create (left34)
+        raise VerificationError(f"evaluation of {ck.ref} on {suite.ref}: {rules.refused()}")
     held = {b.digest for b in batches}
     train = {b: labels for b, labels in training_batches(verifier, ck.digest).items()
              if b not in held}
