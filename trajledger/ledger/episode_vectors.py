@@ -305,10 +305,12 @@ def _distinct(
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
     """The distinct values of the sorted ``keys`` and how often each occurs (the sum of their
     ``counts``, when given: each key counted that many times)."""
+    if not len(keys):
+        return keys, np.zeros(0, np.int64)
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
     if counts is None:
         return keys[starts], np.diff(np.append(starts, len(keys)))
-    return keys[starts], np.add.reduceat(counts, starts) if len(keys) else counts
+    return keys[starts], np.add.reduceat(counts, starts)
 
 
 def _weights(unique: npt.NDArray[np.uint64], counts: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
@@ -323,12 +325,19 @@ class TextCounts:
     """The text vector of one episode whose task-side texts come in pieces (a long episode):
     its distinct words and bigrams, counted as they come, the same vector as `text_vectors` of
     all its texts at once (whose sums run over the distinct keys in sorted order, as here).
-    Memory: 16 bytes a distinct word or bigram of the episode, not a byte of its text kept."""
+    Memory: 16 bytes a distinct word or bigram of the episode (twice that while merging), not
+    a byte of its text kept. The pieces' counts are merged into the whole's once they hold as
+    many keys as it does (or `_MERGE_MIN`): each key is merged about log(pieces) times, not
+    once a piece."""
+
+    _MERGE_MIN = 1 << 16
 
     def __init__(self) -> None:
         """No text yet."""
         self._keys = np.zeros(0, dtype=np.uint64)
         self._counts = np.zeros(0, dtype=np.int64)
+        self._pending: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]] = []
+        self._held = 0
 
     def add(self, texts: pa.Array) -> None:
         """The next rows' texts (each row's words and their bigrams; no bigram across rows)."""
@@ -338,15 +347,21 @@ class TextCounts:
         pair = text_of[1:] == text_of[:-1]
         keys = np.concatenate([h, _bigram_hashes(h[:-1], h[1:])[pair]]) & _U64((1 << 40) - 1)
         keys.sort()
-        unique, counts = _distinct(keys)
-        merged = np.concatenate([self._keys, unique])
+        self._pending.append(_distinct(keys))
+        self._held += len(self._pending[-1][0])
+        if self._held >= max(len(self._keys), self._MERGE_MIN):
+            self._merge()
+
+    def _merge(self) -> None:
+        merged = np.concatenate([self._keys, *(k for k, _ in self._pending)])
         order = np.argsort(merged, kind="stable")
-        self._keys, self._counts = _distinct(
-            merged[order], np.concatenate([self._counts, counts])[order]
-        )
+        counts = np.concatenate([self._counts, *(c for _, c in self._pending)])
+        self._keys, self._counts = _distinct(merged[order], counts[order])
+        self._pending, self._held = [], 0
 
     def vector(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
         """The ``(1, 128)`` vector and whether it is valid (any word)."""
+        self._merge()
         out = np.zeros((1, VECTOR_DIM), dtype=np.float64)
         if len(self._keys):
             slot = (self._keys & _U64(VECTOR_DIM - 1)).astype(np.int64)
