@@ -19,11 +19,14 @@ values bit for bit: each episode's features depend only on its own rows, never o
 steps were cut into record batches.
 
 `iter_step_features` reads record batches and carries only the unfinished last episode from
-one batch to the next, so memory is bounded by one record batch plus the longest episode,
-whatever the file's size. Every feature is computed with numpy / pyarrow kernels over a whole
-record batch: tokenising, token hashing (a polynomial hash over the UTF-8 bytes, finalised by
-SplitMix64), counting, bucketing and sketching have no per-token or per-step Python step. Only
-the SHA-256 of the fingerprint runs once per episode.
+one batch to the next; an episode of more than `SPILL_STEPS` steps is taken in pieces
+(`LongEpisode`: its sketch and safety sum counted as they come, a conversation's distinct words
+counted, its fingerprint's bytes spilled to disk until it ends), so memory is bounded by one
+record batch and a few pieces, whatever the file's size or an episode's length. Every
+feature is computed with numpy / pyarrow kernels over a whole record batch: tokenising, token
+hashing (a polynomial hash over the UTF-8 bytes, finalised by SplitMix64), counting, bucketing
+and sketching have no per-token or per-step Python step. Only the SHA-256 of the fingerprint
+runs once per episode.
 
 This module finds the episodes of the steps and computes their fingerprint, modality and safety
 sum; for the vector it chooses each episode's rows (a chat's task side) and hands them to the
@@ -76,9 +79,11 @@ __all__ = [
     "CONTENT_COLUMNS",
     "FEATURE_COLUMNS",
     "FEATURE_VERSION",
+    "SPILL_STEPS",
     "FeatureChunk",
     "FeatureOrderError",
     "FeatureStream",
+    "LongEpisode",
     "iter_step_features",
     "whole_episodes",
 ]
@@ -126,10 +131,19 @@ class _ColumnBytes:
                 (counts.fill_null(-1) if arr.null_count else counts).to_numpy(zero_copy_only=False),
                 dtype=np.int64,
             )
-            values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False))
+            flat = pc.list_flatten(arr)
+            values = np.asarray(flat.to_numpy(zero_copy_only=False))
             self.cum = np.concatenate(([0], np.cumsum(np.maximum(lengths, 0))))
             self.a, self.a_size = _bytes_view(lengths), 8
             self.b, self.b_size, self.dtype = _bytes_view(values), values.itemsize, values.dtype
+            self.own: tuple[memoryview, int, npt.NDArray[np.int64]] | None = None
+            if flat.null_count and pa.types.is_integer(flat.type):
+                # Integers with a null among them are float64 in numpy: an episode without
+                # one has its values hashed in their own type, as it would alone (`dedup`),
+                # whatever its neighbours in the batch hold.
+                own = np.asarray(flat.fill_null(0).to_numpy(zero_copy_only=False))
+                nulls = np.concatenate(([0], np.cumsum(_bools(flat.is_null()), dtype=np.int64)))
+                self.own = (_bytes_view(own), own.itemsize, nulls)
         elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and arr.null_count == len(arr):
             self.kind = "nulls"  # "\x01" per step, joined by "\x00": one shared buffer
             self.a = memoryview(b"\x01\x00" * len(arr))
@@ -176,6 +190,16 @@ class _ColumnBytes:
         if self.kind == "list":
             a_lo, a_hi = starts * 8, ends * 8
             b_lo, b_hi = self.cum[starts] * self.b_size, self.cum[ends] * self.b_size
+            if self.own is not None:  # each episode's values in its own type (see __init__)
+                view, size, nulls = self.own
+                lo, hi = self.cum[starts], self.cum[ends]
+                floats = nulls[hi] > nulls[lo]
+                b_lo = np.where(floats, b_lo, lo * size)
+                b_hi = np.where(floats, b_hi, hi * size)
+                views = map((self.b, view).__getitem__, (~floats).astype(int).tolist())
+                return [p, _cut(self.a, a_lo, a_hi),
+                        map(memoryview.__getitem__, views, map(slice, b_lo.tolist(),
+                                                              b_hi.tolist()))]  # fmt: skip
         else:
             a_lo, a_hi = starts * self.a_size, ends * self.a_size
             b_lo, b_hi = starts * self.b_size, ends * self.b_size

@@ -141,7 +141,7 @@ def test_a_long_episode_cut_anywhere_has_the_features_of_the_uncut_one(
     here, taken in pieces of 37 steps), cut into batches at the rows given and at 40 random
     places: every feature equal to the uncut episodes' (and the fingerprints to `dedup`'s)."""
     lengths = [3, 4_000, 1, 2_500, 3_000]
-    table = _numeric(lengths) if kind == "numeric" else _chat(lengths)
+    table = _numeric(lengths, null_in=3) if kind == "numeric" else _chat(lengths)
     want = _at_once(table, monkeypatch)
     assert want.fingerprints == [episode_fingerprints(table)[i] for i in want.episode_ids]
     if kind == "chat":  # the system's text alone is no task side: no vector
@@ -233,3 +233,16 @@ def test_an_integer_lists_null_element_in_one_piece(
     monkeypatch.setattr(episode_features, "_PIECE", 64)
     got = FeatureChunk.concat(list(iter_step_features(table.to_batches(300), tmp_path)))
     assert got.fingerprints == [want]
+
+
+def test_an_episodes_fingerprint_does_not_depend_on_a_null_in_its_neighbours_values() -> None:
+    """feat46 finding 2: an int64 action list with a null element in one episode made numpy's
+    array of the whole batch's values float64, so every other episode of the batch was hashed
+    as float64 too: its fingerprint depended on its neighbours (not `dedup`'s, and another in
+    a batch cut elsewhere: an exact copy missed). Now each episode's values in their own type."""
+    table = _numeric([5, 7, 3, 9], seed=2, null_in=2)
+    want = episode_fingerprints(table)
+    alone = [whole_episodes(table.slice(lo, n).combine_chunks().to_batches()[0]).fingerprints[0]
+             for lo, n in ((0, 5), (5, 7), (12, 3), (15, 9))]  # fmt: skip
+    together = whole_episodes(table.combine_chunks().to_batches()[0])
+    assert together.fingerprints == alone == [want[f"n{i}"] for i in range(4)]
