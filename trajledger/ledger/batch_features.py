@@ -388,7 +388,7 @@ class FeatureRecorder:
     def __init__(self, workdir: Path) -> None:
         """Write into ``workdir`` (a private temporary directory, removed by the caller)."""
         self._workdir = workdir
-        self._stream = FeatureStream()
+        self._stream = FeatureStream(workdir)  # a long episode's bytes spilled there
         self._held: list[FeatureChunk] = []
         self._spool: pa.ipc.RecordBatchStreamWriter | None = None
         self._episodes = 0
@@ -451,7 +451,8 @@ class FeatureRecorder:
             if self._spool is not None:
                 self._spool.close()
             self._spool, self._held, self._episodes = None, [], 0
-            for chunk in iter_step_features(parquet_batches(steps_path, FEATURE_COLUMNS)):
+            batches = parquet_batches(steps_path, FEATURE_COLUMNS)
+            for chunk in iter_step_features(batches, self._workdir):
                 self._keep(chunk, last=False)
         self._keep(self._stream.finish(), last=True)
         assert self._spool is not None
@@ -666,7 +667,7 @@ def _from_steps(store: ObjectStore, digest: str, size: int, workdir: Path) -> Fe
     try:
         if size >= 0 and path.stat().st_size != size:
             raise FormatError(f"{path.stat().st_size} bytes, want {size}")
-        chunks = list(iter_step_features(parquet_batches(path, FEATURE_COLUMNS)))
+        chunks = list(iter_step_features(parquet_batches(path, FEATURE_COLUMNS), workdir))
     finally:
         if path.parent == workdir:
             path.unlink(missing_ok=True)

@@ -19,11 +19,14 @@ values bit for bit: each episode's features depend only on its own rows, never o
 steps were cut into record batches.
 
 `iter_step_features` reads record batches and carries only the unfinished last episode from
-one batch to the next, so memory is bounded by one record batch plus the longest episode,
-whatever the file's size. Every feature is computed with numpy / pyarrow kernels over a whole
-record batch: tokenising, token hashing (a polynomial hash over the UTF-8 bytes, finalised by
-SplitMix64), counting, bucketing and sketching have no per-token or per-step Python step. Only
-the SHA-256 of the fingerprint runs once per episode.
+one batch to the next; an episode of more than `SPILL_STEPS` steps is taken in pieces
+(`LongEpisode`: its sketch and safety sum counted as they come, a conversation's distinct words
+counted, its fingerprint's bytes spilled to disk until it ends), so memory is bounded by one
+record batch and a few pieces, whatever the file's size or an episode's length. Every
+feature is computed with numpy / pyarrow kernels over a whole record batch: tokenising, token
+hashing (a polynomial hash over the UTF-8 bytes, finalised by SplitMix64), counting, bucketing
+and sketching have no per-token or per-step Python step. Only the SHA-256 of the fingerprint
+runs once per episode.
 
 This module finds the episodes of the steps and computes their fingerprint, modality and safety
 sum; for the vector it chooses each episode's rows (a chat's task side) and hands them to the
@@ -44,9 +47,12 @@ against ``episodes.parquet`` in order, which catches an episode that reappears l
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,7 +62,15 @@ import pyarrow.compute as pc
 
 from trajledger.verify.errors import FormatError
 
-from .episode_vectors import TEXT_SLICE, VECTOR_DIM, numeric_features, string_parts, text_vectors
+from .episode_vectors import (
+    TEXT_SLICE,
+    VECTOR_DIM,
+    NumericSketch,
+    TextCounts,
+    numeric_features,
+    string_parts,
+    text_vectors,
+)
 from .rollouts.dedup import CONTENT_COLUMNS
 from .rollouts.parquet_read import Source, iter_parquet
 from .rollouts.space_values import leaf_arrays
@@ -65,9 +79,11 @@ __all__ = [
     "CONTENT_COLUMNS",
     "FEATURE_COLUMNS",
     "FEATURE_VERSION",
+    "SPILL_STEPS",
     "FeatureChunk",
     "FeatureOrderError",
     "FeatureStream",
+    "LongEpisode",
     "iter_step_features",
     "whole_episodes",
 ]
@@ -115,10 +131,19 @@ class _ColumnBytes:
                 (counts.fill_null(-1) if arr.null_count else counts).to_numpy(zero_copy_only=False),
                 dtype=np.int64,
             )
-            values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False))
+            flat = pc.list_flatten(arr)
+            values = np.asarray(flat.to_numpy(zero_copy_only=False))
             self.cum = np.concatenate(([0], np.cumsum(np.maximum(lengths, 0))))
             self.a, self.a_size = _bytes_view(lengths), 8
-            self.b, self.b_size = _bytes_view(values), values.itemsize
+            self.b, self.b_size, self.dtype = _bytes_view(values), values.itemsize, values.dtype
+            self.own: tuple[memoryview, int, npt.NDArray[np.int64]] | None = None
+            if flat.null_count and pa.types.is_integer(flat.type):
+                # Integers with a null among them are float64 in numpy: an episode without
+                # one has its values hashed in their own type, as it would alone (`dedup`),
+                # whatever its neighbours in the batch hold.
+                own = np.asarray(flat.fill_null(0).to_numpy(zero_copy_only=False))
+                nulls = np.concatenate(([0], np.cumsum(_bools(flat.is_null()), dtype=np.int64)))
+                self.own = (_bytes_view(own), own.itemsize, nulls)
         elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and arr.null_count == len(arr):
             self.kind = "nulls"  # "\x01" per step, joined by "\x00": one shared buffer
             self.a = memoryview(b"\x01\x00" * len(arr))
@@ -138,7 +163,15 @@ class _ColumnBytes:
                 (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False)
             )
             self.a, self.a_size = _bytes_view(nulls), nulls.itemsize
-            self.b, self.b_size = _bytes_view(values), values.itemsize
+            self.b, self.b_size, self.dtype = _bytes_view(values), values.itemsize, values.dtype
+
+    def whole(self) -> list[tuple[memoryview, np.dtype[Any] | None]]:
+        """The bytes of the whole run, as `parts` gives them for one episode but for the
+        separator after the last step (nulls and strings), and each part's dtype where the run
+        decides it (a list's values: an integer list with a null element gives float64)."""
+        if self.kind in ("nulls", "string"):
+            return [(self.a, None)]
+        return [(self.a, None), (self.b, self.dtype if self.kind == "list" else None)]
 
     def parts(
         self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
@@ -157,6 +190,16 @@ class _ColumnBytes:
         if self.kind == "list":
             a_lo, a_hi = starts * 8, ends * 8
             b_lo, b_hi = self.cum[starts] * self.b_size, self.cum[ends] * self.b_size
+            if self.own is not None:  # each episode's values in its own type (see __init__)
+                view, size, nulls = self.own
+                lo, hi = self.cum[starts], self.cum[ends]
+                floats = nulls[hi] > nulls[lo]
+                b_lo = np.where(floats, b_lo, lo * size)
+                b_hi = np.where(floats, b_hi, hi * size)
+                views = map((self.b, view).__getitem__, (~floats).astype(int).tolist())
+                return [p, _cut(self.a, a_lo, a_hi),
+                        map(memoryview.__getitem__, views, map(slice, b_lo.tolist(),
+                                                              b_hi.tolist()))]  # fmt: skip
         else:
             a_lo, a_hi = starts * self.a_size, ends * self.a_size
             b_lo, b_hi = starts * self.b_size, ends * self.b_size
@@ -284,23 +327,10 @@ def _features(
     starts, run_ids = _runs(t, previous, starts)
     ends = np.append(starts[1:], n)
     lengths = ends - starts
-
-    combined: dict[str, pa.Array] = {}
-
-    def col(name: str) -> pa.Array | None:
-        if name not in names:
-            return None
-        if name not in combined:  # each column joined into one array once
-            combined[name] = _column(t, name)
-        return combined[name]
+    col = _columns(t)
 
     # Fingerprints: one SHA-256 per episode over slices of per-column byte layouts.
-    layouts = [
-        _ColumnBytes(name, leaf)
-        for c in CONTENT_COLUMNS
-        if c in names
-        for name, leaf in leaf_arrays(c, col(c))
-    ]
+    layouts = _layouts(col)
     counts = map(str.encode, map(str, lengths.tolist()))
     parts = [part for layout in layouts for part in layout.parts(starts, ends)]
     per_episode = zip(counts, *parts, strict=True)
@@ -320,12 +350,7 @@ def _features(
         safety = [int(s) if k else None for s, k in zip(sums, seen, strict=True)]
     # Modality: text when any step of the episode has non-empty text.
     text_cols = [c for c in TEXT_COLUMNS if c in names]
-    has_text = np.zeros(n, dtype=bool)
-    for c in text_cols:
-        if t.column(c).null_count == n:
-            continue
-        lens = pc.binary_length(col(c)).fill_null(0)
-        has_text |= np.asarray(lens.to_numpy(zero_copy_only=False)) > 0
+    has_text = _has_text(col, text_cols, n)
     text_ep = (
         np.add.reduceat(has_text.astype(np.int64), starts) > 0
         if text_cols
@@ -343,26 +368,13 @@ def _features(
         # The task side: rows whose role is neither system nor assistant; an episode with no
         # such text row uses every non-system row.
         row_ep = np.repeat(np.arange(len(starts)), lengths)
-        role_col = col("role")
-        if role_col is None:
-            excluded, system = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        else:  # a null role is neither (as the empty string)
-            if not (pa.types.is_string(role_col.type) or pa.types.is_large_string(role_col.type)):
-                role_col = role_col.cast(pa.string())  # a dictionary-encoded column
-            roles = role_col.fill_null("")
-            excluded = _bools(pc.is_in(roles, value_set=pa.array(PROMPT_EXCLUDED, roles.type)))
-            system = _bools(pc.equal(roles, pa.scalar("system", roles.type)))
-        task_row = has_text & ~excluded
+        task_row, other_row = _task_rows(col, has_text)
         task_ep = np.add.reduceat(task_row.astype(np.int64), starts) > 0
-        chosen = np.where(task_ep[row_ep], task_row, has_text & ~system)
+        chosen = np.where(task_ep[row_ep], task_row, other_row)
         chosen &= text_ep[row_ep]
         idx = np.flatnonzero(chosen)
         if len(idx):
-            take = pa.array(idx)
-            parts_ = [col(c).take(take) for c in text_cols]  # type: ignore[union-attr]
-            texts = pc.binary_join_element_wise(
-                *parts_, pa.scalar("\n", pa.string()), null_handling="replace", null_replacement=""
-            )
+            texts = _texts(col, text_cols, idx)
             owners = row_ep[idx]
             # Tokenising and hashing need ~40 bytes of scratch per byte of text: work through
             # slices of about TEXT_SLICE bytes, cut between episodes, so memory stays bounded.
@@ -393,6 +405,73 @@ def _features(
     )
 
 
+Columns = Callable[[str], "pa.Array | None"]
+"""A run of steps' column by name (None: absent), each joined into one array once."""
+
+
+def _columns(t: pa.Table) -> Columns:
+    """`Columns` of ``t``."""
+    names, combined = set(t.column_names), dict[str, pa.Array]()
+
+    def col(name: str) -> pa.Array | None:
+        if name not in names:
+            return None
+        if name not in combined:
+            combined[name] = _column(t, name)
+        return combined[name]
+
+    return col
+
+
+def _layouts(col: Columns) -> list[_ColumnBytes]:
+    """The fingerprint's byte layouts of each content column's leaves, in their order."""
+    return [
+        _ColumnBytes(name, leaf)
+        for c in CONTENT_COLUMNS
+        if (arr := col(c)) is not None
+        for name, leaf in leaf_arrays(c, arr)
+    ]
+
+
+def _has_text(col: Columns, text_cols: Sequence[str], n: int) -> npt.NDArray[np.bool_]:
+    """Whether each of the ``n`` rows has non-empty text in a text column."""
+    has_text = np.zeros(n, dtype=bool)
+    for c in text_cols:
+        arr = col(c)
+        if arr is None or arr.null_count == n:
+            continue
+        lens = pc.binary_length(arr).fill_null(0)
+        has_text |= np.asarray(lens.to_numpy(zero_copy_only=False)) > 0
+    return has_text
+
+
+def _task_rows(
+    col: Columns, has_text: npt.NDArray[np.bool_]
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """The rows of a conversation's task side (text, role neither system nor assistant), and
+    the rows taken instead by an episode without one (text, role not system)."""
+    n = len(has_text)
+    role_col = col("role")
+    if role_col is None:
+        excluded, system = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    else:  # a null role is neither (as the empty string)
+        if not (pa.types.is_string(role_col.type) or pa.types.is_large_string(role_col.type)):
+            role_col = role_col.cast(pa.string())  # a dictionary-encoded column
+        roles = role_col.fill_null("")
+        excluded = _bools(pc.is_in(roles, value_set=pa.array(PROMPT_EXCLUDED, roles.type)))
+        system = _bools(pc.equal(roles, pa.scalar("system", roles.type)))
+    return has_text & ~excluded, has_text & ~system
+
+
+def _texts(col: Columns, text_cols: Sequence[str], idx: npt.NDArray[np.int64]) -> pa.Array:
+    """The text of rows ``idx``: their text columns joined by newlines (nulls empty)."""
+    take = pa.array(idx)
+    parts = [col(c).take(take) for c in text_cols]  # type: ignore[union-attr]
+    return pc.binary_join_element_wise(
+        *parts, pa.scalar("\n", pa.string()), null_handling="replace", null_replacement=""
+    )
+
+
 def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
     """A boolean array without nulls as numpy (its bits unpacked: a tenth of ``to_numpy``)."""
     if isinstance(arr, pa.ChunkedArray):
@@ -402,6 +481,157 @@ def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
     bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
     unpacked = np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")
     return unpacked[arr.offset :].view(bool)
+
+
+SPILL_STEPS = 1 << 16
+"""Steps from which an episode is taken in pieces (`LongEpisode`), not as one run of rows."""
+_PIECE = 1 << 15
+"""Steps of a long episode taken at once."""
+
+
+class _Spilled:
+    """One part of a content column's bytes (see `_ColumnBytes.whole`) of a long episode, in a
+    file of its own in the spill directory: the fingerprint hashes the episode's length
+    before any column, so each column's bytes wait on disk until the episode ends."""
+
+    def __init__(self, directory: str, trim: bool) -> None:
+        self.file = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 (closed by close())
+        self.trim = trim  # the separator after the last step is not hashed
+        self.runs: list[list[Any]] = []  # [dtype or None, bytes] per run of one dtype
+
+    def write(self, data: memoryview, dtype: np.dtype[Any] | None) -> None:
+        self.file.write(data)
+        if self.runs and self.runs[-1][0] == dtype:
+            self.runs[-1][1] += len(data)
+        else:
+            self.runs.append([dtype, len(data)])
+
+    def hash_into(self, h: Any) -> None:
+        """Feed the bytes to ``h``: those of a run given another dtype than the rest (an
+        integer list's values in pieces without a null element, float64 in those with one)
+        converted to the dtype of the episode's whole array."""
+        self.file.seek(0)
+        total = sum(size for _, size in self.runs) - self.trim
+        dtypes = {d for d, _ in self.runs}
+        target = np.result_type(*dtypes) if len(dtypes) > 1 else None
+        for dtype, size in self.runs:
+            size = min(size, total)
+            total -= size
+            while size:
+                block = self.file.read(min(size, 1 << 22))
+                if not block:
+                    raise OSError("a spilled episode's file is shorter than written")
+                size -= len(block)
+                if target is not None and dtype != target:
+                    block = np.frombuffer(block, dtype).astype(target).tobytes()
+                h.update(block)
+
+
+class LongEpisode:
+    """The features of one episode of more than `SPILL_STEPS` steps, fed in pieces, in memory
+    bounded by a piece: the sketch (`NumericSketch`) and safety sum are linear over steps,
+    counted as they come; a conversation's distinct words and bigrams are counted
+    (`TextCounts`); the fingerprint's bytes are written to files in a private directory and
+    hashed when the episode ends (disk, not memory). The same features, bit for bit, as
+    `_features` of all its rows at once. `close` (also after an error) removes the files.
+    """
+
+    def __init__(self, previous: str | None, spill: str | Path | None) -> None:
+        """Before the episode's first step; ``previous``: the episode before it; ``spill``:
+        where its directory is made (the system's temporary directory when None)."""
+        self.episode: pa.Scalar | None = None
+        self.steps = 0
+        self._previous = previous
+        self._dir = tempfile.mkdtemp(prefix="trajledger-episode-", dir=spill)  # 0700
+        self._spilled: list[tuple[bytes, list[_Spilled]]] = []  # per content column's leaf
+        self._last_step: int | None = None
+        self._numeric: NumericSketch | None = NumericSketch()
+        self._task = TextCounts()
+        self._other: TextCounts | None = TextCounts()  # texts if no task side is found
+        self._text = False
+        self._safety, self._safety_seen = 0, False
+
+    def add(self, t: pa.Table) -> None:
+        """The next rows of the episode (one id).
+
+        Raises:
+            FeatureOrderError: its steps are not ascending, or it is the previous episode's.
+        """
+        for lo in range(0, t.num_rows, _PIECE):
+            self._piece(t.slice(lo, _PIECE))
+
+    def _piece(self, t: pa.Table) -> None:
+        n = t.num_rows
+        _runs(t, self._previous, np.zeros(1, np.int64))
+        if self.episode is None:
+            self.episode = t.column("episode_id")[0]
+        if "step" in t.column_names:
+            step = _column(t, "step").fill_null(-1)
+            if self._last_step is not None and step[0].as_py() <= self._last_step:
+                raise FeatureOrderError("steps: an episode's steps are not in ascending order")
+            self._last_step = step[n - 1].as_py()
+        self.steps += n
+        col = _columns(t)
+        layouts = _layouts(col)
+        if not self._spilled:
+            self._spilled = [
+                (layout.prefix, [_Spilled(self._dir, spill) for _ in layout.whole()])
+                for layout in layouts
+                for spill in [layout.kind in ("nulls", "string")]
+            ]
+        if [layout.prefix for layout in layouts] != [prefix for prefix, _ in self._spilled]:
+            raise FeatureOrderError("steps: an episode's content columns change within it")
+        for layout, (_, files) in zip(layouts, self._spilled, strict=True):
+            for (data, dtype), spilled in zip(layout.whole(), files, strict=True):
+                spilled.write(data, dtype)
+        safety = col("safety_interventions")
+        if safety is not None and safety.null_count < n:
+            self._safety += int(np.sum(np.asarray(safety.fill_null(0).to_numpy(), np.int64)))
+            self._safety_seen = True
+        text_cols = [c for c in TEXT_COLUMNS if col(c) is not None]
+        has_text = _has_text(col, text_cols, n)
+        if has_text.any():
+            self._text, self._numeric = True, None
+            task, other = _task_rows(col, has_text)
+            if task.any():
+                self._task.add(_texts(col, text_cols, np.flatnonzero(task)))
+                self._other = None
+            elif self._other is not None:
+                self._other.add(_texts(col, text_cols, np.flatnonzero(other)))
+        elif self._numeric is not None:
+            self._numeric.add((col("obs"), col("action"), col("reward")))
+
+    def finish(self) -> FeatureChunk:
+        """The episode's features (then `close`)."""
+        try:
+            h = hashlib.sha256(str(self.steps).encode())
+            for prefix, files in self._spilled:
+                h.update(prefix)
+                for spilled in files:
+                    spilled.hash_into(h)
+            counts = self._task if self._other is None else self._other
+            if self._text:
+                vector, valid = counts.vector()
+            else:
+                assert self._numeric is not None
+                vector, valid = self._numeric.vector()
+            wrapped = (self._safety + (1 << 63)) % (1 << 64) - (1 << 63)  # int64, as numpy
+            episode = "" if self.episode is None else str(self.episode.as_py())
+            return FeatureChunk(
+                [episode], np.array([self.steps], np.int64), [h.hexdigest()],
+                ["text" if self._text else "numeric"], vector, valid,
+                [wrapped if self._safety_seen else None],
+            )  # fmt: skip
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Remove the spilled files and their directory."""
+        for _, files in self._spilled:
+            for spilled in files:
+                spilled.file.close()
+        self._spilled = []
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def _first_other(ids: pa.ChunkedArray, value: pa.Scalar) -> int | None:
@@ -415,14 +645,19 @@ class FeatureStream:
     """Features of a stream of step batches, episode by episode, in stream order.
 
     `add` takes the next record batch and returns the features of the episodes it completes;
-    the last episode of each batch may go on in the next one, so its rows are carried over
-    (memory: one batch plus the longest episode). `finish` gives the last episode's.
+    the last episode of each batch may go on in the next one, so its rows are carried over,
+    up to `SPILL_STEPS`: a longer episode is taken in pieces (`LongEpisode`), its fingerprint's
+    bytes spilled to files under ``spill``. Memory: one batch and a few pieces, however long an
+    episode. `finish` gives the last episode's; `close` (after an error) removes the files.
     """
 
-    def __init__(self) -> None:
-        """Start before the first step."""
+    def __init__(self, spill: str | Path | None = None) -> None:
+        """Start before the first step; a long episode's files go in a directory made under
+        ``spill`` (a private directory; the system's temporary directory when None)."""
         self._carry: pa.Table | None = None
+        self._long: LongEpisode | None = None
         self._previous: str | None = None
+        self._spill = spill
 
     def add(self, batch: pa.RecordBatch | pa.Table) -> FeatureChunk | None:
         """Features of the episodes ``batch`` completes (None when it completes none).
@@ -430,73 +665,145 @@ class FeatureStream:
         Raises:
             FeatureOrderError: an episode's steps are not contiguous or not ascending.
         """
-        if isinstance(batch, pa.Table) and any(c.num_chunks > 1 for c in batch.columns):
-            # A table of several record batches (a row group gathered from chunks) is taken a
-            # batch at a time: joining its chunks would copy every column, carrying over
-            # copies only the episode that spans two batches. (The features of an episode
-            # never depend on how its steps were cut.)
-            done = [c for b in batch.to_batches() if (c := self._add(b)) is not None]
-            return FeatureChunk.concat(done) if done else None
-        return self._add(batch)
+        try:
+            if isinstance(batch, pa.Table) and any(c.num_chunks > 1 for c in batch.columns):
+                # A table of several record batches (a row group gathered from chunks) is
+                # taken a batch at a time: joining its chunks would copy every column,
+                # carrying over copies only the episode that spans two batches. (The features
+                # of an episode never depend on how its steps were cut.)
+                done = [c for b in batch.to_batches() if (c := self._add(b)) is not None]
+                return FeatureChunk.concat(done) if done else None
+            return self._add(batch)
+        except BaseException:
+            self.close()
+            raise
 
     def _add(self, batch: pa.RecordBatch | pa.Table) -> FeatureChunk | None:
         t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if t.num_rows == 0:
             return None
         done: list[FeatureChunk] = []
-        if self._carry is not None:
-            # The carried episode ends where t's ids first differ from it: only its rows are
-            # joined (joining the whole batch would copy every column).
-            b = _first_other(t.column("episode_id"), self._carry.column("episode_id")[0])
-            if b is None:
-                self._carry = pa.concat_tables([self._carry, t], promote_options="permissive")
-                return None
-            head = pa.concat_tables([self._carry, t.slice(0, b)], promote_options="permissive")
-            self._carry = None
-            done.append(self._complete(head))
+        if self._long is not None or self._carry is not None:
+            # The open episode ends where t's ids first differ from it: only its rows are
+            # joined to it (joining the whole batch would copy every column).
+            first = (
+                self._long.episode if self._long is not None
+                else self._carry.column("episode_id")[0]  # type: ignore[union-attr]
+            )  # fmt: skip
+            b = _first_other(t.column("episode_id"), first)
+            head = t if b is None else t.slice(0, b)
+            if self._long is None and self._carry is not None:
+                if self._carry.num_rows + head.num_rows <= SPILL_STEPS:
+                    head = pa.concat_tables([self._carry, head], promote_options="permissive")
+                    self._carry = head if b is None else None
+                    if b is None:
+                        return None
+                    done.append(self._complete(head))
+                else:
+                    self._long = LongEpisode(self._previous, self._spill)
+                    self._long.add(self._carry)
+                    self._carry = None
+            if self._long is not None:
+                self._long.add(head)
+                if b is None:
+                    return None
+                done.append(self._ended(self._long))
+                self._long = None
             t = t.slice(b)
         # The episodes of t, found once: all but the last run are complete.
         starts = _run_starts(_column(t, "episode_id"))
         cut = int(starts[-1])
-        self._carry = t.slice(cut)
         if cut:
             done.append(self._complete(t.slice(0, cut), starts[:-1]))
+        if t.num_rows - cut > SPILL_STEPS:
+            self._long = LongEpisode(self._previous, self._spill)
+            self._long.add(t.slice(cut))
+        else:
+            self._carry = t.slice(cut)
         return FeatureChunk.concat(done) if done else None
 
+    def _ended(self, long: LongEpisode) -> FeatureChunk:
+        chunk = long.finish()
+        self._previous = chunk.episode_ids[-1]
+        return chunk
+
     def _complete(self, t: pa.Table, starts: npt.NDArray[np.int64] | None = None) -> FeatureChunk:
-        chunk = _features(t, self._previous, starts)
+        """Features of the complete episodes of ``t``: runs of episodes in one go, each of
+        more than `SPILL_STEPS` steps in pieces."""
+        if starts is None:
+            starts = _run_starts(_column(t, "episode_id"))
+        ends = np.append(starts[1:], t.num_rows)
+        longer = np.flatnonzero(ends - starts > SPILL_STEPS)
+        if not len(longer):
+            return self._some(t, 0, t.num_rows, starts)
+        _runs(t, self._previous, starts)  # contiguity, checked over all of t
+        done, lo = [], 0
+        for k in longer.tolist():
+            if starts[k] > lo:
+                done.append(self._some(t, lo, int(starts[k]), starts))
+            long = LongEpisode(self._previous, self._spill)
+            try:
+                long.add(t.slice(int(starts[k]), int(ends[k] - starts[k])))
+            except BaseException:
+                long.close()
+                raise
+            done.append(self._ended(long))
+            lo = int(ends[k])
+        if lo < t.num_rows:
+            done.append(self._some(t, lo, t.num_rows, starts))
+        return done[0] if len(done) == 1 else FeatureChunk.concat(done)
+
+    def _some(self, t: pa.Table, lo: int, hi: int, starts: npt.NDArray[np.int64]) -> FeatureChunk:
+        """`_features` of the episodes in rows ``lo .. hi`` of ``t``."""
+        whole = lo == 0 and hi == t.num_rows
+        inside = starts if whole else starts[(starts >= lo) & (starts < hi)] - lo
+        chunk = _features(t.slice(lo, hi - lo), self._previous, inside)
         self._previous = chunk.episode_ids[-1]
         return chunk
 
     def finish(self) -> FeatureChunk | None:
         """Features of the last episode (None when there were no steps)."""
+        if self._long is not None:
+            long, self._long = self._long, None
+            return self._ended(long)
         carry, self._carry = self._carry, None
         if carry is None or not carry.num_rows:
             return None
-        return _features(carry, self._previous)
+        return self._complete(carry)
+
+    def close(self) -> None:
+        """Drop an open episode (its spilled files removed)."""
+        if self._long is not None:
+            self._long.close()
+        self._long, self._carry = None, None
 
 
-def iter_step_features(batches: Iterable[pa.RecordBatch | pa.Table]) -> Iterator[FeatureChunk]:
+def iter_step_features(
+    batches: Iterable[pa.RecordBatch | pa.Table], spill: str | Path | None = None
+) -> Iterator[FeatureChunk]:
     """Features of every episode of a stream of step record batches, in stream order
-    (`FeatureStream` over the stream).
+    (`FeatureStream` over the stream; ``spill`` as there).
 
     Raises:
         FeatureOrderError: an episode's steps are not contiguous or not ascending.
     """
-    stream = FeatureStream()
-    for batch in batches:
-        chunk = stream.add(batch)
-        if chunk is not None:
-            yield chunk
-    last = stream.finish()
-    if last is not None:
-        yield last
+    stream = FeatureStream(spill)
+    try:
+        for batch in batches:
+            chunk = stream.add(batch)
+            if chunk is not None:
+                yield chunk
+        last = stream.finish()
+        if last is not None:
+            yield last
+    finally:
+        stream.close()
 
 
-def whole_episodes(steps: pa.RecordBatch) -> FeatureChunk:
+def whole_episodes(steps: pa.RecordBatch, spill: str | Path | None = None) -> FeatureChunk:
     """`iter_step_features` of a batch of whole episodes in one pass (the last episode is not
     held back for a next batch). Raises FeatureOrderError as `iter_step_features` does."""
-    return _features(pa.Table.from_batches([steps]), None)
+    return FeatureStream(spill)._complete(pa.Table.from_batches([steps]))
 
 
 def parquet_batches(source: Source, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:

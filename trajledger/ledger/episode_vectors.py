@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +46,8 @@ __all__ = [
     "TEXT_SLICE",
     "VECTOR_DIM",
     "WORD_SPLIT",
+    "NumericSketch",
+    "TextCounts",
     "fold",
     "numeric_features",
     "numeric_vectors",
@@ -231,6 +233,18 @@ def _words_ascii(
     return h, text_of
 
 
+def _words(texts: pa.Array) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """The hash of each word of ``texts`` (a null text is empty) and the text it is in."""
+    if len(texts) == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    if texts.null_count:
+        texts = texts.fill_null("")
+    offsets, data = string_parts(texts)
+    if int(np.max(data[int(offsets[0]) : int(offsets[-1])], initial=0)) < 0x80:
+        return _words_ascii(offsets, data)
+    return _words_arrow(texts)
+
+
 def _bigram_hashes(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     with np.errstate(over="ignore"):
         return _splitmix64(a * _GOLDEN + b + _U64(1))
@@ -264,15 +278,7 @@ def text_vectors(
         ``(vectors, valid)``: ``(n, 128)`` float32 and whether each vector has any word.
     """
     out = np.zeros((n, VECTOR_DIM), dtype=np.float64)
-    if len(texts) == 0:
-        return _unit_rows(out)
-    if texts.null_count:
-        texts = texts.fill_null("")
-    offsets, data = string_parts(texts)
-    if int(np.max(data[int(offsets[0]) : int(offsets[-1])], initial=0)) < 0x80:
-        h, text_of = _words_ascii(offsets, data)
-    else:
-        h, text_of = _words_arrow(texts)
+    h, text_of = _words(texts)
     if len(h) == 0:
         return _unit_rows(out)
     owner = rows[text_of]
@@ -285,18 +291,85 @@ def text_vectors(
         raise ValueError(f"text_vectors: {n} vectors in one call, want fewer than 2**24")
     packed = (owners << _U64(40)) | (keys & _U64((1 << 40) - 1))
     packed = sorted_by_owner(packed, owner, owner[:-1][pair], n)
-    first = np.concatenate(([True], packed[1:] != packed[:-1]))
-    starts = np.flatnonzero(first)
-    counts = np.diff(np.append(starts, len(packed)))
-    unique = packed[starts]
-    weight = np.log(counts)
-    weight += 1.0
-    np.negative(weight, out=weight, where=(unique & _U64(1 << 39)) != 0)  # exactly -1.0 * w
+    unique, counts = _distinct(packed)
+    weight = _weights(unique, counts)
     # The slot: owner * 128 + bucket (below 2**31, so the same value as an int64).
     slot = ((unique >> _U64(40)) << _U64(7)) | (unique & _U64(VECTOR_DIM - 1))
     counted = np.bincount(slot.view(np.int64), weights=weight, minlength=n * VECTOR_DIM)
     out += counted.reshape(n, VECTOR_DIM)
     return _unit_rows(out)
+
+
+def _distinct(
+    keys: npt.NDArray[np.uint64], counts: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """The distinct values of the sorted ``keys`` and how often each occurs (the sum of their
+    ``counts``, when given: each key counted that many times)."""
+    if not len(keys):
+        return keys, np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    if counts is None:
+        return keys[starts], np.diff(np.append(starts, len(keys)))
+    return keys[starts], np.add.reduceat(counts, starts)
+
+
+def _weights(unique: npt.NDArray[np.uint64], counts: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """``±(1 + ln count)`` of each distinct key, negative when bit 39 of its hash is set."""
+    weight = np.log(counts)
+    weight += 1.0
+    np.negative(weight, out=weight, where=(unique & _U64(1 << 39)) != 0)  # exactly -1.0 * w
+    return weight
+
+
+class TextCounts:
+    """The text vector of one episode whose task-side texts come in pieces (a long episode):
+    its distinct words and bigrams, counted as they come, the same vector as `text_vectors` of
+    all its texts at once (whose sums run over the distinct keys in sorted order, as here).
+    Memory: 16 bytes a distinct word or bigram of the episode (twice that while merging), not
+    a byte of its text kept. The pieces' counts are merged into the whole's once they hold as
+    many keys as it does (or `_MERGE_MIN`): each key is merged about log(pieces) times, not
+    once a piece."""
+
+    _MERGE_MIN = 1 << 16
+
+    def __init__(self) -> None:
+        """No text yet."""
+        self._keys = np.zeros(0, dtype=np.uint64)
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._pending: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]] = []
+        self._held = 0
+
+    def add(self, texts: pa.Array) -> None:
+        """The next rows' texts (each row's words and their bigrams; no bigram across rows)."""
+        h, text_of = _words(texts)
+        if len(h) == 0:
+            return
+        pair = text_of[1:] == text_of[:-1]
+        keys = np.concatenate([h, _bigram_hashes(h[:-1], h[1:])[pair]]) & _U64((1 << 40) - 1)
+        keys.sort()
+        self._pending.append(_distinct(keys))
+        self._held += len(self._pending[-1][0])
+        if self._held >= max(len(self._keys), self._MERGE_MIN):
+            self._merge()
+
+    def _merge(self) -> None:
+        merged = np.concatenate([self._keys, *(k for k, _ in self._pending)])
+        order = np.argsort(merged, kind="stable")
+        counts = np.concatenate([self._counts, *(c for _, c in self._pending)])
+        self._keys, self._counts = _distinct(merged[order], counts[order])
+        self._pending, self._held = [], 0
+
+    def vector(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+        """The ``(1, 128)`` vector and whether it is valid (any word)."""
+        self._merge()
+        out = np.zeros((1, VECTOR_DIM), dtype=np.float64)
+        if len(self._keys):
+            slot = (self._keys & _U64(VECTOR_DIM - 1)).astype(np.int64)
+            counted = np.bincount(
+                slot, weights=_weights(self._keys, self._counts), minlength=VECTOR_DIM
+            )
+            out += counted.reshape(1, VECTOR_DIM)
+        return _unit_rows(out)
 
 
 SEGMENT_SORT_MIN: Final = 64
@@ -355,11 +428,15 @@ def _sketch_chunk(chunk: int) -> npt.NDArray[np.uint8]:
     return np.frombuffer(raw, np.uint8).reshape(_CHUNK_STEPS, _STEP_FEATURES)
 
 
-@lru_cache(maxsize=8)
-def _sketch_tables(first: int, chunks: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+def _span_tables(first: int, chunks: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
     """Buckets and signs of steps ``first*256 .. (first+chunks)*256``, one row per step."""
     raw = np.concatenate([_sketch_chunk(c) for c in range(first, first + chunks)])
     return (raw & 127).astype(np.intp), 1.0 - 2.0 * (raw >> 7).astype(np.float64)
+
+
+_sketch_tables = lru_cache(maxsize=8)(_span_tables)
+"""`_span_tables`, kept for the next call (a long episode's later spans are not: each is
+used once, 5.5 MiB a span)."""
 
 
 def fold(
@@ -552,7 +629,6 @@ def numeric_features(
     alone, so episodes are taken in slices of about `NUMERIC_SLICE` steps through one
     scratch array: the same values as all rows at once, without an array of the whole batch's
     size (allocated and faulted in anew for every batch)."""
-    obs, action, reward = columns
     vectors, valid, at = out
     ends = starts + lengths
     scratch = np.empty((min(int(ends[-1] - starts[0]), NUMERIC_SLICE), _STEP_FEATURES))
@@ -562,23 +638,85 @@ def numeric_features(
         j = max(k + 1, int(np.searchsorted(ends, lo + NUMERIC_SLICE, side="right")))
         m = int(ends[j - 1]) - lo
         x = scratch[:m] if m <= len(scratch) else np.empty((m, _STEP_FEATURES))
-        fold(None if obs is None else obs.slice(lo, m), m, _OBS_SLOTS, x[:, :_OBS_SLOTS])
-        fold(
-            None if action is None else action.slice(lo, m), m, _ACTION_SLOTS,
-            x[:, _OBS_SLOTS : _OBS_SLOTS + _ACTION_SLOTS],
-        )  # fmt: skip
-        x[:, -1] = (
-            0.0
-            if reward is None
-            else np.nan_to_num(
-                np.asarray(
-                    reward.slice(lo, m).cast(pa.float64()).fill_null(0).to_numpy(),
-                    dtype=np.float64,
-                ),
-                nan=0.0, posinf=0.0, neginf=0.0,
-            )
-        )  # fmt: skip
+        _step_features(columns, lo, x)
         vectors[at[k:j]], valid[at[k:j]] = numeric_vectors(
             x, starts[k:j] - lo, lengths[k:j], overwrite=True
         )
         k = j
+
+
+def _step_features(
+    columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None],
+    lo: int,
+    x: npt.NDArray[np.float64],
+) -> None:
+    """The 21 features of the steps ``lo .. lo + len(x)`` of the obs, action and reward
+    columns, written to ``x`` (each row's from its step alone)."""
+    obs, action, reward = columns
+    m = len(x)
+    fold(None if obs is None else obs.slice(lo, m), m, _OBS_SLOTS, x[:, :_OBS_SLOTS])
+    fold(
+        None if action is None else action.slice(lo, m), m, _ACTION_SLOTS,
+        x[:, _OBS_SLOTS : _OBS_SLOTS + _ACTION_SLOTS],
+    )  # fmt: skip
+    x[:, -1] = (
+        0.0
+        if reward is None
+        else np.nan_to_num(
+            np.asarray(
+                reward.slice(lo, m).cast(pa.float64()).fill_null(0).to_numpy(),
+                dtype=np.float64,
+            ),
+            nan=0.0, posinf=0.0, neginf=0.0,
+        )
+    )  # fmt: skip
+
+
+class NumericSketch:
+    """The count sketch of one numeric episode whose steps come in pieces (a long episode),
+    in memory of one span of `_SKETCH_BLOCK` steps: the same vector as `numeric_vectors` of
+    all its steps at once, which sums a longer episode span by span from its first step (each
+    span's ``bincount`` added in turn, as here) and a shorter one in one ``bincount``."""
+
+    def __init__(self) -> None:
+        """No steps yet."""
+        self._sum = np.zeros(VECTOR_DIM)
+        self._span = np.empty((0, _STEP_FEATURES))
+        self._held = 0  # steps of the span not yet counted
+        self._counted = 0  # steps of the spans counted
+
+    def add(self, columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None]) -> None:
+        """The next steps' obs, action and reward columns (of one length; None: absent)."""
+        n = next((len(c) for c in columns if c is not None), 0)
+        if not len(self._span):
+            self._span = np.empty((_SKETCH_BLOCK, _STEP_FEATURES))
+        lo = 0
+        while lo < n:
+            if self._held == _SKETCH_BLOCK:  # more steps come: the full span is counted
+                buckets, signs = _span_tables(self._counted // _CHUNK_STEPS,
+                                              _SKETCH_BLOCK // _CHUNK_STEPS)  # fmt: skip
+                self._sum += np.bincount(
+                    buckets.ravel(), weights=(signs * self._span).ravel(), minlength=VECTOR_DIM
+                )
+                self._counted += _SKETCH_BLOCK
+                self._held = 0
+            m = min(n - lo, _SKETCH_BLOCK - self._held)
+            _step_features(columns, lo, self._span[self._held : self._held + m])
+            self._held += m
+            lo += m
+
+    def vector(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+        """The ``(1, 128)`` sketch and whether it is valid (not all zeros)."""
+        steps = np.array([self._counted + self._held], dtype=np.int64)
+        if not self._counted:
+            return numeric_vectors(self._span[: self._held], np.zeros(1, np.int64), steps)
+        out = np.zeros((1, VECTOR_DIM))
+        out[0] = self._sum
+        buckets, signs = _span_tables(self._counted // _CHUNK_STEPS,
+                                      -(-self._held // _CHUNK_STEPS))  # fmt: skip
+        out[0] += np.bincount(
+            buckets[: self._held].ravel(),
+            weights=(signs[: self._held] * self._span[: self._held]).ravel(),
+            minlength=VECTOR_DIM,
+        )
+        return _unit_rows(out)

@@ -1,6 +1,7 @@
 """Findings of rev43 in files other helpers own, as strict xfails for the lead or the owner
 (each fails now; remove the mark with the fix). docs/SECURITY.md, "Review of 2026-12-07,
-thirty-first round (rev43)"; reproducers in /tmp/rev43-s/.
+thirty-first round (rev43)"; reproducers in /tmp/rev43-s/. Finding 6 fixed by feat46 (a long
+episode taken in pieces): its mark removed.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 from trajledger.ledger.batch_features import FeatureRecorder
 from trajledger.ledger.rollouts.normalise import normalise_steps
@@ -42,9 +42,6 @@ def _features_peak(table: pa.Table, workdir: Path) -> int:
         tracemalloc.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="rev43 finding 6: one episode's features are computed "
-                   "over the whole episode in memory, about 420 bytes a step (ledger/"
-                   "episode_features.py, episode_vectors.py: seal46's)")
 def test_one_long_episodes_features_take_no_more_memory_than_many_short_ones(
         tmp_path: Path) -> None:
     """`record` of one episode of 8,000,000 constant steps (a 212,763-byte Parquet file, every
