@@ -140,8 +140,47 @@ def trained(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
     return train_a_buyer(tmp_path)
 
 
+TRAINED: list[tuple[Path, tuple[Vendor, Buyer, str]]] = []
+"""`train_a_buyer`'s parties as first built in this test process, and where (suite46)."""
+
+
 def train_a_buyer(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
-    """`trained`, for other modules (tests/e2e/test_paths_agree.py)."""
+    """`trained`, for other modules (tests/e2e/test_paths_agree.py and a dozen more).
+
+    Built once per test process (`TRAINED`, in a temporary directory removed at its end) and
+    copied into ``tmp_path`` for each call: the two ledgers, their users' states and the
+    vendor's files, as `build_trained` left them under its root (0.02 CPU-s, against 0.4 to
+    build them: about 40 calls a run). Each test has ledgers of its own, as before; the calls
+    of one process share their keys and log keys, which no test here compares across calls
+    (as `test_histories_exchange.make_parties`' copies share theirs)."""
+    import atexit
+    import copy
+    import shutil
+    import tempfile
+
+    from testkit import release_files
+
+    if not TRAINED:
+        root = Path(tempfile.mkdtemp(prefix="trajledger-trained-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        built = build_trained(root)
+        release_files(root)  # (its SQLite connections closed: each copy whole)
+        TRAINED.append((root, built))
+    root, (vendor, buyer, ckpt) = TRAINED[0]
+    shutil.copytree(root, tmp_path, symlinks=True, dirs_exist_ok=True)
+
+    def moved(party: Any) -> Any:
+        party = copy.copy(party)
+        for name, value in vars(party).items():
+            if isinstance(value, Path) and value.is_relative_to(root):
+                setattr(party, name, tmp_path / value.relative_to(root))
+        return party
+
+    return moved(vendor), moved(buyer), ckpt
+
+
+def build_trained(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
+    """`train_a_buyer`'s parties built at ``tmp_path``."""
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")

@@ -124,6 +124,56 @@ def test_an_encrypted_key_is_derived_once_and_every_other_load_is_real(tmp_path:
     assert loaded.private_bytes_raw() == other.private_bytes_raw()  # type: ignore[union-attr]
 
 
+def test_the_environment_is_read_once_until_a_distribution_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/conftest.py's `read_each_environment_once`: the same lines without a second read
+    while the search path holds the same distributions; a distribution installed, upgraded or
+    removed there (at once: no clock involved) is read for real."""
+    import importlib.metadata
+
+    from trajledger.runner import buildinfo
+
+    reads = []
+    distributions = importlib.metadata.distributions
+
+    def counted() -> object:
+        reads.append(1)
+        return distributions()
+
+    monkeypatch.setattr(importlib.metadata, "distributions", counted)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = buildinfo.environment_lock()
+    assert buildinfo.environment_lock() == first and len(reads) == 1
+    assert first == buildinfo.environment_lock.__wrapped__()  # type: ignore[attr-defined]
+
+    def install(version: str) -> None:
+        meta = tmp_path / f"suite46_probe-{version}.dist-info"
+        meta.mkdir()
+        (meta / "METADATA").write_text(f"Name: suite46-probe\nVersion: {version}\n")
+
+    install("1.0")
+    assert "suite46-probe==1.0" in buildinfo.environment_lock().decode().splitlines()
+    (tmp_path / "suite46_probe-1.0.dist-info" / "METADATA").unlink()
+    (tmp_path / "suite46_probe-1.0.dist-info").rmdir()
+    install("2.0")
+    lines = buildinfo.environment_lock().decode().splitlines()
+    assert "suite46-probe==2.0" in lines and "suite46-probe==1.0" not in lines
+    (tmp_path / "suite46_probe-2.0.dist-info" / "METADATA").unlink()
+    (tmp_path / "suite46_probe-2.0.dist-info").rmdir()
+    assert buildinfo.environment_lock() == first
+
+
+def test_a_module_that_names_the_flushes_has_the_real_ones() -> None:
+    """tests/conftest.py's `_real_flushes`: this module names os.fsync, os.fdatasync and
+    fs.syncfs (tests/unit/test_flushes_in_tests.py sees the ones that do not wait)."""
+    from trajledger.ledger import fs
+
+    for flush in (os.fsync, os.fdatasync, fs.syncfs):
+        assert not hasattr(flush, "__wrapped__"), flush
+    assert fs.syncfs.__module__ == "trajledger.ledger.fs"
+
+
 def test_a_file_still_held_after_the_full_collection_is_named(
         tmp_path: Path, full_collections: list[int]) -> None:
     """rev39 finding 6: a connection something still reaches (a leak a notebook or a server
