@@ -9,7 +9,14 @@ Spec: ``schemas/rollout.v3.md`` sections "Episode table" and "Files" (how return
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +28,78 @@ from .idset import IdSet
 from .normalise import TensorTypes, conform_batch, normalise_episodes, normalise_steps
 from .problems import ProblemCollector, RolloutValidationError
 
-__all__ = ["EpisodeBuilder", "derive_episodes"]
+__all__ = ["SPILL_STEPS", "EpisodeBuilder", "derive_episodes"]
+
+SPILL_STEPS = 65_536  # an open episode's values past this many steps go to disk
+
+
+class _Carried:
+    """One column's values of the open episode: pieces in memory, past `SPILL_STEPS` steps
+    appended to an unlinked file in a 0700 directory, and summed at the end from the file
+    mapped (`np.memmap`) as ``np.add.reduceat`` sums the whole vector: bit for bit the same."""
+
+    def __init__(self, spill: _Spill) -> None:
+        self.spill = spill
+        self.pieces: list[npt.NDArray[np.float64]] = []
+        self.n = 0
+        self.file: IO[bytes] | None = None
+
+    def add(self, values: npt.NDArray[np.float64]) -> None:
+        self.pieces.append(np.array(values, dtype=np.float64))  # a copy: not the whole batch
+        self.n += len(values)
+        if self.file is None and self.n > SPILL_STEPS:
+            self.file = tempfile.TemporaryFile(dir=self.spill.directory())  # noqa: SIM115
+        if self.file is not None:
+            for piece in self.pieces:
+                self.file.write(piece.tobytes())
+            self.pieces = []
+
+    def total(self) -> float:
+        """The sum of the values, as ``np.add.reduceat(whole, [0])[0]`` gives it."""
+        if self.file is None:
+            whole = self.pieces[0] if len(self.pieces) == 1 else np.concatenate(self.pieces)
+            return float(np.add.reduceat(whole, [0])[0]) if self.n else 0.0
+        self.file.flush()
+        if os.fstat(self.file.fileno()).st_size != 8 * self.n:
+            raise OSError("an open episode's spilled values are shorter than written")
+        mapped = np.memmap(self.file, dtype=np.float64, mode="r", shape=(self.n,))
+        try:
+            return float(np.add.reduceat(mapped, [0])[0])
+        finally:
+            del mapped
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        self.pieces = []
+
+
+class _Spill:
+    """The builder's spill directory (0700, made on first use, removed by `close` or, at the
+    latest, when the builder is collected)."""
+
+    def __init__(self, parent: str | Path | None) -> None:
+        self.parent = parent
+        self.path: str | None = None
+        self._finalizer: Callable[[], object] | None = None
+
+    def directory(self) -> str:
+        if self.path is None:
+            self.path = tempfile.mkdtemp(prefix="trajledger-returns-", dir=self.parent)
+            self._finalizer = weakref.finalize(self, _remove_dir, self.path)
+        return self.path
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self.path = None
+
+
+def _remove_dir(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(path)  # its files were unlinked when made
 
 
 @dataclass
@@ -29,12 +107,16 @@ class _OpenEpisode:
     """The episode whose steps reached the end of the last batch (it may continue)."""
 
     episode_id: str | None
-    rewards: npt.NDArray[np.float64]
+    rewards: _Carried
     reward_count: int
-    costs: npt.NDArray[np.float64]
+    costs: _Carried
     cost_count: int
     terminated: bool
     truncated: bool
+
+    def close(self) -> None:
+        self.rewards.close()
+        self.costs.close()
 
 
 class EpisodeBuilder:
@@ -54,14 +136,20 @@ class EpisodeBuilder:
     """
 
     def __init__(
-        self, collector: ProblemCollector | None = None, tensors: TensorTypes | None = None
+        self,
+        collector: ProblemCollector | None = None,
+        tensors: TensorTypes | None = None,
+        spill: str | Path | None = None,
     ) -> None:
         """Start before the first step.
 
         Args:
             collector: where problems go; a new one when None.
             tensors: the batch's tensor types (``final_obs`` follows ``obs``); new when None.
+            spill: a private directory under which an open episode's rewards and costs past
+                `SPILL_STEPS` steps are kept on disk; the system's temporary one when None.
         """
+        self._spill = _Spill(spill)
         self.collector = collector if collector is not None else ProblemCollector()
         self.tensors = tensors if tensors is not None else TensorTypes()
         self._open: _OpenEpisode | None = None
@@ -124,6 +212,7 @@ class EpisodeBuilder:
             return
         if self._open is not None:
             self._take_attrs(pa.array([self._open.episode_id], type=pa.string()))
+            self._open.close()
             self._open = None
         ids = _raw_ids(steps)
         if ids is not None:
@@ -140,6 +229,21 @@ class EpisodeBuilder:
             Episodes that ended before the batch's last episode (which stays open until the
             next batch shows whether it continues), in `EPISODE_SCHEMA`.
         """
+        try:
+            return self._feed(steps)
+        except BaseException:
+            self.close()  # the open episode's spilled values removed
+            raise
+
+    def close(self) -> None:
+        """Drop the open episode and remove its spilled values (after an error, or when the
+        reader stops early; `finish` does it too)."""
+        if self._open is not None:
+            self._open.close()
+            self._open = None
+        self._spill.close()
+
+    def _feed(self, steps: pa.RecordBatch) -> pa.RecordBatch:
         n = steps.num_rows
         if n == 0:
             return self._no_episodes()
@@ -176,40 +280,45 @@ class EpisodeBuilder:
         done_trunc: list[bool] = []
         done_cost: list[float | None] = []
 
-        if opened is not None and continues:
-            # Sum the open episode's rewards together with this batch's first segment.
-            merged_r = np.concatenate([opened.rewards, rewards[:first_end]])
-            merged_c = np.concatenate([opened.costs, costs[:first_end]])
-            returns[0] = np.add.reduceat(merged_r, [0])[0]
-            reward_counts[0] += opened.reward_count
-            cost_sums[0] = np.add.reduceat(merged_c, [0])[0]
-            cost_counts[0] += opened.cost_count
-            counts[0] += len(opened.rewards)
-            seg_ids[0] = opened.episode_id
-            carry_r, carry_c = merged_r, merged_c
-        else:
-            if opened is not None:
-                done_ids.append(opened.episode_id)
-                done_returns.append(_return(opened))
-                done_counts.append(len(opened.rewards))
-                done_term.append(opened.terminated)
-                done_trunc.append(opened.truncated)
-                done_cost.append(
-                    float(np.add.reduceat(opened.costs, [0])[0]) if opened.cost_count else None
-                )
-            carry_r, carry_c = rewards[:first_end], costs[:first_end]
-
         k = len(starts) - 1  # the last segment stays open
-        last_start = int(starts[-1])
-        self._open = _OpenEpisode(
-            episode_id=seg_ids[k],
-            rewards=(carry_r if k == 0 else rewards[last_start:]).copy(),
-            reward_count=int(reward_counts[k]),
-            costs=(carry_c if k == 0 else costs[last_start:]).copy(),
-            cost_count=int(cost_counts[k]),
-            terminated=bool(seg_term[k]),
-            truncated=bool(seg_trunc[k]),
-        )
+        carried: _OpenEpisode | None = None
+        if opened is not None and continues:
+            # The open episode goes on: its values are carried as pieces (or on disk) and
+            # summed over the whole vector when it ends.
+            opened.rewards.add(rewards[:first_end])
+            opened.costs.add(costs[:first_end])
+            reward_counts[0] += opened.reward_count
+            cost_counts[0] += opened.cost_count
+            counts[0] = opened.rewards.n
+            seg_ids[0] = opened.episode_id
+            if k == 0:
+                carried = opened
+            else:
+                returns[0] = opened.rewards.total()
+                cost_sums[0] = opened.costs.total()
+                opened.close()
+        elif opened is not None:
+            done_ids.append(opened.episode_id)
+            done_returns.append(_return(opened))
+            done_counts.append(opened.rewards.n)
+            done_term.append(opened.terminated)
+            done_trunc.append(opened.truncated)
+            done_cost.append(opened.costs.total() if opened.cost_count else None)
+            opened.close()
+        self._open = None
+        if carried is None:
+            last_start = int(starts[-1])
+            carried = _OpenEpisode(
+                seg_ids[k], _Carried(self._spill), 0, _Carried(self._spill), 0, False, False
+            )
+            carried.rewards.add(rewards[last_start:])
+            carried.costs.add(costs[last_start:])
+        carried.episode_id = seg_ids[k]
+        carried.reward_count = int(reward_counts[k])
+        carried.cost_count = int(cost_counts[k])
+        carried.terminated = bool(seg_term[k])
+        carried.truncated = bool(seg_trunc[k])
+        self._open = carried
         done_ids.extend(seg_ids[:k])
         done_returns.extend(
             [
@@ -234,18 +343,21 @@ class EpisodeBuilder:
         Returns:
             The last episode (or no rows when there were no steps), in `EPISODE_SCHEMA`.
         """
-        opened, self._open = self._open, None
-        if opened is None:
-            out = self._no_episodes()
-        else:
-            out = self._emit(
-                [opened.episode_id],
-                [_return(opened)],
-                [len(opened.rewards)],
-                [opened.terminated],
-                [opened.truncated],
-                [float(np.add.reduceat(opened.costs, [0])[0]) if opened.cost_count else None],
-            )
+        opened = self._open
+        try:
+            if opened is None:
+                out = self._no_episodes()
+            else:
+                out = self._emit(
+                    [opened.episode_id],
+                    [_return(opened)],
+                    [opened.rewards.n],
+                    [opened.terminated],
+                    [opened.truncated],
+                    [opened.costs.total() if opened.cost_count else None],
+                )
+        finally:
+            self.close()
         if self._pending is not None and self._pending.num_rows:
             for eid in self._pending.column("episode_id").to_pylist():
                 if eid is not None:
@@ -400,7 +512,7 @@ def _num_text(x: np.float64) -> str:
 
 
 def _return(ep: _OpenEpisode) -> float | None:
-    return float(np.add.reduceat(ep.rewards, [0])[0]) if ep.reward_count else None
+    return ep.rewards.total() if ep.reward_count else None
 
 
 def derive_episodes(steps: pa.Table | pa.RecordBatch, episodes: pa.Table | None = None) -> pa.Table:
