@@ -145,3 +145,30 @@ def test_the_spill_directory_is_removed_on_error_and_on_close(tmp_path: Path) ->
     builder.skip(batches[2])
     builder.finish()
     assert os.listdir(tmp_path) == []
+
+
+def test_the_step_writer_spills_beside_its_files_and_removes_it_when_its_input_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lead's wiring of ep46's Left: `write_steps_parquet` gives its builder the output's
+    directory (the recorder's private workdir) to spill into, not the system's temporary one,
+    and closes it when the input fails mid-episode: nothing is left beside the files."""
+    from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
+
+    batches = _steps([200_000], seed=3).to_batches(max_chunksize=65_536)
+    made: list[str] = []
+    mkdtemp = episodes_mod.tempfile.mkdtemp
+
+    def recorded(*args: object, **kwargs: object) -> str:
+        made.append(path := mkdtemp(*args, **kwargs))  # type: ignore[call-overload]
+        return str(path)
+
+    monkeypatch.setattr(episodes_mod.tempfile, "mkdtemp", recorded)
+
+    def failing() -> object:
+        yield from batches  # the whole episode but its end
+        raise OSError("the input's disk failed")
+
+    with pytest.raises(OSError, match="the input's disk failed"):
+        write_steps_parquet(failing(), tmp_path / "steps.parquet")  # type: ignore[arg-type]
+    assert len(made) == 1 and Path(made[0]).parent == tmp_path, made
+    assert os.listdir(tmp_path) == []

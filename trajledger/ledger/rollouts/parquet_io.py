@@ -646,7 +646,7 @@ def write_steps_parquet(
         max_tensor_bytes=max_tensor_bytes,
         collector=collector,
     )
-    builder = EpisodeBuilder(collector, tensors)
+    builder = EpisodeBuilder(collector, tensors, spill=steps_path.parent)  # (beside the files)
     episode_check = StreamValidator(
         "episodes",
         max_field_bytes=max_field_bytes,
@@ -743,6 +743,7 @@ def write_steps_parquet(
             steps_path.unlink(missing_ok=True)  # never leave a step file without its episodes
             raise
     except BaseException:
+        builder.close()  # a long open episode's spilled values (ep46)
         buffers = [b for b in (groups, episode_groups) if b is not None]
         for buffer in buffers:  # both threads told first, so that neither outlives a failure
             buffer.stop()
