@@ -107,3 +107,23 @@ def test_a_bundle_under_the_policy_before_a_rotation_names_one_cause_and_the_suc
     said = next(line for line in out.splitlines() if "'p' serial 2" in line)
     assert "· policy — the exporter's own policy 'p' serial 2 (in this bundle, log index" in said
     assert " as producer, which signed records here and your policy 'buyer' does not" in said
+
+
+def test_the_look_for_files_written_elsewhere_is_bounded_by_directories_too(
+        tmp_path: Path) -> None:
+    """The lead's second reading of its fix of finding 7: `written_elsewhere` counted the files
+    it read against its bound, not the directories, so a tree of many empty directories was
+    walked whole. With a bound of 50 entries and 200 directories before the one file written,
+    the look stops first (no file named), as it does for 200 files."""
+    import time
+
+    from trajledger.runner.train import written_elsewhere
+
+    since = time.time()
+    for i in range(200):
+        (tmp_path / f"d{i:03}").mkdir()
+    (tmp_path / "zzz").mkdir()
+    (tmp_path / "zzz" / "ckpt.json").write_text("{}")
+    ledger = tmp_path / "elsewhere"
+    assert written_elsewhere(tmp_path, since, skip=ledger, most=50) == ""
+    assert "zzz/ckpt.json" in written_elsewhere(tmp_path, since, skip=ledger, most=1_000)

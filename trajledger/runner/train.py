@@ -660,12 +660,15 @@ def written_elsewhere(workdir: Path, since: float, skip: Path, most: int = 20_00
     """``; it wrote a/b, … under WORKDIR: write ...``, naming up to three files changed in
     ``workdir`` since ``since`` (a plain training loop saving where it always did: out46
     finding 7); hidden directories and the ledger's own (``skip``) are not read, and at most
-    ``most`` entries are, so a huge tree costs a bounded look; empty when none is found."""
+    ``most`` entries (files and directories) are, so a huge tree costs a bounded look; empty
+    when none is found."""
     found: list[str] = []
     seen = 0
+    ledger = skip.resolve()
     for top, dirs, names in os.walk(workdir):
+        seen += len(dirs)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                         and Path(top, d).resolve() != skip.resolve())
+                         and Path(top, d).resolve() != ledger)
         for n in sorted(names):
             seen += 1
             try:
