@@ -297,12 +297,13 @@ class CommandResult:
 class _Stream:
     """One of COMMAND's output pipes: read, hashed, echoed and optionally kept."""
 
-    def __init__(self, pipe: IO[bytes], echo: Callable[[bytes], None], keep: Path | None) -> None:
+    def __init__(self, pipe: IO[bytes], echo: Callable[[bytes], None],
+                 kept: tuple[Path, IO[bytes]] | None) -> None:
         self.fd = pipe.fileno()
         self.pipe = pipe
         self.echo = echo
-        self.keep = keep
-        self.file = open(keep, "xb") if keep is not None else None  # noqa: SIM115 - closed in close()
+        self.keep: Path | None = kept[0] if kept is not None else None
+        self.file: IO[bytes] | None = kept[1] if kept is not None else None
         self.hash = hashlib.sha256()
         self.size = 0
 
@@ -515,8 +516,15 @@ def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_log
     started = time.time()
     mark = os.urandom(8).hex()
     env = {**env, MARK: f"{env[MARK]}:{mark}" if env.get(MARK) else mark}
+    kept = _open_logs(keep_logs)
+    try:
+        with _Subreaping.lock:
+            proc = _start(argv, env, cwd)
+    except BaseException:
+        for _, file in kept:
+            file.close()
+        raise
     with _Subreaping.lock:
-        proc = _start(argv, env, cwd)
         dismiss, watcher = _watch(proc.pid, mark)
         mine += (proc.pid, watcher)
         _Subreaping.started.update(mine)
@@ -524,7 +532,30 @@ def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_log
     assert proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
     known = None if known is None else known | {proc.pid, watcher}
-    return _watched(argv, proc, pgid, dismiss, known, keep_logs, out, started)
+    return _watched(argv, proc, pgid, dismiss, known, kept, out, started)
+
+
+def _open_logs(keep_logs: Path | None) -> list[tuple[Path, IO[bytes]]]:
+    """``stdout.log`` and ``stderr.log`` created in ``keep_logs`` (none without it), before
+    COMMAND starts: its first line finds both, and what it does to them after is a
+    replacement the recording sees, never a race with their creation. A file already there is
+    an error, not overwritten."""
+    if keep_logs is None:
+        return []
+    keep_logs.mkdir(parents=True, exist_ok=True)
+    kept: list[tuple[Path, IO[bytes]]] = []
+    try:
+        for name in ("stdout.log", "stderr.log"):
+            path = keep_logs / name
+            kept.append((path, open(path, "xb")))  # noqa: SIM115 - closed by its _Stream
+    except OSError as e:
+        for made, file in kept:
+            file.close()
+            made.unlink()
+        why = "it already exists" if isinstance(e, FileExistsError) else e.strerror or str(e)
+        raise LedgerError(f"{path}: cannot keep the command's output there: {why}; "
+                          "the command was not started") from e
+    return kept
 
 
 def _start(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
@@ -551,7 +582,7 @@ def _start(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
 
 def _watched(argv: Sequence[str], proc: subprocess.Popen[bytes], pgid: int,
              dismiss: Callable[[], None], known: frozenset[int] | None,
-             keep_logs: Path | None, out: Callable[[bytes], None], started: float
+             kept: list[tuple[Path, IO[bytes]]], out: Callable[[bytes], None], started: float
              ) -> CommandResult:
     """`run_command` from COMMAND started: its output copied and digested, its group policed."""
     assert proc.stdout is not None and proc.stderr is not None
@@ -568,12 +599,8 @@ def _watched(argv: Sequence[str], proc: subprocess.Popen[bytes], pgid: int,
             previous[signum] = signal.signal(signum, forward)
     streams: list[_Stream] = []
     try:
-        if keep_logs is not None:
-            keep_logs.mkdir(parents=True, exist_ok=True)
-        streams = [
-            _Stream(proc.stdout, out, keep_logs / "stdout.log" if keep_logs else None),
-            _Stream(proc.stderr, out, keep_logs / "stderr.log" if keep_logs else None),
-        ]
+        streams = [_Stream(pipe, out, kept[i] if kept else None)
+                   for i, pipe in enumerate((proc.stdout, proc.stderr))]
         # (2)
         left = _pump(proc.pid, pgid, streams, interrupted, known)
     except BaseException:
@@ -582,6 +609,9 @@ def _watched(argv: Sequence[str], proc: subprocess.Popen[bytes], pgid: int,
         proc.wait()
         for stream in streams:
             stream.close()
+        if not streams:
+            for _, file in kept:
+                file.close()
         raise
     finally:
         for restored, handler in previous.items():

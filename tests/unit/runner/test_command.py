@@ -48,6 +48,30 @@ def test_exit_code_and_the_digests_of_both_streams(tmp_path: Path) -> None:
     assert result.argv == (sys.executable, "-c", code)
 
 
+def test_the_kept_logs_exist_before_the_command_starts(tmp_path: Path) -> None:
+    # COMMAND's first line finds both kept logs (they were created before it started): a
+    # command that replaces one at once is a replacement the recording refuses, never a race
+    # in which trajledger's own `open(..., "xb")` failed or wrote into a file already unlinked.
+    code = ("import os, sys; d = sys.argv[1]; "
+            "print(sorted(os.listdir(d)), os.path.getsize(os.path.join(d, 'stdout.log')))")
+    seen: list[bytes] = []
+    result = run_command([sys.executable, "-c", code, str(tmp_path / "logs")], env=_env(),
+                         echo=seen.append, keep_logs=tmp_path / "logs")
+    assert result.returncode == 0
+    assert b"".join(seen) == b"['stderr.log', 'stdout.log'] 0\n"
+
+
+def test_a_kept_log_that_exists_is_not_overwritten_and_nothing_starts(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "stderr.log").write_bytes(b"earlier")
+    with pytest.raises(LedgerError, match=r"stderr\.log.*already exists"):
+        run_command([sys.executable, "-c", "open('started', 'w')"], env=_env(), cwd=tmp_path,
+                    keep_logs=tmp_path / "logs")
+    assert not (tmp_path / "started").exists()
+    assert (tmp_path / "logs" / "stderr.log").read_bytes() == b"earlier"
+    assert not (tmp_path / "logs" / "stdout.log").exists()
+
+
 def test_no_logs_kept_without_asking(tmp_path: Path) -> None:
     result = run_command([sys.executable, "-c", "print('x')"], env=_env(), echo=lambda b: None,
                          cwd=tmp_path)
