@@ -78,12 +78,14 @@ def training_batches(verifier: Any, checkpoint: str) -> dict[str, list[str]]:
 
     out: dict[str, list[str]] = {}
     lineage = [checkpoint]  # grows as it is read: each base checkpoint once
-    for ck in lineage:
+    seen = {checkpoint}  # (a set beside it, and each dataset read once: a chain of continued
+    for ck in lineage:  # training names one dataset at every generation; rev44 finding 1)
         deps = verifier.dependencies(ck)
-        lineage += [d.digest for d in deps if d.role == "base-checkpoint"
-                    and d.digest not in lineage]
-        for rec in (verifier.identity_record(d.digest, "dataset") for d in deps
-                    if d.role == "dataset"):
+        bases, datasets = ([x for x in dict.fromkeys(d.digest for d in deps if d.role == role)
+                            if x not in seen] for role in ("base-checkpoint", "dataset"))
+        lineage += bases
+        seen.update(bases, datasets)
+        for rec in (verifier.identity_record(d, "dataset") for d in datasets):
             ds = rec.predicate if isinstance(rec, Record) else None
             if not isinstance(ds, predicates.Dataset):
                 continue
