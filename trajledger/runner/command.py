@@ -521,8 +521,7 @@ def _run(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, keep_log
         with _Subreaping.lock:
             proc = _start(argv, env, cwd)
     except BaseException:
-        for _, file in kept:
-            file.close()
+        _drop_logs(kept)  # (nothing started: nothing of it left, as `_open_logs` leaves none)
         raise
     with _Subreaping.lock:
         dismiss, watcher = _watch(proc.pid, mark)
@@ -549,13 +548,21 @@ def _open_logs(keep_logs: Path | None) -> list[tuple[Path, IO[bytes]]]:
             path = keep_logs / name
             kept.append((path, open(path, "xb")))  # noqa: SIM115 - closed by its _Stream
     except OSError as e:
-        for made, file in kept:
-            file.close()
-            made.unlink()
+        _drop_logs(kept)
         why = "it already exists" if isinstance(e, FileExistsError) else e.strerror or str(e)
         raise LedgerError(f"{path}: cannot keep the command's output there: {why}; "
                           "the command was not started") from e
     return kept
+
+
+def _drop_logs(kept: list[tuple[Path, IO[bytes]]]) -> None:
+    """Close and remove the kept logs `_open_logs` made, when COMMAND did not start: a run
+    again with the same directory finds none (rev44 finding 2: a command not on PATH left
+    both, and the next run was refused, 'it already exists')."""
+    for made, file in kept:
+        file.close()
+        with contextlib.suppress(FileNotFoundError):
+            made.unlink()
 
 
 def _start(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None

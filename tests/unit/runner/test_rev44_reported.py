@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from trajledger.ledger.errors import LedgerError
+from trajledger.runner.command import run_command
 from trajledger.runner.suite_contamination import training_batches
 from trajledger.verify import predicates
 from trajledger.verify.lineage import Record
@@ -60,3 +66,15 @@ def test_a_loop_of_base_checkpoints_ends_with_every_dataset() -> None:
     chain = _Chain(5, loop=True)
     assert set(training_batches(chain, chain.cks[2])) == {"b1", "b2", "b3"}
     assert chain.reads == 2
+
+
+def test_a_command_that_cannot_start_leaves_no_kept_log(tmp_path: Path) -> None:
+    """rev44 finding 2: `run_command(keep_logs=)` created both logs before COMMAND started
+    (194aadb1) and, when it could not start (not on PATH), closed them but left them: the next
+    run into the same directory was refused ('stdout.log: ... it already exists')."""
+    logs = tmp_path / "logs"
+    for _ in range(2):  # the second is refused for the command alone, as the first
+        with pytest.raises(LedgerError, match=r"cannot be started: .*; is it installed"):
+            run_command([str(tmp_path / "no-such-command")], env=dict(os.environ),
+                        keep_logs=logs)
+        assert sorted(os.listdir(logs)) == []
