@@ -22,9 +22,11 @@ Non-scope: the rules (``runner.admission``), the algorithms (``runner.trainers``
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import importlib.metadata
 import inspect
+import itertools
 import os
 import platform
 import shlex
@@ -271,26 +273,15 @@ def lineage_dependencies(
 ) -> list[ResourceDescriptor]:
     """The dependencies that are artifacts of the log: the dataset (with its log index), the
     environments and evaluators of its batches (from their verified records), the parent."""
-    deps = [
-        ResourceDescriptor.of(
-            f"dataset:{admission.name}@{admission.version}",
-            admission.dataset,
-            role="dataset",
-            logIndex=admission.dataset_index,
-        )
-    ]
+    deps = [ResourceDescriptor.of(f"dataset:{admission.name}@{admission.version}",
+                                  admission.dataset, role="dataset",
+                                  logIndex=admission.dataset_index)]
     for d in admission.dependencies:
         deps.append(ResourceDescriptor.of(f"{d.role}:{d.name}", d.digest, role=d.role,
                                           logIndex=d.index))
     if parent is not None:
-        deps.append(
-            ResourceDescriptor.of(
-                f"checkpoint:{parent.ref}",
-                parent.digest,
-                role="base-checkpoint",
-                logIndex=parent.index,
-            )
-        )
+        deps.append(ResourceDescriptor.of(f"checkpoint:{parent.ref}", parent.digest,
+                                          role="base-checkpoint", logIndex=parent.index))
     return deps
 
 
@@ -658,30 +649,35 @@ def train_command(
 
 def written_elsewhere(workdir: Path, since: float, skip: Path, most: int = 20_000) -> str:
     """``; it wrote a/b, … under WORKDIR: write ...``, naming up to three files changed in
-    ``workdir`` since ``since`` (a plain training loop saving where it always did: out46
-    finding 7); hidden directories and the ledger's own (``skip``) are not read, and at most
-    ``most`` entries (files and directories) are, so a huge tree costs a bounded look; empty
-    when none is found."""
+    ``workdir`` since ``since`` (out46 finding 7: a training loop saving where it always did),
+    names escaped to keep one line; hidden directories and the ledger's (``skip``) not read,
+    nor more than ``most`` entries, in one directory too (rev44 finding 3); or empty."""
     found: list[str] = []
-    seen = 0
-    ledger = skip.resolve()
-    for top, dirs, names in os.walk(workdir):
-        seen += len(dirs)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                         and Path(top, d).resolve() != ledger)
-        for n in sorted(names):
-            seen += 1
-            try:
-                if os.lstat(os.path.join(top, n)).st_mtime >= since - 1:
-                    found.append(os.path.relpath(os.path.join(top, n), workdir))
-            except OSError:
-                continue
-        if len(found) >= 3 or seen >= most:
-            break
+    seen, todo, ledger = 0, [os.fspath(workdir)], skip.resolve()  # (todo: depth first, by name)
+    while todo and len(found) < 3 and seen < most:
+        try:
+            with os.scandir(todo.pop()) as listing:
+                entries = sorted(itertools.islice(listing, most - seen), key=lambda e: e.name)
+        except OSError:
+            continue
+        seen += len(entries)
+        with contextlib.suppress(OSError):
+            todo += [e.path for e in reversed(entries) if e.is_dir(follow_symlinks=False)
+                     and not e.name.startswith(".") and Path(e.path).resolve() != ledger]
+        found += [n if n.isprintable() else ascii(n)[1:-1] for e in entries
+                  if _changed(e, since)
+                  for n in [os.path.relpath(e.path, workdir)]]
     if not found:
         return ""
     return (f"; it wrote {', '.join(found[:3])}{', …' if len(found) > 3 else ''} under "
             f"{workdir}: save checkpoints under $TRAJLEDGER_OUTPUT_DIR instead")
+
+
+def _changed(entry: os.DirEntry[str], since: float) -> bool:
+    with contextlib.suppress(OSError):  # (an entry gone meanwhile is not: False)
+        return not entry.is_dir(follow_symlinks=False) and entry.stat(
+            follow_symlinks=False).st_mtime >= since - 1
+    return False
 
 
 def exit_message(argv: Sequence[str], code: int) -> str:
@@ -892,20 +888,12 @@ def rollout(
             for it, what in ((item, "checkpoint"), (env_item, "environment")):
                 check_lineage(ledger, trust, it, what, "the episodes played were not recorded")
 
-    result = run_policy(
-        policy, gym_id, episodes, seed, max_steps=max_steps, policy_version=item.digest
-    )
-    batch = record_batch(
-        ledger,
-        result.steps,
-        episodes=result.episodes,
-        env=env_item.digest,
-        policy=item.digest,
-        signer=signer,
-        name=f"rollouts-{item.ref}-seed{seed}",
-        generator="trajledger rollout",
-        check=again,
-    )
+    result = run_policy(policy, gym_id, episodes, seed, max_steps=max_steps,
+                        policy_version=item.digest)
+    batch = record_batch(ledger, result.steps, episodes=result.episodes, env=env_item.digest,
+                         policy=item.digest, signer=signer,
+                         name=f"rollouts-{item.ref}-seed{seed}", generator="trajledger rollout",
+                         check=again)
     return batch, float(result.mean_return)
 
 
