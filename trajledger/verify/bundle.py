@@ -591,11 +591,9 @@ def verify_bundle(
     records: list[tuple[int, str, bytes]] = []
     for i, entry, envelope in evidence.policy_records():
         if envelope is None:
-            bundle.fail(
-                "policy history",
-                f"trust-policy record {i}: envelope {entry.envelope[:19]}… "
-                f"(objects/sha256/{entry.envelope[7:]}) is missing from the bundle",
-            )
+            bundle.fail("policy history", f"trust-policy record {i}: envelope "
+                        f"{entry.envelope[:19]}… (objects/sha256/{entry.envelope[7:]}) is "
+                        "missing from the bundle")
         else:
             records.append((i, entry.subject, envelope))
     in_force, notes = follow_history(policy, records)
@@ -638,7 +636,8 @@ def verify_bundle(
     if records and (not report.ok or (declared and policy_digest(in_force) != records[-1][1])):
         from .left_out import exporters_declarations  # what the exporter's policy declares
 
-        exporters_declarations(report, bundle, in_force if declared else None, records, evidence)
+        exporters_declarations(report, bundle, in_force if declared else None, records,
+                               evidence, verifier)
     # (8)
     if subject is not None:
         name_files(report.nodes[subject], evidence, files)

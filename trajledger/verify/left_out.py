@@ -47,6 +47,16 @@ __all__ = ["Bundled", "explain_left_out", "exporters_declarations", "trusted_com
            "trusted_identities_compromised"]
 
 
+class Included(Protocol):
+    """The verification's log (a `verify.lineage.LineageVerifier`): its checkpoint, verified
+    under the policy in force (None: it did not verify), and what it includes."""
+
+    @property
+    def checkpoint(self) -> object | None: ...
+
+    def included(self, index: int) -> str | None: ...
+
+
 class Bundled(Protocol):
     """What is read of a bundle (a `verify.bundle.BundleEvidence`): its log entries."""
 
@@ -58,20 +68,26 @@ class Bundled(Protocol):
 
 
 def exporters_declarations(report: Report, bundle: Node, trusted: TrustPolicy | None,
-                           records: list[tuple[int, str, bytes]], evidence: Bundled) -> None:
+                           records: list[tuple[int, str, bytes]], evidence: Bundled,
+                           log: Included | None = None) -> None:
     """Read the exporter's own policy (``records``: the bundle's trust-policy records, as
     `verify.policy_history.follow_history` takes them, followed from the first) for what its
     ``[[revoked_keys]]`` explain of a failing ``report`` (`explain_left_out`) and the keys of
     the policy in force, ``trusted``, it declares compromised (`trusted_compromised`, on the
-    ``bundle`` node; None: an import, which judges a vendor's declarations itself)."""
+    ``bundle`` node; None: an import, which judges a vendor's declarations itself). The keys it
+    trusts are named (`successor_keys`) only from a history and entries of the log the policy
+    in force trusts (``log``, the verification's: its checkpoint verified, each included):
+    any sender can write a history of its own (rev44 finding 4)."""
     try:
         theirs, _notes = follow_history(None, records)
     except ProvenanceError:
         return  # a history that cannot be followed declares nothing
     if theirs is None:
         return
-    if trusted is not None and not report.ok:
-        successor_keys(bundle, trusted, theirs, records[-1][0], evidence.entries())
+    if trusted is not None and not report.ok and log is not None and log.checkpoint is not None \
+            and all(log.included(i) is None for i, _s, _e in records):
+        successor_keys(bundle, trusted, theirs, records[-1][0],
+                       ((i, raw) for i, raw in evidence.entries() if log.included(i) is None))
     if not (theirs.revoked_keys or theirs.revoked_identities):
         return
     if not report.ok and theirs.revoked_keys:
