@@ -328,6 +328,28 @@ def test_a_full_disk_says_to_free_space(
                          "writes) or write elsewhere, then run the command again"), line
 
 
+def test_a_file_size_limit_says_which_limit_and_the_way_on(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev44's Left: a write past ``ulimit -f`` (Python ignores SIGXFSZ, so the write fails
+    with EFBIG) said ``FAIL: ...: File too large`` and nothing to do next."""
+    import errno
+
+    from trajledger.ledger import fs
+
+    def too_large(*_a: object, **_kw: object) -> None:
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(fs, "write_file_atomic", too_large)
+    r = run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
+            tmp_path / "l.html")
+    expect(r, 3)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("FAIL: ") and "File too large" in line, line
+    assert line.endswith("('ulimit -f', or the file system's own limit): raise the limit or "
+                         "write elsewhere, then run the command again"), line
+
+
 def test_a_command_run_beside_the_quickstarts_ledger_names_it(
     runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -148,6 +148,9 @@ _NEXT_STEP = {
                   "write elsewhere, then run the command again",
     errno.EDQUOT: "free space within your disk quota or write elsewhere, then run the command "
                   "again",
+    errno.EFBIG: "a file grew past the largest this process may write ('ulimit -f', or the "
+                 "file system's own limit): raise the limit or write elsewhere, then run the "
+                 "command again",
     errno.EROFS: "write elsewhere (another --out, --ledger or directory)",
     errno.EACCES: "check who owns it and its mode ('ls -ld'), or use a place of yours",
 }
