@@ -30,6 +30,7 @@ from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.other_predicates import Import
 from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.policy_history import follow_history
+from trajledger.verify.predicates import Revocation
 
 from .catalog import Origins, origin_name
 from .errors import LedgerError, read_failure
@@ -146,8 +147,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                            if isinstance(r := verifier.record(j), Record)]
                 if counted:
                     continue
-                reason = (f"signed by key {rk.keyid[:16]}, which {origin_name(update.vkey)} "
-                          f"declares compromised ({rk.describe()}; its policy "
+                reason = (f"{_reason(rk, update.vkey)} ({rk.describe()}; its policy "
                           f"{theirs.name!r} serial {theirs.serial})")
                 revoke(ledger, digest, signers[0], reason=reason)
                 revoked.append(digest)
@@ -233,24 +233,61 @@ def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str
 
 
 def _claimed(ledger: LedgerHome, changes: Changes, rk: RevokedKey, theirs: TrustPolicy,
-             vkey: str, owner: str, revoked: Sequence[str]) -> None:
+             vkey: str, owner: str, revoked: Sequence[str], *, before: Sequence[str] = ()
+             ) -> None:
     """A declaration by the log ``vkey`` of a key that signed none of its policies and signed
     another log's (``owner``): a claim, not its owner's declaration (``claim``; in
     ``changes.compromised`` when it ``revoked`` here what that log alone brought, as any log's
-    declaration does, else ``changes.suspect``): no firm advice, the owner named (upd46)."""
+    declaration does, else ``changes.suspect``): no firm advice, the owner named (upd46).
+    ``before``: what this ledger revoked on that declaration before the owner was met
+    (`_revoked_on`, ``revokedBefore``): named, with what stands and the way on, never undone:
+    the owner met later may be a thief's log that signed its policy with the stolen key, and
+    undoing would hand it the real owner's revocations (upd47; upd46's Left)."""
     by = origin_name(vkey)
     (changes.compromised if revoked else changes.suspect).append({
         "key": rk.keyid, "declaredBy": by, "digests": [], "declarerBrought": False,
         "claim": True, "owner": owner, "revokedHere": list(revoked),
+        "revokedBefore": list(before),
         "text": f"key {rk.keyid[:16]}, which {by} declares compromised ({rk.describe()}; its "
                 f"policy {theirs.name!r} serial {theirs.serial}), signed the policies of "
                 f"{owner} and none of {by}'s: {by}'s word on it is a claim, not its owner's "
                 "declaration (" + (f"revoked here only what {by} alone brought that it signed "
                 f"since: {', '.join(label(ledger, d) for d in revoked)}" if revoked else
-                "not revoked here") + f"): ask {owner} about its key (its own declaration "
-                "revokes what its log brought you; a thief's log may sign its policy with a "
-                f"stolen key); if you believe {by}, record a successor "
-                f"with [[revoked_keys]] key = \"{rk.keyid}\""})
+                f"revoked here on its word before you met {owner}, and not undone (a "
+                "revocation stands: the log met later may be a thief's, its policy signed "
+                f"with the stolen key): {', '.join(label(ledger, d) for d in before)}"
+                if before else "not revoked here") + f"): ask {owner} about its key (its own "
+                "declaration revokes what its log brought you; a thief's log may sign its "
+                f"policy with a stolen key); if you believe {by}, record a successor "
+                f"with [[revoked_keys]] key = \"{rk.keyid}\"" + (
+                    f"; if {owner} shows the key is sound, ask it to record what was revoked "
+                    f"again under a key you trust, and take {by}'s log out of your policy's "
+                    "vkeys" if before else "")})
+
+
+def _reason(rk: RevokedKey, vkey: str) -> str:
+    """The start of the reason of a revocation `compromises` step 2 records here for the key
+    ``rk`` the log ``vkey`` declares compromised (what `_revoked_on` finds again)."""
+    return f"signed by key {rk.keyid[:16]}, which {origin_name(vkey)} declares compromised"
+
+
+def _revoked_on(ledger: LedgerHome, policy: TrustPolicy, entries: Mapping[int, LogEntry],
+                rk: RevokedKey, vkey: str, state: TrustState | None) -> list[str]:
+    """The artifacts of the log ``vkey``'s ``entries`` signed by ``rk`` that this ledger
+    revoked on that log's declaration of it (`compromises` step 2): a revocation record of
+    its own (no origin) whose reason is `_reason`'s (upd47)."""
+    state = state or ledger.trust_state()
+    digests = dict.fromkeys(e.subject for e in entries.values() if KINDS[e.kind].lineage
+                            and rk.keyid in e.signers)
+    origins, start = Origins(ledger), _reason(rk, vkey)
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    try:
+        return [d for d in digests if any(
+            not origins.of(j) and isinstance(r := verifier.record(j), Record)
+            and isinstance(r.predicate, Revocation) and r.predicate.reason.startswith(start)
+            for j in verifier.records(d, "revocation"))]
+    finally:
+        verifier.close()
 
 
 def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
@@ -382,8 +419,9 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                                        in update.entries.items()}, update.objects)
                 owner = origin_name(update.vkey) if rk.keyid in bringer else _owner(
                     ledger, imports, rk.keyid, {vkey})
-                if owner:
-                    _claimed(ledger, changes, rk, theirs, vkey, owner, ())
+                if owner:  # (upd47) what it revoked here before its owner came
+                    _claimed(ledger, changes, rk, theirs, vkey, owner, (), before=_revoked_on(
+                        ledger, policy, entries, rk, vkey, state))
                     continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}

@@ -1,0 +1,128 @@
+"""End to end (upd47, thirty-second round; upd46's Left): what a relay's claim stopped.
+
+Vendor two relays vendor one's records (its imports unpublished) and is the buyer's only
+source of them; it declares one's key compromised since 0. The buyer cannot place the key
+(one's log not met: it signed none of two's policies, no other log's known), so what two alone
+brought is revoked, as any log's declaration stops what it alone brought (upd46: a thief's
+log may sign its policy with a stolen key, so a claim may not leave that standing). When
+one's own records come, the key signed one's policies: two's word is a claim. Before, the
+buyer was told `(not revoked here)` though four artifacts were revoked here on it.
+
+Decided: not undone (a revocation stands): the log met later whose policies the key signed
+may be a thief's (its policy signed with the stolen key) and the declarer the real owner whose
+policies only its approvers sign; undoing on that evidence would hand the thief the owner's
+revocations. The claim names what was revoked on it before (``revokedBefore``), what stands,
+and the way on, at `import` and `monitor` alike.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from test_updates import Buyer, Vendor, served
+from test_whose_declaration import relaying_parties, two_declares
+
+
+def _stopped_then(tmp_path: Path) -> tuple[Vendor, Buyer, str, set[str]]:
+    """Two, the buyer's only source of one's records, declares one's key since 0: one, the
+    buyer, the key, what was revoked here."""
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
+    buyer.run("import", relay, "--key", "approver")
+    r = two_declares(tmp_path, one, two, buyer, theirs, since=0)
+    (item,) = json.loads(r.stdout)["import"]["compromised"]
+    revoked = set(item["revokedHere"])
+    assert {*one.batches, one.dataset} <= revoked, item
+    return one, buyer, theirs, revoked
+
+
+def _named(report: Any, stderr: str, one: Vendor, theirs: str, revoked: set[str]) -> None:
+    (item,) = [s for s in report["suspect"] if s.get("claim")]
+    assert item["key"] == theirs and item["owner"] == one.origin, item
+    assert set(item["revokedBefore"]) == revoked, item
+    assert item["revokedHere"] == [], item  # nothing more revoked now
+    text = item["text"]
+    assert "not revoked here" not in text, text
+    assert "revoked here on its word before you met one.example/log+" in text, text
+    assert "and not undone" in text and "ask it to record what was revoked again" in text, text
+    assert f"WARNING: {text}" in stderr, stderr
+
+
+def test_the_owners_records_after_a_claim_name_what_it_revoked(tmp_path: Path) -> None:
+    one, buyer, theirs, revoked = _stopped_then(tmp_path)
+    r = buyer.run("import", one.bundle, "--key", "approver", "--json")
+    _named(json.loads(r.stdout)["import"], r.stderr, one, theirs, revoked)
+    r = buyer.run("verify", one.dataset, code=1)  # it stands
+    assert "revoked" in r.output, r.output
+
+
+def test_monitor_of_the_owners_log_after_a_claim_names_what_it_revoked(tmp_path: Path) -> None:
+    one, buyer, theirs, revoked = _stopped_then(tmp_path)
+    for url in served(one):
+        r = buyer.run("monitor", url, "--vkey", one.vkey(), "--key", "approver", "--json")
+        _named(json.loads(r.stdout)["updates"], r.stderr, one, theirs, revoked)
+
+
+def test_a_thiefs_log_met_after_the_owners_declaration_undoes_nothing(tmp_path: Path) -> None:
+    """The other order of the attacker upd46's thief test plays: one's policies are signed by
+    its approver only; one declares its producer key compromised since 0, which revokes what
+    one alone brought (the buyer cannot place the key: the conditional line). Then the thief's
+    log x comes, its policy signed with the stolen key: one's word now reads as a claim naming
+    x, and what it revoked is named, not undone (re-judging here would hand the thief the
+    owner's revocations)."""
+    from testkit import Party
+
+    from test_updates import rollouts
+
+    one = Party(tmp_path, "one")
+    one.run("init", "--origin", "one.example/log")
+    for k in ("vendor", "approver-a", "vendor-new"):
+        one.run("key", "new", k, "--no-encrypt")
+    policy = one.home / "policy.toml"
+    one.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
+            "--approver", "approver-a", "--out", policy)
+    one.run("policy", "set", policy, "--key", "approver-a", "--yes")
+    one.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
+    batch = one.last("record", rollouts(tmp_path / "one.parquet", 1), "--env", "grid@1",
+                     "--policy", "scripted", "--name", "one-1", "--licence", "CC-BY-4.0",
+                     "--key", "vendor")  # fmt: skip
+    bundle = tmp_path / "one.tar.zst"
+    one.run("export", batch, "--out", bundle)
+    x = Party(tmp_path, "x")
+    x.run("init", "--origin", "x.example/log")
+    (x.home / "keys").mkdir(exist_ok=True)
+    for name in ("vendor.key", "vendor.pub"):  # the stolen key
+        (x.home / "keys" / name).write_bytes((one.home / "keys" / name).read_bytes())
+    (x.home / "keys" / "vendor.key").chmod(0o600)
+    x.run("policy", "init", "--roles", "producer", "--out", x.home / "policy.toml")
+    x.run("policy", "set", x.home / "policy.toml", "--key", "vendor", "--yes")
+    x.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
+    envs = tmp_path / "x.tar.zst"
+    x.run("export", "grid@1", "--out", envs)
+    buyer = Buyer(tmp_path, [one])  # type: ignore[list-item]
+    trust = buyer.home / "policy.toml"
+    trust.write_text(trust.read_text().replace('name = "buyer"', 'name = "buyer"\nserial = 2')
+                     .replace("vkeys = [", f'vkeys = ["{x.vkey()}", '))
+    buyer.run("policy", "set", trust, "--key", "approver", "--yes")
+    buyer.run("import", bundle, "--key", "approver")
+    applied = one.size()
+    theirs = next(k["keyid"] for k in json.loads(one.run("key", "list", "--json").stdout)
+                  if k["name"] == "vendor")
+    new = tmp_path / "one-2.toml"
+    one.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor-new",
+            "--approver", "approver-a", "--out", new)
+    new.write_text(new.read_text() + f'\n[[revoked_keys]]\nkey = "{theirs}"\n'
+                   'compromised_since = 0\nreason = "stolen laptop"\n')
+    one.run("policy", "set", new, "--key", "approver-a", "--yes")
+    update = tmp_path / "one-update.tar.zst"
+    one.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver", "--json")
+    (item,) = json.loads(r.stdout)["import"]["compromised"]
+    assert batch in item["revokedHere"], item
+    r = buyer.run("import", envs, "--key", "approver", "--json")
+    (claim,) = [s for s in json.loads(r.stdout)["import"]["suspect"] if s.get("claim")]
+    assert claim["owner"].startswith("x.example/log+"), claim
+    assert set(claim["revokedBefore"]) == set(item["revokedHere"]), claim
+    r = buyer.run("verify", batch, code=1)  # not undone
+    assert "revoked" in r.output, r.output
