@@ -21,8 +21,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from test_updates import Buyer, Vendor, served
+from test_updates import Buyer, Vendor, rollouts, served
 from test_whose_declaration import relaying_parties, two_declares
+from testkit import Party
 
 
 def _stopped_then(tmp_path: Path) -> tuple[Vendor, Buyer, str, set[str]]:
@@ -71,10 +72,6 @@ def test_a_thiefs_log_met_after_the_owners_declaration_undoes_nothing(tmp_path: 
     log x comes, its policy signed with the stolen key: one's word now reads as a claim naming
     x, and what it revoked is named, not undone (re-judging here would hand the thief the
     owner's revocations)."""
-    from testkit import Party
-
-    from test_updates import rollouts
-
     one = Party(tmp_path, "one")
     one.run("init", "--origin", "one.example/log")
     for k in ("vendor", "approver-a", "vendor-new"):
