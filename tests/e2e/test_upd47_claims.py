@@ -123,3 +123,57 @@ def test_a_thiefs_log_met_after_the_owners_declaration_undoes_nothing(tmp_path: 
     assert set(claim["revokedBefore"]) == set(item["revokedHere"]), claim
     r = buyer.run("verify", batch, code=1)  # not undone
     assert "revoked" in r.output, r.output
+
+
+def _declares(two: Vendor, one: Vendor, theirs: str) -> None:
+    """Two's successor without one's key ``theirs``, declaring it compromised since 0 (as
+    `two_declares`, nothing exported)."""
+    policy = two.home / "policy.toml"
+    one_pem = (one.home / "keys" / "vendor.pub").read_text()
+    policy.write_text(policy.read_text().replace("serial = 2", "serial = 3").replace(
+        f'"""{one_pem}""",', "") + f'\n[[revoked_keys]]\nkey = "{theirs}"\n'
+                      'compromised_since = 0\nreason = "hostile"\n')
+    two.run("policy", "set", policy, "--key", "mal-approver", "--yes")
+
+
+def test_monitor_without_keys_names_a_claim_that_would_revoke(tmp_path: Path) -> None:
+    """upd46's untested path: `pending_compromises` with a claim that would revoke. One's log
+    known (its environment), two the only source of one's batches and dataset; two declares
+    one's key since 0 and the buyer monitors two without keys: the pending item names the
+    claim (one's key, none of two's policies) and what applying it would revoke; nothing is
+    recorded."""
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
+    env = tmp_path / "env.tar.zst"
+    one.run("export", "grid@1", "--out", env)
+    buyer.run("import", env, "--key", "approver")
+    buyer.run("import", relay, "--key", "approver")
+    _declares(two, one, theirs)
+    size = buyer.size()
+    for url in served(two):
+        r = buyer.run("monitor", url, "--vkey", two.vkey(), "--json", "--fail-on-revocation",
+                      code=1)  # fmt: skip
+        (item,) = [p for p in json.loads(r.stdout)["updates"]["pending"]
+                   if p["kind"] == "key compromise"]
+        assert item["key"] == theirs and set(item["digests"]) == {*one.batches, one.dataset}
+        assert f"it signed the policies of {one.origin} and none of two.example/log+" \
+            in item["text"], item
+        assert "a claim, not its owner's declaration" in item["text"], item
+        assert "your policy trusts it" not in item["text"], item
+        assert f"WARNING: {item['text']}" in r.stderr, r.stderr
+    assert buyer.size() == size
+
+
+def test_a_claim_on_records_the_relay_brought_first_gives_no_suspect_line(
+        tmp_path: Path) -> None:
+    """upd46's untested path: step 2b's ``not owner`` guard. Two brought one's records first,
+    one's own bundle brought them too (so they are not two's alone), then two declares one's
+    key: the claim only, not also step 2b's `signed what you hold from another log … if the
+    key is theirs` line, which a declaration by the key's owner gives."""
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
+    buyer.run("import", relay, "--key", "approver")
+    buyer.run("import", one.bundle, "--key", "approver")
+    r = two_declares(tmp_path, one, two, buyer, theirs, since=0)
+    report = json.loads(r.stdout)["import"]
+    assert [s.get("claim") for s in report["suspect"]] == [True], report["suspect"]
+    assert "signed what you hold from another log" not in r.stderr, r.stderr
+    assert report["compromised"] == [], report["compromised"]
