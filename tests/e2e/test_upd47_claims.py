@@ -18,9 +18,11 @@ and the way on, at `import` and `monitor` alike.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+from test_evaluations import evals_template, home, script  # noqa: F401
 from test_updates import Buyer, Vendor, rollouts, served
 from test_whose_declaration import relaying_parties, two_declares
 from testkit import Party
@@ -177,3 +179,26 @@ def test_a_claim_on_records_the_relay_brought_first_gives_no_suspect_line(
     assert [s.get("claim") for s in report["suspect"]] == [True], report["suspect"]
     assert "signed what you hold from another log" not in r.stderr, r.stderr
     assert report["compromised"] == [], report["compromised"]
+
+
+def test_an_imported_evaluations_ok_line_names_its_kind_once(
+        home: Path, script: Path, tmp_path: Path) -> None:  # noqa: F811
+    """out46's Left: `import`'s OK line said `evaluation evaluation of bc@1 on regression@1`:
+    an evaluation's name says its kind."""
+    from test_evaluations import POLICY, evaluate
+    from testkit import new_runner
+
+    digest = evaluate(new_runner(), home, script, "pass")
+    bundle = tmp_path / "eval.tar.zst"
+    lab = Party(tmp_path, "lab")
+    lab.home = home
+    lab.run("export", digest, "--out", bundle)
+    auditor = Party(tmp_path, "auditor")
+    auditor.run("init", "--origin", "auditor.example/log")
+    shutil.copytree(home / "keys", auditor.home / "keys", dirs_exist_ok=True)  # the lab's
+    text = POLICY.format(vkey=lab.vkey()).replace("vkeys = [", f'vkeys = ["{auditor.vkey()}", ')
+    (auditor.home / "policy.toml").write_text(text)
+    auditor.run("policy", "set", auditor.home / "policy.toml", "--key", "approver", "--yes")
+    r = auditor.run("import", bundle, "--key", "approver")
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("OK: ") and " from " in x]
+    assert line.startswith("OK: evaluation of bc@1 on regression@1 (sha256:"), r.stderr
