@@ -202,3 +202,59 @@ def test_an_imported_evaluations_ok_line_names_its_kind_once(
     r = auditor.run("import", bundle, "--key", "approver")
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("OK: ") and " from " in x]
     assert line.startswith("OK: evaluation of bc@1 on regression@1 (sha256:"), r.stderr
+
+
+def _import_envelope(party: Vendor) -> str:
+    """The hex digest of the envelope of ``party``'s one import record."""
+    from trajledger.ledger.home import LedgerHome
+    from trajledger.verify.log_entry import LogEntry
+
+    log = LedgerHome.open(party.home).log
+    (env,) = [e.envelope for i in range(log.size)
+              if (e := LogEntry.from_bytes(log.entry(i))).kind == "import"]
+    return env.split(":")[-1]
+
+
+def test_a_logs_import_records_are_published_only_when_its_policy_says(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """The decision on publishing imports (docs/third-party.md, upd47): not by default. Two
+    relays one's dataset under the default ``publish``: its served log and its update bundle
+    carry its import record's entry, not the envelope (which names its supplier and what it
+    took in); three, whose policy adds ``import``, serves it."""
+    import urllib.error
+    import urllib.request
+
+    from test_borrowed_handovers import relays
+    from test_relaying_declarer import _publishing_imports
+
+    one = Vendor(tmp_path, "one", "one.example/log")
+    for name, publish in (("two", False), ("three", True)):
+        party = Vendor(tmp_path, name, f"{name}.example/log", seeds=(3, 4))
+        if publish:
+            _publishing_imports(party)
+        relays(party, one)
+        monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(party.state))
+        hexdigest = _import_envelope(party)
+        for url in served(party):
+            try:
+                with urllib.request.urlopen(f"{url.rstrip('/')}/envelopes/{hexdigest}") as got:
+                    status = got.status
+            except urllib.error.HTTPError as e:
+                status = e.code
+            assert status == (200 if publish else 404), (name, status)
+        update = tmp_path / f"{name}-update.tar.zst"
+        party.run("export", "--updates-since", "0", "--out", update)
+        members = _members(update)
+        assert any(hexdigest in m for m in members) is publish, (name, members)
+
+
+def _members(bundle: Path) -> list[str]:
+    import io
+    import tarfile
+
+    import zstandard
+
+    with bundle.open("rb") as f:
+        data = zstandard.ZstdDecompressor().stream_reader(f).read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return tar.getnames()
