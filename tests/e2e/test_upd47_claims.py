@@ -61,10 +61,18 @@ def test_the_owners_records_after_a_claim_name_what_it_revoked(tmp_path: Path) -
 
 
 def test_monitor_of_the_owners_log_after_a_claim_names_what_it_revoked(tmp_path: Path) -> None:
+    """Without keys (nothing recorded) each run names it; with keys, once."""
     one, buyer, theirs, revoked = _stopped_then(tmp_path)
+    size = buyer.size()
     for url in served(one):
+        for _ in range(2):
+            r = buyer.run("monitor", url, "--vkey", one.vkey(), "--json")
+            _named(json.loads(r.stdout)["updates"], r.stderr, one, theirs, revoked)
+            assert buyer.size() == size
         r = buyer.run("monitor", url, "--vkey", one.vkey(), "--key", "approver", "--json")
         _named(json.loads(r.stdout)["updates"], r.stderr, one, theirs, revoked)
+        r = buyer.run("monitor", url, "--vkey", one.vkey(), "--key", "approver")
+        assert theirs[:16] not in r.stderr, r.stderr
 
 
 def test_a_thiefs_log_met_after_the_owners_declaration_undoes_nothing(tmp_path: Path) -> None:
@@ -258,3 +266,66 @@ def _members(bundle: Path) -> list[str]:
         data = zstandard.ZstdDecompressor().stream_reader(f).read()
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         return tar.getnames()
+
+
+# -- attacks on the above (upd47 item 5): probes that held ----------------------------------------
+def test_a_replayed_declaration_revokes_nothing_more_and_names_nothing_new(
+        tmp_path: Path) -> None:
+    """Two's update bundle carrying its declaration, imported again after one's records named
+    the claim: applied already, nothing recorded, no line of the key."""
+    one, two, buyer, relay, theirs = relaying_parties(tmp_path)
+    buyer.run("import", relay, "--key", "approver")
+    two_declares(tmp_path, one, two, buyer, theirs, since=0)
+    buyer.run("import", one.bundle, "--key", "approver")
+    size = buyer.size()
+    r = buyer.run("import", tmp_path / "two-update.tar.zst", "--key", "approver")
+    assert "applied already up to the bundle's checkpoint; nothing new" in r.stderr, r.stderr
+    assert theirs[:16] not in r.stderr and buyer.size() == size, r.stderr
+
+
+def test_two_relays_disagreeing_stop_nothing_and_the_claim_names_nothing_revoked(
+        tmp_path: Path) -> None:
+    """Two and three both relay one's records; two declares one's key since 0, three does
+    not: not two's alone, so nothing is revoked; when one's records come, the claim says `not
+    revoked here` (``revokedBefore`` empty: `_revoked_on` names only its own revocations made
+    on that declaration)."""
+    from test_borrowed_handovers import relays
+
+    one = Vendor(tmp_path, "one", "one.example/log")
+    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    three = Vendor(tmp_path, "three", "three.example/log", seeds=(5, 6))
+    buyer = Buyer(tmp_path, [one, two, three])
+    for party in (two, three):
+        relays(party, one)
+        bundle = tmp_path / f"{party.name}-relay.tar.zst"
+        party.run("export", one.dataset, "--out", bundle)
+        buyer.run("import", bundle, "--key", "approver")
+    theirs = next(k["keyid"] for k in json.loads(one.run("key", "list", "--json").stdout)
+                  if k["name"] == "vendor")
+    r = two_declares(tmp_path, one, two, buyer, theirs, since=0)
+    assert json.loads(r.stdout)["import"]["compromised"] == [], r.stdout
+    buyer.run("verify", one.dataset)
+    r = buyer.run("import", one.bundle, "--key", "approver", "--json")
+    (claim,) = [s for s in json.loads(r.stdout)["import"]["suspect"] if s.get("claim")]
+    assert claim["revokedBefore"] == [] and "(not revoked here)" in claim["text"], claim
+
+
+def test_monitor_without_keys_names_claims_only(tmp_path: Path) -> None:
+    """The claims `monitor` without keys names are the claims alone: one declares its own key
+    (no claim); two's log, relaying one's records, monitored without keys takes nothing in, so
+    it has no `signed what was just taken in` line, which the run with keys gives."""
+    from test_updates import declare_compromised
+
+    one, two, buyer, _relay, theirs = relaying_parties(tmp_path)
+    buyer.run("import", one.bundle, "--key", "approver")
+    applied = one.size()
+    declare_compromised(one, tmp_path / "one-2.toml", theirs)
+    update = tmp_path / "one-update.tar.zst"
+    one.run("export", "--updates-since", str(applied), "--out", update)
+    buyer.run("import", update, "--key", "approver")
+    for url in served(two):
+        r = buyer.run("monitor", url, "--vkey", two.vkey(), "--json")
+        assert "signed what was just taken in" not in r.stderr, r.stderr
+        assert not json.loads(r.stdout)["updates"]["suspect"], r.stdout
+        r = buyer.run("monitor", url, "--vkey", two.vkey(), "--key", "approver")
+        assert "signed what was just taken in from two.example/log+" in r.stderr, r.stderr

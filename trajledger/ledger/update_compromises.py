@@ -300,8 +300,13 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     `compromises` step 2 would revoke here); one that is neither is not named. A claim
     (`_claimed`: the key signed another log's policies, none of this one's) is named as one."""
     logs = {update.vkey, *update.logs}
+    taken = {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    # (upd47) a claim another log made on a key of this one's, named each run with what it
+    # revoked here before (`_claimed`), as `compromises` names it when keys take the update in
+    _declared_elsewhere(ledger, policy, update, {i: taken[i] for i in update.taken}, changes,
+                        imports, claims=True)
     before = {i: e for k in logs for i, e in entries_of(k, imports).items()}
-    seen = before | {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    seen = before | taken
     theirs, own = _their_compromises(ledger, seen, update.objects)
     if theirs is None:
         return
@@ -393,13 +398,14 @@ def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry],
 
 def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                         taken: Mapping[int, LogEntry], changes: Changes,
-                        imports: Sequence[tuple[int, Import]], state: TrustState | None = None
-                        ) -> None:
+                        imports: Sequence[tuple[int, Import]], state: TrustState | None = None,
+                        *, claims: bool = False) -> None:
     """A record this update takes in that is signed by a key another log here declares
     compromised (a key of that log's own policies, which this ledger's policy does not
     revoke yet) is named in a warning (``changes.suspect``). Not revoked: a policy may list
     anyone's key, so a log's word stops only what it alone brought here (`compromises`);
-    before, such a record was taken in silently (docs/SECURITY.md, rev24 finding 1)."""
+    before, such a record was taken in silently (docs/SECURITY.md, rev24 finding 1).
+    ``claims``: only the claims (`_claimed`; `pending_compromises`: nothing taken in)."""
     signed = {k for e in taken.values() if KINDS[e.kind].lineage for k in e.signers}
     if not signed:
         return
@@ -423,6 +429,8 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                     _claimed(ledger, changes, rk, theirs, vkey, owner, (), before=_revoked_on(
                         ledger, policy, entries, rk, vkey, state))
                     continue
+            if claims:
+                continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
             shown = _shown(ledger, policy, entries, rk.keyid, vkey, state)  # (vend43)
