@@ -28,16 +28,16 @@ from test_whose_declaration import relaying_parties, two_declares
 from testkit import Party
 
 
-def _stopped_then(tmp_path: Path) -> tuple[Vendor, Buyer, str, set[str]]:
-    """Two, the buyer's only source of one's records, declares one's key since 0: one, the
-    buyer, the key, what was revoked here."""
+def _stopped_then(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, str, set[str]]:
+    """Two, the buyer's only source of one's records, declares one's key since 0: one, two,
+    the buyer, the key, what was revoked here."""
     one, two, buyer, relay, theirs = relaying_parties(tmp_path)
     buyer.run("import", relay, "--key", "approver")
     r = two_declares(tmp_path, one, two, buyer, theirs, since=0)
     (item,) = json.loads(r.stdout)["import"]["compromised"]
     revoked = set(item["revokedHere"])
     assert {*one.batches, one.dataset} <= revoked, item
-    return one, buyer, theirs, revoked
+    return one, two, buyer, theirs, revoked
 
 
 def _named(report: Any, stderr: str, one: Vendor, theirs: str, revoked: set[str]) -> None:
@@ -53,7 +53,7 @@ def _named(report: Any, stderr: str, one: Vendor, theirs: str, revoked: set[str]
 
 
 def test_the_owners_records_after_a_claim_name_what_it_revoked(tmp_path: Path) -> None:
-    one, buyer, theirs, revoked = _stopped_then(tmp_path)
+    one, _two, buyer, theirs, revoked = _stopped_then(tmp_path)
     r = buyer.run("import", one.bundle, "--key", "approver", "--json")
     _named(json.loads(r.stdout)["import"], r.stderr, one, theirs, revoked)
     r = buyer.run("verify", one.dataset, code=1)  # it stands
@@ -62,7 +62,7 @@ def test_the_owners_records_after_a_claim_name_what_it_revoked(tmp_path: Path) -
 
 def test_monitor_of_the_owners_log_after_a_claim_names_what_it_revoked(tmp_path: Path) -> None:
     """Without keys (nothing recorded) each run names it; with keys, once."""
-    one, buyer, theirs, revoked = _stopped_then(tmp_path)
+    one, _two, buyer, theirs, revoked = _stopped_then(tmp_path)
     size = buyer.size()
     for url in served(one):
         for _ in range(2):
@@ -329,3 +329,27 @@ def test_monitor_without_keys_names_claims_only(tmp_path: Path) -> None:
         assert not json.loads(r.stdout)["updates"]["suspect"], r.stdout
         r = buyer.run("monitor", url, "--vkey", two.vkey(), "--key", "approver")
         assert "signed what was just taken in from two.example/log+" in r.stderr, r.stderr
+
+
+def test_a_declaration_withdrawn_by_a_forged_successor_is_still_named_with_what_it_stopped(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Two declares one's key since 0 (one's records revoked here), then withdraws it: a
+    successor without the ``[[revoked_keys]]`` entry, which `policy set` refuses (`a revoked
+    key stays revoked`), recorded past that check (what two's writer can log). The buyer's
+    history ignores the successor (verify.succession step 3): when one's records come, the
+    claim is named with what it revoked, as without the withdrawal."""
+    import trajledger.ledger.status as status
+
+    one, two, buyer, theirs, revoked = _stopped_then(tmp_path)
+    policy = two.home / "policy.toml"
+    text = policy.read_text().replace("serial = 3", "serial = 4")
+    policy.write_text(text[:text.index("[[revoked_keys]]")])
+    applied = two.size()
+    monkeypatch.setattr(status, "check_successor", lambda *a: None)
+    two.run("policy", "set", policy, "--key", "mal-approver", "--yes")
+    monkeypatch.undo()
+    update = tmp_path / "two-withdraws.tar.zst"
+    two.run("export", "--updates-since", str(applied), "--out", update)
+    buyer.run("import", update, "--key", "approver")
+    r = buyer.run("import", one.bundle, "--key", "approver", "--json")
+    _named(json.loads(r.stdout)["import"], r.stderr, one, theirs, revoked)
