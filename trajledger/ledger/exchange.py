@@ -551,15 +551,12 @@ def _check_signers(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Si
     approvers = policy.role("approver")
     ids = {s.keyid for s in signers}
     outsiders = sorted(s.name for s in signers if s.keyid not in approvers.keyids)
-    want = max(approvers.threshold, 1)
-    here = []
+    want, here = max(approvers.threshold, 1), []
     for path in ledger.keys.list_private():
         with contextlib.suppress(LedgerError, OSError, ValueError):
-            if ledger.keys.public(path.stem).keyid in approvers.keyids:
-                here.append(path.stem)
-    way = (f": give --key for each of {want} approver key(s) (" + (
-        f"the policy's approver keys here: {', '.join(here)}" if here else
-        "this ledger holds none of the policy's approver keys") + ")")
+            here += [path.stem] if ledger.keys.public(path.stem).keyid in approvers.keyids else []
+    way = (f": give --key for each of {want} approver key(s) (" + (f"the policy's approver keys "
+           f"here: {', '.join(here)}" if here else "this ledger holds none of them") + ")")
     if outsiders:
         raise PolicyError(f"import: key(s) {', '.join(outsiders)} are not approvers in policy "
                           f"{policy.name!r}{way}")
