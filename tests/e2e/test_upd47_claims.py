@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from test_evaluations import evals_template, home, script  # noqa: F401
-from test_updates import Buyer, Vendor, rollouts, served
-from test_whose_declaration import relaying_parties, two_declares
+from test_updates import Buyer, Vendor, served
+from test_whose_declaration import owner_declares, relaying_parties, thief_and_owner, two_declares
 from testkit import Party
 
 
@@ -82,56 +82,17 @@ def test_a_thiefs_log_met_after_the_owners_declaration_undoes_nothing(tmp_path: 
     log x comes, its policy signed with the stolen key: one's word now reads as a claim naming
     x, and what it revoked is named, not undone (re-judging here would hand the thief the
     owner's revocations)."""
-    one = Party(tmp_path, "one")
-    one.run("init", "--origin", "one.example/log")
-    for k in ("vendor", "approver-a", "vendor-new"):
-        one.run("key", "new", k, "--no-encrypt")
-    policy = one.home / "policy.toml"
-    one.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
-            "--approver", "approver-a", "--out", policy)
-    one.run("policy", "set", policy, "--key", "approver-a", "--yes")
-    one.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
-    batch = one.last("record", rollouts(tmp_path / "one.parquet", 1), "--env", "grid@1",
-                     "--policy", "scripted", "--name", "one-1", "--licence", "CC-BY-4.0",
-                     "--key", "vendor")  # fmt: skip
-    bundle = tmp_path / "one.tar.zst"
-    one.run("export", batch, "--out", bundle)
-    x = Party(tmp_path, "x")
-    x.run("init", "--origin", "x.example/log")
-    (x.home / "keys").mkdir(exist_ok=True)
-    for name in ("vendor.key", "vendor.pub"):  # the stolen key
-        (x.home / "keys" / name).write_bytes((one.home / "keys" / name).read_bytes())
-    (x.home / "keys" / "vendor.key").chmod(0o600)
-    x.run("policy", "init", "--roles", "producer", "--out", x.home / "policy.toml")
-    x.run("policy", "set", x.home / "policy.toml", "--key", "vendor", "--yes")
-    x.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key", "vendor")
-    envs = tmp_path / "x.tar.zst"
-    x.run("export", "grid@1", "--out", envs)
-    buyer = Buyer(tmp_path, [one])  # type: ignore[list-item]
-    trust = buyer.home / "policy.toml"
-    trust.write_text(trust.read_text().replace('name = "buyer"', 'name = "buyer"\nserial = 2')
-                     .replace("vkeys = [", f'vkeys = ["{x.vkey()}", '))
-    buyer.run("policy", "set", trust, "--key", "approver", "--yes")
+    one, buyer, bundle, envs, batches, dataset = thief_and_owner(tmp_path)
     buyer.run("import", bundle, "--key", "approver")
-    applied = one.size()
-    theirs = next(k["keyid"] for k in json.loads(one.run("key", "list", "--json").stdout)
-                  if k["name"] == "vendor")
-    new = tmp_path / "one-2.toml"
-    one.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor-new",
-            "--approver", "approver-a", "--out", new)
-    new.write_text(new.read_text() + f'\n[[revoked_keys]]\nkey = "{theirs}"\n'
-                   'compromised_since = 0\nreason = "stolen laptop"\n')
-    one.run("policy", "set", new, "--key", "approver-a", "--yes")
-    update = tmp_path / "one-update.tar.zst"
-    one.run("export", "--updates-since", str(applied), "--out", update)
+    update = owner_declares(tmp_path, one)
     r = buyer.run("import", update, "--key", "approver", "--json")
     (item,) = json.loads(r.stdout)["import"]["compromised"]
-    assert batch in item["revokedHere"], item
+    assert {*batches, dataset} <= set(item["revokedHere"]), item
     r = buyer.run("import", envs, "--key", "approver", "--json")
     (claim,) = [s for s in json.loads(r.stdout)["import"]["suspect"] if s.get("claim")]
     assert claim["owner"].startswith("x.example/log+"), claim
     assert set(claim["revokedBefore"]) == set(item["revokedHere"]), claim
-    r = buyer.run("verify", batch, code=1)  # not undone
+    r = buyer.run("verify", dataset, code=1)  # not undone
     assert "revoked" in r.output, r.output
 
 
