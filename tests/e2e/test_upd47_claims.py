@@ -314,3 +314,20 @@ def test_a_declaration_withdrawn_by_a_forged_successor_is_still_named_with_what_
     buyer.run("import", update, "--key", "approver")
     r = buyer.run("import", one.bundle, "--key", "approver", "--json")
     _named(json.loads(r.stdout)["import"], r.stderr, one, theirs, revoked)
+
+
+def test_a_claim_across_the_declarers_key_rotation_is_named_once_with_what_it_revoked(
+        tmp_path: Path) -> None:
+    """Two declares one's key since 0, then rotates its log key (the buyer follows it with its
+    next update); when one's records come, the claim is named once, with what it revoked
+    under the old key. Before: one line per key of two's log, the new key's saying `not
+    revoked here` beside the old key's list."""
+    one, two, buyer, theirs, revoked = _stopped_then(tmp_path)
+    applied = two.size()
+    two.run("log", "rotate-key")
+    two.run("revoke", two.batches[0], "--reason", "superseded", "--key", "vendor")
+    update = tmp_path / "two-rotated.tar.zst"
+    two.run("export", "--updates-since", str(applied), "--out", update)
+    buyer.run("import", update, "--key", "approver")
+    r = buyer.run("import", one.bundle, "--key", "approver", "--json")
+    _named(json.loads(r.stdout)["import"], r.stderr, one, theirs, revoked)

@@ -271,15 +271,17 @@ def _reason(rk: RevokedKey, vkey: str) -> str:
     return f"signed by key {rk.keyid[:16]}, which {origin_name(vkey)} declares compromised"
 
 
-def _revoked_on(ledger: LedgerHome, policy: TrustPolicy, entries: Mapping[int, LogEntry],
-                rk: RevokedKey, vkey: str, state: TrustState | None) -> list[str]:
-    """The artifacts of the log ``vkey``'s ``entries`` signed by ``rk`` that this ledger
-    revoked on that log's declaration of it (`compromises` step 2): a revocation record of
-    its own (no origin) whose reason is `_reason`'s (upd47)."""
+def _revoked_on(ledger: LedgerHome, policy: TrustPolicy, imports: Sequence[tuple[int, Import]],
+                rk: RevokedKey, vkeys: Collection[str], state: TrustState | None) -> list[str]:
+    """The artifacts of the log of the verifier keys ``vkeys`` (its entries the import records
+    list) signed by ``rk`` that this ledger revoked on that log's declaration of it under one
+    of those keys (`compromises` step 2): a revocation record of its own (no origin) whose
+    reason is `_reason`'s (upd47)."""
     state = state or ledger.trust_state()
-    digests = dict.fromkeys(e.subject for e in entries.values() if KINDS[e.kind].lineage
-                            and rk.keyid in e.signers)
-    origins, start = Origins(ledger), _reason(rk, vkey)
+    digests = dict.fromkeys(e.subject for v in sorted(vkeys)
+                            for e in entries_of(v, imports).values()
+                            if KINDS[e.kind].lineage and rk.keyid in e.signers)
+    origins, start = Origins(ledger), tuple(_reason(rk, v) for v in vkeys)
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
     try:
         return [d for d in digests if any(
@@ -412,6 +414,7 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     revoked_here = {x.keyid for x in policy.revoked_keys}
     logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
     bringer: set[str] | None = None  # the keys that signed the update's log's policies
+    said: set[tuple[str, str]] = set()  # the claims named: a log's first key, the key
     for vkey in sorted(logs - {update.vkey, *update.logs}):
         theirs, own = _their_compromises(ledger, entries := entries_of(vkey, imports))
         for rk in theirs.revoked_keys if theirs is not None else ():
@@ -425,9 +428,13 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                                        in update.entries.items()}, update.objects)
                 owner = origin_name(update.vkey) if rk.keyid in bringer else _owner(
                     ledger, imports, rk.keyid, {vkey})
-                if owner:  # (upd47) what it revoked here before its owner came
-                    _claimed(ledger, changes, rk, theirs, vkey, owner, (), before=_revoked_on(
-                        ledger, policy, entries, rk, vkey, state))
+                if owner:  # (upd47) what it revoked here before its owner came, under any
+                    # of its keys (across a rotation: one log by its origin, as `_owner` has it)
+                    kin = {v for v in logs if v.split("+")[0] == vkey.split("+")[0]}
+                    if (min(kin), rk.keyid) not in said:
+                        said.add((min(kin), rk.keyid))
+                        _claimed(ledger, changes, rk, theirs, vkey, owner, (), before=_revoked_on(
+                            ledger, policy, imports, rk, kin, state))
                     continue
             if claims:
                 continue
