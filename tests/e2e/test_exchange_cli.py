@@ -327,7 +327,9 @@ def test_import_says_the_bundles_own_problems_before_the_threshold(
     lines = r.stderr.splitlines()
     assert lines[0].startswith(f"FAIL: import {vendor.bundle.name}: "), r.stderr
     assert lines[0].endswith("checks failed; nothing imported"), r.stderr
-    assert lines[-1] == "FAIL: import: signed by 1 approver key(s), policy 'buyer' wants 2"
+    assert lines[-1] == ("FAIL: import: signed by 1 approver key(s), policy 'buyer' wants 2: "
+                         "give --key for each of 2 approver key(s) (the policy's approver "
+                         "keys here: b1, b2)")  # the way on (upd47, out46's Left)
     assert Ledger.open(buyer).log.size == 0 and store_count(buyer) == 0
 
 
@@ -336,12 +338,14 @@ def test_import_needs_the_approver_threshold(vendor: Vendor, buyer: Path) -> Non
     expect(
         run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "outsider", "--key", "b1"),
         1,
-        "FAIL: import: key(s) outsider are not approvers in policy 'buyer'\n",
+        "FAIL: import: key(s) outsider are not approvers in policy 'buyer': give --key for "
+        "each of 2 approver key(s) (the policy's approver keys here: b1, b2)\n",
     )
     expect(
         run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1"),
         1,
-        "FAIL: import: signed by 1 approver key(s), policy 'buyer' wants 2\n",
+        "FAIL: import: signed by 1 approver key(s), policy 'buyer' wants 2: give --key for "
+        "each of 2 approver key(s) (the policy's approver keys here: b1, b2)\n",
     )
     expect(
         run(buyer, "import", buyer / "nope.tar.zst", "--policy", policy, "--key", "b1"),

@@ -209,13 +209,12 @@ def test_a_relay_import_record_whose_proofs_fail_says_nothing(tmp_path: Path) ->
     assert "relayed" not in line and FIRM in line, line
 
 
-def test_a_thiefs_log_cannot_turn_the_owners_declaration_into_nothing(tmp_path: Path) -> None:
-    """The attacker the claim invites: one's policies are signed by its approver, never by its
-    producer key; a thief holding that key runs log x, its policy signed with the stolen key,
-    and the buyer applied x (an environment of the same bytes). One declares the key
-    compromised: the key signed x's policies and none of one's, so one's word is named a claim;
-    but what one alone brought, signed by it since, is revoked here all the same (a log stops
-    what it alone brought), never left standing on the thief's signature."""
+def thief_and_owner(tmp_path: Path) -> tuple[Any, Buyer, Path, Path, list[str], str]:
+    """One, its policies signed by its approver ``approver-a``, never by its producer key
+    ``vendor`` (two batches and a dataset, exported as ``bundle``); the thief's log x, its
+    policy signed with one's stolen producer key (its environment, of the same bytes as one's,
+    exported as ``envs``); the buyer, trusting both logs, nothing imported. Returns one, the
+    buyer, bundle, envs, the batches, the dataset (test_upd47_claims.py too)."""
     from testkit import Party
 
     one = Party(tmp_path, "one")
@@ -250,9 +249,13 @@ def test_a_thiefs_log_cannot_turn_the_owners_declaration_into_nothing(tmp_path: 
     trust.write_text(trust.read_text().replace('name = "buyer"', 'name = "buyer"\nserial = 2')
                      .replace("vkeys = [", f'vkeys = ["{x.vkey()}", '))
     buyer.run("policy", "set", trust, "--key", "approver", "--yes")
-    buyer.run("import", bundle, "--key", "approver")
-    buyer.run("import", envs, "--key", "approver")
-    applied, theirs = one.size(), _keyid(one, "vendor")  # type: ignore[arg-type]
+    return one, buyer, bundle, envs, batches, dataset
+
+
+def owner_declares(tmp_path: Path, one: Any) -> Path:
+    """One (`thief_and_owner`) declares its producer key compromised since 0, in a successor
+    signed by its approver with a new producer key: the update bundle since its size now."""
+    applied, theirs = one.size(), _keyid(one, "vendor")
     one.run("key", "new", "vendor-new", "--no-encrypt")
     new = tmp_path / "one-2.toml"
     one.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor-new",
@@ -262,6 +265,20 @@ def test_a_thiefs_log_cannot_turn_the_owners_declaration_into_nothing(tmp_path: 
     one.run("policy", "set", new, "--key", "approver-a", "--yes")
     update = tmp_path / "one-update.tar.zst"
     one.run("export", "--updates-since", str(applied), "--out", update)
+    return update
+
+
+def test_a_thiefs_log_cannot_turn_the_owners_declaration_into_nothing(tmp_path: Path) -> None:
+    """The attacker the claim invites: one's policies are signed by its approver, never by its
+    producer key; a thief holding that key runs log x, its policy signed with the stolen key,
+    and the buyer applied x (an environment of the same bytes). One declares the key
+    compromised: the key signed x's policies and none of one's, so one's word is named a claim;
+    but what one alone brought, signed by it since, is revoked here all the same (a log stops
+    what it alone brought), never left standing on the thief's signature."""
+    one, buyer, bundle, envs, batches, dataset = thief_and_owner(tmp_path)
+    buyer.run("import", bundle, "--key", "approver")
+    buyer.run("import", envs, "--key", "approver")
+    update = owner_declares(tmp_path, one)
     r = buyer.run("import", update, "--key", "approver", "--json")
     report = json.loads(r.stdout)["import"]
     (item,) = report["compromised"]

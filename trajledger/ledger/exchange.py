@@ -544,19 +544,25 @@ def _policy_bytes(envelope: bytes, subject: str, index: int) -> bytes:
 # -- import --------------------------------------------------------------------------------
 
 
-def _check_signers(policy: TrustPolicy, signers: Sequence[Signer]) -> None:
+def _check_signers(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer]) -> None:
+    """The import's signers are approvers of ``policy``, as many as its threshold; each
+    refusal names the way on: a ``--key`` for each, and the approver keys this ledger holds
+    (upd47: out46 saw `wants 2` and no way on)."""
     approvers = policy.role("approver")
     ids = {s.keyid for s in signers}
     outsiders = sorted(s.name for s in signers if s.keyid not in approvers.keyids)
+    want, here = max(approvers.threshold, 1), []
+    for path in ledger.keys.list_private():
+        with contextlib.suppress(LedgerError, OSError, ValueError):
+            here += [path.stem] if ledger.keys.public(path.stem).keyid in approvers.keyids else []
+    way = (f": give --key for each of {want} approver key(s) (" + (f"the policy's approver keys "
+           f"here: {', '.join(here)}" if here else "this ledger holds none of them") + ")")
     if outsiders:
-        raise PolicyError(
-            f"import: key(s) {', '.join(outsiders)} are not approvers in policy {policy.name!r}"
-        )
-    if len(ids) < max(approvers.threshold, 1):
-        raise PolicyError(
-            f"import: signed by {len(ids)} approver key(s), policy {policy.name!r} wants "
-            f"{max(approvers.threshold, 1)}"
-        )
+        raise PolicyError(f"import: key(s) {', '.join(outsiders)} are not approvers in policy "
+                          f"{policy.name!r}{way}")
+    if len(ids) < want:
+        raise PolicyError(f"import: signed by {len(ids)} approver key(s), policy "
+                          f"{policy.name!r} wants {want}{way}")
 
 
 def _checked_proof(ev: BundleEvidence, index: int, entry: bytes, what: str) -> list[bytes]:
@@ -748,7 +754,7 @@ def import_bundle(
     policy = dataclasses.replace(policy, earlier=())
     # (1) said after the bundle's own problems (left37): no approver is sought for a bad file
     try:
-        _check_signers(policy, keys)
+        _check_signers(ledger, policy, keys)
         signers_short: PolicyError | None = None
     except PolicyError as e:
         signers_short = e

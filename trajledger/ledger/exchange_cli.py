@@ -473,7 +473,9 @@ def import_(
     held = (_lineage_report(ledger, str(result.digest), policy, "size").failures()
             if not result.recorded and result.index >= 0 and result.digest else [])
     changes = result.changes
-    what = (f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
+    named = (result.name if result.name.startswith(f"{result.kind} ")  # an evaluation's
+             else f"{result.kind} {result.name}")  # name says its kind (upd47, out46's Left)
+    what = (f"{named} ({result.digest[:19]}…) from {result.origin}"
             if result.digest else f"updates from {result.origin}")
     try:  # before the document, for its `import.lookalikes` (left33 finding 2)
         lookalikes: list[str] | None = _lookalikes(ledger, result.report)

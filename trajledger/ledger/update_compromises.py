@@ -30,6 +30,7 @@ from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.other_predicates import Import
 from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.policy_history import follow_history
+from trajledger.verify.predicates import Revocation
 
 from .catalog import Origins, origin_name
 from .errors import LedgerError, read_failure
@@ -146,8 +147,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                            if isinstance(r := verifier.record(j), Record)]
                 if counted:
                     continue
-                reason = (f"signed by key {rk.keyid[:16]}, which {origin_name(update.vkey)} "
-                          f"declares compromised ({rk.describe()}; its policy "
+                reason = (f"{_reason(rk, update.vkey)} ({rk.describe()}; its policy "
                           f"{theirs.name!r} serial {theirs.serial})")
                 revoke(ledger, digest, signers[0], reason=reason)
                 revoked.append(digest)
@@ -233,24 +233,63 @@ def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str
 
 
 def _claimed(ledger: LedgerHome, changes: Changes, rk: RevokedKey, theirs: TrustPolicy,
-             vkey: str, owner: str, revoked: Sequence[str]) -> None:
+             vkey: str, owner: str, revoked: Sequence[str], *, before: Sequence[str] = ()
+             ) -> None:
     """A declaration by the log ``vkey`` of a key that signed none of its policies and signed
     another log's (``owner``): a claim, not its owner's declaration (``claim``; in
     ``changes.compromised`` when it ``revoked`` here what that log alone brought, as any log's
-    declaration does, else ``changes.suspect``): no firm advice, the owner named (upd46)."""
+    declaration does, else ``changes.suspect``): no firm advice, the owner named (upd46).
+    ``before``: what this ledger revoked on that declaration before the owner was met
+    (`_revoked_on`, ``revokedBefore``): named, with what stands and the way on, never undone:
+    the owner met later may be a thief's log that signed its policy with the stolen key, and
+    undoing would hand it the real owner's revocations (upd47; upd46's Left)."""
     by = origin_name(vkey)
     (changes.compromised if revoked else changes.suspect).append({
         "key": rk.keyid, "declaredBy": by, "digests": [], "declarerBrought": False,
         "claim": True, "owner": owner, "revokedHere": list(revoked),
+        "revokedBefore": list(before),
         "text": f"key {rk.keyid[:16]}, which {by} declares compromised ({rk.describe()}; its "
                 f"policy {theirs.name!r} serial {theirs.serial}), signed the policies of "
                 f"{owner} and none of {by}'s: {by}'s word on it is a claim, not its owner's "
                 "declaration (" + (f"revoked here only what {by} alone brought that it signed "
                 f"since: {', '.join(label(ledger, d) for d in revoked)}" if revoked else
-                "not revoked here") + f"): ask {owner} about its key (its own declaration "
-                "revokes what its log brought you; a thief's log may sign its policy with a "
-                f"stolen key); if you believe {by}, record a successor "
-                f"with [[revoked_keys]] key = \"{rk.keyid}\""})
+                f"revoked here on its word before you met {owner}, and not undone (a "
+                "revocation stands: the log met later may be a thief's, its policy signed "
+                f"with the stolen key): {', '.join(label(ledger, d) for d in before)}"
+                if before else "not revoked here") + f"): ask {owner} about its key (its own "
+                "declaration revokes what its log brought you; a thief's log may sign its "
+                f"policy with a stolen key); if you believe {by}, record a successor "
+                f"with [[revoked_keys]] key = \"{rk.keyid}\"" + (
+                    f"; if {owner} shows the key is sound, ask it to record what was revoked "
+                    f"again under a key you trust, and take {by}'s log out of your policy's "
+                    "vkeys" if before else "")})
+
+
+def _reason(rk: RevokedKey, vkey: str) -> str:
+    """The start of the reason of a revocation `compromises` step 2 records here for the key
+    ``rk`` the log ``vkey`` declares compromised (what `_revoked_on` finds again)."""
+    return f"signed by key {rk.keyid[:16]}, which {origin_name(vkey)} declares compromised"
+
+
+def _revoked_on(ledger: LedgerHome, policy: TrustPolicy, imports: Sequence[tuple[int, Import]],
+                rk: RevokedKey, vkeys: Collection[str], state: TrustState | None) -> list[str]:
+    """The artifacts of the log of the verifier keys ``vkeys`` (its entries the import records
+    list) signed by ``rk`` that this ledger revoked on that log's declaration of it under one
+    of those keys (`compromises` step 2): a revocation record of its own (no origin) whose
+    reason is `_reason`'s (upd47)."""
+    state = state or ledger.trust_state()
+    digests = dict.fromkeys(e.subject for v in sorted(vkeys)
+                            for e in entries_of(v, imports).values()
+                            if KINDS[e.kind].lineage and rk.keyid in e.signers)
+    origins, start = Origins(ledger), tuple(_reason(rk, v) for v in vkeys)
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    try:
+        return [d for d in digests if any(
+            not origins.of(j) and isinstance(r := verifier.record(j), Record)
+            and isinstance(r.predicate, Revocation) and r.predicate.reason.startswith(start)
+            for j in verifier.records(d, "revocation"))]
+    finally:
+        verifier.close()
 
 
 def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
@@ -263,8 +302,13 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     `compromises` step 2 would revoke here); one that is neither is not named. A claim
     (`_claimed`: the key signed another log's policies, none of this one's) is named as one."""
     logs = {update.vkey, *update.logs}
+    taken = {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    # (upd47) a claim another log made on a key of this one's, named each run with what it
+    # revoked here before (`_claimed`), as `compromises` names it when keys take the update in
+    _declared_elsewhere(ledger, policy, update, {i: taken[i] for i in update.taken}, changes,
+                        imports, claims=True)
     before = {i: e for k in logs for i, e in entries_of(k, imports).items()}
-    seen = before | {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    seen = before | taken
     theirs, own = _their_compromises(ledger, seen, update.objects)
     if theirs is None:
         return
@@ -356,19 +400,21 @@ def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry],
 
 def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                         taken: Mapping[int, LogEntry], changes: Changes,
-                        imports: Sequence[tuple[int, Import]], state: TrustState | None = None
-                        ) -> None:
+                        imports: Sequence[tuple[int, Import]], state: TrustState | None = None,
+                        *, claims: bool = False) -> None:
     """A record this update takes in that is signed by a key another log here declares
     compromised (a key of that log's own policies, which this ledger's policy does not
     revoke yet) is named in a warning (``changes.suspect``). Not revoked: a policy may list
     anyone's key, so a log's word stops only what it alone brought here (`compromises`);
-    before, such a record was taken in silently (docs/SECURITY.md, rev24 finding 1)."""
+    before, such a record was taken in silently (docs/SECURITY.md, rev24 finding 1).
+    ``claims``: only the claims (`_claimed`; `pending_compromises`: nothing taken in)."""
     signed = {k for e in taken.values() if KINDS[e.kind].lineage for k in e.signers}
     if not signed:
         return
     revoked_here = {x.keyid for x in policy.revoked_keys}
     logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
     bringer: set[str] | None = None  # the keys that signed the update's log's policies
+    said: set[tuple[str, str]] = set()  # the claims named: a log's first key, the key
     for vkey in sorted(logs - {update.vkey, *update.logs}):
         theirs, own = _their_compromises(ledger, entries := entries_of(vkey, imports))
         for rk in theirs.revoked_keys if theirs is not None else ():
@@ -382,9 +428,16 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                                        in update.entries.items()}, update.objects)
                 owner = origin_name(update.vkey) if rk.keyid in bringer else _owner(
                     ledger, imports, rk.keyid, {vkey})
-                if owner:
-                    _claimed(ledger, changes, rk, theirs, vkey, owner, ())
+                if owner:  # (upd47) what it revoked here before its owner came, under any
+                    # of its keys (across a rotation: one log by its origin, as `_owner` has it)
+                    kin = {v for v in logs if v.split("+")[0] == vkey.split("+")[0]}
+                    if (min(kin), rk.keyid) not in said:
+                        said.add((min(kin), rk.keyid))
+                        _claimed(ledger, changes, rk, theirs, vkey, owner, (), before=_revoked_on(
+                            ledger, policy, imports, rk, kin, state))
                     continue
+            if claims:
+                continue
             hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
                    if KINDS[e.kind].lineage and rk.keyid in e.signers}
             shown = _shown(ledger, policy, entries, rk.keyid, vkey, state)  # (vend43)
