@@ -1,0 +1,68 @@
+"""End to end: a release manager's questions once the evidence of a release fails (out47).
+
+On test_evaluations' ledger (bc@1, regression@1 required at success_rate >= 0.5): bc@1 is
+evaluated under ``judge@1``, released, and ``judge@1`` is revoked as buggy. What ``release``,
+``verify`` and ``show`` say, in text and in ``--json``, and what a release says of an
+evaluation that records no check of its suite against the training data.
+
+Findings: docs/SECURITY.md, "Review of 2026-12-07, thirty-second round (out47)".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from test_evaluations import evals_template, home, log_size, note_episode_ids, script  # noqa: F401
+from test_out46_release import judged_by, register
+from test_runner_cli import expect, run
+
+REQUIREMENT = "success_rate on regression@1"
+
+
+def released_then_retired(runner: CliRunner, home: Path, script: Path) -> str:  # noqa: F811
+    """bc@1 released on an evaluation under judge@1, then judge@1 revoked: the release."""
+    register(runner, home, "1")
+    judged_by(runner, home, script, "judge@1")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    expect(run(runner, home, "revoke", "judge@1", "--key", "vendor", "--reason",
+               "off-by-one in the threshold"), 0)
+    return r.stdout.strip().splitlines()[-1]
+
+
+def checks(doc: dict, kind: str) -> dict[str, dict]:  # type: ignore[type-arg]
+    """The checks of the one node of ``kind`` in a report's JSON, by what they check."""
+    (node,) = [n for n in doc["nodes"] if n["kind"] == kind]
+    return {c["what"]: c for c in node["checks"]}
+
+
+def test_a_requirement_on_an_evaluation_whose_evaluator_is_revoked_does_not_read_ok(
+    runner: CliRunner, home: Path, script: Path  # noqa: F811
+) -> None:
+    """out47 finding 2 (out46's Left): the release's requirement said ``✓ success_rate on
+    regression@1 — 1 (evaluation …)`` under a report that fails because that evaluation's
+    evaluator is revoked; ``--json`` had it ``ok`` too. It fails now, naming the failing
+    record as its cause, and the problem is still counted once (the revocation)."""
+    rel = released_then_retired(runner, home, script)
+    r = run(runner, home, "verify", rel)
+    expect(r, 1)
+    assert f"✓ {REQUIREMENT}" not in r.stdout, r.stdout
+    assert (f"✗ {REQUIREMENT} — 1 (evaluation sha256:") in r.stdout, r.stdout
+    assert "does not count while evaluator judge@1 (sha256:" in r.stdout, r.stdout
+    assert ": 1 problem(s) in " in r.stdout, r.stdout
+    r = run(runner, home, "verify", rel, "--json")
+    expect(r, 1)
+    doc = json.loads(r.stdout)
+    req = checks(doc, "release")[REQUIREMENT]
+    (evaluator,) = [n["id"] for n in doc["nodes"] if n["kind"] == "evaluator"]
+    assert req["status"] == "fail" and req["cause"] == evaluator, req
+    assert len(doc["causes"]) == 1 and doc["causes"][0]["node"] == evaluator, doc["causes"]
+    r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
+    expect(r, 1)
+    req = checks(json.loads(r.stdout)["report"], "release-decision")[REQUIREMENT]
+    assert req["status"] == "fail" and req["cause"] == evaluator, req
+    r = run(runner, home, "release", "bc@1", "--dry-run")
+    expect(r, 1)
+    assert "refused, 1 problem(s)" in r.stderr, r.stderr
