@@ -66,3 +66,35 @@ def test_a_requirement_on_an_evaluation_whose_evaluator_is_revoked_does_not_read
     r = run(runner, home, "release", "bc@1", "--dry-run")
     expect(r, 1)
     assert "refused, 1 problem(s)" in r.stderr, r.stderr
+
+
+
+def test_a_release_with_too_few_approvers_says_which_keys_and_how(
+    runner: CliRunner, home: Path, script: Path  # noqa: F811
+) -> None:
+    """out47 finding 4 (the brief's d): ``[release] approvals = 2`` and one ``--key``: the
+    refusal said ``signed by 1 approver(s), [release] needs 2`` and not which keys or how to
+    give them; ``--json``'s ``next`` was empty."""
+    from trajledger import Ledger
+
+    expect(run(runner, home, "key", "new", "approver-b", "--no-encrypt"), 0)
+    policy = (home / "policy.toml").read_text()
+    (home / "policy-2.toml").write_text(
+        policy.replace("serial = 1", "serial = 2").replace("approvals = 1", "approvals = 2")
+        .replace('keys = ["keys/approver.pub"]', 'keys = ["keys/approver.pub", '
+                 '"keys/approver-b.pub"]'))
+    Ledger.open(home).set_policy(home / "policy-2.toml", keys=["approver"])
+    register(runner, home, "1")
+    judged_by(runner, home, script, "judge@1")
+    size = log_size(home)
+    way = ("sign it with 1 more approver key, each given by its own --key ('trajledger release "
+           "bc@1 --key approver --key NAME'; the policy's approver keys here: approver, "
+           "approver-b; each key counts once), then run 'trajledger release' again")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    assert f"> release: signed by 1 approver(s), [release] needs 2: {way}\n" in r.stderr, r.stderr
+    r = run(runner, home, "release", "bc@1", "--key", "approver", "--dry-run", "--json")
+    expect(r, 1)
+    assert json.loads(r.stdout)["next"] == [way], r.stdout
+    assert log_size(home) == size
+    expect(run(runner, home, "release", "bc@1", "--key", "approver", "--key", "approver-b"), 0)
