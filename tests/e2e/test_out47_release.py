@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from test_evaluations import evals_template, home, log_size, note_episode_ids, script  # noqa: F401
 from test_out46_release import judged_by, register
@@ -98,3 +99,44 @@ def test_a_release_with_too_few_approvers_says_which_keys_and_how(
     assert json.loads(r.stdout)["next"] == [way], r.stdout
     assert log_size(home) == size
     expect(run(runner, home, "release", "bc@1", "--key", "approver", "--key", "approver-b"), 0)
+
+
+def test_a_release_on_an_evaluation_with_no_contamination_entry_says_so(
+    runner: CliRunner, home: Path, script: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """out47 finding 3 (evalc46's Left, the brief's c): ``release`` counted an evaluation that
+    records no comparison of its suite with the checkpoint's training data (one made before
+    the thirty-first round, or by other tooling) without a word. It still counts (older
+    releases verify as they did), and ``release``, ``release --dry-run`` and ``verify``
+    of the release say so: a ``NOTE:`` line, an ``info`` check of the decision in --json."""
+    from trajledger.runner import suite_contamination
+    from trajledger.verify.predicates import ResourceDescriptor
+
+    register(runner, home, "1")
+    with monkeypatch.context() as m:  # an evaluation as older tooling recorded it
+        m.setattr(suite_contamination.SuiteCheck, "descriptor", lambda self: ResourceDescriptor(
+            name="older-tooling", uri="https://example.invalid/eval"))
+        judged_by(runner, home, script, "judge@1")
+    said = ("records no comparison of its suite with bc@1's training data (no 'contamination' "
+            "entry: made before 'eval' compared them, or by other tooling); it counts, "
+            "unchecked; for one that is checked, run 'trajledger eval bc@1 --suite regression@1 "
+            "--key KEY' (KEY: a key of the policy's evaluator role)")
+    r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
+    expect(r, 0)
+    assert f"NOTE: release of bc@1: contamination on regression@1: evaluation sha256:" in r.stderr
+    assert said in r.stderr, r.stderr
+    info = checks(json.loads(r.stdout)["report"], "release-decision")["contamination on "
+                                                                       "regression@1"]
+    assert info["status"] == "info" and said in info["detail"], info
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    assert said in r.stderr, r.stderr
+    rel = r.stdout.strip().splitlines()[-1]
+    r = run(runner, home, "verify", rel)
+    expect(r, 0)
+    assert f"· contamination on regression@1 — evaluation sha256:" in r.stdout, r.stdout
+    # an evaluation that records the comparison (eval does now) says nothing of it
+    judged_by(runner, home, script, "judge@1")
+    r = run(runner, home, "release", "bc@1", "--dry-run")
+    expect(r, 0)
+    assert "NOTE" not in r.stderr and "contamination" not in r.stderr, r.stderr

@@ -26,7 +26,8 @@ from .judge import Record, RecordFailure
 from .other_predicates import Evaluation, Release, split_test_name
 from .predicates import HELD_OUT, Dataset
 from .release_rules import Requirement, requirement_problems
-from .report import OK, Node
+from .nodes import NAMED
+from .report import INFO, OK, Node
 from .report import short as _short
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["Walk", "brought_by", "evaluation_problems", "judge_use", "release_named",
+__all__ = ["Walk", "brought_by", "compared", "evaluation_problems", "judge_use", "release_named",
            "release_requirement", "release_rules", "release_suite", "trained_on_suite"]
 
 
@@ -149,7 +150,27 @@ def release_requirement(
                   f"count while {fails_with.label} fails: it stands on it", cause=fails_with.id)
     else:
         node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
+        for r in runs:
+            if not compared(r) and isinstance(p := r.predicate, Evaluation):
+                ck = f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED)
+                node.add(f"contamination on {req.suite}", INFO, f"evaluation "
+                         f"{_short(r.entry.subject)} (log index {r.index}) records no "
+                         f"comparison of its suite with {ck}'s training data (no "
+                         "'contamination' entry: made before 'eval' compared them, or by other "
+                         "tooling); it counts, unchecked; for one that is checked, run "
+                         + _eval_line(ck, req.suite))
     return {r.entry.subject for r in runs}
+
+
+def compared(rec: Record) -> bool:
+    """Whether an evaluation records the comparison of its suite with its checkpoint's
+    training data (its ``contamination`` configuration entry, role ``contamination-check``,
+    which ``eval`` writes since the thirty-first round: evalc46). One without it still counts
+    (older releases verify as they did); the release says so (out47 finding 3)."""
+    ev = rec.predicate
+    return isinstance(ev, Evaluation) and any(
+        d.name == "contamination" and d.annotations.get("role") == "contamination-check"
+        for d in ev.configuration)
 
 
 def judge_use(v: Walk, node: Node, rec: Record) -> None:
