@@ -123,7 +123,7 @@ def test_a_release_on_an_evaluation_with_no_contamination_entry_says_so(
             "--key KEY' (KEY: a key of the policy's evaluator role)")
     r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
     expect(r, 0)
-    assert f"NOTE: release of bc@1: contamination on regression@1: evaluation sha256:" in r.stderr
+    assert "NOTE: release of bc@1: contamination on regression@1: evaluation sha256:" in r.stderr
     assert said in r.stderr, r.stderr
     info = checks(json.loads(r.stdout)["report"], "release-decision")["contamination on "
                                                                        "regression@1"]
@@ -134,7 +134,7 @@ def test_a_release_on_an_evaluation_with_no_contamination_entry_says_so(
     rel = r.stdout.strip().splitlines()[-1]
     r = run(runner, home, "verify", rel)
     expect(r, 0)
-    assert f"· contamination on regression@1 — evaluation sha256:" in r.stdout, r.stdout
+    assert "· contamination on regression@1 — evaluation sha256:" in r.stdout, r.stdout
     # an evaluation that records the comparison (eval does now) says nothing of it
     judged_by(runner, home, script, "judge@1")
     r = run(runner, home, "release", "bc@1", "--dry-run")

@@ -55,3 +55,17 @@ def test_a_vendor_that_rotated_its_producer_key_can_revoke_what_the_old_one_prod
     assert 0 in (new.exit_code, old.exit_code) or not (
         "give --key vendor" in new.stderr and "holds no role in policy" in old.stderr), (
         new.stderr, old.stderr)
+
+
+@pytest.mark.xfail(strict=True, reason="out47 finding 7: for the lead (ledger/clikit.py)")
+def test_a_release_manager_asking_for_status_is_sent_to_verify(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The release manager, after the evaluator version of a release was revoked, asks
+    ``trajledger status``: ``Error: No such command 'status'. Did you mean 'stats'?``, and
+    ``stats`` is episode statistics. Whether a release (any record) still stands is
+    ``verify REF``'s answer (``show`` describes, and lists only records about REF itself).
+    Expected: the usage error names it."""
+    r = run(runner, tmp_path, "status")
+    expect(r, 2)
+    assert "trajledger verify" in r.stderr, r.stderr

@@ -17,7 +17,7 @@ from test_evaluations import evals_template, home  # noqa: F401
 from test_runner_cli import expect, run
 
 
-def lock_of(home: Path) -> dict:  # type: ignore[type-arg]
+def lock_of(home: Path) -> dict:  # type: ignore[type-arg]  # noqa: F811
     """The dependency-lock descriptor of bc@1's provenance, as ``show --json`` prints it."""
     r = run(CliRunner(), home, "show", "bc@1", "--json")
     expect(r, 0)

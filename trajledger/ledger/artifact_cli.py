@@ -290,30 +290,6 @@ def _refuse_reward_options_of_other_formats(
                                    f"trl-completions), not {kind} ({path})")
 
 
-def _print_carried(ref: str, info: dict[str, Any], name: str) -> None:
-    """``show REF --content NAME``: the bytes the record carries under ``name``, when they
-    hash to the digest named beside them, if one is (out47 finding 1)."""
-    import hashlib
-
-    from .show import carried
-
-    found = [(d, b) for n, d, b in carried(info["predicate"]) if n == name]
-    if not found:
-        names = ", ".join(visible(n) for n, _d, _b in carried(info["predicate"])) or "none"
-        raise click.UsageError(f"{ref} carries no content named {name!r} (it carries: "
-                               f"{names})")
-    digest, data = found[0]
-    if data is None or digest not in (None, f"sha256:{hashlib.sha256(data).hexdigest()}"):
-        from trajledger.verify.errors import VerificationError
-
-        raise VerificationError(
-            f"{ref}: the {name!r} it carries " + ("is no base64" if data is None else
-            f"does not hash to the digest named beside it ({digest or 'none'})")
-            + ": nothing printed; 'trajledger verify' judges the record")
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-
-
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -670,7 +646,8 @@ def show(ctx: Context, ref: str, as_json: bool, content: str | None) -> None:
     for c in info["carries"]:
         size = "not base64" if c["size"] is None else f"{c['size']} bytes"
         how = shlex.join(["trajledger", "show", ref, "--content", c["name"]])
-        _line(f"  carries     {c['name']}  {c['digest'] or 'no sha256'}  {size} ('{how}' prints it)")
+        _line(f"  carries     {c['name']}  {c['digest'] or 'no sha256'}  {size} "
+              f"('{how}' prints it)")
     for f in info.get("files", []):
         _line(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")
     for s in info.get("status", []):

@@ -23,10 +23,10 @@ from ._jcs import canonical_bytes
 from .digest import digest_bytes
 from .errors import FormatError
 from .judge import Record, RecordFailure
+from .nodes import NAMED
 from .other_predicates import Evaluation, Release, split_test_name
 from .predicates import HELD_OUT, Dataset
 from .release_rules import Requirement, requirement_problems
-from .nodes import NAMED
 from .report import INFO, OK, Node
 from .report import short as _short
 
