@@ -2,7 +2,7 @@
 (out47, out46's Left): the dependency lock a training run records is carried whole, base64,
 in the checkpoint's provenance (several KB); ``show`` printed it on one line.
 
-Findings: docs/SECURITY.md, "Review of 2026-12-07, thirty-first round (out47)".
+Findings: docs/SECURITY.md, "Review of 2026-12-07, thirty-second round (out47)".
 """
 
 from __future__ import annotations

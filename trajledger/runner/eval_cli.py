@@ -153,9 +153,11 @@ def release(
     evaluation of the checkpoint on the suite NAME@VERSION, signed by an evaluator key, must
     exist and meet min / max, and drop no more than max_drop from its parent's evaluation on
     the same suite. Otherwise exit 1 with one line per missing or failing evaluation, and
-    nothing is recorded. Run again on the same evaluations (a CI job retried), it answers with
-    the release that stands and records nothing. Anyone verifies the release offline from its
-    bundle ('trajledger export RELEASE', then 'python -m verify BUNDLE --policy P').
+    nothing is recorded. An evaluation counted that records no comparison of its suite with the
+    training data (older, or other tooling) is a NOTE line. Run again on the same evaluations
+    (a CI job retried), it answers with the release that stands and records nothing. Anyone
+    verifies the release offline from its bundle ('trajledger export RELEASE', then
+    'python -m verify BUNDLE --policy P').
 
     \b
     Example:
