@@ -56,7 +56,9 @@ def test_a_release_on_a_retired_evaluator_says_to_evaluate_again(
                "off-by-one in the threshold"), 0)
     size = log_size(home)
     refused(runner, home, "> revoked: off-by-one in the threshold (log index ",
-            "; and 1 record that depends on it; evaluation of bc@1 on regression@1 (sha256:",
+            # out47 finding 2: the requirement fails with the revocation as its cause, so the
+            # decision counts among what depends on it, as `verify` of a release counts it
+            "; and 2 records that depend on it; evaluation of bc@1 on regression@1 (sha256:",
             "stands on it: evaluate bc@1 again on regression@1 under an evaluator version that "
             "stands ('trajledger eval bc@1 --suite regression@1 --key KEY --evaluator "
             "NAME@VERSION'; one made in another ledger comes by 'trajledger import'), then run "

@@ -507,7 +507,9 @@ def test_show_by_name_digest_and_prefix(runner: CliRunner, home: Path) -> None:
         "predicate",
         "files",
         "status",
+        "carries",  # out47 finding 1: what the record carries whole (here nothing)
     }
+    assert info["carries"] == []
     assert info["origins"] == []
     assert (info["kind"], info["ref"], info["index"], info["status"]) == (
         "environment",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -595,22 +596,31 @@ def _line(text: str) -> None:
 @click.command()
 @click.argument("ref")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--content", metavar="NAME",
+              help="Print the bytes the record carries under NAME (its 'carries' lines: a "
+              "checkpoint's dependency-lock), checked against their digest when it names one.")
 @pass_ctx
-def show(ctx: Context, ref: str, as_json: bool) -> None:
+def show(ctx: Context, ref: str, as_json: bool, content: str | None) -> None:
     """Show a recorded artifact: NAME@VERSION, a digest, or a unique digest prefix; or a
     record (approval, revocation...) by the envelope digest that printed it.
 
     A record an import brought from another log names that log (`imported from the log
-    ORIGIN+KEYHASH`; `origins` with --json). Descriptive only: `trajledger verify` judges.
+    ORIGIN+KEYHASH`; `origins` with --json). What it carries whole (a training run's
+    dependency lock) is a `carries` line, its digest and size; --content NAME prints it.
+    Descriptive only: `trajledger verify` judges.
 
     \b
     Examples:
       trajledger show cartpole-train@1
       trajledger show 3f9c0a --json
+      trajledger show cartpole-bc@2 --content dependency-lock > lock.txt
     """
-    from .show import describe
+    from .show import describe, elided
 
     info = describe(ctx.ledger(), ref)
+    if content is not None:
+        _print_carried(ref, info, content)
+        return
     if as_json:
         emit_json(info)
         return
@@ -628,15 +638,44 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
     for origin in info["origins"]:
         _line(f"  imported    from the log {origin}")
     _line(f"  predicate   {info['predicateType']}")
-    for k, v in info["predicate"].items():
+    for k, v in elided(info["predicate"]).items():
         if k != "manifest":
             text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
             text = text.translate(NAMED) if k in ("name", "version") else text
             _line(f"    {k}: {text}")
+    for c in info["carries"]:
+        size = "not base64" if c["size"] is None else f"{c['size']} bytes"
+        how = shlex.join(["trajledger", "show", ref, "--content", c["name"]])
+        _line(f"  carries     {c['name']}  {c['digest'] or 'no sha256'}  {size} "
+              f"('{how}' prints it)")
     for f in info.get("files", []):
         _line(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")
     for s in info.get("status", []):
         _line(f"  status      {s}")
+
+
+def _print_carried(ref: str, info: dict[str, Any], name: str) -> None:
+    """``show REF --content NAME``: the bytes the record carries under ``name``, when they
+    hash to the digest named beside them, if one is (out47 finding 1)."""
+    import hashlib
+
+    from .show import carried
+
+    found = [(d, b) for n, d, b in carried(info["predicate"]) if n == name]
+    if not found:
+        names = ", ".join(visible(n) for n, _d, _b in carried(info["predicate"])) or "none"
+        raise click.UsageError(f"{ref} carries no content named {name!r} (it carries: "
+                               f"{names})")
+    digest, data = found[0]
+    if data is None or digest not in (None, f"sha256:{hashlib.sha256(data).hexdigest()}"):
+        from trajledger.verify.errors import VerificationError
+
+        raise VerificationError(
+            f"{ref}: the {name!r} it carries " + ("is no base64" if data is None else
+            f"does not hash to the digest named beside it ({digest or 'none'})")
+            + ": nothing printed; 'trajledger verify' judges the record")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
 
 
 @click.command()

@@ -10,6 +10,8 @@ only: ``trajledger verify`` judges.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.dsse import Envelope
@@ -24,7 +26,7 @@ from .catalog import Catalog, Origins, RefError
 if TYPE_CHECKING:
     from .home import LedgerHome
 
-__all__ = ["describe", "envelope_entry"]
+__all__ = ["carried", "describe", "elided", "envelope_entry"]
 
 STATUS_KINDS = ("approval", "revocation", "erasure", "refusal")
 
@@ -64,6 +66,8 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
         "origins": Origins(ledger).names(item.index),
         "predicateType": statement.predicate_type,
         "predicate": statement.predicate,
+        "carries": [{"name": n, "digest": d, "size": None if b is None else len(b)}
+                    for n, d, b in carried(statement.predicate)],
     }
     try:
         if ledger.store.exists(item.digest):
@@ -90,6 +94,48 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
                           + "".join(_withdrawals(ledger, record)))
     info["status"] = status
     return info
+
+
+def _descriptors(value: Any) -> Iterator[dict[str, Any]]:
+    """Each object of ``value`` (a predicate) that carries ``content`` under a ``name``: an
+    in-toto resource descriptor holding its bytes (a run's dependency lock), in order."""
+    todo = [value]
+    while todo:  # iteratively: a predicate is another's JSON, nested at will
+        v = todo.pop()
+        if isinstance(v, dict):
+            if isinstance(v.get("content"), str) and isinstance(v.get("name"), str):
+                yield v
+            todo += reversed(list(v.values()))
+        elif isinstance(v, list):
+            todo += reversed(v)
+
+
+def carried(predicate: Any) -> list[tuple[str, str | None, bytes | None]]:
+    """What a record carries whole (out47 finding 1: ``show`` printed a several-KB lock
+    inline): each descriptor's name, its ``sha256:`` digest (None: none given) and its bytes
+    (None: its ``content`` is no base64)."""
+    out = []
+    for d in _descriptors(predicate):
+        digest = d.get("digest")
+        hexa = digest.get("sha256") if isinstance(digest, dict) else None
+        try:
+            data: bytes | None = base64.b64decode(d["content"], validate=True)
+        except ValueError:
+            data = None
+        out.append((d["name"], f"sha256:{hexa}" if isinstance(hexa, str) else None, data))
+    return out
+
+
+def elided(predicate: Any) -> Any:
+    """``predicate`` with each carried ``content`` replaced by where its line is (`carried`),
+    for the text form: the JSON form keeps the bytes."""
+    if isinstance(predicate, dict):
+        return {k: ("(carried: see its 'carries' line)" if k == "content" and isinstance(v, str)
+                    and isinstance(predicate.get("name"), str) else elided(v))
+                for k, v in predicate.items()}
+    if isinstance(predicate, list):
+        return [elided(v) for v in predicate]
+    return predicate
 
 
 def _withdrawals(ledger: LedgerHome, record: LogEntry) -> list[str]:
@@ -139,5 +185,7 @@ def _describe_record(ledger: LedgerHome, catalog: Catalog, index: int) -> dict[s
         "origins": Origins(ledger).names(index),
         "predicateType": statement.predicate_type,
         "predicate": statement.predicate,
+        "carries": [{"name": n, "digest": d, "size": None if b is None else len(b)}
+                    for n, d, b in carried(statement.predicate)],
         "status": [w.removeprefix("; ") for w in _withdrawals(ledger, entry)],
     }

@@ -21,12 +21,14 @@ from trajledger.ledger.clikit import (
     emit_result,
     ok,
     pass_ctx,
+    visible,
 )
 
 from .commands import ALLOW_ENV_MODULE_OPTION, POLICY_OPTION, command_policy
 
 if TYPE_CHECKING:
     from trajledger.verify.other_predicates import Release
+    from trajledger.verify.report import Report
 
 __all__ = ["COMMANDS"]
 
@@ -151,9 +153,11 @@ def release(
     evaluation of the checkpoint on the suite NAME@VERSION, signed by an evaluator key, must
     exist and meet min / max, and drop no more than max_drop from its parent's evaluation on
     the same suite. Otherwise exit 1 with one line per missing or failing evaluation, and
-    nothing is recorded. Run again on the same evaluations (a CI job retried), it answers with
-    the release that stands and records nothing. Anyone verifies the release offline from its
-    bundle ('trajledger export RELEASE', then 'python -m verify BUNDLE --policy P').
+    nothing is recorded. An evaluation counted that records no comparison of its suite with the
+    training data (older, or other tooling) is a NOTE line. Run again on the same evaluations
+    (a CI job retried), it answers with the release that stands and records nothing. Anyone
+    verifies the release offline from its bundle ('trajledger export RELEASE', then
+    'python -m verify BUNDLE --policy P').
 
     \b
     Example:
@@ -186,6 +190,7 @@ def release(
            f"evaluation(s) under policy {policy.name!r} serial {policy.serial} (dry run: "
            f"nothing was signed or recorded){again}"
            f"{_note_fate(note, None if held is None else held.release, True)}")
+        _unchecked(judged.report, judged.ref.ref)
         if as_json:
             emit_json({"released": held is not None, "releasable": True, "dryRun": True,
                        "digest": None if held is None else held.digest,
@@ -203,9 +208,23 @@ def release(
            f"{len(r.evaluations)} evaluation(s) under policy {policy.name!r} serial "
            f"{policy.serial}; nothing new was recorded (a new evaluation, a new release)"
            f"{_note_fate(note, r, False)}")
+    _unchecked(out.report, f"{r.checkpoint.name}@{r.checkpoint.version}")
     emit_result(as_json, out.digest, {
         "released": True, "releasable": True, "dryRun": False, "recorded": out.recorded,
         "digest": out.digest, "logIndex": out.index, "report": out.report.to_json()})
+
+
+def _unchecked(report: Report, ck: str) -> None:
+    """A ``NOTE:`` line per evaluation the release counts that records no comparison of its
+    suite with the checkpoint's training data (``verify.releases.compared``; the decision's
+    ``info`` check in --json): it counts, and the user learns it was not checked (out47
+    finding 3)."""
+    from trajledger.ledger.user_state import notice
+
+    for node in report.nodes.values():
+        for c in node.checks if node.kind == "release-decision" else ():
+            if c.status == "info" and c.what.startswith("contamination on "):
+                notice(visible(f"release of {ck}: {c.what}: {c.detail}"))
 
 
 def _note_fate(note: str | None, held: Release | None, dry: bool) -> str:

@@ -191,7 +191,8 @@ def judge_release(
 
     report = decide(verifier, decision, ck.digest, walk)
     if not report.ok:
-        failures, steps = _refusal(report, decision.id, ck.ref)
+        failures, steps = _refusal(report, decision.id, ck.ref,
+                                   _more_approvers(ledger, policy, ck.ref, keys))
         raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
                                   "nothing was recorded\n" + "\n".join(failures), report, steps)
     cited = tuple(sorted(used))
@@ -200,11 +201,28 @@ def judge_release(
                          _held(ledger, verifier, ck.digest, cited, keys, report))
 
 
-def _refusal(report: Report, decision: str, ck: str) -> tuple[list[str], list[str]]:
+def _more_approvers(ledger: LedgerHome, policy: TrustPolicy, ck: str,
+                    keys: Sequence[tuple[str, str]]) -> str:
+    """What to do when ``keys`` are fewer approvers than ``[release] approvals`` (out47
+    finding 4): which keys here hold the role, and the command giving each."""
+    assert policy.release is not None
+    more = policy.release.approvals - len({k for _, k in keys})
+    mine = sorted(k.name for k in ledger.keys.list() if policy.holds("approver", k.keyid))
+    given = "".join(f" --key {name}" for name, _ in keys)
+    return (f"sign it with {more if more > 0 else 'another'} more approver key"
+            f"{'s' if more > 1 else ''}, each given by its own --key ('trajledger release {ck}"
+            f"{given} --key NAME'; the policy's approver keys here: "
+            f"{', '.join(mine) or 'none (ask its approvers)'}; each key counts once), then run "
+            "'trajledger release' again")
+
+
+def _refusal(report: Report, decision: str, ck: str,
+             approvers: str) -> tuple[list[str], list[str]]:
     """The refusal's lines (`Report.failures`) and what to do next, added to the line of each
     root cause that makes an evaluation the release needs fail and is not in the checkpoint's
     own lineage (out46): a suite that no longer verifies (name another suite), a revoked
-    evaluator version (evaluate again under one that stands), anything else (evaluate again)."""
+    evaluator version (evaluate again under one that stands), anything else (evaluate again);
+    and to too few approvers, ``approvers`` (`_more_approvers`)."""
     from trajledger.verify.blame import failure_lines
     from trajledger.verify.report import HIDDEN
 
@@ -234,6 +252,8 @@ def _refusal(report: Report, decision: str, ck: str) -> tuple[list[str], list[st
                 # The latest evaluation's suite does not verify (verify.releases): none on it
                 # counts; a suite pinned by digest that no record here names is another log's.
                 hint = (other if "the suite does not verify" in c.detail else
+                        approvers if c.what == "release" and c.detail.startswith("signed by ")
+                        else
                         "if another ledger recorded it, import it ('trajledger import BUNDLE': "
                         f"the bundle of an evaluation on it carries it), {again}"
                         if c.detail.endswith("no dataset record of it is logged before the "

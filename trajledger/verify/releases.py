@@ -23,10 +23,11 @@ from ._jcs import canonical_bytes
 from .digest import digest_bytes
 from .errors import FormatError
 from .judge import Record, RecordFailure
+from .nodes import NAMED
 from .other_predicates import Evaluation, Release, split_test_name
 from .predicates import HELD_OUT, Dataset
 from .release_rules import Requirement, requirement_problems
-from .report import OK, Node
+from .report import INFO, OK, Node
 from .report import short as _short
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["Walk", "brought_by", "evaluation_problems", "judge_use", "release_named",
+__all__ = ["Walk", "brought_by", "compared", "evaluation_problems", "judge_use", "release_named",
            "release_requirement", "release_rules", "release_suite", "trained_on_suite"]
 
 
@@ -106,13 +107,16 @@ def _eval_line(checkpoint: str, suite: str) -> str:
 def release_requirement(
     node: Node, req: Requirement, checkpoint: str, ev: Record | None,
     parent: Record | None, parents: Sequence[str], cited: Sequence[str] | None,
-    suite_failed: int | None = None,
+    suite_failed: int | None = None, fails_with: Node | None = None,
 ) -> set[str]:
     """Judge one requirement of the policy's ``[release]`` for ``checkpoint``: ``ev`` is its
     latest verified evaluation on the suite, ``parent`` that of its parent (``parents[0]``)
     when the rule has ``max_drop``; both must be ``cited`` when it is given. Adds a check to
     ``node``; returns the digests of the evaluations used. ``suite_failed``: the log index of
-    the latest evaluation, not counted because its suite does not verify (no new run helps)."""
+    the latest evaluation, not counted because its suite does not verify (no new run helps).
+    ``fails_with``: a failing record the evaluations stand on (`failing_below`): the check
+    fails with it as its cause, so it is no second problem, and never reads ok while its
+    evidence fails (out46's Left: a revoked evaluator version)."""
     label = f"{req.metric} on {req.suite}"
     if ev is None and suite_failed is not None:
         node.fail(label, f"missing: the latest evaluation of {_short(checkpoint)} on "
@@ -141,9 +145,32 @@ def release_requirement(
                      f"{_short(r.entry.subject)} (log index {r.index})" for r in runs)
     if problems:
         node.fail(label, "; ".join(problems) + f" ({what})")
+    elif fails_with is not None:
+        node.fail(label, f"{ev.predicate.metric(req.metric):.4g} ({what}), which does not "
+                  f"count while {fails_with.label} fails: it stands on it", cause=fails_with.id)
     else:
         node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
+        for r in runs:
+            if not compared(r) and isinstance(p := r.predicate, Evaluation):
+                ck = f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED)
+                node.add(f"contamination on {req.suite}", INFO, f"evaluation "
+                         f"{_short(r.entry.subject)} (log index {r.index}) records no "
+                         f"comparison of its suite with {ck}'s training data (no "
+                         "'contamination' entry: made before 'eval' compared them, or by other "
+                         "tooling); it counts, unchecked; for one that is checked, run "
+                         + _eval_line(ck, req.suite))
     return {r.entry.subject for r in runs}
+
+
+def compared(rec: Record) -> bool:
+    """Whether an evaluation records the comparison of its suite with its checkpoint's
+    training data (its ``contamination`` configuration entry, role ``contamination-check``,
+    which ``eval`` writes since the thirty-first round: evalc46). One without it still counts
+    (older releases verify as they did); the release says so (out47 finding 3)."""
+    ev = rec.predicate
+    return isinstance(ev, Evaluation) and any(
+        d.name == "contamination" and d.annotations.get("role") == "contamination-check"
+        for d in ev.configuration)
 
 
 def judge_use(v: Walk, node: Node, rec: Record) -> None:
@@ -263,8 +290,31 @@ def release_rules(
         if ev is not None and req.max_drop is not None and parents:
             parent = _latest_evaluation(v, parents[0], suite, cited or (), until)[0]
         # (3)
-        used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited, failed)
+        below = next(filter(None, (failing_below(v, r.entry.subject)
+                                   for r in (ev, parent) if r is not None)), None)
+        used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited, failed,
+                                    below)
     return used
+
+
+def failing_below(v: Walk, evaluation: str) -> Node | None:
+    """The first record the verified ``evaluation`` stands on (its evaluator, its suite and
+    theirs) whose own checks fail, or None. The evaluation's own checks are judged where it
+    is chosen (`_latest_evaluation`); its checkpoint's lineage is the release's own, failing
+    it there."""
+    todo = [d.digest for d in v.dependencies(evaluation) if d.role != "checkpoint"]
+    seen: set[str] = set()
+    while todo:
+        if (digest := todo.pop()) in seen:
+            continue
+        seen.add(digest)
+        try:
+            if not (n := v.node(digest)).ok:
+                return n
+        except KeyError:  # not verified: nothing known to fail
+            continue
+        todo += [d.digest for d in v.dependencies(digest)]
+    return None
 
 
 def release_suite(v: Walk, req: Requirement, before: int,

@@ -1,0 +1,71 @@
+"""What out47's outsiders found in files out47 does not own: strict xfails, each for its
+owner (docs/SECURITY.md, "Review of 2026-12-07, thirty-second round (out47)").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_runner_cli import expect, run
+
+
+def vendor_only(runner: CliRunner, home: Path) -> str:
+    """A vendor-only ledger (third-party.md: a producer, no approver) holding one batch."""
+    expect(run(runner, home, "init"), 0)
+    expect(run(runner, home, "key", "new", "vendor", "--no-encrypt"), 0)
+    expect(run(runner, home, "policy", "init", "--roles", "producer", "--producer", "vendor",
+               "--out", home / "policy.toml"), 0)
+    expect(run(runner, home, "policy", "set", home / "policy.toml", "--key", "vendor", "--yes"), 0)
+    expect(run(runner, home, "env", "register", "cartpole", "--version", "1", "--gym-id",
+               "CartPole-v1", "--key", "vendor"), 0)
+    steps = home.parent / "steps.jsonl"
+    steps.write_text("".join(json.dumps({
+        "episode_id": "ep-0", "step": t, "obs": [0.01 * t, 0.02, 0.0, 0.0], "action": t % 2,
+        "reward": 1.0, "terminated": t == 2, "truncated": False}) + "\n" for t in range(3)))
+    r = run(runner, home, "record", steps, "--env", "cartpole@1", "--policy", "random",
+            "--key", "vendor")
+    expect(r, 0)
+    return r.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.xfail(strict=True, reason="out47 finding 5: for the lead (ledger/status.py)")
+def test_a_vendor_that_rotated_its_producer_key_can_revoke_what_the_old_one_produced(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A vendor-only ledger replaces its producer key (keys/README.md, "Replacing a key": a
+    successor listing the new key instead of the old one), then must revoke a batch the old
+    key recorded (consent withdrawn). ``revoke --key vendor2`` says ``did not produce it (…
+    key vendor here: give --key vendor)``; ``revoke --key vendor`` says ``it holds no role in
+    policy … serial 2``: each line sends to the other, and nothing can revoke the batch
+    (no approver in a vendor-only ledger). Expected: the producer key that succeeded it
+    revokes it, or the refusal names a way that works (a successor keeping the old key as a
+    producer until the revocation is logged: what the outsider found by trying)."""
+    home = tmp_path / "vendor"
+    batch = vendor_only(runner, home)
+    expect(run(runner, home, "key", "new", "vendor2", "--no-encrypt"), 0)
+    expect(run(runner, home, "policy", "init", "--roles", "producer", "--producer", "vendor2",
+               "--out", home / "policy-2.toml"), 0)
+    expect(run(runner, home, "policy", "set", home / "policy-2.toml", "--key", "vendor",
+               "--yes"), 0)
+    new = run(runner, home, "revoke", batch, "--reason", "consent withdrawn", "--key", "vendor2")
+    old = run(runner, home, "revoke", batch, "--reason", "consent withdrawn", "--key", "vendor")
+    assert 0 in (new.exit_code, old.exit_code) or not (
+        "give --key vendor" in new.stderr and "holds no role in policy" in old.stderr), (
+        new.stderr, old.stderr)
+
+
+@pytest.mark.xfail(strict=True, reason="out47 finding 7: for the lead (ledger/clikit.py)")
+def test_a_release_manager_asking_for_status_is_sent_to_verify(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The release manager, after the evaluator version of a release was revoked, asks
+    ``trajledger status``: ``Error: No such command 'status'. Did you mean 'stats'?``, and
+    ``stats`` is episode statistics. Whether a release (any record) still stands is
+    ``verify REF``'s answer (``show`` describes, and lists only records about REF itself).
+    Expected: the usage error names it."""
+    r = run(runner, tmp_path, "status")
+    expect(r, 2)
+    assert "trajledger verify" in r.stderr, r.stderr
