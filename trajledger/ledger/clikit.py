@@ -646,6 +646,14 @@ def refuse_repeats(cmd: click.Command, ctx: click.Context, args: list[str]) -> N
                 f"{param.opts[0]} was given {n} times; it takes one value: give it once", ctx)
 
 
+# Words users try for a question another command answers (out47 finding 7: `status` got
+# "Did you mean 'stats'?", episode statistics).
+_ANSWERED_BY = {
+    "status": "whether a record still stands, and why not, is 'trajledger verify REF' "
+              "('trajledger show REF' describes it)",
+}
+
+
 class Group(click.Group):
     """A click group that maps exceptions to exit codes and one-line messages."""
 
@@ -682,6 +690,9 @@ class Group(click.Group):
         try:
             name, cmd, rest = super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand as e:
+            if e.command_name in _ANSWERED_BY:  # a word users try: the command that answers
+                raise click.UsageError(f"No such command {e.command_name!r}: "
+                                       f"{_ANSWERED_BY[e.command_name]}", ctx=e.ctx) from None
             raise click.exceptions.NoSuchCommand(
                 e.command_name,
                 possibilities=suggest(e.command_name, self.list_commands(ctx), close=0.6),

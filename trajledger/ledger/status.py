@@ -791,10 +791,21 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
         here = [(k.name, k.keyid) for k in ledger.keys.list()]
     except (LedgerError, ProvenanceError, OSError):
         here = []
-    mine = [n for n, k in here if k in entry.signers]
-    other = [n for n, k in here if not mine and found[1].holds("approver", k)]
+    policy = found[1]
+    mine = [n for n, k in here if k in entry.signers and policy.holds("producer", k)]
+    other = [n for n, k in here if not mine and policy.holds("approver", k)]
+    replaced = not any(policy.holds("producer", k) for k in entry.signers)
+    producers = " ".join(f"--producer {n}" for n, k in here if policy.holds("producer", k))
     give = (f", key {mine[0]} here: give --key {mine[0]}" if mine else
-            f": give an approver's key, --key {other[0]}" if other else "")
+            f": give an approver's key, --key {other[0]}" if other else
+            # out47 finding 5: its producer was replaced by a successor policy, and no approver
+            # is here: naming the old key sent to a key the policy no longer holds
+            ", a producer key the policy in force no longer holds: only an approver may "
+            f"{verb} it now; to name one, 'trajledger key new approver', then "
+            f"'trajledger policy init --roles producer,approver {producers} --approver "
+            "approver' and "
+            f"'trajledger policy set FILE --key {signer.name}', then give --key approver"
+            if replaced else "")
     raise PolicyError(
         f"{item.kind} {item.ref or item.digest}: key {signer.name} ({signer.keyid[:12]}) did not "
         f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}{give}): "
