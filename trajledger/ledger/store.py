@@ -232,7 +232,7 @@ class ObjectStore:
                 be written.
         """
         try:  # (not blocked by a FIFO put at the path since it was listed: refused below)
-            src = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # noqa: SIM115
+            src = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)  # noqa: SIM115
         except OSError as e:
             raise StoreError(f"{path}: cannot read: {e.strerror}") from e
         with src:
