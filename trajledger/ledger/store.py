@@ -31,6 +31,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -173,17 +174,11 @@ class ObjectStore:
         if _holds(final, data):
             return digest
         try:
-            with _Temp(self) as tmp:
-                fd = tmp.open(os.O_WRONLY)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    if self.durable:
-                        os.fsync(fd)
-                    os.fchmod(fd, 0o444)
-                finally:
-                    os.close(fd)
+            with _Temp(self, keep=True) as tmp:
+                _write_all(tmp.fd, data)
+                if self.durable:
+                    os.fsync(tmp.fd)
+                os.fchmod(tmp.fd, 0o444)
                 tmp.install(digest)
         except OSError as e:
             raise StoreError(f"object {digest}: cannot write: {e.strerror or e}{next_step(e)}"
@@ -237,7 +232,7 @@ class ObjectStore:
                 be written.
         """
         try:  # (not blocked by a FIFO put at the path since it was listed: refused below)
-            src = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # noqa: SIM115
+            src = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)  # noqa: SIM115
         except OSError as e:
             raise StoreError(f"{path}: cannot read: {e.strerror}") from e
         with src:
@@ -248,7 +243,7 @@ class ObjectStore:
                 opened(st)
             if self._fs is not None:  # hashed, then uploaded, from the file opened (the lead)
                 return self._remote_put_file(Path(path), str(path), opened=src)
-            return self.put_stream(src, name=str(path), names=names)
+            return self._put_local(src, str(path), None, names, st.st_size < CHUNK)
 
     def sync_names(self, names: set[Path]) -> None:
         """Make the names of objects stored with ``names=`` durable: fsync every directory
@@ -262,7 +257,7 @@ class ObjectStore:
             StoreError: a directory cannot be opened or fsynced.
         """
         try:
-            sync_paths(sorted(names))
+            sync_paths(sorted(names, key=str))  # (not Path's slow comparison)
         except OSError as e:
             raise StoreError(f"{e.filename or self.root}: cannot make the stored objects' "
                              f"names durable: {e.strerror or e}") from e
@@ -290,22 +285,7 @@ class ObjectStore:
             DigestMismatchError: the bytes do not hash to ``expect``.
         """
         if self._fs is None:
-            try:
-                with _Temp(self) as tmp:
-                    source = stream if isinstance(stream, io.BufferedIOBase | io.RawIOBase) else (
-                        stream.read
-                    )
-                    with DirectSink(tmp.open, direct=self.durable) as out:
-                        digest, size = copy_hashing(source, out.write, CHUNK)
-                        if self.durable:
-                            os.fsync(out.fd)
-                        os.fchmod(out.fd, 0o444)
-                    _refuse_other(name, digest, expect)
-                    if not _intact(self._location(digest), size, digest[len(DIGEST_PREFIX):]):
-                        tmp.install(digest, names)
-            except OSError as e:
-                raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
-            return FileDigest(Path(name), size, digest[len(DIGEST_PREFIX):])
+            return self._put_local(stream, name, expect, names, False)
         # Remote: spool to a local temporary file (hashing), then upload under the digest.
         with tempfile.NamedTemporaryFile(prefix=TMP_PREFIX) as spool:
             try:
@@ -315,6 +295,30 @@ class ObjectStore:
             except OSError as e:
                 raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
             return self._remote_put_file(Path(spool.name), name, expect=expect)
+
+    def _put_local(self, stream: IO[bytes], name: str, expect: str | None,
+                   names: set[Path] | None, small: bool) -> FileDigest:
+        """`put_stream` on a local disk. ``small``: a file under one chunk when opened, written
+        through the descriptor its temp file was made with, in the page cache (direct writes
+        are whole chunks), not opened again (att47 finding 1). Hashed bytes = bytes written."""
+        try:
+            with _Temp(self, keep=small) as tmp:
+                source = (stream if isinstance(stream, io.BufferedIOBase | io.RawIOBase)
+                          else stream.read)
+                with DirectSink(tmp.open, direct=self.durable and not small) as out:
+                    digest, size = copy_hashing(
+                        source, partial(_write_all, tmp.fd) if small else out.write, CHUNK)
+                    fd = tmp.fd if small else out.fd
+                    if self.durable:
+                        os.fsync(fd)
+                    os.fchmod(fd, 0o444)
+                h = digest[len(DIGEST_PREFIX):]
+                _refuse_other(name, digest, expect)
+                if not _intact(f"{self._prefix}/sha256/{h[:2]}/{h[2:4]}/{h}", size, h):
+                    tmp.install(digest, names)
+        except OSError as e:
+            raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
+        return FileDigest(Path(name), size, h)
 
     # -- remote writing --------------------------------------------------------------------------
 
@@ -875,16 +879,20 @@ class _Temp:
     descriptor of ``sha256`` opened from the root (`ObjectStore._open_dir`), never through a
     link. Removed on leaving the block unless `install` named it."""
 
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, *, keep: bool = False) -> None:
+        """``keep``: the descriptor it was made with stays open for writing (`fd`)."""
         self._store = store
         self.dir_fd = store._open_dir(("sha256",))
         self.name = temp_name()
         self._kept = False
         try:
-            os.close(self.open(os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            self.fd = fd = self.open(os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except BaseException:
             os.close(self.dir_fd)
             raise
+        if not keep:
+            os.close(fd)
+            self.fd = -1
 
     def open(self, flags: int) -> int:
         """Open the temp file (never a link planted in its place) with ``flags``."""
@@ -917,7 +925,7 @@ class _Temp:
                 if names is None:
                     os.fsync(leaf)
                 else:
-                    names.add(Path(store._location(digest)).parent)
+                    names.add(Path(f"{store._prefix}/sha256/{h[:2]}/{h[2:4]}"))
         finally:
             os.close(leaf)
 
@@ -926,11 +934,19 @@ class _Temp:
 
     def __exit__(self, *exc: object) -> None:
         try:
+            if self.fd >= 0:
+                os.close(self.fd)
             if not self._kept:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.name, dir_fd=self.dir_fd)
         finally:
             os.close(self.dir_fd)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write every byte of ``data`` to ``fd`` (short writes continued)."""
+    while data:
+        data = memoryview(data)[os.write(fd, data):]
 
 
 def _unlink(path: str) -> None:
