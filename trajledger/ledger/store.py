@@ -6,14 +6,10 @@ written once. Local directories are written durably with the OS (temp file
 whose stored bytes do not hash to its name replaces it atomically, and temp files of killed
 writers are removed by `ObjectStore.drop_temp_files` (only those no live writer can own). Any
 other location (``s3://``, ``gs://``, ...) goes through ``pyarrow.fs`` (``ledger.remote``),
-imported only then.
-
-Remote stores: a blob is hashed before it is uploaded, straight to its final key (an S3 object
-appears only once its upload is complete, so no temporary objects and no server-side copies);
-the upload is hashed again as it is sent and removed if the source changed meanwhile. An
-object already at the key is kept only when it reads back with the digest (else it is
-replaced). Every read of a remote blob is checked against its digest (`get`, `open_input`
-readers hash themselves, `copy_to`), because whoever can write the bucket can change it.
+imported only then: a blob is hashed before it is uploaded, straight to its final key (no
+temporary objects), and hashed again as it is sent (removed if the source changed); an object
+already at the key is kept only when it reads back with the digest, and every read of a remote
+blob is checked against its digest, because whoever can write the bucket can change it.
 
 Non-scope: what the blobs mean. Reading verified bytes of a local store is the caller's request
 (`ObjectStore.get_verified`), because hashing a large blob twice is a real cost.
@@ -882,7 +878,8 @@ class _Temp:
     def __init__(self, store: ObjectStore, *, keep: bool = False) -> None:
         """``keep``: the descriptor it was made with stays open for writing (`fd`)."""
         self._store = store
-        self.dir_fd = store._open_dir(("sha256",))
+        self.made: set[str] = set()  # directories that gained a directory made here
+        self.dir_fd = store._open_dir(("sha256",), made=self.made)
         self.name = temp_name()
         self._kept = False
         try:
@@ -901,15 +898,15 @@ class _Temp:
 
     def install(self, digest: str, names: set[Path] | None = None) -> None:
         """Rename the complete temp file (read-only, its bytes durable) to the object's name
-        (replacing a damaged object), its fan-out directories walked from ``sha256``
-        (`ObjectStore._open_dir`); the directory that gained the name is fsynced by the
-        descriptor of that walk, or added to ``names`` (`ObjectStore.sync_names`).
+        (replacing a damaged one) from ``sha256`` (`ObjectStore._open_dir`); the directories
+        that gained the name or one made for it are fsynced, or added to ``names``.
 
         Raises:
             StoreError: a directory is where the object goes (named, and what to do)."""
         h = digest[len(DIGEST_PREFIX):]
         store = self._store
-        leaf = store._open_dir((h[:2], h[2:4]), at=self.dir_fd, base=f"{store._prefix}/sha256")
+        leaf = store._open_dir((h[:2], h[2:4]), at=self.dir_fd, base=f"{store._prefix}/sha256",
+                               made=self.made)
         try:
             try:
                 os.replace(self.name, h, src_dir_fd=self.dir_fd, dst_dir_fd=leaf)
@@ -921,11 +918,14 @@ class _Temp:
                     f"{digest[:19]}…, which is a file: it is none of the ledger's; move it out "
                     "of the store, then run again") from e
             self._kept = True
-            if store.durable:
+            if store.durable:  # (att47 finding 2: the parents of directories made, too)
                 if names is None:
                     os.fsync(leaf)
+                    if self.made:
+                        sync_paths(sorted(self.made))
                 else:
                     names.add(Path(f"{store._prefix}/sha256/{h[:2]}/{h[2:4]}"))
+                    names.update(Path(m) for m in self.made)
         finally:
             os.close(leaf)
 

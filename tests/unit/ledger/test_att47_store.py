@@ -126,9 +126,6 @@ def test_attest_of_a_model_shaped_tree_gives_the_manifest_hashing_alone_gives(
         assert len(ledger.store.get_verified(entry.digest)) == entry.size
 
 
-@pytest.mark.xfail(strict=True, reason="att47 finding 2: for the lead (the fix in store.py, "
-                   "ready, widens the set of directories synced that tests/unit/ledger/"
-                   "test_record.py asserts exactly, which att47 does not own)")
 @pytest.mark.parametrize("batch", [True, False])
 def test_the_entries_of_the_fan_out_directories_made_are_durable_with_the_object(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: bool
