@@ -309,6 +309,16 @@ _LONG_EPISODE = 256
 them first (the join copies every byte once more)."""
 
 
+_JOIN_BYTES = 1 << 20
+"""Mean bytes per episode from which the parts are hashed in turn too (a join of an episode of
+large tensors would copy them: rec47 finding 1)."""
+
+
+def _held(rows: int, size: int) -> bool:
+    """Whether an open episode of ``rows`` steps and ``size`` bytes is carried whole."""
+    return rows <= SPILL_STEPS and size <= SPILL_BYTES
+
+
 def _sha256_hex(parts: tuple[Any, ...]) -> str:
     """The hex SHA-256 of the parts one after the other (as of their join, without it)."""
     h = hashlib.sha256()
@@ -334,7 +344,8 @@ def _features(
     counts = map(str.encode, map(str, lengths.tolist()))
     parts = [part for layout in layouts for part in layout.parts(starts, ends)]
     per_episode = zip(counts, *parts, strict=True)
-    if n >= _LONG_EPISODE * len(starts):  # long episodes: their parts hashed as they are
+    if n >= _LONG_EPISODE * len(starts) or t.nbytes >= _JOIN_BYTES * len(starts):
+        # long or large episodes: their parts hashed as they are
         fingerprints = list(map(_sha256_hex, per_episode))
     else:  # short ones: one join and one call each beat a call per part
         fingerprints = [h.hexdigest() for h in map(hashlib.sha256, map(b"".join, per_episode))]
@@ -485,6 +496,9 @@ def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
 
 SPILL_STEPS = 1 << 16
 """Steps from which an episode is taken in pieces (`LongEpisode`), not as one run of rows."""
+SPILL_BYTES = 64 << 20
+"""Bytes of an open episode's rows from which it is taken in pieces too (rec47 finding 1: a
+row group of four 64 MiB tensors, one episode, was carried, joined and copied once more)."""
 _PIECE = 1 << 15
 """Steps of a long episode taken at once."""
 
@@ -557,8 +571,9 @@ class LongEpisode:
         Raises:
             FeatureOrderError: its steps are not ascending, or it is the previous episode's.
         """
-        for lo in range(0, t.num_rows, _PIECE):
-            self._piece(t.slice(lo, _PIECE))
+        for batch in t.to_batches():  # (a batch at a time: joining chunks would copy them)
+            for lo in range(0, batch.num_rows, _PIECE):
+                self._piece(pa.Table.from_batches([batch.slice(lo, _PIECE)]))
 
     def _piece(self, t: pa.Table) -> None:
         n = t.num_rows
@@ -693,7 +708,7 @@ class FeatureStream:
             b = _first_other(t.column("episode_id"), first)
             head = t if b is None else t.slice(0, b)
             if self._long is None and self._carry is not None:
-                if self._carry.num_rows + head.num_rows <= SPILL_STEPS:
+                if _held(self._carry.num_rows + head.num_rows, self._carry.nbytes + head.nbytes):
                     head = pa.concat_tables([self._carry, head], promote_options="permissive")
                     self._carry = head if b is None else None
                     if b is None:
@@ -715,11 +730,12 @@ class FeatureStream:
         cut = int(starts[-1])
         if cut:
             done.append(self._complete(t.slice(0, cut), starts[:-1]))
-        if t.num_rows - cut > SPILL_STEPS:
-            self._long = LongEpisode(self._previous, self._spill)
-            self._long.add(t.slice(cut))
+        rest = t.slice(cut)
+        if _held(rest.num_rows, rest.nbytes):
+            self._carry = rest
         else:
-            self._carry = t.slice(cut)
+            self._long = LongEpisode(self._previous, self._spill)
+            self._long.add(rest)
         return FeatureChunk.concat(done) if done else None
 
     def _ended(self, long: LongEpisode) -> FeatureChunk:
