@@ -71,6 +71,7 @@ from .episode_vectors import (
     string_parts,
     text_vectors,
 )
+from .rollouts.chunks import StepLimitError, max_steps
 from .rollouts.dedup import CONTENT_COLUMNS
 from .rollouts.parquet_read import Source, iter_parquet
 from .rollouts.space_values import leaf_arrays
@@ -827,6 +828,12 @@ def parquet_batches(source: Source, columns: Sequence[str]) -> Iterator[pa.Recor
     that exist, read as `rollouts.parquet_read` reads a file of unknown origin."""
     import pyarrow.parquet as pq
 
-    present = set(pq.read_schema(pa.BufferReader(source) if isinstance(source, bytes) else source)
-                  .names)
+    meta = pq.read_metadata(pa.BufferReader(source) if isinstance(source, bytes) else source)
+    if meta.num_rows > (limit := max_steps()):  # (before any is read: rec47 finding 2)
+        raise StepLimitError(
+            f"a step file holds {meta.num_rows:,} steps, more than the {limit:,} a batch may "
+            "(TRAJLEDGER_MAX_STEPS), refused before reading them: set TRAJLEDGER_MAX_STEPS to "
+            "the steps it holds to read it whole"
+        )
+    present = set(meta.schema.to_arrow_schema().names)
     yield from iter_parquet(source, [c for c in columns if c in present])

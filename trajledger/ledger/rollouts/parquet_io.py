@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 
 from trajledger.verify.digest import FileDigest
 
-from .chunks import CHUNK_BYTES, RolloutChunk
+from .chunks import CHUNK_BYTES, RolloutChunk, StepLimitError, max_steps
 from .episodes import EpisodeBuilder
 from .normalise import StepNormaliser, TensorTypes, conform_batch, normalise_episodes
 from .problems import Problem, ProblemCollector, RolloutValidationError
@@ -67,6 +67,7 @@ DEFAULT_ROW_GROUP_ROWS: Final = 1 << 17
 
 _T = TypeVar("_T")
 _END: Final = object()
+
 
 ROW_GROUP_BYTES: Final = 128 << 20
 """A row group is cut early once it holds this much Arrow data (bounds memory on long texts)."""
@@ -717,8 +718,17 @@ def write_steps_parquet(
                 episode_groups.add(episodes)
 
         # (1)
+        limit, seen = max_steps(), 0
         try:
             for steps, attrs, chunk_meta, features in _chunks(_prefetch(batches)):
+                seen += 0 if steps is None else steps.num_rows
+                if seen > limit:
+                    raise StepLimitError(
+                        f"{subject or path}: holds over {limit:,} steps, more than one batch "
+                        "may (TRAJLEDGER_MAX_STEPS), refused before reading on: split it into "
+                        "batches of fewer steps, or set TRAJLEDGER_MAX_STEPS to the steps it "
+                        "holds to take it whole"
+                    )
                 if chunk_meta is not None:
                     meta.add(chunk_meta)
                 if attrs is not None:
