@@ -117,6 +117,9 @@ class ReaderOptions:
             steps of each block of whole records (the recorder passes the episode features',
             so they are computed where the steps already are); its result, sliced to the
             records kept, is each chunk's ``features``. None: nothing computed.
+        spill: where ``features`` in the workers writes its temporary files (a long episode's
+            spilled bytes): the recorder's private workdir, removed with it (rec47 finding 3).
+            None: the system's temporary directory.
     """
 
     reward_weights: Mapping[str, float] | None = None
@@ -124,6 +127,7 @@ class ReaderOptions:
     id_prefix: str = ""
     workers: int = 1
     features: Callable[[pa.RecordBatch], Any] | None = None
+    spill: str | None = None
 
 
 class RecordProblems:
