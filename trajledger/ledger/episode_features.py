@@ -72,7 +72,7 @@ from .episode_vectors import (
     text_vectors,
 )
 from .rollouts.chunks import StepLimitError, max_steps
-from .rollouts.dedup import CONTENT_COLUMNS
+from .rollouts.dedup import CONTENT_COLUMNS, list_values
 from .rollouts.parquet_read import Source, iter_parquet
 from .rollouts.space_values import leaf_arrays
 
@@ -133,16 +133,18 @@ class _ColumnBytes:
                 dtype=np.int64,
             )
             flat = pc.list_flatten(arr)
-            values = np.asarray(flat.to_numpy(zero_copy_only=False))
+            values = list_values(flat)  # (booleans with a null: float64, as integers: rec47 4)
             self.cum = np.concatenate(([0], np.cumsum(np.maximum(lengths, 0))))
             self.a, self.a_size = _bytes_view(lengths), 8
             self.b, self.b_size, self.dtype = _bytes_view(values), values.itemsize, values.dtype
             self.own: tuple[memoryview, int, npt.NDArray[np.int64]] | None = None
-            if flat.null_count and pa.types.is_integer(flat.type):
-                # Integers with a null among them are float64 in numpy: an episode without
+            if flat.null_count and (pa.types.is_integer(flat.type)
+                                    or pa.types.is_boolean(flat.type)):
+                # Integers (booleans) with a null among them are float64: an episode without
                 # one has its values hashed in their own type, as it would alone (`dedup`),
                 # whatever its neighbours in the batch hold.
-                own = np.asarray(flat.fill_null(0).to_numpy(zero_copy_only=False))
+                own = np.asarray(flat.fill_null(pa.types.is_integer(flat.type) and 0)
+                                 .to_numpy(zero_copy_only=False))
                 nulls = np.concatenate(([0], np.cumsum(_bools(flat.is_null()), dtype=np.int64)))
                 self.own = (_bytes_view(own), own.itemsize, nulls)
         elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and arr.null_count == len(arr):
