@@ -1,16 +1,14 @@
 """`record`'s memory under large list rows (rec47 finding 1): a row group of four 64 MiB
 tensors, legal under `MAX_ROW_BYTES`, peaked at about 6 x its values. Each copy found is taken
 out here: the features' join of an open episode's batches and the join of its bytes
-(``episode_features``), the input read three rows ahead (``parquet_io._prefetch``), and a
-row group read as one batch when no row of it had to be counted (``parquet_read``).
+(``episode_features``) and a row group read as one batch when no row of it had to be counted
+(``parquet_read``); the input read three rows ahead: test_parquet_io_rec47.py.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from trajledger.ledger.rollouts.chunks import CHUNK_BYTES
-from trajledger.ledger.rollouts.parquet_io import _prefetch
 from trajledger.ledger.rollouts.parquet_read import iter_parquet
 
 _FEATURES = r"""
@@ -80,24 +77,3 @@ def test_a_row_group_of_large_rows_is_read_in_batches_of_about_chunk_bytes(
     sizes = [len(pc.list_flatten(b.column("obs"))) * 8 for b in iter_parquet(path)]
     assert sum(sizes) == 4 * n * 8
     assert len(sizes) == 2 and max(sizes) <= CHUNK_BYTES
-
-
-def test_the_input_is_read_ahead_by_bytes_not_only_items() -> None:
-    """Items of `CHUNK_BYTES` each: while the first is being used, no more than one other is
-    read (three were: two queued and one held by the reading thread)."""
-    read: list[int] = []
-    lock = threading.Lock()
-
-    def items():  # type: ignore[no-untyped-def]
-        for i in range(6):
-            with lock:
-                read.append(i)
-            yield pa.RecordBatch.from_arrays([pa.array(np.zeros(CHUNK_BYTES // 8))], ["x"])
-
-    it = _prefetch(items())
-    next(it)
-    time.sleep(0.5)  # (time for the reading thread to run ahead as far as it may)
-    with lock:
-        ahead = len(read) - 1
-    assert ahead <= 1, f"{ahead} items read ahead"
-    assert sum(1 for _ in it) == 5
