@@ -19,6 +19,7 @@ import pytest
 from trajledger.ledger.episode_features import parquet_batches
 from trajledger.ledger.rollouts import write_steps_parquet
 from trajledger.ledger.rollouts.chunks import MAX_STEPS, StepLimitError, max_steps
+from trajledger.ledger.rollouts.readers import iter_rollout_chunks
 
 
 def _steps(episodes: int, length: int = 10, prefix: str = "e") -> pa.Table:
@@ -92,5 +93,19 @@ def test_validate_says_so_in_one_line_and_exits_1(tmp_path: Path) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     lines = (run.stdout + run.stderr).strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in lines[0]
-    assert lines[0].startswith(f"FAIL: {path}: holds over 39 steps")
+    assert lines[0].startswith(f"FAIL: {path}: holds 40 steps, more than one batch may (39: ")
     assert "set TRAJLEDGER_MAX_STEPS to the steps it holds" in lines[0]
+
+
+def test_a_parquet_input_over_the_limit_is_refused_from_its_footer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`record`'s Parquet input whose footer states more steps than the limit: refused by the
+    reader before any step is read (it was read up to the limit: 32 CPU-s at the default)."""
+    path = tmp_path / "in.parquet"
+    pq.write_table(_steps(4), path)
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "39")
+    with pytest.raises(StepLimitError, match=r"in.parquet: holds 40 steps, more than one batch"):
+        next(iter_rollout_chunks(path))
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "40")
+    assert sum(c.steps.num_rows for c in iter_rollout_chunks(path)) == 40
