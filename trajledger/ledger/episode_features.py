@@ -71,7 +71,8 @@ from .episode_vectors import (
     string_parts,
     text_vectors,
 )
-from .rollouts.dedup import CONTENT_COLUMNS
+from .rollouts.chunks import StepLimitError, max_steps
+from .rollouts.dedup import CONTENT_COLUMNS, list_values
 from .rollouts.parquet_read import Source, iter_parquet
 from .rollouts.space_values import leaf_arrays
 
@@ -132,16 +133,18 @@ class _ColumnBytes:
                 dtype=np.int64,
             )
             flat = pc.list_flatten(arr)
-            values = np.asarray(flat.to_numpy(zero_copy_only=False))
+            values = list_values(flat)  # (booleans with a null: float64, as integers: rec47 4)
             self.cum = np.concatenate(([0], np.cumsum(np.maximum(lengths, 0))))
             self.a, self.a_size = _bytes_view(lengths), 8
             self.b, self.b_size, self.dtype = _bytes_view(values), values.itemsize, values.dtype
             self.own: tuple[memoryview, int, npt.NDArray[np.int64]] | None = None
-            if flat.null_count and pa.types.is_integer(flat.type):
-                # Integers with a null among them are float64 in numpy: an episode without
+            if flat.null_count and (pa.types.is_integer(flat.type)
+                                    or pa.types.is_boolean(flat.type)):
+                # Integers (booleans) with a null among them are float64: an episode without
                 # one has its values hashed in their own type, as it would alone (`dedup`),
                 # whatever its neighbours in the batch hold.
-                own = np.asarray(flat.fill_null(0).to_numpy(zero_copy_only=False))
+                own = np.asarray(flat.fill_null(pa.types.is_integer(flat.type) and 0)
+                                 .to_numpy(zero_copy_only=False))
                 nulls = np.concatenate(([0], np.cumsum(_bools(flat.is_null()), dtype=np.int64)))
                 self.own = (_bytes_view(own), own.itemsize, nulls)
         elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and arr.null_count == len(arr):
@@ -309,6 +312,16 @@ _LONG_EPISODE = 256
 them first (the join copies every byte once more)."""
 
 
+_JOIN_BYTES = 1 << 20
+"""Mean bytes per episode from which the parts are hashed in turn too (a join of an episode of
+large tensors would copy them: rec47 finding 1)."""
+
+
+def _held(rows: int, size: int) -> bool:
+    """Whether an open episode of ``rows`` steps and ``size`` bytes is carried whole."""
+    return rows <= SPILL_STEPS and size <= SPILL_BYTES
+
+
 def _sha256_hex(parts: tuple[Any, ...]) -> str:
     """The hex SHA-256 of the parts one after the other (as of their join, without it)."""
     h = hashlib.sha256()
@@ -334,7 +347,8 @@ def _features(
     counts = map(str.encode, map(str, lengths.tolist()))
     parts = [part for layout in layouts for part in layout.parts(starts, ends)]
     per_episode = zip(counts, *parts, strict=True)
-    if n >= _LONG_EPISODE * len(starts):  # long episodes: their parts hashed as they are
+    if n >= _LONG_EPISODE * len(starts) or t.nbytes >= _JOIN_BYTES * len(starts):
+        # long or large episodes: their parts hashed as they are
         fingerprints = list(map(_sha256_hex, per_episode))
     else:  # short ones: one join and one call each beat a call per part
         fingerprints = [h.hexdigest() for h in map(hashlib.sha256, map(b"".join, per_episode))]
@@ -485,6 +499,9 @@ def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
 
 SPILL_STEPS = 1 << 16
 """Steps from which an episode is taken in pieces (`LongEpisode`), not as one run of rows."""
+SPILL_BYTES = 64 << 20
+"""Bytes of an open episode's rows from which it is taken in pieces too (rec47 finding 1: a
+row group of four 64 MiB tensors, one episode, was carried, joined and copied once more)."""
 _PIECE = 1 << 15
 """Steps of a long episode taken at once."""
 
@@ -557,8 +574,9 @@ class LongEpisode:
         Raises:
             FeatureOrderError: its steps are not ascending, or it is the previous episode's.
         """
-        for lo in range(0, t.num_rows, _PIECE):
-            self._piece(t.slice(lo, _PIECE))
+        for batch in t.to_batches():  # (a batch at a time: joining chunks would copy them)
+            for lo in range(0, batch.num_rows, _PIECE):
+                self._piece(pa.Table.from_batches([batch.slice(lo, _PIECE)]))
 
     def _piece(self, t: pa.Table) -> None:
         n = t.num_rows
@@ -693,7 +711,7 @@ class FeatureStream:
             b = _first_other(t.column("episode_id"), first)
             head = t if b is None else t.slice(0, b)
             if self._long is None and self._carry is not None:
-                if self._carry.num_rows + head.num_rows <= SPILL_STEPS:
+                if _held(self._carry.num_rows + head.num_rows, self._carry.nbytes + head.nbytes):
                     head = pa.concat_tables([self._carry, head], promote_options="permissive")
                     self._carry = head if b is None else None
                     if b is None:
@@ -715,11 +733,12 @@ class FeatureStream:
         cut = int(starts[-1])
         if cut:
             done.append(self._complete(t.slice(0, cut), starts[:-1]))
-        if t.num_rows - cut > SPILL_STEPS:
-            self._long = LongEpisode(self._previous, self._spill)
-            self._long.add(t.slice(cut))
+        rest = t.slice(cut)
+        if _held(rest.num_rows, rest.nbytes):
+            self._carry = rest
         else:
-            self._carry = t.slice(cut)
+            self._long = LongEpisode(self._previous, self._spill)
+            self._long.add(rest)
         return FeatureChunk.concat(done) if done else None
 
     def _ended(self, long: LongEpisode) -> FeatureChunk:
@@ -811,6 +830,12 @@ def parquet_batches(source: Source, columns: Sequence[str]) -> Iterator[pa.Recor
     that exist, read as `rollouts.parquet_read` reads a file of unknown origin."""
     import pyarrow.parquet as pq
 
-    present = set(pq.read_schema(pa.BufferReader(source) if isinstance(source, bytes) else source)
-                  .names)
+    meta = pq.read_metadata(pa.BufferReader(source) if isinstance(source, bytes) else source)
+    if meta.num_rows > (limit := max_steps()):  # (before any is read: rec47 finding 2)
+        raise StepLimitError(
+            f"a step file holds {meta.num_rows:,} steps, more than the {limit:,} a batch may "
+            "(TRAJLEDGER_MAX_STEPS), refused before reading them: set TRAJLEDGER_MAX_STEPS to "
+            "the steps it holds to read it whole"
+        )
+    present = set(meta.schema.to_arrow_schema().names)
     yield from iter_parquet(source, [c for c in columns if c in present])

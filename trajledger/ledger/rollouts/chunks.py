@@ -11,15 +11,27 @@ Spec: ``schemas/rollout-inputs.md``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 
+from trajledger.verify.errors import FormatError
+
 from .problems import ProblemCollector
 
-__all__ = ["CHUNK_BYTES", "CHUNK_TEXT_BYTES", "ReaderOptions", "RecordProblems", "RolloutChunk"]
+__all__ = [
+    "CHUNK_BYTES",
+    "CHUNK_TEXT_BYTES",
+    "MAX_STEPS",
+    "ReaderOptions",
+    "RecordProblems",
+    "RolloutChunk",
+    "StepLimitError",
+    "max_steps",
+]
 
 CHUNK_BYTES: Final = 64 << 20
 """A chunk of any input holds about this much data at most: a chunk is cut early once its text
@@ -28,6 +40,35 @@ large the rows are (long texts, image observations)."""
 
 CHUNK_TEXT_BYTES: Final = CHUNK_BYTES
 """A record chunk is cut early once its text fields hold this many bytes."""
+
+MAX_STEPS: Final = 1 << 24
+"""Most steps one batch may hold unless ``TRAJLEDGER_MAX_STEPS`` says otherwise (rec47 finding
+2): the cost of recording or validating a batch is linear in its steps, and a Parquet file of a
+few kilobytes holds millions of constant ones (8M steps in 212 KB: about 10 CPU-s), as honest
+constant data does (1M rows of 80 zeros in 5.3 KB), so no ratio of steps to bytes can tell them
+apart. 16,777,216 steps take about 30 CPU-s to record (the bench's 2 CPU-s a million)."""
+
+
+class StepLimitError(FormatError):
+    """A batch holds more steps than `max_steps` allows: refused, nothing more is read."""
+
+
+def max_steps() -> int:
+    """The most steps one batch may hold: ``TRAJLEDGER_MAX_STEPS``, or `MAX_STEPS`.
+
+    Raises:
+        StepLimitError: the variable is set to something other than a positive whole number.
+    """
+    text = os.environ.get("TRAJLEDGER_MAX_STEPS", "").strip().replace("_", "")
+    if not text:
+        return MAX_STEPS
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise StepLimitError(
+            f"TRAJLEDGER_MAX_STEPS={text!r} is not a number of steps: set it to a whole "
+            f"number (the default is {MAX_STEPS:,}) or unset it"
+        )
+    return int(text)
+
 
 
 @dataclass(frozen=True)
@@ -76,6 +117,9 @@ class ReaderOptions:
             steps of each block of whole records (the recorder passes the episode features',
             so they are computed where the steps already are); its result, sliced to the
             records kept, is each chunk's ``features``. None: nothing computed.
+        spill: where ``features`` in the workers writes its temporary files (a long episode's
+            spilled bytes): the recorder's private workdir, removed with it (rec47 finding 3).
+            None: the system's temporary directory.
     """
 
     reward_weights: Mapping[str, float] | None = None
@@ -83,6 +127,7 @@ class ReaderOptions:
     id_prefix: str = ""
     workers: int = 1
     features: Callable[[pa.RecordBatch], Any] | None = None
+    spill: str | None = None
 
 
 class RecordProblems:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from .space_values import leaf_arrays
 
-__all__ = ["CONTENT_COLUMNS", "episode_fingerprints"]
+__all__ = ["CONTENT_COLUMNS", "episode_fingerprints", "list_values"]
 
 CONTENT_COLUMNS = (
     "obs",
@@ -34,6 +34,16 @@ CONTENT_COLUMNS = (
 )
 
 
+def list_values(flat: pa.Array) -> np.ndarray[Any, Any]:
+    """The values under a list as numpy gives them, but booleans with a null among them as
+    float64 (1, 0, NaN), as numpy gives integers with a null: numpy gives them as an array of
+    Python objects, whose bytes are their addresses (rec47 finding 4: the same episode had
+    another fingerprint in every process)."""
+    if flat.null_count and pa.types.is_boolean(flat.type):
+        flat = flat.cast(pa.float64())
+    return np.asarray(flat.to_numpy(zero_copy_only=False))
+
+
 def _column_bytes(col: pa.ChunkedArray, start: int, end: int) -> bytes:
     arr = col.slice(start, end - start).combine_chunks()
     if (
@@ -42,8 +52,8 @@ def _column_bytes(col: pa.ChunkedArray, start: int, end: int) -> bytes:
         or pa.types.is_fixed_size_list(arr.type)
     ):
         lengths = pc.list_value_length(arr).fill_null(-1).to_numpy(zero_copy_only=False)
-        values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
-        return np.asarray(lengths, dtype=np.int64).tobytes() + np.asarray(values).tobytes()
+        values = list_values(pc.list_flatten(arr))
+        return np.asarray(lengths, dtype=np.int64).tobytes() + values.tobytes()
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return "\x00".join("\x01" if v is None else v for v in arr.to_pylist()).encode("utf-8")
     nulls = arr.is_null().to_numpy(zero_copy_only=False)

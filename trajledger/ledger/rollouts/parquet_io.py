@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 
 from trajledger.verify.digest import FileDigest
 
-from .chunks import RolloutChunk
+from .chunks import CHUNK_BYTES, RolloutChunk, StepLimitError, max_steps
 from .episodes import EpisodeBuilder
 from .normalise import StepNormaliser, TensorTypes, conform_batch, normalise_episodes
 from .problems import Problem, ProblemCollector, RolloutValidationError
@@ -67,6 +67,7 @@ DEFAULT_ROW_GROUP_ROWS: Final = 1 << 17
 
 _T = TypeVar("_T")
 _END: Final = object()
+
 
 ROW_GROUP_BYTES: Final = 128 << 20
 """A row group is cut early once it holds this much Arrow data (bounds memory on long texts)."""
@@ -457,17 +458,21 @@ def _chunks(
 
 
 def _prefetch(items: Iterable[_T], depth: int = 2) -> Iterator[_T]:
-    """Iterate ``items`` on a helper thread, ``depth`` items ahead.
+    """Iterate ``items`` on a helper thread, ``depth`` items ahead, and none further while
+    those waiting hold `CHUNK_BYTES` (rows of 64 MiB tensors were read three ahead: rec47
+    finding 1).
 
     Reading and decoding the input (pyarrow releases the GIL) then overlaps validating and
     writing, so recording costs about as much as copying. Memory grows by ``depth`` items.
     An exception from the input is re-raised here; when the consumer stops early, the helper
     stops after the item it is reading.
     """
-    q: queue.Queue[tuple[bool, object]] = queue.Queue(maxsize=depth)
+    q: queue.Queue[tuple[bool, object, int]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
+    room = threading.Condition()
+    waiting = [0]  # bytes of the items queued
 
-    def put(entry: tuple[bool, object]) -> bool:
+    def put(entry: tuple[bool, object, int]) -> bool:
         while not stop.is_set():
             try:
                 q.put(entry, timeout=0.05)
@@ -478,21 +483,34 @@ def _prefetch(items: Iterable[_T], depth: int = 2) -> Iterator[_T]:
 
     def run() -> None:
         try:
-            for item in items:
-                if not put((True, item)):
+            it = iter(items)
+            while True:
+                with room:
+                    while waiting[0] >= CHUNK_BYTES and not stop.is_set():
+                        room.wait(0.05)
+                item = next(it, _END)
+                if item is _END or stop.is_set():
+                    break
+                size = _item_bytes(item)
+                with room:
+                    waiting[0] += size
+                if not put((True, item, size)):
                     return
-            put((True, _END))
+            put((True, _END, 0))
         except BaseException as e:  # handed to the consumer, which re-raises it
-            put((False, e))
+            put((False, e, 0))
 
     helper = threading.Thread(target=run, name="rollout-prefetch", daemon=True)
     helper.start()
     try:
         while True:
             try:  # waking to run Python code: a Ctrl-C handed to the helper thread is seen
-                ok, item = q.get(timeout=0.1)
+                ok, item, size = q.get(timeout=0.1)
             except queue.Empty:
                 continue
+            with room:
+                waiting[0] -= size
+                room.notify()
             if not ok:
                 assert isinstance(item, BaseException)
                 raise item
@@ -505,6 +523,12 @@ def _prefetch(items: Iterable[_T], depth: int = 2) -> Iterator[_T]:
         close = getattr(items, "close", None)
         if close is not None:
             close()
+
+
+def _item_bytes(item: object) -> int:
+    """The bytes of an input item's steps (0 for what holds none)."""
+    steps = item.steps if isinstance(item, RolloutChunk) else item
+    return int(steps.nbytes) if isinstance(steps, pa.RecordBatch | pa.Table) else 0
 
 
 def row_groups(table: pa.Table, rows: int) -> Iterator[tuple[pa.Table, int]]:
@@ -694,8 +718,17 @@ def write_steps_parquet(
                 episode_groups.add(episodes)
 
         # (1)
+        limit, seen = max_steps(), 0
         try:
             for steps, attrs, chunk_meta, features in _chunks(_prefetch(batches)):
+                seen += 0 if steps is None else steps.num_rows
+                if seen > limit:
+                    raise StepLimitError(
+                        f"{subject or path}: holds over {limit:,} steps, more than one batch "
+                        "may (TRAJLEDGER_MAX_STEPS), refused before reading on: split it into "
+                        "batches of fewer steps, or set TRAJLEDGER_MAX_STEPS to the steps it "
+                        "holds to take it whole"
+                    )
                 if chunk_meta is not None:
                     meta.add(chunk_meta)
                 if attrs is not None:

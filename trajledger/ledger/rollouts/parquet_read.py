@@ -457,7 +457,10 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
-            if sum(values * w for _j, values, w in cols) <= MAX_ROW_BYTES:
+            size = sum(values * w for _j, values, w in cols)
+            if size > CHUNK_BYTES:  # (rows of their mean, not the whole group: rec47 1)
+                caps[g] = max(1, group.num_rows * CHUNK_BYTES // size)
+            if size <= MAX_ROW_BYTES:
                 continue
             row = 0
             for j, values, width in cols:
@@ -479,7 +482,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                         "(MAX_ROW_BYTES): refused as a possible decompression bomb"
                     )
             if row:
-                caps[g] = max(1, CHUNK_BYTES // row)
+                caps[g] = min(caps.get(g, group.num_rows), max(1, CHUNK_BYTES // row))
     finally:
         if f is not None:
             f.close()

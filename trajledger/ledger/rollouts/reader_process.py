@@ -53,6 +53,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -238,9 +239,25 @@ def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> 
     if builder.rows:
         block.chunk = builder.flush()
         if opts.features is not None:  # a block holds whole records, so whole episodes
-            block.features = opts.features(block.chunk.steps)
+            with _spill_in(opts.spill):
+                block.features = opts.features(block.chunk.steps)
     block.events, block.more = events.events, events.more
     return block
+
+
+@contextmanager
+def _spill_in(directory: str | None) -> Iterator[None]:
+    """The worker's temporary files (a long episode's spilled features) made in ``directory``,
+    the recorder's private workdir, not the system's temporary directory (rec47 finding 3). A
+    worker runs one job at a time, on one thread: the module's setting is its own."""
+    if directory is None:
+        yield
+        return
+    before, tempfile.tempdir = tempfile.tempdir, directory
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
 
 
 class _ReadError(Exception):

@@ -31,7 +31,14 @@ import pyarrow.parquet as pq
 
 from . import typed_json
 from .chunk_builder import ChunkBuilder
-from .chunks import CHUNK_BYTES, ReaderOptions, RecordProblems, RolloutChunk
+from .chunks import (
+    CHUNK_BYTES,
+    ReaderOptions,
+    RecordProblems,
+    RolloutChunk,
+    StepLimitError,
+    max_steps,
+)
 from .formats import RECORD_FORMATS, kind_of_record, map_record
 from .ipc_read import check_ipc
 from .jsonl import (
@@ -479,6 +486,12 @@ def _arrow_batches(path: Path, kind: str, batch_rows: int) -> Iterator[pa.Record
         # bomb is refused before it is expanded).
         with pq.ParquetFile(path) as pf:
             rows, arrow = pf.metadata.num_rows, pf.schema_arrow
+        if rows > (limit := max_steps()):  # (from the footer, before any is read: rec47 2)
+            raise StepLimitError(
+                f"{path}: holds {rows:,} steps, more than one batch may ({limit:,}: "
+                "TRAJLEDGER_MAX_STEPS), refused before reading them: split it into batches of "
+                "fewer steps, or set TRAJLEDGER_MAX_STEPS to the steps it holds to take it whole"
+            )
         # The row size in memory: from the schema when every column has a fixed width, else
         # from the first rows read (the file's sizes are of encoded data, which can be far
         # smaller); a later batch still over the bound is sliced.
