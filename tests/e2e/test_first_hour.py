@@ -303,6 +303,23 @@ def test_a_read_only_place_names_the_directory_and_the_next_step(
     assert list(ro.iterdir()) == []
 
 
+def _a_write_failing(runner: CliRunner, home: Path, tmp_path: Path,
+                     monkeypatch: pytest.MonkeyPatch, error: OSError) -> str:
+    """The one line of ``lineage --format html --out`` whose write raises ``error``."""
+    from trajledger.ledger import fs
+
+    def failing(*_a: object, **_kw: object) -> None:
+        raise error
+
+    monkeypatch.setattr(fs, "write_file_atomic", failing)
+    r = run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
+            tmp_path / "l.html")
+    expect(r, 3)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("FAIL: "), line
+    return line
+
+
 @pytest.mark.parametrize("error", [
     OSError(28, "No space left on device"),
     OSError("Error writing bytes to file. Detail: [errno 28] No space left on device"),  # pyarrow
@@ -313,17 +330,8 @@ def test_a_full_disk_says_to_free_space(
 ) -> None:
     """hour33: a full disk was ``FAIL: No space left on device`` (the quickstart: pyarrow's
     ``Error writing bytes to file. Detail: [errno 28] ...``), with no next step."""
-    from trajledger.ledger import fs
-
-    def full(*_a: object, **_kw: object) -> None:
-        raise error
-
-    monkeypatch.setattr(fs, "write_file_atomic", full)
-    r = run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
-            tmp_path / "l.html")
-    expect(r, 3)
-    [line] = r.stderr.splitlines()
-    assert line.startswith("FAIL: ") and "No space left on device" in line, line
+    line = _a_write_failing(runner, home, tmp_path, monkeypatch, error)
+    assert "No space left on device" in line, line
     assert line.endswith("; free space on the disk written to (the ledger's, or where --out "
                          "writes) or write elsewhere, then run the command again"), line
 
@@ -335,17 +343,9 @@ def test_a_file_size_limit_says_which_limit_and_the_way_on(
     with EFBIG) said ``FAIL: ...: File too large`` and nothing to do next."""
     import errno
 
-    from trajledger.ledger import fs
-
-    def too_large(*_a: object, **_kw: object) -> None:
-        raise OSError(errno.EFBIG, "File too large")
-
-    monkeypatch.setattr(fs, "write_file_atomic", too_large)
-    r = run(runner, home, "lineage", "cartpole-bc@2", "--format", "html", "--out",
-            tmp_path / "l.html")
-    expect(r, 3)
-    [line] = r.stderr.splitlines()
-    assert line.startswith("FAIL: ") and "File too large" in line, line
+    line = _a_write_failing(runner, home, tmp_path, monkeypatch,
+                            OSError(errno.EFBIG, "File too large"))
+    assert "File too large" in line, line
     assert line.endswith("('ulimit -f', or the file system's own limit): raise the limit or "
                          "write elsewhere, then run the command again"), line
 
