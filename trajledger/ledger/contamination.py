@@ -64,6 +64,7 @@ from .held_windows import (
 )
 from .held_windows import read as read_grouped
 from .progress import ProgressFactory, no_progress
+from .sketch_fit import PARTS_COLUMNS, iter_parts
 from .step_windows import (
     WINDOW_COLUMNS,
     StepWindows,
@@ -151,12 +152,13 @@ def _published_normalised(sealed: Sealed) -> list[tuple[str, str]]:
 
 def _verified_chunks(
     store: ObjectStore, batch: str, workdir: Path, normalised: list[tuple[str, str]],
-    windows: list[StepWindows], held: bool,
+    windows: list[StepWindows], held: bool, fit: Matcher | None = None,
 ) -> Iterator[FeatureChunk]:
     """Features of a batch's episodes, from a private copy of its re-hashed step file; once
     they are all given, the normalised text fingerprints of a batch with text episodes and
     the step windows of one with numeric episodes are added to ``normalised`` and
-    ``windows``, from the same copy (`_extras`)."""
+    ``windows``, from the same copy (`_extras`), and the train episodes of the lengths
+    ``fit`` wants are fed to it by their sketches' parts (`_feed_parts`)."""
     digest, size = _steps_digest(store, batch)
     path = verified_local_copy(store, digest, workdir, private=True)
     try:
@@ -167,14 +169,26 @@ def _verified_chunks(
             raise DigestMismatchError(
                 f"steps.parquet of batch {batch[:19]}…: {got} bytes, want {size}"
             )
-        wanted = (False, False)
+        wanted, lengths = (False, False), set[int]()
         for chunk in iter_step_features(parquet_batches(path, FEATURE_COLUMNS)):
             more = compared_parts(chunk)
             wanted = (wanted[0] or more[0], wanted[1] or more[1])
             yield chunk
+            lengths |= fit.fit_lengths(chunk) if fit is not None else set()
         _extras(path, wanted, held, normalised, windows)
+        if fit is not None:
+            _feed_parts(fit, batch, parquet_batches(path, PARTS_COLUMNS), lengths)
     finally:
         path.unlink(missing_ok=True)
+
+
+def _feed_parts(matcher: Matcher, batch: str, steps: Iterable[pa.RecordBatch | pa.Table],
+                lengths: set[int]) -> None:
+    """Feed ``matcher`` the sketches' parts of the train episodes of ``batch`` (its ``steps``)
+    of ``lengths`` steps (`Matcher.feed_parts`: a sealed held sketch fitted in their span)."""
+    if lengths:
+        for ids, lens, parts in iter_parts(steps, lengths):
+            matcher.feed_parts(batch, ids, lens, parts)
 
 
 def _table_chunks(table: pa.Table, normalised: list[tuple[str, str]],
@@ -282,11 +296,17 @@ def verified_contamination(
             try:
                 chunks_iter: Iterable[FeatureChunk] = (
                     _table_chunks(table, pairs, windows, False) if table is not None
-                    else _verified_chunks(store, batch, Path(tmp), pairs, windows, False)
+                    else _verified_chunks(store, batch, Path(tmp), pairs, windows, False, matcher)
                 )
+                lengths: set[int] = set()
                 for chunk in chunks_iter:
                     matcher.feed(batch, chunk)
                     fed += len(chunk)
+                    lengths |= matcher.fit_lengths(chunk)
+                if table is not None:
+                    _feed_parts(matcher, batch, table.select(
+                        [c for c in PARTS_COLUMNS if c in table.column_names]).to_batches(
+                            1 << 16), lengths)
                 matcher.feed_normalised(batch, pairs)
                 matcher.feed_windows(batch, windows)
             except unusable as e:
@@ -415,6 +435,35 @@ class _Reader:
             problems.append(f"batch {f.batch[:19]}…: its {what} ({e})")
             self.failed.add(f.batch)
         return pairs, windows
+
+    def feed_parts(self, matcher: Matcher, f: BatchFeatures, problems: list[str]) -> None:
+        """Feed ``matcher`` the sketches' parts of the train episodes of ``f`` of the lengths of
+        its sealed held ones (`Matcher.feed_parts`), from the batch's step file (hashed in
+        place: derived, as its features); a problem line when it cannot be read."""
+        import pyarrow as pa
+
+        from trajledger.verify.errors import ProvenanceError
+
+        from .batch_features import verified_local_copy
+        from .errors import LedgerError
+
+        lengths = matcher.fit_lengths(f.chunk) if f.chunk is not None else set()
+        if not lengths or f.source == "sealed":
+            return
+        try:
+            digest = self.steps(f.batch, self.batch(f.batch))
+            path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
+            try:
+                _feed_parts(matcher, f.batch, parquet_batches(path, PARTS_COLUMNS), lengths)
+            finally:
+                if path.parent == self.workdir:
+                    path.unlink(missing_ok=True)
+        except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError,
+                pa.ArrowException) as e:
+            if read_failure(e):
+                raise
+            problems.append(f"batch {f.batch[:19]}…: its numeric episodes were not compared "
+                            f"with the sketches of sealed held-out episodes of their lengths ({e})")
 
     def steps(self, batch: str, pred: RolloutBatch | None) -> str:
         """The digest of the step file of ``batch`` (record ``pred``)."""
@@ -606,6 +655,7 @@ def _check_dataset(
         for f in map(note, own) if split == "train" else map(note, others):
             if f.chunk is not None:
                 matcher.feed(f.batch, f.chunk)
+                reader.feed_parts(matcher, f, unread)
                 pairs, windows = reader.compared(f, unread, False)
                 matcher.feed_normalised(f.batch, pairs)
                 matcher.feed_windows(f.batch, windows)

@@ -24,9 +24,10 @@ from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_T
 from .episode_features import FeatureChunk
 from .finding import Finding
 from .held_windows import Grouped
+from .sketch_fit import Parts, tangents
 from .step_windows import COLUMNS, StepWindows, held_steps, order_steps, span
 
-__all__ = ["EQUAL_SKETCH", "MIN_NEAR_STEPS", "Matcher", "SketchFinding"]
+__all__ = ["EQUAL_SKETCH", "FIT_EXACT", "FIT_NEAR", "MIN_NEAR_STEPS", "Matcher", "SketchFinding"]
 
 MIN_NEAR_STEPS = 16
 """Numeric episodes shorter than this are compared exactly only: too little content to tell a
@@ -37,6 +38,19 @@ EQUAL_SKETCH = 0.99995
 episode's are equal (printed 1.0000): an exact duplicate of it (`SketchFinding`), as a shared
 run of steps is of a plain one. A copy gives 1 to float32 rounding, N(0, 0.01) noise on
 CartPole's observations 0.9998 (docs/SECURITY.md, thirty-first round, seal46)."""
+
+FIT_EXACT = 1e-3
+"""A sealed held-out numeric episode whose published sketch a train episode of its length
+explains to this (`sketch_fit.tangents`: its actions and rewards each mapped affinely, its
+observations scaled) is a copy of it, re-encoded: an exact duplicate (`SketchFinding`). Copies
+as recorded, rewards x 2 or + 1, actions 1 - a or + 1 give 6.3e-7 at most; unrelated episodes
+of one length 0.025 at the least (CartPole twins already near by cosine), 0.13 otherwise
+(docs/SECURITY.md, thirty-second round, seal47)."""
+FIT_NEAR = 0.1
+"""At or below this (and above `FIT_EXACT`): a near duplicate, a copy with a few steps changed
+(found for some: CartPole one step's observation replaced 17-27%, Pendulum 60%): a warning,
+not a refusal, as the margin is not wide (an unrelated CartPole pair at 0.22, not near by
+cosine)."""
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
@@ -80,23 +94,39 @@ class SketchFinding(Finding):
 
     steps: int = 0
     """The held episode's steps (as its record publishes them)."""
+    fitted: float | None = None
+    """Found by the fit (`sketch_fit.tangents`: `FIT_EXACT`, `FIT_NEAR`), its tangent; None:
+    by equal sketches (`EQUAL_SKETCH`)."""
 
     def __str__(self) -> str:
-        if self.kind != "exact":
+        if self.kind != "exact" and self.fitted is None:
             return super().__str__()
         more = f" and {self.matches - 1} more near" if self.matches > 1 else ""
         o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
         t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
         train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}"
-        why = (f"sealed, it is compared by the sketch its record publishes, and the two are equal "
-               f"(similarity {self.similarity:.4f}: the same observations, actions and rewards at "
-               f"each of its {self.steps} steps, to rounding and one scale)")
         held = f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o}"
-        return f"{held} is a copy of {train}: {why}"
+        if self.fitted is None:
+            why = (f"the two are equal (similarity {self.similarity:.4f}: the same observations, "
+                   f"actions and rewards at each of its {self.steps} steps, to rounding and one "
+                   "scale)")
+        elif self.fitted <= FIT_EXACT:
+            why = (f"it is the train episode's with its actions and rewards each re-encoded "
+                   f"affinely (fitted to {self.fitted:.1e}: the same observations at each of its "
+                   f"{self.steps} steps, to rounding and one scale)")
+        else:
+            why = (f"it is nearly the train episode's with its actions and rewards each "
+                   f"re-encoded affinely (fitted to {self.fitted:.3f}, {FIT_NEAR} or less: a few "
+                   f"of its {self.steps} steps changed?)")
+        copy = "a copy" if self.kind == "exact" else "a near copy"
+        return f"{held} is {copy} of {train}: sealed, it is compared by the sketch its record " \
+               f"publishes, and {why}"
 
     def to_json(self) -> dict[str, Any]:
-        """The finding as JSON, with ``sketch``: true."""
-        return {**super().to_json(), "sketch": True}
+        """The finding as JSON, with ``sketch``: true (and ``fitted``, found by the fit)."""
+        fitted = {} if self.fitted is None else {"fitted": self.fitted}
+        return {**{k: v for k, v in super().to_json().items() if k != "fitted"},
+                "sketch": True, **fitted}
 
 
 class Matcher:
@@ -157,6 +187,10 @@ class Matcher:
                                         int]] | None = None
         self._frozen = False
         self._sealed: dict[int, int] = {}  # a sealed held episode -> its steps
+        # the sealed held episodes fitted (`feed_parts`): by length, their rows and sketches
+        self._fit: dict[int, tuple[list[int], list[npt.NDArray[np.float32]]]] = {}
+        self._fit_best: dict[int, tuple[float, str, str]] = {}  # row -> tangent, train episode
+        self._fit_count: dict[int, int] = {}  # row -> train episodes within `FIT_NEAR`
 
     def hold(self, batch: str, chunk: FeatureChunk, *, sealed: bool = False) -> None:
         """Add other-side episodes of ``batch`` (``sealed``: the sketches its record publishes,
@@ -167,6 +201,10 @@ class Matcher:
         if sealed:
             self._sealed.update(zip(range(base, base + len(chunk)), chunk.num_steps.tolist(),
                                     strict=True))
+            for k in np.flatnonzero(_near_mask(chunk, "numeric")).tolist():
+                rows, vectors = self._fit.setdefault(int(chunk.num_steps[k]), ([], []))
+                rows.append(base + k)
+                vectors.append(chunk.vectors[k])
         self._batches.extend([batch] * len(chunk))
         self._episodes.extend(chunk.episode_ids)
         for i, episode in enumerate(chunk.episode_ids):
@@ -175,6 +213,33 @@ class Matcher:
             if fp is not None:
                 self._fp.setdefault(fp, []).append(base + i)
         self._held.append(chunk)
+
+    def fit_lengths(self, chunk: FeatureChunk | None = None) -> set[int]:
+        """The lengths of the sealed held numeric episodes (`feed_parts` wants train episodes of
+        these lengths); with ``chunk``, those of its numeric episodes among them."""
+        if chunk is None:
+            return set(self._fit)
+        return set(chunk.num_steps[_near_mask(chunk, "numeric")].tolist()) & set(self._fit)
+
+    def feed_parts(self, batch: str, ids: Sequence[str], lengths: npt.NDArray[np.int64],
+                   parts: npt.NDArray[np.float64]) -> None:
+        """Fit each sealed held sketch in the span of the parts (`episode_vectors.sketch_parts`)
+        of the train episodes ``ids`` of ``batch`` of its length (`sketch_fit.tangents`); keep
+        the best (the first on a tie) and the count within `FIT_NEAR`."""
+        for n in np.unique(lengths).tolist():
+            if n not in self._fit:
+                continue
+            rows, vectors = self._fit[n]
+            cols = np.flatnonzero(lengths == n)
+            tan = tangents(np.stack(vectors), Parts.of(parts[cols]))
+            best = tan.argmin(axis=1)
+            for r, row in enumerate(rows):
+                t = float(tan[r, best[r]])
+                if t > FIT_NEAR:
+                    continue
+                self._fit_count[row] = self._fit_count.get(row, 0) + int((tan[r] <= FIT_NEAR).sum())
+                if row not in self._fit_best or t < self._fit_best[row][0]:
+                    self._fit_best[row] = (t, batch, ids[int(cols[best[r]])])
 
     def close(self) -> None:
         """Close the grouped files held (`held_windows.Grouped.close`), once matched."""
@@ -478,6 +543,9 @@ class Matcher:
             elif i in runs:
                 (tb, te), matches, shared, order, kinds = runs[i]
                 kind, sim = "exact", 1.0
+            elif (sketch := self._by_sketch(i, i in numeric)) is not None:
+                out.append(sketch)
+                continue
             elif self._count[i] > 0 and self._best_of[i] is not None:
                 tb, te = self._best_of[i]  # type: ignore[misc]
                 kind, sim, matches = (
@@ -492,11 +560,34 @@ class Matcher:
             k, _, back = order_steps(order)
             added = () if kinds & _PLAIN else tuple(  # known of the train side's windows only
                 name for bit, name in ((_CLOCKS, "clock"), (_STILL, "standing")) if kinds & bit)
-            if kind == "near" and i in self._sealed and i in numeric and sim >= EQUAL_SKETCH:
-                out.append(SketchFinding("exact", sim, tb, te, b, e, matches, train_labels,
-                                         other_labels, steps=self._sealed[i]))
-                continue
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
                                normalised, shared, k, back, order >= COLUMNS, added))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out
+
+
+    def _by_sketch(self, i: int, numeric: bool) -> SketchFinding | None:
+        """The finding of sealed held episode ``i`` by its published sketch, if any: equal to a
+        train episode's (`EQUAL_SKETCH`: exact), else fitted (`FIT_EXACT`: exact), else near
+        by cosine (None: a plain near `Finding`), else fitted within `FIT_NEAR` (near)."""
+        if i not in self._sealed:
+            return None
+        b, e, steps = self._batches[i], self._episodes[i], self._sealed[i]
+        other = tuple(self.other_labels.get(b, ()))
+        near = self._count[i] > 0 and self._best_of[i] is not None
+        if near and numeric and self._best[i] >= EQUAL_SKETCH:
+            tb, te = self._best_of[i]  # type: ignore[misc]
+            return SketchFinding("exact", round(min(float(self._best[i]), 1.0), 6), tb, te, b, e,
+                                 int(self._count[i]), tuple(self.train_labels.get(tb, ())),
+                                 other, steps=steps)
+        if i not in self._fit_best or (near and self._fit_best[i][0] > FIT_EXACT):
+            return None
+        fitted, tb, te = self._fit_best[i]
+        return SketchFinding("exact" if fitted <= FIT_EXACT else "near", _cosine(fitted), tb, te,
+                             b, e, self._fit_count[i], tuple(self.train_labels.get(tb, ())),
+                             other, steps=steps, fitted=fitted)
+
+
+def _cosine(tangent: float) -> float:
+    """The cosine of the angle of ``tangent`` (a fitted finding's similarity), to 6 places."""
+    return round(1.0 / float(np.hypot(1.0, tangent)), 6)

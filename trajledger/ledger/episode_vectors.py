@@ -43,6 +43,7 @@ from .rollouts.space_values import leaf_arrays
 __all__ = [
     "NUMERIC_SLICE",
     "SEGMENT_SORT_MIN",
+    "SKETCH_PARTS",
     "TEXT_SLICE",
     "VECTOR_DIM",
     "WORD_SPLIT",
@@ -51,6 +52,7 @@ __all__ = [
     "fold",
     "numeric_features",
     "numeric_vectors",
+    "sketch_parts",
     "sorted_by_owner",
     "splitmix64",
     "string_parts",
@@ -670,6 +672,54 @@ def _step_features(
             nan=0.0, posinf=0.0, neginf=0.0,
         )
     )  # fmt: skip
+
+
+SKETCH_PARTS = 11
+"""The parts of an episode's numeric sketch (`sketch_parts`): its observations', each action
+slot's values and ones, its rewards' and ones."""
+_PART_OF = np.array([0] * _OBS_SLOTS + list(range(1, _ACTION_SLOTS + 2)), dtype=np.intp)
+_ONES_OF = _PART_OF[_OBS_SLOTS:] + _ACTION_SLOTS + 1  # the ones of action slot j and reward
+
+
+def sketch_parts(
+    columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """The sketch of each episode (rows ``starts[k] ..`` of the obs, action and reward
+    columns, as `numeric_features`) split by what it sums, ``(n, SKETCH_PARTS, 128)`` float64,
+    not scaled: part 0 its observations' terms, 1 to 4 each action slot's, 5 the reward's
+    (their sum is the sketch before scaling, to float64 rounding), and 6 to 10 the sketch of a 1
+    in each action slot and in the reward at every step (the same for every episode of its
+    length). The sketch is linear and separable by its slots, so an episode's actions and
+    rewards each mapped affinely (``2 r + 1``, ``1 - a``) sketch in the span of these parts
+    with the observations' part (`sketch_fit`)."""
+    n = len(starts)
+    out = np.zeros(n * SKETCH_PARTS * VECTOR_DIM)
+    if not n:
+        return out.reshape(0, SKETCH_PARTS, VECTOR_DIM)
+    buckets, signs = _span_tables(0, -(-int(lengths.max()) // _CHUNK_STEPS))
+    for k in range(0, n, 256):  # a few thousand steps at a time
+        ss, ls = starts[k : k + 256], lengths[k : k + 256]
+        lo, hi = int(ss.min()), int((ss + ls).max())
+        if hi - lo <= 4 * int(ls.sum()):  # close together: one pass over their span
+            span = np.empty((hi - lo, _STEP_FEATURES))
+            _step_features(columns, lo, span)
+            x = span[np.repeat(ss - lo - np.cumsum(ls) + ls, ls) + np.arange(int(ls.sum()))]
+        else:
+            x = np.empty((int(ls.sum()), _STEP_FEATURES))
+            for at, s, m in zip((np.cumsum(ls) - ls).tolist(), ss.tolist(), ls.tolist(),
+                                strict=True):
+                _step_features(columns, s, x[at : at + m])
+        lens = lengths[k : k + 256]
+        pos = np.arange(len(x)) - np.repeat(np.cumsum(lens) - lens, lens)
+        base = np.repeat((np.arange(len(lens)) + k) * SKETCH_PARTS * VECTOR_DIM, lens)[:, None]
+        b, sg = buckets[pos], signs[pos]
+        out += np.bincount((base + _PART_OF * VECTOR_DIM + b).ravel(), weights=(sg * x).ravel(),
+                           minlength=len(out))
+        out += np.bincount((base + _ONES_OF * VECTOR_DIM + b[:, _OBS_SLOTS:]).ravel(),
+                           weights=sg[:, _OBS_SLOTS:].ravel(), minlength=len(out))
+    return out.reshape(n, SKETCH_PARTS, VECTOR_DIM)
 
 
 class NumericSketch:
