@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -169,25 +169,30 @@ def _verified_chunks(
             raise DigestMismatchError(
                 f"steps.parquet of batch {batch[:19]}…: {got} bytes, want {size}"
             )
-        wanted, lengths = (False, False), set[int]()
+        wanted, fed = (False, False), list[FeatureChunk]()
         for chunk in iter_step_features(parquet_batches(path, FEATURE_COLUMNS)):
             more = compared_parts(chunk)
             wanted = (wanted[0] or more[0], wanted[1] or more[1])
             yield chunk
-            lengths |= fit.fit_lengths(chunk) if fit is not None else set()
+            fed.append(chunk)
         _extras(path, wanted, held, normalised, windows)
-        if fit is not None:
-            _feed_parts(fit, batch, parquet_batches(path, PARTS_COLUMNS), lengths)
+        if fit is not None and fed:
+            _feed_parts(fit, batch, lambda: parquet_batches(path, PARTS_COLUMNS),
+                        FeatureChunk.concat(fed))
     finally:
         path.unlink(missing_ok=True)
 
 
-def _feed_parts(matcher: Matcher, batch: str, steps: Iterable[pa.RecordBatch | pa.Table],
-                lengths: set[int]) -> None:
-    """Feed ``matcher`` the sketches' parts of the train episodes of ``batch`` (its ``steps``)
-    of ``lengths`` steps (`Matcher.feed_parts`: a sealed held sketch fitted in their span)."""
+def _feed_parts(matcher: Matcher, batch: str,
+                steps: Callable[[], Iterable[pa.RecordBatch | pa.Table]],
+                chunk: FeatureChunk) -> None:
+    """Feed ``matcher`` the sketches' parts of the train episodes of ``batch`` (``chunk``: its
+    features, in file order; ``steps``: its step file's record batches, read only when some
+    episode has the length of a sealed held one: `Matcher.feed_parts`)."""
+    lengths = matcher.fit_lengths(chunk)
     if lengths:
-        for ids, lens, parts in iter_parts(steps, lengths):
+        for ids, lens, parts in iter_parts(steps(), chunk.episode_ids, chunk.num_steps,
+                                           lengths):
             matcher.feed_parts(batch, ids, lens, parts)
 
 
@@ -298,15 +303,15 @@ def verified_contamination(
                     _table_chunks(table, pairs, windows, False) if table is not None
                     else _verified_chunks(store, batch, Path(tmp), pairs, windows, False, matcher)
                 )
-                lengths: set[int] = set()
+                chunks = []
                 for chunk in chunks_iter:
                     matcher.feed(batch, chunk)
                     fed += len(chunk)
-                    lengths |= matcher.fit_lengths(chunk)
-                if table is not None:
-                    _feed_parts(matcher, batch, table.select(
-                        [c for c in PARTS_COLUMNS if c in table.column_names]).to_batches(
-                            1 << 16), lengths)
+                    chunks.append(chunk)
+                if table is not None and chunks:
+                    _feed_parts(matcher, batch, lambda t=table: t.select(  # type: ignore[misc]
+                        [c for c in PARTS_COLUMNS if c in t.column_names]).to_batches(1 << 16),
+                        FeatureChunk.concat(chunks))
                 matcher.feed_normalised(batch, pairs)
                 matcher.feed_windows(batch, windows)
             except unusable as e:
@@ -447,14 +452,14 @@ class _Reader:
         from .batch_features import verified_local_copy
         from .errors import LedgerError
 
-        lengths = matcher.fit_lengths(f.chunk) if f.chunk is not None else set()
-        if not lengths or f.source == "sealed":
+        if f.chunk is None or f.source == "sealed" or not matcher.fit_lengths(f.chunk):
             return
         try:
             digest = self.steps(f.batch, self.batch(f.batch))
             path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
             try:
-                _feed_parts(matcher, f.batch, parquet_batches(path, PARTS_COLUMNS), lengths)
+                _feed_parts(matcher, f.batch, lambda: parquet_batches(path, PARTS_COLUMNS),
+                            f.chunk)
             finally:
                 if path.parent == self.workdir:
                     path.unlink(missing_ok=True)

@@ -681,6 +681,20 @@ _PART_OF = np.array([0] * _OBS_SLOTS + list(range(1, _ACTION_SLOTS + 2)), dtype=
 _ONES_OF = _PART_OF[_OBS_SLOTS:] + _ACTION_SLOTS + 1  # the ones of action slot j and reward
 
 
+@lru_cache(maxsize=4)
+def _part_keys(count: int, length: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """`sketch_parts`'s ``bincount`` keys of `count` episodes of `length` steps (never written
+    to), and the parts of ones of one such episode (flat, its other parts zero)."""
+    buckets, signs = _sketch_tables(0, -(-length // _CHUNK_STEPS))
+    b = buckets[:length]
+    keys = ((np.arange(count) * SKETCH_PARTS * VECTOR_DIM)[:, None, None]
+            + _PART_OF * VECTOR_DIM + b).ravel()
+    ones = np.bincount((_ONES_OF * VECTOR_DIM + b[:, _OBS_SLOTS:]).ravel(),
+                       weights=signs[:length, _OBS_SLOTS:].ravel(),
+                       minlength=SKETCH_PARTS * VECTOR_DIM)
+    return keys, np.asarray(ones, dtype=np.float64)
+
+
 def sketch_parts(
     columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None],
     starts: npt.NDArray[np.int64],
@@ -711,14 +725,22 @@ def sketch_parts(
             for at, s, m in zip((np.cumsum(ls) - ls).tolist(), ss.tolist(), ls.tolist(),
                                 strict=True):
                 _step_features(columns, s, x[at : at + m])
-        lens = lengths[k : k + 256]
-        pos = np.arange(len(x)) - np.repeat(np.cumsum(lens) - lens, lens)
-        base = np.repeat((np.arange(len(lens)) + k) * SKETCH_PARTS * VECTOR_DIM, lens)[:, None]
-        b, sg = buckets[pos], signs[pos]
-        out += np.bincount((base + _PART_OF * VECTOR_DIM + b).ravel(), weights=(sg * x).ravel(),
-                           minlength=len(out))
-        out += np.bincount((base + _ONES_OF * VECTOR_DIM + b[:, _OBS_SLOTS:]).ravel(),
-                           weights=sg[:, _OBS_SLOTS:].ravel(), minlength=len(out))
+        size = len(ls) * SKETCH_PARTS * VECTOR_DIM
+        if (ls == ls[0]).all():  # one length (the usual case): keys made once, ones once
+            keys, ones = _part_keys(len(ls), int(ls[0]))
+            part = np.asarray(np.bincount(keys, weights=(
+                signs[: ls[0]] * x.reshape(len(ls), ls[0], -1)).ravel(), minlength=size),
+                dtype=np.float64)
+            part.reshape(len(ls), SKETCH_PARTS * VECTOR_DIM)[:] += ones
+        else:
+            pos = np.arange(len(x)) - np.repeat(np.cumsum(ls) - ls, ls)
+            base = np.repeat(np.arange(len(ls)) * SKETCH_PARTS * VECTOR_DIM, ls)[:, None]
+            b, sg = buckets[pos], signs[pos]
+            part = np.asarray(np.bincount((base + _PART_OF * VECTOR_DIM + b).ravel(),
+                                          weights=(sg * x).ravel(), minlength=size), np.float64)
+            part += np.bincount((base + _ONES_OF * VECTOR_DIM + b[:, _OBS_SLOTS:]).ravel(),
+                                weights=sg[:, _OBS_SLOTS:].ravel(), minlength=size)
+        out[k * SKETCH_PARTS * VECTOR_DIM : k * SKETCH_PARTS * VECTOR_DIM + size] = part
     return out.reshape(n, SKETCH_PARTS, VECTOR_DIM)
 
 

@@ -137,7 +137,8 @@ def test_a_near_cosine_gives_way_to_an_exact_fit() -> None:
     m = Matcher(thresholds={"numeric": -1.0})  # everything near by cosine
     m.hold(HELD, chunks[0], sealed=True)
     m.feed(TRAIN, chunks[1])
-    for ids, lens, parts in iter_parts(copy.to_batches(), m.fit_lengths()):
+    for ids, lens, parts in iter_parts(copy.to_batches(), chunks[1].episode_ids,
+                                       chunks[1].num_steps, m.fit_lengths()):
         m.feed_parts(TRAIN, ids, lens, parts)
     (f,) = m.findings()
     assert f.kind == "exact" and isinstance(f, SketchFinding) and f.fitted is not None
@@ -153,11 +154,20 @@ def test_the_parts_sum_to_the_sketch_and_are_read_across_record_batches() -> Non
     whole = parts[:, :6].sum(axis=1)
     assert np.allclose(whole / np.linalg.norm(whole, axis=1, keepdims=True), v, atol=1e-6)
     # cut in record batches of 7 rows: the same episodes, the same parts
-    got = list(iter_parts(t.to_batches(max_chunksize=7), {20}))
-    assert [i for ids, _, _ in got for i in ids] == [f"e{k}" for k in range(5)]
+    ids = [f"e{k}" for k in range(5)]
+    got = list(iter_parts(t.to_batches(max_chunksize=7), ids, lens, {20}))
+    assert [i for ids, _, _ in got for i in ids] == ids
     assert np.array_equal(np.concatenate([p for _, _, p in got]), parts)
-    # lengths not wanted: none
-    assert list(iter_parts(t.to_batches(max_chunksize=7), {19})) == []
+    # of several lengths, some wanted
+    mixed = np.array([10, 30, 20, 25, 15], np.int64)
+    got = list(iter_parts(t.to_batches(max_chunksize=7), ids, mixed, {20, 15}))
+    assert [i for ids, _, _ in got for i in ids] == ["e2", "e4"]
+    assert np.array_equal(np.concatenate([p for _, _, p in got]), sketch_parts(
+        cols, np.array([40, 85], np.int64), np.array([20, 15], np.int64)))  # type: ignore[arg-type]
+    # lengths not wanted: none; features of another file: refused
+    assert list(iter_parts(t.to_batches(max_chunksize=7), ids, lens, {19})) == []
+    with pytest.raises(ValueError, match="the step file has 100 rows, its episodes' features 99"):
+        list(iter_parts(t.to_batches(), ids, lens - np.array([1, 0, 0, 0, 0]), {20}))
     # each own sketch is fitted exactly, none of the others
     tan = tangents(v, Parts.of(parts))
     assert (np.diag(tan) < 1e-6).all()
