@@ -43,14 +43,15 @@ FIT_EXACT = 1e-3
 """A sealed held-out numeric episode whose published sketch a train episode of its length
 explains to this (`sketch_fit.tangents`: its actions and rewards each mapped affinely, its
 observations scaled) is a copy of it, re-encoded: an exact duplicate (`SketchFinding`). Copies
-as recorded, rewards x 2 or + 1, actions 1 - a or + 1 give 6.3e-7 at most; unrelated episodes
-of one length 0.025 at the least (CartPole twins already near by cosine), 0.13 otherwise
-(docs/SECURITY.md, thirty-second round, seal47)."""
+as recorded, rewards x 2 or + 1, actions 1 - a or + 1 fit to 6.3e-7 at most; unrelated
+episodes of one length to 0.0146 at the least (CartPole twins of 16 steps, cosine 0.99993),
+0.47 of Pendulum (docs/SECURITY.md, thirty-second round, seal47)."""
 FIT_NEAR = 0.1
-"""At or below this (and above `FIT_EXACT`): a near duplicate, a copy with a few steps changed
-(found for some: CartPole one step's observation replaced 17-27%, Pendulum 60%): a warning,
-not a refusal, as the margin is not wide (an unrelated CartPole pair at 0.22, not near by
-cosine)."""
+"""At or below this (above `FIT_EXACT`), where the cosine is not near already: a near
+duplicate, a copy with a few steps changed (found for some: CartPole one step's observation
+replaced 17-29%, Pendulum 54-60%). A warning, not a refusal, as the margin is not wide: the
+unrelated CartPole pairs at or below it were near by cosine already, but one at 0.17 was not
+(cosine 0.990)."""
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
