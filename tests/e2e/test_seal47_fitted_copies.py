@@ -2,8 +2,9 @@
 actions re-encoded (seal47; seal46's finding 3): the sealed record publishes each episode's
 sketch, which is linear and separable by its slots, and `dataset create --split train` reads
 the train steps (plain), so it fits the published sketch in the span of each train episode's
-parts (`sketch_fit`): such a copy is an exact duplicate, refused; an honest unrelated train set
-is recorded. docs/SECURITY.md, "Review of 2026-12-07, thirty-second round (seal47)"."""
+parts (`contamination_matcher.tangents`): such a copy is an exact duplicate, refused; an
+honest unrelated train set is recorded. docs/SECURITY.md, "Review of 2026-12-07,
+thirty-second round (seal47)"."""
 
 from __future__ import annotations
 

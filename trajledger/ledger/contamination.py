@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
 
 from .batch_features import private_workdir, published_features, verified_local_copy
-from .contamination_matcher import MIN_NEAR_STEPS, Matcher, SketchFinding
+from .contamination_matcher import MIN_NEAR_STEPS, PARTS_COLUMNS, Matcher, SketchFinding, iter_parts
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -64,7 +64,6 @@ from .held_windows import (
 )
 from .held_windows import read as read_grouped
 from .progress import ProgressFactory, no_progress
-from .sketch_fit import PARTS_COLUMNS, iter_parts
 from .step_windows import (
     WINDOW_COLUMNS,
     StepWindows,

@@ -707,7 +707,7 @@ def sketch_parts(
     in each action slot and in the reward at every step (the same for every episode of its
     length). The sketch is linear and separable by its slots, so an episode's actions and
     rewards each mapped affinely (``2 r + 1``, ``1 - a``) sketch in the span of these parts
-    with the observations' part (`sketch_fit`)."""
+    with the observations' part (`contamination_matcher.tangents`)."""
     n = len(starts)
     out = np.zeros(n * SKETCH_PARTS * VECTOR_DIM)
     if not n:

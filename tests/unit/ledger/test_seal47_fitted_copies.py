@@ -15,10 +15,17 @@ import pytest
 
 from trajledger.ledger import sealing
 from trajledger.ledger.contamination import refusal, ruled, verified_contamination
-from trajledger.ledger.contamination_matcher import FIT_EXACT, FIT_NEAR, Matcher, SketchFinding
+from trajledger.ledger.contamination_matcher import (
+    FIT_EXACT,
+    FIT_NEAR,
+    Matcher,
+    Parts,
+    SketchFinding,
+    iter_parts,
+    tangents,
+)
 from trajledger.ledger.episode_features import iter_step_features
 from trajledger.ledger.episode_vectors import numeric_features, sketch_parts
-from trajledger.ledger.sketch_fit import Parts, iter_parts, tangents
 from trajledger.verify.contamination_rules import ContaminationRules
 from trajledger.verify.sealed_files import Sealed
 
