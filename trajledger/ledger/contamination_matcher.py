@@ -31,7 +31,8 @@ from .held_windows import Grouped
 from .step_windows import COLUMNS, StepWindows, held_steps, order_steps, span
 
 __all__ = ["EQUAL_SKETCH", "FIT_EXACT", "FIT_FLOOR", "FIT_NEAR", "MIN_NEAR_STEPS", "PARTS_COLUMNS",
-           "Matcher", "Parts", "SketchFinding", "iter_parts", "tangents"]
+           "TRIM_BUCKETS", "TRIM_NEAR", "TRIM_SCREEN", "Matcher", "Parts", "SketchFinding",
+           "iter_parts", "tangents", "trimmed"]
 
 MIN_NEAR_STEPS = 16
 """Numeric episodes shorter than this are compared exactly only: too little content to tell a
@@ -56,6 +57,18 @@ duplicate, a copy with a few steps changed (found for some: CartPole one step's 
 replaced 17-29%, Pendulum 54-60%). A warning, not a refusal, as the margin is not wide: the
 unrelated CartPole pairs at or below it were near by cosine already, but one at 0.17 was not
 (cosine 0.990)."""
+
+TRIM_NEAR = 1e-3
+"""A sealed held sketch that the plain fit leaves above `FIT_NEAR` (at most `TRIM_SCREEN`) but
+that a train episode of its length explains to this once the `TRIM_BUCKETS` buckets it fits
+worst are left out (`trimmed`): a near duplicate, a copy with a step or two changed (a changed
+step moves at most 21 buckets, its observation at most 16). Found: CartPole one step's
+observation replaced 100%, two steps 99%, four 90%, one action 100%; unrelated CartPole pairs
+0.0117 at the least (docs/SECURITY.md, thirty-second round, seal47): a warning."""
+TRIM_SCREEN = 1.0
+"""Pairs whose plain fit leaves more than this are not fitted again (`trimmed`)."""
+TRIM_BUCKETS = 16
+"""Buckets `trimmed` leaves out: those of one step's observation (16 slots) at most."""
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
@@ -102,6 +115,8 @@ class SketchFinding(Finding):
     fitted: float | None = None
     """Found by the fit (`tangents`: `FIT_EXACT`, `FIT_NEAR`), its tangent; None:
     by equal sketches (`EQUAL_SKETCH`)."""
+    trimmed: float | None = None
+    """Found by the fit with its worst buckets left out (`trimmed`: `TRIM_NEAR`), its ratio."""
 
     def __str__(self) -> str:
         if self.kind != "exact" and self.fitted is None:
@@ -119,19 +134,26 @@ class SketchFinding(Finding):
             why = (f"it is the train episode's with its actions and rewards each re-encoded "
                    f"affinely (fitted to {self.fitted:.1e}: the same observations at each of its "
                    f"{self.steps} steps, to rounding and one scale)")
-        else:
+        elif self.trimmed is None:
             why = (f"it is nearly the train episode's with its actions and rewards each "
                    f"re-encoded affinely (fitted to {self.fitted:.3f}, {FIT_NEAR} or less: a few "
                    f"of its {self.steps} steps changed?)")
+        else:
+            why = (f"it is nearly the train episode's with its actions and rewards each "
+                   f"re-encoded affinely (fitted to {self.fitted:.3f}; to {self.trimmed:.1e} once "
+                   f"the {TRIM_BUCKETS} buckets it fits worst are left out: a step or two of its "
+                   f"{self.steps} steps changed?)")
         copy = "a copy" if self.kind == "exact" else "a near copy"
         return f"{held} is {copy} of {train}: sealed, it is compared by the sketch its record " \
                f"publishes, and {why}"
 
     def to_json(self) -> dict[str, Any]:
-        """The finding as JSON, with ``sketch``: true (and ``fitted``, found by the fit)."""
-        fitted = {} if self.fitted is None else {"fitted": self.fitted}
-        return {**{k: v for k, v in super().to_json().items() if k != "fitted"},
-                "sketch": True, **fitted}
+        """The finding as JSON, with ``sketch``: true (and ``fitted`` and ``trimmed``, found by
+        the fit)."""
+        fit = {k: v for k, v in (("fitted", self.fitted), ("trimmed", self.trimmed))
+               if v is not None}
+        return {**{k: v for k, v in super().to_json().items() if k not in ("fitted", "trimmed")},
+                "sketch": True, **fit}
 
 
 class Matcher:
@@ -196,6 +218,9 @@ class Matcher:
         self._fit: dict[int, tuple[list[int], list[npt.NDArray[np.float32]]]] = {}
         self._fit_best: dict[int, tuple[float, str, str]] = {}  # row -> tangent, train episode
         self._fit_count: dict[int, int] = {}  # row -> train episodes within `FIT_NEAR`
+        # row -> (trimmed ratio, plain tangent, train episode), the best within `TRIM_NEAR`
+        self._trim_best: dict[int, tuple[float, float, str, str]] = {}
+        self._trim_count: dict[int, int] = {}
 
     def hold(self, batch: str, chunk: FeatureChunk, *, sealed: bool = False) -> None:
         """Add other-side episodes of ``batch`` (``sealed``: the sketches its record publishes,
@@ -236,7 +261,8 @@ class Matcher:
                 continue
             rows, vectors = self._fit[n]
             cols = np.flatnonzero(lengths == n)
-            tan = tangents(np.stack(vectors), Parts.of(parts[cols]))
+            held = np.stack(vectors)
+            tan = tangents(held, Parts.of(parts[cols]))
             best = tan.argmin(axis=1)
             for r, row in enumerate(rows):
                 t = float(tan[r, best[r]])
@@ -245,6 +271,15 @@ class Matcher:
                 self._fit_count[row] = self._fit_count.get(row, 0) + int((tan[r] <= FIT_NEAR).sum())
                 if row not in self._fit_best or t < self._fit_best[row][0]:
                     self._fit_best[row] = (t, batch, ids[int(cols[best[r]])])
+            # Fitted again without the buckets a changed step moves (`trimmed`).
+            ia, jb = np.nonzero((tan > FIT_NEAR) & (tan <= TRIM_SCREEN))
+            ratio = trimmed(held[ia], parts[cols[jb]])
+            for k in np.flatnonzero(ratio <= TRIM_NEAR).tolist():
+                row, t = rows[int(ia[k])], float(ratio[k])
+                self._trim_count[row] = self._trim_count.get(row, 0) + 1
+                if row not in self._trim_best or t < self._trim_best[row][0]:
+                    self._trim_best[row] = (t, float(tan[ia[k], jb[k]]), batch,
+                                            ids[int(cols[jb[k]])])
 
     def close(self) -> None:
         """Close the grouped files held (`held_windows.Grouped.close`), once matched."""
@@ -585,13 +620,18 @@ class Matcher:
             return SketchFinding("exact", round(min(float(self._best[i]), 1.0), 6), tb, te, b, e,
                                  int(self._count[i]), tuple(self.train_labels.get(tb, ())),
                                  other, steps=steps)
-        if i not in self._fit_best or (near and self._fit_best[i][0] > FIT_EXACT):
-            return None
-        fitted, tb, te = self._fit_best[i]
-        return SketchFinding("exact" if fitted <= FIT_EXACT else "near", _cosine(fitted), tb, te,
-                             b, e, self._fit_count[i], tuple(self.train_labels.get(tb, ())),
-                             other, steps=steps, fitted=fitted)
-
+        if i in self._fit_best and (not near or self._fit_best[i][0] <= FIT_EXACT):
+            fitted, tb, te = self._fit_best[i]
+            return SketchFinding("exact" if fitted <= FIT_EXACT else "near", _cosine(fitted), tb,
+                                 te, b, e, self._fit_count[i],
+                                 tuple(self.train_labels.get(tb, ())), other, steps=steps,
+                                 fitted=fitted)
+        if i in self._trim_best and not near:
+            ratio, fitted, tb, te = self._trim_best[i]
+            return SketchFinding("near", _cosine(fitted), tb, te, b, e, self._trim_count[i],
+                                 tuple(self.train_labels.get(tb, ())), other, steps=steps,
+                                 fitted=fitted, trimmed=ratio)
+        return None
 
 def _cosine(tangent: float) -> float:
     """The cosine of the angle of ``tangent`` (a fitted finding's similarity), to 6 places."""
@@ -725,3 +765,41 @@ def iter_parts(batches: Iterable[pa.RecordBatch | pa.Table], ids: Sequence[str],
     if rows != (int(ends[-1]) if len(ends) else 0):
         raise ValueError(f"the step file has {rows} rows, its episodes' features "
                          f"{int(ends[-1]) if len(ends) else 0}: features of another file")
+
+
+def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64]) -> npt.NDArray[
+        np.float64]:
+    """For each pair of a held sketch ``held[k]`` and a train episode's parts ``parts[k]``
+    (`episode_vectors.sketch_parts`, of its length): the least-squares fit of the sketch in the
+    span of the parts, made again `_TRIM_ROUNDS` times without the `TRIM_BUCKETS` buckets the
+    fit before left most of (a copy with a step or two changed differs from the train
+    episode's sketch in those buckets only), and what it leaves there over its observation
+    term (``inf`` where that term is not positive). The parts are scaled to unit length and
+    the normal equations carry a ridge of 1e-10: a part of zeros or one equal to another
+    (CartPole's rewards of 1, its ones) stays solvable."""
+    out = np.full(len(held), np.inf)
+    for lo in range(0, len(held), _TRIM_BLOCK):
+        a = parts[lo : lo + _TRIM_BLOCK].transpose(0, 2, 1)  # (P, 128, 11)
+        norm = np.linalg.norm(a, axis=1)
+        a = a / np.where(norm > 0, norm, 1.0)[:, None, :]
+        at = a.transpose(0, 2, 1)
+        h = np.asarray(held[lo : lo + _TRIM_BLOCK], dtype=np.float64)
+        w = np.ones(h.shape)
+        ridge = np.eye(a.shape[2]) * 1e-10
+        for rounds in range(_TRIM_ROUNDS + 1):
+            c = np.linalg.solve((at * w[:, None, :]) @ a + ridge, (at @ (w * h)[..., None]))
+            left = h - (a @ c)[..., 0]
+            if rounds < _TRIM_ROUNDS:
+                w = np.ones(h.shape)
+                worst = np.argpartition(-np.abs(left), TRIM_BUCKETS - 1, axis=1)[:, :TRIM_BUCKETS]
+                np.put_along_axis(w, worst, 0.0, axis=1)
+        alpha = c[:, 0, 0]
+        rest = np.sqrt(np.einsum("pk,pk->p", w, left * left))
+        obs = np.abs(alpha) * np.sqrt(np.einsum("pk,pk->p", w, a[:, :, 0] ** 2))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[lo : lo + _TRIM_BLOCK] = np.where((alpha > 0) & (obs > 0), rest / obs, np.inf)
+    return out
+
+
+_TRIM_ROUNDS = 3
+_TRIM_BLOCK = 4096

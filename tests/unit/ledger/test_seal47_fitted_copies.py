@@ -18,6 +18,7 @@ from trajledger.ledger.contamination import refusal, ruled, verified_contaminati
 from trajledger.ledger.contamination_matcher import (
     FIT_EXACT,
     FIT_NEAR,
+    TRIM_NEAR,
     Matcher,
     Parts,
     SketchFinding,
@@ -132,6 +133,26 @@ def test_a_copy_with_one_step_changed_is_near(tmp_path: Path) -> None:
     assert FIT_EXACT < f.fitted <= FIT_NEAR
     assert "is a near copy of train episode t0" in str(f) and "a few of its 120 steps" in str(f)
     assert refusal("dataset h@1 (holdout)", found[1:], ContaminationRules()) is None
+
+
+def test_a_short_copy_with_one_step_changed_is_near_by_the_trimmed_fit(tmp_path: Path) -> None:
+    """Rewards re-encoded and one step's observation changed of 30: the plain fit leaves more
+    than `FIT_NEAR`; without the 16 buckets it fits worst (those the changed step moved), it
+    leaves float32 rounding: near, a warning."""
+    held = episodes("h", 12, 3, steps=30)
+    obs = values(held, "obs")
+    obs[10] += 3.0  # one step of the first episode
+    copy = with_column(renamed(held, "t"), "reward", 2 * values(held, "reward") + 1)
+    found = gate(with_column(copy, "obs", obs), sealed_of(held, tmp_path))
+    assert [(f.kind, f.other_episode) for f in found] == [
+        ("exact", "h1"), ("exact", "h2"), ("near", "h0")]
+    f = found[2]
+    assert isinstance(f, SketchFinding) and f.fitted is not None and f.trimmed is not None
+    assert f.fitted > FIT_NEAR and f.trimmed <= TRIM_NEAR
+    assert ("(fitted to " in str(f) and "once the 16 buckets it fits worst are left out: a step "
+            "or two of its 30 steps changed?)" in str(f))
+    assert f.to_json()["trimmed"] == f.trimmed and "trimmed" not in found[0].to_json()
+    assert refusal("dataset h@1 (holdout)", found[2:], ContaminationRules()) is None
 
 
 def test_a_near_cosine_gives_way_to_an_exact_fit() -> None:
