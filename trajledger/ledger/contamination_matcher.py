@@ -62,9 +62,10 @@ TRIM_NEAR = 1e-3
 """A sealed held sketch that the plain fit leaves above `FIT_NEAR` (at most `TRIM_SCREEN`) but
 that a train episode of its length explains to this once the `TRIM_BUCKETS` buckets it fits
 worst are left out (`trimmed`): a near duplicate, a copy with a step or two changed (a changed
-step moves at most 21 buckets, its observation at most 16). Found: CartPole one step's
-observation replaced 100%, two steps 99%, four 90%, one action 100%; unrelated CartPole pairs
-0.0117 at the least (docs/SECURITY.md, thirty-second round, seal47): a warning."""
+step moves at most 21 buckets, its observation at most 16). Found with the plain fit: CartPole
+one step's observation replaced 99%, two steps 92%, four 81%, one action all; unrelated
+CartPole pairs 0.0059 at the least (docs/SECURITY.md, thirty-second round, seal47): a
+warning."""
 TRIM_SCREEN = 1.0
 """Pairs whose plain fit leaves more than this are not fitted again (`trimmed`)."""
 TRIM_BUCKETS = 16
@@ -802,4 +803,6 @@ def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64]) -> n
 
 
 _TRIM_ROUNDS = 3
-_TRIM_BLOCK = 4096
+"""Fits after the first, each without the buckets the one before it left most of."""
+_TRIM_BLOCK = 512
+"""Pairs fitted at once: about 6 MiB an array of them."""
