@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
 
 from .batch_features import private_workdir, published_features, verified_local_copy
-from .contamination_matcher import MIN_NEAR_STEPS, Matcher, SketchFinding
+from .contamination_matcher import MIN_NEAR_STEPS, PARTS_COLUMNS, Matcher, SketchFinding, iter_parts
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -151,12 +151,13 @@ def _published_normalised(sealed: Sealed) -> list[tuple[str, str]]:
 
 def _verified_chunks(
     store: ObjectStore, batch: str, workdir: Path, normalised: list[tuple[str, str]],
-    windows: list[StepWindows], held: bool,
+    windows: list[StepWindows], held: bool, fit: Matcher | None = None,
 ) -> Iterator[FeatureChunk]:
     """Features of a batch's episodes, from a private copy of its re-hashed step file; once
     they are all given, the normalised text fingerprints of a batch with text episodes and
     the step windows of one with numeric episodes are added to ``normalised`` and
-    ``windows``, from the same copy (`_extras`)."""
+    ``windows``, from the same copy (`_extras`), and the train episodes of the lengths
+    ``fit`` wants are fed to it by their sketches' parts (`_feed_parts`)."""
     digest, size = _steps_digest(store, batch)
     path = verified_local_copy(store, digest, workdir, private=True)
     try:
@@ -167,14 +168,31 @@ def _verified_chunks(
             raise DigestMismatchError(
                 f"steps.parquet of batch {batch[:19]}…: {got} bytes, want {size}"
             )
-        wanted = (False, False)
+        wanted, fed = (False, False), list[FeatureChunk]()
         for chunk in iter_step_features(parquet_batches(path, FEATURE_COLUMNS)):
             more = compared_parts(chunk)
             wanted = (wanted[0] or more[0], wanted[1] or more[1])
             yield chunk
+            fed.append(chunk)
         _extras(path, wanted, held, normalised, windows)
+        if fit is not None and fed:
+            _feed_parts(fit, batch, lambda: parquet_batches(path, PARTS_COLUMNS),
+                        FeatureChunk.concat(fed))
     finally:
         path.unlink(missing_ok=True)
+
+
+def _feed_parts(matcher: Matcher, batch: str,
+                steps: Callable[[], Iterable[pa.RecordBatch | pa.Table]],
+                chunk: FeatureChunk) -> None:
+    """Feed ``matcher`` the sketches' parts of the train episodes of ``batch`` (``chunk``: its
+    features, in file order; ``steps``: its step file's record batches, read only when some
+    episode has the length of a sealed held one: `Matcher.feed_parts`)."""
+    lengths = matcher.fit_lengths(chunk)
+    if lengths:
+        for ids, lens, parts in iter_parts(steps(), chunk.episode_ids, chunk.num_steps,
+                                           lengths):
+            matcher.feed_parts(batch, ids, lens, parts)
 
 
 def _table_chunks(table: pa.Table, normalised: list[tuple[str, str]],
@@ -282,11 +300,17 @@ def verified_contamination(
             try:
                 chunks_iter: Iterable[FeatureChunk] = (
                     _table_chunks(table, pairs, windows, False) if table is not None
-                    else _verified_chunks(store, batch, Path(tmp), pairs, windows, False)
+                    else _verified_chunks(store, batch, Path(tmp), pairs, windows, False, matcher)
                 )
+                chunks = []
                 for chunk in chunks_iter:
                     matcher.feed(batch, chunk)
                     fed += len(chunk)
+                    chunks.append(chunk)
+                if table is not None and chunks:
+                    _feed_parts(matcher, batch, lambda t=table: t.select(  # type: ignore[misc]
+                        [c for c in PARTS_COLUMNS if c in t.column_names]).to_batches(1 << 16),
+                        FeatureChunk.concat(chunks))
                 matcher.feed_normalised(batch, pairs)
                 matcher.feed_windows(batch, windows)
             except unusable as e:
@@ -415,6 +439,35 @@ class _Reader:
             problems.append(f"batch {f.batch[:19]}…: its {what} ({e})")
             self.failed.add(f.batch)
         return pairs, windows
+
+    def feed_parts(self, matcher: Matcher, f: BatchFeatures, problems: list[str]) -> None:
+        """Feed ``matcher`` the sketches' parts of the train episodes of ``f`` of the lengths of
+        its sealed held ones (`Matcher.feed_parts`), from the batch's step file (hashed in
+        place: derived, as its features); a problem line when it cannot be read."""
+        import pyarrow as pa
+
+        from trajledger.verify.errors import ProvenanceError
+
+        from .batch_features import verified_local_copy
+        from .errors import LedgerError
+
+        if f.chunk is None or f.source == "sealed" or not matcher.fit_lengths(f.chunk):
+            return
+        try:
+            digest = self.steps(f.batch, self.batch(f.batch))
+            path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
+            try:
+                _feed_parts(matcher, f.batch, lambda: parquet_batches(path, PARTS_COLUMNS),
+                            f.chunk)
+            finally:
+                if path.parent == self.workdir:
+                    path.unlink(missing_ok=True)
+        except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError,
+                pa.ArrowException) as e:
+            if read_failure(e):
+                raise
+            problems.append(f"batch {f.batch[:19]}…: its numeric episodes were not compared "
+                            f"with the sketches of sealed held-out episodes of their lengths ({e})")
 
     def steps(self, batch: str, pred: RolloutBatch | None) -> str:
         """The digest of the step file of ``batch`` (record ``pred``)."""
@@ -606,6 +659,7 @@ def _check_dataset(
         for f in map(note, own) if split == "train" else map(note, others):
             if f.chunk is not None:
                 matcher.feed(f.batch, f.chunk)
+                reader.feed_parts(matcher, f, unread)
                 pairs, windows = reader.compared(f, unread, False)
                 matcher.feed_normalised(f.batch, pairs)
                 matcher.feed_windows(f.batch, windows)

@@ -3,7 +3,9 @@ chunks, one `Finding` per held episode that duplicates a train episode (exact: e
 fingerprint, or normalised text fingerprint; a shared run of steps, `step_windows`; near:
 cosine similarity of feature vectors at or above the threshold of its modality).
 
-Scope: holding and matching, and the run a shared window names (`Matcher._shared`).
+Scope: holding and matching, and the run a shared window names (`Matcher._shared`); a sealed
+held episode's published sketch fitted in the span of a train episode's parts (`Parts`,
+`tangents`, `iter_parts`: seal47), the train side's steps being plain.
 Non-scope: reading the batches, their features and windows (``ledger.contamination``'s front
 ends `check_dataset` and `verified_contamination` feed it), the windows' definitions
 (``step_windows``), the held windows kept grouped (``held_windows``).
@@ -12,21 +14,25 @@ Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
 
 from .episode_features import FeatureChunk
+from .episode_vectors import sketch_parts
 from .finding import Finding
 from .held_windows import Grouped
 from .step_windows import COLUMNS, StepWindows, held_steps, order_steps, span
 
-__all__ = ["EQUAL_SKETCH", "MIN_NEAR_STEPS", "Matcher", "SketchFinding"]
+__all__ = ["EQUAL_SKETCH", "FIT_EXACT", "FIT_FLOOR", "FIT_NEAR", "MIN_NEAR_STEPS", "PARTS_COLUMNS",
+           "TRIM_BUCKETS", "TRIM_NEAR", "TRIM_SCREEN", "Matcher", "Parts", "SketchFinding",
+           "iter_parts", "tangents", "trimmed"]
 
 MIN_NEAR_STEPS = 16
 """Numeric episodes shorter than this are compared exactly only: too little content to tell a
@@ -37,6 +43,33 @@ EQUAL_SKETCH = 0.99995
 episode's are equal (printed 1.0000): an exact duplicate of it (`SketchFinding`), as a shared
 run of steps is of a plain one. A copy gives 1 to float32 rounding, N(0, 0.01) noise on
 CartPole's observations 0.9998 (docs/SECURITY.md, thirty-first round, seal46)."""
+
+FIT_EXACT = 1e-3
+"""A sealed held-out numeric episode whose published sketch a train episode of its length
+explains to this (`tangents`: its actions and rewards each mapped affinely, its
+observations scaled) is a copy of it, re-encoded: an exact duplicate (`SketchFinding`). Copies
+as recorded, rewards x 2 or + 1, actions 1 - a or + 1 fit to 6.3e-7 at most; unrelated
+episodes of one length to 0.0146 at the least (CartPole twins of 16 steps, cosine 0.99993),
+0.47 of Pendulum (docs/SECURITY.md, thirty-second round, seal47)."""
+FIT_NEAR = 0.1
+"""At or below this (above `FIT_EXACT`), where the cosine is not near already: a near
+duplicate, a copy with a few steps changed (found for some: CartPole one step's observation
+replaced 17-29%, Pendulum 54-60%). A warning, not a refusal, as the margin is not wide: the
+unrelated CartPole pairs at or below it were near by cosine already, but one at 0.17 was not
+(cosine 0.990)."""
+
+TRIM_NEAR = 1e-3
+"""A sealed held sketch that the plain fit leaves above `FIT_NEAR` (at most `TRIM_SCREEN`) but
+that a train episode of its length explains to this once the `TRIM_BUCKETS` buckets it fits
+worst are left out (`trimmed`): a near duplicate, a copy with a step or two changed (a changed
+step moves at most 21 buckets, its observation at most 16). Found with the plain fit: CartPole
+one step's observation replaced 99%, two steps 92%, four 81%, one action all; unrelated
+CartPole pairs 0.0059 at the least (docs/SECURITY.md, thirty-second round, seal47): a
+warning."""
+TRIM_SCREEN = 1.0
+"""Pairs whose plain fit leaves more than this are not fitted again (`trimmed`)."""
+TRIM_BUCKETS = 16
+"""Buckets `trimmed` leaves out: those of one step's observation (16 slots) at most."""
 
 _THRESHOLDS = {"numeric": NEAR_NUMERIC_THRESHOLD, "text": NEAR_TEXT_THRESHOLD}
 _BLOCK = 1024
@@ -80,23 +113,48 @@ class SketchFinding(Finding):
 
     steps: int = 0
     """The held episode's steps (as its record publishes them)."""
+    fitted: float | None = None
+    """Found by the fit (`tangents`: `FIT_EXACT`, `FIT_NEAR`), its tangent; None:
+    by equal sketches (`EQUAL_SKETCH`)."""
+    trimmed: float | None = None
+    """Found by the fit with its worst buckets left out (`trimmed`: `TRIM_NEAR`), its ratio."""
 
     def __str__(self) -> str:
-        if self.kind != "exact":
+        if self.kind != "exact" and self.fitted is None:
             return super().__str__()
         more = f" and {self.matches - 1} more near" if self.matches > 1 else ""
         o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
         t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
         train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}"
-        why = (f"sealed, it is compared by the sketch its record publishes, and the two are equal "
-               f"(similarity {self.similarity:.4f}: the same observations, actions and rewards at "
-               f"each of its {self.steps} steps, to rounding and one scale)")
         held = f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o}"
-        return f"{held} is a copy of {train}: {why}"
+        if self.fitted is None:
+            why = (f"the two are equal (similarity {self.similarity:.4f}: the same observations, "
+                   f"actions and rewards at each of its {self.steps} steps, to rounding and one "
+                   "scale)")
+        elif self.fitted <= FIT_EXACT:
+            why = (f"it is the train episode's with its actions and rewards each re-encoded "
+                   f"affinely (fitted to {self.fitted:.1e}: the same observations at each of its "
+                   f"{self.steps} steps, to rounding and one scale)")
+        elif self.trimmed is None:
+            why = (f"it is nearly the train episode's with its actions and rewards each "
+                   f"re-encoded affinely (fitted to {self.fitted:.3f}, {FIT_NEAR} or less: a few "
+                   f"of its {self.steps} steps changed?)")
+        else:
+            why = (f"it is nearly the train episode's with its actions and rewards each "
+                   f"re-encoded affinely (fitted to {self.fitted:.3f}; to {self.trimmed:.1e} once "
+                   f"the {TRIM_BUCKETS} buckets it fits worst are left out: a step or two of its "
+                   f"{self.steps} steps changed?)")
+        copy = "a copy" if self.kind == "exact" else "a near copy"
+        return f"{held} is {copy} of {train}: sealed, it is compared by the sketch its record " \
+               f"publishes, and {why}"
 
     def to_json(self) -> dict[str, Any]:
-        """The finding as JSON, with ``sketch``: true."""
-        return {**super().to_json(), "sketch": True}
+        """The finding as JSON, with ``sketch``: true (and ``fitted`` and ``trimmed``, found by
+        the fit)."""
+        fit = {k: v for k, v in (("fitted", self.fitted), ("trimmed", self.trimmed))
+               if v is not None}
+        return {**{k: v for k, v in super().to_json().items() if k not in ("fitted", "trimmed")},
+                "sketch": True, **fit}
 
 
 class Matcher:
@@ -157,6 +215,13 @@ class Matcher:
                                         int]] | None = None
         self._frozen = False
         self._sealed: dict[int, int] = {}  # a sealed held episode -> its steps
+        # the sealed held episodes fitted (`feed_parts`): by length, their rows and sketches
+        self._fit: dict[int, tuple[list[int], list[npt.NDArray[np.float32]]]] = {}
+        self._fit_best: dict[int, tuple[float, str, str]] = {}  # row -> tangent, train episode
+        self._fit_count: dict[int, int] = {}  # row -> train episodes within `FIT_NEAR`
+        # row -> (trimmed ratio, plain tangent, train episode), the best within `TRIM_NEAR`
+        self._trim_best: dict[int, tuple[float, float, str, str]] = {}
+        self._trim_count: dict[int, int] = {}
 
     def hold(self, batch: str, chunk: FeatureChunk, *, sealed: bool = False) -> None:
         """Add other-side episodes of ``batch`` (``sealed``: the sketches its record publishes,
@@ -167,6 +232,10 @@ class Matcher:
         if sealed:
             self._sealed.update(zip(range(base, base + len(chunk)), chunk.num_steps.tolist(),
                                     strict=True))
+            for k in np.flatnonzero(_near_mask(chunk, "numeric")).tolist():
+                rows, vectors = self._fit.setdefault(int(chunk.num_steps[k]), ([], []))
+                rows.append(base + k)
+                vectors.append(chunk.vectors[k])
         self._batches.extend([batch] * len(chunk))
         self._episodes.extend(chunk.episode_ids)
         for i, episode in enumerate(chunk.episode_ids):
@@ -175,6 +244,43 @@ class Matcher:
             if fp is not None:
                 self._fp.setdefault(fp, []).append(base + i)
         self._held.append(chunk)
+
+    def fit_lengths(self, chunk: FeatureChunk | None = None) -> set[int]:
+        """The lengths of the sealed held numeric episodes (`feed_parts` wants train episodes of
+        these lengths); with ``chunk``, those of its numeric episodes among them."""
+        if chunk is None:
+            return set(self._fit)
+        return set(chunk.num_steps[_near_mask(chunk, "numeric")].tolist()) & set(self._fit)
+
+    def feed_parts(self, batch: str, ids: Sequence[str], lengths: npt.NDArray[np.int64],
+                   parts: npt.NDArray[np.float64]) -> None:
+        """Fit each sealed held sketch in the span of the parts (`episode_vectors.sketch_parts`)
+        of the train episodes ``ids`` of ``batch`` of its length (`tangents`); keep
+        the best (the first on a tie) and the count within `FIT_NEAR`."""
+        for n in np.unique(lengths).tolist():
+            if n not in self._fit:
+                continue
+            rows, vectors = self._fit[n]
+            cols = np.flatnonzero(lengths == n)
+            held = np.stack(vectors)
+            tan = tangents(held, Parts.of(parts[cols]))
+            best = tan.argmin(axis=1)
+            for r, row in enumerate(rows):
+                t = float(tan[r, best[r]])
+                if t > FIT_NEAR:
+                    continue
+                self._fit_count[row] = self._fit_count.get(row, 0) + int((tan[r] <= FIT_NEAR).sum())
+                if row not in self._fit_best or t < self._fit_best[row][0]:
+                    self._fit_best[row] = (t, batch, ids[int(cols[best[r]])])
+            # Fitted again without the buckets a changed step moves (`trimmed`).
+            ia, jb = np.nonzero((tan > FIT_NEAR) & (tan <= TRIM_SCREEN))
+            ratio = trimmed(held[ia], parts[cols[jb]])
+            for k in np.flatnonzero(ratio <= TRIM_NEAR).tolist():
+                row, t = rows[int(ia[k])], float(ratio[k])
+                self._trim_count[row] = self._trim_count.get(row, 0) + 1
+                if row not in self._trim_best or t < self._trim_best[row][0]:
+                    self._trim_best[row] = (t, float(tan[ia[k], jb[k]]), batch,
+                                            ids[int(cols[jb[k]])])
 
     def close(self) -> None:
         """Close the grouped files held (`held_windows.Grouped.close`), once matched."""
@@ -478,6 +584,9 @@ class Matcher:
             elif i in runs:
                 (tb, te), matches, shared, order, kinds = runs[i]
                 kind, sim = "exact", 1.0
+            elif (sketch := self._by_sketch(i, i in numeric)) is not None:
+                out.append(sketch)
+                continue
             elif self._count[i] > 0 and self._best_of[i] is not None:
                 tb, te = self._best_of[i]  # type: ignore[misc]
                 kind, sim, matches = (
@@ -492,11 +601,208 @@ class Matcher:
             k, _, back = order_steps(order)
             added = () if kinds & _PLAIN else tuple(  # known of the train side's windows only
                 name for bit, name in ((_CLOCKS, "clock"), (_STILL, "standing")) if kinds & bit)
-            if kind == "near" and i in self._sealed and i in numeric and sim >= EQUAL_SKETCH:
-                out.append(SketchFinding("exact", sim, tb, te, b, e, matches, train_labels,
-                                         other_labels, steps=self._sealed[i]))
-                continue
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
                                normalised, shared, k, back, order >= COLUMNS, added))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out
+
+
+    def _by_sketch(self, i: int, numeric: bool) -> SketchFinding | None:
+        """The finding of sealed held episode ``i`` by its published sketch, if any: equal to a
+        train episode's (`EQUAL_SKETCH`: exact), else fitted (`FIT_EXACT`: exact), else near
+        by cosine (None: a plain near `Finding`), else fitted within `FIT_NEAR` (near)."""
+        if i not in self._sealed:
+            return None
+        b, e, steps = self._batches[i], self._episodes[i], self._sealed[i]
+        other = tuple(self.other_labels.get(b, ()))
+        near = self._count[i] > 0 and self._best_of[i] is not None
+        if near and numeric and self._best[i] >= EQUAL_SKETCH:
+            tb, te = self._best_of[i]  # type: ignore[misc]
+            return SketchFinding("exact", round(min(float(self._best[i]), 1.0), 6), tb, te, b, e,
+                                 int(self._count[i]), tuple(self.train_labels.get(tb, ())),
+                                 other, steps=steps)
+        if i in self._fit_best and (not near or self._fit_best[i][0] <= FIT_EXACT):
+            fitted, tb, te = self._fit_best[i]
+            return SketchFinding("exact" if fitted <= FIT_EXACT else "near", _cosine(fitted), tb,
+                                 te, b, e, self._fit_count[i],
+                                 tuple(self.train_labels.get(tb, ())), other, steps=steps,
+                                 fitted=fitted)
+        if i in self._trim_best and not near:
+            ratio, fitted, tb, te = self._trim_best[i]
+            return SketchFinding("near", _cosine(fitted), tb, te, b, e, self._trim_count[i],
+                                 tuple(self.train_labels.get(tb, ())), other, steps=steps,
+                                 fitted=fitted, trimmed=ratio)
+        return None
+
+def _cosine(tangent: float) -> float:
+    """The cosine of the angle of ``tangent`` (a fitted finding's similarity), to 6 places."""
+    return round(1.0 / float(np.hypot(1.0, tangent)), 6)
+
+
+# --------------------------------------------------------------------------------------------
+# A sealed held-out episode's published sketch fitted in the span of a train episode's parts
+# (seal47): `Parts` (each train episode's observation part, made orthogonal to the span of its
+# actions' and rewards' parts, `episode_vectors.sketch_parts`) and `tangents`, how far a held
+# sketch is from that span. A copy, its rewards scaled or shifted or its actions mapped
+# ``1 - a`` or ``a + 1``, gives float32 rounding (below 1e-6); one whose observations at one
+# of N steps were replaced about ``1 / sqrt(N)`` of them changed; unrelated episodes far more.
+# Spec: docs/audit-index.md ("Sealed held-out episodes").
+
+
+PARTS_COLUMNS = ("obs", "action", "reward")
+"""The step columns `iter_parts` reads."""
+
+FIT_FLOOR = 1e-3
+"""What the actions and rewards must leave of a held sketch (of its norm) for a fit to say
+anything: below, its observations hardly show beside them (their part at float32 rounding
+would be 6e-5 of what is left), and the pair is not compared."""
+_RANK = 1e-9
+"""A part within this of the span of the others (relative to the largest) adds no direction:
+CartPole's reward of 1 at every step is its ones' part, an action slot never used is zero."""
+_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Train episodes' parts of one length, ready to fit: ``ones`` (128, k) an orthonormal basis
+    of the parts of ones (the same for every episode of a length), ``span`` (n, 128, r) one of
+    what each episode's actions' and rewards' values add to it (columns of zeros beyond an
+    episode's rank: r is the largest), ``obs`` (n, 128) the observations' part less its
+    projection on both, scaled to unit length, ``ok`` (n,) whether any of it is left
+    (observations not made of the actions and rewards)."""
+
+    ones: npt.NDArray[np.float64]
+    span: npt.NDArray[np.float64]
+    obs: npt.NDArray[np.float64]
+    ok: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, parts: npt.NDArray[np.float64]) -> Parts:
+        """From `episode_vectors.sketch_parts` of episodes of one length."""
+        if not len(parts):
+            return cls(np.zeros((parts.shape[2], 0)), np.zeros((0, parts.shape[2], 0)),
+                       parts[:, 0, :], np.zeros(0, dtype=bool))
+        scale = np.linalg.norm(parts[:, 1:, :], axis=2).max(axis=1)  # each episode's largest
+        u, s, _ = np.linalg.svd(parts[0, 6:, :].T, full_matrices=False)
+        ones = u[:, s > _RANK * max(float(s[0]), 1e-300)]
+        values = parts[:, 1:6, :] - (parts[:, 1:6, :] @ ones) @ ones.T
+        u, s, _ = np.linalg.svd(values.transpose(0, 2, 1), full_matrices=False)
+        kept = s > _RANK * scale[:, None]
+        rank = int(kept.sum(axis=1).max())
+        span = u[:, :, :rank] * kept[:, None, :rank]
+        obs = parts[:, 0, :] - (parts[:, 0, :] @ ones) @ ones.T
+        obs -= np.einsum("nkr,nr->nk", span, np.einsum("nkr,nk->nr", span, obs))
+        norm = np.linalg.norm(obs, axis=1)
+        ok = norm > _RANK * np.linalg.norm(parts[:, 0, :], axis=1)
+        return cls(ones, span, obs / np.where(ok, norm, 1.0)[:, None], ok)
+
+
+def tangents(held: npt.NDArray[np.floating], parts: Parts) -> npt.NDArray[np.float64]:
+    """``(len(held), n)``: for held sketch h and train episode t (of its length), with h' what
+    t's actions and rewards leave of h, the tangent of the angle between h' and t's
+    observation part (what the least-squares fit of h in t's 11 parts leaves over, against
+    the fit's observation term); ``inf`` where h' is below `FIT_FLOOR` of h, the angle is 90
+    degrees or more, or t's observations are made of its actions and rewards."""
+    h = np.asarray(held, dtype=np.float64)
+    n = len(parts.ok)
+    out = np.full((len(h), n), np.inf)
+    if not len(h) or not n:
+        return out
+    floor = FIT_FLOOR**2 * np.einsum("ak,ak->a", h, h)[:, None]
+    h = h - (h @ parts.ones) @ parts.ones.T  # the same span for all: taken out once
+    hh = np.einsum("ak,ak->a", h, h)[:, None]
+    for lo in range(0, n, _BLOCK):
+        span, obs, ok = (parts.span[lo : lo + _BLOCK], parts.obs[lo : lo + _BLOCK],
+                         parts.ok[lo : lo + _BLOCK])  # fmt: skip
+        b, dim, rank = span.shape
+        proj = (h @ span.transpose(1, 0, 2).reshape(dim, b * rank)).reshape(len(h), b, rank)
+        left = hh - np.einsum("abr,abr->ab", proj, proj)
+        dot = h @ obs.T
+        rest = np.sqrt(np.maximum(left - dot * dot, 0.0))
+        seen = (left >= floor) & (dot > 0) & ok[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[:, lo : lo + b] = np.where(seen, rest / dot, np.inf)
+    return out
+
+
+def iter_parts(batches: Iterable[pa.RecordBatch | pa.Table], ids: Sequence[str],
+               steps: npt.NDArray[np.int64], lengths: set[int]) -> Iterator[
+        tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+    """The ids, lengths and `episode_vectors.sketch_parts` of the episodes of ``lengths``
+    steps in a stream of step record batches whose episodes are ``ids`` of ``steps`` steps,
+    in file order (their features': no string column is read). An episode cut between two
+    record batches is carried to the next: memory is one record batch and one episode.
+
+    Raises:
+        ValueError: the stream's rows are not the episodes' (features of another file).
+    """
+    ends = np.cumsum(steps)
+    starts = ends - steps
+    picked = np.flatnonzero(np.isin(steps, list(lengths))).tolist()
+    k, rows = 0, 0  # the next picked episode; the rows read
+    carry, at = None, 0  # rows of a picked episode cut by a record batch; its first row
+    for batch in batches:
+        t = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        if not t.num_rows:
+            continue
+        t = t.select([c for c in PARTS_COLUMNS if c in t.column_names])
+        lo = at if carry is not None else rows
+        rows += t.num_rows
+        t = pa.concat_tables([carry, t]) if carry is not None else t
+        j = k
+        while j < len(picked) and ends[picked[j]] <= rows:
+            j += 1
+        if j > k:
+            cols = tuple(t.column(c).combine_chunks() if c in t.column_names else None
+                         for c in PARTS_COLUMNS)
+            done = picked[k:j]
+            yield ([ids[e] for e in done], steps[done],
+                   sketch_parts(cols, starts[done] - lo, steps[done]))  # type: ignore[arg-type]
+            k = j
+        carry = None
+        if k < len(picked) and starts[picked[k]] < rows:
+            at = int(starts[picked[k]])
+            carry = t.slice(at - lo)
+    if rows != (int(ends[-1]) if len(ends) else 0):
+        raise ValueError(f"the step file has {rows} rows, its episodes' features "
+                         f"{int(ends[-1]) if len(ends) else 0}: features of another file")
+
+
+def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64]) -> npt.NDArray[
+        np.float64]:
+    """For each pair of a held sketch ``held[k]`` and a train episode's parts ``parts[k]``
+    (`episode_vectors.sketch_parts`, of its length): the least-squares fit of the sketch in the
+    span of the parts, made again `_TRIM_ROUNDS` times without the `TRIM_BUCKETS` buckets the
+    fit before left most of (a copy with a step or two changed differs from the train
+    episode's sketch in those buckets only), and what it leaves there over its observation
+    term (``inf`` where that term is not positive). The parts are scaled to unit length and
+    the normal equations carry a ridge of 1e-10: a part of zeros or one equal to another
+    (CartPole's rewards of 1, its ones) stays solvable."""
+    out = np.full(len(held), np.inf)
+    for lo in range(0, len(held), _TRIM_BLOCK):
+        a = parts[lo : lo + _TRIM_BLOCK].transpose(0, 2, 1)  # (P, 128, 11)
+        norm = np.linalg.norm(a, axis=1)
+        a = a / np.where(norm > 0, norm, 1.0)[:, None, :]
+        at = a.transpose(0, 2, 1)
+        h = np.asarray(held[lo : lo + _TRIM_BLOCK], dtype=np.float64)
+        w = np.ones(h.shape)
+        ridge = np.eye(a.shape[2]) * 1e-10
+        for rounds in range(_TRIM_ROUNDS + 1):
+            c = np.linalg.solve((at * w[:, None, :]) @ a + ridge, (at @ (w * h)[..., None]))
+            left = h - (a @ c)[..., 0]
+            if rounds < _TRIM_ROUNDS:
+                w = np.ones(h.shape)
+                worst = np.argpartition(-np.abs(left), TRIM_BUCKETS - 1, axis=1)[:, :TRIM_BUCKETS]
+                np.put_along_axis(w, worst, 0.0, axis=1)
+        alpha = c[:, 0, 0]
+        rest = np.sqrt(np.einsum("pk,pk->p", w, left * left))
+        obs = np.abs(alpha) * np.sqrt(np.einsum("pk,pk->p", w, a[:, :, 0] ** 2))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[lo : lo + _TRIM_BLOCK] = np.where((alpha > 0) & (obs > 0), rest / obs, np.inf)
+    return out
+
+
+_TRIM_ROUNDS = 3
+"""Fits after the first, each without the buckets the one before it left most of."""
+_TRIM_BLOCK = 512
+"""Pairs fitted at once: about 6 MiB an array of them."""

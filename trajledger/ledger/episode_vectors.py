@@ -43,6 +43,7 @@ from .rollouts.space_values import leaf_arrays
 __all__ = [
     "NUMERIC_SLICE",
     "SEGMENT_SORT_MIN",
+    "SKETCH_PARTS",
     "TEXT_SLICE",
     "VECTOR_DIM",
     "WORD_SPLIT",
@@ -51,6 +52,7 @@ __all__ = [
     "fold",
     "numeric_features",
     "numeric_vectors",
+    "sketch_parts",
     "sorted_by_owner",
     "splitmix64",
     "string_parts",
@@ -670,6 +672,76 @@ def _step_features(
             nan=0.0, posinf=0.0, neginf=0.0,
         )
     )  # fmt: skip
+
+
+SKETCH_PARTS = 11
+"""The parts of an episode's numeric sketch (`sketch_parts`): its observations', each action
+slot's values and ones, its rewards' and ones."""
+_PART_OF = np.array([0] * _OBS_SLOTS + list(range(1, _ACTION_SLOTS + 2)), dtype=np.intp)
+_ONES_OF = _PART_OF[_OBS_SLOTS:] + _ACTION_SLOTS + 1  # the ones of action slot j and reward
+
+
+@lru_cache(maxsize=4)
+def _part_keys(count: int, length: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """`sketch_parts`'s ``bincount`` keys of `count` episodes of `length` steps (never written
+    to), and the parts of ones of one such episode (flat, its other parts zero)."""
+    buckets, signs = _sketch_tables(0, -(-length // _CHUNK_STEPS))
+    b = buckets[:length]
+    keys = ((np.arange(count) * SKETCH_PARTS * VECTOR_DIM)[:, None, None]
+            + _PART_OF * VECTOR_DIM + b).ravel()
+    ones = np.bincount((_ONES_OF * VECTOR_DIM + b[:, _OBS_SLOTS:]).ravel(),
+                       weights=signs[:length, _OBS_SLOTS:].ravel(),
+                       minlength=SKETCH_PARTS * VECTOR_DIM)
+    return keys, np.asarray(ones, dtype=np.float64)
+
+
+def sketch_parts(
+    columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """The sketch of each episode (rows ``starts[k] ..`` of the obs, action and reward
+    columns, as `numeric_features`) split by what it sums, ``(n, SKETCH_PARTS, 128)`` float64,
+    not scaled: part 0 its observations' terms, 1 to 4 each action slot's, 5 the reward's
+    (their sum is the sketch before scaling, to float64 rounding), and 6 to 10 the sketch of a 1
+    in each action slot and in the reward at every step (the same for every episode of its
+    length). The sketch is linear and separable by its slots, so an episode's actions and
+    rewards each mapped affinely (``2 r + 1``, ``1 - a``) sketch in the span of these parts
+    with the observations' part (`contamination_matcher.tangents`)."""
+    n = len(starts)
+    out = np.zeros(n * SKETCH_PARTS * VECTOR_DIM)
+    if not n:
+        return out.reshape(0, SKETCH_PARTS, VECTOR_DIM)
+    buckets, signs = _span_tables(0, -(-int(lengths.max()) // _CHUNK_STEPS))
+    for k in range(0, n, 256):  # a few thousand steps at a time
+        ss, ls = starts[k : k + 256], lengths[k : k + 256]
+        lo, hi = int(ss.min()), int((ss + ls).max())
+        if hi - lo <= 4 * int(ls.sum()):  # close together: one pass over their span
+            span = np.empty((hi - lo, _STEP_FEATURES))
+            _step_features(columns, lo, span)
+            x = span[np.repeat(ss - lo - np.cumsum(ls) + ls, ls) + np.arange(int(ls.sum()))]
+        else:
+            x = np.empty((int(ls.sum()), _STEP_FEATURES))
+            for at, s, m in zip((np.cumsum(ls) - ls).tolist(), ss.tolist(), ls.tolist(),
+                                strict=True):
+                _step_features(columns, s, x[at : at + m])
+        size = len(ls) * SKETCH_PARTS * VECTOR_DIM
+        if (ls == ls[0]).all():  # one length (the usual case): keys made once, ones once
+            keys, ones = _part_keys(len(ls), int(ls[0]))
+            part = np.asarray(np.bincount(keys, weights=(
+                signs[: ls[0]] * x.reshape(len(ls), ls[0], -1)).ravel(), minlength=size),
+                dtype=np.float64)
+            part.reshape(len(ls), SKETCH_PARTS * VECTOR_DIM)[:] += ones
+        else:
+            pos = np.arange(len(x)) - np.repeat(np.cumsum(ls) - ls, ls)
+            base = np.repeat(np.arange(len(ls)) * SKETCH_PARTS * VECTOR_DIM, ls)[:, None]
+            b, sg = buckets[pos], signs[pos]
+            part = np.asarray(np.bincount((base + _PART_OF * VECTOR_DIM + b).ravel(),
+                                          weights=(sg * x).ravel(), minlength=size), np.float64)
+            part += np.bincount((base + _ONES_OF * VECTOR_DIM + b[:, _OBS_SLOTS:]).ravel(),
+                                weights=sg[:, _OBS_SLOTS:].ravel(), minlength=size)
+        out[k * SKETCH_PARTS * VECTOR_DIM : k * SKETCH_PARTS * VECTOR_DIM + size] = part
+    return out.reshape(n, SKETCH_PARTS, VECTOR_DIM)
 
 
 class NumericSketch:
