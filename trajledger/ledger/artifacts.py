@@ -423,12 +423,13 @@ def record_batch(
         # The episode features and normalised text fingerprints computed by the reader's
         # workers, from the steps they map (record_windows.given_features).
         options = replace(options, features=given_features)
-    chunks = _counted(
-        _chunks(source, episodes, fmt, rows_to_table, options, meta), on_chunk, on_read
-    )
     subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
     # (2)
     with temp_dir(ledger.scratch) as tmp:
+        if options is not None and options.workers > 1:  # their spills in the workdir (rec47)
+            options = replace(options, spill=str(tmp))
+        chunks = _counted(
+            _chunks(source, episodes, fmt, rows_to_table, options, meta), on_chunk, on_read)
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
         recorder, written = FeatureRecorder(Path(tmp)), Written()
         declared = SpaceCheck(env_item.ref, getattr(statement_of(ledger, env_item.envelope),
