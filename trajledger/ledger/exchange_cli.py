@@ -504,7 +504,11 @@ def import_(
         ok(f"{what}: applied already up to the bundle's checkpoint; nothing new{since}")
     elif result.recorded:
         ok(
-            f"{what}: imported, {result.objects} object(s), {len(result.logged)} foreign "
+            f"{what}: imported"
+            # taken in with the revocations it fails on: its verdict is the report's (out47)
+            + ("" if result.report.ok else " as it fails above (revoked: every use of it is "
+               "refused here)")
+            + f", {result.objects} object(s), {len(result.logged)} foreign "
             f"record(s) in this log{_span(result.logged)}, import record at log index "
             f"{result.index}{since}"
         )
