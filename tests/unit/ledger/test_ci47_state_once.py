@@ -24,9 +24,11 @@ from typing import Any
 import pytest
 
 from trajledger import Ledger
-from trajledger.ledger import trust_state
+from trajledger.ledger import policy_state, trust_state
 from trajledger.ledger.errors import TamperError
 from trajledger.ledger.log import EntrySpec
+from trajledger.ledger.policy_state import current_policy, policy_toml, read_policy_file
+from trajledger.ledger.status import record_policy
 from trajledger.ledger.trust_state import TrustState
 
 
@@ -177,3 +179,41 @@ def test_a_state_missing_a_table_or_index_has_it_made_again(
     with pytest.raises(TamperError, match=re.escape("entries holds 0 row(s), 1 were derived")):
         Ledger.open(home).trust_state()  # made empty: its count is checked, as before
 
+
+def test_the_policy_history_is_followed_once_for_the_same_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = Ledger.init(tmp_path / "led", origin="test/ps")
+    ks = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b")}
+
+    def write(serial: int, name: str) -> Path:
+        path = tmp_path / f"{name}-{serial}.toml"
+        text = policy_toml("ps", {"producer": ([("vendor", ks["vendor"].public)], 1, ""),
+                                  "approver": ([(a, ks[a].public) for a in ("a", "b")], 2, "")},
+                           ledger.log.vkey, header=f"# {name}")
+        path.write_text(text.replace("serial = 1", f"serial = {serial}"))
+        return path
+
+    first = write(1, "first")
+    record_policy(ledger, first, [ks["a"], ks["b"]])
+    followed: list[object] = []
+    real = policy_state.follow_history
+
+    def counting(trusted: Any, records: Any) -> Any:
+        followed.append(trusted)
+        return real(trusted, records)
+
+    monkeypatch.setattr(policy_state, "follow_history", counting)
+    monkeypatch.setattr(policy_state, "_FOLLOWED", [])
+    found = current_policy(ledger)
+    assert found is not None and current_policy(ledger) == found and len(followed) == 1
+    # Another start: followed; the same file read again (another object, equal): not.
+    given = read_policy_file(first, None)
+    current_policy(ledger, given)
+    current_policy(ledger, read_policy_file(first, None))
+    assert followed == [None, given]
+    # Another record (a successor): other records, followed again, and in force.
+    record_policy(ledger, write(2, "second"), [ks["a"], ks["b"]])
+    now = current_policy(ledger)
+    assert len(followed) == 3 and followed[-1] is None
+    assert now is not None and now[1].serial == 2
