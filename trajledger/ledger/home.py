@@ -114,6 +114,12 @@ def _encrypt_log_key(keys: KeyStore) -> bool:
     return keys.require_encrypted or keys.has_passphrase(LOG_KEY_NAME)
 
 
+def _note_size(note: bytes) -> int:
+    """A checkpoint note's tree size (its second line), unverified; 0 when there is none."""
+    lines = note.split(b"\n", 2)
+    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0
+
+
 def _inside(store: str) -> bool:
     """A relative store directory inside the ledger (made with it at ``init``)."""
     norm = os.path.normpath(store)
@@ -384,9 +390,11 @@ class LedgerHome:
                 entries do not give its signed root.
             LogError: the log cannot be read.
         """
-        size = self.log.size  # (read first: a rotation published meanwhile is followed)
+        # Read once (ci47: each read opens two files), first: a rotation published meanwhile
+        # is followed. Its size, unverified, only chooses whether to draw a bar.
+        note = self.log.checkpoint_bytes()
         state = self._current_state()
-        behind = size - state.size
+        behind = _note_size(note) - state.size
         if on_progress is None and self.progress is not None and behind >= _BAR_FROM:
             with self.progress(behind, "reading the log into your state") as advance:
                 seen = [0]
@@ -397,7 +405,6 @@ class LedgerHome:
 
                 return self.trust_state(on_progress=step)
         blob = self.read_blob
-        note = self.log.checkpoint_bytes()
         for attempt in range(8):
             try:
                 state.sync(note, self.log.entries, blob,

@@ -70,6 +70,26 @@ def test_a_second_ask_for_the_same_checkpoint_is_one_statement(home: Path) -> No
     assert "BEGIN IMMEDIATE" in traced.sql and "COMMIT" in traced.sql
 
 
+def test_an_ask_reads_the_logs_files_once(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each read of the log's checkpoint opens ``checkpoint`` and ``.state/treeState``: an ask
+    read them twice (its size, then its note)."""
+    from trajledger.ledger.log import Log
+
+    ledger = Ledger.open(home)
+    _dataset(ledger)
+    ledger.trust_state()
+    reads: list[object] = []
+    real = Log._state_now
+
+    def counting(self: Log) -> Any:
+        reads.append(self)
+        return real(self)
+
+    monkeypatch.setattr(Log, "_state_now", counting)
+    ledger.trust_state()
+    assert len(reads) == 1
+
+
 def test_a_record_still_unreadable_is_tried_at_each_ask(home: Path) -> None:
     ledger = Ledger.open(home)
     ledger.log.append([_spec(0)])  # its envelope is in no store
