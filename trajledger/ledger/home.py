@@ -522,14 +522,15 @@ class LedgerHome:
             return None
         return text
 
-    def _pin_path(self) -> Path:
+    def _pin_path(self, root: Path | None = None) -> Path:
         import hashlib
 
         where = str(self.root.resolve())
-        return state_dir() / "ledgers" / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
+        return ((root or state_dir()) / "ledgers"
+                / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json")
 
-    def _settings_path(self) -> Path:
-        return origin_dir(self.config.origin) / SETTINGS_PIN
+    def _settings_path(self, root: Path | None = None) -> Path:
+        return origin_dir(self.config.origin, root) / SETTINGS_PIN
 
     def _settings_pin(self) -> dict[str, Any]:
         return {
@@ -567,7 +568,9 @@ class LedgerHome:
         """
         import json
 
-        config, pin, settings = self.root / CONFIG_NAME, self._pin_path(), self._settings_path()
+        state = state_dir()  # (checked once: ci47)
+        config, pin, settings = (self.root / CONFIG_NAME, self._pin_path(state),
+                                 self._settings_path(state))
         now = self._settings_pin()
         changes: list[str] = []
         try:

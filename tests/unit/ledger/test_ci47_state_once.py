@@ -90,6 +90,26 @@ def test_an_ask_reads_the_logs_files_once(home: Path, monkeypatch: pytest.Monkey
     assert len(reads) == 1
 
 
+def test_opening_a_ledger_and_its_log_checks_the_state_directory_four_times(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`user_state.check_enclosing` (a realpath and a stat of each directory above the state:
+    0.12 ms) ran six times: the settings' two pins and the lost floor's two paths each found
+    the directory again."""
+    from trajledger.ledger import user_state
+
+    checked: list[Path] = []
+    real = user_state.check_enclosing
+
+    def counting(state: Path) -> None:
+        checked.append(state)
+        real(state)
+
+    monkeypatch.setattr(user_state, "check_enclosing", counting)
+    assert Ledger.open(home).log.size == 0
+    assert len(checked) == 4 and len(set(checked)) == 1
+
+
 def test_a_record_still_unreadable_is_tried_at_each_ask(home: Path) -> None:
     ledger = Ledger.open(home)
     ledger.log.append([_spec(0)])  # its envelope is in no store
