@@ -17,11 +17,12 @@ Protection: the state directory is made 0700 and its databases 0600; a state dir
 or pin others (or the group) may write is refused. The floor is committed durably
 (``synchronous=FULL``). The rows that restrict decisions (entries, names, listings, references,
 held-out datasets, unreadable records) are derived from the verified log only; their counts are
-stored with each extension and checked before each use, so a deleted or added row is refused
-(`TamperError`: run ``trajledger reindex``), and `TrustState.disagreements` (``trajledger
-reindex --check``, ``fsck``) derives every row again from the log and compares, read-only. A
-writer of the state directory can still change rows consistently with their counts, or delete
-the whole state (the next use is a first use: announced, or refused under
+stored with each extension and checked before each use (after a commit by any connection: one
+with none since the last check finds what it checked, `TrustState.sync`), so a deleted or added
+row is refused (`TamperError`: run ``trajledger reindex``), and `TrustState.disagreements`
+(``trajledger reindex --check``, ``fsck``) derives every row again from the log and compares,
+read-only. A writer of the state directory can still change rows consistently with their
+counts, or delete the whole state (the next use is a first use: announced, or refused under
 ``TRAJLEDGER_REQUIRE_PIN=1``); docs/SECURITY.md says so.
 
 It is extended incrementally (`TrustState.sync`): the stored right edge of the tree (a
