@@ -132,8 +132,9 @@ _FOLLOWED: list[tuple[tuple[tuple[int, str, bytes], ...], TrustPolicy | None,
 """The last `follow_history` answers of this process: ``(records, trusted, answer)``. It is
 pure (bytes and parsed policies in, a policy out), and a command follows the same records
 from the same start several times (each check of a signer, each lineage it judges: ci47 counted
-5 a command, one Ed25519 verification or more each); the records are compared whole, envelopes
-included, so another record, a changed envelope or another start is followed again."""
+2 to 3 in ``record``, ``approve``, ``dataset create``, 33 in ``quickstart``, one Ed25519
+verification or more each); the records are compared whole, envelopes included, so another
+record, a changed envelope or another start is followed again."""
 _FOLLOWED_KEPT = 4
 
 

@@ -473,7 +473,7 @@ class TrustState(TrustFloor):
         ``rebuild(at_next_sync=True)``, from an empty index, in the same transaction.
 
         A command asks for its state several times (its policy, each name it resolves, each
-        record it checks: ci47 measured 4 a command, 12 to 17 statements and a write lock
+        record it checks: ci47 counted 3.9 a command, 12 to 17 statements and a write lock
         each). The same note again, after a sync that left nothing unreadable and with no
         commit to the database since by any connection (SQLite's ``data_version``; this
         object's own writes clear `_synced`), finds the rows, counts and floor that sync left,
