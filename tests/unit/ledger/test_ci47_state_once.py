@@ -45,6 +45,20 @@ class Traced:
         state._db._db.set_trace_callback(self.sql.append)
 
 
+def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[Any]:
+    """Replace ``owner.name`` by a pass-through that appends its first argument to the list
+    returned."""
+    seen: list[Any] = []
+    real = getattr(owner, name)
+
+    def through(*args: Any, **kwargs: Any) -> Any:
+        seen.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, through)
+    return seen
+
+
 def _dataset(ledger: Ledger) -> int:
     """A one-batch dataset (a listing record: its envelope is read to index it); its index."""
     from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
@@ -78,14 +92,7 @@ def test_an_ask_reads_the_logs_files_once(home: Path, monkeypatch: pytest.Monkey
     ledger = Ledger.open(home)
     _dataset(ledger)
     ledger.trust_state()
-    reads: list[object] = []
-    real = Log._state_now
-
-    def counting(self: Log) -> Any:
-        reads.append(self)
-        return real(self)
-
-    monkeypatch.setattr(Log, "_state_now", counting)
+    reads = spy(monkeypatch, Log, "_state_now")
     ledger.trust_state()
     assert len(reads) == 1
 
@@ -98,14 +105,7 @@ def test_opening_a_ledger_and_its_log_checks_the_state_directory_four_times(
     the directory again."""
     from trajledger.ledger import user_state
 
-    checked: list[Path] = []
-    real = user_state.check_enclosing
-
-    def counting(state: Path) -> None:
-        checked.append(state)
-        real(state)
-
-    monkeypatch.setattr(user_state, "check_enclosing", counting)
+    checked = spy(monkeypatch, user_state, "check_enclosing")
     assert Ledger.open(home).log.size == 0
     assert len(checked) == 4 and len(set(checked)) == 1
 
@@ -236,14 +236,7 @@ def test_the_policy_history_is_followed_once_for_the_same_records(
 
     first = write(1, "first")
     record_policy(ledger, first, [ks["a"], ks["b"]])
-    followed: list[object] = []
-    real = policy_state.follow_history
-
-    def counting(trusted: Any, records: Any) -> Any:
-        followed.append(trusted)
-        return real(trusted, records)
-
-    monkeypatch.setattr(policy_state, "follow_history", counting)
+    followed = spy(monkeypatch, policy_state, "follow_history")
     monkeypatch.setattr(policy_state, "_FOLLOWED", [])
     found = current_policy(ledger)
     assert found is not None and current_policy(ledger) == found and len(followed) == 1
