@@ -37,14 +37,6 @@ def _spec(n: int) -> EntrySpec:
     return EntrySpec("files", d, d, ("0" * 64,))
 
 
-class Traced:
-    """Every statement a connection runs, from now on."""
-
-    def __init__(self, state: TrustState) -> None:
-        self.sql: list[str] = []
-        state._db._db.set_trace_callback(self.sql.append)
-
-
 def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[Any]:
     """Replace ``owner.name`` by a pass-through that appends its first argument to the list
     returned."""
@@ -71,30 +63,47 @@ def _dataset(ledger: Ledger) -> int:
     return create_dataset(ledger, "d", "1", "holdout", [batch], key).recorded.index
 
 
-def test_a_second_ask_for_the_same_checkpoint_is_one_statement(home: Path) -> None:
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The statements of every SQLite connection made from now on."""
+    sql: list[str] = []
+    real = trust_state.sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        con = real(*args, **kwargs)
+        con.set_trace_callback(sql.append)
+        return con
+
+    monkeypatch.setattr(trust_state.sqlite3, "connect", connect)
+    yield sql
+
+
+def test_a_second_ask_for_the_same_checkpoint_is_one_statement(
+    home: Path, opened: list[str]
+) -> None:
     ledger = Ledger.open(home)
     _dataset(ledger)
     state = ledger.trust_state()
     size = state.size
-    traced = Traced(state)
+    before = len(opened)
     assert ledger.trust_state() is state and state.size == size
-    assert traced.sql == ["PRAGMA data_version"]
+    assert opened[before:] == ["PRAGMA data_version"]
     ledger.log.append([_spec(1)])  # a new checkpoint: a whole sync, in a transaction
     assert ledger.trust_state().size == size + 1
-    assert "BEGIN IMMEDIATE" in traced.sql and "COMMIT" in traced.sql
+    assert "BEGIN IMMEDIATE" in opened[before:] and "COMMIT" in opened[before:]
 
 
 def test_an_ask_reads_the_logs_files_once(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each read of the log's checkpoint opens ``checkpoint`` and ``.state/treeState``: an ask
     read them twice (its size, then its note)."""
-    from trajledger.ledger.log import Log
+    from trajledger.ledger.log import reader
 
     ledger = Ledger.open(home)
     _dataset(ledger)
     ledger.trust_state()
-    reads = spy(monkeypatch, Log, "_state_now")
+    reads = spy(monkeypatch, reader, "read_regular")
     ledger.trust_state()
-    assert len(reads) == 1
+    assert [Path(r).name for r in reads] == ["checkpoint", "treeState"]
 
 
 def test_opening_a_ledger_and_its_log_checks_the_state_directory_four_times(
@@ -110,14 +119,15 @@ def test_opening_a_ledger_and_its_log_checks_the_state_directory_four_times(
     assert len(checked) == 4 and len(set(checked)) == 1
 
 
-def test_a_record_still_unreadable_is_tried_at_each_ask(home: Path) -> None:
+def test_a_record_still_unreadable_is_tried_at_each_ask(home: Path, opened: list[str]) -> None:
     ledger = Ledger.open(home)
     ledger.log.append([_spec(0)])  # its envelope is in no store
     state = ledger.trust_state()
     assert state.unreadable() == [0]
-    traced = Traced(state)
+    before = len(opened)
     ledger.trust_state()
-    assert "SELECT u.idx, e.raw FROM unreadable u JOIN entries e ON e.idx = u.idx" in traced.sql
+    assert ("SELECT u.idx, e.raw FROM unreadable u JOIN entries e ON e.idx = u.idx"
+            in opened[before:])
 
 
 def test_a_row_another_connection_deleted_between_two_asks_is_refused(home: Path) -> None:
@@ -179,21 +189,6 @@ def test_an_own_write_between_two_asks_syncs_again(home: Path) -> None:
     assert ledger.trust_state().size == size and state.entry(0) is not None
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The statements of every SQLite connection made from now on."""
-    sql: list[str] = []
-    real = trust_state.sqlite3.connect
-
-    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        con = real(*args, **kwargs)
-        con.set_trace_callback(sql.append)
-        return con
-
-    monkeypatch.setattr(trust_state.sqlite3, "connect", connect)
-    yield sql
-
-
 def test_an_existing_state_opens_without_its_schema(home: Path, opened: list[str]) -> None:
     vkey = Ledger.open(home).log.vkey
     TrustState.open(vkey).close()
@@ -237,7 +232,6 @@ def test_the_policy_history_is_followed_once_for_the_same_records(
     first = write(1, "first")
     record_policy(ledger, first, [ks["a"], ks["b"]])
     followed = spy(monkeypatch, policy_state, "follow_history")
-    monkeypatch.setattr(policy_state, "_FOLLOWED", [])
     found = current_policy(ledger)
     assert found is not None and current_policy(ledger) == found and len(followed) == 1
     # Another start: followed; the same file read again (another object, equal): not.
