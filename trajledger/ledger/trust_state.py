@@ -245,15 +245,16 @@ class TrustState(TrustFloor):
             # The floor must survive a crash once a command said it was seen: every commit is
             # synced (NORMAL in WAL mode may lose the last ones).
             db.execute("PRAGMA synchronous=FULL")
-            # A new database's tables in one synced commit (IMMEDIATE: a second creator waits);
-            # an existing one's made again only when one is missing (an older format's, or
-            # dropped): one statement, not SCHEMA's 17, in every command (ci47).
+            # A new database's tables in one synced commit (IMMEDIATE: a second creator waits).
             if new:
                 db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
-            elif _LAYOUT - {r[0] for r in db.execute("SELECT name FROM sqlite_master")}:
-                db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise LedgerError(f"trust state {base}: cannot open: {e}{sqlite_next_step(e)}") from e
+        # An existing one's are made again only when one is missing (an older format's, or
+        # dropped): one statement, not SCHEMA's 17, in every command (ci47). A read of it the
+        # disk fails is a read of the state, as the ones after it are (not "cannot open").
+        if not new and _LAYOUT - {r[0] for r in db.execute("SELECT name FROM sqlite_master")}:
+            db.executescript(SCHEMA)
         state = cls(base, vkey, db)
         stored = state._meta("vkey")
         if stored is None:
