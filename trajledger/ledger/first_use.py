@@ -32,8 +32,9 @@ def lost_floor(vkey: str, directory: Path | None = None) -> Path | None:
     floor) is gone: removed by hand (a "damaged" state's directory, a cleaning of ~/.local),
     or lost with a restored home directory. Called before the state is opened (which makes
     it again, empty). None when the key was never noted, or its state is there."""
-    mark = origin_dir(vkey.split("+", 1)[0], directory) / log_id(vkey)
-    held = (directory or state_dir()) / "logs" / log_id(vkey) / "state.sqlite"
+    root = directory or state_dir()  # (checked once: ci47)
+    mark = origin_dir(vkey.split("+", 1)[0], root) / log_id(vkey)
+    held = root / "logs" / log_id(vkey) / "state.sqlite"
     return mark if mark.is_file() and not held.exists() else None
 
 

@@ -114,6 +114,12 @@ def _encrypt_log_key(keys: KeyStore) -> bool:
     return keys.require_encrypted or keys.has_passphrase(LOG_KEY_NAME)
 
 
+def _note_size(note: bytes) -> int:
+    """A checkpoint note's tree size (its second line), unverified; 0 when there is none."""
+    lines = note.split(b"\n", 2)
+    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else 0
+
+
 def _inside(store: str) -> bool:
     """A relative store directory inside the ledger (made with it at ``init``)."""
     norm = os.path.normpath(store)
@@ -384,9 +390,11 @@ class LedgerHome:
                 entries do not give its signed root.
             LogError: the log cannot be read.
         """
-        size = self.log.size  # (read first: a rotation published meanwhile is followed)
+        # Read once (ci47: each read opens two files), first: a rotation published meanwhile
+        # is followed. Its size, unverified, only chooses whether to draw a bar.
+        note = self.log.checkpoint_bytes()
         state = self._current_state()
-        behind = size - state.size
+        behind = _note_size(note) - state.size
         if on_progress is None and self.progress is not None and behind >= _BAR_FROM:
             with self.progress(behind, "reading the log into your state") as advance:
                 seen = [0]
@@ -397,7 +405,6 @@ class LedgerHome:
 
                 return self.trust_state(on_progress=step)
         blob = self.read_blob
-        note = self.log.checkpoint_bytes()
         for attempt in range(8):
             try:
                 state.sync(note, self.log.entries, blob,
@@ -515,14 +522,15 @@ class LedgerHome:
             return None
         return text
 
-    def _pin_path(self) -> Path:
+    def _pin_path(self, root: Path | None = None) -> Path:
         import hashlib
 
         where = str(self.root.resolve())
-        return state_dir() / "ledgers" / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
+        return ((root or state_dir()) / "ledgers"
+                / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json")
 
-    def _settings_path(self) -> Path:
-        return origin_dir(self.config.origin) / SETTINGS_PIN
+    def _settings_path(self, root: Path | None = None) -> Path:
+        return origin_dir(self.config.origin, root) / SETTINGS_PIN
 
     def _settings_pin(self) -> dict[str, Any]:
         return {
@@ -560,7 +568,9 @@ class LedgerHome:
         """
         import json
 
-        config, pin, settings = self.root / CONFIG_NAME, self._pin_path(), self._settings_path()
+        state = state_dir()  # (checked once: ci47)
+        config, pin, settings = (self.root / CONFIG_NAME, self._pin_path(state),
+                                 self._settings_path(state))
         now = self._settings_pin()
         changes: list[str] = []
         try:

@@ -17,11 +17,12 @@ Protection: the state directory is made 0700 and its databases 0600; a state dir
 or pin others (or the group) may write is refused. The floor is committed durably
 (``synchronous=FULL``). The rows that restrict decisions (entries, names, listings, references,
 held-out datasets, unreadable records) are derived from the verified log only; their counts are
-stored with each extension and checked before each use, so a deleted or added row is refused
-(`TamperError`: run ``trajledger reindex``), and `TrustState.disagreements` (``trajledger
-reindex --check``, ``fsck``) derives every row again from the log and compares, read-only. A
-writer of the state directory can still change rows consistently with their counts, or delete
-the whole state (the next use is a first use: announced, or refused under
+stored with each extension and checked before each use (after a commit by any connection: one
+with none since the last check finds what it checked, `TrustState.sync`), so a deleted or added
+row is refused (`TamperError`: run ``trajledger reindex``), and `TrustState.disagreements`
+(``trajledger reindex --check``, ``fsck``) derives every row again from the log and compares,
+read-only. A writer of the state directory can still change rows consistently with their
+counts, or delete the whole state (the next use is a first use: announced, or refused under
 ``TRAJLEDGER_REQUIRE_PIN=1``); docs/SECURITY.md says so.
 
 It is extended incrementally (`TrustState.sync`): the stored right edge of the tree (a
@@ -100,6 +101,10 @@ _AHEAD = 2 * WORKERS
 _BULK_FROM = 4 * _CHUNK
 """A first use of at least this many entries builds the derived tables' indexes after their
 rows (one sort each, not a random B-tree insert per row: 1/3 the system time at 100k)."""
+
+_LAYOUT = frozenset(line.split()[5] for line in SCHEMA.splitlines()
+                    if line.startswith(("CREATE TABLE", "CREATE INDEX")))
+"""The names of the tables and indexes `SCHEMA` makes."""
 
 _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
@@ -181,6 +186,11 @@ class TrustState(TrustFloor):
         self._rederive = False
         """Set by ``rebuild(at_next_sync=True)``: the next `sync` forgets the rows and derives
         them again in its own transaction."""
+        self._synced: tuple[bytes, int] | None = None
+        """The note the last `sync` left this state at and the database's ``data_version``
+        read in its transaction, while nothing was left unreadable: a `sync` to the same note
+        with no commit since (ours or another connection's) would change and refuse nothing."""
+        self._unreadable_left = 0
 
     @classmethod
     def floor_seen(cls, vkey: str, directory: Path | None = None, tree: Checkpoint | None = None
@@ -236,9 +246,15 @@ class TrustState(TrustFloor):
             # synced (NORMAL in WAL mode may lose the last ones).
             db.execute("PRAGMA synchronous=FULL")
             # A new database's tables in one synced commit (IMMEDIATE: a second creator waits).
-            db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;" if new else SCHEMA)
+            if new:
+                db.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
         except (OSError, sqlite3.Error) as e:
             raise LedgerError(f"trust state {base}: cannot open: {e}{sqlite_next_step(e)}") from e
+        # An existing one's are made again only when one is missing (an older format's, or
+        # dropped): one statement, not SCHEMA's 17, in every command (ci47). A read of it the
+        # disk fails is a read of the state, as the ones after it are (not "cannot open").
+        if not new and _LAYOUT - {r[0] for r in db.execute("SELECT name FROM sqlite_master")}:
+            db.executescript(SCHEMA)
         state = cls(base, vkey, db)
         stored = state._meta("vkey")
         if stored is None:
@@ -373,11 +389,13 @@ class TrustState(TrustFloor):
         """A write transaction: committed, or rolled back whatever stops it. A statement or a
         commit SQLite cannot write (a full disk, an I/O error) is a `LedgerError` (exit 3)."""
         with self._db.lock:
+            self._synced = None  # (`sync` sets it again once committed)
             try:
                 self._begin()  # in the try: a Ctrl-C just after its BEGIN is rolled back (out40)
                 yield
                 self._db.execute("COMMIT")
             except BaseException as e:
+                self._synced = None
                 with contextlib.suppress(sqlite3.Error):  # none left after a failed COMMIT
                     self._db.execute("ROLLBACK")
                 if isinstance(e, sqlite3.Error):
@@ -453,7 +471,18 @@ class TrustState(TrustFloor):
         blob_reader: Callable[[], Callable[[str], bytes | None]] | None = None,
     ) -> None:
         """Extend the state to the signed checkpoint ``note`` (`_sync`); after
-        ``rebuild(at_next_sync=True)``, from an empty index, in the same transaction."""
+        ``rebuild(at_next_sync=True)``, from an empty index, in the same transaction.
+
+        A command asks for its state several times (its policy, each name it resolves, each
+        record it checks: ci47 counted 3.9 a command, 12 to 17 statements and a write lock
+        each). The same note again, after a sync that left nothing unreadable and with no
+        commit to the database since by any connection (SQLite's ``data_version``; this
+        object's own writes clear `_synced`), finds the rows, counts and floor that sync left,
+        and would only repeat its checks on them: one statement answers instead."""
+        synced = self._synced
+        if (synced is not None and synced[0] == note and not self._rederive
+                and self._db.execute("PRAGMA data_version").fetchall()[0][0] == synced[1]):
+            return
         self._sync(note, read_entries, read_blob, what=what, on_progress=on_progress,
                    blob_reader=blob_reader)
         self._rederive = False  # committed
@@ -495,6 +524,7 @@ class TrustState(TrustFloor):
         """
         cp = self._checkpoint(note)  # (1)
         with self._write(), _reading_kept(self.path):
+            version = int(self._db.execute("PRAGMA data_version").fetchall()[0][0])
             if self._rederive:  # in this transaction: no reader ever finds the rows gone
                 self._forget_rows()
                 self._put("format", str(STATE_FORMAT).encode())
@@ -521,6 +551,7 @@ class TrustState(TrustFloor):
                 if self._note != note:
                     self._put("checkpoint", note)  # same tree: keep the newer cosignatures
                     self._note = note
+                self._synced = None if self._unreadable_left else (note, version)
                 return
             # (2)
             rng, last = self._range, self._last
@@ -583,6 +614,7 @@ class TrustState(TrustFloor):
             self._retry_unreadable(read_blob)
             self._store_counts()
             self._put_floor(note, rng, last)
+            self._synced = None if self._unreadable_left else (note, version)
 
     def _put_floor(self, note: bytes, rng: CompactRange, last: bytes) -> None:
         """Store the floor ``note`` and the indexed range under it, in the caller's transaction."""
@@ -715,6 +747,7 @@ class TrustState(TrustFloor):
         rows.unreadable = []  # the ones still unreadable are listed already
         rows.insert(self._db.executemany)
         self._db.executemany("DELETE FROM unreadable WHERE idx = ?", now)
+        self._unreadable_left = len(found) - len(now)
         return bool(now)
 
     # -- the derived rows, checked ----------------------------------------------------------------
