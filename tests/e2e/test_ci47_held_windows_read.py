@@ -19,8 +19,6 @@ import testkit
 from test_read_fault_sweep import Work, at_read, problem, work  # noqa: F401 (the fixture)
 
 
-@pytest.mark.xfail(strict=True, reason="ci47 finding 7: for seal47 (held_windows, held_filter, "
-                   "window_cache)")
 @pytest.mark.parametrize("kept", [".filter", ".checked"])
 def test_a_held_windows_file_that_cannot_be_read_is_said(work: Work, kept: str) -> None:  # noqa: F811
     with testkit.user_state(work.state):

@@ -67,6 +67,7 @@ import numpy.typing as npt
 from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import open_regular
 
+from .errors import read_failure
 from .fs import temp_name
 
 __all__ = ["MAGIC", "PAGE", "Probe", "filter_path", "read", "stamp_path", "write"]
@@ -107,7 +108,9 @@ def _stamped(flt: Path, stamp: bytes) -> bool:
     try:
         with open_regular(stamp_path(flt)) as f:
             return f.read(len(stamp) + 1) == stamp
-    except OSError:
+    except OSError as e:
+        if read_failure(e):  # the disk's, said by the caller (ci47 finding 7)
+            raise
         return False
 
 
@@ -277,16 +280,27 @@ def read(path: Path, grouped_head: bytes, n: int) -> Probe | None:
     """The filter at ``path`` of the grouped file of ``n`` windows whose magic, length and
     header are ``grouped_head``, read whole and checked; None when there is none, it cannot
     be read, or it is not that file's or is damaged (never trusted: the caller reads the
-    hashes whole and writes it again)."""
+    hashes whole and writes it again).
+
+    Raises:
+        OSError: the system failed the read (EIO, EACCES: `errors.read_failure`): the caller
+            says so as it groups again (ci47 finding 7: passed over in silence before).
+    """
     try:
         f = open_regular(path)
-    except OSError:
+    except OSError as e:
+        if read_failure(e):
+            raise
         return None
     with f:
         try:
             return _read(f, grouped_head, n, path)
-        except (OSError, FormatError, ValueError, TypeError, KeyError, OverflowError,
-                RecursionError, struct.error):
+        except OSError as e:
+            if read_failure(e):
+                raise
+            return None
+        except (FormatError, ValueError, TypeError, KeyError, OverflowError, RecursionError,
+                struct.error):
             return None
 
 
