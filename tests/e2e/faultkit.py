@@ -69,6 +69,10 @@ class Faults:
     where: str | None = None
     """Fail the first write or fsync (``reads``: read) of a path containing this instead of
     call ``fail_at`` (a process other than the one that counted makes other calls before it)."""
+    nth: tuple[str, str, int] | None = None
+    """Fail the call of kind ``nth[0]`` whose path contains ``nth[1]`` that is the ``nth[2]``-th
+    (from 0) such call, whatever other calls came before it (a digest that falls in a new
+    fan-out directory of the store costs one fsync more: the lead's, att47 finding 2)."""
     reads: bool = False
     """Whether the fault points are the reads instead of the writes: opens for reading
     (``os.open``, Python's ``open``; a ``read()`` follows each) and, with ``sqlite``, the
@@ -98,6 +102,11 @@ class Faults:
     def hit(self, kind: str, path: str) -> None:
         n = len(self.calls)
         self.calls.append((kind, self.rel(path)))
+        if self.nth is not None and kind == self.nth[0] and self.nth[1] in self.calls[-1][1]:
+            which, where, left = self.nth
+            self.nth = (which, where, left - 1)
+            if left == 0:
+                self.fail_at = n
         if n == self.fail_at or (self.where is not None and kind in (
                 ("read", "sqlite") if self.reads else ("write", "fsync"))
                 and self.where in self.calls[-1][1]):

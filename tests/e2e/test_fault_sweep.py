@@ -435,7 +435,8 @@ def fault_at(work: Work, name: str, kind: str, where: str, *, last: bool = False
     found = [k for k, (c, p) in enumerate(calls) if c == kind and where in p]
     assert found, calls
     work.restore(name)
-    with work.faults(fail_at=found[-1 if last else 0], code=code).active():
+    # by its place among those calls: others before it may be one more or less in this run
+    with work.faults(nth=(kind, where, len(found) - 1 if last else 0), code=code).active():
         return work.run(COMMANDS[name])
 
 

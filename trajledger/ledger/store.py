@@ -44,7 +44,7 @@ from trajledger.verify.errors import DigestMismatchError, FormatError
 from trajledger.verify.evidence import MAX_BLOB_READ
 
 from .errors import StoreError, next_step
-from .fs import TMP_PREFIX, is_stale, open_dirs_below, sync_paths, temp_name
+from .fs import TMP_PREFIX, fsync_dir, is_stale, open_dirs_below, sync_paths, temp_name
 from .hashing import copy_hashing
 from .store_sink import DirectSink
 
@@ -921,8 +921,8 @@ class _Temp:
             if store.durable:  # (att47 finding 2: the parents of directories made, too)
                 if names is None:
                     os.fsync(leaf)
-                    if self.made:
-                        sync_paths(sorted(self.made))
+                    for made in sorted(self.made):  # (one object: no pass of many)
+                        fsync_dir(made)
                 else:
                     names.add(Path(f"{store._prefix}/sha256/{h[:2]}/{h[2:4]}"))
                     names.update(Path(m) for m in self.made)
