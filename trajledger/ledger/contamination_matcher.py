@@ -25,14 +25,14 @@ import pyarrow as pa
 from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
 
 from .episode_features import FeatureChunk
-from .episode_vectors import sketch_parts
+from .episode_vectors import sketch_parts, still_parts
 from .finding import Finding
 from .held_windows import Grouped
 from .step_windows import COLUMNS, StepWindows, held_steps, order_steps, span
 
 __all__ = ["EQUAL_SKETCH", "FIT_EXACT", "FIT_FLOOR", "FIT_NEAR", "MIN_NEAR_STEPS", "PARTS_COLUMNS",
-           "TRIM_BUCKETS", "TRIM_NEAR", "TRIM_SCREEN", "Matcher", "Parts", "SketchFinding",
-           "iter_parts", "tangents", "trimmed"]
+           "STILL_FLOOR", "TRIM_BUCKETS", "TRIM_NEAR", "TRIM_SCREEN", "Matcher", "Parts",
+           "SketchFinding", "iter_parts", "tangents", "trimmed"]
 
 MIN_NEAR_STEPS = 16
 """Numeric episodes shorter than this are compared exactly only: too little content to tell a
@@ -263,7 +263,7 @@ class Matcher:
             rows, vectors = self._fit[n]
             cols = np.flatnonzero(lengths == n)
             held = np.stack(vectors)
-            tan = tangents(held, Parts.of(parts[cols]))
+            tan = tangents(held, Parts.of(parts[cols], n))
             best = tan.argmin(axis=1)
             for r, row in enumerate(rows):
                 t = float(tan[r, best[r]])
@@ -660,6 +660,16 @@ _RANK = 1e-9
 """A part within this of the span of the others (relative to the largest) adds no direction:
 CartPole's reward of 1 at every step is its ones' part, an action slot never used is zero."""
 _BLOCK = 256
+STILL_FLOOR = 1e-2
+"""What a train episode's observations must leave of their part beyond the span of constant
+and counter observations (`episode_vectors.still_parts`) to be fitted (rev45 finding 1):
+below, every episode of its length with such observations (to a scale) is its copy by the
+fit, whatever its actions and rewards, since a held sketch's own may be "re-encoded" by a
+scale of 0 (a sealed suite of one constant observation with constant actions and rewards
+was an exact duplicate of each of them). Ten times `FIT_EXACT`: a held sketch made of that
+span leaves about this of such an episode, never an exact fit. Least of real episodes
+(random policies, 16 steps or more): CartPole 0.19, Pendulum 0.55, MountainCar 0.043
+(its slow position), Acrobot 0.61."""
 
 
 @dataclass(frozen=True)
@@ -677,8 +687,10 @@ class Parts:
     ok: npt.NDArray[np.bool_]
 
     @classmethod
-    def of(cls, parts: npt.NDArray[np.float64]) -> Parts:
-        """From `episode_vectors.sketch_parts` of episodes of one length."""
+    def of(cls, parts: npt.NDArray[np.float64], length: int | None = None) -> Parts:
+        """From `episode_vectors.sketch_parts` of episodes of one length; with ``length``
+        (theirs), an episode whose observations leave at most `STILL_FLOOR` of their part
+        beyond `episode_vectors.still_parts` (constant, or a counter) is not ``ok``."""
         if not len(parts):
             return cls(np.zeros((parts.shape[2], 0)), np.zeros((0, parts.shape[2], 0)),
                        parts[:, 0, :], np.zeros(0, dtype=bool))
@@ -694,6 +706,13 @@ class Parts:
         obs -= np.einsum("nkr,nr->nk", span, np.einsum("nkr,nk->nr", span, obs))
         norm = np.linalg.norm(obs, axis=1)
         ok = norm > _RANK * np.linalg.norm(parts[:, 0, :], axis=1)
+        if length is not None:  # rev45 finding 1: observations that tell no episode apart
+            u, s, _ = np.linalg.svd(np.hstack([ones, still_parts(length).T]),
+                                    full_matrices=False)
+            still = u[:, s > _RANK * float(s[0])]
+            moved = parts[:, 0, :] - (parts[:, 0, :] @ still) @ still.T
+            ok &= (np.linalg.norm(moved, axis=1)
+                   > STILL_FLOOR * np.linalg.norm(parts[:, 0, :], axis=1))
         return cls(ones, span, obs / np.where(ok, norm, 1.0)[:, None], ok)
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "sketch_parts",
     "sorted_by_owner",
     "splitmix64",
+    "still_parts",
     "string_parts",
     "text_vectors",
     "token_hashes",
@@ -693,6 +694,25 @@ def _part_keys(count: int, length: int) -> tuple[npt.NDArray[np.intp], npt.NDArr
                        weights=signs[:length, _OBS_SLOTS:].ravel(),
                        minlength=SKETCH_PARTS * VECTOR_DIM)
     return keys, np.asarray(ones, dtype=np.float64)
+
+
+@lru_cache(maxsize=4)
+def still_parts(length: int) -> npt.NDArray[np.float64]:
+    """``(2 * 16, 128)``: the observations' part (`sketch_parts`' part 0) of an episode of
+    ``length`` steps whose observations fold to a 1 in one slot at every step, and to the step
+    (0, 1, ...) in it, for each of the 16 slots. Observations in their span (constant over the
+    episode, a counter) are the same, to a scale, in every such episode of the length: they say
+    nothing of which episode it is (rev45 finding 1: `contamination_matcher.Parts`)."""
+    buckets, signs = _sketch_tables(0, -(-length // _CHUNK_STEPS))
+    b, sg = buckets[:length, :_OBS_SLOTS], signs[:length, :_OBS_SLOTS]
+    out = np.zeros((2 * _OBS_SLOTS, VECTOR_DIM))
+    steps = np.arange(length, dtype=np.float64)[:, None]
+    for j in range(_OBS_SLOTS):
+        out[j] = np.bincount(b[:, j], weights=sg[:, j], minlength=VECTOR_DIM)
+        out[_OBS_SLOTS + j] = np.bincount(b[:, j], weights=(sg * steps)[:, j],
+                                          minlength=VECTOR_DIM)
+    out.flags.writeable = False
+    return out
 
 
 def sketch_parts(
