@@ -440,8 +440,10 @@ def _read_batch(
     these, and the store is not read again.
     """
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from trajledger.ledger.rollouts import validate_episodes, validate_steps
+    from trajledger.ledger.rollouts.chunks import StepLimitError, max_steps
     from trajledger.ledger.rollouts.parquet_read import read_parquet
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.manifest import Manifest
@@ -489,6 +491,20 @@ def _read_batch(
     missing = [p for p in ("steps.parquet", "episodes.parquet") if p not in data]
     if missing:
         decision.fail(f"{label}: schema", f"the batch has no {' and no '.join(missing)}")
+        return None
+    try:  # the buyer's bound, from the footer, before any step is decoded (rev45 finding 2)
+        rows, limit = pq.read_metadata(pa.BufferReader(data["steps.parquet"])).num_rows, max_steps()
+    except StepLimitError as e:
+        decision.fail(f"{label}: schema", str(e))
+        return None
+    except (OSError, ValueError, pa.ArrowException) as e:
+        decision.fail(f"{label}: schema", f"not readable Parquet: {e}")
+        return None
+    if rows > limit:
+        decision.fail(f"{label}: schema", (
+            f"steps.parquet holds {rows:,} steps, more than the {limit:,} a batch may here "
+            "(TRAJLEDGER_MAX_STEPS), refused before reading them: set TRAJLEDGER_MAX_STEPS to "
+            "the steps it holds to admit it whole"))
         return None
     try:
         steps = read_parquet(data["steps.parquet"])
