@@ -674,8 +674,36 @@ def _print_carried(ref: str, info: dict[str, Any], name: str) -> None:
             f"{ref}: the {name!r} it carries " + ("is no base64" if data is None else
             f"does not hash to the digest named beside it ({digest or 'none'})")
             + ": nothing printed; 'trajledger verify' judges the record")
+    if is_terminal(sys.stdout) and (why := _acts_on_terminal(data)) is not None:
+        how = shlex.join(["trajledger", "show", ref, "--content", name])
+        raise click.UsageError(f"{ref}: the {name!r} it carries {why}: nothing written to the "
+                               f"terminal; to read it, redirect it: '{how} > FILE'")
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
+
+
+_TERMINAL_MOST = 1 << 20
+"""The most carried bytes `show --content` writes to a terminal (a file takes any)."""
+
+
+def _acts_on_terminal(data: bytes) -> str | None:
+    """Why the carried ``data`` (its signer's) may not go to a terminal as it is, or None:
+    a character a terminal acts on or hides (`verify.nodes.HIDDEN` but a tab or a line break:
+    an escape sequence redraws, retitles or hides what the reader sees; rev45 finding 3), bytes
+    that are no UTF-8 text, or more than `_TERMINAL_MOST` bytes."""
+    from trajledger.verify.nodes import HIDDEN
+
+    if len(data) > _TERMINAL_MOST:
+        return f"is {len(data):,} bytes, more than the {_TERMINAL_MOST:,} written to a terminal"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"is no UTF-8 text (at byte {e.start})"
+    for i, c in enumerate(text):
+        if c not in "\t\n" and ord(c) in HIDDEN:
+            return (f"holds characters a terminal acts on ({HIDDEN[ord(c)]} at byte "
+                    f"{len(text[:i].encode())})")
+    return None
 
 
 @click.command()
