@@ -77,3 +77,39 @@ def test_a_release_manager_asking_for_status_is_sent_to_verify(
     r = run(runner, tmp_path, "status")
     expect(r, 2)
     assert "trajledger verify" in r.stderr, r.stderr
+
+
+def test_a_replaced_producer_in_a_ledger_with_approvers_is_sent_to_an_approver(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The same refusal where the policy has approvers whose keys are held elsewhere: the way
+    is an approver's, never a successor policy from `policy init` (whose roles would drop the
+    policy's trainers and approvers as they are)."""
+    home = tmp_path / "lab"
+    expect(run(runner, home, "init"), 0)
+    for name in ("vendor", "approver", "vendor2"):
+        expect(run(runner, home, "key", "new", name, "--no-encrypt"), 0)
+    for serial, producer in ((1, "vendor"), (2, "vendor2")):
+        out = home / f"policy-{serial}.toml"
+        expect(run(runner, home, "policy", "init", "--roles", "producer,approver",
+                   "--producer", producer, "--approver", "approver", "--out", out), 0)
+        expect(run(runner, home, "policy", "set", out, "--key", "approver", "--yes"), 0)
+        if serial == 1:
+            expect(run(runner, home, "env", "register", "cartpole", "--version", "1",
+                       "--gym-id", "CartPole-v1", "--key", "vendor"), 0)
+            steps = tmp_path / "steps.jsonl"
+            steps.write_text("".join(json.dumps({
+                "episode_id": "ep-0", "step": t, "obs": [0.01 * t, 0.02, 0.0, 0.0],
+                "action": t % 2, "reward": 1.0, "terminated": t == 2, "truncated": False})
+                + "\n" for t in range(3)))
+            r = run(runner, home, "record", steps, "--env", "cartpole@1", "--policy", "random",
+                    "--key", "vendor")
+            expect(r, 0)
+            batch = r.stdout.strip().splitlines()[-1]
+    for part in ("key", "pub"):  # the approver's keys are held elsewhere
+        (home / "keys" / f"approver.{part}").rename(tmp_path / f"approver.{part}")
+    r = run(runner, home, "revoke", batch, "--reason", "consent withdrawn", "--key", "vendor2")
+    expect(r, 1)
+    assert "only an approver may revoke it now: ask a holder of one of the policy's approver " \
+           "keys" in r.stderr, r.stderr
+    assert "policy init" not in r.stderr, r.stderr

@@ -798,13 +798,15 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
     producers = " ".join(f"--producer {n}" for n, k in here if policy.holds("producer", k))
     give = (f", key {mine[0]} here: give --key {mine[0]}" if mine else
             f": give an approver's key, --key {other[0]}" if other else
-            # out47 finding 5: its producer was replaced by a successor policy, and no approver
-            # is here: naming the old key sent to a key the policy no longer holds
+            # out47 finding 5: its producer was replaced by a successor policy: naming the old
+            # key sent to a key the policy no longer holds
             ", a producer key the policy in force no longer holds: only an approver may "
-            f"{verb} it now; to name one, 'trajledger key new approver', then "
-            f"'trajledger policy init --roles producer,approver {producers} --approver "
-            "approver' and "
-            f"'trajledger policy set FILE --key {signer.name}', then give --key approver"
+            f"{verb} it now" + (
+                ": ask a holder of one of the policy's approver keys" if policy.signing_role()
+                == "approver" else  # (a vendor's policy, no approver: name one)
+                "; to name one, 'trajledger key new approver', then 'trajledger policy init "
+                f"--roles producer,approver {producers} --approver approver' and 'trajledger "
+                f"policy set FILE --key {signer.name}', then give --key approver")
             if replaced else "")
     raise PolicyError(
         f"{item.kind} {item.ref or item.digest}: key {signer.name} ({signer.keyid[:12]}) did not "
