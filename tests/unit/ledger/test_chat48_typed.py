@@ -15,24 +15,25 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.rollouts import chat
+from trajledger.ledger.rollouts import chat, reader_process
+from trajledger.ledger.rollouts.chunks import ReaderOptions
 from trajledger.ledger.rollouts.jsonl import fast_object
 
 
-def _formats_tests() -> Any:
-    """test_rollout_formats.py, for its strategies (test modules are imported by path)."""
-    path = Path(__file__).with_name("test_rollout_formats.py")
-    spec = importlib.util.spec_from_file_location("_chat48_formats", path)
+def _tests_module(name: str, relative: str) -> Any:
+    path = Path(__file__).parent / relative
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-_F = _formats_tests()
+_F = _tests_module("_chat48_formats", "test_rollout_formats.py")
 
 
 def _two_steps(raw: bytes) -> Any:
@@ -145,3 +146,71 @@ def test_the_bench_record_is_typed() -> None:
     odd = [*record["messages"], {"role": "user", "content": "x", "x": 1}]  # type: ignore[list-item]
     assert chat.typed_chat(_text({**record, "messages": odd}, True, False)) is None
     assert chat.typed_chat(raw.replace(b'"ep-1"', b'"ep\\u003a1"')) is None  # not provable
+
+
+def _hostile_chat_lines() -> list[bytes]:
+    """Every hostile line of test_rollout_jsonl_fast.py, spliced into each place of a chat
+    record the structs type (a message's content, tool calls, a record's number, id, usage and
+    judge scores), the hostile chat lines of tests/e2e/test_hostile_inputs.py, and
+    test_rollout_parallel.py's kinds of line."""
+    fast = _tests_module("_chat48_jsonl_fast", "test_rollout_jsonl_fast.py")
+    e2e = Path(__file__).parents[2] / "e2e" / "test_hostile_inputs.py"
+    text = e2e.read_text()
+    lines: list[bytes] = []
+    for raw in fast.HOSTILE:
+        v = raw.strip()
+        lines += [
+            raw,
+            b'{"messages":[{"role":"user","content":"x"}],"usage":' + v + b"}",
+            b'{"messages":[{"role":"assistant","tool_calls":' + v + b"}]}",
+            b'{"messages":[{"role":"user"}],"judge_scores":' + v + b"}",
+            b'{"messages":[' + raw.replace(b'{"a"', b'{"role":"user","content"', 1) + b"]}",
+            raw.replace(b'{"a"', b'{"messages":[{"role":"user"}],"reward"', 1),
+            raw.replace(b'{"a"', b'{"messages":[{"role":"tool"}],"episode_id"', 1),
+            raw.replace(b'{"a"', b'{"messages":[{"role":"tool","name"', 1) + b"]}",
+        ]
+    assert "def chat_line" in text and "NEST" in text  # the shapes below are that file's
+    base = '"episode_id":"e1","reward":1,'
+    deep = "[" * 100_000 + "]" * 100_000
+    for tail in (
+        f'"messages":[{{"role":"user","content":{deep}}}]',
+        f'"messages":[{{"role":"assistant","content":null,"tool_calls":{deep}}}]',
+        '"messages":[{"role":"user"}],"judge_scores":' + '{"a":' * 100_000 + "1" + "}" * 100_000,
+        '"messages":[{"role":"user","content":"a\\ud800b"}]',
+        '"messages":[{"role":"user"}],"episode_id":"e\\udfff"',
+        '"messages":[{"role":"user"}],"judge_scores":{"\\ud800":1}',
+        '"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"\\udc00"}]}]',
+        '"messages":[{"role":"user","content":"\\ud83d\\ude00"}]',
+    ):
+        lines.append(("{" + base + tail + "}").encode())
+    lines.append(b'{"episode_id":"e\xff","messages":[{"role":"user"}]}')
+    parallel = _tests_module("_chat48_parallel", "test_rollout_parallel.py")
+    lines += [make(n).encode() for n in range(3) for make in parallel.LINES.values()]
+    return [line if line.endswith(b"\n") else line + b"\n" for line in lines]
+
+
+def _block(data: bytes) -> Any:
+    b = reader_process._map_block("chat-jsonl", ReaderOptions(id_prefix="p/"), 3, data)
+    chunk = None if b.chunk is None else (
+        b.chunk.steps.to_pylist(), b.chunk.episodes.to_pylist(), b.chunk.meta, b.chunk.read
+    )  # fmt: skip
+    return chunk, b.records, b.blanks, b.events, b.more
+
+
+def test_hostile_chat_lines_decide_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's block of each hostile line, and of all of them, is what it was before the
+    structs (`typed_chat` off: the two steps and the general path, as at 1c149981): the same
+    rows, records, problems and line numbers; and a line the structs take is the two steps'."""
+    lines = _hostile_chat_lines()
+    taken = 0
+    for raw in lines:
+        typed = chat.typed_chat(raw)
+        assert typed is None or typed == _two_steps(raw), raw[:200]
+        taken += typed is not None
+    assert taken >= 10  # the splices are chat records, so some are typed and compared
+    blocks = [*lines, b"".join(lines)]
+    now = [_block(data) for data in blocks]
+    monkeypatch.setattr(reader_process, "typed_chat", lambda raw: None)
+    before = [_block(data) for data in blocks]
+    for data, a, b in zip(blocks, now, before, strict=True):
+        assert a == b, data[:200]
