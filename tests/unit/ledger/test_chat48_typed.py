@@ -121,7 +121,7 @@ def _flat(record: Any) -> list[dict[str, Any]]:
 def test_the_bench_record_is_typed() -> None:
     """The record `bench/ingest_bench.py` writes is taken, so the tests above compare episodes;
     one unknown key, in the record or in a message, or a mistyped field is not."""
-    record = {
+    record: dict[str, Any] = {
         "episode_id": "ep-1", "task_id": "task-1",
         "messages": [
             {"role": "system", "content": "s"}, {"role": "user", "content": "u: v"},
@@ -143,7 +143,7 @@ def test_the_bench_record_is_typed() -> None:
     assert chat.typed_chat(_text({**record, "tags": ["a"]}, True, False)) is None
     assert chat.typed_chat(_text({**record, "language": 1}, True, False)) is None
     assert chat.typed_chat(_text({**record, "reward": True}, True, False)) is None
-    odd = [*record["messages"], {"role": "user", "content": "x", "x": 1}]  # type: ignore[list-item]
+    odd = [*record["messages"], {"role": "user", "content": "x", "x": 1}]
     assert chat.typed_chat(_text({**record, "messages": odd}, True, False)) is None
     assert chat.typed_chat(raw.replace(b'"ep-1"', b'"ep\\u003a1"')) is None  # not provable
 
@@ -191,8 +191,9 @@ def _hostile_chat_lines() -> list[bytes]:
 
 def _block(data: bytes) -> Any:
     b = reader_process._map_block("chat-jsonl", ReaderOptions(id_prefix="p/"), 3, data)
-    chunk = None if b.chunk is None else (
-        b.chunk.steps.to_pylist(), b.chunk.episodes.to_pylist(), b.chunk.meta, b.chunk.read
+    c = b.chunk
+    chunk = None if c is None else (
+        c.steps.to_pylist(), None if c.episodes is None else c.episodes.to_pylist(), c.meta, c.read
     )  # fmt: skip
     return chunk, b.records, b.blanks, b.events, b.more
 

@@ -516,35 +516,26 @@ def typed_chat(raw: bytes) -> Episode | None:
         content, calls, call, name = m.content, m.tool_calls, m.tool_call_id, m.name
         if content is UNSET:
             content = None
-        link = None
-        if calls is UNSET and call is UNSET and name is UNSET:  # most messages
-            calls = None
-        else:
-            if calls is UNSET or calls is None:
-                calls = None
-            else:
+        text = link = None  # the tool calls as JSON text, the tool link
+        if calls is not UNSET or call is not UNSET or name is not UNSET:  # (most messages: none)
+            if calls is not UNSET and calls is not None:
                 try:
-                    calls = (
-                        "".join(_COMPACT_C(calls, 0)) if _COMPACT_C else COMPACT_JSON.encode(calls)
-                    )
+                    c = _COMPACT_C
+                    text = "".join(c(calls, 0)) if c else COMPACT_JSON.encode(calls)
                 except (TypeError, ValueError, RecursionError):
                     return None
-            if call is UNSET:
-                call = None
-            if name is UNSET:
-                name = None
-            if call is None and name is None:
-                pass
-            elif call is not None and name is not None:
+            call = None if call is UNSET else call
+            name = None if name is UNSET else name
+            if call is not None and name is not None:  # as `_tool_link` writes it
                 link = f'{{"tool_call_id":{_quoted(call)},"name":{_quoted(name)}}}'
-            else:
+            elif call is not None or name is not None:
                 link = _LINK_JSON.encode({"tool_call_id": call} if name is None else {"name": name})
         role = m.role
         assistant = role == "assistant"
         if assistant:
             target = i
         rows.append(
-            (before_last if i < last else reward, role, content, None, calls, link, None, None,
+            (before_last if i < last else reward, role, content, None, text, link, None, None,
              None, None, None, model if assistant else None, None, None, None)
         )  # fmt: skip
     if latency is not None or prompt is not None or completion is not None:
