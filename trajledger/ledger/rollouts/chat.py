@@ -19,6 +19,9 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from .chunk_builder import LATENCY, Episode
 from .chunks import ReaderOptions, RecordProblems
 from .fields import (
@@ -32,8 +35,9 @@ from .fields import (
     opt,
     timestamp_us,
 )
+from .jsonl import provable
 
-__all__ = ["TRUNCATION_REASONS", "map_chat", "plain_chat", "text_or_messages"]
+__all__ = ["TRUNCATION_REASONS", "map_chat", "plain_chat", "text_or_messages", "typed_chat"]
 
 
 TRUNCATION_REASONS: Final = frozenset(
@@ -405,3 +409,137 @@ def _plain_chat(obj: dict[str, Any]) -> Episode | None:
 plain_chat: Final = _plain_chat
 """`_plain_chat`, for the reader's workers (``reader_process._map_block``): what it maps, it
 maps without a problem, so a worker queues it without the general path's steps."""
+
+
+# --------------------------------------------------------------------------------------------
+# The common chat record decoded straight from its line (issue 21 item 5, chat48)
+
+
+class _Message(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A message `_plain_message` takes, as msgspec decodes it: `_PLAIN_MESSAGE_KEYS` only.
+    An absent key is `UNSET` (never encoded), so a message encodes back to the keys it had."""
+
+    role: str
+    content: str | UnsetType | None = UNSET
+    tool_calls: list[Any] | dict[str, Any] | UnsetType | None = UNSET
+    tool_call_id: str | UnsetType | None = UNSET
+    name: str | UnsetType | None = UNSET
+
+
+_Number = int | float | None | UnsetType
+_Text = str | None | UnsetType
+
+
+class _Chat(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A record whose keys are `_PLAIN_CHAT_KEYS` and whose values have the types
+    `_plain_chat` takes (the checks of range and emptiness are `typed_chat`'s)."""
+
+    messages: list[_Message]
+    episode_id: _Text = UNSET
+    reward: _Number = UNSET
+    judge_scores: dict[str, int | float] | UnsetType | None = UNSET
+    usage: dict[str, Any] | UnsetType | None = UNSET
+    cost_usd: _Number = UNSET
+    latency_ms: _Number = UNSET
+    model_id: _Text = UNSET
+    task_id: _Text = UNSET
+    group_id: _Text = UNSET
+    label: _Text = UNSET
+    env_version: _Text = UNSET
+    policy_version: _Text = UNSET
+    language: _Text = UNSET
+    task_type: _Text = UNSET
+    termination_reason: _Text = UNSET
+
+
+_CHAT_DECODER: Final = msgspec.json.Decoder(_Chat)
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def _none(v: Any) -> Any:
+    return None if v is UNSET else v
+
+
+def typed_chat(raw: bytes) -> Episode | None:
+    """`_plain_chat` of the line ``raw`` decoded by `fast_object`, decoded by msgspec straight
+    into `_Chat` (its keys, types and nesting checked in C); None when it is not proved to be
+    that episode, and then the caller decodes and maps the line as before.
+
+    The proof is `fast_object`'s: the line may be decoded by msgspec (`provable`), and it has
+    as many colons as the decoded record encoded again, so no key was given twice (msgspec
+    keeps the last value of a repeated key, in a struct as in a dict; an absent key is `UNSET`
+    and not encoded, so nothing is added to the count either). Unknown keys and wrong types
+    are refused by the decoder; what remains of `_plain_chat`'s checks (a non-empty list and
+    id, integers within float64's exact range or int64, tool calls that `COMPACT_JSON` writes)
+    is made here, and the episode is built as `_plain_chat` builds it. Tested against it on
+    random records and lines (tests/unit/ledger/test_chat48_typed.py)."""
+    if not provable(raw):
+        return None
+    try:
+        r = _CHAT_DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # (ValidationError is a DecodeError)
+        return None
+    if raw.count(b":") != _ENCODER.encode(r).count(b":"):
+        return None
+    messages, eid, reward = r.messages, _none(r.episode_id), _none(r.reward)
+    cost, latency = _none(r.cost_usd), _none(r.latency_ms)
+    if not messages or eid == "":
+        return None
+    if not ((reward is None or _num(reward)) and (cost is None or _num(cost))
+            and (latency is None or _num(latency))):  # fmt: skip
+        return None
+    scores = _none(r.judge_scores)
+    if scores is not None:
+        if not all(map(_num, scores.values())):
+            return None
+        scores = [(k, float(v)) for k, v in scores.items()]
+    prompt = completion = None
+    usage = _none(r.usage)
+    if usage is not None:
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        for v in (prompt, completion):
+            if v is not None and (type(v) is not int or v not in _INT64):
+                return None
+    model = _none(r.model_id)
+    attrs: dict[str, Any] = {
+        "task_id": _none(r.task_id), "group_id": _none(r.group_id), "label": _none(r.label),
+        "env_version": _none(r.env_version), "policy_version": _none(r.policy_version),
+        "language": _none(r.language), "task_type": _none(r.task_type),
+        "termination_reason": _none(r.termination_reason),
+        "seed": None, "invalid": None, "success": None, "cost_usd": cost, "judge_scores": scores,
+    }  # fmt: skip
+    rows: list[tuple[Any, ...]] = []
+    last = len(messages) - 1
+    before_last = None if reward is None else 0.0  # an episode's reward: on its last step
+    target = -1  # the last assistant message, which takes the episode's usage and latency
+    for i, m in enumerate(messages):
+        content, calls, call, name = m.content, m.tool_calls, m.tool_call_id, m.name
+        if content is UNSET:
+            content = None
+        text = link = None  # the tool calls as JSON text, the tool link
+        if calls is not UNSET or call is not UNSET or name is not UNSET:  # (most messages: none)
+            if calls is not UNSET and calls is not None:
+                try:
+                    c = _COMPACT_C
+                    text = "".join(c(calls, 0)) if c else COMPACT_JSON.encode(calls)
+                except (TypeError, ValueError, RecursionError):
+                    return None
+            call = None if call is UNSET else call
+            name = None if name is UNSET else name
+            if call is not None and name is not None:  # as `_tool_link` writes it
+                link = f'{{"tool_call_id":{_quoted(call)},"name":{_quoted(name)}}}'
+            elif call is not None or name is not None:
+                link = _LINK_JSON.encode({"tool_call_id": call} if name is None else {"name": name})
+        role = m.role
+        assistant = role == "assistant"
+        if assistant:
+            target = i
+        rows.append(
+            (before_last if i < last else reward, role, content, None, text, link, None, None,
+             None, None, None, model if assistant else None, None, None, None)
+        )  # fmt: skip
+    if latency is not None or prompt is not None or completion is not None:
+        row = rows[target]  # the last step when no message is the assistant's (target -1)
+        rows[target] = (*row[:LATENCY], latency, prompt, completion, *row[LATENCY + 3:])
+    truncated = attrs["termination_reason"] in TRUNCATION_REASONS
+    return Episode(eid, [], attrs, None, truncated, rows=rows)

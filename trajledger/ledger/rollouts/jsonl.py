@@ -48,6 +48,7 @@ __all__ = [
     "fast_object",
     "jsonl_objects",
     "open_jsonl",
+    "provable",
     "read_lines",
     "read_position",
     "refused",
@@ -311,6 +312,13 @@ _MSGSPEC_JSON: Final = msgspec.json.Decoder()
 _MSGSPEC_OUT: Final = msgspec.json.Encoder()
 
 
+def provable(raw: bytes) -> bool:
+    """Whether counting colons can prove a msgspec decoding of ``raw`` whole (`fast_object`,
+    ``chat.typed_chat``): no ``\\u003a`` escape may spell a colon, and the nesting stays far
+    from the interpreter's recursion limit (`FAST_BRACKETS`)."""
+    return raw.count(b"[") + raw.count(b"{") <= FAST_BRACKETS and b"\\u003" not in raw
+
+
 def fast_object(raw: bytes) -> dict[str, Any] | None:
     """A line's JSON object decoded by msgspec (in C), when that is proved to be the object the
     strict decoder gives; None when it is not proved (then the strict decoder decides).
@@ -324,7 +332,7 @@ def fast_object(raw: bytes) -> dict[str, Any] | None:
     if no pair was lost. Refusals and whatever is not proved go to the strict decoder, so its
     messages are the only ones. Tested against the strict decoder: test_rollout_jsonl_fast.py.
     """
-    if raw.count(b"[") + raw.count(b"{") > FAST_BRACKETS or b"\\u003" in raw:
+    if not provable(raw):
         return None
     try:
         obj = _MSGSPEC_JSON.decode(raw)

@@ -68,7 +68,7 @@ import pyarrow as pa
 
 from trajledger._signals import exit_with_parent
 
-from .chat import plain_chat
+from .chat import plain_chat, typed_chat
 from .chunk_builder import ChunkBuilder, repeated_id
 from .chunks import CHUNK_TEXT_BYTES, ReaderOptions, RecordProblems, RolloutChunk
 from .formats import map_record
@@ -207,8 +207,13 @@ def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> 
     plain = kind in PLAIN_KINDS
     default = f"{opts.id_prefix}line-"  # `ChunkBuilder.ids_of`'s id of a line's one episode
     for number, raw in enumerate(io.BytesIO(data), first_line):
-        obj = fast_object(raw) if plain else None  # (never of a blank line: msgspec refuses it)
-        ep = None if obj is None else plain_chat(obj)
+        # The common chat record decoded into its typed structs, then (when that is not
+        # proved) decoded and mapped in two steps; never a blank line: msgspec refuses it.
+        ep = typed_chat(raw) if plain else None
+        obj = None
+        if ep is None and plain:
+            obj = fast_object(raw)
+            ep = None if obj is None else plain_chat(obj)
         if ep is not None:  # the common chat record: the steps below, without their detours
             eid = f"{default}{number}" if ep.episode_id is None else ep.episode_id
             rows, text = builder.rows, builder.text_bytes
