@@ -48,6 +48,25 @@ from trajledger.ledger.log import EntrySpec
 TEST_PASSPHRASE = "correct horse battery staple (TEST ONLY)"
 """The passphrase of the tests' encrypted keys (the ``passphrase`` fixture sets it)."""
 STATE_ENV = "TRAJLEDGER_STATE_DIR"
+
+def common_chat_record() -> dict[str, Any]:
+    """The chat record `bench/ingest_bench.py` writes (and records like it): what the chat
+    reader's fast paths must take (test_rollout_formats, test_chat48_typed)."""
+    return {
+        "episode_id": "ep-1", "task_id": "task-1",
+        "messages": [
+            {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "fetch", "arguments": '{"url": "x"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "fetch", "content": "t"},
+            {"role": "assistant", "content": "a"},
+        ],
+        "reward": 0.5, "judge_scores": {"accuracy": 0.25, "safety": 1.0},
+        "usage": {"prompt_tokens": 120, "completion_tokens": 60}, "cost_usd": 0.0012,
+        "latency_ms": 300, "termination_reason": "success", "language": "en",
+        "task_type": "web", "model_id": "agent-7b",
+    }  # fmt: skip
 """The user state directory (``trajledger.ledger.home.STATE_DIR_ENV``)."""
 PER_DIRECTORY = "ledgers"
 """The part of a user state keyed by a ledger directory's path (its origin pin): a copy is

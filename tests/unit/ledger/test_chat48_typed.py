@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -121,21 +122,8 @@ def _flat(record: Any) -> list[dict[str, Any]]:
 def test_the_bench_record_is_typed() -> None:
     """The record `bench/ingest_bench.py` writes is taken, so the tests above compare episodes;
     one unknown key, in the record or in a message, or a mistyped field is not."""
-    record: dict[str, Any] = {
-        "episode_id": "ep-1", "task_id": "task-1",
-        "messages": [
-            {"role": "system", "content": "s"}, {"role": "user", "content": "u: v"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function",
-                 "function": {"name": "fetch", "arguments": '{"url": "x"}'}}]},
-            {"role": "tool", "tool_call_id": "c1", "name": "fetch", "content": "t"},
-            {"role": "assistant", "content": "a"},
-        ],
-        "reward": 0.5, "judge_scores": {"accuracy": 0.25, "safety": 1.0},
-        "usage": {"prompt_tokens": 120, "completion_tokens": 60}, "cost_usd": 0.0012,
-        "latency_ms": 300, "termination_reason": "success", "language": "en",
-        "task_type": "web", "model_id": "agent-7b",
-    }  # fmt: skip
+    record: dict[str, Any] = testkit.common_chat_record()
+    record["messages"][1]["content"] = "u: v"  # (a colon in a value: the count's case)
     raw = _text(record, True, False)
     ep = chat.typed_chat(raw)
     assert ep is not None and ep == _two_steps(raw) and ep.rows is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import testkit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -287,21 +288,7 @@ def test_the_common_chat_record_takes_the_plain_path() -> None:
     """The record `bench/ingest_bench.py` writes (and records like it) is taken by
     `_plain_chat`, so the test above compares something; one extra key or a numeric
     attribute sends it to the general path."""
-    record = {
-        "episode_id": "ep-1", "task_id": "task-1",
-        "messages": [
-            {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function",
-                 "function": {"name": "fetch", "arguments": '{"url": "x"}'}}]},
-            {"role": "tool", "tool_call_id": "c1", "name": "fetch", "content": "t"},
-            {"role": "assistant", "content": "a"},
-        ],
-        "reward": 0.5, "judge_scores": {"accuracy": 0.25, "safety": 1.0},
-        "usage": {"prompt_tokens": 120, "completion_tokens": 60}, "cost_usd": 0.0012,
-        "latency_ms": 300, "termination_reason": "success", "language": "en",
-        "task_type": "web", "model_id": "agent-7b",
-    }  # fmt: skip
+    record = testkit.common_chat_record()
     ep = chat._plain_chat(record)
     assert ep is not None and ep.rows is not None and len(ep.rows) == 5
     assert chat._plain_chat({**record, "tags": ["a"]}) is None
