@@ -51,7 +51,7 @@ STATE_ENV = "TRAJLEDGER_STATE_DIR"
 
 def common_chat_record() -> dict[str, Any]:
     """The chat record `bench/ingest_bench.py` writes (and records like it): what the chat
-    reader's fast paths must take (test_rollout_formats, test_chat48_typed)."""
+    reader's fast paths must take (test_rollout_formats, test_chat_typed)."""
     return {
         "episode_id": "ep-1", "task_id": "task-1",
         "messages": [

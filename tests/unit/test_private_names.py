@@ -35,6 +35,8 @@ TOP = ("verify", "ledger", "runner")
 """The packages whose unit tests have a directory of their own under tests/unit/."""
 
 SEAMS: dict[tuple[str, str], str] = {
+    ("unit/ledger/test_chat_typed.py", "_map_block"):
+        "a worker's block mapped in process: the typed chat path against the old one (chat48)",
     ("e2e/test_log_tamper_cli.py", "_publish"):
         "a crash between committing entries and publishing their checkpoint, seen by commands",
     ("e2e/test_updates.py", "_judge"):

@@ -472,7 +472,7 @@ def typed_chat(raw: bytes) -> Episode | None:
     are refused by the decoder; what remains of `_plain_chat`'s checks (a non-empty list and
     id, integers within float64's exact range or int64, tool calls that `COMPACT_JSON` writes)
     is made here, and the episode is built as `_plain_chat` builds it. Tested against it on
-    random records and lines (tests/unit/ledger/test_chat48_typed.py)."""
+    random records and lines (tests/unit/ledger/test_chat_typed.py)."""
     if not provable(raw):
         return None
     try:
