@@ -392,18 +392,10 @@ def _plain_chat(obj: dict[str, Any]) -> Episode | None:
             link = _tool_link(m)
         except (TypeError, ValueError, RecursionError):
             return None
-        assistant = role == "assistant"
-        if assistant:
+        if role == "assistant":
             target = i
-        rows.append(
-            (before_last if i < last else reward, role, content, None, calls, link, None, None,
-             None, None, None, model if assistant else None, None, None, None)
-        )  # fmt: skip
-    if latency is not None or prompt is not None or completion is not None:
-        r = rows[target]  # the last step when no message is the assistant's (target -1)
-        rows[target] = (*r[:LATENCY], latency, prompt, completion, *r[LATENCY + 3:])
-    truncated = attrs["termination_reason"] in TRUNCATION_REASONS
-    return Episode(eid, [], attrs, None, truncated, rows=rows)
+        rows.append(_row(before_last if i < last else reward, role, content, calls, link, model))
+    return _episode(eid, attrs, rows, target, latency, prompt, completion)
 
 
 plain_chat: Final = _plain_chat
@@ -531,15 +523,26 @@ def typed_chat(raw: bytes) -> Episode | None:
             elif call is not None or name is not None:
                 link = _LINK_JSON.encode({"tool_call_id": call} if name is None else {"name": name})
         role = m.role
-        assistant = role == "assistant"
-        if assistant:
+        if role == "assistant":
             target = i
-        rows.append(
-            (before_last if i < last else reward, role, content, None, text, link, None, None,
-             None, None, None, model if assistant else None, None, None, None)
-        )  # fmt: skip
+        rows.append(_row(before_last if i < last else reward, role, content, text, link, model))
+    return _episode(eid, attrs, rows, target, latency, prompt, completion)
+
+
+def _row(reward: Any, role: str, content: Any, calls: Any, link: Any, model: Any
+         ) -> tuple[Any, ...]:
+    """One message's step row of the two fast paths (`_plain_chat`, `typed_chat`): the model
+    named on the assistant's only."""
+    return (reward, role, content, None, calls, link, None, None, None, None, None,
+            model if role == "assistant" else None, None, None, None)
+
+
+def _episode(eid: Any, attrs: dict[str, Any], rows: list[tuple[Any, ...]], target: int,
+             latency: Any, prompt: Any, completion: Any) -> Episode:
+    """The fast paths' episode: the usage on the assistant's last step (the last step when no
+    message is the assistant's: ``target`` -1)."""
     if latency is not None or prompt is not None or completion is not None:
-        row = rows[target]  # the last step when no message is the assistant's (target -1)
+        row = rows[target]
         rows[target] = (*row[:LATENCY], latency, prompt, completion, *row[LATENCY + 3:])
     truncated = attrs["termination_reason"] in TRUNCATION_REASONS
     return Episode(eid, [], attrs, None, truncated, rows=rows)
