@@ -553,17 +553,20 @@ if new:
 files = sorted(hashlib.sha256(p.read_bytes()).hexdigest()
                for p in pathlib.Path(os.environ["TRAJLEDGER_CHECKPOINT_DIR"]).rglob("*")
                if p.is_file())
-score = (5 + int(hashlib.sha256(" ".join(files).encode()).hexdigest(), 16) % 5) / 10
+salted = pathlib.Path(sys.argv[0]).with_name("score-salt")
+salt = salted.read_text() if salted.is_file() else ""
+score = (5 + int(hashlib.sha256((salt + " ".join(files)).encode()).hexdigest(), 16) % 5) / 10
 (out / "results.json").write_text(json.dumps(
     {"format": "trajledger.eval-results/1", "episodes": episodes,
      "metrics": {"score": score}}))
 """
 """A judge that passes every episode of the suite (docs/evaluations.md's, simplified), and
 scores the checkpoint: ``score`` in tenths from 0.5 to 0.9, a function of its files' bytes
-(`score_of`: R19). The episode ids of an episodes.parquet it read with pyarrow are noted
-beside it (``episode-ids.json``) by the file's SHA-256, and taken from there when the same
-bytes come again (the history's next evaluation of that suite): pyarrow's import is 0.2 CPU-s
-of each judge that needs it (suite44, as suite42's `test_evaluations.note_episode_ids`)."""
+and of the ``score-salt`` beside it, if any (`score_of`: R19). The episode ids of an
+episodes.parquet it read with pyarrow are noted beside it (``episode-ids.json``) by the file's
+SHA-256, and taken from there when the same bytes come again (the history's next evaluation of
+that suite): pyarrow's import is 0.2 CPU-s of each judge that needs it (suite44, as suite42's
+`test_evaluations.note_episode_ids`)."""
 
 
 DROP = """\
@@ -2591,14 +2594,36 @@ def files_of(side: Side, digest: str) -> set[str]:
     return {d for f in listed if path(d := "sha256:" + f["digest"]["sha256"]).exists()}
 
 
+def checkpoint_files(side: Side, digest: str) -> str:
+    """The checkpoint ``digest``'s files as `JUDGE` hashes them: their digests, sorted, joined
+    (from its manifest)."""
+    path = side.home / "objects" / "sha256" / digest[7:9] / digest[9:11] / digest[7:]
+    return " ".join(sorted(f["digest"]["sha256"] for f in json.loads(path.read_text())["files"]))
+
+
 def score_of(side: Side, digest: str) -> int:
-    """`JUDGE`'s score of the checkpoint ``digest`` in tenths, from its manifest's files (the
-    files the judge reads, by their digests)."""
+    """`JUDGE`'s score of the checkpoint ``digest`` in tenths, from its files and the run's
+    ``score-salt`` (none in a random history)."""
     import hashlib
 
-    path = side.home / "objects" / "sha256" / digest[7:9] / digest[9:11] / digest[7:]
-    files = sorted(f["digest"]["sha256"] for f in json.loads(path.read_text())["files"])
-    return 5 + int(hashlib.sha256(" ".join(files).encode()).hexdigest(), 16) % 5
+    salted = side.root / "score-salt"
+    salt = salted.read_text() if salted.is_file() else ""
+    text = salt + checkpoint_files(side, digest)
+    return 5 + int(hashlib.sha256(text.encode()).hexdigest(), 16) % 5
+
+
+def salt_for(keys: list[str], scores: list[int]) -> str:
+    """A ``score-salt`` under which checkpoints of files ``keys`` (`checkpoint_files`) score
+    ``scores``: a hand history that needs given scores gets them on any machine (the built-in
+    trainer's bytes follow the machine's numpy build and CPU, so one machine's scores from the
+    bytes alone are not another's)."""
+    import hashlib
+
+    for n in range(100_000):
+        if [5 + int(hashlib.sha256((str(n) + k).encode()).hexdigest(), 16) % 5
+                for k in keys] == scores:
+            return str(n)
+    raise AssertionError(f"no salt scores {scores}")
 
 
 def judge_history(run: Run, only: set[str] | None = None) -> list[str]:
@@ -2679,10 +2704,14 @@ def judge_history(run: Run, only: set[str] | None = None) -> list[str]:
     return out + run.problems + run.vendor.problems + run.buyer.problems
 
 
-def run_history(root: Path, steps: list[Step]) -> Run:
+def run_history(root: Path, steps: list[Step], salt: str | None = None) -> Run:
+    """``steps`` run by a new vendor and buyer at ``root``, the judge's ``score-salt`` ``salt``
+    (`salt_for`) if given."""
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
+    if salt is not None:
+        (root / "score-salt").write_text(salt)
     max_drop = any(s.op == "max_drop" for s in steps)
     suites = ("suite", "suite2") if any(s.op == "two_suites" for s in steps) else ("suite",)
     vendor, buyer = make_parties(root, max_drop, suites)
@@ -3071,7 +3100,8 @@ def test_a_marking_is_not_held_back_by_a_pin_it_makes_fail(
 
 def test_a_release_is_refused_for_a_real_drop_only(tmp_path: Path) -> None:
     """R16, R19 (hist30 finding 1, history 1297 minimised), R24 (hist33): the judge scores
-    ``c1`` 0.9, ``c2`` 0.7 and ``c7`` 0.5 (`score_of`: their bytes), both children of ``c1``.
+    ``c1`` 0.9, ``c2`` 0.7 and ``c7`` 0.5 (`score_of`: their bytes, and a salt found for these
+    scores, `salt_for`), both children of ``c1``.
     Released without ``max_drop`` (``r1``, ``r7``: no parent's evaluation cited), then under
     the buyer's successors: ``max_drop = 0.2`` fails both (the rules in force judge every
     release: SECURITY.md twelfth round) and a release of ``c2``, 0.2 below its parent, is done
@@ -3089,7 +3119,10 @@ def test_a_release_is_refused_for_a_real_drop_only(tmp_path: Path) -> None:
              Step("brelease", ("r1", "c2")), Step("brelease", ("r7", "c7")),
              Step("brules", (1,)), Step("brelease", ("r2", "c2")),
              Step("brelease", ("r8", "c7"))]
-    run = run_history(tmp_path / "h", steps)
+    trained = run_history(tmp_path / "t", steps[:10])  # (the checkpoints: a salt for the scores)
+    keys = [checkpoint_files(trained.buyer, trained.model.buyer[c].digest)
+            for c in ("c1", "c2", "c7")]
+    run = run_history(tmp_path / "h", steps, salt_for(keys, [9, 7, 5]))
     m = run.model
     assert [m.buyer[c].score for c in ("c1", "c2", "c7")] == [9, 7, 5]
     assert run.ran[-2] == "brelease(r2, c2) -> ok", run.ran
