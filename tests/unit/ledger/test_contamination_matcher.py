@@ -246,14 +246,23 @@ def test_near_duplicates_decide_as_every_row_compared() -> None:
             m.feed(b, c)
             sims = held.astype(np.float32) @ c.vectors.T
             count += (sims >= contamination.NEAR_NUMERIC_THRESHOLD).sum(axis=1)
-            for i, j in enumerate(sims.argmax(axis=1).tolist()):
-                if sims[i, j] > best[i]:
-                    best[i], of[i] = float(sims[i, j]), (b, c.episode_ids[j])
-        want = {(f"h-{i}", of[i], int(count[i]), round(min(best[i], 1.0), 6))
+            for i, row in enumerate(sims):
+                if row.max() > best[i]:  # (equal copies: any of them, below)
+                    best[i] = float(row.max())
+                    of[i] = {(b, c.episode_ids[j]) for j in np.flatnonzero(row >= best[i] - 1e-6)}
+        want = {f"h-{i}": (of[i], int(count[i]), min(best[i], 1.0))
                 for i in range(300) if count[i]}
-        got = {(f.other_episode, (f.train_batch, f.train_episode), f.matches, f.similarity)
+        got = {f.other_episode: ((f.train_batch, f.train_episode), f.matches, f.similarity)
                for f in m.findings()}
-        assert got == want and want
+        assert want and got.keys() == want.keys()
+        # The first of equal copies on a tie where their products are equal; a float32
+        # product's columns (and the matcher's blocks against this one product) can round
+        # apart in the last bits on some CPUs: then any of the copies, and the similarity to
+        # that rounding (6 decimals can round either way).
+        wrong = {h: (got[h], want[h]) for h in want
+                 if got[h][0] not in want[h][0] or got[h][1] != want[h][1]
+                 or abs(got[h][2] - want[h][2]) > 2e-6}
+        assert not wrong, wrong
 
 
 # held38: `Matcher` compares the train vectors of several fed chunks at once (one product of
