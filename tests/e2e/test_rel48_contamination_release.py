@@ -42,7 +42,7 @@ WAY = ("run 'trajledger eval bc@1 --suite regression@1 --key KEY' (KEY: a key of
        "('trajledger policy set')")
 
 
-def train_batch(home: Path) -> str:
+def train_batch(home: Path) -> str:  # noqa: F811
     """train@1's one batch (the digest bc@1 was trained on)."""
     from trajledger.ledger.catalog import Catalog
 
@@ -63,7 +63,8 @@ def unchecked_evaluation(runner: CliRunner, home: Path, script: Path,  # noqa: F
         return judged_by(runner, home, script, "judge@1")
 
 
-def require_check(home: Path, name: str = "policy-2.toml", value: str = "true") -> Path:
+def require_check(home: Path, name: str = "policy-2.toml",  # noqa: F811
+                  value: str = "true") -> Path:
     """A successor policy (serial 2) whose ``[release]`` sets the check to ``value``,
     recorded; its file."""
     text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2").replace(
@@ -206,7 +207,7 @@ def test_an_evaluation_entry_counting_unchecked_batches_without_naming_them_says
 
         m.setattr(suite_contamination.SuiteCheck, "descriptor", older)
         ev = judged_by(runner, home, script, "judge@1")
-    said = (f"did not compare its suite with 2 train batches of bc@1's training data, "
+    said = ("did not compare its suite with 2 train batches of bc@1's training data, "
             "unreadable where it ran")
     r = run(runner, home, "release", "bc@1", "--dry-run")
     expect(r, 0)

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from trajledger.verify import predicates
 from trajledger.verify.errors import VerificationError
 from trajledger.verify.predicates import ResourceDescriptor
 

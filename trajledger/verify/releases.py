@@ -16,7 +16,7 @@ Spec: schemas/SPEC.md, sections "Evaluation" and "Release".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ._jcs import canonical_bytes
@@ -170,7 +170,7 @@ def compared(rec: Record) -> bool:
     return _check_entry(rec) is not None
 
 
-def _check_entry(rec: Record) -> dict[str, object] | None:
+def _check_entry(rec: Record) -> Mapping[str, object] | None:
     """The annotations of an evaluation's ``contamination`` entry (`compared`), or None."""
     ev = rec.predicate
     return next((d.annotations for d in ev.configuration if d.name == "contamination"
@@ -223,7 +223,8 @@ def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict:
     """The ``contamination on SUITE`` check of an evaluation a release uses (`unchecked`
     says what it did not compare): ``info`` (it counts, unchecked: out47), or a failure
     under ``[release] require_contamination_check`` (rel48)."""
-    assert isinstance(p := rec.predicate, Evaluation)
+    p = rec.predicate
+    assert isinstance(p, Evaluation)
     run = _eval_line(f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED), req.suite)
     label = f"contamination on {req.suite}"
     if not strict:
