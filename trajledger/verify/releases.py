@@ -182,7 +182,7 @@ def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str 
     """What the evaluation ``rec`` did not compare its suite with, of its checkpoint's training
     data (``train``: `train_batches` of a checkpoint digest), as the words of a release's
     ``contamination`` check; None when it compared every train batch: its entry
-    (`compared`) says ``unchecked`` 0. Named: the lineage's train batches for an evaluation
+    (`compared`) says ``unchecked`` 0 of ``trainBatches`` no fewer than the lineage holds. Named: the lineage's train batches for an evaluation
     with no entry; the entry's ``uncheckedBatches`` (``eval`` writes them since rel48), or
     their count alone, for one that could not read some (erased, or imported without their
     data). rel48, out47's Left."""
@@ -197,7 +197,12 @@ def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str 
                 f"tooling), {_batches(held, list(held))}") if held else None
     count, listed = entry.get("unchecked"), entry.get("uncheckedBatches")
     if count == 0 and type(count) is int:
-        return None
+        # Every batch it counted compared: as many as the lineage holds (an entry of other
+        # tooling counting fewer compared fewer; eval counts them all: the suite shares none)
+        held, n = train(ev.checkpoint.digest), entry.get("trainBatches")
+        return None if type(n) is int and n >= len(held) else (
+            f"{head} compared its suite with {n if type(n) is int else 'an unstated number of'} "
+            f"train batch(es) of {ck}'s training data, which holds {_batches(held, list(held))}")
     named = [b for b in listed if isinstance(b, str) and b[:7] == "sha256:" and HEX64.fullmatch(
         b[7:])] if isinstance(listed, list) else []  # (digests only: signed text, printed)
     some = (f"{count} train batch{'' if count == 1 else 'es'}" if type(count) is int

@@ -114,6 +114,11 @@ TRAIN = {"sha256:" + "a" * 64: ["train train@1"], "sha256:" + "b" * 64: ["train 
      "did not compare its suite with 1 train batch: sha256:bbbbbbbbbbbb… (train train@2) of "
      "bc@1's training data, unreadable where it ran"),
     ({"unchecked": 2}, "did not compare its suite with 2 train batches of bc@1's training data"),
+    # an entry (of other tooling) that counts fewer train batches than the lineage holds
+    ({"unchecked": 0, "trainBatches": 1}, "compared its suite with 1 train batch(es) of bc@1's "
+     "training data, which holds 2 train batches: sha256:aaaaaaaaaaaa… (train train@1); "
+     "sha256:bbbbbbbbbbbb… (train train@2)"),
+    ({"unchecked": 0}, "compared its suite with an unstated number of train batch(es)"),
     ({"unchecked": 1, "uncheckedBatches": ["\x1b]0;title\x07"]},
      "did not compare its suite with 1 train batch of bc@1's training data"),
 ])
@@ -141,7 +146,8 @@ def test_what_a_release_says_of_an_unchecked_evaluation(
                                                            "evaluator role)")
 
 
-@pytest.mark.parametrize("annotations", [{"unchecked": 0}, {"unchecked": 0, "trainBatches": 3}])
+@pytest.mark.parametrize("annotations", [{"unchecked": 0, "trainBatches": 2},
+                                         {"unchecked": 0, "trainBatches": 3}])
 def test_an_evaluation_that_compared_every_train_batch_is_not_mentioned(
         annotations: dict[str, Any]) -> None:
     from trajledger.verify.releases import unchecked
