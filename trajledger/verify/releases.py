@@ -182,10 +182,11 @@ def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str 
     """What the evaluation ``rec`` did not compare its suite with, of its checkpoint's training
     data (``train``: `train_batches` of a checkpoint digest), as the words of a release's
     ``contamination`` check; None when it compared every train batch: its entry
-    (`compared`) says ``unchecked`` 0 of ``trainBatches`` no fewer than the lineage holds. Named: the lineage's train batches for an evaluation
-    with no entry; the entry's ``uncheckedBatches`` (``eval`` writes them since rel48), or
-    their count alone, for one that could not read some (erased, or imported without their
-    data). rel48, out47's Left."""
+    (`compared`) says ``unchecked`` 0 of ``trainBatches`` no fewer than the lineage holds.
+    Named: the lineage's train batches for an evaluation with no entry (or one counting too
+    few); the entry's ``uncheckedBatches`` (``eval`` writes them since rel48), or their count
+    alone, for one that could not read some (erased, or imported without their data). rel48,
+    out47's Left."""
     ev, entry = rec.predicate, _check_entry(rec)
     assert isinstance(ev, Evaluation)
     ck = f"{ev.checkpoint.name}@{ev.checkpoint.version}".translate(NAMED)
