@@ -197,15 +197,15 @@ def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str 
                 "'contamination' entry: made before 'eval' compared them, or by other "
                 f"tooling), {_batches(held, list(held))}") if held else None
     count, listed = entry.get("unchecked"), entry.get("uncheckedBatches")
-    if count == 0 and type(count) is int:
+    named = [b for b in listed if isinstance(b, str) and b[:7] == "sha256:" and HEX64.fullmatch(
+        b[7:])] if isinstance(listed, list) else []  # (digests only: signed text, printed)
+    if count == 0 and type(count) is int and not named:
         # Every batch it counted compared: as many as the lineage holds (an entry of other
         # tooling counting fewer compared fewer; eval counts them all: the suite shares none)
         held, n = train(ev.checkpoint.digest), entry.get("trainBatches")
         return None if type(n) is int and n >= len(held) else (
             f"{head} compared its suite with {n if type(n) is int else 'an unstated number of'} "
             f"train batch(es) of {ck}'s training data, which holds {_batches(held, list(held))}")
-    named = [b for b in listed if isinstance(b, str) and b[:7] == "sha256:" and HEX64.fullmatch(
-        b[7:])] if isinstance(listed, list) else []  # (digests only: signed text, printed)
     some = (f"{count} train batch{'' if count == 1 else 'es'}" if type(count) is int
             else "some train batches")
     return (f"{head} did not compare its suite with "
@@ -346,6 +346,11 @@ def release_rules(
         node.fail("release", f"signed by {approvers} approver(s), [release] needs "
                   f"{rules.approvals}")
     parents = [d.digest for d in v.dependencies(checkpoint) if d.role == "base-checkpoint"]
+    lineages: dict[str, dict[str, list[str]]] = {}  # (each checkpoint's walked once)
+
+    def train(ck: str) -> dict[str, list[str]]:
+        return lineages[ck] if ck in lineages else lineages.setdefault(ck, train_batches(v, ck))
+
     for req in rules.require:
         # (2)
         suite, problem = release_suite(v, req, until, origin)
@@ -368,8 +373,7 @@ def release_rules(
         below = next(filter(None, (failing_below(v, r.entry.subject)
                                    for r in (ev, parent) if r is not None)), None)
         used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited, failed,
-                                    below, train=lambda ck: train_batches(v, ck),
-                                    strict=rules.require_contamination_check)
+                                    below, train=train, strict=rules.require_contamination_check)
     return used
 
 

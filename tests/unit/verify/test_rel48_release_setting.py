@@ -119,6 +119,8 @@ TRAIN = {"sha256:" + "a" * 64: ["train train@1"], "sha256:" + "b" * 64: ["train 
      "training data, which holds 2 train batches: sha256:aaaaaaaaaaaa… (train train@1); "
      "sha256:bbbbbbbbbbbb… (train train@2)"),
     ({"unchecked": 0}, "compared its suite with an unstated number of train batch(es)"),
+    ({"unchecked": 0, "trainBatches": 2, "uncheckedBatches": ["sha256:" + "a" * 64]},
+     "did not compare its suite with 1 train batch: sha256:aaaaaaaaaaaa… (train train@1)"),
     ({"unchecked": 1, "uncheckedBatches": ["\x1b]0;title\x07"]},
      "did not compare its suite with 1 train batch of bc@1's training data"),
 ])
