@@ -157,3 +157,12 @@ def test_an_evaluation_that_compared_every_train_batch_is_not_mentioned(
     assert unchecked(_evaluation(annotations), lambda ck: TRAIN) is None
     # a checkpoint with no train batch: nothing to compare, nothing said
     assert unchecked(_evaluation(None), lambda ck: {}) is None
+
+
+def test_a_lineage_of_many_train_batches_names_the_first_five() -> None:
+    from trajledger.verify.releases import unchecked
+
+    many = {f"sha256:{i:x}" + "0" * 63: ["train t@1"] for i in range(7)}
+    said = unchecked(_evaluation(None), lambda ck: many) or ""
+    assert "7 train batches: " in said and said.endswith("(train t@1); and 2 more"), said
+    assert said.count("sha256:") == 6  # the evaluation's and five batches'
