@@ -113,11 +113,13 @@ class ContaminationReport:
             (missing, altered, unreadable): contamination with it cannot be ruled out, so a
             gate that must be sure fails on any.
         episodes: how many other-side and train episodes were compared.
+        unchecked_batches: the digests of the batches ``unchecked`` names.
     """
 
     findings: tuple[Finding, ...]
     unchecked: tuple[str, ...]
     episodes: tuple[int, int] = (0, 0)
+    unchecked_batches: tuple[str, ...] = ()
 
 
 def _steps_digest(store: ObjectStore, batch: str) -> tuple[str, int]:
@@ -268,6 +270,7 @@ def verified_contamination(
     unusable = (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError)
     matcher = Matcher(train_labels, others, thresholds)
     unchecked: list[str] = []
+    unread: list[str] = []  # (their digests)
     held = fed = 0
     with private_workdir(workdir) as tmp:
         # (1)
@@ -286,6 +289,7 @@ def verified_contamination(
                 if read_failure(e):  # the check did not run: operational, not a finding
                     raise
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
+                unread.append(batch)
                 continue
             by_sketch = bool(sealed and batch in sealed and batch not in (held_tables or {}))
             for chunk in chunks:
@@ -317,7 +321,9 @@ def verified_contamination(
                 if read_failure(e):
                     raise
                 unchecked.append(f"train batch {batch[:19]}…: {e}")
-    return ContaminationReport(tuple(matcher.findings()), tuple(unchecked), (held, fed))
+                unread.append(batch)
+    return ContaminationReport(tuple(matcher.findings()), tuple(unchecked), (held, fed),
+                               tuple(unread))
 
 
 # --------------------------------------------------------------------------------------------

@@ -153,8 +153,9 @@ def release(
     evaluation of the checkpoint on the suite NAME@VERSION, signed by an evaluator key, must
     exist and meet min / max, and drop no more than max_drop from its parent's evaluation on
     the same suite. Otherwise exit 1 with one line per missing or failing evaluation, and
-    nothing is recorded. An evaluation counted that records no comparison of its suite with the
-    training data (older, or other tooling) is a NOTE line. Run again on the same evaluations
+    nothing is recorded. An evaluation counted that did not compare its suite with every train
+    batch (older, other tooling, or data erased) is a NOTE line, and a FAIL under the policy's
+    [release] require_contamination_check = true. Run again on the same evaluations
     (a CI job retried), it answers with the release that stands and records nothing. Anyone
     verifies the release offline from its bundle ('trajledger export RELEASE', then
     'python -m verify BUNDLE --policy P').
@@ -215,10 +216,10 @@ def release(
 
 
 def _unchecked(report: Report, ck: str) -> None:
-    """A ``NOTE:`` line per evaluation the release counts that records no comparison of its
-    suite with the checkpoint's training data (``verify.releases.compared``; the decision's
-    ``info`` check in --json): it counts, and the user learns it was not checked (out47
-    finding 3)."""
+    """A ``NOTE:`` line per evaluation the release counts that did not compare its suite with
+    every train batch of the checkpoint's lineage (``verify.releases.unchecked``; the
+    decision's ``info`` check in --json): it counts, and the user learns it was not checked
+    (out47 finding 3; rel48: its unchecked batches too)."""
     from trajledger.ledger.user_state import notice
 
     for node in report.nodes.values():

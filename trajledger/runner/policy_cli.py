@@ -87,7 +87,10 @@ def _settings(p: Any) -> list[str]:
                                  + "".join(f" {op} {v:g}" for op, v in (
                                      (">=", r.min), ("<=", r.max), ("drop <=", r.max_drop))
                                      if v is not None)
-                                 for r in p.release.require))
+                                 for r in p.release.require)
+                     + ("; every evaluation it cites compared with all its training data "
+                        "(require_contamination_check)"
+                        if p.release.require_contamination_check else ""))
     lines += [p.contamination.describe()] if p.contamination is not None else []
     for rk in p.revoked_keys:
         lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")

@@ -261,6 +261,10 @@ def _refusal(report: Report, decision: str, ck: str,
                 if hint is not None:
                     text[i] += f": {hint}"
                     steps += [hint] if hint not in steps else []
+                # [release] require_contamination_check (rel48): the line ends with the way on
+                way = c.detail.partition("counts no such evaluation: ")[2]
+                steps += [way] if c.what.startswith("contamination on ") and way and (
+                    way not in steps) else []
         elif node.id not in own and (run := next(
                 (r for r in runs if node.id in upstream(r)), None)) is not None:
             suite = next((report.nodes[e.dst] for e in below.get(run, []) if e.role == "suite"),

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from trajledger.verify import predicates
 from trajledger.verify.errors import VerificationError
 from trajledger.verify.predicates import ResourceDescriptor
 
@@ -52,6 +51,8 @@ class SuiteCheck:
         near: near duplicates found (warned of).
         unchecked: one line per train batch that could not be read and verified (erased, or
             imported without its data): not compared, said.
+        unchecked_batches: those batches' digests (the entry's ``uncheckedBatches``, which a
+            release names: rel48).
         rules: the ``[contamination]`` applied.
     """
 
@@ -60,6 +61,7 @@ class SuiteCheck:
     near: int
     unchecked: tuple[str, ...]
     rules: ContaminationRules
+    unchecked_batches: tuple[str, ...] = ()
 
     def descriptor(self) -> ResourceDescriptor:
         """The evaluation's ``contamination`` configuration entry."""
@@ -68,32 +70,17 @@ class SuiteCheck:
             "suiteEpisodes": self.episodes[0], "trainEpisodes": self.episodes[1],
             "exact": 0, "near": self.near, "unchecked": len(self.unchecked),
             "refuse": self.rules.refuse, "runs": self.rules.runs,
-        })
+        } | ({"uncheckedBatches": sorted(self.unchecked_batches)} if self.unchecked_batches
+             else {}))
 
 
 def training_batches(verifier: Any, checkpoint: str) -> dict[str, list[str]]:
     """Train batch digest -> labels (``train NAME@VERSION``) of the verified datasets the
-    checkpoint and its base checkpoints were trained on (its lineage, walked already)."""
-    from trajledger.verify.lineage import Record
+    checkpoint and its base checkpoints were trained on (its lineage, walked already): what a
+    release names as unchecked too (`verify.releases.train_batches`)."""
+    from trajledger.verify.releases import train_batches
 
-    out: dict[str, list[str]] = {}
-    lineage = [checkpoint]  # grows as it is read: each base checkpoint once
-    seen = {checkpoint}  # (a set beside it, and each dataset read once: a chain of continued
-    for ck in lineage:  # training names one dataset at every generation; rev44 finding 1)
-        deps = verifier.dependencies(ck)
-        bases, datasets = ([x for x in dict.fromkeys(d.digest for d in deps if d.role == role)
-                            if x not in seen] for role in ("base-checkpoint", "dataset"))
-        lineage += bases
-        seen.update(bases, datasets)
-        for rec in (verifier.identity_record(d, "dataset") for d in datasets):
-            ds = rec.predicate if isinstance(rec, Record) else None
-            if not isinstance(ds, predicates.Dataset):
-                continue
-            label = f"{ds.split} {ds.name}@{ds.version}"
-            for b in ds.batches:
-                if label not in out.setdefault(b, []):
-                    out[b].append(label)
-    return out
+    return train_batches(verifier, checkpoint)
 
 
 def check_suite(
@@ -143,7 +130,8 @@ def check_suite(
               for u in report.unchecked]
     for line in lines:
         sys.stderr.write(f"WARNING: {line}\n")
-    return SuiteCheck(len(train), report.episodes, len(near), report.unchecked, rules)
+    return SuiteCheck(len(train), report.episodes, len(near), report.unchecked, rules,
+                      tuple(b for b in report.unchecked_batches if b in train))
 
 
 

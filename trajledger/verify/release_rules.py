@@ -104,15 +104,21 @@ class Requirement:
 
 @dataclass(frozen=True)
 class ReleaseRules:
-    """``[release]``: the evaluations a release needs (`Requirement`) and how many approvers
-    must have recorded it (``approvals``)."""
+    """``[release]``: the evaluations a release needs (`Requirement`), how many approvers
+    must have recorded it (``approvals``) and whether each evaluation it cites must record
+    the comparison of its suite with every train batch of its checkpoint's lineage
+    (``require_contamination_check``; default: such an evaluation counts, said: rel48)."""
 
     require: tuple[Requirement, ...]
     approvals: int = 1
+    require_contamination_check: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {"approvals": self.approvals, "require": [r.to_json() for r in self.require]}
+        """The JSON form (``require_contamination_check`` only when set: a policy without it
+        keeps its digest)."""
+        out = {"approvals": self.approvals, "require": [r.to_json() for r in self.require]}
+        return out | ({"require_contamination_check": True}
+                      if self.require_contamination_check else {})
 
 
 _METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -120,18 +126,27 @@ _REQUIREMENT = {"suite", "digest", "metric", "min", "max", "max_drop"}
 
 
 def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules | None:
-    """``[release]``: ``approvals`` (default 1) and ``[[release.require]]`` tables of ``suite``
+    """``[release]``: ``approvals`` (default 1), ``require_contamination_check`` (``true`` or
+    ``false``, the default) and ``[[release.require]]`` tables of ``suite``
     (``NAME@VERSION``), optionally its ``digest`` (``sha256:...``), ``metric`` (default
     ``success_rate``) and ``min`` / ``max`` / ``max_drop`` (at least one)."""
     if value is None:
         return None
     what = f"{what}: release"
     if not isinstance(value, dict):
-        raise FormatError(f"{what}: must be a table of approvals and require")
-    refuse_unknown(set(value), {"approvals", "require"}, f"{what}: unknown setting(s)")
+        raise FormatError(f"{what}: must be a table of approvals, require and "
+                          "require_contamination_check")
+    refuse_unknown(set(value), {"approvals", "require", "require_contamination_check"},
+                   f"{what}: unknown setting(s)")
     approvals = value.get("approvals", 1)
     if type(approvals) is not int or approvals < 1:
         raise FormatError(f"{what}: approvals must be an integer >= 1, got {approvals!r}")
+    checked = value.get("require_contamination_check", False)
+    if type(checked) is not bool:  # (not 1, "true" or "yes": a TOML boolean, unquoted)
+        raise FormatError(f"{what}: require_contamination_check must be true or false "
+                          f"(unquoted), got {checked!r}: true refuses a release citing an "
+                          "evaluation whose suite was not compared with every train batch of "
+                          "its checkpoint; leave it out for the default, false")
     require = value.get("require", [])
     if not isinstance(require, list):
         raise FormatError(f"{what}: require: must be a list")
@@ -163,7 +178,7 @@ def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules 
         raise FormatError(f"{what}: require names no suite; add [[release.require]] tables")
     if not (evaluator.keys or evaluator.identities):
         raise FormatError(f"{what}: needs evaluator keys (roles.evaluator) to sign evaluations")
-    return ReleaseRules(tuple(out), approvals)
+    return ReleaseRules(tuple(out), approvals, checked)
 
 
 def refuse_unreadable(rules: ReleaseRules | None, what: str) -> None:

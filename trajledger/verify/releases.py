@@ -16,11 +16,11 @@ Spec: schemas/SPEC.md, sections "Evaluation" and "Release".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ._jcs import canonical_bytes
-from .digest import digest_bytes
+from .digest import HEX64, digest_bytes
 from .errors import FormatError
 from .judge import Record, RecordFailure
 from .nodes import NAMED
@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["Walk", "brought_by", "compared", "evaluation_problems", "judge_use", "release_named",
-           "release_requirement", "release_rules", "release_suite", "trained_on_suite"]
+__all__ = ["CHECK_AGAIN", "Walk", "brought_by", "compared", "evaluation_problems", "judge_use",
+           "release_named", "release_requirement", "release_rules", "release_suite",
+           "train_batches", "trained_on_suite", "unchecked"]
 
 
 class Walk(Protocol):
@@ -107,7 +108,8 @@ def _eval_line(checkpoint: str, suite: str) -> str:
 def release_requirement(
     node: Node, req: Requirement, checkpoint: str, ev: Record | None,
     parent: Record | None, parents: Sequence[str], cited: Sequence[str] | None,
-    suite_failed: int | None = None, fails_with: Node | None = None,
+    suite_failed: int | None = None, fails_with: Node | None = None, *,
+    train: Callable[[str], dict[str, list[str]]] = lambda ck: {}, strict: bool = False,
 ) -> set[str]:
     """Judge one requirement of the policy's ``[release]`` for ``checkpoint``: ``ev`` is its
     latest verified evaluation on the suite, ``parent`` that of its parent (``parents[0]``)
@@ -116,7 +118,11 @@ def release_requirement(
     the latest evaluation, not counted because its suite does not verify (no new run helps).
     ``fails_with``: a failing record the evaluations stand on (`failing_below`): the check
     fails with it as its cause, so it is no second problem, and never reads ok while its
-    evidence fails (out46's Left: a revoked evaluator version)."""
+    evidence fails (out46's Left: a revoked evaluator version). Once the rule is met, each
+    evaluation used that did not compare its suite with every train batch of its checkpoint's
+    lineage (``train``: checkpoint digest -> those batches' labels, `train_batches`) is
+    said: an ``info`` check, or a failing one when ``strict`` (``[release]
+    require_contamination_check``; rel48)."""
     label = f"{req.metric} on {req.suite}"
     if ev is None and suite_failed is not None:
         node.fail(label, f"missing: the latest evaluation of {_short(checkpoint)} on "
@@ -151,14 +157,8 @@ def release_requirement(
     else:
         node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
         for r in runs:
-            if not compared(r) and isinstance(p := r.predicate, Evaluation):
-                ck = f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED)
-                node.add(f"contamination on {req.suite}", INFO, f"evaluation "
-                         f"{_short(r.entry.subject)} (log index {r.index}) records no "
-                         f"comparison of its suite with {ck}'s training data (no "
-                         "'contamination' entry: made before 'eval' compared them, or by other "
-                         "tooling); it counts, unchecked; for one that is checked, run "
-                         + _eval_line(ck, req.suite))
+            if (said := unchecked(r, train)) is not None:
+                _contamination(node, req, r, said, strict)
     return {r.entry.subject for r in runs}
 
 
@@ -167,10 +167,85 @@ def compared(rec: Record) -> bool:
     training data (its ``contamination`` configuration entry, role ``contamination-check``,
     which ``eval`` writes since the thirty-first round: evalc46). One without it still counts
     (older releases verify as they did); the release says so (out47 finding 3)."""
+    return _check_entry(rec) is not None
+
+
+def _check_entry(rec: Record) -> Mapping[str, object] | None:
+    """The annotations of an evaluation's ``contamination`` entry (`compared`), or None."""
     ev = rec.predicate
-    return isinstance(ev, Evaluation) and any(
-        d.name == "contamination" and d.annotations.get("role") == "contamination-check"
-        for d in ev.configuration)
+    return next((d.annotations for d in ev.configuration if d.name == "contamination"
+                 and d.annotations.get("role") == "contamination-check"), None) if isinstance(
+        ev, Evaluation) else None
+
+
+def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str | None:
+    """What the evaluation ``rec`` did not compare its suite with, of its checkpoint's training
+    data (``train``: `train_batches` of a checkpoint digest), as the words of a release's
+    ``contamination`` check; None when it compared every train batch: its entry
+    (`compared`) says ``unchecked`` 0 of ``trainBatches`` no fewer than the lineage holds.
+    Named: the lineage's train batches for an evaluation with no entry (or one counting too
+    few); the entry's ``uncheckedBatches`` (``eval`` writes them since rel48), or their count
+    alone, for one that could not read some (erased, or imported without their data). rel48,
+    out47's Left."""
+    ev, entry = rec.predicate, _check_entry(rec)
+    assert isinstance(ev, Evaluation)
+    ck = f"{ev.checkpoint.name}@{ev.checkpoint.version}".translate(NAMED)
+    head = f"evaluation {_short(rec.entry.subject)} (log index {rec.index})"
+    if entry is None:
+        held = train(ev.checkpoint.digest)
+        return (f"{head} records no comparison of its suite with {ck}'s training data (no "
+                "'contamination' entry: made before 'eval' compared them, or by other "
+                f"tooling), {_batches(held, list(held))}") if held else None
+    count, listed = entry.get("unchecked"), entry.get("uncheckedBatches")
+    named = [b for b in listed if isinstance(b, str) and b[:7] == "sha256:" and HEX64.fullmatch(
+        b[7:])] if isinstance(listed, list) else []  # (digests only: signed text, printed)
+    if count == 0 and type(count) is int and not named:
+        # Every batch it counted compared: as many as the lineage holds (an entry of other
+        # tooling counting fewer compared fewer; eval counts them all: the suite shares none)
+        held, n = train(ev.checkpoint.digest), entry.get("trainBatches")
+        return None if type(n) is int and n >= len(held) else (
+            f"{head} compared its suite with {n if type(n) is int else 'an unstated number of'} "
+            f"train batch(es) of {ck}'s training data, which holds {_batches(held, list(held))}")
+    some = (f"{count} train batch{'' if count == 1 else 'es'}" if type(count) is int
+            else "some train batches")
+    return (f"{head} did not compare its suite with "
+            + (_batches(train(ev.checkpoint.digest), named) if named else some)
+            + f" of {ck}'s training data, unreadable where it ran (erased, or imported without "
+            "their data)")
+
+
+def _batches(labels: dict[str, list[str]], batches: Sequence[str]) -> str:
+    """``N train batch(es): sha256:…, … (train NAME@VERSION); …`` (the first five named)."""
+    shown: dict[str, list[str]] = {}
+    for b in sorted(batches)[:5]:
+        shown.setdefault(", ".join(labels.get(b, [])).translate(NAMED)
+                         or "a dataset not verified here", []).append(_short(b))
+    more = f"; and {len(batches) - 5} more" if len(batches) > 5 else ""
+    return (f"{len(batches)} train batch{'es' if len(batches) > 1 else ''}: "
+            + "; ".join(f"{', '.join(bs)} ({of})" for of, bs in shown.items()) + more)
+
+
+def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict: bool) -> None:
+    """The ``contamination on SUITE`` check of an evaluation a release uses (`unchecked`
+    says what it did not compare): ``info`` (it counts, unchecked: out47), or a failure
+    under ``[release] require_contamination_check`` (rel48)."""
+    p = rec.predicate
+    assert isinstance(p, Evaluation)
+    run = _eval_line(f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED), req.suite)
+    label = f"contamination on {req.suite}"
+    if not strict:
+        node.add(label, INFO, f"{said}; it counts, unchecked; for one that is checked, run {run}")
+        return
+    node.fail(label, f"{said}; the policy's [release] require_contamination_check counts no "
+              "such evaluation: " + CHECK_AGAIN.format(run=run))
+
+
+CHECK_AGAIN = ("run {run} (it compares the suite with every train batch; a batch erased, or "
+               "imported without its data, stays unchecked until its data is here), then "
+               "'trajledger release' again; or record a successor policy without "
+               "require_contamination_check ('trajledger policy set')")
+"""What to do when ``[release] require_contamination_check`` refuses an evaluation (the
+end of its check's line, which ``release`` gives as a next step)."""
 
 
 def judge_use(v: Walk, node: Node, rec: Record) -> None:
@@ -271,6 +346,11 @@ def release_rules(
         node.fail("release", f"signed by {approvers} approver(s), [release] needs "
                   f"{rules.approvals}")
     parents = [d.digest for d in v.dependencies(checkpoint) if d.role == "base-checkpoint"]
+    lineages: dict[str, dict[str, list[str]]] = {}  # (each checkpoint's walked once)
+
+    def train(ck: str) -> dict[str, list[str]]:
+        return lineages[ck] if ck in lineages else lineages.setdefault(ck, train_batches(v, ck))
+
     for req in rules.require:
         # (2)
         suite, problem = release_suite(v, req, until, origin)
@@ -293,8 +373,32 @@ def release_rules(
         below = next(filter(None, (failing_below(v, r.entry.subject)
                                    for r in (ev, parent) if r is not None)), None)
         used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited, failed,
-                                    below)
+                                    below, train=train, strict=rules.require_contamination_check)
     return used
+
+
+def train_batches(v: Walk, checkpoint: str) -> dict[str, list[str]]:
+    """Train batch digest -> labels (``train NAME@VERSION``) of the verified datasets the
+    checkpoint and its base checkpoints were trained on (its lineage, walked already): what
+    ``eval`` compares a suite with (``runner.suite_contamination``)."""
+    out: dict[str, list[str]] = {}
+    lineage = [checkpoint]  # grows as it is read: each base checkpoint once
+    seen = {checkpoint}  # (a set beside it, and each dataset read once: a chain of continued
+    for ck in lineage:  # training names one dataset at every generation; rev44 finding 1)
+        deps = v.dependencies(ck)
+        bases, datasets = ([x for x in dict.fromkeys(d.digest for d in deps if d.role == role)
+                            if x not in seen] for role in ("base-checkpoint", "dataset"))
+        lineage += bases
+        seen.update(bases, datasets)
+        for rec in (v.identity_record(d, "dataset") for d in datasets):
+            ds = rec.predicate if isinstance(rec, Record) else None
+            if not isinstance(ds, Dataset):
+                continue
+            label = f"{ds.split} {ds.name}@{ds.version}"
+            for b in ds.batches:
+                if label not in out.setdefault(b, []):
+                    out[b].append(label)
+    return out
 
 
 def failing_below(v: Walk, evaluation: str) -> Node | None:

@@ -553,3 +553,10 @@ def test_trust_policy_format_2_validates() -> None:
     assert errors("trust-policy", {"policy": policy}) == []
     policy["format"] = 1
     assert errors("trust-policy", {"policy": policy})
+    # rel48: [release] require_contamination_check, written only when true
+    policy["format"] = 2
+    policy["release"]["require_contamination_check"] = True
+    assert errors("trust-policy", {"policy": policy}) == []
+    assert TrustPolicy.from_json(policy).to_json() == policy
+    policy["release"]["require_contamination_check"] = "yes"
+    assert errors("trust-policy", {"policy": policy})
