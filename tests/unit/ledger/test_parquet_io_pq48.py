@@ -1,9 +1,10 @@
 """Cutting a row group by the values it holds under lists (`parquet_io.row_groups`) counts per
 row, over the rows the group spans (pq48 finding 1): before, every leaf value of the arrays
 behind the group was counted one by one (an int64 a value, three times over): 0.1 CPU-s per
-1M steps of 23 floats on the writer thread, and 36 MiB of numpy memory per row group of them.
-The peaks are numpy's allocations as `tracemalloc` sees them; the cuts are checked against a
-count made row by row in Python."""
+1M steps of 23 floats on the writer thread, 36 MiB of numpy memory per row group of them, and
+16 x the frames of a row group of images (384 MiB for 24 frames of 1 MiB, where the reader and
+the other passes take a block: out42, frames43). The peaks are numpy's allocations as
+`tracemalloc` sees them; the cuts are checked against a count made row by row in Python."""
 
 from __future__ import annotations
 
@@ -47,6 +48,24 @@ def test_a_few_rows_sliced_from_a_long_list_cost_those_rows_only() -> None:
                                     values)  # 4,096 rows of 1,024 values
     table = pa.table({"obs": long.slice(100, 2)})
     assert _peak_of_cutting(table, ROWS) < 1 << 16  # (64 MiB before, 2 KiB now)
+
+
+def test_wide_frames_are_cut_without_a_count_per_value() -> None:
+    rows, width = 24, 1 << 20  # 24 MiB of uint8 frames: 6 row groups of 4 (ROW_GROUP_VALUES)
+    frames = pa.ListArray.from_arrays(
+        pa.array(np.arange(rows + 1, dtype=np.int32) * width),
+        pa.array(np.zeros(rows * width, np.uint8)),
+    )
+    table = pa.table({"obs": frames})
+    tracemalloc.start()
+    try:
+        sizes = [size for _, size in row_groups(table, ROWS)]
+        top = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    per = parquet_io.ROW_GROUP_VALUES // width
+    assert sizes == [per] * (rows // per)
+    assert top < rows * width // 8  # (16 x the frames before: 384 MiB)
 
 
 def _count(value: Any, t: pa.DataType, under: bool) -> int:
