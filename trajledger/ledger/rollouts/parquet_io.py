@@ -567,8 +567,16 @@ def _row_values(table: pa.Table) -> npt.NDArray[np.int64]:
 
 def _listed(arr: pa.Array, under: bool = False) -> npt.NDArray[np.int64]:
     """The values under a list (``under``: ``arr`` is under one) of each element of ``arr``,
-    counted at its leaves; a null list holds none (values behind its slot are not written)."""
+    counted at its leaves; a null list holds none (values behind its slot are not written).
+
+    Work is per element of ``arr`` and of the lists it nests, never per leaf value, and only
+    over the values its elements span: a list's values are a slice of an array that may back
+    many more rows (a row group cut from a chunk), and leaves each count one. Before (pq48
+    finding 1), every leaf value of the whole backing array was counted, an int64 each: 0.1
+    CPU-s per 1M steps of 23 floats, 36 MiB per row group of them, 16 x a group's frames."""
     t, n = arr.type, len(arr)
+    if not n:
+        return np.zeros(0, np.int64)
     if pa.types.is_struct(t):
         summed = np.zeros(n, np.int64)
         for child in arr.flatten():
@@ -576,16 +584,29 @@ def _listed(arr: pa.Array, under: bool = False) -> npt.NDArray[np.int64]:
         return summed
     if pa.types.is_fixed_size_list(t):
         k = t.list_size
-        offsets = (np.arange(n + 1, dtype=np.int64) + arr.offset) * k
-    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        offsets = np.arange(n + 1, dtype=np.int64) * k
+        values = arr.values.slice(arr.offset * k, n * k)
+    elif _is_list(t):
         offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        first = int(offsets[0]) if n else 0
+        values = arr.values.slice(first, int(offsets[-1]) - first)
+        offsets -= first
     else:
         return np.ones(n, np.int64) if under else np.zeros(n, np.int64)
-    inner = np.concatenate([[0], np.cumsum(_listed(arr.values, True))]).astype(np.int64)
-    counts: npt.NDArray[np.int64] = inner[offsets[1:]] - inner[offsets[:-1]]
+    if _is_list(values.type) or pa.types.is_fixed_size_list(values.type) or pa.types.is_struct(
+        values.type
+    ):
+        inner = np.concatenate([[0], np.cumsum(_listed(values, True))]).astype(np.int64)
+        counts: npt.NDArray[np.int64] = inner[offsets[1:]] - inner[offsets[:-1]]
+    else:  # leaves, one value each
+        counts = np.diff(offsets)
     if arr.null_count:
         counts[arr.is_null().to_numpy(zero_copy_only=False)] = 0
     return counts
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t))
 
 
 def _temp_path(final: Path) -> Path:
