@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
-from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.compact import CompactRange
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.note import Verifier
 
+from .log.checked import CheckedNotes
 from .trust_index import TrustIndex
 
 __all__ = ["TrustFloor"]
@@ -39,7 +40,7 @@ class TrustFloor(TrustIndex):
     _range: CompactRange
     _note: bytes | None
     _last: bytes
-    _verified: tuple[bytes, Checkpoint] | None
+    checked: CheckedNotes
 
     def _meta(self, key: str) -> bytes | None:
         raise NotImplementedError  # `TrustState._meta`
@@ -90,10 +91,9 @@ class TrustFloor(TrustIndex):
         return None if self._note is None else self._checkpoint(self._note)
 
     def _checkpoint(self, note: bytes) -> Checkpoint:
-        """``note`` verified by the log key, unless these very bytes were the last it verified."""
-        if self._verified is None or self._verified[0] != note:
-            self._verified = (note, verify_checkpoint(note, self.verifier))
-        return self._verified[1]
+        """``note`` verified by the log key, once (`checked`: the floor read back, a note the
+        log or this state verified before, is not verified again)."""
+        return self.checked(note, self.verifier)
 
     def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
                       root_at: Callable[[int], bytes | None] | None = None) -> bool:
@@ -120,7 +120,7 @@ class TrustFloor(TrustIndex):
         from trajledger.verify.errors import ConsistencyError
 
         # (1)
-        new = verify_checkpoint(note, self.verifier)
+        new = self._checkpoint(note)
         self._size, self._range, self._note, self._last = self._read_meta()
         self.check_retired(new, what)
         old = self.floor_checkpoint()
@@ -232,7 +232,7 @@ class TrustFloor(TrustIndex):
         """Raise the floor to a checkpoint this process's own log writer just published (its
         consistency with the tree before was checked by the writer, under its lock); the
         index catches up on the next `sync`."""
-        new = verify_checkpoint(note, self.verifier)
+        new = self._checkpoint(note)
         with self._write():
             self._size, self._range, self._note, self._last = self._read_meta()
             old = self.floor_checkpoint()  # the note published before: verified then
@@ -240,12 +240,11 @@ class TrustFloor(TrustIndex):
             if old is None or new.size > old.size or same:
                 self._put("checkpoint", note)
                 self._note = note
-                self._verified = (note, new)
 
     def continue_from(self, note: bytes) -> None:
         """Store ``note`` (signed by this key) as the floor of a state that has none, after
         `continue_trust` checked it extends the floor of the key this one took over from."""
-        verify_checkpoint(note, self.verifier)
+        self._checkpoint(note)
         with self._write():
             self._size, self._range, self._note, self._last = self._read_meta()
             if self._note is None:

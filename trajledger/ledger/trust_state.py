@@ -66,6 +66,7 @@ from trajledger.verify.times import format_time, parse_time
 
 from .errors import LedgerError, TamperError, cannot_write, sqlite_next_step
 from .fs import drop_stale_temps, write_file_atomic
+from .log.checked import CheckedNotes
 from .trust_floor import TrustFloor
 from .trust_index import LockedDB
 from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
@@ -180,9 +181,10 @@ class TrustState(TrustFloor):
         self._size, self._range, self._note, self._last = self._read_meta()
         self.progress: ProgressFactory | None = None
         """Draws the bar shown while waiting for another process reading the log (`_begin`)."""
-        self._verified: tuple[bytes, Checkpoint] | None = None
-        """The last note this object verified by `verifier`, parsed: the floor read back with
-        the same bytes is not verified again (one Ed25519 verification per publication)."""
+        self.checked = CheckedNotes()
+        """Verifies the notes of this log by `verifier`, each once: the floor read back with the
+        same bytes is not verified again (one Ed25519 verification a publication); the ledger's
+        handle gives it its own, which its log and the verifier over this state share."""
         self._rederive = False
         """Set by ``rebuild(at_next_sync=True)``: the next `sync` forgets the rows and derives
         them again in its own transaction."""

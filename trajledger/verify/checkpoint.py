@@ -19,13 +19,7 @@ from dataclasses import dataclass
 
 from .errors import FormatError, PolicyError, SignatureError
 from .merkle import HASH_SIZE
-from .note import (
-    Note,
-    Verifier,
-    b64decode_strict,
-    check_text_bytes,
-    verify_note,
-)
+from .note import Note, Verifier, b64decode_strict, check_text_bytes, verify_note
 
 __all__ = [
     "HANDOVER_DIR",

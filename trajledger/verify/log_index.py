@@ -44,7 +44,13 @@ class Blobs(Protocol):
 
 
 class LogIndex(Protocol):
-    """Entries of a log under one checkpoint, looked up by subject, kind and listing."""
+    """Entries of a log under one checkpoint, looked up by subject, kind and listing.
+
+    The caller's index is trusted as its caller is (a ``root`` equal to the checkpoint's proves
+    every entry included, `TrustedLog`). Optional: ``checked(note, verifier)``, which
+    `TrustedLog` verifies the checkpoint with in place of `verify_checkpoint` (the ledger's trust
+    state: its handle verified that note by that key already, ci47 finding 6); an index without
+    it (a bundle's, `MemoryIndex`) has the note verified as always."""
 
     @property
     def size(self) -> int:

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from trajledger import Ledger
-from trajledger.ledger import trust_floor, trust_rows, trust_schema, trust_state
+from trajledger.ledger import trust_rows, trust_schema, trust_state
 from trajledger.ledger.errors import LedgerError, TamperError
-from trajledger.ledger.log import EntrySpec
+from trajledger.ledger.log import EntrySpec, checked
 from trajledger.ledger.trust_state import TrustState
 from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.verify.errors import ProvenanceError
@@ -326,7 +326,7 @@ def count_verifications(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
         verified.append(note)
         return real(note, *args, **kwargs)
 
-    for module in (trust_state, trust_floor):  # the floor's checks are trust_floor's (vend43)
+    for module in (trust_state, checked):  # the floor's checks are `CheckedNotes`' (walk48)
         monkeypatch.setattr(module, "verify_checkpoint", counting)
     return verified
 

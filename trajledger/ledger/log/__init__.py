@@ -6,6 +6,8 @@ Split along Tessera's lines (each module states its scope):
 - ``edge``     the right edge of the tree: what an append needs, O(log n) to load
 - ``state``    classifying a log directory before use: normal, unpublished tail, or tampering;
                the floor (a checkpoint seen before) and its consistency
+- ``checked``  `CheckedNotes`: a checkpoint note verified once by a key for its holder (the
+               ledger's handle shares one with its log, trust state and verifier)
 - ``lookup``   the derived lookup cache (envelope and subject -> entries), outside ``log/``
 - ``spec``     what an append is given: `EntrySpec`, `OneRecord`, the log's key; what it
                answers: `Appended`

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.digest import parse_digest
 from trajledger.verify.errors import FormatError, SignatureError, VerificationError
 from trajledger.verify.ledger_dir import read_handovers, read_regular
@@ -35,6 +35,7 @@ from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 from ..encode import verifier_vkey
 from ..errors import LogError, TamperError, read_failure
 from ..keys import Signer
+from .checked import CheckedNotes
 from .layout import VKEY_FILE, LogPaths
 from .lookup import CACHE_DIR, Lookup
 from .spec import OneRecord, SignerSource, note_key_bytes
@@ -79,10 +80,13 @@ class LogReader:
         floor: Checkpoint | None = None,
         on_publish: Callable[[bytes], None] | None = None,
         cleanup: Callable[[], None] | None = None,
+        checked: CheckedNotes | None = None,
     ) -> None:
         """Use `Log.create` or `Log.open`."""
         self.directory = directory
         self.verifier = verifier
+        self.checked = checked if checked is not None else CheckedNotes()
+        """Verifies this log's checkpoint notes, each note once by each key (its holder's)."""
         self._signer_source = signer
         self._signer: Signer | None = signer if isinstance(signer, Signer) else None
         self._on_publish = on_publish
@@ -121,6 +125,7 @@ class LogReader:
         cache_dir: Path | None = None,
         on_publish: Callable[[bytes], None] | None = None,
         cleanup: Callable[[], None] | None = None,
+        checked: CheckedNotes | None = None,
     ) -> Self:
         """Open a log and classify its state; writes nothing.
 
@@ -143,6 +148,8 @@ class LogReader:
                 caller's floor). An exception from it propagates after the publication.
             cleanup: run once per process under the lock before the first write (housekeeping
                 of the ledger's other leftovers); OSError and LedgerError from it are ignored.
+            checked: verifies the checkpoint notes, each once (its holder's: the ledger's
+                handle shares its own with its trust state; default, this log's own).
 
         Returns:
             The open log.
@@ -168,10 +175,11 @@ class LogReader:
         except FormatError as e:
             raise LogError(f"{path}: {e}") from e
         # (2)
+        checked = checked if checked is not None else CheckedNotes()
         seen: Checkpoint | None = None
         if floor is not None:
             try:
-                seen = verify_checkpoint(floor, verifier, origin=verifier.name)
+                seen = checked(floor, verifier)
             except (FormatError, SignatureError) as e:
                 raise tamper(
                     path,
@@ -186,6 +194,7 @@ class LogReader:
             floor=seen,
             on_publish=on_publish,
             cleanup=cleanup,
+            checked=checked,
         )
         if isinstance(signer, Signer):
             log._check_signer(signer)
@@ -237,7 +246,7 @@ class LogReader:
             if (cp, ts) == st.key:
                 return st
         try:
-            st = read_state(self.directory, self.verifier)
+            st = read_state(self.directory, self.verifier, self.checked)
         except TamperError:
             followed = self._follow_rotation()
             if followed is None:
@@ -284,7 +293,7 @@ class LogReader:
         if own == self.vkey or own not in reached:
             return None
         verifier = verifier_from_vkey(own)
-        st = read_state(self.directory, verifier)
+        st = read_state(self.directory, verifier, self.checked)
         reader = TileReader(self._fetch, st.tree_size)
         for h in chain[: reached.index(own) + 1]:
             n = h.checkpoint.size

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +137,10 @@ def _fresh(directory: Path) -> bool:
     return not any(files for _d, _s, files in os.walk(directory / "tile"))
 
 
-def read_state(directory: Path, verifier: Verifier) -> LogState:
+def read_state(
+    directory: Path, verifier: Verifier,
+    checked: Callable[[bytes, Verifier], Checkpoint] = verify_checkpoint,
+) -> LogState:
     """Read and classify the log in ``directory`` (see the module docstring).
 
     Steps:
@@ -151,6 +155,8 @@ def read_state(directory: Path, verifier: Verifier) -> LogState:
     Args:
         directory: the log directory.
         verifier: the log's key (from its ``vkey``, checked by the caller).
+        checked: verifies the checkpoint note by the key (`verify_checkpoint`; the log's
+            `CheckedNotes`: its floor, verified already, is not verified again).
 
     Returns:
         The `LogState` (case (a) or (b)).
@@ -193,7 +199,7 @@ def read_state(directory: Path, verifier: Verifier) -> LogState:
             )
     else:
         try:
-            cp = verify_checkpoint(note, verifier, origin=verifier.name)
+            cp = checked(note, verifier)
         except (FormatError, SignatureError) as e:
             raise tamper(
                 cp_path, f"not a checkpoint signed by the log key {verifier_vkey(verifier)}: {e}"

@@ -1,0 +1,45 @@
+"""Signed checkpoints verified once by their holder: the same note by the same key answers the same.
+
+Scope: `CheckedNotes`, what one holder (a ledger's handle, for the command it serves: its log, its
+trust state and the verifier it builds over that state; or a log or a trust state of its own)
+verified of a log's checkpoint notes, by the note's bytes and the key. A `verify` verified the
+same note by the same key four times (ci47 finding 6: the log's floor, its checkpoint file, the
+trust state's sync, the verifier's log), 0.1-0.3 ms of Ed25519 each.
+Non-scope: what a checkpoint must extend (``state.check_floor``, ``trust_floor``), which keys
+are trusted (the callers, the policy).
+"""
+
+from __future__ import annotations
+
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.note import Verifier
+
+__all__ = ["CheckedNotes"]
+
+_KEPT = 8
+"""Notes kept at most (a long-lived handle sees one more a publication); more start afresh."""
+
+
+class CheckedNotes:
+    """`verify_checkpoint` of a note by a key, verified once for one holder: an answer is kept
+    under the note's exact bytes and the whole key (name, type and public key), so it answers
+    for no other note, key or log; a note that fails is kept nowhere and fails again."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[bytes, Verifier], Checkpoint] = {}
+
+    def __call__(self, note: bytes, verifier: Verifier) -> Checkpoint:
+        """``note`` verified by ``verifier`` (`verify_checkpoint`, whose origin is the key's
+        name), once for these bytes and this key.
+
+        Raises:
+            FormatError, SignatureError: as `verify_checkpoint`, each time.
+        """
+        key = (note, verifier)
+        cp = self._seen.get(key)
+        if cp is None:
+            cp = verify_checkpoint(note, verifier)
+            if len(self._seen) >= _KEPT:
+                self._seen.clear()
+            self._seen[key] = cp
+        return cp
