@@ -110,3 +110,17 @@ def test_a_signed_batch_whose_footer_understates_its_steps_is_refused_at_the_gat
         admit(ledger, "understated@1", ledger.policy())
     assert (f"holds {steps:,} steps, more than the {steps - 1:,} a batch may here "
             "(TRAJLEDGER_MAX_STEPS), refused before reading them") in str(refused.value)
+
+
+def test_a_whole_read_is_held_to_the_step_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`read_parquet` (a suite's batch at eval, an episode file, an export) refuses a file of
+    more rows than a batch may hold, crafted footer or not, naming it (rev46 finding 2)."""
+    out = io.BytesIO()
+    pq.write_table(_steps(50), out, row_group_size=20)
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "49")
+    for data in (out.getvalue(), understated(out.getvalue())):
+        with pytest.raises(StepLimitError, match=r"^steps.parquet of suite batch x holds 50 "
+                                                 r"rows, more than the 49 steps a batch may"):
+            read_parquet(data, name="steps.parquet of suite batch x")
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "50")
+    assert read_parquet(understated(out.getvalue())).num_rows == 50

@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 
 from trajledger.verify.errors import FormatError
 
-from .chunks import CHUNK_BYTES
+from .chunks import CHUNK_BYTES, StepLimitError, max_steps
 
 __all__ = [
     "MAX_DECODED_BYTES",
@@ -149,16 +149,28 @@ def _decoded(
             )
 
 
-def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Table:
+def read_parquet(
+    source: Source, columns: Sequence[str] | None = None, *, name: str = "the Parquet file"
+) -> pa.Table:
     """The whole table of ``source`` (a path or the file's bytes), decoded, once what it
-    decodes to is known to be within `MAX_TABLE_BYTES`.
+    decodes to is known to be within `MAX_TABLE_BYTES`, and its rows (`stated_steps`) within
+    ``TRAJLEDGER_MAX_STEPS`` (a batch's step or episode file, an input's: every whole read;
+    rev46 finding 2: a suite's batch was read whole by eval, whatever the limit); ``name``
+    says which file in that refusal.
 
     Raises:
         BombError: a value, a row or the table over its limit; nothing of it decoded.
+        StepLimitError: more rows than a batch may hold, or a limit that is no number.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
     dense, coded, _caps, listed = _open(source, columns)
     try:
+        if (rows := stated_steps(dense.metadata)) > (limit := max_steps()):
+            raise StepLimitError(
+                f"{name} holds {rows:,} rows, more than the {limit:,} steps a batch may here "
+                "(TRAJLEDGER_MAX_STEPS), refused before reading them: set "
+                "TRAJLEDGER_MAX_STEPS to the rows it holds to read it whole"
+            )
         if listed > MAX_TABLE_BYTES:
             raise BombError(
                 f"its values under lists decode to {listed:,} bytes, over the "

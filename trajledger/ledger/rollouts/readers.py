@@ -423,7 +423,7 @@ def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
     container = _container(p)
     if container == "parquet":
         try:
-            table = read_parquet(path)
+            table = read_parquet(path, name=f"episode file {path}")
         except BombError as e:
             raise refusal(path, f"episode file: Parquet file: {e}") from e
         except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
