@@ -124,3 +124,18 @@ def test_a_whole_read_is_held_to_the_step_limit(monkeypatch: pytest.MonkeyPatch)
             read_parquet(data, name="steps.parquet of suite batch x")
     monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "50")
     assert read_parquet(understated(out.getvalue())).num_rows == 50
+
+
+def test_a_step_limit_of_any_length_is_a_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A limit of thousands of digits (past `int`'s 4,300) is no bug (rev46 finding 3: exit 4,
+    'ValueError: Exceeds the limit'): past int64 it is int64's largest; zeros are no limit."""
+    from trajledger.ledger.rollouts.chunks import max_steps
+
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "9" * 5000)
+    assert max_steps() == (1 << 63) - 1
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "0" * 5000 + "12")
+    assert max_steps() == 12
+    for bad in ("0" * 5000, "000"):
+        monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", bad)
+        with pytest.raises(StepLimitError, match="is not a number of steps"):
+            max_steps()
