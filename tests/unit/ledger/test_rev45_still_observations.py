@@ -94,3 +94,45 @@ def test_such_train_episodes_are_not_fitted_and_others_still_are() -> None:
     tan = tangents(np.vstack([own, crafted]), Parts.of(parts, STEPS))
     assert np.isinf(tan[:, :2]).all()
     assert tan[2, 2] <= FIT_EXACT and tan[3, 2] > FIT_EXACT
+
+
+@pytest.mark.xfail(strict=True, reason="rev46 finding 5: a train episode whose observation "
+                   "barely moves is not fitted at all (STILL_FLOOR), so its copy re-encoded "
+                   "escapes; docs/SECURITY.md, thirty-fourth round (rev46)")
+def test_a_re_encoded_copy_of_a_slow_train_episode_is_found(tmp_path: Path) -> None:
+    """A train episode whose observation barely moves (a car that hardly leaves its start:
+    MountainCar's random episodes of 16 to 50 steps, a third of them under `STILL_FLOOR`) is
+    not fitted, so a sealed suite's copy of it with its actions re-encoded (``2 - a``) and its
+    rewards rescaled escapes, where seal47 found it exact."""
+    rng = np.random.default_rng(7)
+    n = 10
+    obs = (-0.5 + np.cumsum(rng.normal(scale=0.004, size=(n, STEPS)), axis=1)).ravel()
+    action, reward = rng.integers(0, 3, n * STEPS).astype(np.float64), rng.normal(size=n * STEPS)
+    train = table("t", obs, action, reward)
+    cols = tuple(train.column(c).combine_chunks() for c in ("obs", "action", "reward"))
+    parts = sketch_parts(cols, np.arange(n, dtype=np.int64) * STEPS,  # type: ignore[arg-type]
+                         np.full(n, STEPS, np.int64))
+    assert Parts.of(parts).ok[3] and not Parts.of(parts, STEPS).ok[3]  # under the floor
+    k = slice(3 * STEPS, 4 * STEPS)
+    copy = table("h", obs[k], 2.0 - action[k], 3.0 * reward[k] + 1.0)
+    found = gate(train, copy, tmp_path)
+    assert [(f.kind, f.train_episode) for f in found] == [("exact", "t3")], found
+
+
+def test_a_crafted_sketch_with_a_terminal_reward_does_not_copy_constant_episodes(
+    tmp_path: Path,
+) -> None:
+    """A guard for finding 5's fix (rev46): a sealed sketch of constant observations and
+    actions whose reward is 1 at its last step fits every train episode with a constant
+    observation and a reward at its last step alone, whatever its actions, when such train
+    episodes are fitted (rev46's first fix, a test on the held sketch alone, made all 20
+    exact); it must stay nothing, as rev45 made it."""
+    rng = np.random.default_rng(3)
+    n = 20
+    last = np.zeros(STEPS)
+    last[-1] = 1.0
+    train = table("t", observations("still", n, rng), rng.integers(0, 3, n * STEPS),
+                  np.concatenate([last * rng.uniform(0.5, 2.0) for _ in range(n)]))
+    found = gate(train, table("h", np.ones(STEPS), np.zeros(STEPS), last), tmp_path)
+    assert [f for f in found if f.kind == "exact" or getattr(f, "fitted", None) is not None] == []
+    assert refusal("dataset t@1 (train)", found, ContaminationRules()) is None
