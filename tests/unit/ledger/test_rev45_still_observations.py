@@ -96,14 +96,12 @@ def test_such_train_episodes_are_not_fitted_and_others_still_are() -> None:
     assert tan[2, 2] <= FIT_EXACT and tan[3, 2] > FIT_EXACT
 
 
-@pytest.mark.xfail(strict=True, reason="rev46 finding 5: a train episode whose observation "
-                   "barely moves is not fitted at all (STILL_FLOOR), so its copy re-encoded "
-                   "escapes; docs/SECURITY.md, thirty-fourth round (rev46)")
 def test_a_re_encoded_copy_of_a_slow_train_episode_is_found(tmp_path: Path) -> None:
-    """A train episode whose observation barely moves (a car that hardly leaves its start:
-    MountainCar's random episodes of 16 to 50 steps, a third of them under `STILL_FLOOR`) is
-    not fitted, so a sealed suite's copy of it with its actions re-encoded (``2 - a``) and its
-    rewards rescaled escapes, where seal47 found it exact."""
+    """rev46 finding 5: a train episode whose observation barely moves (a car that hardly
+    leaves its start: a third of MountainCar's random episodes of 16 to 50 steps were under
+    rev45's floor of 1e-2) was not fitted, so a sealed suite's copy of it with its actions
+    re-encoded (``2 - a``) and its rewards rescaled escaped, where seal47 found it exact; this
+    one leaves 0.0078, and is exact again."""
     rng = np.random.default_rng(7)
     n = 10
     obs = (-0.5 + np.cumsum(rng.normal(scale=0.004, size=(n, STEPS)), axis=1)).ravel()
@@ -112,7 +110,7 @@ def test_a_re_encoded_copy_of_a_slow_train_episode_is_found(tmp_path: Path) -> N
     cols = tuple(train.column(c).combine_chunks() for c in ("obs", "action", "reward"))
     parts = sketch_parts(cols, np.arange(n, dtype=np.int64) * STEPS,  # type: ignore[arg-type]
                          np.full(n, STEPS, np.int64))
-    assert Parts.of(parts).ok[3] and not Parts.of(parts, STEPS).ok[3]  # under the floor
+    assert Parts.of(parts, STEPS).ok[3]
     k = slice(3 * STEPS, 4 * STEPS)
     copy = table("h", obs[k], 2.0 - action[k], 3.0 * reward[k] + 1.0)
     found = gate(train, copy, tmp_path)
