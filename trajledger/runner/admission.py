@@ -507,9 +507,12 @@ def _read_batch(
             "(TRAJLEDGER_MAX_STEPS), refused before reading them: set TRAJLEDGER_MAX_STEPS to "
             "the steps it holds to admit it whole"))
         return None
-    try:
-        steps = read_parquet(data["steps.parquet"])
-        episodes = read_parquet(data["episodes.parquet"])
+    try:  # (the episodes' rows held to the limit too: rev46 finding 2)
+        steps = read_parquet(data["steps.parquet"], name="steps.parquet")
+        episodes = read_parquet(data["episodes.parquet"], name="episodes.parquet")
+    except StepLimitError as e:
+        decision.fail(f"{label}: schema", str(e))
+        return None
     except (OSError, ValueError, pa.ArrowException) as e:
         decision.fail(f"{label}: schema", f"not readable Parquet: {e}")
         return None

@@ -139,3 +139,31 @@ def test_a_step_limit_of_any_length_is_a_limit(monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", bad)
         with pytest.raises(StepLimitError, match="is not a number of steps"):
             max_steps()
+
+
+def test_a_signed_batch_of_more_episodes_than_the_limit_is_refused_at_the_gate(
+    chat_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The gate bounded a batch's steps.parquet, not its episodes.parquet, read whole beside it
+    (rev46 finding 2): an episode file of more rows than the limit is refused, named, before
+    it is decoded."""
+    ledger = Ledger.open(chat_home)
+    honest = admit(ledger, "chat@1", ledger.policy()).batches[0]
+    steps = honest.steps.num_rows
+    many = pa.concat_tables([honest.episodes] * (steps // honest.episodes.num_rows + 1))
+    episodes, steps_file = tmp_path / "episodes.parquet", tmp_path / "steps.parquet"
+    pq.write_table(many, episodes)
+    steps_file.write_bytes(honest.files["steps.parquet"])
+    predicate = {k: v for k, v in honest.predicate.to_json().items()
+                 if k not in ("manifest", "features")}
+    batch = record_files(ledger, {"steps.parquet": steps_file, "episodes.parquet": episodes},
+                         ledger.keys.signer("vendor"), predicates.ROLLOUT_BATCH, predicate,
+                         name="many-episodes")
+    ledger.create_dataset("many", "1", "train", [batch.digest], key="vendor")
+    ledger.approve("many@1", key="approver")
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", str(steps))
+    with pytest.raises(DataRefusedError) as refused:
+        admit(ledger, "many@1", ledger.policy())
+    assert (f"schema: episodes.parquet holds {many.num_rows:,} rows, more than the {steps:,} "
+            "steps a batch may here (TRAJLEDGER_MAX_STEPS), refused before reading them"
+            ) in str(refused.value)
