@@ -167,3 +167,17 @@ def test_a_signed_batch_of_more_episodes_than_the_limit_is_refused_at_the_gate(
     assert (f"schema: episodes.parquet holds {many.num_rows:,} rows, more than the {steps:,} "
             "steps a batch may here (TRAJLEDGER_MAX_STEPS), refused before reading them"
             ) in str(refused.value)
+
+
+def test_an_export_over_the_step_limit_names_the_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An export reads a batch's files whole: held to the limit (finding 2), the file named."""
+    from trajledger.ledger.rollouts.export import export_rollouts
+
+    out = io.BytesIO()
+    pq.write_table(_steps(50), out)
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "49")
+    with pytest.raises(StepLimitError, match=r"^the batch's steps.parquet holds 50 rows"):
+        export_rollouts(out.getvalue(), out.getvalue(), {}, tmp_path / "out", "parquet")
+    assert not (tmp_path / "out").exists()
