@@ -21,7 +21,7 @@ from trajledger.ledger.record import record_files
 from trajledger.ledger.rollouts.chunks import StepLimitError
 from trajledger.ledger.rollouts.parquet_read import read_parquet, stated_steps
 from trajledger.ledger.rollouts.readers import iter_rollout_chunks
-from trajledger.runner.admission import DataRefusedError, admit
+from trajledger.runner.admission import AdmittedBatch, DataRefusedError, admit
 from trajledger.verify import predicates
 
 
@@ -84,6 +84,23 @@ def test_a_stored_step_file_and_an_input_are_held_to_their_row_groups_rows(
         next(iter_rollout_chunks(path))
 
 
+def signed(ledger: Ledger, honest: AdmittedBatch, tmp_path: Path, name: str, steps: bytes,
+           episodes: bytes) -> str:
+    """A vendor's batch of these files under ``honest``'s predicate, in dataset ``name``@1,
+    approved: its reference."""
+    files = {}
+    for path, data in (("steps.parquet", steps), ("episodes.parquet", episodes)):
+        files[path] = tmp_path / f"{name}-{path}"
+        files[path].write_bytes(data)
+    predicate = {k: v for k, v in honest.predicate.to_json().items()
+                 if k not in ("manifest", "features")}
+    batch = record_files(ledger, files, ledger.keys.signer("vendor"), predicates.ROLLOUT_BATCH,
+                         predicate, name=name)
+    ledger.create_dataset(name, "1", "train", [batch.digest], key="vendor")
+    ledger.approve(f"{name}@1", key="approver")
+    return f"{name}@1"
+
+
 def test_a_signed_batch_whose_footer_understates_its_steps_is_refused_at_the_gate(
     chat_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -93,21 +110,12 @@ def test_a_signed_batch_whose_footer_understates_its_steps_is_refused_at_the_gat
     ledger = Ledger.open(chat_home)
     honest = admit(ledger, "chat@1", ledger.policy()).batches[0]
     steps = honest.steps.num_rows
-    crafted = tmp_path / "steps.parquet"
-    crafted.write_bytes(understated(honest.files["steps.parquet"]))
-    episodes = tmp_path / "episodes.parquet"
-    episodes.write_bytes(honest.files["episodes.parquet"])
-    predicate = {k: v for k, v in honest.predicate.to_json().items()
-                 if k not in ("manifest", "features")}
-    batch = record_files(ledger, {"steps.parquet": crafted, "episodes.parquet": episodes},
-                         ledger.keys.signer("vendor"), predicates.ROLLOUT_BATCH, predicate,
-                         name="understated")
-    ledger.create_dataset("understated", "1", "train", [batch.digest], key="vendor")
-    ledger.approve("understated@1", key="approver")
-    assert admit(ledger, "understated@1", ledger.policy()).batches[0].steps.num_rows == steps
+    ref = signed(ledger, honest, tmp_path, "understated",
+                 understated(honest.files["steps.parquet"]), honest.files["episodes.parquet"])
+    assert admit(ledger, ref, ledger.policy()).batches[0].steps.num_rows == steps
     monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", str(steps - 1))
     with pytest.raises(DataRefusedError) as refused:
-        admit(ledger, "understated@1", ledger.policy())
+        admit(ledger, ref, ledger.policy())
     assert (f"holds {steps:,} steps, more than the {steps - 1:,} a batch may here "
             "(TRAJLEDGER_MAX_STEPS), refused before reading them") in str(refused.value)
 
@@ -151,19 +159,12 @@ def test_a_signed_batch_of_more_episodes_than_the_limit_is_refused_at_the_gate(
     honest = admit(ledger, "chat@1", ledger.policy()).batches[0]
     steps = honest.steps.num_rows
     many = pa.concat_tables([honest.episodes] * (steps // honest.episodes.num_rows + 1))
-    episodes, steps_file = tmp_path / "episodes.parquet", tmp_path / "steps.parquet"
-    pq.write_table(many, episodes)
-    steps_file.write_bytes(honest.files["steps.parquet"])
-    predicate = {k: v for k, v in honest.predicate.to_json().items()
-                 if k not in ("manifest", "features")}
-    batch = record_files(ledger, {"steps.parquet": steps_file, "episodes.parquet": episodes},
-                         ledger.keys.signer("vendor"), predicates.ROLLOUT_BATCH, predicate,
-                         name="many-episodes")
-    ledger.create_dataset("many", "1", "train", [batch.digest], key="vendor")
-    ledger.approve("many@1", key="approver")
+    out = io.BytesIO()
+    pq.write_table(many, out)
+    ref = signed(ledger, honest, tmp_path, "many", honest.files["steps.parquet"], out.getvalue())
     monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", str(steps))
     with pytest.raises(DataRefusedError) as refused:
-        admit(ledger, "many@1", ledger.policy())
+        admit(ledger, ref, ledger.policy())
     assert (f"schema: episodes.parquet holds {many.num_rows:,} rows, more than the {steps:,} "
             "steps a batch may here (TRAJLEDGER_MAX_STEPS), refused before reading them"
             ) in str(refused.value)
