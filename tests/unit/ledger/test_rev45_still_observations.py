@@ -98,10 +98,10 @@ def test_such_train_episodes_are_not_fitted_and_others_still_are() -> None:
 
 def test_a_re_encoded_copy_of_a_slow_train_episode_is_found(tmp_path: Path) -> None:
     """rev46 finding 5: a train episode whose observation barely moves (a car that hardly
-    leaves its start: a third of MountainCar's random episodes of 16 to 50 steps were under
-    rev45's floor of 1e-2) was not fitted, so a sealed suite's copy of it with its actions
-    re-encoded (``2 - a``) and its rewards rescaled escaped, where seal47 found it exact; this
-    one leaves 0.0078, and is exact again."""
+    leaves its start: half of MountainCar's random episodes of 16 to 50 steps are under
+    `STILL_FLOOR`) was not fitted, so a sealed suite's copy of it with its actions re-encoded
+    (``2 - a``) and its rewards rescaled escaped, where seal47 found it exact; this one leaves
+    0.0078, and is exact again (fitted to exact copies only: `STILL_FIT`)."""
     rng = np.random.default_rng(7)
     n = 10
     obs = (-0.5 + np.cumsum(rng.normal(scale=0.004, size=(n, STEPS)), axis=1)).ravel()
@@ -110,11 +110,18 @@ def test_a_re_encoded_copy_of_a_slow_train_episode_is_found(tmp_path: Path) -> N
     cols = tuple(train.column(c).combine_chunks() for c in ("obs", "action", "reward"))
     parts = sketch_parts(cols, np.arange(n, dtype=np.int64) * STEPS,  # type: ignore[arg-type]
                          np.full(n, STEPS, np.int64))
-    assert Parts.of(parts, STEPS).ok[3]
+    most = Parts.of(parts, STEPS).most
+    assert 0 < most[3] <= FIT_EXACT  # under the floor: exact copies only
     k = slice(3 * STEPS, 4 * STEPS)
     copy = table("h", obs[k], 2.0 - action[k], 3.0 * reward[k] + 1.0)
     found = gate(train, copy, tmp_path)
     assert [(f.kind, f.train_episode) for f in found] == [("exact", "t3")], found
+    crafted = table("h", np.full(STEPS, -0.5), np.zeros(STEPS), np.zeros(STEPS))
+    found = gate(train, crafted, tmp_path)  # a still episode is never near by the fit
+    still = {f"t{e}" for e in np.flatnonzero(np.isfinite(most))}
+    assert len(still) > 5, still
+    assert [f for f in found if getattr(f, "fitted", None) is not None
+            and f.train_episode in still] == [], found
 
 
 def test_a_crafted_sketch_with_a_terminal_reward_does_not_copy_constant_episodes(
