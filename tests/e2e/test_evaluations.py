@@ -382,6 +382,25 @@ def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
     assert "on regression@1: FAILED, success rate 0.500 over 6 episode(s)" in r.stdout
 
 
+@pytest.mark.parametrize("suite", ["regression@1", "holdout@1"])
+def test_a_suite_over_the_step_limit_is_refused_before_it_is_read(
+    runner: CliRunner, home: Path, script: Path, monkeypatch: pytest.MonkeyPatch, suite: str
+) -> None:
+    """A suite's batch (another party's, sealed or not) is held to ``TRAJLEDGER_MAX_STEPS``
+    as a batch at the gate is (rev46 finding 2: eval read a plain suite's steps whole
+    whatever the limit, and compared them with the training data; a sealed one's were bounded
+    by its fingerprints' check): refused, exit 1, the setting named, no evaluation
+    recorded."""
+    monkeypatch.setenv("TRAJLEDGER_MAX_STEPS", "5")
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", suite, "--key", "evaluator", "--",
+            sys.executable, script, "alternate")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: ") and "more than the 5 " in r.stderr
+    assert "(TRAJLEDGER_MAX_STEPS), refused before reading them" in r.stderr
+    assert [e.kind for e in entries(home)[size:]] in ([], ["unsealing"])
+
+
 @pytest.mark.parametrize(("revoked", "why"), [
     ("regression@1", "dataset regression@1"),
     ("bc@1", "checkpoint bc@1"),

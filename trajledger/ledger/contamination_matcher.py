@@ -662,14 +662,25 @@ CartPole's reward of 1 at every step is its ones' part, an action slot never use
 _BLOCK = 256
 STILL_FLOOR = 1e-2
 """What a train episode's observations must leave of their part beyond the span of constant
-and counter observations (`episode_vectors.still_parts`) to be fitted (rev45 finding 1):
-below, every episode of its length with such observations (to a scale) is its copy by the
-fit, whatever its actions and rewards, since a held sketch's own may be "re-encoded" by a
-scale of 0 (a sealed suite of one constant observation with constant actions and rewards
-was an exact duplicate of each of them). Ten times `FIT_EXACT`: a held sketch made of that
-span leaves about this of such an episode, never an exact fit. Least of real episodes
-(random policies, 16 steps or more): CartPole 0.19, Pendulum 0.55, MountainCar 0.043
-(its slow position), Acrobot 0.61."""
+and counter observations (`episode_vectors.still_parts`) for any fit to it to count (rev45
+finding 1); below, a still episode, only an exact one within `STILL_FIT`. Every episode of a
+length with such observations is its copy to a scale, and a held sketch's actions and rewards
+may be "re-encoded" by a scale of 0, so a sealed suite of one constant observation with
+constant actions and rewards was an exact duplicate of each of them. A held sketch made of
+that span (whatever its constants, actions and rewards) fits an episode leaving r of its
+observations to about r: 0.98 r at least (the best such sketch, each MountainCar episode's own
+still part, 300 episodes of 16 to 50 steps). Least of real episodes (random policies, 16
+steps or more): CartPole 0.17, Pendulum 0.068, Acrobot 0.14, MountainCar 0.0014 (half of its
+episodes of 16 to 50 steps are still: the car hardly leaves its start; rev46 finding 5)."""
+STILL_FIT = 0.25
+"""A fit to a still train episode leaving r of its observations counts when its tangent is at
+most ``r * STILL_FIT`` (and `FIT_EXACT`): an exact copy, never a near one, so a sketch of
+constants and counters (about r) never counts, while a copy re-encoded does (its tangent is
+float32 rounding over r: 1.5e-7 at most, 300 MountainCar copies). rev45 fitted no still
+episode, and their re-encoded copies escaped (rev46 finding 5)."""
+STILL_LEAST = 1e-5
+"""A still train episode leaving less than this (float32 rounding's reach: constant or counter
+observations) is not fitted at all."""
 
 
 @dataclass(frozen=True)
@@ -679,21 +690,24 @@ class Parts:
     what each episode's actions' and rewards' values add to it (columns of zeros beyond an
     episode's rank: r is the largest), ``obs`` (n, 128) the observations' part less its
     projection on both, scaled to unit length, ``ok`` (n,) whether any of it is left
-    (observations not made of the actions and rewards)."""
+    (observations not made of the actions and rewards), ``most`` (n,) the largest tangent a
+    fit to the episode may have (`STILL_FLOOR`; inf but for still episodes)."""
 
     ones: npt.NDArray[np.float64]
     span: npt.NDArray[np.float64]
     obs: npt.NDArray[np.float64]
     ok: npt.NDArray[np.bool_]
+    most: npt.NDArray[np.float64]
 
     @classmethod
     def of(cls, parts: npt.NDArray[np.float64], length: int | None = None) -> Parts:
         """From `episode_vectors.sketch_parts` of episodes of one length; with ``length``
-        (theirs), an episode whose observations leave at most `STILL_FLOOR` of their part
-        beyond `episode_vectors.still_parts` (constant, or a counter) is not ``ok``."""
+        (theirs), an episode whose observations leave r <= `STILL_FLOOR` of their part
+        beyond `episode_vectors.still_parts` (constant, or a counter) is fitted only to
+        ``r * STILL_FIT`` (``most``), and not at all when r is under `STILL_LEAST`."""
         if not len(parts):
             return cls(np.zeros((parts.shape[2], 0)), np.zeros((0, parts.shape[2], 0)),
-                       parts[:, 0, :], np.zeros(0, dtype=bool))
+                       parts[:, 0, :], np.zeros(0, dtype=bool), np.zeros(0))
         scale = np.linalg.norm(parts[:, 1:, :], axis=2).max(axis=1)  # each episode's largest
         u, s, _ = np.linalg.svd(parts[0, 6:, :].T, full_matrices=False)
         ones = u[:, s > _RANK * max(float(s[0]), 1e-300)]
@@ -706,14 +720,19 @@ class Parts:
         obs -= np.einsum("nkr,nr->nk", span, np.einsum("nkr,nk->nr", span, obs))
         norm = np.linalg.norm(obs, axis=1)
         ok = norm > _RANK * np.linalg.norm(parts[:, 0, :], axis=1)
+        most = np.full(len(parts), np.inf)
         if length is not None:  # rev45 finding 1: observations that tell no episode apart
             u, s, _ = np.linalg.svd(np.hstack([ones, still_parts(length).T]),
                                     full_matrices=False)
             still = u[:, s > _RANK * float(s[0])]
             moved = parts[:, 0, :] - (parts[:, 0, :] @ still) @ still.T
-            ok &= (np.linalg.norm(moved, axis=1)
-                   > STILL_FLOOR * np.linalg.norm(parts[:, 0, :], axis=1))
-        return cls(ones, span, obs / np.where(ok, norm, 1.0)[:, None], ok)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.linalg.norm(moved, axis=1) / np.linalg.norm(parts[:, 0, :], axis=1)
+            r = np.nan_to_num(r, nan=0.0)
+            most = np.where(r > STILL_FLOOR, np.inf,
+                            np.where(r >= STILL_LEAST, np.minimum(r * STILL_FIT, FIT_EXACT),
+                                     -1.0))
+        return cls(ones, span, obs / np.where(ok, norm, 1.0)[:, None], ok, most)
 
 
 def tangents(held: npt.NDArray[np.floating], parts: Parts) -> npt.NDArray[np.float64]:
@@ -721,7 +740,8 @@ def tangents(held: npt.NDArray[np.floating], parts: Parts) -> npt.NDArray[np.flo
     t's actions and rewards leave of h, the tangent of the angle between h' and t's
     observation part (what the least-squares fit of h in t's 11 parts leaves over, against
     the fit's observation term); ``inf`` where h' is below `FIT_FLOOR` of h, the angle is 90
-    degrees or more, or t's observations are made of its actions and rewards."""
+    degrees or more, t's observations are made of its actions and rewards, or the tangent
+    is over t's ``most`` (a still episode: `STILL_FIT`)."""
     h = np.asarray(held, dtype=np.float64)
     n = len(parts.ok)
     out = np.full((len(h), n), np.inf)
@@ -740,7 +760,8 @@ def tangents(held: npt.NDArray[np.floating], parts: Parts) -> npt.NDArray[np.flo
         rest = np.sqrt(np.maximum(left - dot * dot, 0.0))
         seen = (left >= floor) & (dot > 0) & ok[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            out[:, lo : lo + b] = np.where(seen, rest / dot, np.inf)
+            tan = np.where(seen, rest / dot, np.inf)
+        out[:, lo : lo + b] = np.where(tan <= parts.most[None, lo : lo + b], tan, np.inf)
     return out
 
 

@@ -73,7 +73,7 @@ from .episode_vectors import (
 )
 from .rollouts.chunks import StepLimitError, max_steps
 from .rollouts.dedup import CONTENT_COLUMNS, list_values
-from .rollouts.parquet_read import Source, iter_parquet
+from .rollouts.parquet_read import Source, iter_parquet, stated_steps
 from .rollouts.space_values import leaf_arrays
 
 __all__ = [
@@ -831,9 +831,9 @@ def parquet_batches(source: Source, columns: Sequence[str]) -> Iterator[pa.Recor
     import pyarrow.parquet as pq
 
     meta = pq.read_metadata(pa.BufferReader(source) if isinstance(source, bytes) else source)
-    if meta.num_rows > (limit := max_steps()):  # (before any is read: rec47 finding 2)
+    if (rows := stated_steps(meta)) > (limit := max_steps()):  # (before any is read: rec47 2)
         raise StepLimitError(
-            f"a step file holds {meta.num_rows:,} steps, more than the {limit:,} a batch may "
+            f"a step file holds {rows:,} steps, more than the {limit:,} a batch may "
             "(TRAJLEDGER_MAX_STEPS), refused before reading them: set TRAJLEDGER_MAX_STEPS to "
             "the steps it holds to read it whole"
         )

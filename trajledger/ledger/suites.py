@@ -349,8 +349,8 @@ def suite_from_failures(
             keep = sorted(failed.get(sb.digest, ()))
             if not keep:
                 continue
-            steps = read_parquet(sb.files["steps.parquet"])
-            episodes = read_parquet(sb.files["episodes.parquet"])
+            steps, episodes = (read_parquet(sb.files[f"{p}.parquet"], name=(
+                f"{p}.parquet of suite batch {sb.digest[:19]}…")) for p in ("steps", "episodes"))
             absent = set(keep) - set(episodes.column("episode_id").to_pylist())
             if absent:
                 raise FormatError(f"evaluation {item.ref}: failed episode "

@@ -444,7 +444,7 @@ def _read_batch(
 
     from trajledger.ledger.rollouts import validate_episodes, validate_steps
     from trajledger.ledger.rollouts.chunks import StepLimitError, max_steps
-    from trajledger.ledger.rollouts.parquet_read import read_parquet
+    from trajledger.ledger.rollouts.parquet_read import read_parquet, stated_steps
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.manifest import Manifest
     from trajledger.verify.strict_json import load_object
@@ -493,7 +493,8 @@ def _read_batch(
         decision.fail(f"{label}: schema", f"the batch has no {' and no '.join(missing)}")
         return None
     try:  # the buyer's bound, from the footer, before any step is decoded (rev45 finding 2)
-        rows, limit = pq.read_metadata(pa.BufferReader(data["steps.parquet"])).num_rows, max_steps()
+        rows = stated_steps(pq.read_metadata(pa.BufferReader(data["steps.parquet"])))
+        limit = max_steps()
     except StepLimitError as e:
         decision.fail(f"{label}: schema", str(e))
         return None
@@ -506,9 +507,12 @@ def _read_batch(
             "(TRAJLEDGER_MAX_STEPS), refused before reading them: set TRAJLEDGER_MAX_STEPS to "
             "the steps it holds to admit it whole"))
         return None
-    try:
-        steps = read_parquet(data["steps.parquet"])
-        episodes = read_parquet(data["episodes.parquet"])
+    try:  # (the episodes' rows held to the limit too: rev46 finding 2)
+        steps = read_parquet(data["steps.parquet"], name="steps.parquet")
+        episodes = read_parquet(data["episodes.parquet"], name="episodes.parquet")
+    except StepLimitError as e:
+        decision.fail(f"{label}: schema", str(e))
+        return None
     except (OSError, ValueError, pa.ArrowException) as e:
         decision.fail(f"{label}: schema", f"not readable Parquet: {e}")
         return None

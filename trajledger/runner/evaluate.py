@@ -49,6 +49,8 @@ from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
 from trajledger.verify.times import now
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import Signer
@@ -767,11 +769,11 @@ def _by_command(
     from .workdir import Workspace, write_data_dir
 
     ck, suite = described["ck"], described["suite"]
-    admitted = [
-        AdmittedBatch(b.digest, b.index, read_parquet(b.files["steps.parquet"]),
-                      read_parquet(b.files["episodes.parquet"]), b.predicate, b.files)
-        for b in batches
-    ]
+    def read(b: SuiteBatch, path: str) -> pa.Table:
+        return read_parquet(b.files[path], name=f"{path} of suite batch {b.digest[:19]}…")
+
+    admitted = [AdmittedBatch(b.digest, b.index, read(b, "steps.parquet"),
+                              read(b, "episodes.parquet"), b.predicate, b.files) for b in batches]
     listing = {"name": suite.name, "version": suite.version, "digest": suite.digest,
                "split": "suite"}
     with Workspace(ledger.scratch, ledger.store, output=output) as ws:

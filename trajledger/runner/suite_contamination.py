@@ -110,7 +110,8 @@ def check_suite(
     report = verified_contamination(
         ledger.store, dict.fromkeys(train), {d: [label] for d in held},
         train_labels=train, thresholds=rules.thresholds(),
-        held_tables={b.digest: read_parquet(b.files["steps.parquet"]) for b in batches},
+        held_tables={b.digest: read_parquet(b.files["steps.parquet"], name=(
+            f"steps.parquet of suite batch {b.digest[:19]}…")) for b in batches},
     )
     what = f"evaluation of {ck.ref} on {suite.ref}"
     findings = ruled(report.findings, rules)

@@ -94,3 +94,50 @@ def test_such_train_episodes_are_not_fitted_and_others_still_are() -> None:
     tan = tangents(np.vstack([own, crafted]), Parts.of(parts, STEPS))
     assert np.isinf(tan[:, :2]).all()
     assert tan[2, 2] <= FIT_EXACT and tan[3, 2] > FIT_EXACT
+
+
+def test_a_re_encoded_copy_of_a_slow_train_episode_is_found(tmp_path: Path) -> None:
+    """rev46 finding 5: a train episode whose observation barely moves (a car that hardly
+    leaves its start: half of MountainCar's random episodes of 16 to 50 steps are under
+    `STILL_FLOOR`) was not fitted, so a sealed suite's copy of it with its actions re-encoded
+    (``2 - a``) and its rewards rescaled escaped, where seal47 found it exact; this one leaves
+    0.0078, and is exact again (fitted to exact copies only: `STILL_FIT`)."""
+    rng = np.random.default_rng(7)
+    n = 10
+    obs = (-0.5 + np.cumsum(rng.normal(scale=0.004, size=(n, STEPS)), axis=1)).ravel()
+    action, reward = rng.integers(0, 3, n * STEPS).astype(np.float64), rng.normal(size=n * STEPS)
+    train = table("t", obs, action, reward)
+    cols = tuple(train.column(c).combine_chunks() for c in ("obs", "action", "reward"))
+    parts = sketch_parts(cols, np.arange(n, dtype=np.int64) * STEPS,  # type: ignore[arg-type]
+                         np.full(n, STEPS, np.int64))
+    most = Parts.of(parts, STEPS).most
+    assert 0 < most[3] <= FIT_EXACT  # under the floor: exact copies only
+    k = slice(3 * STEPS, 4 * STEPS)
+    copy = table("h", obs[k], 2.0 - action[k], 3.0 * reward[k] + 1.0)
+    found = gate(train, copy, tmp_path)
+    assert [(f.kind, f.train_episode) for f in found] == [("exact", "t3")], found
+    crafted = table("h", np.full(STEPS, -0.5), np.zeros(STEPS), np.zeros(STEPS))
+    found = gate(train, crafted, tmp_path)  # a still episode is never near by the fit
+    still = {f"t{e}" for e in np.flatnonzero(np.isfinite(most))}
+    assert len(still) > 5, still
+    assert [f for f in found if getattr(f, "fitted", None) is not None
+            and f.train_episode in still] == [], found
+
+
+def test_a_crafted_sketch_with_a_terminal_reward_does_not_copy_constant_episodes(
+    tmp_path: Path,
+) -> None:
+    """A guard for finding 5's fix (rev46): a sealed sketch of constant observations and
+    actions whose reward is 1 at its last step fits every train episode with a constant
+    observation and a reward at its last step alone, whatever its actions, when such train
+    episodes are fitted (rev46's first fix, a test on the held sketch alone, made all 20
+    exact); it must stay nothing, as rev45 made it."""
+    rng = np.random.default_rng(3)
+    n = 20
+    last = np.zeros(STEPS)
+    last[-1] = 1.0
+    train = table("t", observations("still", n, rng), rng.integers(0, 3, n * STEPS),
+                  np.concatenate([last * rng.uniform(0.5, 2.0) for _ in range(n)]))
+    found = gate(train, table("h", np.ones(STEPS), np.zeros(STEPS), last), tmp_path)
+    assert [f for f in found if f.kind == "exact" or getattr(f, "fitted", None) is not None] == []
+    assert refusal("dataset t@1 (train)", found, ContaminationRules()) is None

@@ -62,12 +62,14 @@ def max_steps() -> int:
     text = os.environ.get("TRAJLEDGER_MAX_STEPS", "").strip().replace("_", "")
     if not text:
         return MAX_STEPS
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
+    if not text.isascii() or not text.isdigit() or not text.strip("0"):
         raise StepLimitError(
-            f"TRAJLEDGER_MAX_STEPS={text!r} is not a number of steps: set it to a whole "
+            f"TRAJLEDGER_MAX_STEPS={text[:40]!r} is not a number of steps: set it to a whole "
             f"number (the default is {MAX_STEPS:,}) or unset it"
         )
-    return int(text)
+    # (past int64, no batch can hold more: `int` of over 4,300 digits raised a bug, rev46 3)
+    digits = text.lstrip("0")
+    return int(digits) if len(digits) < 19 else (1 << 63) - 1
 
 
 

@@ -74,8 +74,8 @@ class ExportResult:
     steps: int
 
 
-def _read(data: bytes) -> pa.Table:
-    return read_parquet(data)
+def _read(data: bytes, name: str) -> pa.Table:
+    return read_parquet(data, name=f"the batch's {name}")
 
 
 def export_rollouts(
@@ -125,7 +125,7 @@ def export_rollouts(
     if not out.parent.is_dir():
         raise FileNotFoundError(f"{out.parent}: no such directory")
     # (2)
-    steps, episodes = _read(steps_data), _read(episodes_data)
+    steps, episodes = _read(steps_data, "steps.parquet"), _read(episodes_data, "episodes.parquet")
     # (3)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.mkdir()

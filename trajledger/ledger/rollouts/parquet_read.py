@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 
 from trajledger.verify.errors import FormatError
 
-from .chunks import CHUNK_BYTES
+from .chunks import CHUNK_BYTES, StepLimitError, max_steps
 
 __all__ = [
     "MAX_DECODED_BYTES",
@@ -65,6 +65,7 @@ __all__ = [
     "Source",
     "iter_parquet",
     "read_parquet",
+    "stated_steps",
 ]
 
 MAX_VALUE_BYTES: Final = 64 << 20
@@ -93,6 +94,15 @@ Source = str | os.PathLike[str] | bytes
 class BombError(FormatError):
     """An input decodes to more than its limits allow (refused as malformed): a Parquet file
     here, an Arrow IPC file in `check_ipc`."""
+
+
+def stated_steps(meta: pq.FileMetaData) -> int:
+    """The rows a reader decodes from the file of footer ``meta``: its row groups' rows, each
+    at least 0, or the footer's total when that is more. The total is a field of its own, which
+    pyarrow reads rows by nothing of: a crafted footer stating 1 row over row groups of
+    millions passed every bound read from it (rev46 finding 1)."""
+    groups: int = sum(max(0, meta.row_group(g).num_rows) for g in range(meta.num_row_groups))
+    return max(int(meta.num_rows), groups)
 
 
 def iter_parquet(
@@ -139,16 +149,28 @@ def _decoded(
             )
 
 
-def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Table:
+def read_parquet(
+    source: Source, columns: Sequence[str] | None = None, *, name: str = "the Parquet file"
+) -> pa.Table:
     """The whole table of ``source`` (a path or the file's bytes), decoded, once what it
-    decodes to is known to be within `MAX_TABLE_BYTES`.
+    decodes to is known to be within `MAX_TABLE_BYTES`, and its rows (`stated_steps`) within
+    ``TRAJLEDGER_MAX_STEPS`` (a batch's step or episode file, an input's: every whole read;
+    rev46 finding 2: a suite's batch was read whole by eval, whatever the limit); ``name``
+    says which file in that refusal.
 
     Raises:
         BombError: a value, a row or the table over its limit; nothing of it decoded.
+        StepLimitError: more rows than a batch may hold, or a limit that is no number.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
     dense, coded, _caps, listed = _open(source, columns)
     try:
+        if (rows := stated_steps(dense.metadata)) > (limit := max_steps()):
+            raise StepLimitError(
+                f"{name} holds {rows:,} rows, more than the {limit:,} steps a batch may here "
+                "(TRAJLEDGER_MAX_STEPS), refused before reading them: set "
+                "TRAJLEDGER_MAX_STEPS to the rows it holds to read it whole"
+            )
         if listed > MAX_TABLE_BYTES:
             raise BombError(
                 f"its values under lists decode to {listed:,} bytes, over the "

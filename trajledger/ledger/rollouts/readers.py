@@ -51,7 +51,7 @@ from .jsonl import (
 )
 from .minari_io import iter_minari_chunks, minari_root
 from .normalise import normalise_episodes
-from .parquet_read import BombError, iter_parquet, read_parquet
+from .parquet_read import BombError, iter_parquet, read_parquet, stated_steps
 from .problems import ProblemCollector, RolloutValidationError, refusal
 from .reader_process import PROCESS_MIN_BYTES, iter_jsonl_parallel
 from .rows import rows_to_columns
@@ -423,7 +423,7 @@ def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
     container = _container(p)
     if container == "parquet":
         try:
-            table = read_parquet(path)
+            table = read_parquet(path, name=f"episode file {path}")
         except BombError as e:
             raise refusal(path, f"episode file: Parquet file: {e}") from e
         except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
@@ -485,7 +485,7 @@ def _arrow_batches(path: Path, kind: str, batch_rows: int) -> Iterator[pa.Record
         # Streamed (`parquet_read`: strings read as dictionaries first, so a decompression
         # bomb is refused before it is expanded).
         with pq.ParquetFile(path) as pf:
-            rows, arrow = pf.metadata.num_rows, pf.schema_arrow
+            rows, arrow = stated_steps(pf.metadata), pf.schema_arrow
         if rows > (limit := max_steps()):  # (from the footer, before any is read: rec47 2)
             raise StepLimitError(
                 f"{path}: holds {rows:,} steps, more than one batch may ({limit:,}: "
