@@ -36,11 +36,11 @@ written, as an installed package starts), wall time beside the child's CPU time 
    check as before the eleventh round, for their share); medians of ``--repeat``, CPU beside
    wall. The bound is issue 21's: max(0.1 x the train batches' recording, 1 s + 5 ms a batch).
 5. **A sealed holdout's fit** (seal47's, `contamination_matcher.tangents` and `trimmed`; seal48),
-   in this process: at each scale x of ``--sealed-scales``, ``dataset create`` of x times
-   ``--sealed-train`` train batches against a holdout of x times ``--sealed-held`` sealed
-   batches (each batch ``--sealed-episodes`` episodes of ``--sealed-len`` steps of part 1's
-   columns, all of one length: every sealed episode is fitted against every train one, so 10 x
-   is 100 x the pairs), and of the same train batches against the same holdout not sealed
+   in this process: at each scale x of ``--sealed-scales``, ``dataset create`` of x train
+   batches of ``--sealed-train`` episodes against a holdout of x sealed batches of
+   ``--sealed-held`` episodes (episodes of ``--sealed-len`` steps of part 1's columns, all of
+   one length: every sealed episode is fitted against every train one, so 10 x is 100 x the
+   pairs), and of the same train batches against the same holdout not sealed
    (compared by runs of steps, no fit), each in a ledger of its own; interleaved, medians of
    ``--repeat``, CPU beside wall.
 
@@ -311,10 +311,8 @@ encryption_keys = ["keys/x25519/evaluator.pub"]
 def sealed_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Part 5: dataset create of train batches against a sealed holdout and against the same
     holdout not sealed, at each scale; interleaved, medians."""
-    per = args.sealed_episodes * args.sealed_len
     out = []
     for scale in (int(x) for x in args.sealed_scales.split(",")):
-        held_n, train_n = scale * args.sealed_held, scale * args.sealed_train
         ledgers: dict[str, tuple[Any, list[str]]] = {}
         for mode in ("plain", "sealed"):
             ledger, _keys = c.new_ledger(root / f"{mode}-{scale}", f"bench.local/sealed-{scale}")
@@ -323,15 +321,17 @@ def sealed_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
                 (ledger.root / "policy.toml").write_text(
                     SEALED_POLICY.format(vkey=ledger.log.vkey))
                 ledger.set_policy(ledger.root / "policy.toml", keys=["a", "b"])
-            hold = [ledger.record_batch(c.steps_table(per, 700_000 + i, args.sealed_len),
+            hold = [ledger.record_batch(c.steps_table(args.sealed_held * args.sealed_len,
+                                                      700_000 + i, args.sealed_len),
                                         env="bench-env@1", policy="random", key="vendor",
                                         seal=mode == "sealed").digest
-                    for i in range(held_n)]  # fmt: skip
+                    for i in range(scale)]  # fmt: skip
             ledger.create_dataset("holdout", "1", "holdout", hold, key="vendor")
-            batches = [ledger.record_batch(c.steps_table(per, 800_000 + i, args.sealed_len),
+            batches = [ledger.record_batch(c.steps_table(args.sealed_train * args.sealed_len,
+                                                         800_000 + i, args.sealed_len),
                                            env="bench-env@1", policy="random",
                                            key="vendor").digest
-                       for i in range(train_n)]  # fmt: skip
+                       for i in range(scale)]  # fmt: skip
             ledgers[mode] = (ledger, batches)
         times: dict[str, list[tuple[float, float]]] = {"plain": [], "sealed": []}
         for r in range(args.repeat):
@@ -339,7 +339,7 @@ def sealed_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
                 times[mode].append(c.wall_cpu(lambda lg=lg, bs=bs, k=f"{mode}-{r}":
                                               lg.create_dataset(f"t-{k}", "1", "train", bs,
                                                                 key="vendor")))
-        held_eps, train_eps = held_n * args.sealed_episodes, train_n * args.sealed_episodes
+        held_eps, train_eps = scale * args.sealed_held, scale * args.sealed_train
         out.append({"scale": scale, "held": held_eps, "train": train_eps,
                     "pairs": held_eps * train_eps,
                     **{m: c.median_wall_cpu(v) for m, v in times.items()}})
@@ -468,12 +468,11 @@ def main(argv: list[str] | None = None) -> int:
                          "create with the held side's grouped file made again first")
     ap.add_argument("--only-sealed", action="store_true", help="part 5 alone")
     ap.add_argument("--sealed-scales", default="1,10,100")
-    ap.add_argument("--sealed-held", type=int, default=1,
-                    help="part 5: sealed holdout batches at 1x")
-    ap.add_argument("--sealed-train", type=int, default=10, help="part 5: train batches at 1x")
-    ap.add_argument("--sealed-episodes", type=int, default=20,
-                    help="part 5: episodes a batch")
-    ap.add_argument("--sealed-len", type=int, default=50, help="part 5: steps an episode")
+    ap.add_argument("--sealed-held", type=int, default=10,
+                    help="part 5: episodes of a sealed batch (x batches at x)")
+    ap.add_argument("--sealed-train", type=int, default=100,
+                    help="part 5: episodes of a train batch (x batches at x)")
+    ap.add_argument("--sealed-len", type=int, default=200, help="part 5: steps an episode")
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
@@ -483,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         args.chat_episodes = 20
         args.entries, args.repeat = 110, 1  # 110: every kind of filler record (slots 97-99)
         args.holdout_train, args.holdout_scales, args.chat_holdout = 2, "1", 5
-        args.sealed_scales, args.sealed_episodes, args.sealed_len = "1", 2, 20
+        args.sealed_scales, args.sealed_held, args.sealed_train = "1", 2, 4
+        args.sealed_len = 20
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")  # never the user's own

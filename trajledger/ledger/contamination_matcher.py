@@ -265,22 +265,31 @@ class Matcher:
             held = np.stack(vectors)
             tan = tangents(held, Parts.of(parts[cols], n))
             best = tan.argmin(axis=1)
-            for r, row in enumerate(rows):
-                t = float(tan[r, best[r]])
-                if t > FIT_NEAR:
-                    continue
+            least = tan[np.arange(len(rows)), best]
+            for r in np.flatnonzero(least <= FIT_NEAR).tolist():
+                row, t = rows[r], float(least[r])
                 self._fit_count[row] = self._fit_count.get(row, 0) + int((tan[r] <= FIT_NEAR).sum())
                 if row not in self._fit_best or t < self._fit_best[row][0]:
                     self._fit_best[row] = (t, batch, ids[int(cols[best[r]])])
-            # Fitted again without the buckets a changed step moves (`trimmed`).
-            ia, jb = np.nonzero((tan > FIT_NEAR) & (tan <= TRIM_SCREEN))
-            ratio = trimmed(held[ia], parts[cols[jb]])
+            # Fitted again without the buckets a changed step moves (`trimmed`), for the held
+            # episodes whose finding it can still make (`_open`).
+            screened = (tan > FIT_NEAR) & (tan <= TRIM_SCREEN)
+            if not screened.any():
+                continue
+            ia, jb = np.nonzero(screened & self._open(rows)[:, None])
+            ratio = trimmed(held, parts[cols], ia, jb)
             for k in np.flatnonzero(ratio <= TRIM_NEAR).tolist():
                 row, t = rows[int(ia[k])], float(ratio[k])
                 self._trim_count[row] = self._trim_count.get(row, 0) + 1
                 if row not in self._trim_best or t < self._trim_best[row][0]:
                     self._trim_best[row] = (t, float(tan[ia[k], jb[k]]), batch,
                                             ids[int(cols[jb[k]])])
+
+    def _open(self, rows: list[int]) -> npt.NDArray[np.bool_]:
+        """Per held row of ``rows``: whether `trimmed` can still make its finding. Not once it
+        is fitted within `FIT_NEAR`: `_by_sketch` then takes the plain fit, the equal sketch or
+        the near cosine, never the trimmed fit (seal48)."""
+        return np.array([r not in self._fit_best for r in rows], dtype=bool)
 
     def close(self) -> None:
         """Close the grouped files held (`held_windows.Grouped.close`), once matched."""
@@ -787,35 +796,48 @@ def iter_parts(batches: Iterable[pa.RecordBatch | pa.Table], ids: Sequence[str],
                          f"{int(ends[-1]) if len(ends) else 0}: features of another file")
 
 
-def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64]) -> npt.NDArray[
-        np.float64]:
-    """For each pair of a held sketch ``held[k]`` and a train episode's parts ``parts[k]``
-    (`episode_vectors.sketch_parts`, of its length): the least-squares fit of the sketch in the
-    span of the parts, made again `_TRIM_ROUNDS` times without the `TRIM_BUCKETS` buckets the
-    fit before left most of (a copy with a step or two changed differs from the train
-    episode's sketch in those buckets only), and what it leaves there over its observation
-    term (``inf`` where that term is not positive). The parts are scaled to unit length and
-    the normal equations carry a ridge of 1e-10: a part of zeros or one equal to another
-    (CartPole's rewards of 1, its ones) stays solvable."""
-    out = np.full(len(held), np.inf)
-    for lo in range(0, len(held), _TRIM_BLOCK):
-        a = parts[lo : lo + _TRIM_BLOCK].transpose(0, 2, 1)  # (P, 128, 11)
-        norm = np.linalg.norm(a, axis=1)
-        a = a / np.where(norm > 0, norm, 1.0)[:, None, :]
-        at = a.transpose(0, 2, 1)
-        h = np.asarray(held[lo : lo + _TRIM_BLOCK], dtype=np.float64)
-        w = np.ones(h.shape)
-        ridge = np.eye(a.shape[2]) * 1e-10
-        for rounds in range(_TRIM_ROUNDS + 1):
-            c = np.linalg.solve((at * w[:, None, :]) @ a + ridge, (at @ (w * h)[..., None]))
-            left = h - (a @ c)[..., 0]
-            if rounds < _TRIM_ROUNDS:
-                w = np.ones(h.shape)
-                worst = np.argpartition(-np.abs(left), TRIM_BUCKETS - 1, axis=1)[:, :TRIM_BUCKETS]
-                np.put_along_axis(w, worst, 0.0, axis=1)
+def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64],
+            ia: npt.NDArray[np.intp], jb: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+    """For each pair k of a held sketch ``held[ia[k]]`` and a train episode's parts
+    ``parts[jb[k]]`` (`episode_vectors.sketch_parts`, of its length): the least-squares fit of
+    the sketch in the span of the parts, made again `_TRIM_ROUNDS` times without the
+    `TRIM_BUCKETS` buckets the fit before left most of (a copy with a step or two changed
+    differs from the train episode's sketch in those buckets only), and what it leaves there
+    over its observation term (``inf`` where that term is not positive). The parts are scaled
+    to unit length and the normal equations carry a ridge of 1e-10: a part of zeros or one
+    equal to another (CartPole's rewards of 1, its ones) stays solvable.
+
+    Each train episode's scaled parts and their Gram matrix are made once, not once a pair
+    (seal48), and a fit without buckets takes theirs out of that matrix (16 of 128 rows: the
+    normal equations of the weighted fit, as seal47 summed them over the 112 kept)."""
+    out = np.full(len(ia), np.inf)
+    if not len(ia):
+        return out
+    a_all = parts.transpose(0, 2, 1)  # (n, 128, 11)
+    norm = np.linalg.norm(a_all, axis=1)
+    a_all = a_all / np.where(norm > 0, norm, 1.0)[:, None, :]
+    gram = a_all.transpose(0, 2, 1) @ a_all + np.eye(a_all.shape[2]) * 1e-10
+    ones = np.einsum("nki,nki->ni", a_all, a_all)[:, 0]  # the observation part's, 1 or 0
+    h_all = np.asarray(held, dtype=np.float64)
+    for lo in range(0, len(ia), _TRIM_BLOCK):
+        j = jb[lo : lo + _TRIM_BLOCK]
+        a, g, h = a_all[j], gram[j], h_all[ia[lo : lo + _TRIM_BLOCK]]
+        at = np.arange(len(j))[:, None]
+        ath = np.einsum("pki,pk->pi", a, h)
+        c = np.linalg.solve(g, ath[..., None])
+        left = h - np.einsum("pki,pi->pk", a, c[..., 0])
+        for _ in range(_TRIM_ROUNDS):
+            worst = np.argpartition(-np.abs(left), TRIM_BUCKETS - 1, axis=1)[:, :TRIM_BUCKETS]
+            a_s = a[at, worst]  # (P, 16, 11)
+            g_w = g - np.einsum("psi,psj->pij", a_s, a_s)
+            b_w = ath - np.einsum("psi,ps->pi", a_s, h[at, worst])
+            c = np.linalg.solve(g_w, b_w[..., None])
+            left = h - np.einsum("pki,pi->pk", a, c[..., 0])
         alpha = c[:, 0, 0]
-        rest = np.sqrt(np.einsum("pk,pk->p", w, left * left))
-        obs = np.abs(alpha) * np.sqrt(np.einsum("pk,pk->p", w, a[:, :, 0] ** 2))
+        left[at, worst] = 0.0  # what is left in the buckets kept (summed: no cancellation)
+        rest = np.sqrt(np.einsum("pk,pk->p", left, left))
+        kept = ones[j] - np.einsum("pk,pk->p", a_s[:, :, 0], a_s[:, :, 0])
+        obs = np.abs(alpha) * np.sqrt(np.maximum(kept, 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
             out[lo : lo + _TRIM_BLOCK] = np.where((alpha > 0) & (obs > 0), rest / obs, np.inf)
     return out
