@@ -78,6 +78,14 @@ _NEAR_PENDING = 4096
 bytes each; the screen's block of similarities 4 bytes a held episode of `_BLOCK` each)."""
 _PENDING = 1 << 20
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
+_FIT_PENDING = 1024
+"""Train episodes of one length fed before they are fitted (`Matcher._fit_now`: 11 KiB of
+parts each): each block of held sketches is fitted against all of them in one product, not
+in one a record batch (products of a few rows cost their BLAS threads' waits on a loaded
+machine, not their arithmetic: seal48)."""
+_FIT_CELLS = 1 << 21
+"""Pairs fitted at once (`Matcher._fit_now`: the held sketches in blocks of this over the
+train episodes; 16 MiB an array of their tangents)."""
 _PLAIN, _CLOCKS, _STILL = 1, 2, 4  # a train window as recorded, without its clocks, without
 # its standing columns too (copy35): a run none of whose windows is plain had such columns
 # added to the copy (`Finding.added`)
@@ -222,6 +230,8 @@ class Matcher:
         # row -> (trimmed ratio, plain tangent, train episode), the best within `TRIM_NEAR`
         self._trim_best: dict[int, tuple[float, float, str, str]] = {}
         self._trim_count: dict[int, int] = {}
+        # length -> the train episodes fed, not fitted yet: (batch, their ids, their parts)
+        self._fit_pending: dict[int, list[tuple[str, list[str], npt.NDArray[np.float64]]]] = {}
 
     def hold(self, batch: str, chunk: FeatureChunk, *, sealed: bool = False) -> None:
         """Add other-side episodes of ``batch`` (``sealed``: the sketches its record publishes,
@@ -256,34 +266,52 @@ class Matcher:
                    parts: npt.NDArray[np.float64]) -> None:
         """Fit each sealed held sketch in the span of the parts (`episode_vectors.sketch_parts`)
         of the train episodes ``ids`` of ``batch`` of its length (`tangents`); keep
-        the best (the first on a tie) and the count within `FIT_NEAR`."""
+        the best (the first on a tie) and the count within `FIT_NEAR`. Fitted `_FIT_PENDING`
+        train episodes of a length at a time (`_fit_now`; the rest by `findings`)."""
         for n in np.unique(lengths).tolist():
             if n not in self._fit:
                 continue
-            rows, vectors = self._fit[n]
             cols = np.flatnonzero(lengths == n)
-            held = np.stack(vectors)
-            tan = tangents(held, Parts.of(parts[cols], n))
+            pending = self._fit_pending.setdefault(n, [])
+            pending.append((batch, [ids[int(c)] for c in cols], parts[cols]))
+            if sum(len(p[1]) for p in pending) >= _FIT_PENDING:
+                self._fit_now(n)
+
+    def _fit_now(self, n: int) -> None:
+        """Fit the sealed held sketches of ``n`` steps against the train episodes of that
+        length fed since the last call, in the order fed; the held ones in blocks of
+        `_FIT_CELLS` pairs."""
+        pending = self._fit_pending.pop(n, [])
+        if not pending:
+            return
+        names = [(batch, e) for batch, ids, _ in pending for e in ids]
+        parts = np.concatenate([p for _, _, p in pending])
+        fitted = Parts.of(parts, n)
+        rows_all, vectors = self._fit[n]
+        step = max(1, _FIT_CELLS // len(names))
+        for lo in range(0, len(rows_all), step):
+            rows = rows_all[lo : lo + step]
+            held = np.stack(vectors[lo : lo + step])
+            tan = tangents(held, fitted)
             best = tan.argmin(axis=1)
             least = tan[np.arange(len(rows)), best]
             for r in np.flatnonzero(least <= FIT_NEAR).tolist():
                 row, t = rows[r], float(least[r])
                 self._fit_count[row] = self._fit_count.get(row, 0) + int((tan[r] <= FIT_NEAR).sum())
                 if row not in self._fit_best or t < self._fit_best[row][0]:
-                    self._fit_best[row] = (t, batch, ids[int(cols[best[r]])])
+                    self._fit_best[row] = (t, *names[int(best[r])])
             # Fitted again without the buckets a changed step moves (`trimmed`), for the held
             # episodes whose finding it can still make (`_open`).
             screened = (tan > FIT_NEAR) & (tan <= TRIM_SCREEN)
             if not screened.any():
                 continue
             ia, jb = np.nonzero(screened & self._open(rows)[:, None])
-            ratio = trimmed(held, parts[cols], ia, jb)
+            ratio = trimmed(held, parts, ia, jb)
             for k in np.flatnonzero(ratio <= TRIM_NEAR).tolist():
                 row, t = rows[int(ia[k])], float(ratio[k])
                 self._trim_count[row] = self._trim_count.get(row, 0) + 1
                 if row not in self._trim_best or t < self._trim_best[row][0]:
-                    self._trim_best[row] = (t, float(tan[ia[k], jb[k]]), batch,
-                                            ids[int(cols[jb[k]])])
+                    self._trim_best[row] = (t, float(tan[ia[k], jb[k]]), *names[int(jb[k])])
 
     def _open(self, rows: list[int]) -> npt.NDArray[np.bool_]:
         """Per held row of ``rows``: whether `trimmed` can still make its finding. Not once it
@@ -577,6 +605,8 @@ class Matcher:
         self._freeze()
         for modality in list(self._near_pending):
             self._compare(modality)
+        for n in list(self._fit_pending):
+            self._fit_now(n)
         runs = self._runs_of()
         numeric = set(self._near["numeric"][0].tolist()) if "numeric" in self._near else set()
         out: list[Finding] = []

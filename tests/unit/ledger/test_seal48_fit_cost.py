@@ -173,21 +173,29 @@ def matched(matcher: Matcher, held: pa.Table, train: list[pa.Table]) -> list[Any
             for f in matcher.findings()]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32 - 1))
-def test_the_cut_finds_what_seal47s_fit_finds(seed: int) -> None:
-    """Random affine copies (rewards, actions, observations' scale; some with a step changed)
-    among unrelated episodes: the same findings, to the last count and tangent, as seal47's
-    fit pair by pair; an exact finding names the copy made of its held episode."""
-    held, train, copies = corpus(seed)
-    got = matched(Matcher(), held, train)
-    want = matched(Seal47Matcher(), held, train)
+def same(got: list[Any], want: list[Any]) -> None:
+    """The same findings (kinds, episodes, counts, similarities), their fitted tangents and
+    trimmed ratios to rounding: a copy's are float32 rounding, about 5e-8, and move by 1e-8
+    with the order the products sum in (fitted in groups, not a record batch at a time);
+    `FIT_EXACT` and `TRIM_NEAR` are 1e-3."""
     assert [g[:6] for g in got] == [w[:6] for w in want]
     for g, w in zip(got, want, strict=True):
         for x, y in zip(g[6:], w[6:], strict=True):
             assert (x is None) == (y is None)
             if x is not None:
-                assert x == pytest.approx(y, rel=1e-6, abs=1e-12)
+                assert x == pytest.approx(y, rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_the_cut_finds_what_seal47s_fit_finds(seed: int) -> None:
+    """Random affine copies (rewards, actions, observations' scale; some with a step changed)
+    among unrelated episodes: the same findings as seal47's
+    fit pair by pair (`same`); an exact finding names the copy made of its held episode."""
+    held, train, copies = corpus(seed)
+    got = matched(Matcher(), held, train)
+    want = matched(Seal47Matcher(), held, train)
+    same(got, want)
     exact = {g[1]: g[3] for g in got if g[0] == "exact"}
     for h, t in copies.items():
         if h in exact:
@@ -269,3 +277,15 @@ def test_a_held_episode_fitted_already_is_not_fitted_again_without_buckets(
     monkeypatch.setattr(cm, "trimmed", real)
     assert got == matched(Seal47Matcher(), held, [copy, other])
     assert [(g[0], g[3]) for g in got] == [("exact", "t0-0")]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fitted_in_groups_and_blocks_the_same(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Train episodes fitted a few at a time, across record batches and train batches, and the
+    held sketches in small blocks (`_FIT_PENDING`, `_FIT_CELLS` made small): the findings of
+    seal47's fit, which fitted each record batch as it came."""
+    monkeypatch.setattr(cm, "_FIT_PENDING", 5)
+    monkeypatch.setattr(cm, "_FIT_CELLS", 37)
+    held, train, _ = corpus(1000 + seed)
+    got, want = matched(Matcher(), held, train), matched(Seal47Matcher(), held, train)
+    same(got, want)
