@@ -853,16 +853,15 @@ def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64],
         j = jb[lo : lo + _TRIM_BLOCK]
         a, g, h = a_all[j], gram[j], h_all[ia[lo : lo + _TRIM_BLOCK]]
         at = np.arange(len(j))[:, None]
-        ath = np.einsum("pki,pk->pi", a, h)
-        c = np.linalg.solve(g, ath[..., None])
-        left = h - np.einsum("pki,pi->pk", a, c[..., 0])
-        for _ in range(_TRIM_ROUNDS):
+        ath = a.transpose(0, 2, 1) @ h[..., None]  # (P, 11, 1)
+        c = np.linalg.solve(g, ath)
+        left = h - (a @ c)[..., 0]
+        for _ in range(_TRIM_ROUNDS):  # (stacked matmul: einsum of these was 2-5 x slower)
             worst = np.argpartition(-np.abs(left), TRIM_BUCKETS - 1, axis=1)[:, :TRIM_BUCKETS]
             a_s = a[at, worst]  # (P, 16, 11)
-            g_w = g - np.einsum("psi,psj->pij", a_s, a_s)
-            b_w = ath - np.einsum("psi,ps->pi", a_s, h[at, worst])
-            c = np.linalg.solve(g_w, b_w[..., None])
-            left = h - np.einsum("pki,pi->pk", a, c[..., 0])
+            a_st = a_s.transpose(0, 2, 1)
+            c = np.linalg.solve(g - a_st @ a_s, ath - a_st @ h[at, worst][..., None])
+            left = h - (a @ c)[..., 0]
         alpha = c[:, 0, 0]
         left[at, worst] = 0.0  # what is left in the buckets kept (summed: no cancellation)
         rest = np.sqrt(np.einsum("pk,pk->p", left, left))
