@@ -79,10 +79,10 @@ bytes each; the screen's block of similarities 4 bytes a held episode of `_BLOCK
 _PENDING = 1 << 20
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
 _FIT_PENDING = 1024
-"""Train episodes of one length fed before they are fitted (`Matcher._fit_now`: 11 KiB of
-parts each): each block of held sketches is fitted against all of them in one product, not
-in one a record batch (products of a few rows cost their BLAS threads' waits on a loaded
-machine, not their arithmetic: seal48)."""
+"""Train episodes fed before they are fitted (`Matcher._fit_now`: 11 KiB of parts each, 11 MiB
+in all, whatever their lengths): each block of held sketches is fitted against all of them in
+one product, not in one a record batch (products of a few rows cost their BLAS threads' waits
+on a loaded machine, not their arithmetic: seal48)."""
 _FIT_CELLS = 1 << 21
 """Pairs fitted at once (`Matcher._fit_now`: the held sketches in blocks of this over the
 train episodes; 16 MiB an array of their tangents)."""
@@ -172,9 +172,10 @@ class Matcher:
     step windows (32 bytes a window, about 9 windows a step of a numeric episode in its
     `step_windows.ORDERS` and `step_windows.COLUMNS`), never the train side (but the hashes
     and episodes of up to `_PENDING` train windows, 16 bytes each, matched together, and the
-    vectors of up to `_NEAR_PENDING` train episodes, compared together). The comparison is
-    exact (blockwise matrix products, no approximate index), so nothing above a threshold is
-    missed.
+    vectors of up to `_NEAR_PENDING` train episodes, compared together, and the sketches' parts
+    of up to `_FIT_PENDING` train episodes of a sealed held one's length, fitted together). The
+    comparison is exact (blockwise matrix products, no approximate index), so nothing above a
+    threshold is missed.
     """
 
     def __init__(
@@ -266,15 +267,18 @@ class Matcher:
                    parts: npt.NDArray[np.float64]) -> None:
         """Fit each sealed held sketch in the span of the parts (`episode_vectors.sketch_parts`)
         of the train episodes ``ids`` of ``batch`` of its length (`tangents`); keep
-        the best (the first on a tie) and the count within `FIT_NEAR`. Fitted `_FIT_PENDING`
-        train episodes of a length at a time (`_fit_now`; the rest by `findings`)."""
+        the best (the first on a tie) and the count within `FIT_NEAR`. Fitted once
+        `_FIT_PENDING` train episodes wait, of all lengths (`_fit_now`; the rest by
+        `findings`)."""
         for n in np.unique(lengths).tolist():
             if n not in self._fit:
                 continue
             cols = np.flatnonzero(lengths == n)
-            pending = self._fit_pending.setdefault(n, [])
-            pending.append((batch, [ids[int(c)] for c in cols], parts[cols]))
-            if sum(len(p[1]) for p in pending) >= _FIT_PENDING:
+            self._fit_pending.setdefault(n, []).append(
+                (batch, [ids[int(c)] for c in cols], parts[cols]))
+        waiting = sum(len(p[1]) for pending in self._fit_pending.values() for p in pending)
+        if waiting >= _FIT_PENDING:
+            for n in list(self._fit_pending):
                 self._fit_now(n)
 
     def _fit_now(self, n: int) -> None:

@@ -289,3 +289,26 @@ def test_fitted_in_groups_and_blocks_the_same(monkeypatch: pytest.MonkeyPatch, s
     held, train, _ = corpus(1000 + seed)
     got, want = matched(Matcher(), held, train), matched(Seal47Matcher(), held, train)
     same(got, want)
+
+
+def test_the_train_parts_waiting_are_bounded_whatever_their_lengths(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Train episodes of many sealed lengths: at most `_FIT_PENDING` of them wait, in all (11
+    KiB of parts each), not that many of each length."""
+    monkeypatch.setattr(cm, "_FIT_PENDING", 6)
+    rng = np.random.default_rng(3)
+    lengths = [16 + k for k in range(8)]
+    total = sum(lengths)
+    held = table("h", rng.random((total, 4)), rng.random(total), rng.random(total), lengths)
+    m = Matcher()
+    m.hold(HELD, chunk_of(held), sealed=True)
+    most = 0
+    for b in range(6):
+        t = table(f"t{b}-", rng.random((total, 4)), rng.random(total), rng.random(total), lengths)
+        chunk = chunk_of(t)
+        m.feed(f"sha256:{b:064x}", chunk)
+        for ids, lens, parts in iter_parts(t.to_batches(max_chunksize=40), chunk.episode_ids,
+                                           chunk.num_steps, m.fit_lengths(chunk)):
+            m.feed_parts(f"sha256:{b:064x}", ids, lens, parts)
+            most = max(most, sum(len(p[1]) for q in m._fit_pending.values() for p in q))
+    assert 0 < most < 6
