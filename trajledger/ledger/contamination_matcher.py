@@ -841,13 +841,14 @@ def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64],
     to unit length and the normal equations carry a ridge of 1e-10: a part of zeros or one
     equal to another (CartPole's rewards of 1, its ones) stays solvable.
 
-    Each train episode's scaled parts and their Gram matrix are made once, not once a pair
-    (seal48), and a fit without buckets takes theirs out of that matrix (16 of 128 rows: the
+    Each train episode's scaled parts and their Gram matrix are made once (for those of some
+    pair), not once a pair (seal48), and a fit without buckets takes theirs out of that matrix (16 of 128 rows: the
     normal equations of the weighted fit, as seal47 summed them over the 112 kept)."""
     out = np.full(len(ia), np.inf)
     if not len(ia):
         return out
-    a_all = parts.transpose(0, 2, 1)  # (n, 128, 11)
+    used, jb = np.unique(jb, return_inverse=True)  # the train episodes of some pair
+    a_all = parts[used].transpose(0, 2, 1)  # (n, 128, 11)
     norm = np.linalg.norm(a_all, axis=1)
     a_all = a_all / np.where(norm > 0, norm, 1.0)[:, None, :]
     gram = a_all.transpose(0, 2, 1) @ a_all + np.eye(a_all.shape[2]) * 1e-10
