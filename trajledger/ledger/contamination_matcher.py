@@ -842,8 +842,9 @@ def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64],
     equal to another (CartPole's rewards of 1, its ones) stays solvable.
 
     Each train episode's scaled parts and their Gram matrix are made once (for those of some
-    pair), not once a pair (seal48), and a fit without buckets takes theirs out of that matrix (16 of 128 rows: the
-    normal equations of the weighted fit, as seal47 summed them over the 112 kept)."""
+    pair), not once a pair (seal48), and a fit without buckets takes theirs out of that matrix
+    (16 of 128 rows: the normal equations of the weighted fit, as seal47 summed them over the
+    112 kept)."""
     out = np.full(len(ia), np.inf)
     if not len(ia):
         return out
