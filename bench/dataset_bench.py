@@ -35,11 +35,20 @@ written, as an installed package starts), wall time beside the child's CPU time 
    with it but neither the step windows nor the normalised text fingerprints computed (the
    check as before the eleventh round, for their share); medians of ``--repeat``, CPU beside
    wall. The bound is issue 21's: max(0.1 x the train batches' recording, 1 s + 5 ms a batch).
+5. **A sealed holdout's fit** (seal47's, `contamination_matcher.tangents` and `trimmed`; seal48),
+   in this process: at each scale x of ``--sealed-scales``, ``dataset create`` of x train
+   batches of ``--sealed-train`` episodes against a holdout of x sealed batches of
+   ``--sealed-held`` episodes (episodes of ``--sealed-len`` steps of part 1's columns, all of
+   one length: every sealed episode is fitted against every train one, so 10 x is 100 x the
+   pairs), and of the same train batches against the same holdout not sealed
+   (compared by runs of steps, no fit), each in a ledger of its own; interleaved, medians of
+   ``--repeat``, CPU beside wall.
 
 Usage::
 
     python bench/dataset_bench.py [--dir /tmp/datasetbench] [--batches 100,200] [--steps 8400]
         [--entries 100000] [--repeat 3] [--write-doc] [--quick]
+    python bench/dataset_bench.py --only-sealed [--sealed-scales 1,10,100] [--repeat 3]
 
 ``--quick`` (tiny sizes, a temporary directory; one ``record`` process, the ``dataset create``
 calls run in this process) only checks the script runs.
@@ -291,6 +300,70 @@ def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
+SEALED_POLICY = "format = 2\n" + c.POLICY.replace("serial = 1", "serial = 2") + """
+[roles.evaluator]
+keys = ["keys/vendor.pub"]
+encryption_keys = ["keys/x25519/evaluator.pub"]
+"""
+"""The bench policy with an evaluator whose X25519 key sealed batches are encrypted to."""
+
+
+def sealed_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Part 5: dataset create of train batches against a sealed holdout and against the same
+    holdout not sealed, at each scale; interleaved, medians."""
+    out = []
+    for scale in (int(x) for x in args.sealed_scales.split(",")):
+        ledgers: dict[str, tuple[Any, list[str]]] = {}
+        for mode in ("plain", "sealed"):
+            ledger, _keys = c.new_ledger(root / f"{mode}-{scale}", f"bench.local/sealed-{scale}")
+            if mode == "sealed":
+                ledger.keys.create_encryption_key("evaluator", encrypt=False)
+                (ledger.root / "policy.toml").write_text(
+                    SEALED_POLICY.format(vkey=ledger.log.vkey))
+                ledger.set_policy(ledger.root / "policy.toml", keys=["a", "b"])
+            hold = [ledger.record_batch(c.steps_table(args.sealed_held * args.sealed_len,
+                                                      700_000 + i, args.sealed_len),
+                                        env="bench-env@1", policy="random", key="vendor",
+                                        seal=mode == "sealed").digest
+                    for i in range(scale)]  # fmt: skip
+            ledger.create_dataset("holdout", "1", "holdout", hold, key="vendor")
+            batches = [ledger.record_batch(c.steps_table(args.sealed_train * args.sealed_len,
+                                                         800_000 + i, args.sealed_len),
+                                           env="bench-env@1", policy="random",
+                                           key="vendor").digest
+                       for i in range(scale)]  # fmt: skip
+            ledgers[mode] = (ledger, batches)
+        times: dict[str, list[tuple[float, float]]] = {"plain": [], "sealed": []}
+        for r in range(args.repeat):
+            for mode, (lg, bs) in ledgers.items():
+                times[mode].append(c.wall_cpu(lambda lg=lg, bs=bs, k=f"{mode}-{r}":
+                                              lg.create_dataset(f"t-{k}", "1", "train", bs,
+                                                                key="vendor")))
+        held_eps, train_eps = scale * args.sealed_held, scale * args.sealed_train
+        out.append({"scale": scale, "held": held_eps, "train": train_eps,
+                    "pairs": held_eps * train_eps,
+                    **{m: c.median_wall_cpu(v) for m, v in times.items()}})
+        for mode in ledgers:
+            shutil.rmtree(root / f"{mode}-{scale}", ignore_errors=True)
+        print(f"  sealed {scale}x done", file=sys.stderr, flush=True)
+    return out
+
+
+def render_sealed(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    body = []
+    for r in rows:
+        (w0, p0), (w1, p1) = r["plain"], r["sealed"]
+        body.append([f"{r['scale']}x", f"{r['held']:,} / {r['train']:,}", f"{r['pairs']:,}",
+                     f"{w0:.2f} / {p0:.2f}", f"{w1:.2f} / {p1:.2f}",
+                     f"{w1 - w0:.2f} / {p1 - p0:.2f}", f"{p1 / p0:.2f}" if p0 else "-",
+                     f"{(p1 - p0) / r['pairs'] * 1e6:.2f}"])  # fmt: skip
+    return c.table(
+        ["scale", f"held / train episodes ({args.sealed_len} steps)", "pairs fitted",
+         f"dataset create, the holdout not sealed (median of {args.repeat}): s wall / CPU",
+         "the holdout sealed: s wall / CPU", "the fit's share: s wall / CPU", "CPU ratio",
+         "share's CPU-us a pair"], body)  # fmt: skip
+
+
 def render_grouping(rows: list[dict[str, Any]]) -> str:
     """``--grouping``: what the held side's grouped file costs when it is made (hold30)."""
     return c.table(
@@ -393,6 +466,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grouping", action="store_true",
                     help="part 4: also time the holdout's creation and a train set's dataset "
                          "create with the held side's grouped file made again first")
+    ap.add_argument("--only-sealed", action="store_true", help="part 5 alone")
+    ap.add_argument("--sealed-scales", default="1,10,100")
+    ap.add_argument("--sealed-held", type=int, default=10,
+                    help="part 5: episodes of a sealed batch (x batches at x)")
+    ap.add_argument("--sealed-train", type=int, default=100,
+                    help="part 5: episodes of a train batch (x batches at x)")
+    ap.add_argument("--sealed-len", type=int, default=200, help="part 5: steps an episode")
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
@@ -402,9 +482,18 @@ def main(argv: list[str] | None = None) -> int:
         args.chat_episodes = 20
         args.entries, args.repeat = 110, 1  # 110: every kind of filler record (slots 97-99)
         args.holdout_train, args.holdout_scales, args.chat_holdout = 2, "1", 5
+        args.sealed_scales, args.sealed_held, args.sealed_train = "1", 2, 4
+        args.sealed_len = 20
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")  # never the user's own
+    if args.only_sealed:
+        text = render_sealed(sealed_run(args.dir / "sealed", args), args)
+        print(text)
+        if args.write_doc:
+            c.write_section("dataset_bench_sealed", "## Dataset create (issue 21 item 1)", text)
+        shutil.rmtree(args.dir, ignore_errors=True)
+        return 0
     if args.only_holdout:
         rows = holdout_run(args.dir / "holdout", args)
         text = render_holdout(rows, args)
@@ -424,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     large = None if args.skip_large else large_run(args.dir / "large", args)
     text = render(creates, shares, large, args)
     text += "\n\n" + render_holdout(holdout_run(args.dir / "holdout", args), args)
+    text += "\n\n" + render_sealed(sealed_run(args.dir / "sealed", args), args)
     print(text)
     if args.write_doc:
         c.write_section("dataset_bench", "## Dataset create (issue 21 item 1)", text)

@@ -78,6 +78,14 @@ _NEAR_PENDING = 4096
 bytes each; the screen's block of similarities 4 bytes a held episode of `_BLOCK` each)."""
 _PENDING = 1 << 20
 """Train windows fed before they are matched (`Matcher._match`: one pass over the held ones)."""
+_FIT_PENDING = 1024
+"""Train episodes fed before they are fitted (`Matcher._fit_now`: 11 KiB of parts each, 11 MiB
+in all, whatever their lengths): each block of held sketches is fitted against all of them in
+one product, not in one a record batch (products of a few rows cost their BLAS threads' waits
+on a loaded machine, not their arithmetic: seal48)."""
+_FIT_CELLS = 1 << 21
+"""Pairs fitted at once (`Matcher._fit_now`: the held sketches in blocks of this over the
+train episodes; 16 MiB an array of their tangents)."""
 _PLAIN, _CLOCKS, _STILL = 1, 2, 4  # a train window as recorded, without its clocks, without
 # its standing columns too (copy35): a run none of whose windows is plain had such columns
 # added to the copy (`Finding.added`)
@@ -164,9 +172,10 @@ class Matcher:
     step windows (32 bytes a window, about 9 windows a step of a numeric episode in its
     `step_windows.ORDERS` and `step_windows.COLUMNS`), never the train side (but the hashes
     and episodes of up to `_PENDING` train windows, 16 bytes each, matched together, and the
-    vectors of up to `_NEAR_PENDING` train episodes, compared together). The comparison is
-    exact (blockwise matrix products, no approximate index), so nothing above a threshold is
-    missed.
+    vectors of up to `_NEAR_PENDING` train episodes, compared together, and the sketches' parts
+    of up to `_FIT_PENDING` train episodes of a sealed held one's length, fitted together). The
+    comparison is exact (blockwise matrix products, no approximate index), so nothing above a
+    threshold is missed.
     """
 
     def __init__(
@@ -222,6 +231,8 @@ class Matcher:
         # row -> (trimmed ratio, plain tangent, train episode), the best within `TRIM_NEAR`
         self._trim_best: dict[int, tuple[float, float, str, str]] = {}
         self._trim_count: dict[int, int] = {}
+        # length -> the train episodes fed, not fitted yet: (batch, their ids, their parts)
+        self._fit_pending: dict[int, list[tuple[str, list[str], npt.NDArray[np.float64]]]] = {}
 
     def hold(self, batch: str, chunk: FeatureChunk, *, sealed: bool = False) -> None:
         """Add other-side episodes of ``batch`` (``sealed``: the sketches its record publishes,
@@ -256,31 +267,61 @@ class Matcher:
                    parts: npt.NDArray[np.float64]) -> None:
         """Fit each sealed held sketch in the span of the parts (`episode_vectors.sketch_parts`)
         of the train episodes ``ids`` of ``batch`` of its length (`tangents`); keep
-        the best (the first on a tie) and the count within `FIT_NEAR`."""
+        the best (the first on a tie) and the count within `FIT_NEAR`. Fitted once
+        `_FIT_PENDING` train episodes wait, of all lengths (`_fit_now`; the rest by
+        `findings`)."""
         for n in np.unique(lengths).tolist():
             if n not in self._fit:
                 continue
-            rows, vectors = self._fit[n]
             cols = np.flatnonzero(lengths == n)
-            held = np.stack(vectors)
-            tan = tangents(held, Parts.of(parts[cols], n))
+            self._fit_pending.setdefault(n, []).append(
+                (batch, [ids[int(c)] for c in cols], parts[cols]))
+        waiting = sum(len(p[1]) for pending in self._fit_pending.values() for p in pending)
+        if waiting >= _FIT_PENDING:
+            for n in list(self._fit_pending):
+                self._fit_now(n)
+
+    def _fit_now(self, n: int) -> None:
+        """Fit the sealed held sketches of ``n`` steps against the train episodes of that
+        length fed since the last call, in the order fed; the held ones in blocks of
+        `_FIT_CELLS` pairs."""
+        pending = self._fit_pending.pop(n, [])
+        if not pending:
+            return
+        names = [(batch, e) for batch, ids, _ in pending for e in ids]
+        parts = np.concatenate([p for _, _, p in pending])
+        fitted = Parts.of(parts, n)
+        rows_all, vectors = self._fit[n]
+        step = max(1, _FIT_CELLS // len(names))
+        for lo in range(0, len(rows_all), step):
+            rows = rows_all[lo : lo + step]
+            held = np.stack(vectors[lo : lo + step])
+            tan = tangents(held, fitted)
             best = tan.argmin(axis=1)
-            for r, row in enumerate(rows):
-                t = float(tan[r, best[r]])
-                if t > FIT_NEAR:
-                    continue
+            least = tan[np.arange(len(rows)), best]
+            for r in np.flatnonzero(least <= FIT_NEAR).tolist():
+                row, t = rows[r], float(least[r])
                 self._fit_count[row] = self._fit_count.get(row, 0) + int((tan[r] <= FIT_NEAR).sum())
                 if row not in self._fit_best or t < self._fit_best[row][0]:
-                    self._fit_best[row] = (t, batch, ids[int(cols[best[r]])])
-            # Fitted again without the buckets a changed step moves (`trimmed`).
-            ia, jb = np.nonzero((tan > FIT_NEAR) & (tan <= TRIM_SCREEN))
-            ratio = trimmed(held[ia], parts[cols[jb]])
+                    self._fit_best[row] = (t, *names[int(best[r])])
+            # Fitted again without the buckets a changed step moves (`trimmed`), for the held
+            # episodes whose finding it can still make (`_open`).
+            screened = (tan > FIT_NEAR) & (tan <= TRIM_SCREEN)
+            if not screened.any():
+                continue
+            ia, jb = np.nonzero(screened & self._open(rows)[:, None])
+            ratio = trimmed(held, parts, ia, jb)
             for k in np.flatnonzero(ratio <= TRIM_NEAR).tolist():
                 row, t = rows[int(ia[k])], float(ratio[k])
                 self._trim_count[row] = self._trim_count.get(row, 0) + 1
                 if row not in self._trim_best or t < self._trim_best[row][0]:
-                    self._trim_best[row] = (t, float(tan[ia[k], jb[k]]), batch,
-                                            ids[int(cols[jb[k]])])
+                    self._trim_best[row] = (t, float(tan[ia[k], jb[k]]), *names[int(jb[k])])
+
+    def _open(self, rows: list[int]) -> npt.NDArray[np.bool_]:
+        """Per held row of ``rows``: whether `trimmed` can still make its finding. Not once it
+        is fitted within `FIT_NEAR`: `_by_sketch` then takes the plain fit, the equal sketch or
+        the near cosine, never the trimmed fit (seal48)."""
+        return np.array([r not in self._fit_best for r in rows], dtype=bool)
 
     def close(self) -> None:
         """Close the grouped files held (`held_windows.Grouped.close`), once matched."""
@@ -568,6 +609,8 @@ class Matcher:
         self._freeze()
         for modality in list(self._near_pending):
             self._compare(modality)
+        for n in list(self._fit_pending):
+            self._fit_now(n)
         runs = self._runs_of()
         numeric = set(self._near["numeric"][0].tolist()) if "numeric" in self._near else set()
         out: list[Finding] = []
@@ -808,35 +851,49 @@ def iter_parts(batches: Iterable[pa.RecordBatch | pa.Table], ids: Sequence[str],
                          f"{int(ends[-1]) if len(ends) else 0}: features of another file")
 
 
-def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64]) -> npt.NDArray[
-        np.float64]:
-    """For each pair of a held sketch ``held[k]`` and a train episode's parts ``parts[k]``
-    (`episode_vectors.sketch_parts`, of its length): the least-squares fit of the sketch in the
-    span of the parts, made again `_TRIM_ROUNDS` times without the `TRIM_BUCKETS` buckets the
-    fit before left most of (a copy with a step or two changed differs from the train
-    episode's sketch in those buckets only), and what it leaves there over its observation
-    term (``inf`` where that term is not positive). The parts are scaled to unit length and
-    the normal equations carry a ridge of 1e-10: a part of zeros or one equal to another
-    (CartPole's rewards of 1, its ones) stays solvable."""
-    out = np.full(len(held), np.inf)
-    for lo in range(0, len(held), _TRIM_BLOCK):
-        a = parts[lo : lo + _TRIM_BLOCK].transpose(0, 2, 1)  # (P, 128, 11)
-        norm = np.linalg.norm(a, axis=1)
-        a = a / np.where(norm > 0, norm, 1.0)[:, None, :]
-        at = a.transpose(0, 2, 1)
-        h = np.asarray(held[lo : lo + _TRIM_BLOCK], dtype=np.float64)
-        w = np.ones(h.shape)
-        ridge = np.eye(a.shape[2]) * 1e-10
-        for rounds in range(_TRIM_ROUNDS + 1):
-            c = np.linalg.solve((at * w[:, None, :]) @ a + ridge, (at @ (w * h)[..., None]))
+def trimmed(held: npt.NDArray[np.floating], parts: npt.NDArray[np.float64],
+            ia: npt.NDArray[np.intp], jb: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+    """For each pair k of a held sketch ``held[ia[k]]`` and a train episode's parts
+    ``parts[jb[k]]`` (`episode_vectors.sketch_parts`, of its length): the least-squares fit of
+    the sketch in the span of the parts, made again `_TRIM_ROUNDS` times without the
+    `TRIM_BUCKETS` buckets the fit before left most of (a copy with a step or two changed
+    differs from the train episode's sketch in those buckets only), and what it leaves there
+    over its observation term (``inf`` where that term is not positive). The parts are scaled
+    to unit length and the normal equations carry a ridge of 1e-10: a part of zeros or one
+    equal to another (CartPole's rewards of 1, its ones) stays solvable.
+
+    Each train episode's scaled parts and their Gram matrix are made once (for those of some
+    pair), not once a pair (seal48), and a fit without buckets takes theirs out of that matrix
+    (16 of 128 rows: the normal equations of the weighted fit, as seal47 summed them over the
+    112 kept)."""
+    out = np.full(len(ia), np.inf)
+    if not len(ia):
+        return out
+    used, jb = np.unique(jb, return_inverse=True)  # the train episodes of some pair
+    a_all = parts[used].transpose(0, 2, 1)  # (n, 128, 11)
+    norm = np.linalg.norm(a_all, axis=1)
+    a_all = a_all / np.where(norm > 0, norm, 1.0)[:, None, :]
+    gram = a_all.transpose(0, 2, 1) @ a_all + np.eye(a_all.shape[2]) * 1e-10
+    ones = np.einsum("nki,nki->ni", a_all, a_all)[:, 0]  # the observation part's, 1 or 0
+    h_all = np.asarray(held, dtype=np.float64)
+    for lo in range(0, len(ia), _TRIM_BLOCK):
+        j = jb[lo : lo + _TRIM_BLOCK]
+        a, g, h = a_all[j], gram[j], h_all[ia[lo : lo + _TRIM_BLOCK]]
+        at = np.arange(len(j))[:, None]
+        ath = a.transpose(0, 2, 1) @ h[..., None]  # (P, 11, 1)
+        c = np.linalg.solve(g, ath)
+        left = h - (a @ c)[..., 0]
+        for _ in range(_TRIM_ROUNDS):  # (stacked matmul: einsum of these was 2-5 x slower)
+            worst = np.argpartition(-np.abs(left), TRIM_BUCKETS - 1, axis=1)[:, :TRIM_BUCKETS]
+            a_s = a[at, worst]  # (P, 16, 11)
+            a_st = a_s.transpose(0, 2, 1)
+            c = np.linalg.solve(g - a_st @ a_s, ath - a_st @ h[at, worst][..., None])
             left = h - (a @ c)[..., 0]
-            if rounds < _TRIM_ROUNDS:
-                w = np.ones(h.shape)
-                worst = np.argpartition(-np.abs(left), TRIM_BUCKETS - 1, axis=1)[:, :TRIM_BUCKETS]
-                np.put_along_axis(w, worst, 0.0, axis=1)
         alpha = c[:, 0, 0]
-        rest = np.sqrt(np.einsum("pk,pk->p", w, left * left))
-        obs = np.abs(alpha) * np.sqrt(np.einsum("pk,pk->p", w, a[:, :, 0] ** 2))
+        left[at, worst] = 0.0  # what is left in the buckets kept (summed: no cancellation)
+        rest = np.sqrt(np.einsum("pk,pk->p", left, left))
+        kept = ones[j] - np.einsum("pk,pk->p", a_s[:, :, 0], a_s[:, :, 0])
+        obs = np.abs(alpha) * np.sqrt(np.maximum(kept, 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
             out[lo : lo + _TRIM_BLOCK] = np.where((alpha > 0) & (obs > 0), rest / obs, np.inf)
     return out
