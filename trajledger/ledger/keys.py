@@ -155,6 +155,9 @@ class KeyInfo:
     weak: bool = False
     """Encrypted with less key-derivation work than trajledger writes (`weakly_encrypted`):
     ``trajledger key encrypt NAME`` re-encrypts it."""
+    private: bool = True
+    """Its private half is here (a ``.key`` beside the ``.pub``); without it the key verifies
+    and cannot sign (a second machine given the public keys, or a lost key)."""
 
 
 def passphrase_env(name: str) -> str:
@@ -881,5 +884,5 @@ class KeyStore:
             data = _read_or_empty(self.directory / f"{name}.key")
             encrypted = is_encrypted(data)
             out.append(KeyInfo(name, key.algorithm, key.keyid, encrypted, pub,
-                               encrypted and weakly_encrypted(data)))
+                               encrypted and weakly_encrypted(data), bool(data)))
         return out
