@@ -9,9 +9,14 @@ import json
 import re
 from pathlib import Path
 
+import click
 import testkit
 from click.testing import CliRunner
 from test_runner_cli import expect, run
+
+from trajledger.runner.cli import main
+
+ROOT = Path(__file__).parents[2]
 
 
 def test_key_list_does_not_call_a_public_half_alone_a_key_in_the_clear(
@@ -67,3 +72,57 @@ def test_an_export_of_a_damaged_object_names_commands_that_exist(
         codes[" ".join(command)] = ran.exit_code
         assert ran.exit_code != 2, (line, ran.output)
     assert any(blob in run(runner, home, *c.split()).stderr for c in codes), (line, codes)
+
+
+def named_commands(text: str) -> list[tuple[int, str, list[str]]]:
+    """Each ``trajledger GROUP SUB`` or ``trajledger COMMAND --option`` that ``text`` names
+    (line, the command's path, the options after it), up to a quote, a backquote or ``--``."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        for m in re.finditer(r"trajledger ([a-z][a-z-]*)((?: [^'`\"\n]*)?)", line):
+            if m.group(1) not in main.commands:
+                continue  # prose ("trajledger keeps ..."), not a command
+            cmd: click.Command = main.commands[m.group(1)]
+            path, words = [m.group(1)], m.group(2).split()
+            while isinstance(cmd, click.Group) and words and re.fullmatch(r"[a-z][a-z-]*",
+                                                                          words[0]):
+                path.append(words[0])
+                if words[0] not in cmd.commands:
+                    break
+                cmd = cmd.commands[words.pop(0)]
+            opts = [w.split("=")[0].rstrip(",.;:)") for w in words[:words.index("--")
+                                                                    if "--" in words else None]]
+            out.append((n, " ".join(path), [o for o in opts if re.fullmatch(r"--[a-z][a-z0-9-]*",
+                                                                              o)]))
+    return out
+
+
+def unknown(path: str, options: list[str]) -> list[str]:
+    """What of ``trajledger PATH OPTIONS`` the command line does not have."""
+    cmd: click.Command = main
+    for word in path.split():
+        if not isinstance(cmd, click.Group) or word not in cmd.commands:
+            return [f"no command 'trajledger {path}'"]
+        cmd = cmd.commands[word]
+    if isinstance(cmd, click.Group):
+        return []
+    have = {o for p in [*cmd.params, *main.params] for o in [*p.opts, *p.secondary_opts]}
+    return [f"'trajledger {path}' has no {o}" for o in options if o not in have | {"--help"}]
+
+
+def test_every_command_the_docs_and_messages_name_exists() -> None:
+    """An outsider runs what the refusals and the documents say to run, as written: the
+    export refusal above named ``log verify --deep``; docs/SCALE.md names ``trajledger log
+    witness`` for the witnesses' cosignatures (``log cosign`` and ``log add-cosignature``
+    exist; ``log witness`` is ``No such command``). Expected: each ``trajledger GROUP SUB``
+    and each ``--option`` after a command named in the package's messages, the README,
+    keys/README.md and docs/ (but the dated reviews of SECURITY.md and PERFORMANCE.md, which
+    quote what was) is one the command line has."""
+    files = [*sorted((ROOT / "trajledger").rglob("*.py")), ROOT / "README.md",
+             ROOT / "keys" / "README.md",
+             *[p for p in sorted((ROOT / "docs").glob("*.md"))
+               if p.name not in ("SECURITY.md", "PERFORMANCE.md")]]
+    wrong = [f"{f.relative_to(ROOT)}:{n}: {problem}"
+             for f in files for n, path, opts in named_commands(f.read_text())
+             for problem in unknown(path, opts)]
+    assert not wrong, "\n".join(wrong)
