@@ -126,3 +126,67 @@ def test_every_command_the_docs_and_messages_name_exists() -> None:
              for f in files for n, path, opts in named_commands(f.read_text())
              for problem in unknown(path, opts)]
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_filter_on_a_list_column_says_array_has(
+    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """The auditor asks the audit index "which checkpoints used this dataset?" as SQL reads:
+    ``kind = 'checkpoint' AND datasets LIKE '%…%'``. Refused (exit 2, right) with DataFusion's
+    ``There isn't a common type to coerce List(Utf8) and Utf8 in LIKE expression``, naming
+    neither the column nor what to write. Expected: the line names the list columns and
+    ``array_has``, and the filter it shows, with the dataset's digest, answers."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "demo")
+    shown = run(runner, home, "show", "cartpole-train@1", "--json")
+    expect(shown, 0)
+    dataset = json.loads(shown.stdout)["digest"]
+    r = run(runner, home, "query", "artifacts", "--where",
+            f"kind = 'checkpoint' AND datasets LIKE '%{dataset[7:19]}%'")
+    expect(r, 2)
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
+    assert "datasets" in line.split("LIKE expression")[-1] and "array_has(" in line, line
+    told = re.search(r'"(array_has\(datasets, [^"]+)"', line)
+    assert told, line
+    asked = told.group(1).replace("sha256:…", dataset)
+    ok = run(runner, home, "query", "artifacts", "--where", f"kind = 'checkpoint' AND {asked}",
+             "--json")
+    expect(ok, 0)
+    assert [(a["name"], a["version"]) for a in json.loads(ok.stdout)] == [("cartpole-bc", "1")]
+
+
+def test_a_successor_signed_by_too_few_says_which_keys_sign_and_that_one_is_lost(
+    runner: CliRunner, home: Path
+) -> None:
+    """The team lost its only approver's private key: its line says to make a new key under
+    another name "which a new policy names"; the team did (``key new approver2``, ``policy
+    init`` naming it), and ``policy set FILE --key approver2`` said only ``signed by 0 of the
+    current policy's approvers, want 1``: not which keys those are, nor that the one here
+    cannot sign. Expected: the refusal names the approver key of the policy in force and says
+    its private half is not here (restore it); with it back, the command the refusal names
+    records the successor."""
+    expect(run(runner, home, "key", "new", "vendor", "--no-encrypt"), 0)
+    expect(run(runner, home, "key", "new", "approver", "--no-encrypt"), 0)
+    expect(run(runner, home, "policy", "init", "--roles", "producer,approver", "--out",
+               home / "policy.toml"), 0)
+    expect(run(runner, home, "policy", "set", home / "policy.toml", "--key", "approver",
+               "--yes"), 0)
+    expect(run(runner, home, "key", "new", "approver2", "--no-encrypt"), 0)
+    expect(run(runner, home, "policy", "init", "--roles", "producer,approver", "--approver",
+               "approver2", "--out", home / "policy-2.toml"), 0)
+    kept = (home / "keys" / "approver.key").read_bytes()
+    (home / "keys" / "approver.key").unlink()
+    lost = run(runner, home, "policy", "set", home / "policy-2.toml", "--key", "approver2",
+               "--yes")
+    expect(lost, 1)
+    (line,) = [x for x in lost.stderr.splitlines() if x.startswith("FAIL:")]
+    assert "approver: its private half is not here" in line and "backup" in line, line
+    (home / "keys" / "approver.key").write_bytes(kept)
+    (home / "keys" / "approver.key").chmod(0o600)
+    again = run(runner, home, "policy", "set", home / "policy-2.toml", "--key", "approver2",
+                "--yes")
+    expect(again, 1)
+    (line,) = [x for x in again.stderr.splitlines() if x.startswith("FAIL:")]
+    told = re.search(r"'trajledger (policy set FILE [^']+)'", line)
+    assert told, line
+    args = [str(home / "policy-2.toml") if a == "FILE" else a for a in told.group(1).split()]
+    expect(run(runner, home, *args, "--yes"), 0)

@@ -690,7 +690,8 @@ class KeyStore:
                 raise KeyError_(
                     f"key {name}: its private half {path} is missing, but {pub_path} is there: "
                     "restore it from your backup" + ("" if self.label else " (a lost key is "
-                    "replaced by a new key under another name, which a new policy names)")) from e
+                    "replaced by a new key under another name, which a successor policy names, "
+                    "signed by the policy in force's approvers)")) from e
             raise KeyError_(self._other_kind(name, option) or self._unknown(
                 name, path.parent, f"create it with 'trajledger key new {name}{option}'",
                 "no private key in",
