@@ -13,6 +13,7 @@ import click
 import testkit
 from click.testing import CliRunner
 from test_runner_cli import expect, run
+from testkit import Party
 
 from trajledger.runner.cli import main
 
@@ -190,3 +191,57 @@ def test_a_successor_signed_by_too_few_says_which_keys_sign_and_that_one_is_lost
     assert told, line
     args = [str(home / "policy-2.toml") if a == "FILE" else a for a in told.group(1).split()]
     expect(run(runner, home, *args, "--yes"), 0)
+
+
+def steps(path: Path, episode: str) -> Path:
+    path.write_text("".join(json.dumps({
+        "episode_id": episode, "step": t, "obs": [0.01 * t, 0.02, 0.0, 0.0], "action": t % 2,
+        "reward": 1.0, "terminated": t == 2, "truncated": False}) + "\n" for t in range(3)))
+    return path
+
+
+def test_a_dataset_of_your_own_that_takes_an_imported_name_says_so(tmp_path: Path) -> None:
+    """The buyer imports the vendor's ``grid@1``, approves it and trains on it; later it
+    records a dataset of its own and names it ``grid`` version 1 too. An import says so of a
+    clash (``name clash: … '{ref}' names yours``); ``dataset create`` said nothing, and from
+    then on ``grid@1`` (in ``approve``, ``train --dataset``, ``verify`` and the buyer's
+    scripts) named another dataset than the one approved and trained on. Expected: a
+    ``WARNING: name clash`` naming both and the imported one's qualified name, which
+    ``show`` resolves to the vendor's dataset."""
+    vendor, buyer = Party(tmp_path, "vendor"), Party(tmp_path, "buyer")
+    vendor.run("init", "--origin", "vendor.example/log")
+    vendor.run("key", "new", "vendor", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor", "--out",
+               tmp_path / "vendor.toml")
+    vendor.run("policy", "set", tmp_path / "vendor.toml", "--key", "vendor", "--yes")
+    vendor.run("env", "register", "cartpole", "--version", "1", "--gym-id", "CartPole-v1",
+               "--key", "vendor")
+    theirs_batch = vendor.last("record", steps(tmp_path / "v.jsonl", "v"), "--env", "cartpole@1",
+                               "--policy", "random", "--key", "vendor")
+    theirs = vendor.last("dataset", "create", "grid", "--version", "1", "--split", "train",
+                         "--batch", theirs_batch, "--key", "vendor")
+    vendor.run("export", "grid@1", "--out", tmp_path / "grid.tar.zst")
+    buyer.run("init", "--origin", "buyer.example/log")
+    for k in ("bprod", "approver"):
+        buyer.run("key", "new", k, "--no-encrypt")
+    pem = {"vendor": vendor.run("key", "export", "vendor").stdout.strip()}
+    pem |= {k: buyer.run("key", "export", k).stdout.strip() for k in ("bprod", "approver")}
+    (tmp_path / "buyer.toml").write_text(
+        f'name = "buyer"\nserial = 1\n\n[roles.producer]\nkeys = ["""{pem["vendor"]}""", '
+        f'"""{pem["bprod"]}"""]\n\n[roles.approver]\nkeys = ["""{pem["approver"]}"""]\n\n'
+        f'[roles.log]\nvkeys = ["{vendor.vkey()}", "{buyer.vkey()}"]\n')
+    buyer.run("policy", "set", tmp_path / "buyer.toml", "--key", "approver", "--yes")
+    buyer.run("import", tmp_path / "grid.tar.zst", "--key", "approver")
+    buyer.run("approve", "grid@1", "--key", "approver")
+    buyer.run("env", "register", "gridworld", "--version", "1", "--key", "bprod")
+    mine_batch = buyer.last("record", steps(tmp_path / "b.jsonl", "b"), "--env", "gridworld@1",
+                            "--policy", "random", "--key", "bprod")
+    made = buyer.run("dataset", "create", "grid", "--version", "1", "--split", "train",
+                     "--batch", mine_batch, "--key", "bprod")
+    mine = made.stdout.strip().splitlines()[-1]
+    (line,) = [x for x in made.stderr.splitlines() if x.startswith("WARNING: name clash")]
+    assert mine[:19] in line and theirs[:19] in line, line
+    told = re.search(r"refer to the imported one as '([^']+)'", line)
+    assert told, line
+    assert json.loads(buyer.run("show", told.group(1), "--json").stdout)["digest"] == theirs
+    assert json.loads(buyer.run("show", "grid@1", "--json").stdout)["digest"] == mine

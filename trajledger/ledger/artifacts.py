@@ -90,6 +90,26 @@ def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> No
             )
 
 
+def _taken_from(ledger: LedgerHome, kind: str, name: str, version: str, digest: str
+                ) -> tuple[str, ...]:
+    """One line per imported record of ``kind`` ``name@version`` that this ledger's own new
+    record (``digest``) now takes the name of: an import says so of a clash (`updates`), a
+    record made after the import did not, and ``grid@1``, approved and trained on as the
+    vendor's, silently named the buyer's own from then on (out48)."""
+    origins = Origins(ledger)
+    out = []
+    for row in ledger.trust_state().by_name(name, version):
+        theirs = origins.names(row.index) if row.kind == kind and row.subject != digest else []
+        if theirs:
+            out.append(
+                f"name clash: your {kind} {name}@{version} ({digest[:19]}…) takes the name of "
+                f"{kind} {name}@{version} imported from {theirs[0]} ({row.subject[:19]}…, log "
+                f"index {row.index}): '{name}@{version}' names yours from now on (in approve, "
+                f"train, verify and your scripts); refer to the imported one as "
+                f"'{theirs[0]}+{name}@{version}'")
+    return tuple(out)
+
+
 def _still_free(ledger: LedgerHome, kind: str, name: str, version: str,
                 then: Callable[[int], None] | None = None) -> Callable[[int], None]:
     """`_refuse_existing` again, as `record_files`' append check (under the log's lock): two
@@ -981,7 +1001,9 @@ def create_dataset(
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}",
                                 check=_still_free(ledger, "dataset", name, version, check))
-    return DatasetResult(recorded, tuple(batches), checked.duplicates, near, checked.warnings)
+    taken = _taken_from(ledger, "dataset", name, version, recorded.digest)
+    return DatasetResult(recorded, tuple(batches), checked.duplicates, near,
+                         (*taken, *checked.warnings))
 
 
 def batch_files(ledger: LedgerHome, digest: str) -> dict[str, str]:
