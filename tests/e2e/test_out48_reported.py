@@ -200,14 +200,10 @@ def steps(path: Path, episode: str) -> Path:
     return path
 
 
-def test_a_dataset_of_your_own_that_takes_an_imported_name_says_so(tmp_path: Path) -> None:
-    """The buyer imports the vendor's ``grid@1``, approves it and trains on it; later it
-    records a dataset of its own and names it ``grid`` version 1 too. An import says so of a
-    clash (``name clash: … '{ref}' names yours``); ``dataset create`` said nothing, and from
-    then on ``grid@1`` (in ``approve``, ``train --dataset``, ``verify`` and the buyer's
-    scripts) named another dataset than the one approved and trained on. Expected: a
-    ``WARNING: name clash`` naming both and the imported one's qualified name, which
-    ``show`` resolves to the vendor's dataset."""
+def clashing(tmp_path: Path) -> tuple[Party, Party, str, str, str]:
+    """A vendor-only ledger's ``grid@1`` imported by a buyer, approved, then a ``grid@1`` of
+    the buyer's own made: the two parties, the vendor's batch, its dataset and the buyer's
+    ``dataset create`` result's stderr and digest."""
     vendor, buyer = Party(tmp_path, "vendor"), Party(tmp_path, "buyer")
     vendor.run("init", "--origin", "vendor.example/log")
     vendor.run("key", "new", "vendor", "--no-encrypt")
@@ -238,6 +234,18 @@ def test_a_dataset_of_your_own_that_takes_an_imported_name_says_so(tmp_path: Pat
                             "--policy", "random", "--key", "bprod")
     made = buyer.run("dataset", "create", "grid", "--version", "1", "--split", "train",
                      "--batch", mine_batch, "--key", "bprod")
+    return vendor, buyer, theirs_batch, theirs, made
+
+
+def test_a_dataset_of_your_own_that_takes_an_imported_name_says_so(tmp_path: Path) -> None:
+    """The buyer imports the vendor's ``grid@1``, approves it and trains on it; later it
+    records a dataset of its own and names it ``grid`` version 1 too. An import says so of a
+    clash (``name clash: … '{ref}' names yours``); ``dataset create`` said nothing, and from
+    then on ``grid@1`` (in ``approve``, ``train --dataset``, ``verify`` and the buyer's
+    scripts) named another dataset than the one approved and trained on. Expected: a
+    ``WARNING: name clash`` naming both and the imported one's qualified name, which
+    ``show`` resolves to the vendor's dataset."""
+    _vendor, buyer, _batch, theirs, made = clashing(tmp_path)
     mine = made.stdout.strip().splitlines()[-1]
     (line,) = [x for x in made.stderr.splitlines() if x.startswith("WARNING: name clash")]
     assert mine[:19] in line and theirs[:19] in line, line
@@ -245,3 +253,21 @@ def test_a_dataset_of_your_own_that_takes_an_imported_name_says_so(tmp_path: Pat
     assert told, line
     assert json.loads(buyer.run("show", told.group(1), "--json").stdout)["digest"] == theirs
     assert json.loads(buyer.run("show", "grid@1", "--json").stdout)["digest"] == mine
+
+
+def test_a_revocation_names_the_imported_dataset_it_affects_as_verify_finds_it(
+    tmp_path: Path
+) -> None:
+    """After that clash, the vendor revokes its batch and the buyer imports the update:
+    ``WARNING: affected here: dataset grid@1 (sha256:…) is built on`` the revoked batch. The
+    buyer ran ``verify grid@1`` as the line reads: its own dataset, ``OK … checks passed``.
+    Expected: the line names the vendor's dataset so that ``verify`` of that name fails."""
+    vendor, buyer, batch, theirs, _made = clashing(tmp_path)
+    size = vendor.size()
+    vendor.run("revoke", batch, "--reason", "consent withdrawn", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(size), "--out", tmp_path / "updates.tar.zst")
+    update = buyer.run("import", tmp_path / "updates.tar.zst", "--key", "approver")
+    (line,) = [x for x in update.stderr.splitlines() if x.startswith("WARNING: affected here")]
+    named = re.search(r"affected here: dataset (\S+) \(", line)
+    assert named and theirs[:19] in line, line
+    buyer.run("verify", named.group(1), code=1)

@@ -683,6 +683,25 @@ def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | 
     return out
 
 
+def _qualified(ledger: LedgerHome, index: int, kind: str, name: str, version: str,
+               digest: str) -> str:
+    """``NAME@VERSION`` of the record at ``index``, origin-qualified when it was imported and
+    the plain name names another record here (yours wins: `catalog.Catalog.resolve`): a
+    buyer told ``affected here: dataset grid@2 … is built on`` a revoked batch ran ``verify
+    grid@2`` and got its own dataset of that name, passing (out48)."""
+    ref = f"{name}@{version}" if version else name
+    if not version:
+        return ref
+    others = [r for r in ledger.trust_state().by_name(name, version)
+              if r.kind == kind and r.subject != digest]
+    if not others:
+        return ref
+    from .catalog import Origins
+
+    theirs = Origins(ledger).names(index)
+    return f"{theirs[0]}+{ref}" if theirs else ref
+
+
 def label(ledger: LedgerHome, digest: str) -> str:
     """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, ``approval at log index N
     (sha256:…)`` of an approval's envelope, or the digest."""
@@ -699,7 +718,7 @@ def label(ledger: LedgerHome, digest: str) -> str:
         except ProvenanceError:
             break
         n, v = name_version(e.kind, st)
-        return f"{e.kind} {n}{'@' + v if v else ''} ({digest[:19]}…)"
+        return f"{e.kind} {_qualified(ledger, i, e.kind, n, v, digest)} ({digest[:19]}…)"
     # No artifact: an approval's record, named by its envelope (one withdrawn, say)?
     index = (ledger.log.find_envelope(digest) if digest.startswith(DIGEST_PREFIX)
              and HEX64.fullmatch(digest, 7) else None)
