@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 import testkit
 from click.testing import CliRunner
 from test_runner_cli import expect, run
@@ -271,3 +272,50 @@ def test_a_revocation_names_the_imported_dataset_it_affects_as_verify_finds_it(
     named = re.search(r"affected here: dataset (\S+) \(", line)
     assert named and theirs[:19] in line, line
     buyer.run("verify", named.group(1), code=1)
+
+
+def minari_style(root: Path, metadata: dict[str, object]) -> Path:
+    """A dataset laid out as Minari's HDF5 storage (``data/main_data.hdf5``, one group per
+    episode), written by the team's own tooling: ``metadata`` as its ``metadata.json``."""
+    h5py = pytest.importorskip("h5py")
+    pytest.importorskip("minari")
+    data = root / "data"
+    data.mkdir(parents=True)
+    with h5py.File(data / "main_data.hdf5", "w") as f:
+        for ep in range(2):
+            g = f.create_group(f"episode_{ep}")
+            g.attrs["id"], g.attrs["total_steps"] = ep, 3
+            g.create_dataset("observations", data=[[0.1 * t, 0.2] for t in range(4)])
+            g.create_dataset("actions", data=[0, 1, 0])
+            g.create_dataset("rewards", data=[1.0, 1.0, 1.0])
+            g.create_dataset("terminations", data=[False, False, True])
+            g.create_dataset("truncations", data=[False, False, False])
+    (data / "metadata.json").write_text(json.dumps(metadata))
+    return root
+
+
+@pytest.mark.parametrize("spec", [None, '{"id": "NoSuchEnv-v0", "entry_point": "nowhere:Env"}'],
+                         ids=["no-spaces", "spec-of-no-env"])
+def test_a_minari_style_dataset_without_its_spaces_is_refused_saying_so(
+    runner: CliRunner, home: Path, tmp_path: Path, spec: str | None
+) -> None:
+    """The team's own tooling writes its rollouts in Minari's layout, with a
+    ``metadata.json`` that holds no ``observation_space`` and ``action_space`` (only minari's
+    ``DataCollector`` writes them), or an ``env_spec`` of an environment not installed here.
+    ``env register --from-minari`` ended ``BUG: AssertionError:`` (``KeyError:
+    'additional_wrappers'``), exit 4; ``record`` said ``Minari dataset cannot be read:
+    AssertionError()``. Expected: exit 1 for both, naming ``metadata.json`` and what it lacks."""
+    meta: dict[str, object] = {"dataset_id": "team/grid-v0", "total_episodes": 2,
+                               "total_steps": 6, "data_format": "hdf5",
+                               "minari_version": "0.5.4"}
+    if spec is not None:
+        meta["env_spec"] = spec
+    data = minari_style(tmp_path / "grid", meta)
+    expect(run(runner, home, "key", "new", "vendor", "--no-encrypt"), 0)
+    expect(run(runner, home, "env", "register", "plain", "--version", "1", "--key", "vendor"), 0)
+    for args in (("env", "register", "grid", "--version", "1", "--from-minari", data),
+                 ("record", data, "--env", "plain@1", "--policy", "random")):
+        r = run(runner, home, *args, "--key", "vendor")
+        expect(r, 1)
+        assert "metadata.json" in r.stderr and "action_space" in r.stderr, r.stderr
+        assert "AssertionError()" not in r.stderr, r.stderr
