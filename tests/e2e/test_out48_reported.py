@@ -294,8 +294,9 @@ def minari_style(root: Path, metadata: dict[str, object]) -> Path:
     return root
 
 
-@pytest.mark.parametrize("spec", [None, '{"id": "NoSuchEnv-v0", "entry_point": "nowhere:Env"}'],
-                         ids=["no-spaces", "spec-of-no-env"])
+@pytest.mark.parametrize("spec", [
+    None, '{"id": "NoSuchEnv-v0", "entry_point": "nowhere:Env"}', "{not json"],
+    ids=["no-spaces", "spec-of-no-env", "space-not-json"])
 def test_a_minari_style_dataset_without_its_spaces_is_refused_saying_so(
     runner: CliRunner, home: Path, tmp_path: Path, spec: str | None
 ) -> None:
@@ -308,7 +309,9 @@ def test_a_minari_style_dataset_without_its_spaces_is_refused_saying_so(
     meta: dict[str, object] = {"dataset_id": "team/grid-v0", "total_episodes": 2,
                                "total_steps": 6, "data_format": "hdf5",
                                "minari_version": "0.5.4"}
-    if spec is not None:
+    if spec == "{not json":  # spaces written by hand, not by minari's serialize_space
+        meta |= {"observation_space": spec, "action_space": spec}
+    elif spec is not None:
         meta["env_spec"] = spec
     data = minari_style(tmp_path / "grid", meta)
     expect(run(runner, home, "key", "new", "vendor", "--no-encrypt"), 0)

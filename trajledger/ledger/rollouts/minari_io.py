@@ -146,8 +146,9 @@ def _read_storage(storage_cls: Any, root: Path, raw: Mapping[str, Any]) -> Any:
     """``MinariStorage.read(root)``, refusing what minari fails on without a word: a
     ``metadata.json`` (written by other tooling than minari's) with neither its spaces nor an
     ``env_spec`` to make them from is an empty ``AssertionError``, and a spec naming an
-    environment this Gymnasium cannot make a ``KeyError`` or an import error (out48: ``env
-    register --from-minari`` ended as a bug, exit 4; ``record`` said ``AssertionError()``).
+    environment this Gymnasium cannot make a ``KeyError`` or an import error, a space that is
+    not JSON a ``JSONDecodeError`` (out48: ``env register --from-minari`` ended as a bug, exit
+    4; ``record`` said ``AssertionError()``).
 
     Raises:
         RolloutValidationError: it cannot be read so, saying what its metadata lacks.
@@ -161,7 +162,7 @@ def _read_storage(storage_cls: Any, root: Path, raw: Mapping[str, Any]) -> Any:
             f"environment with --gym-id and record the steps as Parquet or JSON lines"))
     try:
         return storage_cls.read(root)
-    except (AssertionError, KeyError, ImportError, AttributeError, TypeError) as e:
+    except (AssertionError, KeyError, ImportError, AttributeError, TypeError, ValueError) as e:
         # minari makes the environment of its env_spec when the spaces are missing
         raise refusal(root, (
             f"{root / 'metadata.json'}: minari cannot read the dataset ({type(e).__name__}: "
