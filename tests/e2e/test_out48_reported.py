@@ -254,6 +254,10 @@ def test_a_dataset_of_your_own_that_takes_an_imported_name_says_so(tmp_path: Pat
     assert told, line
     assert json.loads(buyer.run("show", told.group(1), "--json").stdout)["digest"] == theirs
     assert json.loads(buyer.run("show", "grid@1", "--json").stdout)["digest"] == mine
+    # an environment of the buyer's own under the vendor's environment's name: the same
+    env = buyer.run("env", "register", "cartpole", "--version", "1", "--key", "bprod")
+    (line,) = [x for x in env.stderr.splitlines() if x.startswith("WARNING: name clash")]
+    assert "your environment cartpole@1" in line and "+cartpole@1'" in line, line
 
 
 def test_a_revocation_names_the_imported_dataset_it_affects_as_verify_finds_it(

@@ -72,6 +72,7 @@ __all__ = [
     "register_environment",
     "register_evaluator",
     "resolve_registered",
+    "taken_from",
 ]
 
 GENERATOR = "trajledger"
@@ -90,7 +91,7 @@ def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> No
             )
 
 
-def _taken_from(ledger: LedgerHome, kind: str, name: str, version: str, digest: str
+def taken_from(ledger: LedgerHome, kind: str, name: str, version: str, digest: str
                 ) -> tuple[str, ...]:
     """One line per imported record of ``kind`` ``name@version`` that this ledger's own new
     record (``digest``) now takes the name of: an import says so of a clash (`updates`), a
@@ -104,8 +105,8 @@ def _taken_from(ledger: LedgerHome, kind: str, name: str, version: str, digest: 
             out.append(
                 f"name clash: your {kind} {name}@{version} ({digest[:19]}…) takes the name of "
                 f"{kind} {name}@{version} imported from {theirs[0]} ({row.subject[:19]}…, log "
-                f"index {row.index}): '{name}@{version}' names yours from now on (in approve, "
-                f"train, verify and your scripts); refer to the imported one as "
+                f"index {row.index}): '{name}@{version}' names yours from now on (in every "
+                f"command and your scripts); refer to the imported one as "
                 f"'{theirs[0]}+{name}@{version}'")
     return tuple(out)
 
@@ -1001,7 +1002,7 @@ def create_dataset(
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}",
                                 check=_still_free(ledger, "dataset", name, version, check))
-    taken = _taken_from(ledger, "dataset", name, version, recorded.digest)
+    taken = taken_from(ledger, "dataset", name, version, recorded.digest)
     return DatasetResult(recorded, tuple(batches), checked.duplicates, near,
                          (*taken, *checked.warnings))
 
