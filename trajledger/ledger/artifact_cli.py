@@ -121,7 +121,8 @@ def env_register(
       trajledger env register cartpole --version 1 --gym-id CartPole-v1 --key vendor
       trajledger env register shop --version 2 --file env/ --rules rules.py --key vendor
     """
-    from .artifacts import environment_spaces, taken_from
+    from .artifacts import environment_spaces
+    from .catalog import taken_from
     from .errors import LedgerError
 
     if minari_dir is not None and not minari_dir.exists():  # (as record says: exit 3)
@@ -207,7 +208,7 @@ def evaluator_register(
       trajledger evaluator register judge --version 3 --kind llm-judge --model gpt-4o \\
           --rubric rubric.md --prompt prompt.txt --key vendor
     """
-    from .artifacts import taken_from
+    from .catalog import taken_from
 
     ledger = ctx.ledger()
     rec = ledger.register_evaluator(

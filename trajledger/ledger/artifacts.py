@@ -72,7 +72,6 @@ __all__ = [
     "register_environment",
     "register_evaluator",
     "resolve_registered",
-    "taken_from",
 ]
 
 GENERATOR = "trajledger"
@@ -89,26 +88,6 @@ def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> No
                 f"{kind} {name}@{version}: already recorded as {row.subject} (log index "
                 f"{row.index}); versions are immutable, record a new version"
             )
-
-
-def taken_from(ledger: LedgerHome, kind: str, name: str, version: str, digest: str
-                ) -> tuple[str, ...]:
-    """One line per imported record of ``kind`` ``name@version`` that this ledger's own new
-    record (``digest``) now takes the name of: an import says so of a clash (`updates`), a
-    record made after the import did not, and ``grid@1``, approved and trained on as the
-    vendor's, silently named the buyer's own from then on (out48)."""
-    origins = Origins(ledger)
-    out = []
-    for row in ledger.trust_state().by_name(name, version):
-        theirs = origins.names(row.index) if row.kind == kind and row.subject != digest else []
-        if theirs:
-            out.append(
-                f"name clash: your {kind} {name}@{version} ({digest[:19]}…) takes the name of "
-                f"{kind} {name}@{version} imported from {theirs[0]} ({row.subject[:19]}…, log "
-                f"index {row.index}): '{name}@{version}' names yours from now on (in every "
-                f"command and your scripts); refer to the imported one as "
-                f"'{theirs[0]}+{name}@{version}'")
-    return tuple(out)
 
 
 def _still_free(ledger: LedgerHome, kind: str, name: str, version: str,
@@ -1002,6 +981,8 @@ def create_dataset(
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}",
                                 check=_still_free(ledger, "dataset", name, version, check))
+    from .catalog import taken_from
+
     taken = taken_from(ledger, "dataset", name, version, recorded.digest)
     return DatasetResult(recorded, tuple(batches), checked.duplicates, near,
                          (*taken, *checked.warnings))

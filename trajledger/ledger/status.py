@@ -683,25 +683,6 @@ def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | 
     return out
 
 
-def _qualified(ledger: LedgerHome, index: int, kind: str, name: str, version: str,
-               digest: str) -> str:
-    """``NAME@VERSION`` of the record at ``index``, origin-qualified when it was imported and
-    the plain name names another record here (yours wins: `catalog.Catalog.resolve`): a
-    buyer told ``affected here: dataset grid@2 … is built on`` a revoked batch ran ``verify
-    grid@2`` and got its own dataset of that name, passing (out48)."""
-    ref = f"{name}@{version}" if version else name
-    if not version:
-        return ref
-    others = [r for r in ledger.trust_state().by_name(name, version)
-              if r.kind == kind and r.subject != digest]
-    if not others:
-        return ref
-    from .catalog import Origins
-
-    theirs = Origins(ledger).names(index)
-    return f"{theirs[0]}+{ref}" if theirs else ref
-
-
 def label(ledger: LedgerHome, digest: str) -> str:
     """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, ``approval at log index N
     (sha256:…)`` of an approval's envelope, or the digest."""
@@ -718,7 +699,9 @@ def label(ledger: LedgerHome, digest: str) -> str:
         except ProvenanceError:
             break
         n, v = name_version(e.kind, st)
-        return f"{e.kind} {_qualified(ledger, i, e.kind, n, v, digest)} ({digest[:19]}…)"
+        from .catalog import qualified_name
+
+        return f"{e.kind} {qualified_name(ledger, i, e.kind, n, v, digest)} ({digest[:19]}…)"
     # No artifact: an approval's record, named by its envelope (one withdrawn, say)?
     index = (ledger.log.find_envelope(digest) if digest.startswith(DIGEST_PREFIX)
              and HEX64.fullmatch(digest, 7) else None)
@@ -896,7 +879,9 @@ def record_policy(
     try:
         may_follow(0)  # fail fast; checked again under the log's lock, just before the append
     except PolicyError as e:
-        raise PolicyError(f"{e}{_who_may_sign(ledger, signer_ids)}") from e
+        from .policy_state import who_may_sign
+
+        raise PolicyError(f"{e}{who_may_sign(ledger, signer_ids)}") from e
     for line in pins_it_breaks(ledger, new):  # judged once; the successor recorded all the same
         if on_warning is not None:
             on_warning(line)
@@ -915,41 +900,6 @@ def record_policy(
         list(signers),
         check=may_follow,
     )
-
-
-def _who_may_sign(ledger: LedgerHome, signer_ids: frozenset[str]) -> str:
-    """The end of a successor's refusal for too few signers: the keys in force that may sign,
-    as this ledger's key store holds them. A team that lost its only approver key was told,
-    by the lost key's line, to make a new key "which a new policy names", and then by this
-    refusal only ``signed by 0 of the current policy's approvers, want 1`` (out48)."""
-    from .policy_state import current_policy
-
-    found = current_policy(ledger)
-    if found is None:
-        return ""
-    policy = found[1]
-    role = policy.signing_role()
-    signing = policy.role(role)
-    if len(signer_ids & signing.keyids) >= max(signing.threshold, 1):
-        return ""  # refused for another reason (the serial, a dropped revocation)
-    try:
-        here = [k for k in ledger.keys.list() if k.keyid in signing.keyids]
-    except (LedgerError, ProvenanceError, OSError):
-        return ""
-    usable = [k.name for k in here if k.private]
-    lost = [k.name for k in here if not k.private]
-    line = (f": sign it with the {role} keys of the policy in force, each by its own --key "
-            f"('trajledger policy set FILE --key {' --key '.join(usable)}'); a new key does not "
-            f"count until a successor they sign names it") if usable else (
-        f": the policy in force's {role} keys are the only ones that count, and none of them "
-        f"can sign here")
-    if lost:
-        line += (f"; {', '.join(lost)}: its private half is not here: restore it from your "
-                 f"backup")
-    if not here:
-        line += (f" (this ledger's key store holds none of its {len(signing.keyids)} {role} "
-                 f"key(s): sign where they are)")
-    return line
 
 
 def pins_it_breaks(ledger: LedgerHome, policy: TrustPolicy) -> list[str]:
