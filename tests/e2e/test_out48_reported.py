@@ -326,3 +326,19 @@ def test_a_minari_style_dataset_without_its_spaces_is_refused_saying_so(
         expect(r, 1)
         assert "metadata.json" in r.stderr and "action_space" in r.stderr, r.stderr
         assert "AssertionError()" not in r.stderr, r.stderr
+
+
+def test_import_help_says_what_an_update_bundle_prints(runner: CliRunner, tmp_path: Path) -> None:
+    """``import --help``: "Prints the verification report, then the imported artifact's digest
+    as the last line". The vendor's update bundle (``export --updates-since``) holds no
+    artifact: its last line on stdout is the report's (``    ✓ tree — 3 entries proven
+    included``), which a script reading ``REF=$(trajledger import …)`` took for a reference.
+    Expected: the help says what an update bundle prints."""
+    vendor, buyer, batch, _theirs, _made = clashing(tmp_path)
+    size = vendor.size()
+    vendor.run("revoke", batch, "--reason", "consent withdrawn", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(size), "--out", tmp_path / "updates.tar.zst")
+    update = buyer.run("import", tmp_path / "updates.tar.zst", "--key", "approver")
+    assert not update.stdout.strip().splitlines()[-1].startswith("sha256:"), update.stdout
+    shown = runner.invoke(main, ["import", "--help"])
+    assert "update bundle" in " ".join(shown.stdout.split()), shown.stdout

@@ -444,7 +444,9 @@ def import_(
     verified.
 
     Prints the verification report, then the imported artifact's digest as the last line
-    (with --json, only the report: one JSON document whose subject is that digest).
+    (with --json, only the report: one JSON document whose subject is that digest). An update
+    bundle ('export --updates-since') holds no artifact: the report alone, its subject
+    'bundle'; the OK line on stderr names the size of the vendor's log applied.
 
     \b
     Example:
