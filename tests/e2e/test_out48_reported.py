@@ -342,3 +342,23 @@ def test_import_help_says_what_an_update_bundle_prints(runner: CliRunner, tmp_pa
     assert not update.stdout.strip().splitlines()[-1].startswith("sha256:"), update.stdout
     shown = runner.invoke(main, ["import", "--help"])
     assert "update bundle" in " ".join(shown.stdout.split()), shown.stdout
+
+
+def test_export_help_says_what_an_update_bundle_prints(runner: CliRunner, tmp_path: Path) -> None:
+    """The vendor scripts its weekly update (README: each command that makes something prints
+    its reference alone on stdout): ``export --updates-since 8 --out u.tar.zst`` printed
+    ``9``, no reference, and ``export --help`` said nothing of what it prints. Expected: the
+    help says it (the size of the log the bundle carries: the buyer's next
+    ``--updates-since``)."""
+    vendor = Party(tmp_path, "vendor")
+    vendor.run("init", "--origin", "vendor.example/log")
+    vendor.run("key", "new", "vendor", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor", "--out",
+               tmp_path / "vendor.toml")
+    vendor.run("policy", "set", tmp_path / "vendor.toml", "--key", "vendor", "--yes")
+    vendor.run("env", "register", "cartpole", "--version", "1", "--gym-id", "CartPole-v1",
+               "--key", "vendor")
+    printed = vendor.last("export", "--updates-since", "1", "--out", tmp_path / "u.tar.zst")
+    assert printed == str(vendor.size()), printed
+    shown = " ".join(runner.invoke(main, ["export", "--help"]).stdout.split())
+    assert "prints the size of the log it carries" in shown, shown

@@ -162,6 +162,9 @@ def export(
     erasure, a key compromise); without REF it carries nothing else: a revocation travels
     alone in a few kilobytes.
 
+    Prints REF's digest on stdout; an update bundle without REF prints the size of the log it
+    carries, the buyer's next --updates-since.
+
     \b
     Examples:
       trajledger export cartpole-bc@2 --out cartpole-bc-2.tar.zst
