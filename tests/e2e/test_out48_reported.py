@@ -362,3 +362,46 @@ def test_export_help_says_what_an_update_bundle_prints(runner: CliRunner, tmp_pa
     assert printed == str(vendor.size()), printed
     shown = " ".join(runner.invoke(main, ["export", "--help"]).stdout.split())
     assert "prints the size of the log it carries" in shown, shown
+
+
+def test_impact_tells_apart_an_imported_checkpoint_and_yours_of_one_name(
+    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """The auditor's "which checkpoints used this batch?" on a buyer that trained its own
+    ``cartpole-bc@1`` on the lab's data, then imported the lab's ``cartpole-bc@1`` (the
+    import names the clash):
+    ``2 checkpoint(s) reached: cartpole-bc@1, cartpole-bc@1``, no digest, nothing to tell
+    which is which (``verify cartpole-bc@1`` finds the buyer's). Expected: the imported one
+    by its origin-qualified name, which ``show`` resolves to the lab's checkpoint."""
+    lab = testkit.copy_template(quickstart_template, tmp_path / "lab")
+    expect(run(runner, lab, "export", "cartpole-bc@1", "--out", tmp_path / "ck.tar.zst"), 0)
+    expect(run(runner, lab, "export", "cartpole-train@1", "--out", tmp_path / "data.tar.zst"), 0)
+    theirs = json.loads(run(runner, lab, "show", "cartpole-bc@1", "--json").stdout)["digest"]
+    vkey = json.loads(run(runner, lab, "log", "info", "--json").stdout)["vkey"]
+    buyer = Party(tmp_path, "buyer")
+    buyer.run("init", "--origin", "buyer.example/log")
+    for k in ("b1", "b2", "bt"):
+        buyer.run("key", "new", k, "--no-encrypt")
+    pem = {k: run(runner, lab, "key", "export", k).stdout.strip()
+           for k in ("vendor", "trainer", "approver-a", "approver-b")}
+    pem |= {k: buyer.run("key", "export", k).stdout.strip() for k in ("b1", "b2", "bt")}
+    keys = lambda *names: ", ".join(f'"""{pem[n]}"""' for n in names)  # noqa: E731
+    (tmp_path / "buyer.toml").write_text(
+        f'name = "buyer"\nserial = 1\n[roles.producer]\nkeys = [{keys("vendor")}]\n'
+        f'[roles.approver]\nkeys = [{keys("approver-a", "approver-b", "b1", "b2")}]\n'
+        f'threshold = 2\n'
+        f'[roles.trainer]\nkeys = [{keys("trainer", "bt")}]\n'
+        f'[roles.log]\nvkeys = ["{vkey}", "{buyer.vkey()}"]\n')
+    buyer.run("policy", "set", tmp_path / "buyer.toml", "--key", "b1", "--key", "b2", "--yes")
+    buyer.run("import", tmp_path / "data.tar.zst", "--key", "b1", "--key", "b2")
+    for k in ("b1", "b2"):
+        buyer.run("approve", "cartpole-train@1", "--key", k)
+    mine = buyer.last("train", "--dataset", "cartpole-train@1", "--key", "bt", "--name",
+                      "cartpole-bc", "--version", "1", "--seed", "7")
+    buyer.run("import", tmp_path / "ck.tar.zst", "--key", "b1", "--key", "b2")  # (a clash)
+    r = buyer.run("impact", "cartpole-random")
+    (line,) = [x for x in r.stderr.splitlines() if "checkpoint(s) reached" in x]
+    names = line.split(": ", 1)[1].split(", ")
+    assert len(names) == 2 and len(set(names)) == 2, line
+    digests = {json.loads(buyer.run("show", n, "--json").stdout)["digest"] for n in names}
+    assert digests == {theirs, mine}, (line, digests)

@@ -138,9 +138,14 @@ def impact(
     _emit(render(graph, fmt), out)
     hit = affected(graph)
     if hit:
+        from trajledger.ledger.catalog import qualified_name
+
+        # an imported one whose plain name is yours too by its origin-qualified name (out48)
         click.echo(
             f"{len(hit)} checkpoint(s) reached: "
-            + ", ".join(f"{n.name}@{n.version}" if n.name else n.label for n in hit),
+            + ", ".join(n.label if not n.name else f"{n.name}@{n.version}" if n.index is None
+                        else qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id)
+                        for n in hit),
             err=True,
         )
     released = affected(graph, ("release",))
