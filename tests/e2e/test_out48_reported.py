@@ -405,3 +405,20 @@ def test_impact_tells_apart_an_imported_checkpoint_and_yours_of_one_name(
     assert len(names) == 2 and len(set(names)) == 2, line
     digests = {json.loads(buyer.run("show", n, "--json").stdout)["digest"] for n in names}
     assert digests == {theirs, mine}, (line, digests)
+
+
+def test_the_approver_keys_here_that_cannot_sign_here_are_said_so(
+    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """On the team's second machine (its ledger with only the public halves of the approver
+    keys), ``admit`` of a dataset short of approvals ends ``approve it with 2 more approver
+    keys (…; the policy's approver keys here: approver-a, approver-b …)``; following it,
+    ``approve --key approver-a`` fails for the missing private half. Expected: a key whose
+    private half is not here is named as such."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "demo")
+    (home / "keys" / "approver-b.key").unlink()
+    r = run(runner, home, "admit", "cartpole-unapproved@1")
+    expect(r, 1)
+    line = next(x for x in r.stderr.splitlines() if "approver keys here" in x)
+    assert "approver-a;" not in line and "approver-a," in line, line
+    assert "approver-b (its public half only" in line, line
