@@ -422,3 +422,25 @@ def test_the_approver_keys_here_that_cannot_sign_here_are_said_so(
     line = next(x for x in r.stderr.splitlines() if "approver keys here" in x)
     assert "approver-a;" not in line and "approver-a," in line, line
     assert "approver-b (its public half only" in line, line
+
+
+@pytest.mark.parametrize("command", ["lineage", "impact"])
+def test_lineage_or_impact_of_a_bundle_says_where_its_answer_is(
+    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path,
+    command: str,
+) -> None:
+    """The auditor holding a lab's bundle and nothing else asks the README's questions as
+    written, ``trajledger lineage evidence.tar.zst`` ("what made this checkpoint?") and
+    ``impact``: ``FAIL: .trajledger: no ledger here; run 'trajledger init' or pass --ledger
+    DIR`` (exit 3), and in a ledger ``no artifact has this name``. Expected: a usage error
+    naming where a bundle's answer is, whose ``trajledger verify`` command works as given."""
+    lab = testkit.copy_template(quickstart_template, tmp_path / "lab")
+    bundle = tmp_path / "evidence.tar.zst"
+    expect(run(runner, lab, "export", "cartpole-bc@2", "--out", bundle), 0)
+    for where in (tmp_path / "nowhere", lab):  # no ledger there; the lab's own
+        r = runner.invoke(main, ["--ledger", str(where), command, str(bundle)])
+        expect(r, 2)
+        told = re.search(r"'trajledger (verify \S+ --policy POLICY)", r.stderr)
+        assert told, r.stderr
+    args = [str(lab / "policy.toml") if a == "POLICY" else a for a in told.group(1).split()]
+    expect(runner.invoke(main, args), 0)
