@@ -201,11 +201,9 @@ def steps(path: Path, episode: str) -> Path:
     return path
 
 
-def clashing(tmp_path: Path) -> tuple[Party, Party, str, str, str]:
-    """A vendor-only ledger's ``grid@1`` imported by a buyer, approved, then a ``grid@1`` of
-    the buyer's own made: the two parties, the vendor's batch, its dataset and the buyer's
-    ``dataset create`` result's stderr and digest."""
-    vendor, buyer = Party(tmp_path, "vendor"), Party(tmp_path, "buyer")
+def vendor_only(vendor: Party, tmp_path: Path) -> None:
+    """A vendor-only ledger (docs/third-party.md: a producer key, no approver) with
+    environment ``cartpole@1``."""
     vendor.run("init", "--origin", "vendor.example/log")
     vendor.run("key", "new", "vendor", "--no-encrypt")
     vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor", "--out",
@@ -213,6 +211,14 @@ def clashing(tmp_path: Path) -> tuple[Party, Party, str, str, str]:
     vendor.run("policy", "set", tmp_path / "vendor.toml", "--key", "vendor", "--yes")
     vendor.run("env", "register", "cartpole", "--version", "1", "--gym-id", "CartPole-v1",
                "--key", "vendor")
+
+
+def clashing(tmp_path: Path) -> tuple[Party, Party, str, str, str]:
+    """A vendor-only ledger's ``grid@1`` imported by a buyer, approved, then a ``grid@1`` of
+    the buyer's own made: the two parties, the vendor's batch, its dataset and the buyer's
+    ``dataset create`` result's stderr and digest."""
+    vendor, buyer = Party(tmp_path, "vendor"), Party(tmp_path, "buyer")
+    vendor_only(vendor, tmp_path)
     theirs_batch = vendor.last("record", steps(tmp_path / "v.jsonl", "v"), "--env", "cartpole@1",
                                "--policy", "random", "--key", "vendor")
     theirs = vendor.last("dataset", "create", "grid", "--version", "1", "--split", "train",
@@ -351,13 +357,7 @@ def test_export_help_says_what_an_update_bundle_prints(runner: CliRunner, tmp_pa
     help says it (the size of the log the bundle carries: the buyer's next
     ``--updates-since``)."""
     vendor = Party(tmp_path, "vendor")
-    vendor.run("init", "--origin", "vendor.example/log")
-    vendor.run("key", "new", "vendor", "--no-encrypt")
-    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor", "--out",
-               tmp_path / "vendor.toml")
-    vendor.run("policy", "set", tmp_path / "vendor.toml", "--key", "vendor", "--yes")
-    vendor.run("env", "register", "cartpole", "--version", "1", "--gym-id", "CartPole-v1",
-               "--key", "vendor")
+    vendor_only(vendor, tmp_path)
     printed = vendor.last("export", "--updates-since", "1", "--out", tmp_path / "u.tar.zst")
     assert printed == str(vendor.size()), printed
     shown = " ".join(runner.invoke(main, ["export", "--help"]).stdout.split())
