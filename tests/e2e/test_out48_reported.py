@@ -424,14 +424,14 @@ def test_the_approver_keys_here_that_cannot_sign_here_are_said_so(
     assert "approver-b (its public half only" in line, line
 
 
-@pytest.mark.parametrize("command", ["lineage", "impact"])
+@pytest.mark.parametrize("command", ["lineage", "impact", "show"])
 def test_lineage_or_impact_of_a_bundle_says_where_its_answer_is(
     runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path,
     command: str,
 ) -> None:
     """The auditor holding a lab's bundle and nothing else asks the README's questions as
-    written, ``trajledger lineage evidence.tar.zst`` ("what made this checkpoint?") and
-    ``impact``: ``FAIL: .trajledger: no ledger here; run 'trajledger init' or pass --ledger
+    written, ``trajledger lineage evidence.tar.zst`` ("what made this checkpoint?"),
+    ``impact`` and ``show``: ``FAIL: .trajledger: no ledger here; run 'trajledger init' or pass --ledger
     DIR`` (exit 3), and in a ledger ``no artifact has this name``. Expected: a usage error
     naming where a bundle's answer is, whose ``trajledger verify`` command works as given."""
     lab = testkit.copy_template(quickstart_template, tmp_path / "lab")

@@ -28,6 +28,7 @@ from .clikit import (
     emit_json,
     emit_result,
     is_terminal,
+    not_a_bundle,
     ok,
     pass_ctx,
     progress,
@@ -625,6 +626,7 @@ def show(ctx: Context, ref: str, as_json: bool, content: str | None) -> None:
     """
     from .show import describe, elided
 
+    not_a_bundle(ref, "show")
     info = describe(ctx.ledger(), ref)
     if content is not None:
         _print_carried(ref, info, content)

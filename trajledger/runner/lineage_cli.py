@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import OUT_PATH, Context, ok, pass_ctx, warn
+from trajledger.ledger.clikit import OUT_PATH, Context, not_a_bundle, ok, pass_ctx, warn
 
 __all__ = ["COMMANDS"]
 
@@ -31,29 +31,6 @@ def _a_file(ctx: click.Context, param: click.Parameter, out: Path | None) -> Pat
         raise click.BadParameter(f"{out}: is a directory; give the path of a file in it, such "
                                  f"as --out {out / (ctx.info_name or 'report')}.html", ctx, param)
     return out
-
-
-def _not_a_bundle(ref: str, command: str) -> None:
-    """A bundle file given as REF: ``lineage`` and ``impact`` read a ledger's records, and an
-    auditor holding a bundle alone was told ``no ledger here; run 'trajledger init'`` (or, in
-    a ledger, ``no artifact has this name``), not where a bundle's answer is (out48).
-
-    Raises:
-        click.UsageError: REF is a file named like a bundle.
-    """
-    path = Path(ref)
-    if not (path.name.endswith((".tar.zst", ".zst")) and path.is_file()):
-        return
-    answer = ("a bundle's lineage is its verification report: 'trajledger verify "
-              f"{ref} --policy POLICY' (--json: its nodes and edges; 'python -m "
-              "trajledger.verify' the same, with verify/ alone)" if command == "lineage" else
-              "a bundle answers for its own checkpoint only: its report ('trajledger verify "
-              f"{ref} --policy POLICY --json') lists the batches it was trained on; which "
-              "checkpoints of a lab used a batch is 'impact' on a copy of the lab's ledger "
-              "(docs/AUDIT_FIRST_HOUR.md, steps 4 and 4b)")
-    raise click.UsageError(f"{ref}: a bundle file; '{command}' reads a ledger's records, "
-                           f"by NAME@VERSION or digest: {answer}; or import it into a ledger "
-                           f"('trajledger import {ref} --key APPROVER'), then ask there")
 
 
 _OUT = click.option(
@@ -120,7 +97,7 @@ def lineage(
     from .commands import report_raise
     from .lineage import render
 
-    _not_a_bundle(ref, "lineage")
+    not_a_bundle(ref, "lineage")
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
@@ -156,7 +133,7 @@ def impact(
 
     from .lineage import affected, incomplete, render
 
-    _not_a_bundle(ref, "impact")
+    not_a_bundle(ref, "impact")
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.impact(ref, policy=_policy(ledger, policy_file))
