@@ -431,9 +431,10 @@ def test_lineage_or_impact_of_a_bundle_says_where_its_answer_is(
 ) -> None:
     """The auditor holding a lab's bundle and nothing else asks the README's questions as
     written, ``trajledger lineage evidence.tar.zst`` ("what made this checkpoint?"),
-    ``impact`` and ``show``: ``FAIL: .trajledger: no ledger here; run 'trajledger init' or pass --ledger
-    DIR`` (exit 3), and in a ledger ``no artifact has this name``. Expected: a usage error
-    naming where a bundle's answer is, whose ``trajledger verify`` command works as given."""
+    ``impact`` and ``show``: ``FAIL: .trajledger: no ledger here; run 'trajledger init' or
+    pass --ledger DIR`` (exit 3), and in a ledger ``no artifact has this name``. Expected: a
+    usage error naming where a bundle's answer is, whose ``trajledger verify`` command works
+    as given."""
     lab = testkit.copy_template(quickstart_template, tmp_path / "lab")
     bundle = tmp_path / "evidence.tar.zst"
     expect(run(runner, lab, "export", "cartpole-bc@2", "--out", bundle), 0)
