@@ -1005,13 +1005,19 @@ def test_policy_set_successor_needs_the_current_approvers(runner: CliRunner, wor
     r = run(runner, world.home, "policy", "set", path, "--key", "approver-a", "--yes")
     expect(r, 1)
     assert r.stderr.endswith(
-        "FAIL: policy 'test' serial 2: signed by 1 of the current policy's approvers, want 2\n"
+        "FAIL: policy 'test' serial 2: signed by 1 of the current policy's approvers, want 2: "
+        "sign it with the approver keys of the policy in force, each by its own --key "
+        "('trajledger policy set FILE --key approver-a --key approver-b'); a new key does not "
+        "count until a successor they sign names it\n"  # out48
     )
     r = run(runner, world.home, "policy", "set", path, "--key", "outsider", "--key", "vendor",
             "--yes")
     expect(r, 1)
     assert r.stderr.endswith(
-        "FAIL: policy 'test' serial 2: signed by 0 of the current policy's approvers, want 2\n"
+        "FAIL: policy 'test' serial 2: signed by 0 of the current policy's approvers, want 2: "
+        "sign it with the approver keys of the policy in force, each by its own --key "
+        "('trajledger policy set FILE --key approver-a --key approver-b'); a new key does not "
+        "count until a successor they sign names it\n"
     )
     assert world.ledger.log.size == size
     r = run(runner, world.home, "policy", "set", path, "--key", "approver-a", "--key", "approver-b",

@@ -723,5 +723,6 @@ def test_a_key_missing_one_half_says_which_and_what_to_do(
     expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3,
            f"FAIL: key alice: its private half {keys / 'alice.key'} is missing, but "
            f"{keys / 'alice.pub'} is there: restore it from your backup (a lost key is replaced "
-           "by a new key under another name, which a new policy names)\n")
+           "by a new key under another name, which a successor policy names, signed by the "
+           "policy in force's approvers)\n")
     assert not out.exists()

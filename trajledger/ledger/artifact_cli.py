@@ -28,6 +28,7 @@ from .clikit import (
     emit_json,
     emit_result,
     is_terminal,
+    not_a_bundle,
     ok,
     pass_ctx,
     progress,
@@ -122,6 +123,7 @@ def env_register(
       trajledger env register shop --version 2 --file env/ --rules rules.py --key vendor
     """
     from .artifacts import environment_spaces
+    from .catalog import taken_from
     from .errors import LedgerError
 
     if minari_dir is not None and not minari_dir.exists():  # (as record says: exit 3)
@@ -138,6 +140,8 @@ def env_register(
         rules=rules,
         **spaces,
     )
+    for line in taken_from(ledger, "environment", name, version, rec.digest):
+        warn(line)  # yours under an imported record's name (out48)
     ok(f"environment {name}@{version} {rec.where}")
     emit_result(as_json, rec.digest, recorded_json("environment", rec, name, version))
 
@@ -205,7 +209,10 @@ def evaluator_register(
       trajledger evaluator register judge --version 3 --kind llm-judge --model gpt-4o \\
           --rubric rubric.md --prompt prompt.txt --key vendor
     """
-    rec = ctx.ledger().register_evaluator(
+    from .catalog import taken_from
+
+    ledger = ctx.ledger()
+    rec = ledger.register_evaluator(
         name,
         version,
         kind,
@@ -216,6 +223,8 @@ def evaluator_register(
         files=files,
         calibration=calibration,
     )
+    for line in taken_from(ledger, "evaluator", name, version, rec.digest):
+        warn(line)
     ok(f"evaluator {name}@{version} {rec.where}")
     emit_result(as_json, rec.digest, recorded_json("evaluator", rec, name, version))
 
@@ -617,6 +626,7 @@ def show(ctx: Context, ref: str, as_json: bool, content: str | None) -> None:
     """
     from .show import describe, elided
 
+    not_a_bundle(ref, "show")
     info = describe(ctx.ledger(), ref)
     if content is not None:
         _print_carried(ref, info, content)

@@ -981,7 +981,11 @@ def create_dataset(
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}",
                                 check=_still_free(ledger, "dataset", name, version, check))
-    return DatasetResult(recorded, tuple(batches), checked.duplicates, near, checked.warnings)
+    from .catalog import taken_from
+
+    taken = taken_from(ledger, "dataset", name, version, recorded.digest)
+    return DatasetResult(recorded, tuple(batches), checked.duplicates, near,
+                         (*taken, *checked.warnings))
 
 
 def batch_files(ledger: LedgerHome, digest: str) -> dict[str, str]:

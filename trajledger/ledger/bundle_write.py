@@ -163,7 +163,8 @@ def _check(m: Member, path: Path, got: str, size: int) -> None:
     if (size, got) != (m.size, DIGEST_PREFIX + m.sha256):
         raise DigestMismatchError(
             f"export: object sha256:{m.sha256} in the store is {size} bytes hashing to {got}, "
-            f"want {m.size} bytes (run 'trajledger log verify --deep')",
+            f"want {m.size} bytes; nothing was exported: 'trajledger fsck' names every damaged "
+            f"object, 'trajledger fsck --repair --from BUNDLE|LEDGER' restores them",
             subject=str(path), expected=DIGEST_PREFIX + m.sha256, observed=got,
         )
 

@@ -51,6 +51,8 @@ __all__ = [
     "Origins",
     "RefError",
     "origin_name",
+    "qualified_name",
+    "taken_from",
 ]
 
 _HEX = re.compile(r"[0-9a-f]{6,64}")
@@ -153,6 +155,43 @@ class Origins:
         """The origin-qualified forms of the record at ``index`` (its prefix), one per log it
         came from: ``ORIGIN+KEYHASH``."""
         return sorted(origin_name(v) for v in self.of(index))
+
+
+def taken_from(ledger: LedgerHome, kind: str, name: str, version: str, digest: str
+                ) -> tuple[str, ...]:
+    """One line per imported record of ``kind`` ``name@version`` that this ledger's own new
+    record (``digest``) now takes the name of: an import says so of a clash (`updates`), a
+    record made after the import did not, and ``grid@1``, approved and trained on as the
+    vendor's, silently named the buyer's own from then on (out48)."""
+    origins = Origins(ledger)
+    out = []
+    for row in ledger.trust_state().by_name(name, version):
+        theirs = origins.names(row.index) if row.kind == kind and row.subject != digest else []
+        if theirs:
+            out.append(
+                f"name clash: your {kind} {name}@{version} ({digest[:19]}…) takes the name of "
+                f"{kind} {name}@{version} imported from {theirs[0]} ({row.subject[:19]}…, log "
+                f"index {row.index}): '{name}@{version}' names yours from now on (in every "
+                f"command and your scripts); refer to the imported one as "
+                f"'{theirs[0]}+{name}@{version}'")
+    return tuple(out)
+
+
+def qualified_name(ledger: LedgerHome, index: int, kind: str, name: str, version: str,
+               digest: str) -> str:
+    """``NAME@VERSION`` of the record at ``index``, origin-qualified when it was imported and
+    the plain name names another record here (yours wins: `catalog.Catalog.resolve`): a
+    buyer told ``affected here: dataset grid@2 … is built on`` a revoked batch ran ``verify
+    grid@2`` and got its own dataset of that name, passing (out48)."""
+    ref = f"{name}@{version}" if version else name
+    if not version:
+        return ref
+    others = [r for r in ledger.trust_state().by_name(name, version)
+              if r.kind == kind and r.subject != digest]
+    if not others:
+        return ref
+    theirs = Origins(ledger).names(index)
+    return f"{theirs[0]}+{ref}" if theirs else ref
 
 
 class RefError(LedgerError):

@@ -189,22 +189,27 @@ def key_encrypt(ctx: Context, name: str | None, log_key: bool, x25519_key: bool)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def key_list(ctx: Context, as_json: bool) -> None:
-    """List keys: name, algorithm, keyid, whether the private key is encrypted (signing keys,
-    then X25519 encryption keys).
+    """List keys: name, algorithm, keyid, whether the private key is encrypted, PLAIN (in the
+    clear) or not here at all ('public only': it verifies, it cannot sign), signing keys, then
+    X25519 encryption keys.
 
     \b
     Example:
       trajledger key list --json
     """
     store = ctx.keystore()
-    rows = [(k.name, k.algorithm, k.keyid, k.encrypted, k.weak) for k in store.list()]
-    rows += [(n, "x25519", k.keyid, enc, weak) for n, k, enc, weak in store.encryption_keys()]
+    rows = [(k.name, k.algorithm, k.keyid, k.encrypted, k.weak, k.private) for k in store.list()]
+    folder = store.encryption_directory
+    rows += [(n, "x25519", k.keyid, enc, weak, (folder / f"{n}.key").exists())
+             for n, k, enc, weak in store.encryption_keys()]
     if as_json:
-        emit_json([{"name": n, "algorithm": a, "keyid": i, "encrypted": e, "weak": w}
-                   for n, a, i, e, w in rows])
+        emit_json([{"name": n, "algorithm": a, "keyid": i, "encrypted": e, "weak": w,
+                    "private": p} for n, a, i, e, w, p in rows])
         return
-    for n, a, i, e, w in rows:
-        how = "encrypted" if e else "PLAIN"
+    for n, a, i, e, w, p in rows:
+        # a public half alone is no key in the clear: it verifies here and cannot sign (out48)
+        how = ("encrypted" if e else "PLAIN" if p
+               else "public only (no .key here: it verifies, it cannot sign)")
         if w:
             x = " --x25519" if a == "x25519" else ""
             how += f" (weak key derivation: 'trajledger key encrypt{x} {n}' re-encrypts it)"

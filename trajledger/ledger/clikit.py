@@ -45,6 +45,7 @@ __all__ = [
     "fail",
     "is_terminal",
     "loading",
+    "not_a_bundle",
     "ok",
     "one_line",
     "pass_ctx",
@@ -306,6 +307,30 @@ def style(text: str, **styles: Any) -> str:
 
 PIPED = "not a regular file (a pipe, a device): save the bundle to a file and give that"
 """Why a bundle that is neither a file nor a directory is refused: it is read more than once."""
+
+
+def not_a_bundle(ref: str, command: str) -> None:
+    """A bundle file given as REF: ``lineage``, ``impact`` and ``show`` read a ledger's
+    records, and an auditor holding a bundle alone was told ``no ledger here; run 'trajledger
+    init'`` (or, in a ledger, ``no artifact has this name``), not where a bundle's answer is
+    (out48).
+
+    Raises:
+        click.UsageError: REF is a file named like a bundle.
+    """
+    path = Path(ref)
+    if not (path.name.endswith((".tar.zst", ".zst")) and path.is_file()):
+        return
+    answer = ("a bundle's lineage is its verification report: 'trajledger verify "
+              f"{ref} --policy POLICY' (--json: its nodes and edges; 'python -m "
+              "trajledger.verify' the same, with verify/ alone)" if command != "impact" else
+              "a bundle answers for its own checkpoint only: its report ('trajledger verify "
+              f"{ref} --policy POLICY --json') lists the batches it was trained on; which "
+              "checkpoints of a lab used a batch is 'impact' on a copy of the lab's ledger "
+              "(docs/AUDIT_FIRST_HOUR.md, steps 4 and 4b)")
+    raise click.UsageError(f"{ref}: a bundle file; '{command}' reads a ledger's records, "
+                           f"by NAME@VERSION or digest: {answer}; or import it into a ledger "
+                           f"('trajledger import {ref} --key APPROVER'), then ask there")
 
 
 def bundle_file(path: Path, also: str = "") -> Path:

@@ -162,6 +162,9 @@ def export(
     erasure, a key compromise); without REF it carries nothing else: a revocation travels
     alone in a few kilobytes.
 
+    Prints REF's digest on stdout; an update bundle without REF prints the size of the log it
+    carries, the buyer's next --updates-since.
+
     \b
     Examples:
       trajledger export cartpole-bc@2 --out cartpole-bc-2.tar.zst
@@ -444,7 +447,9 @@ def import_(
     verified.
 
     Prints the verification report, then the imported artifact's digest as the last line
-    (with --json, only the report: one JSON document whose subject is that digest).
+    (with --json, only the report: one JSON document whose subject is that digest). An update
+    bundle ('export --updates-since') holds no artifact: the report alone, its subject
+    'bundle'; the OK line on stderr names the size of the vendor's log applied.
 
     \b
     Example:

@@ -155,6 +155,9 @@ class KeyInfo:
     weak: bool = False
     """Encrypted with less key-derivation work than trajledger writes (`weakly_encrypted`):
     ``trajledger key encrypt NAME`` re-encrypts it."""
+    private: bool = True
+    """Its private half is here (a ``.key`` beside the ``.pub``); without it the key verifies
+    and cannot sign (a second machine given the public keys, or a lost key)."""
 
 
 def passphrase_env(name: str) -> str:
@@ -687,7 +690,8 @@ class KeyStore:
                 raise KeyError_(
                     f"key {name}: its private half {path} is missing, but {pub_path} is there: "
                     "restore it from your backup" + ("" if self.label else " (a lost key is "
-                    "replaced by a new key under another name, which a new policy names)")) from e
+                    "replaced by a new key under another name, which a successor policy names, "
+                    "signed by the policy in force's approvers)")) from e
             raise KeyError_(self._other_kind(name, option) or self._unknown(
                 name, path.parent, f"create it with 'trajledger key new {name}{option}'",
                 "no private key in",
@@ -881,5 +885,5 @@ class KeyStore:
             data = _read_or_empty(self.directory / f"{name}.key")
             encrypted = is_encrypted(data)
             out.append(KeyInfo(name, key.algorithm, key.keyid, encrypted, pub,
-                               encrypted and weakly_encrypted(data)))
+                               encrypted and weakly_encrypted(data), bool(data)))
         return out

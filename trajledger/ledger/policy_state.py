@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.verify.digest import digest_bytes
-from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
 from trajledger.verify.policy import KEY_ROLES, KeyLookup, TrustPolicy, load_policy_file
 from trajledger.verify.policy_history import follow_history
 
@@ -51,6 +51,7 @@ __all__ = [
     "policy_records",
     "policy_toml",
     "read_policy_file",
+    "who_may_sign",
 ]
 
 
@@ -520,3 +521,36 @@ def inline_paths(
         )
     write_file_atomic(file, text.encode("utf-8"), durable=False, output=True)
     return done
+
+
+def who_may_sign(ledger: LedgerHome, signer_ids: frozenset[str]) -> str:
+    """The end of a successor's refusal for too few signers: the keys in force that may sign,
+    as this ledger's key store holds them. A team that lost its only approver key was told,
+    by the lost key's line, to make a new key "which a new policy names", and then by this
+    refusal only ``signed by 0 of the current policy's approvers, want 1`` (out48)."""
+    found = current_policy(ledger)
+    if found is None:
+        return ""
+    policy = found[1]
+    role = policy.signing_role()
+    signing = policy.role(role)
+    if len(signer_ids & signing.keyids) >= max(signing.threshold, 1):
+        return ""  # refused for another reason (the serial, a dropped revocation)
+    try:
+        here = [k for k in ledger.keys.list() if k.keyid in signing.keyids]
+    except (LedgerError, ProvenanceError, OSError):
+        return ""
+    usable = [k.name for k in here if k.private]
+    lost = [k.name for k in here if not k.private]
+    line = (f": sign it with the {role} keys of the policy in force, each by its own --key "
+            f"('trajledger policy set FILE --key {' --key '.join(usable)}'); a new key does not "
+            f"count until a successor they sign names it") if usable else (
+        f": the policy in force's {role} keys are the only ones that count, and none of them "
+        f"can sign here")
+    if lost:
+        line += (f"; {', '.join(lost)}: its private half is not here: restore it from your "
+                 f"backup")
+    if not here:
+        line += (f" (this ledger's key store holds none of its {len(signing.keyids)} {role} "
+                 f"key(s): sign where they are)")
+    return line

@@ -699,7 +699,9 @@ def label(ledger: LedgerHome, digest: str) -> str:
         except ProvenanceError:
             break
         n, v = name_version(e.kind, st)
-        return f"{e.kind} {n}{'@' + v if v else ''} ({digest[:19]}…)"
+        from .catalog import qualified_name
+
+        return f"{e.kind} {qualified_name(ledger, i, e.kind, n, v, digest)} ({digest[:19]}…)"
     # No artifact: an approval's record, named by its envelope (one withdrawn, say)?
     index = (ledger.log.find_envelope(digest) if digest.startswith(DIGEST_PREFIX)
              and HEX64.fullmatch(digest, 7) else None)
@@ -874,7 +876,12 @@ def record_policy(
         else:
             check_successor(current[1], new, signer_ids)
 
-    may_follow(0)  # fail fast; checked again under the log's lock, just before the append
+    try:
+        may_follow(0)  # fail fast; checked again under the log's lock, just before the append
+    except PolicyError as e:
+        from .policy_state import who_may_sign
+
+        raise PolicyError(f"{e}{who_may_sign(ledger, signer_ids)}") from e
     for line in pins_it_breaks(ledger, new):  # judged once; the successor recorded all the same
         if on_warning is not None:
             on_warning(line)

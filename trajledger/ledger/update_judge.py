@@ -122,7 +122,10 @@ def judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntr
                 if (node.kind in ("dataset", "checkpoint") and node.id not in stopped
                         and node.index is not None
                         and not any(a["digest"] == node.id for a in changes.affected)):
-                    changes.affected.append({"digest": node.id, "label": node.label,
+                    # an imported one by the name that finds it here (`status.label`: qualified
+                    # when the plain name is yours), not the one a clash gave to yours (out48)
+                    named = label(ledger, node.id) if origins.of(node.index) else node.label
+                    changes.affected.append({"digest": node.id, "label": named,
                                              "becauseDigest": digest, "because": because})
     finally:
         verifier.close()

@@ -227,7 +227,8 @@ def _approve_hint(ledger: LedgerHome, policy: TrustPolicy, line: str) -> str:
     if found is None:
         return line
     ref, have, need, purpose = found.groups()
-    mine = [k.name for k in ledger.keys.list() if policy.holds("approver", k.keyid)]
+    mine = [k.name + ("" if k.private else " (its public half only: its holder signs)")
+            for k in ledger.keys.list() if policy.holds("approver", k.keyid)]  # (out48)
     more = int(need) - int(have)
     return (f"{line}: approve it with {more if more > 0 else 'another'} more approver key"
             f"{'s' if more > 1 else ''} ('trajledger approve {ref} --key NAME"

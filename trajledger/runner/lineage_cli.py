@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import OUT_PATH, Context, ok, pass_ctx, warn
+from trajledger.ledger.clikit import OUT_PATH, Context, not_a_bundle, ok, pass_ctx, warn
 
 __all__ = ["COMMANDS"]
 
@@ -97,6 +97,7 @@ def lineage(
     from .commands import report_raise
     from .lineage import render
 
+    not_a_bundle(ref, "lineage")
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
@@ -132,15 +133,21 @@ def impact(
 
     from .lineage import affected, incomplete, render
 
+    not_a_bundle(ref, "impact")
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.impact(ref, policy=_policy(ledger, policy_file))
     _emit(render(graph, fmt), out)
     hit = affected(graph)
     if hit:
+        from trajledger.ledger.catalog import qualified_name
+
+        # an imported one whose plain name is yours too by its origin-qualified name (out48)
         click.echo(
             f"{len(hit)} checkpoint(s) reached: "
-            + ", ".join(f"{n.name}@{n.version}" if n.name else n.label for n in hit),
+            + ", ".join(n.label if not n.name else f"{n.name}@{n.version}" if n.index is None
+                        else qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id)
+                        for n in hit),
             err=True,
         )
     released = affected(graph, ("release",))

@@ -207,7 +207,8 @@ def _more_approvers(ledger: LedgerHome, policy: TrustPolicy, ck: str,
     finding 4): which keys here hold the role, and the command giving each."""
     assert policy.release is not None
     more = policy.release.approvals - len({k for _, k in keys})
-    mine = sorted(k.name for k in ledger.keys.list() if policy.holds("approver", k.keyid))
+    mine = sorted(k.name + ("" if k.private else " (its public half only: its holder signs)")
+                  for k in ledger.keys.list() if policy.holds("approver", k.keyid))  # (out48)
     given = "".join(f" --key {name}" for name, _ in keys)
     return (f"sign it with {more if more > 0 else 'another'} more approver key"
             f"{'s' if more > 1 else ''}, each given by its own --key ('trajledger release {ck}"

@@ -214,6 +214,20 @@ def _rows_by(table: pa.Table, key: str) -> dict[Any, list[str]]:
 # The index
 
 
+def _lists(table: Any, message: str) -> str:
+    """What to do when LanceDB refused a filter for comparing a list column with a value (its
+    line names ``List(Utf8)``, not the column): which columns hold lists, and ``array_has``
+    (out48: the auditor's ``datasets LIKE '%…%'`` for "which checkpoints used this dataset?")."""
+    if "List(" not in message:
+        return ""
+    lists = [f.name for f in table.schema if pa.types.is_list(f.type)]
+    if not lists:  # the episodes' only list is `vector`, the near-duplicate features
+        return "; 'vector' holds the near-duplicate features, not a value to filter on"
+    return (f"; {', '.join(lists)} hold lists: a row whose list holds a value is "
+            f"array_has(COLUMN, 'VALUE'), e.g. \"array_has({lists[-1]}, 'sha256:…')\" "
+            f"(docs/audit-index.md)")
+
+
 @contextlib.contextmanager
 def _no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
     yield lambda n: None
@@ -726,7 +740,8 @@ class Index:
                     except (ValueError, RuntimeError) as refused:
                         message = sql_message(refused) + hint
                         break
-            raise QueryError(f"--where {shown or where!r}: {message}") from e
+            raise QueryError(f"--where {shown or where!r}: {message}{_lists(table, message)}"
+                             ) from e
         return result
 
     def query(

@@ -34,7 +34,7 @@ from . import typed_json
 from .chunks import CHUNK_BYTES, ReaderOptions, RolloutChunk
 from .ipc_read import MAX_RATIO, check_ipc
 from .parquet_read import MAX_DECODED_BYTES, MAX_PAGE_BYTES, BombError
-from .problems import refusal
+from .problems import RolloutValidationError, refusal
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, with_columns
 from .space_values import in_space_order, space_column
 from .spaces import SpaceError, space_to_json
@@ -133,13 +133,42 @@ def dataset_spaces(path: Path) -> dict[str, Any]:
         raise refusal(path, f"{path}: not a Minari dataset (no metadata.json)")
     storage_cls = require_minari().dataset.minari_storage.MinariStorage
     raw = storage_cls.read_raw_metadata(root)
-    storage = storage_cls.read(root)
+    storage = _read_storage(storage_cls, root, raw)
     spec = raw.get("env_spec")
     return {
         "observation_space": space_to_json(storage.observation_space),
         "action_space": space_to_json(storage.action_space),
         "env_spec": canonical_numbers(json.loads(spec)) if isinstance(spec, str) else None,
     }
+
+
+def _read_storage(storage_cls: Any, root: Path, raw: Mapping[str, Any]) -> Any:
+    """``MinariStorage.read(root)``, refusing what minari fails on without a word: a
+    ``metadata.json`` (written by other tooling than minari's) with neither its spaces nor an
+    ``env_spec`` to make them from is an empty ``AssertionError``, and a spec naming an
+    environment this Gymnasium cannot make a ``KeyError`` or an import error, a space that is
+    not JSON a ``JSONDecodeError`` (out48: ``env register --from-minari`` ended as a bug, exit
+    4; ``record`` said ``AssertionError()``).
+
+    Raises:
+        RolloutValidationError: it cannot be read so, saying what its metadata lacks.
+    """
+    lacks = [k for k in ("observation_space", "action_space") if not isinstance(raw.get(k), str)]
+    if lacks and not isinstance(raw.get("env_spec"), str):
+        raise refusal(root, (
+            f"{root / 'metadata.json'}: no {' and no '.join(lacks)} (as minari's "
+            f"serialize_space writes them) and no env_spec to make them from: minari cannot "
+            f"read the dataset; write them in (minari's DataCollector does), or register the "
+            f"environment with --gym-id and record the steps as Parquet or JSON lines"))
+    try:
+        return storage_cls.read(root)
+    except (AssertionError, KeyError, ImportError, AttributeError, TypeError, ValueError) as e:
+        # minari makes the environment of its env_spec when the spaces are missing
+        raise refusal(root, (
+            f"{root / 'metadata.json'}: minari cannot read the dataset ({type(e).__name__}: "
+            f"{e}): its env_spec names an environment this Gymnasium cannot make, or its "
+            f"spaces are not minari's serialized form; write observation_space and "
+            f"action_space in")) from e
 
 
 def is_composite(space: Any) -> bool:
@@ -277,7 +306,7 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
     try:
         raw = minari.dataset.minari_storage.MinariStorage.read_raw_metadata(root)
         check_declared_sizes(root, str(raw.get("data_format")))
-        storage = minari.dataset.minari_storage.MinariStorage.read(root)
+        storage = _read_storage(minari.dataset.minari_storage.MinariStorage, root, raw)
         meta: dict[str, Any] | None = _meta_of(raw, storage)
         total = int(storage.total_episodes)
         episodes = storage.get_episodes(range(total))
@@ -294,6 +323,8 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
                 meta, pending, rows, held = None, [], 0, 0
         if pending or meta is not None:
             yield _chunk(pending, obs_space, act_space, opts, meta)
+    except RolloutValidationError:
+        raise  # said already (`_read_storage`)
     except (SpaceError, typed_json.TypedJSONError, _SeedError, BombError) as e:
         raise refusal(subject, f"{root}: {e}") from e
     except (OSError, ValueError, KeyError, AssertionError, OverflowError) as e:
