@@ -180,17 +180,12 @@ class ImportResult:
 class _Recording:
     """Evidence that remembers what a lineage walk asked for."""
 
-    KEEP = 64 << 20
-    """The most bytes of the blobs read that are kept for the writing (`kept`)."""
-
     def __init__(self, inner: LedgerDirEvidence) -> None:
         self.inner = inner
         self.indices: set[int] = set()
         self.read: set[str] = set()
         self.looked_for: set[str] = set()
         self.sizes: dict[str, int] = {}  # of the blobs read or sized: not stat'ed again
-        self.kept: dict[str, bytes] = {}  # the bytes read, up to `KEEP`: not read again
-        self._room = self.KEEP
 
     def checkpoint_note(self) -> bytes:
         return self.inner.checkpoint_note()
@@ -208,16 +203,9 @@ class _Recording:
     def blob(self, digest: str) -> bytes | None:
         data = self.inner.blob(digest)
         if data is not None:
-            self.took(digest, data)
+            self.read.add(digest)
+            self.sizes[digest] = len(data)
         return data
-
-    def took(self, digest: str, data: bytes) -> None:
-        """The blob ``digest`` was read, as ``data`` (by the walk, or by the export itself)."""
-        self.read.add(digest)
-        self.sizes[digest] = len(data)
-        if len(data) <= self._room and digest not in self.kept:
-            self.kept[digest] = data
-            self._room -= len(data)
 
     def has_blob(self, digest: str) -> bool:
         self.looked_for.add(digest)
@@ -372,7 +360,8 @@ def export_bundle(
         envelope = ledger.store.get(rec.envelope, limit=MAX_ENVELOPE_BYTES)
         policies[rec.index] = _policy_bytes(envelope, rec.digest, rec.index)
         indices.add(rec.index)
-        evidence.took(rec.envelope, envelope)
+        evidence.read.add(rec.envelope)
+        evidence.sizes[rec.envelope] = len(envelope)
     if updates_since is None and digest is not None and "import" in published(policy):
         # (upd45) a log publishing its imports carries those that brought the records bundled
         updates_since = min(relay_records(state, set(indices), size), default=None)
@@ -453,9 +442,7 @@ def export_bundle(
     # (7)
     terms = [t for _batch, t in sorted(signed_terms(verifier, report).items())]
     # (8)
-    objects = len(files)
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
-    members += _written_as_read(evidence.kept, files, small)
     # Each object's size as the walk found it (a stat each for the others): one that changed
     # since is refused as it is written, as one that changed after this line always was.
     with _still_stored(ledger, files, size):
@@ -487,7 +474,7 @@ def export_bundle(
         digest=digest,
         size=written,
         entries=tuple(sorted(indices | extension)),
-        objects=objects,
+        objects=len(files),
         omitted=len(omitted),
         checkpoint_size=size,
         report=report,
@@ -496,27 +483,6 @@ def export_bundle(
         extension=len(extension),
         handovers_dropped=dropped,
     )
-
-
-def _written_as_read(kept: Mapping[str, bytes], files: dict[str, Path],
-                     small: dict[str, bytes]) -> list[Member]:
-    """Move each object of ``files`` whose bytes the export read (``kept``: the walk's
-    envelopes and manifests, the policies' records) into ``small``, so that the writer takes
-    those bytes instead of opening and reading the file again (2,004 files of the bench's
-    lineage: 20 ms of the writing's main thread, exp48); returns their members.
-
-    Only bytes that hash to the object's name move: the writer checks none of ``small``. An
-    object whose bytes do not is left in ``files``, where the writer reads it again and
-    refuses it as it always did (`bundle_write`); the bundle is the same bytes either way.
-    """
-    out = []
-    for name in [n for n in files if f"sha256:{n[15:]}" in kept]:
-        data = kept[f"sha256:{name[15:]}"]
-        if hashlib.sha256(data).hexdigest() == name[15:]:
-            small[name] = data
-            del files[name]
-            out.append(Member(name, len(data), name[15:]))
-    return out
 
 
 @contextlib.contextmanager
