@@ -26,6 +26,7 @@ from .clikit import (
     bundle_file,
     emit_json,
     emit_result,
+    loading,
     ok,
     pass_ctx,
     visible,
@@ -172,8 +173,9 @@ def export(
       trajledger export cartpole-train@3 --updates-since 6 --out cartpole-train-3.tar.zst
       trajledger export cartpole-random --format parquet --out cartpole-random/
     """
-    from .exchange import export_bundle
-    from .remote import is_uri, upload
+    with loading():
+        from .exchange import export_bundle
+        from .remote import is_uri, upload
 
     if ref is None and (fmt != "bundle" or updates_since is None):
         raise click.UsageError("name what to export (REF), or give --updates-since SIZE for an "
@@ -214,18 +216,22 @@ def export(
         return
     if not is_uri(out) and Path(out).is_dir():
         raise click.UsageError(f"--out {out}: is a directory; an evidence bundle is a file")
-    ledger = ctx.ledger()
     with tempfile.TemporaryDirectory(prefix="trajledger-export-") as tmp:
         local = Path(tmp) / "bundle.tar.zst" if is_uri(out) else Path(out)
-        result = export_bundle(
-            ledger,
-            ref,
-            local,
-            data=not no_data,
-            policy=_policy(ledger, policy_file),
-            consistency_from=consistency_from,
-            updates_since=updates_since,
-        )
+        # (exp48) what the walk makes (records, the report) lives until the bundle is written:
+        # collections meanwhile only walk it again (0.05 to 0.06 CPU-s of the main thread, the
+        # export's critical path, on the bench's lineage)
+        with loading():
+            ledger = ctx.ledger()
+            result = export_bundle(
+                ledger,
+                ref,
+                local,
+                data=not no_data,
+                policy=_policy(ledger, policy_file),
+                consistency_from=consistency_from,
+                updates_since=updates_since,
+            )
         if is_uri(out):
             upload(local, out)
     carried = [line for line in result.report.failures() if " > revoked: " in line]
