@@ -123,13 +123,14 @@ def env_register(
       trajledger env register shop --version 2 --file env/ --rules rules.py --key vendor
     """
     from .artifacts import environment_spaces
-    from .catalog import taken_from
+    from .catalog import imported_under, taken_from
     from .errors import LedgerError
 
     if minari_dir is not None and not minari_dir.exists():  # (as record says: exit 3)
         raise LedgerError(f"{minari_dir}: no such file or directory")
     ledger = ctx.ledger()
     spaces = environment_spaces(gymnasium_id=gym_id, minari_dir=minari_dir)
+    imported = imported_under(ledger, "environment", name, version)  # (read before recording)
     rec = ledger.register_environment(
         name,
         version,
@@ -140,7 +141,7 @@ def env_register(
         rules=rules,
         **spaces,
     )
-    for line in taken_from(ledger, "environment", name, version, rec.digest):
+    for line in taken_from("environment", name, version, rec.digest, imported):
         warn(line)  # yours under an imported record's name (out48)
     ok(f"environment {name}@{version} {rec.where}")
     emit_result(as_json, rec.digest, recorded_json("environment", rec, name, version))
@@ -209,9 +210,10 @@ def evaluator_register(
       trajledger evaluator register judge --version 3 --kind llm-judge --model gpt-4o \\
           --rubric rubric.md --prompt prompt.txt --key vendor
     """
-    from .catalog import taken_from
+    from .catalog import imported_under, taken_from
 
     ledger = ctx.ledger()
+    imported = imported_under(ledger, "evaluator", name, version)  # (read before recording)
     rec = ledger.register_evaluator(
         name,
         version,
@@ -223,7 +225,7 @@ def evaluator_register(
         files=files,
         calibration=calibration,
     )
-    for line in taken_from(ledger, "evaluator", name, version, rec.digest):
+    for line in taken_from("evaluator", name, version, rec.digest, imported):
         warn(line)
     ok(f"evaluator {name}@{version} {rec.where}")
     emit_result(as_json, rec.digest, recorded_json("evaluator", rec, name, version))

@@ -969,6 +969,9 @@ def create_dataset(
 
         raise PolicyError(refused + held_notes(ledger, split, {f.other_batch for f in findings}))
     near = tuple(str(f) for f in findings if f.kind != "exact")
+    from .catalog import imported_under, taken_from
+
+    imported = imported_under(ledger, "dataset", name, version)  # (read before recording)
     # (5)
     with temp_dir(ledger.scratch) as tmp:
         found = _descriptor(
@@ -981,9 +984,7 @@ def create_dataset(
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}",
                                 check=_still_free(ledger, "dataset", name, version, check))
-    from .catalog import taken_from
-
-    taken = taken_from(ledger, "dataset", name, version, recorded.digest)
+    taken = taken_from("dataset", name, version, recorded.digest, imported)
     return DatasetResult(recorded, tuple(batches), checked.duplicates, near,
                          (*taken, *checked.warnings))
 

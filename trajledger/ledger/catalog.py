@@ -42,6 +42,7 @@ from .suggestions import did_you_mean, suggest
 if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_index import NameRow
+    from .trust_state import TrustState
 
 __all__ = [
     "ORIGIN_SEPARATOR",
@@ -50,6 +51,7 @@ __all__ = [
     "CatalogMismatchError",
     "Origins",
     "RefError",
+    "imported_under",
     "origin_name",
     "qualified_name",
     "taken_from",
@@ -157,28 +159,33 @@ class Origins:
         return sorted(origin_name(v) for v in self.of(index))
 
 
-def taken_from(ledger: LedgerHome, kind: str, name: str, version: str, digest: str
-                ) -> tuple[str, ...]:
-    """One line per imported record of ``kind`` ``name@version`` that this ledger's own new
+def imported_under(ledger: LedgerHome, kind: str, name: str, version: str
+                   ) -> tuple[tuple[str, str, int], ...]:
+    """(origin, digest, log index) of each imported record of ``kind`` ``name@version`` here:
+    read before a record of this ledger's own takes that name (`taken_from` says so after),
+    so that a failing read fails the command before anything is recorded."""
+    origins = Origins(ledger)
+    return tuple((theirs[0], row.subject, row.index)
+                 for row in ledger.trust_state().by_name(name, version)
+                 if row.kind == kind and (theirs := origins.names(row.index)))
+
+
+def taken_from(kind: str, name: str, version: str, digest: str,
+               imported: tuple[tuple[str, str, int], ...]) -> tuple[str, ...]:
+    """One line per imported record (`imported_under`, read before) that this ledger's own new
     record (``digest``) now takes the name of: an import says so of a clash (`updates`), a
     record made after the import did not, and ``grid@1``, approved and trained on as the
     vendor's, silently named the buyer's own from then on (out48)."""
-    origins = Origins(ledger)
-    out = []
-    for row in ledger.trust_state().by_name(name, version):
-        theirs = origins.names(row.index) if row.kind == kind and row.subject != digest else []
-        if theirs:
-            out.append(
-                f"name clash: your {kind} {name}@{version} ({digest[:19]}…) takes the name of "
-                f"{kind} {name}@{version} imported from {theirs[0]} ({row.subject[:19]}…, log "
-                f"index {row.index}): '{name}@{version}' names yours from now on (in every "
-                f"command and your scripts); refer to the imported one as "
-                f"'{theirs[0]}+{name}@{version}'")
-    return tuple(out)
+    return tuple(
+        f"name clash: your {kind} {name}@{version} ({digest[:19]}…) takes the name of "
+        f"{kind} {name}@{version} imported from {origin} ({subject[:19]}…, log "
+        f"index {index}): '{name}@{version}' names yours from now on (in every "
+        f"command and your scripts); refer to the imported one as "
+        f"'{origin}+{name}@{version}'" for origin, subject, index in imported if subject != digest)
 
 
 def qualified_name(ledger: LedgerHome, index: int, kind: str, name: str, version: str,
-               digest: str) -> str:
+                   digest: str, state: TrustState | None = None) -> str:
     """``NAME@VERSION`` of the record at ``index``, origin-qualified when it was imported and
     the plain name names another record here (yours wins: `catalog.Catalog.resolve`): a
     buyer told ``affected here: dataset grid@2 … is built on`` a revoked batch ran ``verify
@@ -186,8 +193,8 @@ def qualified_name(ledger: LedgerHome, index: int, kind: str, name: str, version
     ref = f"{name}@{version}" if version else name
     if not version:
         return ref
-    others = [r for r in ledger.trust_state().by_name(name, version)
-              if r.kind == kind and r.subject != digest]
+    state = ledger.trust_state() if state is None else state  # (the caller's, synced: once)
+    others = [r for r in state.by_name(name, version) if r.kind == kind and r.subject != digest]
     if not others:
         return ref
     theirs = Origins(ledger).names(index)

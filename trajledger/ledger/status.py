@@ -701,7 +701,7 @@ def label(ledger: LedgerHome, digest: str) -> str:
         n, v = name_version(e.kind, st)
         from .catalog import qualified_name
 
-        return f"{e.kind} {qualified_name(ledger, i, e.kind, n, v, digest)} ({digest[:19]}…)"
+        return f"{e.kind} {qualified_name(ledger, i, e.kind, n, v, digest, state)} ({digest[:19]}…)"
     # No artifact: an approval's record, named by its envelope (one withdrawn, say)?
     index = (ledger.log.find_envelope(digest) if digest.startswith(DIGEST_PREFIX)
              and HEX64.fullmatch(digest, 7) else None)

@@ -13,6 +13,7 @@ Non-scope: choosing what to take in, logging it (``updates``); key compromises
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Set
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from trajledger.verify.errors import ProvenanceError
@@ -23,7 +24,7 @@ from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.predicates import Erasure, Revocation
 
-from .catalog import Origins
+from .catalog import Origins, qualified_name
 from .errors import LedgerError
 from .evidence import ledger_evidence
 from .status import delete_erased, erasable_blobs, files_here, held_elsewhere, label
@@ -122,9 +123,12 @@ def judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntr
                 if (node.kind in ("dataset", "checkpoint") and node.id not in stopped
                         and node.index is not None
                         and not any(a["digest"] == node.id for a in changes.affected)):
-                    # an imported one by the name that finds it here (`status.label`: qualified
-                    # when the plain name is yours), not the one a clash gave to yours (out48)
-                    named = label(ledger, node.id) if origins.of(node.index) else node.label
+                    # an imported one by the name that finds it here (qualified when the plain
+                    # name is yours), not the one a clash gave to yours (out48); from the state
+                    # at hand (no sync a node)
+                    named = node.label if not node.version else replace(node, name=qualified_name(
+                        ledger, node.index, node.kind, node.name, node.version, node.id, state
+                    ).rpartition("@")[0]).label
                     changes.affected.append({"digest": node.id, "label": named,
                                              "becauseDigest": digest, "because": because})
     finally:

@@ -143,11 +143,12 @@ def impact(
         from trajledger.ledger.catalog import qualified_name
 
         # an imported one whose plain name is yours too by its origin-qualified name (out48)
+        state = ledger.trust_state()
         click.echo(
             f"{len(hit)} checkpoint(s) reached: "
             + ", ".join(n.label if not n.name else f"{n.name}@{n.version}" if n.index is None
-                        else qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id)
-                        for n in hit),
+                        else qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id,
+                                            state) for n in hit),
             err=True,
         )
     released = affected(graph, ("release",))
