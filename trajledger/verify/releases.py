@@ -172,10 +172,16 @@ def compared(rec: Record) -> bool:
 
 def _check_entry(rec: Record) -> Mapping[str, object] | None:
     """The annotations of an evaluation's ``contamination`` entry (`compared`), or None."""
+    return next(iter(_check_entries(rec)), None)
+
+
+def _check_entries(rec: Record) -> list[Mapping[str, object]]:
+    """The annotations of each of an evaluation's ``contamination`` entries (other tooling may
+    write more than one: each is read, rev47 finding 2)."""
     ev = rec.predicate
-    return next((d.annotations for d in ev.configuration if d.name == "contamination"
-                 and d.annotations.get("role") == "contamination-check"), None) if isinstance(
-        ev, Evaluation) else None
+    return [d.annotations for d in ev.configuration if d.name == "contamination"
+            and d.annotations.get("role") == "contamination-check"] if isinstance(
+        ev, Evaluation) else []
 
 
 def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str | None:
@@ -187,19 +193,29 @@ def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str 
     few); the entry's ``uncheckedBatches`` (``eval`` writes them since rel48), or their count
     alone, for one that could not read some (erased, or imported without their data). rel48,
     out47's Left."""
-    ev, entry = rec.predicate, _check_entry(rec)
+    ev, entries = rec.predicate, _check_entries(rec)
     assert isinstance(ev, Evaluation)
     ck = f"{ev.checkpoint.name}@{ev.checkpoint.version}".translate(NAMED)
     head = f"evaluation {_short(rec.entry.subject)} (log index {rec.index})"
-    if entry is None:
+    if not entries:
         held = train(ev.checkpoint.digest)
         return (f"{head} records no comparison of its suite with {ck}'s training data (no "
                 "'contamination' entry: made before 'eval' compared them, or by other "
                 f"tooling), {_batches(held, list(held))}") if held else None
+    # (every entry: one saying some batch unchecked is not hidden by another: rev47 finding 2)
+    return next(filter(None, (_entry_unchecked(e, ev, train, head, ck) for e in entries)), None)
+
+
+def _entry_unchecked(entry: Mapping[str, object], ev: Evaluation,
+                     train: Callable[[str], dict[str, list[str]]], head: str,
+                     ck: str) -> str | None:
+    """What one ``contamination`` entry of the evaluation ``ev`` says was not compared
+    (`unchecked`), or None when it says every train batch was."""
     count, listed = entry.get("unchecked"), entry.get("uncheckedBatches")
     named = [b for b in listed if isinstance(b, str) and b[:7] == "sha256:" and HEX64.fullmatch(
         b[7:])] if isinstance(listed, list) else []  # (digests only: signed text, printed)
-    if count == 0 and type(count) is int and not named:
+    # (an entry listing anything is unchecked, its items digests or not: rev47 finding 1)
+    if count == 0 and type(count) is int and listed in (None, []):
         # Every batch it counted compared: as many as the lineage holds (an entry of other
         # tooling counting fewer compared fewer; eval counts them all: the suite shares none)
         held, n = train(ev.checkpoint.digest), entry.get("trainBatches")
@@ -207,7 +223,7 @@ def unchecked(rec: Record, train: Callable[[str], dict[str, list[str]]]) -> str 
             f"{head} compared its suite with {n if type(n) is int else 'an unstated number of'} "
             f"train batch(es) of {ck}'s training data, which holds {_batches(held, list(held))}")
     some = (f"{count} train batch{'' if count == 1 else 'es'}" if type(count) is int
-            else "some train batches")
+            and count > 0 else "some train batches")
     return (f"{head} did not compare its suite with "
             + (_batches(train(ev.checkpoint.digest), named) if named else some)
             + f" of {ck}'s training data, unreadable where it ran (erased, or imported without "

@@ -166,3 +166,45 @@ def test_a_lineage_of_many_train_batches_names_the_first_five() -> None:
     said = unchecked(_evaluation(None), lambda ck: many) or ""
     assert "7 train batches: " in said and said.endswith("(train t@1); and 2 more"), said
     assert said.count("sha256:") == 6  # the evaluation's and five batches'
+
+
+@pytest.mark.parametrize("listed", [
+    ["\x1b]0;title\x07"],  # signed text that is no digest: left out of the words, not ignored
+    ["sha256:" + "A" * 64],  # a digest in capitals (no digest of ours)
+    "sha256:" + "a" * 64,  # one digest, not a list
+    {"sha256:" + "a" * 64: 1},
+])
+def test_an_entry_listing_unchecked_batches_is_unchecked_whatever_its_count_says(
+        listed: object) -> None:
+    """rev47 finding 1: an entry (of other tooling) whose ``uncheckedBatches`` lists anything
+    read as checked when its items were no digests (or not in a list) and ``unchecked`` said 0:
+    the items were left out of the words, and with them the entry's own word that it did not
+    compare some batches. It is unchecked, said as some batches (the count 0 contradicts it)."""
+    from trajledger.verify.releases import unchecked
+
+    said = unchecked(_evaluation({"unchecked": 0, "trainBatches": 2, "uncheckedBatches": listed}),
+                     lambda ck: TRAIN)
+    assert said is not None and "did not compare its suite with some train batches of bc@1's " \
+        "training data" in said, said
+    assert "\x1b" not in said
+
+
+def test_an_evaluation_with_two_contamination_entries_is_unchecked_if_either_is() -> None:
+    """rev47 finding 2: only the first ``contamination`` entry was read, so an evaluation
+    whose second entry (of other tooling) says 1 batch unchecked read as checked."""
+    from trajledger.verify.judge import Record
+    from trajledger.verify.releases import compared, unchecked
+
+    rec = _evaluation({"unchecked": 0, "trainBatches": 2})
+    ev = rec.predicate
+    second = ResourceDescriptor(
+        name="contamination", uri="https://trajledger.dev/check/suite-contamination/v1",
+        annotations={"role": "contamination-check", "unchecked": 1,
+                     "uncheckedBatches": ["sha256:" + "b" * 64]})
+    import dataclasses
+    for config in ((*ev.configuration, second), (second, *ev.configuration)):
+        two = Record(12, _Entry(), None, dataclasses.replace(ev, configuration=config),
+                     frozenset())  # type: ignore[arg-type]
+        assert compared(two)
+        said = unchecked(two, lambda ck: TRAIN)
+        assert said is not None and "sha256:bbbbbbbbbbbb… (train train@2)" in said, said
