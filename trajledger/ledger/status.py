@@ -688,6 +688,7 @@ def label(ledger: LedgerHome, digest: str) -> str:
     (sha256:…)`` of an approval's envelope, or the digest."""
     from trajledger.verify.kinds import KINDS, name_version
     from trajledger.verify.log_index import read_record
+    from trajledger.verify.nodes import NAMED
 
     state = ledger.trust_state()
     for i in state.about(digest):
@@ -701,7 +702,8 @@ def label(ledger: LedgerHome, digest: str) -> str:
         n, v = name_version(e.kind, st)
         from .catalog import qualified_name
 
-        return f"{e.kind} {qualified_name(ledger, i, e.kind, n, v, digest, state)} ({digest[:19]}…)"
+        named = qualified_name(ledger, i, e.kind, n, v, digest, state).translate(NAMED)  # rev47 4
+        return f"{e.kind} {named} ({digest[:19]}…)"
     # No artifact: an approval's record, named by its envelope (one withdrawn, say)?
     index = (ledger.log.find_envelope(digest) if digest.startswith(DIGEST_PREFIX)
              and HEX64.fullmatch(digest, 7) else None)

@@ -141,14 +141,16 @@ def impact(
     hit = affected(graph)
     if hit:
         from trajledger.ledger.catalog import qualified_name
+        from trajledger.verify.nodes import NAMED
 
-        # an imported one whose plain name is yours too by its origin-qualified name (out48)
+        # an imported one whose plain name is yours too by its origin-qualified name (out48);
+        # a name escaped as the report's are (signed text: rev47 finding 3)
         state = ledger.trust_state()
         click.echo(
             f"{len(hit)} checkpoint(s) reached: "
-            + ", ".join(n.label if not n.name else f"{n.name}@{n.version}" if n.index is None
+            + ", ".join(n.label if not n.name else (f"{n.name}@{n.version}" if n.index is None
                         else qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id,
-                                            state) for n in hit),
+                                            state)).translate(NAMED) for n in hit),
             err=True,
         )
     released = affected(graph, ("release",))
