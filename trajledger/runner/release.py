@@ -225,6 +225,8 @@ def _refusal(report: Report, decision: str, ck: str,
     evaluator version (evaluate again under one that stands), anything else (evaluate again);
     and to too few approvers, ``approvers`` (`_more_approvers`)."""
     from trajledger.verify.blame import failure_lines
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.releases import check_again
     from trajledger.verify.report import HIDDEN
 
     below = report.edges_by("src")
@@ -262,8 +264,13 @@ def _refusal(report: Report, decision: str, ck: str,
                 if hint is not None:
                     text[i] += f": {hint}"
                     steps += [hint] if hint not in steps else []
-                # [release] require_contamination_check (rel48): the line ends with the way on
-                way = c.detail.partition("counts no such evaluation: ")[2]
+                # [release] require_contamination_check (rel48): the line ends with the way on,
+                # worded here for a checkpoint of the report, not cut from the line (which
+                # names the lineage's datasets before it: signed text, rev47 finding 5)
+                suite = c.what.removeprefix("contamination on ")
+                way = next((w for n in report.nodes.values() if n.kind == "checkpoint" and n.name
+                            and c.detail.endswith(": " + (w := check_again(
+                                f"{n.name}@{n.version}".translate(NAMED), suite)))), None)
                 steps += [way] if c.what.startswith("contamination on ") and way and (
                     way not in steps) else []
         elif node.id not in own and (run := next(

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["CHECK_AGAIN", "Walk", "brought_by", "compared", "evaluation_problems", "judge_use",
+__all__ = ["CHECK_AGAIN", "Walk", "brought_by", "check_again", "compared", "evaluation_problems", "judge_use",
            "release_named", "release_requirement", "release_rules", "release_suite",
            "train_batches", "trained_on_suite", "unchecked"]
 
@@ -247,13 +247,21 @@ def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict:
     under ``[release] require_contamination_check`` (rel48)."""
     p = rec.predicate
     assert isinstance(p, Evaluation)
-    run = _eval_line(f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED), req.suite)
+    ck = f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED)
     label = f"contamination on {req.suite}"
     if not strict:
-        node.add(label, INFO, f"{said}; it counts, unchecked; for one that is checked, run {run}")
+        node.add(label, INFO, f"{said}; it counts, unchecked; for one that is checked, run "
+                 + _eval_line(ck, req.suite))
         return
     node.fail(label, f"{said}; the policy's [release] require_contamination_check counts no "
-              "such evaluation: " + CHECK_AGAIN.format(run=run))
+              "such evaluation: " + check_again(ck, req.suite))
+
+
+def check_again(checkpoint: str, suite: str) -> str:
+    """`CHECK_AGAIN` for ``checkpoint`` (``NAME@VERSION``, escaped) on ``suite``: the end of
+    the failing check's line, and ``release``'s next step, which it words from its report's
+    checkpoints, not from the line (that names the lineage's datasets: signed text, rev47)."""
+    return CHECK_AGAIN.format(run=_eval_line(checkpoint, suite))
 
 
 CHECK_AGAIN = ("run {run} (it compares the suite with every train batch; a batch erased, or "
