@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["CHECK_AGAIN", "Walk", "brought_by", "check_again", "compared", "evaluation_problems", "judge_use",
-           "release_named", "release_requirement", "release_rules", "release_suite",
+__all__ = ["CHECK_AGAIN", "Walk", "brought_by", "check_again", "compared", "evaluation_problems",
+           "judge_use", "release_named", "release_requirement", "release_rules", "release_suite",
            "train_batches", "trained_on_suite", "unchecked"]
 
 
