@@ -267,10 +267,10 @@ def _refusal(report: Report, decision: str, ck: str,
                 # [release] require_contamination_check (rel48): the line ends with the way on,
                 # worded here for a checkpoint of the report, not cut from the line (which
                 # names the lineage's datasets before it: signed text, rev47 finding 5)
-                suite = c.what.removeprefix("contamination on ")
+                named = c.what.removeprefix("contamination on ")  # (the suite)
                 way = next((w for n in report.nodes.values() if n.kind == "checkpoint" and n.name
                             and c.detail.endswith(": " + (w := check_again(
-                                f"{n.name}@{n.version}".translate(NAMED), suite)))), None)
+                                f"{n.name}@{n.version}".translate(NAMED), named)))), None)
                 steps += [way] if c.what.startswith("contamination on ") and way and (
                     way not in steps) else []
         elif node.id not in own and (run := next(
