@@ -71,3 +71,24 @@ def test_a_records_label_escapes_its_name(hostile: tuple[Path, str]) -> None:
     said = label(Ledger.open(home), ck)
     assert re.findall(r"\(sha256:[0-9a-f]+", said) == [f"({ck[:19]}"], said
     assert "\x1b" not in said and "\\u0028sha256:abab" in said, said
+
+
+def test_a_record_named_like_a_bundle_is_shown_where_its_file_is(
+        quickstart_template: testkit.Template[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """rev47 finding 6: out48's ``not_a_bundle`` took any REF naming a file ending ``.zst`` for
+    a bundle: ``attest weights.tar.zst`` names its record ``weights.tar.zst`` (the path's
+    name), and ``show``, ``lineage`` and ``impact`` of that name, run where the file is (where
+    it was attested), were usage errors (exit 2) telling to verify a bundle. A REF this ledger
+    resolves is its record; a bundle file that names no record still gets the hint."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "lab")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "weights.tar.zst").write_bytes(bytes(range(256)) * 4)
+    code, out = run(home, "attest", "weights.tar.zst", "--key", "vendor")
+    assert code == 0, out
+    for command in ("show", "lineage", "impact"):
+        code, out = run(home, command, "weights.tar.zst")
+        assert "a bundle file" not in out and code in (0, 1), (command, out)
+    (tmp_path / "other.tar.zst").write_bytes(b"x")
+    code, out = run(home, "show", "other.tar.zst")
+    assert code == 2 and "a bundle file" in out, out

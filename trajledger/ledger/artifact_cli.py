@@ -628,7 +628,7 @@ def show(ctx: Context, ref: str, as_json: bool, content: str | None) -> None:
     """
     from .show import describe, elided
 
-    not_a_bundle(ref, "show")
+    not_a_bundle(ref, "show", ctx)
     info = describe(ctx.ledger(), ref)
     if content is not None:
         _print_carried(ref, info, content)

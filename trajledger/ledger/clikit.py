@@ -8,6 +8,7 @@ Results go to stdout (``--json`` is stable); stderr gets ``OK: <subject>`` or
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -309,17 +310,24 @@ PIPED = "not a regular file (a pipe, a device): save the bundle to a file and gi
 """Why a bundle that is neither a file nor a directory is refused: it is read more than once."""
 
 
-def not_a_bundle(ref: str, command: str) -> None:
+def not_a_bundle(ref: str, command: str, ctx: Context) -> None:
     """A bundle file given as REF: ``lineage``, ``impact`` and ``show`` read a ledger's
     records, and an auditor holding a bundle alone was told ``no ledger here; run 'trajledger
     init'`` (or, in a ledger, ``no artifact has this name``), not where a bundle's answer is
-    (out48).
+    (out48). Not a REF the ledger at ``ctx`` resolves: ``attest weights.tar.zst`` names its
+    record so, and where that file is it was refused as a bundle (rev47 finding 6).
 
     Raises:
-        click.UsageError: REF is a file named like a bundle.
+        click.UsageError: REF is a file named like a bundle, and names no record here.
     """
     path = Path(ref)
     if not (path.name.endswith((".tar.zst", ".zst")) and path.is_file()):
+        return
+    from .catalog import Catalog
+    from .errors import LedgerError
+
+    with contextlib.suppress(LedgerError):  # (no ledger, no such record: the hint)
+        Catalog(ctx.ledger()).resolve(ref)
         return
     answer = ("a bundle's lineage is its verification report: 'trajledger verify "
               f"{ref} --policy POLICY' (--json: its nodes and edges; 'python -m "

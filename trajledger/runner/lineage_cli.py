@@ -97,7 +97,7 @@ def lineage(
     from .commands import report_raise
     from .lineage import render
 
-    not_a_bundle(ref, "lineage")
+    not_a_bundle(ref, "lineage", ctx)
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
@@ -133,7 +133,7 @@ def impact(
 
     from .lineage import affected, incomplete, render
 
-    not_a_bundle(ref, "impact")
+    not_a_bundle(ref, "impact", ctx)
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.impact(ref, policy=_policy(ledger, policy_file))
