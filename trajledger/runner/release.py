@@ -254,10 +254,10 @@ def _refusal(report: Report, decision: str, ck: str,
             for i, c in enumerate(checks):
                 # The latest evaluation's suite does not verify (verify.releases): none on it
                 # counts; a suite pinned by digest that no record here names is another log's.
-                # (not on a contamination check's line: it names the lineage's datasets,
-                # signed text that may hold these words; its way on is below: rev47 finding 7)
-                hint = None if c.what.startswith("contamination on ") else (
-                    other if "the suite does not verify" in c.detail else
+                # (that line only, by its start: others name datasets, evaluators and suites,
+                # signed text that may hold these words: rev47 finding 7)
+                hint = (other if c.detail.startswith("missing: the latest evaluation of ")
+                        and "the suite does not verify" in c.detail else
                         approvers if c.what == "release" and c.detail.startswith("signed by ")
                         else
                         "if another ledger recorded it, import it ('trajledger import BUNDLE': "

@@ -58,3 +58,19 @@ def test_the_way_on_is_never_a_signed_names_text(evil: str) -> None:
     assert any(evil in line for line in lines)  # (said in the line, as signed)
     assert not any("successor policy ('trajledger policy set'), evaluate" in line
                    for line in lines), lines
+
+
+def test_a_check_naming_a_failing_record_gets_no_hint_from_its_name() -> None:
+    """rev47 finding 7: a requirement's check failing with a record its evaluation stands on
+    names that record (`Node.label`: a signed name, escaped but with its words); an evaluator
+    named with the words of a suite that does not verify made ``release`` advise a successor
+    policy naming another suite."""
+    from trajledger.runner.release import _refusal
+
+    node = Node("release:x", "release-decision")
+    node.fail("success_rate on regression@1", "0.9 (evaluation sha256:eeeeeeeeeeee… (log index "
+              "12)), which does not count while evaluator judge the suite does not verify@1 "
+              "(sha256:ffffffffffff…) fails: it stands on it")
+    _lines, steps = _refusal(Report(node.id, [node.id], {node.id: node}, []), node.id, "bc@1",
+                             "approve")
+    assert not any("successor policy" in step for step in steps), steps
