@@ -7,17 +7,22 @@ docs/SECURITY.md, "Review of 2026-12-07, thirty-fifth round (out49)".
 from __future__ import annotations
 
 import io
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 import click
+import jsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_out48_reported import vendor_only
+from test_out48_reported import clashing, vendor_only
 from testkit import Party
 
 from trajledger.ledger.rollouts.parquet_read import stated_steps
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "schemas/report.v1.schema.json").read_text())
 
 
 def _varint(n: int) -> bytes:
@@ -55,7 +60,8 @@ def test_the_recording_bar_counts_the_row_groups_rows(
     out = io.BytesIO()
     pq.write_table(pa.table({
         "episode_id": ["e"] * 100, "step": list(range(100)),
-        "obs": [[0.01 * t, 0.0, 0.0, 0.0] for t in range(100)], "action": [t % 2 for t in range(100)],
+        "obs": [[0.01 * t, 0.0, 0.0, 0.0] for t in range(100)],
+        "action": [t % 2 for t in range(100)],
         "reward": [1.0] * 100, "terminated": [t == 99 for t in range(100)],
         "truncated": [False] * 100}), out, row_group_size=30)
     crafted = understated(out.getvalue())
@@ -73,3 +79,39 @@ def test_the_recording_bar_counts_the_row_groups_rows(
     vendor.run("record", tmp_path / "steps.parquet", "--env", "cartpole@1", "--policy", "random",
                "--key", "vendor")
     assert lengths == [100], lengths
+
+
+def _named(report: str, digest: str) -> list[str]:
+    """The names a text report gives the node of ``digest`` (``kind NAME (sha256:…)``)."""
+    return re.findall(r"(?:✓|✗|∅|·) (?:dataset|checkpoint) (\S+) \(" + re.escape(digest[:19]),
+                      report)
+
+
+def test_the_report_trees_name_an_imported_record_after_a_clash_as_commands_find_it(
+    tmp_path: Path
+) -> None:
+    """out48's Left: after a clash (the vendor's ``grid@1`` imported, then a ``grid@1`` of the
+    buyer's own), ``impact`` of the vendor's batch and ``lineage`` of the vendor's dataset
+    named it ``dataset grid@1 (sha256:…)`` in their trees (the verdict line too), a name that
+    ``verify``, ``show`` and ``approve`` take for the buyer's own; ``--json`` had the plain
+    name only. Expected: the origin-qualified name there (``show`` resolves it to the
+    vendor's), a ``qualifiedName`` beside ``name`` in ``--json`` (``name`` as signed); the
+    buyer's own dataset by its plain name."""
+    _vendor, buyer, batch, theirs, made = clashing(tmp_path)
+    mine = made.stdout.strip().splitlines()[-1]
+    for command, ref in (("impact", batch), ("lineage", theirs)):
+        text = buyer.run(command, ref).stdout
+        names = set(_named(text, theirs))
+        assert len(names) == 1 and "+grid@1" in next(iter(names)), (command, text)
+        (name,) = names
+        assert json.loads(buyer.run("show", name, "--json").stdout)["digest"] == theirs
+        doc = json.loads(buyer.run(command, ref, "--json").stdout)
+        (node,) = [n for n in doc["nodes"] if n["id"] == theirs]
+        assert node["name"] == "grid" and node["qualifiedName"] == name, node
+        jsonschema.validate(doc, SCHEMA)  # (an optional member of a node: additive)
+        for fmt in ("mermaid", "dot", "html"):
+            assert "+grid" in buyer.run(command, ref, "--format", fmt).stdout, fmt
+    text = buyer.run("lineage", "grid@1").stdout
+    assert _named(text, mine) == ["grid@1"], text
+    doc = json.loads(buyer.run("lineage", "grid@1", "--json").stdout)
+    assert all("qualifiedName" not in n for n in doc["nodes"]), doc
