@@ -17,7 +17,9 @@ import jsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_out48_reported import clashing, vendor_only
+import testkit
+from click.testing import CliRunner
+from test_out48_reported import clashing, lab_buyer, vendor_only
 from testkit import Party
 
 from trajledger.ledger.rollouts.parquet_read import stated_steps
@@ -115,3 +117,30 @@ def test_the_report_trees_name_an_imported_record_after_a_clash_as_commands_find
     assert _named(text, mine) == ["grid@1"], text
     doc = json.loads(buyer.run("lineage", "grid@1", "--json").stdout)
     assert all("qualifiedName" not in n for n in doc["nodes"]), doc
+
+
+def test_a_checkpoint_of_yours_takes_an_imported_name_as_a_dataset_of_yours_does(
+    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """out48's Left: ``train --name cartpole-bc --version 1`` after the lab's
+    ``cartpole-bc@1`` was imported was refused (``already recorded … give another
+    --version``), while ``dataset create``, ``env register`` and ``evaluator register`` take
+    an imported record's name with a warning, and an import of a clashing name is taken with
+    one: two rules for one question. Expected (one rule: yours wins, the import is named by
+    its origin): recorded, ``WARNING: name clash: your checkpoint cartpole-bc@1 … takes the
+    name of checkpoint cartpole-bc@1 imported from …``, ``cartpole-bc@1`` naming yours and
+    the qualified name the lab's; a name of your own still refused."""
+    theirs, buyer = lab_buyer(runner, quickstart_template, tmp_path)
+    buyer.run("import", tmp_path / "ck.tar.zst", "--key", "b1", "--key", "b2")
+    args = ("train", "--dataset", "cartpole-train@1", "--key", "bt", "--name", "cartpole-bc",
+            "--version", "1", "--seed", "7")
+    r = buyer.run(*args)
+    mine = r.stdout.strip().splitlines()[-1]
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("WARNING: name clash")]
+    assert "your checkpoint cartpole-bc@1" in line and theirs[:19] in line, line
+    told = re.search(r"refer to the imported one as '([^']+)'", line)
+    assert told, line
+    assert json.loads(buyer.run("show", told.group(1), "--json").stdout)["digest"] == theirs
+    assert json.loads(buyer.run("show", "cartpole-bc@1", "--json").stdout)["digest"] == mine
+    again = buyer.run(*args[:-1], "8", code=3)
+    assert "checkpoint cartpole-bc@1 is already recorded" in again.stderr, again.stderr
