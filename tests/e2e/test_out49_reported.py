@@ -144,3 +144,55 @@ def test_a_checkpoint_of_yours_takes_an_imported_name_as_a_dataset_of_yours_does
     assert json.loads(buyer.run("show", "cartpole-bc@1", "--json").stdout)["digest"] == mine
     again = buyer.run(*args[:-1], "8", code=3)
     assert "checkpoint cartpole-bc@1 is already recorded" in again.stderr, again.stderr
+
+
+def _declares(tmp_path: Path, party: Any, one: Any, theirs: str, buyer: Any) -> Any:
+    """``party`` (relaying one's records, its policy of serial 2) declares one's key
+    ``theirs`` compromised since 0; the buyer imports that update (as test_whose_declaration's
+    `two_declares`, for any relay)."""
+    applied = party.size()
+    policy = party.home / "policy.toml"
+    one_pem = (one.home / "keys" / "vendor.pub").read_text()
+    declared = policy.read_text().replace("serial = 2", "serial = 3").replace(
+        f'"""{one_pem}""",', "")
+    policy.write_text(f'{declared}\n[[revoked_keys]]\nkey = "{theirs}"\ncompromised_since = 0\n'
+                      'reason = "hostile"\n')
+    party.run("policy", "set", policy, "--key", "mal-approver", "--yes")
+    update = tmp_path / f"{party.name}-update.tar.zst"
+    party.run("export", "--updates-since", str(applied), "--out", update)
+    return buyer.run("import", update, "--key", "approver")
+
+
+def test_two_logs_of_one_origin_name_each_claiming_a_key_are_named_each(tmp_path: Path) -> None:
+    """rev46's Left (upd47's claims grouped by the declaring log's origin name): two and
+    three, two logs that both call themselves ``two.example/log`` (another key each, no
+    handover: the buyer's policy trusts each on its own), relay one's records and each
+    declares one's key compromised; when one's own records come, each word is a claim. Before,
+    the two logs were taken for one (a rotation's keys): one claim line, named for the key
+    that sorts first, the other's declaration unsaid. Expected: a claim line each, named for
+    its own log key."""
+    from test_borrowed_handovers import relays
+    from test_updates import Buyer, Vendor
+
+    one = Vendor(tmp_path, "one", "one.example/log")
+    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    three = Vendor(tmp_path, "three", "two.example/log", seeds=(5, 6))
+    assert two.origin != three.origin  # (ORIGIN+KEYHASH: one origin name, two keys)
+    buyer = Buyer(tmp_path, [one, two, three])
+    for party in (two, three):
+        relays(party, one)
+        bundle = tmp_path / f"{party.name}-relay.tar.zst"
+        party.run("export", one.dataset, "--out", bundle)
+        buyer.run("import", bundle, "--key", "approver")
+    theirs = next(k["keyid"] for k in json.loads(one.run("key", "list", "--json").stdout)
+                  if k["name"] == "vendor")
+    for party in (two, three):
+        _declares(tmp_path, party, one, theirs, buyer)
+    r = buyer.run("import", one.bundle, "--key", "approver", "--json")
+    report = json.loads(r.stdout)["import"]
+    claims = [s for s in report["suspect"] + report["compromised"] if s.get("claim")]
+    assert sorted(c["declaredBy"] for c in claims) == sorted([two.origin, three.origin]), claims
+    for c in claims:
+        assert c["key"] == theirs and c["owner"] == one.origin, c
+        assert f"which {c['declaredBy']} declares compromised" in c["text"], c
+        assert f"WARNING: {c['text']}" in r.stderr, r.stderr
