@@ -20,34 +20,11 @@ import pytest
 import testkit
 from click.testing import CliRunner
 from test_out48_reported import clashing, lab_buyer, vendor_only
-from testkit import Party
+from testkit import Party, understated
 
 from trajledger.ledger.rollouts.parquet_read import stated_steps
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas/report.v1.schema.json").read_text())
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes([*out, n])
-
-
-def understated(data: bytes, rows: int = 1) -> bytes:
-    """``data`` (a Parquet file pyarrow wrote) with its footer's total of rows set to ``rows``
-    (as rev46's test_rev46_stated_steps.py crafts it); the row groups as they were."""
-    import struct
-
-    size = struct.unpack("<I", data[-8:-4])[0]
-    start = len(data) - 8 - size
-    footer = data[start:-8]
-    total = pq.read_metadata(pa.BufferReader(data)).num_rows
-    field = b"\x16" + _varint(total << 1) + b"\x19"
-    assert footer.count(field) == 1
-    footer = footer.replace(field, b"\x16" + _varint(rows << 1) + b"\x19")
-    return data[:start] + footer + struct.pack("<I", len(footer)) + b"PAR1"
 
 
 def test_the_recording_bar_counts_the_row_groups_rows(
@@ -146,23 +123,6 @@ def test_a_checkpoint_of_yours_takes_an_imported_name_as_a_dataset_of_yours_does
     assert "checkpoint cartpole-bc@1 is already recorded" in again.stderr, again.stderr
 
 
-def _declares(tmp_path: Path, party: Any, one: Any, theirs: str, buyer: Any) -> Any:
-    """``party`` (relaying one's records, its policy of serial 2) declares one's key
-    ``theirs`` compromised since 0; the buyer imports that update (as test_whose_declaration's
-    `two_declares`, for any relay)."""
-    applied = party.size()
-    policy = party.home / "policy.toml"
-    one_pem = (one.home / "keys" / "vendor.pub").read_text()
-    declared = policy.read_text().replace("serial = 2", "serial = 3").replace(
-        f'"""{one_pem}""",', "")
-    policy.write_text(f'{declared}\n[[revoked_keys]]\nkey = "{theirs}"\ncompromised_since = 0\n'
-                      'reason = "hostile"\n')
-    party.run("policy", "set", policy, "--key", "mal-approver", "--yes")
-    update = tmp_path / f"{party.name}-update.tar.zst"
-    party.run("export", "--updates-since", str(applied), "--out", update)
-    return buyer.run("import", update, "--key", "approver")
-
-
 def test_two_logs_of_one_origin_name_each_claiming_a_key_are_named_each(tmp_path: Path) -> None:
     """rev46's Left (upd47's claims grouped by the declaring log's origin name): two and
     three, two logs that both call themselves ``two.example/log`` (another key each, no
@@ -173,21 +133,24 @@ def test_two_logs_of_one_origin_name_each_claiming_a_key_are_named_each(tmp_path
     its own log key."""
     from test_borrowed_handovers import relays
     from test_updates import Buyer, Vendor
+    from test_whose_declaration import two_declares
 
     one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
-    three = Vendor(tmp_path, "three", "two.example/log", seeds=(5, 6))
+    relaying = [Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4)),
+                Vendor(tmp_path, "three", "two.example/log", seeds=(5, 6))]
+    two, three = relaying
     assert two.origin != three.origin  # (ORIGIN+KEYHASH: one origin name, two keys)
-    buyer = Buyer(tmp_path, [one, two, three])
-    for party in (two, three):
+    buyer = Buyer(tmp_path, [one, *relaying])
+    bundles = [tmp_path / f"{party.name}-relay.tar.zst" for party in relaying]
+    for party, bundle in zip(relaying, bundles, strict=True):
         relays(party, one)
-        bundle = tmp_path / f"{party.name}-relay.tar.zst"
         party.run("export", one.dataset, "--out", bundle)
+    for bundle in bundles:
         buyer.run("import", bundle, "--key", "approver")
-    theirs = next(k["keyid"] for k in json.loads(one.run("key", "list", "--json").stdout)
-                  if k["name"] == "vendor")
-    for party in (two, three):
-        _declares(tmp_path, party, one, theirs, buyer)
+    (theirs,) = [k["keyid"] for k in json.loads(one.run("key", "list", "--json").stdout)
+                 if k["name"] == "vendor"]
+    for party in relaying:  # (each writes two-update.tar.zst, imported at once)
+        two_declares(tmp_path, one, party, buyer, theirs, since=0)
     r = buyer.run("import", one.bundle, "--key", "approver", "--json")
     report = json.loads(r.stdout)["import"]
     claims = [s for s in report["suspect"] + report["compromised"] if s.get("claim")]
