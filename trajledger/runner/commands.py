@@ -527,10 +527,13 @@ def verify(
                               "want a .tar.zst bundle file (a model's files go with --files DIR)")
                               + f"; as a REF: {e}") from e
         raise
-    if as_json:
-        emit_json(_expected_json(report, expect))
+    from .lineage import named_json, qualified, render
+
+    names = qualified(ledger, report)  # an imported node after a clash by the name that finds
+    if as_json:  # it, as `lineage` and `impact` name it (out49)
+        emit_json(named_json(_expected_json(report, expect), names))
     else:
-        click.echo("\n".join(report.render()))
+        click.echo(render(report, "text", names))
     from trajledger.ledger.first_contact import unread
 
     for line in unread(ledger, report.nodes):  # their origin's log not read for them (gap39)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .lineage_layout import CHAR_EM, LABEL_FONT, Layout, Link, Rect, layout, short_names
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from trajledger.verify.marks import Mark
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["affected", "impact", "incomplete", "lineage", "qualified", "render"]
+__all__ = ["affected", "impact", "incomplete", "lineage", "named_json", "qualified", "render"]
 
 FORMATS = ("text", "json", "mermaid", "dot", "html")
 
@@ -553,16 +553,22 @@ code{font-size:12px;word-break:break-all}
 """
 
 
+def named_json(doc: dict[str, Any], names: Mapping[str, str] | None) -> dict[str, Any]:
+    """A report's JSON form ``doc`` with each node in ``names`` (`qualified`) given its
+    ``qualifiedName`` (schemas/report.v1.md: an optional member; ``name`` stays the signed
+    one)."""
+    for node in doc["nodes"]:
+        if names and node["id"] in names:
+            node["qualifiedName"] = names[node["id"]]
+    return doc
+
+
 def render(report: Report, fmt: str, names: Mapping[str, str] | None = None) -> str:
     """Render in one of `FORMATS`; ``names``: the origin-qualified names of imported nodes
     after a clash (`qualified`), in place of their plain names, and in JSON as each node's
     ``qualifiedName`` (schemas/report.v1.md)."""
     if fmt == "json":
-        doc = report.to_json()
-        for node in doc["nodes"]:
-            if names and node["id"] in names:
-                node["qualifiedName"] = names[node["id"]]
-        return json.dumps(doc, sort_keys=True, indent=2)
+        return json.dumps(named_json(report.to_json(), names), sort_keys=True, indent=2)
     if names:
         report = _renamed(report, names)
     if fmt == "text":
