@@ -71,8 +71,8 @@ def test_the_report_trees_name_an_imported_record_after_a_clash_as_commands_find
 ) -> None:
     """out48's Left: after a clash (the vendor's ``grid@1`` imported, then a ``grid@1`` of the
     buyer's own), ``impact`` of the vendor's batch and ``lineage`` of the vendor's dataset
-    (and ``verify`` of it) named it ``dataset grid@1 (sha256:…)`` in their trees (the verdict
-    line too), a name that
+    (and ``verify`` and ``admit`` of it) named it ``dataset grid@1 (sha256:…)`` in their trees
+    (the verdict line too), a name that
     ``verify``, ``show`` and ``approve`` take for the buyer's own; ``--json`` had the plain
     name only. Expected: the origin-qualified name there (``show`` resolves it to the
     vendor's), a ``qualifiedName`` beside ``name`` in ``--json`` (``name`` as signed); the
@@ -91,6 +91,10 @@ def test_the_report_trees_name_an_imported_record_after_a_clash_as_commands_find
         jsonschema.validate(doc, SCHEMA)  # (an optional member of a node: additive)
         for fmt in ("mermaid", "dot", "html") if command != "verify" else ():
             assert "+grid" in buyer.run(command, ref, "--format", fmt).stdout, fmt
+    text = buyer.run("admit", name).stdout  # (the vendor's, approved by the buyer)
+    assert set(_named(text, theirs)) == {name}, text
+    doc = json.loads(buyer.run("admit", name, "--json").stdout)["report"]
+    assert [n["qualifiedName"] for n in doc["nodes"] if n["id"] == theirs] == [name], doc
     text = buyer.run("lineage", "grid@1").stdout
     assert _named(text, mine) == ["grid@1"], text
     doc = json.loads(buyer.run("lineage", "grid@1", "--json").stdout)
