@@ -483,3 +483,30 @@ def weak_ed25519_keys() -> list[bytes]:
     out = [(y | sign << 255).to_bytes(32, "little") for y in SMALL_ORDER_Y for sign in (0, 1)]
     return [*out, (P25519 + 2).to_bytes(32, "little")]
 
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def understated(data: bytes, rows: int = 1) -> bytes:
+    """``data`` (a Parquet file pyarrow wrote) with its footer's total of rows (FileMetaData
+    field 3, an i64 after the schema's list, before the row groups' list) set to ``rows``; the
+    row groups, and their rows, as they were (rev46's tests/unit/runner/
+    test_rev46_stated_steps.py; out49's progress bar)."""
+    import struct
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    size = struct.unpack("<I", data[-8:-4])[0]
+    start = len(data) - 8 - size
+    footer = data[start:-8]
+    total = pq.read_metadata(pa.BufferReader(data)).num_rows
+    field = b"\x16" + _varint(total << 1) + b"\x19"  # (compact: field +1 i64, field +1 list)
+    assert footer.count(field) == 1
+    footer = footer.replace(field, b"\x16" + _varint(rows << 1) + b"\x19")
+    return data[:start] + footer + struct.pack("<I", len(footer)) + b"PAR1"

@@ -364,15 +364,11 @@ def test_export_help_says_what_an_update_bundle_prints(runner: CliRunner, tmp_pa
     assert "prints the size of the log it carries" in shown, shown
 
 
-def test_impact_tells_apart_an_imported_checkpoint_and_yours_of_one_name(
-    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
-) -> None:
-    """The auditor's "which checkpoints used this batch?" on a buyer that trained its own
-    ``cartpole-bc@1`` on the lab's data, then imported the lab's ``cartpole-bc@1`` (the
-    import names the clash):
-    ``2 checkpoint(s) reached: cartpole-bc@1, cartpole-bc@1``, no digest, nothing to tell
-    which is which (``verify cartpole-bc@1`` finds the buyer's). Expected: the imported one
-    by its origin-qualified name, which ``show`` resolves to the lab's checkpoint."""
+def lab_buyer(runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
+              ) -> tuple[str, Party]:
+    """A buyer (approvers ``b1``, ``b2``, trainer ``bt``) that imported and approved a
+    quickstart lab's ``cartpole-train@1``; the lab's ``cartpole-bc@1`` exported to
+    ``ck.tar.zst`` (not imported): its digest, and the buyer."""
     lab = testkit.copy_template(quickstart_template, tmp_path / "lab")
     expect(run(runner, lab, "export", "cartpole-bc@1", "--out", tmp_path / "ck.tar.zst"), 0)
     expect(run(runner, lab, "export", "cartpole-train@1", "--out", tmp_path / "data.tar.zst"), 0)
@@ -396,6 +392,19 @@ def test_impact_tells_apart_an_imported_checkpoint_and_yours_of_one_name(
     buyer.run("import", tmp_path / "data.tar.zst", "--key", "b1", "--key", "b2")
     for k in ("b1", "b2"):
         buyer.run("approve", "cartpole-train@1", "--key", k)
+    return theirs, buyer
+
+
+def test_impact_tells_apart_an_imported_checkpoint_and_yours_of_one_name(
+    runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """The auditor's "which checkpoints used this batch?" on a buyer that trained its own
+    ``cartpole-bc@1`` on the lab's data, then imported the lab's ``cartpole-bc@1`` (the
+    import names the clash):
+    ``2 checkpoint(s) reached: cartpole-bc@1, cartpole-bc@1``, no digest, nothing to tell
+    which is which (``verify cartpole-bc@1`` finds the buyer's). Expected: the imported one
+    by its origin-qualified name, which ``show`` resolves to the lab's checkpoint."""
+    theirs, buyer = lab_buyer(runner, quickstart_template, tmp_path)
     mine = buyer.last("train", "--dataset", "cartpole-train@1", "--key", "bt", "--name",
                       "cartpole-bc", "--version", "1", "--seed", "7")
     buyer.run("import", tmp_path / "ck.tar.zst", "--key", "b1", "--key", "b2")  # (a clash)

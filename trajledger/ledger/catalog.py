@@ -49,6 +49,7 @@ __all__ = [
     "Catalog",
     "CatalogItem",
     "CatalogMismatchError",
+    "NameClashWarning",
     "Origins",
     "RefError",
     "imported_under",
@@ -168,6 +169,12 @@ def imported_under(ledger: LedgerHome, kind: str, name: str, version: str
     return tuple((theirs[0], row.subject, row.index)
                  for row in ledger.trust_state().by_name(name, version)
                  if row.kind == kind and (theirs := origins.names(row.index)))
+
+
+class NameClashWarning(UserWarning):
+    """A record of this ledger's own took an imported record's name (`taken_from`'s line):
+    ``trajledger`` shows it as a ``WARNING:`` line (`clikit.warnings_as_lines`), the Python
+    API as a warning (``train`` and `runner.training`'s runs: out49)."""
 
 
 def taken_from(kind: str, name: str, version: str, digest: str,

@@ -232,6 +232,38 @@ def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str
     return ", ".join(found) or None
 
 
+def _one_log(vkey: str, logs: Collection[str]) -> set[str]:
+    """The verifier keys of ``logs`` that are the log ``vkey`` across the rotations of its key
+    this user followed (each a handover `trust_handover.continue_trust` checked, noted as
+    `TrustState.retired_to` in the user's state), ``vkey`` among them. Not every key of its
+    origin name: two logs may share one, each trusted on its own, and grouped by the name one's
+    claim took the other's line (named for the key that sorts first) and its revocations
+    (rev46's Left, out49)."""
+    from .trust_state import TrustState, one_spelling
+
+    name = vkey.split("+")[0]
+    same = {one_spelling(v): v for v in logs if v.split("+")[0] == name}
+    if len(same) < 2:
+        return {vkey}
+    handed: list[tuple[str, str]] = []
+    for spelled, v in same.items():  # (opened only when two keys of the name are met)
+        state = TrustState.open(v)
+        try:
+            new = state.retired_to()
+        finally:
+            state.close()
+        if new is not None and one_spelling(new) in same:
+            handed.append((spelled, one_spelling(new)))
+    kin, grew = {one_spelling(vkey)}, True
+    while grew:
+        grew = False
+        for old, new in handed:
+            if (old in kin) != (new in kin):
+                kin |= {old, new}
+                grew = True
+    return {same.get(k, vkey) for k in kin}
+
+
 def _claimed(ledger: LedgerHome, changes: Changes, rk: RevokedKey, theirs: TrustPolicy,
              vkey: str, owner: str, revoked: Sequence[str], *, before: Sequence[str] = ()
              ) -> None:
@@ -429,8 +461,8 @@ def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
                 owner = origin_name(update.vkey) if rk.keyid in bringer else _owner(
                     ledger, imports, rk.keyid, {vkey})
                 if owner:  # (upd47) what it revoked here before its owner came, under any
-                    # of its keys (across a rotation: one log by its origin, as `_owner` has it)
-                    kin = {v for v in logs if v.split("+")[0] == vkey.split("+")[0]}
+                    # of its keys (across a rotation this user followed: `_one_log`)
+                    kin = _one_log(vkey, logs)
                     if (min(kin), rk.keyid) not in said:
                         said.add((min(kin), rk.keyid))
                         _claimed(ledger, changes, rk, theirs, vkey, owner, (), before=_revoked_on(

@@ -100,21 +100,24 @@ def admit(
       trajledger admit cartpole-train@1 --json
     """
     from .admission import DataRefusedError
+    from .lineage import named_json, qualified, render
 
     ledger = ctx.ledger()
     p = command_policy(ctx, ledger, policy_file)
+
+    def shown(report: Any, admitted: bool) -> None:  # an imported node after a clash by its
+        names = qualified(ledger, report)  # qualified name, as `verify` names it (out49)
+        if as_json:
+            emit_json({"admitted": admitted, "report": named_json(report.to_json(), names)})
+        else:
+            click.echo(render(report, "text", names))
+
     try:
         result = ledger.admit(dataset, policy=p, purpose=purpose)
     except DataRefusedError as e:
-        if as_json:
-            emit_json({"admitted": False, "report": e.report.to_json()})
-        else:
-            click.echo("\n".join(e.report.render()))
+        shown(e.report, False)
         raise
-    if as_json:
-        emit_json({"admitted": True, "report": result.report.to_json()})
-    else:
-        click.echo("\n".join(result.report.render()))
+    shown(result.report, True)
     ok(f"dataset {dataset}: admitted ({len(result.batches)} batch(es))")
 
 
@@ -527,10 +530,13 @@ def verify(
                               "want a .tar.zst bundle file (a model's files go with --files DIR)")
                               + f"; as a REF: {e}") from e
         raise
-    if as_json:
-        emit_json(_expected_json(report, expect))
+    from .lineage import named_json, qualified, render
+
+    names = qualified(ledger, report)  # an imported node after a clash by the name that finds
+    if as_json:  # it, as `lineage` and `impact` name it (out49)
+        emit_json(named_json(_expected_json(report, expect), names))
     else:
-        click.echo("\n".join(report.render()))
+        click.echo(render(report, "text", names))
     from trajledger.ledger.first_contact import unread
 
     for line in unread(ledger, report.nodes):  # their origin's log not read for them (gap39)

@@ -95,13 +95,13 @@ def lineage(
       trajledger lineage cartpole-bc@2 --format html --out lineage.html
     """
     from .commands import report_raise
-    from .lineage import render
+    from .lineage import qualified, render
 
     not_a_bundle(ref, "lineage", ctx)
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
-    _emit(render(graph, fmt), out)
+    _emit(render(graph, fmt, qualified(ledger, graph)), out)  # (imported after a clash: out49)
     report_raise(graph, ref)
 
 
@@ -131,26 +131,24 @@ def impact(
     """
     from trajledger.verify.errors import VerificationError
 
-    from .lineage import affected, incomplete, render
+    from .lineage import affected, incomplete, qualified, render
 
     not_a_bundle(ref, "impact", ctx)
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.impact(ref, policy=_policy(ledger, policy_file))
-    _emit(render(graph, fmt), out)
+    names = qualified(ledger, graph)  # an imported one whose plain name is yours too by its
+    _emit(render(graph, fmt, names), out)  # origin-qualified name (out48; the trees: out49)
     hit = affected(graph)
     if hit:
-        from trajledger.ledger.catalog import qualified_name
         from trajledger.verify.nodes import NAMED
 
-        # an imported one whose plain name is yours too by its origin-qualified name (out48);
         # a name escaped as the report's are (signed text: rev47 finding 3)
-        state = ledger.trust_state()
         click.echo(
             f"{len(hit)} checkpoint(s) reached: "
-            + ", ".join(n.label if not n.name else (f"{n.name}@{n.version}" if n.index is None
-                        else qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id,
-                                            state)).translate(NAMED) for n in hit),
+            + ", ".join(names.get(n.id, "").translate(NAMED)
+                        or (n.label if not n.name else f"{n.name}@{n.version}".translate(NAMED))
+                        for n in hit),
             err=True,
         )
     released = affected(graph, ("release",))

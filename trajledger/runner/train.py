@@ -32,6 +32,7 @@ import platform
 import shlex
 import time
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,24 +234,26 @@ def check_lineage(
 
 
 def check_name_free(ledger: LedgerHome, name: str, version: str) -> None:
-    """Refuse a checkpoint ``name@version`` that is already recorded (it would be ambiguous).
+    """Refuse a checkpoint ``name@version`` this ledger recorded already (it would be
+    ambiguous). An imported checkpoint's name is another origin's: yours takes it, with a
+    warning (`record_checkpoint`), as a dataset, environment or evaluator of yours does and as
+    an import of a clashing name is taken (out49: one rule; it was refused here alone).
 
     Raises:
         LedgerError: it is.
     """
-    from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.catalog import Origins
     from trajledger.ledger.names import check_new
 
-    check_new(ledger.trust_state(), "checkpoint", name, version)
-    ref = f"{name}@{version}"
-    try:
-        item = Catalog(ledger).resolve(ref, {"checkpoint"})
-    except RefError:
-        return
-    raise LedgerError(
-        f"checkpoint {ref} is already recorded ({item.digest[:19]}…, log index {item.index}); "
-        "give another --version"
-    )
+    state = ledger.trust_state()
+    check_new(state, "checkpoint", name, version)
+    origins = Origins(ledger)
+    for row in state.by_name(name, version):
+        if row.kind == "checkpoint" and not origins.of(row.index):
+            raise LedgerError(
+                f"checkpoint {name}@{version} is already recorded ({row.subject[:19]}…, log "
+                f"index {row.index}); give another --version"
+            )
 
 
 def admit_for_training(
@@ -352,11 +355,14 @@ def record_checkpoint(
         if settled is not None:
             settled.check()
 
+    from trajledger.ledger.catalog import imported_under
+
+    imported = imported_under(ledger, "checkpoint", name, version)  # (read before recording)
     try:
         # Judged before the files are stored (a refusal leaves no orphan in the store), and
         # again under the log's lock, just before the append.
         check_still_admitted(ledger, start, admission)
-        return record_files(
+        recorded = record_files(
             ledger,
             files,
             start.signer,
@@ -375,6 +381,11 @@ def record_checkpoint(
         label = f"command: {shlex.join(command)}" if isinstance(command, list) else build_type
         _record_refusal(ledger, admission.dataset, label[:200], start.signer, e)
         raise
+    from trajledger.ledger.catalog import NameClashWarning, taken_from
+
+    for line in taken_from("checkpoint", name, version, recorded.digest, imported):
+        warnings.warn(NameClashWarning(line), stacklevel=2)
+    return recorded
 
 
 def policy_in_force(ledger: LedgerHome, policy: TrustPolicy) -> TrustPolicy:

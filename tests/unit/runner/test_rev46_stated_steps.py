@@ -8,12 +8,12 @@ thirty-fourth round (rev46)"."""
 from __future__ import annotations
 
 import io
-import struct
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from testkit import understated
 
 from trajledger import Ledger
 from trajledger.ledger.episode_features import parquet_batches
@@ -23,28 +23,6 @@ from trajledger.ledger.rollouts.parquet_read import read_parquet, stated_steps
 from trajledger.ledger.rollouts.readers import iter_rollout_chunks
 from trajledger.runner.admission import AdmittedBatch, DataRefusedError, admit
 from trajledger.verify import predicates
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes([*out, n])
-
-
-def understated(data: bytes, rows: int = 1) -> bytes:
-    """``data`` (a Parquet file pyarrow wrote) with its footer's total of rows (FileMetaData
-    field 3, an i64 after the schema's list, before the row groups' list) set to ``rows``; the
-    row groups, and their rows, as they were."""
-    size = struct.unpack("<I", data[-8:-4])[0]
-    start = len(data) - 8 - size
-    footer = data[start:-8]
-    total = pq.read_metadata(pa.BufferReader(data)).num_rows
-    field = b"\x16" + _varint(total << 1) + b"\x19"  # (compact: field +1 i64, field +1 list)
-    assert footer.count(field) == 1
-    footer = footer.replace(field, b"\x16" + _varint(rows << 1) + b"\x19")
-    return data[:start] + footer + struct.pack("<I", len(footer)) + b"PAR1"
 
 
 def test_a_crafted_footer_understates_what_pyarrow_reads() -> None:
