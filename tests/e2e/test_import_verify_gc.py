@@ -1,0 +1,117 @@
+"""``trajledger import`` and ``trajledger verify REF`` in their own process keep their work out
+of the cyclic garbage collector's (imp49, issue 21 items 3 and 7, as exp48 did for ``export``):
+the modules they import when they run, the open ledger and the import or the lineage walk
+itself (the bundle's verification and the records taken in; the walk's records and report,
+which live until the command is done) run with the collector off (`clikit.loading`), and the
+collector is on again once they are done, also when they fail. A refused bundle still leaves
+the buyer's ledger as it was.
+
+Each case runs the command's entry point in a fresh interpreter (`test_export_gc.entry_point`:
+what it freezes would stay frozen in the test process).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tamperkit
+import testkit
+from test_export_gc import WATCH_THE_IMPORT, entry_point
+from test_updates import Buyer, Vendor
+
+WATCH_THE_BUNDLE_IMPORT = """
+    import gc, sys
+    from trajledger.ledger import exchange
+    seen = []
+    real = exchange.import_bundle
+    def watched(*args, **kwargs):
+        seen.append("off" if not gc.isenabled() else "on")
+        return real(*args, **kwargs)
+    exchange.import_bundle = watched
+    def report():
+        print("> import ran with the collector", *seen)
+        print("> then", "on" if gc.isenabled() else "off", flush=True)
+"""
+
+WATCH_THE_WALK = """
+    import gc, sys
+    from trajledger.api import Ledger
+    seen = []
+    real = Ledger.verify
+    def watched(*args, **kwargs):
+        seen.append("off" if not gc.isenabled() else "on")
+        return real(*args, **kwargs)
+    Ledger.verify = watched
+    def report():
+        print("> the walk ran with the collector", *seen)
+        print("> then", "on" if gc.isenabled() else "off", flush=True)
+"""
+
+
+@pytest.fixture
+def parties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Vendor, Buyer]:
+    """A vendor's bundle and a buyer ready to import it (the entry point runs as the buyer's
+    user: its ``TRAJLEDGER_STATE_DIR``)."""
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(buyer.state))
+    return vendor, buyer
+
+
+def test_the_import_runs_with_the_collector_off_and_turns_it_back_on(
+    parties: tuple[Vendor, Buyer],
+) -> None:
+    vendor, buyer = parties
+    status, lines = entry_point(WATCH_THE_BUNDLE_IMPORT, [
+        "--ledger", str(buyer.home), "import", str(vendor.bundle), "--key", "approver"])
+    assert status == 0
+    assert lines == ["> import ran with the collector off", "> then on"]
+    assert vendor.dataset in buyer.run("show", vendor.dataset).stdout  # (taken in)
+
+
+def test_the_import_loads_the_exchange_modules_with_the_collector_off(
+    parties: tuple[Vendor, Buyer],
+) -> None:
+    vendor, buyer = parties
+    status, lines = entry_point(WATCH_THE_IMPORT, [
+        "--ledger", str(buyer.home), "import", str(vendor.bundle), "--key", "approver"])
+    assert status == 0
+    assert lines == ["> exchange imported with the collector off"]
+
+
+def test_a_refused_bundle_leaves_the_collector_on_and_the_ledger_as_it_was(
+    parties: tuple[Vendor, Buyer],
+) -> None:
+    vendor, buyer = parties
+    members = tamperkit.bundle_members(vendor.bundle)
+    name = max((m for m in members if m[0].startswith("objects/")), key=lambda m: len(m[1]))[0]
+    tampered = tamperkit.write_bundle(
+        vendor.bundle.with_name("tampered.tar.zst"),
+        [(n, tamperkit.flip(d) if n == name else d) for n, d in members], reindex=True)
+    before = tamperkit.snapshot(buyer.home)
+    status, lines = entry_point(WATCH_THE_BUNDLE_IMPORT, [
+        "--ledger", str(buyer.home), "import", str(tampered), "--key", "approver"])
+    assert status == 1  # (refused: an object that is not the bytes of its name)
+    assert lines == ["> import ran with the collector off", "> then on"]
+    assert tamperkit.snapshot(buyer.home) == before
+
+
+def test_verify_walks_with_the_collector_off_and_turns_it_back_on(
+    quickstart_template: testkit.Template[str], tmp_path: Path,
+) -> None:
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    status, lines = entry_point(WATCH_THE_WALK, ["--ledger", str(home), "verify",
+                                                 quickstart_template.value])
+    assert status == 0
+    assert lines == ["> the walk ran with the collector off", "> then on"]
+
+
+def test_a_failed_verify_leaves_the_collector_on(
+    quickstart_template: testkit.Template[str], tmp_path: Path,
+) -> None:
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    status, lines = entry_point(WATCH_THE_WALK, ["--ledger", str(home), "verify", "no-such@1"])
+    assert status == 3  # (no artifact has this name)
+    assert lines == ["> the walk ran with the collector off", "> then on"]
