@@ -17,36 +17,16 @@ from pathlib import Path
 import pytest
 import tamperkit
 import testkit
-from test_export_gc import WATCH_THE_IMPORT, entry_point
+from test_export_gc import WATCH_THE_EXPORT, WATCH_THE_IMPORT, entry_point
 from test_updates import Buyer, Vendor
 
-WATCH_THE_BUNDLE_IMPORT = """
-    import gc, sys
-    from trajledger.ledger import exchange
-    seen = []
-    real = exchange.import_bundle
-    def watched(*args, **kwargs):
-        seen.append("off" if not gc.isenabled() else "on")
-        return real(*args, **kwargs)
-    exchange.import_bundle = watched
-    def report():
-        print("> import ran with the collector", *seen)
-        print("> then", "on" if gc.isenabled() else "off", flush=True)
-"""
-
-WATCH_THE_WALK = """
-    import gc, sys
-    from trajledger.api import Ledger
-    seen = []
-    real = Ledger.verify
-    def watched(*args, **kwargs):
-        seen.append("off" if not gc.isenabled() else "on")
-        return real(*args, **kwargs)
-    Ledger.verify = watched
-    def report():
-        print("> the walk ran with the collector", *seen)
-        print("> then", "on" if gc.isenabled() else "off", flush=True)
-"""
+# `test_export_gc`'s watch of `export_bundle`, of `import_bundle` and of `Ledger.verify` (the
+# walk of ``verify REF``): whether the collector was on when it ran, and after the command
+WATCH_THE_BUNDLE_IMPORT = WATCH_THE_EXPORT.replace("export_bundle", "import_bundle").replace(
+    "> export ran", "> import ran")
+WATCH_THE_WALK = WATCH_THE_EXPORT.replace(
+    "from trajledger.ledger import exchange", "from trajledger.api import Ledger").replace(
+    "exchange.export_bundle", "Ledger.verify").replace("> export ran", "> the walk ran")
 
 
 @pytest.fixture
