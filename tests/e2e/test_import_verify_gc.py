@@ -40,25 +40,19 @@ def parties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Vendor, Bu
     return vendor, buyer
 
 
+@pytest.mark.parametrize(("watch", "said"), [
+    (WATCH_THE_BUNDLE_IMPORT, ["> import ran with the collector off", "> then on"]),
+    (WATCH_THE_IMPORT, ["> exchange imported with the collector off"]),
+], ids=["the import", "its modules"])
 def test_the_import_runs_with_the_collector_off_and_turns_it_back_on(
-    parties: tuple[Vendor, Buyer],
+    parties: tuple[Vendor, Buyer], watch: str, said: list[str],
 ) -> None:
     vendor, buyer = parties
-    status, lines = entry_point(WATCH_THE_BUNDLE_IMPORT, [
+    status, lines = entry_point(watch, [
         "--ledger", str(buyer.home), "import", str(vendor.bundle), "--key", "approver"])
     assert status == 0
-    assert lines == ["> import ran with the collector off", "> then on"]
+    assert lines == said
     assert vendor.dataset in buyer.run("show", vendor.dataset).stdout  # (taken in)
-
-
-def test_the_import_loads_the_exchange_modules_with_the_collector_off(
-    parties: tuple[Vendor, Buyer],
-) -> None:
-    vendor, buyer = parties
-    status, lines = entry_point(WATCH_THE_IMPORT, [
-        "--ledger", str(buyer.home), "import", str(vendor.bundle), "--key", "approver"])
-    assert status == 0
-    assert lines == ["> exchange imported with the collector off"]
 
 
 def test_a_refused_bundle_leaves_the_collector_on_and_the_ledger_as_it_was(
