@@ -4,7 +4,7 @@ the modules they import when they run, the open ledger and the import or the lin
 itself (the bundle's verification and the records taken in; the walk's records and report,
 which live until the command is done) run with the collector off (`clikit.loading`), and the
 collector is on again once they are done, also when they fail. A refused bundle still leaves
-the buyer's ledger as it was.
+the buyer's ledger as it was. ``verify BUNDLE``'s reading and verification of the bundle too.
 
 Each case runs the command's entry point in a fresh interpreter (`test_export_gc.entry_point`:
 what it freezes would stay frozen in the test process).
@@ -20,13 +20,17 @@ import testkit
 from test_export_gc import WATCH_THE_EXPORT, WATCH_THE_IMPORT, entry_point
 from test_updates import Buyer, Vendor
 
-# `test_export_gc`'s watch of `export_bundle`, of `import_bundle` and of `Ledger.verify` (the
-# walk of ``verify REF``): whether the collector was on when it ran, and after the command
+# `test_export_gc`'s watch of `export_bundle`, of `import_bundle`, of `Ledger.verify` (the
+# walk of ``verify REF``) and of `verify_bundle` (``verify BUNDLE``'s): whether the collector
+# was on when it ran, and after the command
 WATCH_THE_BUNDLE_IMPORT = WATCH_THE_EXPORT.replace("export_bundle", "import_bundle").replace(
     "> export ran", "> import ran")
 WATCH_THE_WALK = WATCH_THE_EXPORT.replace(
     "from trajledger.ledger import exchange", "from trajledger.api import Ledger").replace(
     "exchange.export_bundle", "Ledger.verify").replace("> export ran", "> the walk ran")
+WATCH_THE_BUNDLE_WALK = WATCH_THE_EXPORT.replace(
+    "trajledger.ledger import exchange", "trajledger.verify import bundle").replace(
+    "exchange.export_bundle", "bundle.verify_bundle").replace("> export ran", "> the walk ran")
 
 
 @pytest.fixture
@@ -88,4 +92,20 @@ def test_a_failed_verify_leaves_the_collector_on(
     home = testkit.copy_template(quickstart_template, tmp_path / "home")
     status, lines = entry_point(WATCH_THE_WALK, ["--ledger", str(home), "verify", "no-such@1"])
     assert status == 3  # (no artifact has this name)
+    assert lines == ["> the walk ran with the collector off", "> then on"]
+
+
+@pytest.mark.parametrize("licences", ["CC-BY-4.0", "MIT"])
+def test_verify_walks_a_bundle_with_the_collector_off_and_turns_it_back_on(
+    parties: tuple[Vendor, Buyer], licences: str,
+) -> None:
+    """Under a policy accepting the bundle's licence, and under one that does not (the walk
+    fails, exit 1)."""
+    vendor, buyer = parties
+    policy = buyer.home / "verifier.toml"
+    policy.write_text((buyer.home / "policy.toml").read_text().replace(
+        'accepted_licences = ["CC-BY-4.0"]', f'accepted_licences = ["{licences}"]'))
+    status, lines = entry_point(WATCH_THE_BUNDLE_WALK, [
+        "verify", str(vendor.bundle), "--policy", str(policy)])
+    assert status == (0 if licences == "CC-BY-4.0" else 1)
     assert lines == ["> the walk ran with the collector off", "> then on"]

@@ -493,7 +493,8 @@ def verify(
         from trajledger.verify.errors import FormatError, VerificationError
 
         try:
-            report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
+            with loading():  # (imp49: as a REF's walk below)
+                report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
         except (VerificationError, FormatError) as e:  # refused before its report: the
             if as_json:  # bundle node alone, as `python -m verify --json` (out44 finding 6)
                 from trajledger.verify.refused_report import refused
