@@ -461,24 +461,28 @@ def import_(
     Example:
       trajledger import cartpole-train-2.tar.zst --key approver
     """
-    import sqlite3
+    # (imp49) as `export`'s walk (exp48): the modules, the open ledger and what the bundle's
+    # verification makes (its report, the records taken in) live until the import is done,
+    # so the collections that would walk them meanwhile are wasted, on the main thread
+    with loading():
+        import sqlite3
 
-    from trajledger.verify.errors import VerificationError
+        from trajledger.verify.errors import VerificationError
 
-    from . import first_contact
-    from .errors import LedgerError, disk_error
-    from .exchange import import_bundle, max_bundle_file
-    from .fs import temp_dir
-    from .remote import download, is_uri
+        from . import first_contact
+        from .errors import LedgerError, disk_error
+        from .exchange import import_bundle, max_bundle_file
+        from .fs import temp_dir
+        from .remote import download, is_uri
 
-    ledger = ctx.ledger()
-    policy = _policy(ledger, policy_file)
-    signers = [ledger.keys.signer(k) for k in keys]
-    with temp_dir(ledger.scratch) as tmp:  # a killed import's is swept (`sweep_leftovers`)
-        path = (download(file, Path(tmp), limit=max_bundle_file()) if is_uri(file)
-                else bundle_file(Path(file)))
-        _refuse_compressed_twice(path, file)
-        result = import_bundle(ledger, path, policy, signers)
+        ledger = ctx.ledger()
+        policy = _policy(ledger, policy_file)
+        signers = [ledger.keys.signer(k) for k in keys]
+        with temp_dir(ledger.scratch) as tmp:  # a killed import's is swept (`sweep_leftovers`)
+            path = (download(file, Path(tmp), limit=max_bundle_file()) if is_uri(file)
+                    else bundle_file(Path(file)))
+            _refuse_compressed_twice(path, file)
+            result = import_bundle(ledger, path, policy, signers)
     # Evidence taken in before: what this ledger holds of it now besides the bundle's view as
     # of its tree: a revocation, an erasure, a withdrawn approval recorded since (rev41 f. 1)
     held = (_lineage_report(ledger, str(result.digest), policy, "size").failures()

@@ -24,6 +24,7 @@ from trajledger.ledger.clikit import (
     emit_json,
     emit_result,
     fail,
+    loading,
     ok,
     pass_ctx,
     recorded_json,
@@ -495,7 +496,8 @@ def verify(
         from trajledger.verify.errors import FormatError, VerificationError
 
         try:
-            report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
+            with loading():  # (imp49: as a REF's walk below)
+                report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
         except (VerificationError, FormatError) as e:  # refused before its report: the
             if as_json:  # bundle node alone, as `python -m verify --json` (out44 finding 6)
                 from trajledger.verify.refused_report import refused
@@ -517,9 +519,12 @@ def verify(
         _verifiers_policy(ctx, policy_file)  # history, once the ledger is open)
     ledger = None
     try:
-        ledger = ctx.ledger()
-        p = command_policy(ctx, ledger, policy_file)
-        report = ledger.verify(targets[0], policy=p, skip_data=skip_data, files=files_dir)
+        # (imp49) the walk's records and report live until the command is done: the
+        # collections that would walk them meanwhile are wasted, on the main thread
+        with loading():
+            ledger = ctx.ledger()
+            p = command_policy(ctx, ledger, policy_file)
+            report = ledger.verify(targets[0], policy=p, skip_data=skip_data, files=files_dir)
     except LedgerError as e:  # no ledger here, or no such name: a directory meant as a bundle?
         from trajledger.ledger.catalog import RefError
 

@@ -294,4 +294,7 @@ def follow_handovers(
                     f"handover vouched for: {e}"
                 ) from e
         return cp, chain[: n + 1]
-    raise unsigned
+    try:  # (not held by this frame, which its traceback holds: a cycle that kept an import's
+        raise unsigned  # frames and all they held, with the collector off, to the end: imp49)
+    finally:
+        del unsigned
