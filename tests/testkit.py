@@ -510,3 +510,21 @@ def understated(data: bytes, rows: int = 1) -> bytes:
     assert footer.count(field) == 1
     footer = footer.replace(field, b"\x16" + _varint(rows << 1) + b"\x19")
     return data[:start] + footer + struct.pack("<I", len(footer)) + b"PAR1"
+
+
+def unchecked_evaluation(name: str = "bc") -> Any:
+    """A verified evaluation record of ``name``@1 on regression@1 with no ``contamination``
+    entry (a release's next steps: test_release_way_on, test_rev48_shell_steps)."""
+    from trajledger.verify.judge import Record
+    from trajledger.verify.other_predicates import Evaluation
+    from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
+
+    class Entry:
+        subject = "sha256:" + "e" * 64
+
+    digest = "sha256:" + "d" * 64
+    ev = Evaluation(result="PASSED", checkpoint=ArtifactRef(name, "1", "sha256:" + "c" * 64),
+                    suite=ArtifactRef("regression", "1", digest), passed_tests=(f"{digest}/e0",),
+                    failed_tests=(), metrics={}, evaluated_at="2026-12-07T00:00:00Z",
+                    configuration=(ResourceDescriptor(name="other", uri="x:y"),))
+    return Record(12, Entry(), None, ev, frozenset())  # type: ignore[arg-type]

@@ -7,11 +7,11 @@ unknown or undecryptable key. The CLI maps them to exit code 3.
 from __future__ import annotations
 
 import errno
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
+from trajledger.verify.shell_word import shell_word
 
 __all__ = [
     "AlreadyRecordedError",
@@ -204,23 +204,3 @@ def sqlite_next_step(e: BaseException) -> str:
     return f"; {step}" if step else ""
 
 
-def shell_word(path: str | Path) -> str:
-    """``path`` as one word a POSIX shell reads back as that path, for a command a message
-    tells the user to run (``run 'chmod 600 WORD'``, ``--ledger WORD``): as it is when it
-    needs no quoting, else in single quotes (`shlex.quote`: a path with spaces was pasted as
-    two words, out39's Left); a name holding a byte that is not UTF-8 (``os.fsdecode``'s
-    surrogate for it) or a control character as ``$'...'``, where the shell reads ``\\xfd``
-    back as that byte (bash, zsh, ksh, POSIX.1-2024): the message shows ``\\xfd`` as
-    every message and ``--json`` do (docs/cli.md, "Names that are not UTF-8")."""
-    import shlex
-
-    text = str(path)
-    if all(" " <= c != "\x7f" and not 0xD800 <= ord(c) < 0xE000 for c in text):
-        return shlex.quote(text)
-    try:
-        raw = os.fsencode(text)  # each surrogate of a byte back to that byte
-    except UnicodeEncodeError:  # a lone surrogate no file name holds: shown as it is
-        raw = text.encode("utf-8", "backslashreplace")
-    return "$'" + "".join(
-        "\\" + chr(b) if chr(b) in "\\'" else chr(b) if 32 <= b < 127 else f"\\x{b:02x}"
-        for b in raw) + "'"

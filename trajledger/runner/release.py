@@ -209,9 +209,13 @@ def _more_approvers(ledger: LedgerHome, policy: TrustPolicy, ck: str,
     more = policy.release.approvals - len({k for _, k in keys})
     mine = sorted(k.name + ("" if k.private else " (its public half only: its holder signs)")
                   for k in ledger.keys.list() if policy.holds("approver", k.keyid))  # (out48)
-    given = "".join(f" --key {name}" for name, _ in keys)
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.shell_word import shell_word
+
+    given = "".join(f" --key {shell_word(name)}" for name, _ in keys)  # (rev48 finding 1)
     return (f"sign it with {more if more > 0 else 'another'} more approver key"
-            f"{'s' if more > 1 else ''}, each given by its own --key ('trajledger release {ck}"
+            f"{'s' if more > 1 else ''}, each given by its own --key ('trajledger release "
+            f"{shell_word(ck, NAMED)}"
             f"{given} --key NAME'; the policy's approver keys here: "
             f"{', '.join(mine) or 'none (ask its approvers)'}; each key counts once), then run "
             "'trajledger release' again")
@@ -228,6 +232,7 @@ def _refusal(report: Report, decision: str, ck: str,
     from trajledger.verify.nodes import NAMED
     from trajledger.verify.releases import check_again
     from trajledger.verify.report import HIDDEN
+    from trajledger.verify.shell_word import shell_word
 
     below = report.edges_by("src")
 
@@ -273,7 +278,7 @@ def _refusal(report: Report, decision: str, ck: str,
                 named = c.what.removeprefix("contamination on ")  # (the suite)
                 way = next((w for n in report.nodes.values() if n.kind == "checkpoint" and n.name
                             and c.detail.endswith(": " + (w := check_again(
-                                f"{n.name}@{n.version}".translate(NAMED), named)))), None)
+                                f"{n.name}@{n.version}", named)))), None)
                 steps += [way] if c.what.startswith("contamination on ") and way and (
                     way not in steps) else []
         elif node.id not in own and (run := next(
@@ -281,15 +286,18 @@ def _refusal(report: Report, decision: str, ck: str,
             suite = next((report.nodes[e.dst] for e in below.get(run, []) if e.role == "suite"),
                          None)
             on = "its suite" if suite is None else f"{suite.name}@{suite.version}"
-            how = (f"('trajledger eval {ck} --suite {on} --key KEY{{}}'; one made in another "
-                   f"ledger comes by 'trajledger import'), {again}")
+            # the command's words as shell words (signed names: rev48 finding 1), and no
+            # str.format over them (a name holding '{x}' ended in a KeyError: finding 2)
+            cmd = (f"'trajledger eval {shell_word(ck, NAMED)} --suite "
+                   f"{'SUITE' if suite is None else shell_word(on, NAMED)} --key KEY")
+            how = f"; one made in another ledger comes by 'trajledger import'), {again}"
             if suite is not None and node.id in upstream(suite.id):
                 step = other
             elif node.kind == "evaluator":
                 step = (f"evaluate {ck} again on {on} under an evaluator version that stands "
-                        + how.format(" --evaluator NAME@VERSION"))
+                        f"({cmd} --evaluator NAME@VERSION'{how}")
             else:
-                step = f"evaluate {ck} again on {on} " + how.format("")
+                step = f"evaluate {ck} again on {on} ({cmd}'{how}"
             text[-1] += f"; {report.nodes[run].label} stands on it: {step}"
         lines += text
         steps += [step] if step is not None and step not in steps else []

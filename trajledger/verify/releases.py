@@ -100,9 +100,13 @@ def release_named(rec: Record) -> str | None:
 
 def _eval_line(checkpoint: str, suite: str) -> str:
     """The command that evaluates ``checkpoint`` on ``suite``, as a user runs it (out43
-    finding 7: without ``--key`` it was a usage error as printed)."""
-    return (f"'trajledger eval {checkpoint} --suite {suite} --key KEY' (KEY: a key of the "
-            "policy's evaluator role)")
+    finding 7: without ``--key`` it was a usage error as printed): each a shell word
+    (`shell_word`, escaped as `NAMED` escapes a name: a signed name is its signer's text,
+    rev48 finding 1)."""
+    from .shell_word import shell_word
+
+    return (f"'trajledger eval {shell_word(checkpoint, NAMED)} --suite "
+            f"{shell_word(suite, NAMED)} --key KEY' (KEY: a key of the policy's evaluator role)")
 
 
 def release_requirement(
@@ -247,7 +251,7 @@ def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict:
     under ``[release] require_contamination_check`` (rel48)."""
     p = rec.predicate
     assert isinstance(p, Evaluation)
-    ck = f"{p.checkpoint.name}@{p.checkpoint.version}".translate(NAMED)
+    ck = f"{p.checkpoint.name}@{p.checkpoint.version}"  # (a shell word in the command)
     label = f"contamination on {req.suite}"
     if not strict:
         node.add(label, INFO, f"{said}; it counts, unchecked; for one that is checked, run "
@@ -258,7 +262,7 @@ def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict:
 
 
 def check_again(checkpoint: str, suite: str) -> str:
-    """`CHECK_AGAIN` for ``checkpoint`` (``NAME@VERSION``, escaped) on ``suite``: the end of
+    """`CHECK_AGAIN` for ``checkpoint`` (``NAME@VERSION`` as signed) on ``suite``: the end of
     the failing check's line, and ``release``'s next step, which it words from its report's
     checkpoints, not from the line (that names the lineage's datasets: signed text, rev47)."""
     return CHECK_AGAIN.format(run=_eval_line(checkpoint, suite))

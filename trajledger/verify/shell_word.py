@@ -1,0 +1,45 @@
+"""One word a POSIX shell reads back as the text it stands for, and a terminal shows as it is.
+
+Scope: `shell_word`: a path, a name or a digest put into a command a message tells the user to
+run (``'trajledger approve NAME@V --key NAME'``, ``run 'chmod 600 PATH'``). A signed name is
+its signer's text: it may hold ``'``, ``;``, ``$(...)`` or a line break, which a command built
+by concatenation would hand to the user's shell as code (rev48; rev47's Left). Loaded on use
+(by the lines that print such a command), as ``ledger.errors`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from .report import HIDDEN
+
+__all__ = ["shell_word"]
+
+
+def shell_word(text: str | Path, shown: Mapping[int, str] = HIDDEN) -> str:
+    """``text`` as one word a POSIX shell reads back as that text: as it is when it needs no
+    quoting, else in single quotes (`shlex.quote`: a path with spaces was pasted as two words,
+    out39's Left; a name holding ``'; rm -rf ~`` is one word); and when a terminal would not
+    show it as it is, by ``shown`` (`verify.report.HIDDEN`: control characters, NEL and the
+    other C1 controls, line separators, bidirectional controls; `verify.nodes.NAMED` for a
+    signed name: parentheses and look-alikes too), or it holds a byte that is not UTF-8
+    (``os.fsdecode``'s surrogate for it), as ``$'...'``: printable ASCII as it is, every other
+    byte of its UTF-8 (or the file name's own byte) as ``\\xHH``, which the shell reads back
+    as that byte (bash, zsh, ksh, POSIX.1-2024). The message shows ``\\xfd`` for a byte that
+    is not UTF-8, as every message and ``--json`` do (docs/cli.md, "Names that are not
+    UTF-8")."""
+    import shlex
+
+    text = str(text)
+    if text.translate(shown) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
+        return shlex.quote(text)
+    try:
+        raw = os.fsencode(text)  # each surrogate of a byte back to that byte
+    except UnicodeEncodeError:  # a lone surrogate no file name holds: shown as it is
+        raw = text.encode("utf-8", "backslashreplace")
+    return "$'" + "".join(
+        "\\" + chr(b) if chr(b) in "\\'" else
+        chr(b) if 32 <= b < 127 and chr(b).translate(shown) == chr(b) else f"\\x{b:02x}"
+        for b in raw) + "'"
