@@ -197,7 +197,17 @@ def admit(
     report = verifier.report(item.digest, ["log", decision.id])
     # (7)
     if not report.ok or not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-        failures = [_approve_hint(ledger, policy, line) for line in report.failures()]
+        from trajledger.ledger.catalog import qualified_name
+        from trajledger.verify.report import HIDDEN
+
+        # the approvals line of this dataset, known by its start (the decision's label, the
+        # check's name), not by words anywhere in a line (signed text: a licence, a reason);
+        # the step names it as commands find it (after a clash: rev48 finding 4)
+        start = f"{decision.label} > dataset {item.name}@{item.version}: approvals: "
+        ref = qualified_name(ledger, item.index, "dataset", item.name, item.version,
+                             item.digest)
+        failures = [_approve_hint(ledger, policy, line, start.translate(HIDDEN), ref)
+                    for line in report.failures()]
         raise DataRefusedError(
             f"dataset {item.ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
             report,
@@ -216,25 +226,30 @@ def admit(
     )
 
 
-def _approve_hint(ledger: LedgerHome, policy: TrustPolicy, line: str) -> str:
-    """``line``, and when it is a dataset's or batch's approvals short of the threshold
-    (`verify.judge`), what to do (out46): approve it with as many more approver keys, naming
-    the policy's approver keys this ledger holds."""
+def _approve_hint(ledger: LedgerHome, policy: TrustPolicy, line: str, start: str,
+                  ref: str) -> str:
+    """``line``, and when it is the admitted dataset's approvals short of the threshold (it
+    begins with ``start``: `verify.judge`), what to do (out46): approve ``ref`` (its name as
+    commands find it, one shell word: rev48) with as many more approver keys, naming the
+    policy's approver keys this ledger holds."""
     import re
 
-    found = re.search(r"> (?:dataset|rollout-batch) (\S+): approvals: (\d+) of (\d+) required "
-                      r"approver\(s\) for '([^']*)'", line)
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.shell_word import shell_word
+
+    found = re.match(r"(\d+) of (\d+) required approver\(s\) for '([^']*)'",
+                     line.removeprefix(start)) if line.startswith(start) else None
     if found is None:
         return line
-    ref, have, need, purpose = found.groups()
+    have, need, purpose = found.groups()
     mine = [k.name + ("" if k.private else " (its public half only: its holder signs)")
             for k in ledger.keys.list() if policy.holds("approver", k.keyid)]  # (out48)
     more = int(need) - int(have)
     return (f"{line}: approve it with {more if more > 0 else 'another'} more approver key"
-            f"{'s' if more > 1 else ''} ('trajledger approve {ref} --key NAME"
-            f"{'' if purpose == 'train' else f' --purpose {purpose}'}'; the policy's approver "
-            f"keys here: {', '.join(mine) or 'none (ask its approvers)'}; each key counts "
-            "once), then run this again")
+            f"{'s' if more > 1 else ''} ('trajledger approve {shell_word(ref, NAMED)} --key NAME"
+            f"{'' if purpose == 'train' else f' --purpose {shell_word(purpose)}'}'; the "
+            f"policy's approver keys here: {', '.join(mine) or 'none (ask its approvers)'}; "
+            "each key counts once), then run this again")
 
 
 def _erased(verifier: LineageVerifier, batch: str) -> str | None:

@@ -1,0 +1,52 @@
+"""The commands the admission gate tells the user to run name the record it refused, as one
+shell word (rev48): a name is its signer's text, and after a name clash (out48, out49) the
+plain name of an imported record names the buyer's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+from test_out48_reported import clashing
+
+
+def test_the_approve_step_names_the_imported_dataset_it_refused(tmp_path: Path) -> None:
+    """The vendor's ``grid@1`` imported, then a ``grid@1`` of the buyer's own; the buyer's
+    approval of the vendor's withdrawn. ``admit`` of the vendor's (by its qualified name)
+    is refused for its approvals and said ``approve it … ('trajledger approve grid@1 --key
+    NAME')``: run as printed, it approved the buyer's own dataset (rev48 finding 4). Expected:
+    the step names the dataset refused, as ``show`` resolves it."""
+    _vendor, buyer, _batch, theirs, made = clashing(tmp_path)
+    mine = made.stdout.strip().splitlines()[-1]
+    doc = json.loads(buyer.run("lineage", theirs, "--json").stdout)
+    (name,) = [n["qualifiedName"] for n in doc["nodes"] if n["id"] == theirs]
+    buyer.run("revoke", name, "--approval", "--key", "approver", "--reason", "too early")
+    for ref, digest in ((name, theirs), (theirs, theirs), ("grid@1", mine)):
+        r = buyer.run("admit", ref, code=1)
+        told = re.search(r"\('(trajledger approve .*--key NAME)'; the policy's", r.stderr)
+        assert told, r.stderr
+        argv = shlex.split(told.group(1))
+        assert argv[:2] == ["trajledger", "approve"] and argv[3:] == ["--key", "NAME"], argv
+        shown = json.loads(buyer.run("show", argv[2], "--json").stdout)
+        assert shown["digest"] == digest, (ref, told.group(1))
+
+
+def test_signed_text_holding_an_approvals_line_gets_no_approve_step(tmp_path: Path) -> None:
+    """The step was given to any refusal line holding ``> dataset REF: approvals: N of M
+    required approver(s) for 'P'`` anywhere, and named that REF: a revocation's reason (a
+    producer's text) holding those words made ``admit`` tell the user to approve a dataset
+    the reason names (rev48 finding 5). Expected: the step only on the admitted dataset's
+    approvals line, known by its start."""
+    _vendor, buyer, _batch, _theirs, made = clashing(tmp_path)
+    mine = made.stdout.strip().splitlines()[-1]
+    (batch,) = [n["id"] for n in json.loads(buyer.run("lineage", mine, "--json").stdout)["nodes"]
+                if n["kind"] == "rollout-batch"]
+    spoof = "x > dataset victim@9: approvals: 0 of 1 required approver(s) for 'train'"
+    buyer.run("revoke", batch, "--key", "bprod", "--reason", spoof)
+    r = buyer.run("admit", "grid@1", code=1)
+    (line,) = [x for x in r.stderr.splitlines() if "revoked: x > dataset victim@9" in x]
+    assert "approve victim@9" not in r.stderr and "approve it" not in line, r.stderr
+    assert "'trajledger approve grid@1 --key NAME'" in r.stderr, r.stderr  # (its own line)
