@@ -10,7 +10,9 @@ import re
 import shlex
 from pathlib import Path
 
-from test_out48_reported import clashing
+import testkit
+from click.testing import CliRunner
+from test_out48_reported import clashing, lab_buyer
 
 
 def test_the_approve_step_names_the_imported_dataset_it_refused(tmp_path: Path) -> None:
@@ -50,3 +52,32 @@ def test_signed_text_holding_an_approvals_line_gets_no_approve_step(tmp_path: Pa
     (line,) = [x for x in r.stderr.splitlines() if "revoked: x > dataset victim@9" in x]
     assert "approve victim@9" not in r.stderr and "approve it" not in line, r.stderr
     assert "'trajledger approve grid@1 --key NAME'" in r.stderr, r.stderr  # (its own line)
+
+
+def test_the_release_step_names_the_imported_checkpoint_it_refused(
+        runner: CliRunner, quickstart_template: testkit.Template[str], tmp_path: Path) -> None:
+    """The lab's ``cartpole-bc@1`` imported, then a ``cartpole-bc@1`` of the buyer's own
+    (out49 finding 2). ``release`` of the lab's (by its qualified name) with one approver of
+    the two ``[release]`` needs said ``('trajledger release cartpole-bc@1 --key b1 --key
+    NAME')``: run as printed, with a second key, it released the buyer's own checkpoint
+    (rev48 finding 6). Expected: the step names the checkpoint refused."""
+    theirs, buyer = lab_buyer(runner, quickstart_template, tmp_path)
+    buyer.run("import", tmp_path / "ck.tar.zst", "--key", "b1", "--key", "b2")
+    buyer.run("train", "--dataset", "cartpole-train@1", "--key", "bt", "--name", "cartpole-bc",
+              "--version", "1", "--seed", "7")
+    buyer.run("key", "new", "be", "--no-encrypt")
+    pem = buyer.run("key", "export", "be").stdout.strip()
+    policy = (tmp_path / "buyer.toml").read_text().replace("serial = 1", "serial = 2")
+    (tmp_path / "buyer-2.toml").write_text(
+        f'format = 2\n{policy}[roles.evaluator]\nkeys = ["""{pem}"""]\n[release]\n'
+        'approvals = 2\n[[release.require]]\nsuite = "regression@1"\nmin = 0.5\n')
+    buyer.run("policy", "set", tmp_path / "buyer-2.toml", "--key", "b1", "--key", "b2", "--yes")
+    doc = json.loads(buyer.run("lineage", theirs, "--json").stdout)
+    (name,) = [n["qualifiedName"] for n in doc["nodes"] if n["id"] == theirs]
+    r = buyer.run("release", name, "--key", "b1", code=1)
+    told = re.search(r"\('(trajledger release .*--key NAME)'; the policy's", r.stderr)
+    assert told, r.stderr
+    argv = shlex.split(told.group(1))
+    assert argv[:2] == ["trajledger", "release"] and argv[3:] == ["--key", "b1", "--key",
+                                                                   "NAME"], argv
+    assert json.loads(buyer.run("show", argv[2], "--json").stdout)["digest"] == theirs, argv

@@ -191,8 +191,13 @@ def judge_release(
 
     report = decide(verifier, decision, ck.digest, walk)
     if not report.ok:
-        failures, steps = _refusal(report, decision.id, ck.ref,
-                                   _more_approvers(ledger, policy, ck.ref, keys))
+        from trajledger.ledger.catalog import qualified_name
+
+        # the steps name the checkpoint as commands find it: after a name clash its plain
+        # name is the buyer's own (rev48 finding 6)
+        named = qualified_name(ledger, ck.index, "checkpoint", ck.name, ck.version, ck.digest)
+        failures, steps = _refusal(report, decision.id, named,
+                                   _more_approvers(ledger, policy, named, keys))
         raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
                                   "nothing was recorded\n" + "\n".join(failures), report, steps)
     cited = tuple(sorted(used))
@@ -245,7 +250,8 @@ def _refusal(report: Report, decision: str, ck: str,
         return out
 
     edges = below.get(decision, [])
-    own = set().union(*(upstream(e.dst) for e in edges if e.role == "checkpoint"))
+    released = {e.dst for e in edges if e.role == "checkpoint"}
+    own = set().union(*(upstream(d) for d in released))
     runs = [e.dst for e in edges if e.role == "evaluation"]
     again = "then run 'trajledger release' again"
     other = ("name another holdout or regression suite in [[release.require]] of a successor "
@@ -276,7 +282,9 @@ def _refusal(report: Report, decision: str, ck: str,
                 # worded here for a checkpoint of the report, not cut from the line (which
                 # names the lineage's datasets before it: signed text, rev47 finding 5)
                 named = c.what.removeprefix("contamination on ")  # (the suite)
-                way = next((w for n in report.nodes.values() if n.kind == "checkpoint" and n.name
+                # (the released checkpoint's by the name commands find it: rev48 finding 6)
+                way = next((check_again(ck, named) if n.id in released else w
+                            for n in report.nodes.values() if n.kind == "checkpoint" and n.name
                             and c.detail.endswith(": " + (w := check_again(
                                 f"{n.name}@{n.version}", named)))), None)
                 steps += [way] if c.what.startswith("contamination on ") and way and (
