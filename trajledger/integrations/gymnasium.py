@@ -819,10 +819,12 @@ def _check_registered_spaces(
         return  # recording verifies nothing; `verify` reports an unreadable record
     registered, playing = predicate.predicate.get("gymnasiumId"), meta.get("envSpec", {}).get("id")
     if registered and playing and registered != playing:
+        from trajledger.ledger.errors import shell_word
+
         raise ValueError(
             f"LedgerRecorder: the environment is {playing}, but {env_ref} is registered for "
             f"{registered}: wrap {registered}, or register {playing} as an environment of its "
-            f"own (trajledger env register NAME --version V --gym-id {playing})"
+            f"own (trajledger env register NAME --version V --gym-id {shell_word(playing)})"
         )
     for key in ("observationSpace", "actionSpace"):
         recorded = predicate.predicate.get(key)

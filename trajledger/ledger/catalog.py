@@ -34,9 +34,10 @@ from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
 from trajledger.verify.errors import ProvenanceError, VerificationError
 from trajledger.verify.kinds import NAMED, name_version
 from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.nodes import NAMED as SHOWN
 from trajledger.verify.statement import Statement
 
-from .errors import LedgerError, StoreError
+from .errors import LedgerError, StoreError, shell_word
 from .suggestions import did_you_mean, suggest
 
 if TYPE_CHECKING:
@@ -187,8 +188,9 @@ def taken_from(kind: str, name: str, version: str, digest: str,
         f"name clash: your {kind} {name}@{version} ({digest[:19]}…) takes the name of "
         f"{kind} {name}@{version} imported from {origin} ({subject[:19]}…, log "
         f"index {index}): '{name}@{version}' names yours from now on (in every "
-        f"command and your scripts); refer to the imported one as "
-        f"'{origin}+{name}@{version}'" for origin, subject, index in imported if subject != digest)
+        f"command and your scripts); refer to the imported one as "  # (a shell word: the
+        f"'{shell_word(f'{origin}+{name}@{version}', SHOWN)}'"  # origin is signed, rev48)
+        for origin, subject, index in imported if subject != digest)
 
 
 def qualified_name(ledger: LedgerHome, index: int, kind: str, name: str, version: str,
@@ -429,7 +431,7 @@ class Catalog:
                          and (r.name, r.version) in ((name, version), (ref, ""))})
         if others:
             # A dataset where a batch is wanted (export --format parquet): say where they are.
-            batches = (f"; give one of its batches ('trajledger show {ref}' lists them)"
+            batches = (f"; give one of its batches ('trajledger show {shell_word(ref)}' lists them)"
                        if others == ["dataset"] and wanted == {"rollout-batch"} else "")
             return RefError(f"{ref}: is {' and '.join(_a(k) for k in others)}, not "
                             f"{_a(what)}{batches}")

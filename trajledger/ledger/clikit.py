@@ -27,7 +27,14 @@ from trajledger._signals import STOPPING, Terminated, forget_appends, stopped_li
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME, ledger_path
-from .errors import LedgerError, OptionValueError, PolicyFileError, disk_error, next_step
+from .errors import (
+    LedgerError,
+    OptionValueError,
+    PolicyFileError,
+    disk_error,
+    next_step,
+    shell_word,
+)
 
 __all__ = [
     "EXIT_BUG",
@@ -329,16 +336,17 @@ def not_a_bundle(ref: str, command: str, ctx: Context) -> None:
     with contextlib.suppress(LedgerError):  # (no ledger, no such record: the hint)
         Catalog(ctx.ledger()).resolve(ref)
         return
+    word = shell_word(ref)  # (a path the user gave: one shell word, rev48)
     answer = ("a bundle's lineage is its verification report: 'trajledger verify "
-              f"{ref} --policy POLICY' (--json: its nodes and edges; 'python -m "
+              f"{word} --policy POLICY' (--json: its nodes and edges; 'python -m "
               "trajledger.verify' the same, with verify/ alone)" if command != "impact" else
               "a bundle answers for its own checkpoint only: its report ('trajledger verify "
-              f"{ref} --policy POLICY --json') lists the batches it was trained on; which "
+              f"{word} --policy POLICY --json') lists the batches it was trained on; which "
               "checkpoints of a lab used a batch is 'impact' on a copy of the lab's ledger "
               "(docs/AUDIT_FIRST_HOUR.md, steps 4 and 4b)")
     raise click.UsageError(f"{ref}: a bundle file; '{command}' reads a ledger's records, "
                            f"by NAME@VERSION or digest: {answer}; or import it into a ledger "
-                           f"('trajledger import {ref} --key APPROVER'), then ask there")
+                           f"('trajledger import {word} --key APPROVER'), then ask there")
 
 
 def bundle_file(path: Path, also: str = "") -> Path:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from .errors import TamperError
+from .errors import TamperError, shell_word
 from .fs import remove_tree
 from .user_state import REQUIRE_PIN_ENV, fingerprint, log_id, notice, origin_dir, state_dir
 
@@ -47,7 +47,7 @@ def refuse_lost(where: str, vkey: str, lost: Path, also: str = "") -> NoReturn:
     raise TamperError(
         f"{where}: your state noted its key {fingerprint(vkey)} ({lost}) but holds no floor "
         "of it: its state was removed, so a rollback since cannot be seen; nothing was read or "
-        f"changed. Pin the checkpoint you trust: 'trajledger trust {vkey} --checkpoint "
+        f"changed. Pin the checkpoint you trust: 'trajledger trust {shell_word(vkey)} --checkpoint "
         f"FILE'{also}; or, to take the log as it is now, remove {lost} and run again",
         lost,
     )
@@ -107,6 +107,7 @@ def announce(origin: str, state: TrustState) -> None:
     notice(
         f"first use of log {origin}: its key {fingerprint(state.vkey)} is now pinned for you "
         f"at size {state.size} ({state.path}); nothing earlier was known to check it against. "
-        f"To pin a log ahead instead, run 'trajledger trust {state.vkey}' before its first use "
+        "To pin a log ahead instead, run "
+        f"'trajledger trust {shell_word(state.vkey)}' before its first use "
         f"(or verify under --policy FILE); {REQUIRE_PIN_ENV}=1 refuses logs not pinned ahead"
     )

@@ -167,6 +167,7 @@ def _uncounted(ledger: Any, kind: str, key_names: tuple[str, ...]) -> None:
     without a role"), and the record such a key signs fails ``verify`` under that policy."""
     from trajledger.verify.kinds import KINDS
 
+    from .errors import shell_word
     from .policy_state import current_policy
 
     found = current_policy(ledger)
@@ -184,7 +185,7 @@ def _uncounted(ledger: Any, kind: str, key_names: tuple[str, ...]) -> None:
              f"only when a {want} key signs it: 'trajledger verify' of this one fails under it, "
              "and a digest names one record of this log (these files cannot be attested again "
              "with another key); a checkpoint is recorded with what it was trained on by "
-             f"'trajledger train --dataset NAME@VERSION --key {trainer} -- COMMAND' "
+             f"'trajledger train --dataset NAME@VERSION --key {shell_word(trainer)} -- COMMAND' "
              "(docs/trainers.md)")
 
 

@@ -22,6 +22,7 @@ from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.errors import PolicyError
 from trajledger.verify.note import verifier_from_vkey
 
+from .errors import shell_word
 from .trust_state import TrustState
 from .user_state import REQUIRE_PIN_ENV, fingerprint, require_pin
 
@@ -142,8 +143,8 @@ def accept_rollback(vkey: str, checkpoint: bytes, held: int, now: int, what: str
     cp = verify_checkpoint(checkpoint, verifier)
     where = f"log {verifier.name}: your floor of its key {fingerprint(vkey)}"
     none = PolicyError(f"{where}: there is none, so no rollback to accept; nothing was "
-                       f"changed: pin the checkpoint ('trajledger trust {vkey} --checkpoint "
-                       f"{what}')")
+                       f"changed: pin the checkpoint ('trajledger trust {shell_word(vkey)} "
+                       f"--checkpoint {shell_word(what)}')")
     if TrustState.floor_seen(vkey, directory) is None:  # (no state made)
         raise none
     state = TrustState.open(vkey, directory)

@@ -64,7 +64,7 @@ from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.times import format_time, parse_time
 
-from .errors import LedgerError, TamperError, cannot_write, sqlite_next_step
+from .errors import LedgerError, TamperError, cannot_write, shell_word, sqlite_next_step
 from .fs import drop_stale_temps, write_file_atomic
 from .log.checked import CheckedNotes
 from .trust_floor import TrustFloor
@@ -269,7 +269,7 @@ class TrustState(TrustFloor):
                 f"trust state {base}: holds the state of another log key "
                 f"({fingerprint(stored.decode('utf-8', 'replace'))}), copied or moved here; "
                 f"nothing was read or changed: remove {base}, then pin the checkpoint of "
-                f"{verifier_from_vkey(vkey).name} you trust ('trajledger trust {vkey} "
+                f"{verifier_from_vkey(vkey).name} you trust ('trajledger trust {shell_word(vkey)} "
                 "--checkpoint FILE')"
             )
         elif state._meta("format") != str(STATE_FORMAT).encode():
@@ -382,7 +382,8 @@ class TrustState(TrustFloor):
         except (ValueError, KeyError, TypeError, ProvenanceError) as e:
             raise LedgerError(
                 f"trust state {self.path}: damaged ({e}); remove the directory, then pin a "
-                f"checkpoint you trust ('trajledger trust {self.vkey} --checkpoint FILE')"
+                "checkpoint you trust "
+                f"('trajledger trust {shell_word(self.vkey)} --checkpoint FILE')"
             ) from e
         return rng.size, rng, self._meta("checkpoint"), last
 

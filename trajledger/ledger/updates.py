@@ -60,6 +60,7 @@ from trajledger.verify.digest import FileDigest
 from trajledger.verify.errors import ProvenanceError, VerificationError
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.nodes import NAMED as SHOWN
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import TrustPolicy
 
@@ -69,6 +70,7 @@ from .errors import (
     StoppedAfterRecordError,
     StoreError,
     disk_error,
+    shell_word,
 )
 from .keys import Signer
 from .log import EntrySpec
@@ -562,10 +564,13 @@ def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes,
             if not theirs:
                 changes.clashes.append(
                     f"name clash: {entry.kind} {ref} from {mine} has the name of your own "
-                    f"{entry.kind} {ref} ({other.subject[:19]}…): '{ref}' names yours; refer "
-                    f"to the imported one as '{mine}+{ref}'")
+                    f"{entry.kind} {ref} ({other.subject[:19]}…): '{shell_word(ref, SHOWN)}' "
+                    "names yours; refer to the imported one as "  # (shell words: rev48)
+                    f"'{shell_word(f'{mine}+{ref}', SHOWN)}'")
             else:
                 changes.clashes.append(
                     f"name clash: {entry.kind} {ref} from {mine} has the name of "
                     f"{entry.kind} {ref} from {theirs[0]} ({other.subject[:19]}…): refer to "
-                    f"each by its origin-qualified name ('{mine}+{ref}', '{theirs[0]}+{ref}')")
+                    "each by its origin-qualified name "
+                    f"('{shell_word(f'{mine}+{ref}', SHOWN)}', "
+                    f"'{shell_word(f'{theirs[0]}+{ref}', SHOWN)}')")

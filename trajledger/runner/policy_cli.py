@@ -26,7 +26,7 @@ from trajledger.ledger.clikit import (
     visible,
     warn,
 )
-from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.errors import LedgerError, shell_word
 
 __all__ = ["policy", "policy_from_file"]
 
@@ -250,7 +250,7 @@ def policy_init(
         counts.append(f"{len(members['trainer'])} trainer")
     signer = "APPROVER" if "approver" in members else "PRODUCER"
     ok(f"policy {out} written: {', '.join(counts)} key(s), inline; next: "
-       f"'trajledger policy set {out} --key {signer}...'")
+       f"'trajledger policy set {shell_word(out)} --key {signer}...'")
 
 
 @policy.command("check")
@@ -313,7 +313,8 @@ def _note_paths(file: Path, p: Any) -> None:
         notice(
             f"{file}: names {len(paths)} key(s) by path ({', '.join(paths[:3])}"
             f"{', ...' if len(paths) > 3 else ''}): whoever can replace those files changes "
-            f"this policy; write the keys inline with 'trajledger policy inline {file}'"
+            f"this policy; write the keys inline with "
+            f"'trajledger policy inline {shell_word(file)}'"
         )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trajledger.ledger.errors import shell_word
 from trajledger.ledger.evidence import ledger_evidence
 from trajledger.verify.lineage import Edge, LineageVerifier, Node, Report
 
@@ -63,7 +64,7 @@ def ledger_verifier(
                f"{ledger.config.origin} was used at ({format_time(seen)}): set it right (NTP, "
                "'timedatectl'); until then what expires or rotates is judged as of that time; "
                "if your clock is right and that time is not (a clock that ran ahead once, a "
-               f"state copied from another machine): 'trajledger trust {state.vkey} "
+               f"state copied from another machine): 'trajledger trust {shell_word(state.vkey)} "
                f"--clock-ahead {format_time(seen)}'")
     cp = verifier.checkpoint
     last = verifier.entry(cp.size - 1) if cp is not None and cp.size else None
