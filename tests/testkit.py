@@ -514,7 +514,7 @@ def understated(data: bytes, rows: int = 1) -> bytes:
 
 def unchecked_evaluation(name: str = "bc") -> Any:
     """A verified evaluation record of ``name``@1 on regression@1 with no ``contamination``
-    entry (a release's next steps: test_release_way_on, test_rev48_shell_steps)."""
+    entry (a release's next steps: test_release_way_on, test_release_shell_steps)."""
     from trajledger.verify.judge import Record
     from trajledger.verify.other_predicates import Evaluation
     from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
