@@ -10,6 +10,7 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
 import testkit
 from click.testing import CliRunner
 from test_out48_reported import clashing, lab_buyer
@@ -81,3 +82,26 @@ def test_the_release_step_names_the_imported_checkpoint_it_refused(
     assert argv[:2] == ["trajledger", "release"] and argv[3:] == ["--key", "b1", "--key",
                                                                    "NAME"], argv
     assert json.loads(buyer.run("show", argv[2], "--json").stdout)["digest"] == theirs, argv
+
+
+def test_a_bundle_file_is_not_taken_for_an_imported_record_of_its_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rev47 finding 6 made any REF the ledger resolves its record, the hint (``a bundle
+    file …: 'trajledger verify FILE --policy POLICY'``) only for a file naming none. A vendor
+    names a record ``update.tar.zst`` (``attest`` names a record by its file's name) and sends
+    its bundle under that name: the auditor's ``lineage update.tar.zst`` where the file is
+    answered with the lineage of the vendor's record, another subject, as the bundle's
+    (rev48 finding 7). Expected: the hint, naming the imported record by its digest; a record
+    of the ledger's own of that name is still its record (rev47's case)."""
+    vendor, buyer, _batch, _theirs, _made = clashing(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    Path("update.tar.zst").write_bytes(b"weights, say")
+    named = vendor.last("attest", "update.tar.zst", "--key", "vendor")
+    vendor.run("export", named, "--updates-since", "4", "--out", tmp_path / "att.tar.zst")
+    buyer.run("import", tmp_path / "att.tar.zst", "--key", "approver")
+    Path("update.tar.zst").write_bytes((tmp_path / "att.tar.zst").read_bytes())  # (the bundle)
+    for command in ("show", "lineage", "impact"):
+        r = buyer.run(command, "update.tar.zst", code=2)
+        assert "a bundle file" in r.output and named[:19] in r.output, r.output
+    shown = json.loads(buyer.run("show", named, "--json").stdout)  # (by its digest: there)
+    assert shown["digest"] == named, shown

@@ -321,21 +321,30 @@ def not_a_bundle(ref: str, command: str, ctx: Context) -> None:
     """A bundle file given as REF: ``lineage``, ``impact`` and ``show`` read a ledger's
     records, and an auditor holding a bundle alone was told ``no ledger here; run 'trajledger
     init'`` (or, in a ledger, ``no artifact has this name``), not where a bundle's answer is
-    (out48). Not a REF the ledger at ``ctx`` resolves: ``attest weights.tar.zst`` names its
-    record so, and where that file is it was refused as a bundle (rev47 finding 6).
+    (out48). Not a REF the ledger at ``ctx`` resolves to a record of its own: ``attest
+    weights.tar.zst`` names its record so, and where that file is it was refused as a bundle
+    (rev47 finding 6); an imported record's name is its signer's, who may give it the name of
+    the bundle it sends (rev48 finding 7): the hint names that record by its digest.
 
     Raises:
-        click.UsageError: REF is a file named like a bundle, and names no record here.
+        click.UsageError: REF is a file named like a bundle, and names no record of this
+            ledger's own.
     """
     path = Path(ref)
     if not (path.name.endswith((".tar.zst", ".zst")) and path.is_file()):
         return
-    from .catalog import Catalog
+    from .catalog import Catalog, Origins
     from .errors import LedgerError
 
+    also = ""
     with contextlib.suppress(LedgerError):  # (no ledger, no such record: the hint)
-        Catalog(ctx.ledger()).resolve(ref)
-        return
+        item = Catalog(ctx.ledger()).resolve(ref)
+        if not Origins(ctx.ledger()).of(item.index):  # a record of this ledger's own
+            return
+        # an imported one: its name is its signer's, who may name it as the file it sends
+        # (rev48 finding 7): the file is not taken for it, and the record is named
+        also = (f" (a record imported here is named {ref} too: "
+                f"'trajledger {command} {item.digest}')")
     word = shell_word(ref)  # (a path the user gave: one shell word, rev48)
     answer = ("a bundle's lineage is its verification report: 'trajledger verify "
               f"{word} --policy POLICY' (--json: its nodes and edges; 'python -m "
@@ -344,7 +353,7 @@ def not_a_bundle(ref: str, command: str, ctx: Context) -> None:
               f"{word} --policy POLICY --json') lists the batches it was trained on; which "
               "checkpoints of a lab used a batch is 'impact' on a copy of the lab's ledger "
               "(docs/AUDIT_FIRST_HOUR.md, steps 4 and 4b)")
-    raise click.UsageError(f"{ref}: a bundle file; '{command}' reads a ledger's records, "
+    raise click.UsageError(f"{ref}: a bundle file{also}; '{command}' reads a ledger's records, "
                            f"by NAME@VERSION or digest: {answer}; or import it into a ledger "
                            f"('trajledger import {word} --key APPROVER'), then ask there")
 
