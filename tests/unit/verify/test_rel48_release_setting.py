@@ -142,10 +142,10 @@ def test_what_a_release_says_of_an_unchecked_evaluation(
         assert ok.status == "ok" and check.what == "contamination on regression@1"
         assert said in check.detail
         assert check.status == ("fail" if strict else "info"), check
-        assert check.detail.endswith(CHECK_AGAIN.format(
-            run="'trajledger eval bc@1 --suite regression@1 --key KEY' (KEY: a key of the "
-                "policy's evaluator role)") if strict else "(KEY: a key of the policy's "
-                                                           "evaluator role)")
+        assert check.detail.endswith(CHECK_AGAIN.format(  # (by digest: rev48 finding 8)
+            run=f"'trajledger eval {rec.predicate.checkpoint.digest} --suite regression@1 --key "
+                "KEY' (KEY: a key of the policy's evaluator role)") if strict else
+            "(KEY: a key of the policy's evaluator role)")
 
 
 @pytest.mark.parametrize("annotations", [{"unchecked": 0, "trainBatches": 2},
