@@ -386,7 +386,9 @@ def release_rules(
         # (2)
         suite, problem = release_suite(v, req, until, origin)
         if suite is None and problem is None:  # unpinned, and no dataset of the name at all
-            name, _, version = req.suite.rpartition("@")
+            from .shell_word import shell_word
+
+            name, _, version = (shell_word(w, NAMED) for w in req.suite.rpartition("@"))
             problem = (f"missing: no holdout or regression dataset {req.suite} of the "
                        "release's own log is logged before it: record the suite in this log "
                        f"('trajledger dataset create {name} --version {version} --split "

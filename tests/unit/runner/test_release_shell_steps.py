@@ -159,3 +159,28 @@ def test_a_names_shell_word_is_read_back_as_the_name_and_shown_in_ascii(name: st
                              check=True).stdout
     assert printed == name.encode(), word
     assert word.translate(NAMED) == word, word  # nothing a terminal hides, no parenthesis
+
+
+def test_a_missing_suites_record_step_names_it_as_shell_words() -> None:
+    """``missing: no holdout or regression dataset S of the release's own log …: record the
+    suite in this log ('trajledger dataset create NAME --version V --split regression …')``:
+    NAME and V are the policy's suite (a policy file given to ``python -m trajledger.verify``
+    is the auditor's, or a vendor's; `names.suite_problems` runs only at ``policy check`` and
+    ``policy set``), pasted as they were."""
+    from types import SimpleNamespace
+
+    from trajledger.verify.releases import release_rules
+
+    suite = "reg'; `id` ;'@1'$HOME"
+    rules = SimpleNamespace(approvals=1, require=[Requirement(suite, min=0.5)],
+                            require_contamination_check=False)
+    index = SimpleNamespace(held_out=lambda: [], unreadable=lambda: [])
+    v = SimpleNamespace(policy=SimpleNamespace(release=rules), checkpoint=SimpleNamespace(
+        size=10), dependencies=lambda _ck: [], index=index)
+    node = Node("release:x", "release-decision")
+    release_rules(v, node, "sha256:" + "c" * 64, None, 1)  # type: ignore[arg-type]
+    (check,) = [c for c in node.checks if c.status == "fail"]
+    name, _, version = suite.rpartition("@")
+    assert argv(check.detail, "trajledger dataset create", "--split") == [
+        "trajledger", "dataset", "create", name, "--version", version, "--split"], check.detail
+    assert argv(check.detail, "trajledger eval", "--key KEY")[4] == suite, check.detail
