@@ -120,9 +120,10 @@ def test_a_release_on_an_evaluation_with_no_contamination_entry_says_so(
     said = ("records no comparison of its suite with bc@1's training data (no 'contamination' "
             "entry: made before 'eval' compared them, or by other tooling), 1 train batch: "
             "sha256:")  # (rel48: the train batches not compared are named)
+    ck = json.loads(run(runner, home, "show", "bc@1", "--json").stdout)["digest"]
     said_end = ("(train train@1); it counts, unchecked; for one that is checked, run 'trajledger "
-                "eval bc@1 --suite regression@1 --key KEY' (KEY: a key of the policy's evaluator "
-                "role)")
+                f"eval {ck} --suite regression@1 --key KEY' (KEY: a key of the policy's "
+                "evaluator role)")  # (the checkpoint by its digest: rev48 finding 8)
     r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
     expect(r, 0)
     assert "NOTE: release of bc@1: contamination on regression@1: evaluation sha256:" in r.stderr
