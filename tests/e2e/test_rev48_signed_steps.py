@@ -9,11 +9,14 @@ import json
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import testkit
 from click.testing import CliRunner
 from test_out48_reported import clashing, lab_buyer
+
+from trajledger.ledger import names
 
 
 def test_the_approve_step_names_the_imported_dataset_it_refused(tmp_path: Path) -> None:
@@ -105,3 +108,38 @@ def test_a_bundle_file_is_not_taken_for_an_imported_record_of_its_name(
         assert "a bundle file" in r.output and named[:19] in r.output, r.output
     shown = json.loads(buyer.run("show", named, "--json").stdout)  # (by its digest: there)
     assert shown["digest"] == named, shown
+
+
+def test_the_approve_step_names_a_dataset_whose_name_parses_as_another(
+        quickstart_template: testkit.Template[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signed name may hold ``@`` (the ledger refuses it for its own records, not for what
+    other software signed or an import brings): ``x@1`` version ``2`` and ``x`` version
+    ``1@2`` are both ``x@1@2``, which commands read as the first (``NAME@VERSION`` split at
+    the last ``@``). ``admit`` of the second said ``('trajledger approve x@1@2 --key
+    NAME')``: run as printed, it approved the first (rev48 finding 9). Expected: a step that
+    finds the dataset refused (its digest when no name does)."""
+    from trajledger.runner.cli import main
+
+    home = testkit.copy_template(quickstart_template, tmp_path / "lab")
+    runner = testkit.new_runner()
+
+    def run(*args: str, code: int = 0) -> Any:
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == code and "Traceback" not in r.output, r.output
+        return r
+
+    batch = next(n["id"] for n in json.loads(run("lineage", "cartpole-train@1", "--json").stdout)
+                 ["nodes"] if n["kind"] == "rollout-batch")
+    made = {}
+    with monkeypatch.context() as m:
+        m.setattr(names, "check_name", lambda value, *_a, **_k: value)
+        for name, version in (("x@1", "2"), ("x", "1@2")):
+            made[name] = run("dataset", "create", name, "--version", version, "--split",
+                             "train", "--batch", batch, "--key", "vendor").stdout.split()[-1]
+    r = run("admit", made["x"], code=1)
+    told = re.search(r"\('(trajledger approve .*--key NAME)'; the policy's", r.stderr)
+    assert told, r.stderr
+    argv = shlex.split(told.group(1))
+    shown = json.loads(run("show", argv[2], "--json").stdout)
+    assert shown["digest"] == made["x"], (told.group(1), made)

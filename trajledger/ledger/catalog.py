@@ -53,6 +53,7 @@ __all__ = [
     "NameClashWarning",
     "Origins",
     "RefError",
+    "command_ref",
     "imported_under",
     "origin_name",
     "qualified_name",
@@ -208,6 +209,22 @@ def qualified_name(ledger: LedgerHome, index: int, kind: str, name: str, version
         return ref
     theirs = Origins(ledger).names(index)
     return f"{theirs[0]}+{ref}" if theirs else ref
+
+
+def command_ref(ledger: LedgerHome, item: CatalogItem, kind: str) -> str:
+    """The reference a command the user is told to run finds ``item`` by: its name as
+    commands find it (`qualified_name`) when that resolves to it, else its digest. A signed
+    name is its signer's text: ``x`` version ``1@2`` reads as ``x@1`` version ``2``, another
+    record (``NAME@VERSION`` splits at the last ``@``), and ``ORIGIN+…`` as a qualified name
+    (rev48 finding 9). One look-up more, on the refusals that print such a step."""
+    if not item.version:
+        return item.digest
+    ref = qualified_name(ledger, item.index, kind, item.name, item.version, item.digest)
+    try:
+        found = Catalog(ledger).resolve(ref, {kind}).digest
+    except LedgerError:
+        found = None
+    return ref if found == item.digest else item.digest
 
 
 class RefError(LedgerError):

@@ -197,15 +197,14 @@ def admit(
     report = verifier.report(item.digest, ["log", decision.id])
     # (7)
     if not report.ok or not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-        from trajledger.ledger.catalog import qualified_name
+        from trajledger.ledger.catalog import command_ref
         from trajledger.verify.report import HIDDEN
 
         # the approvals line of this dataset, known by its start (the decision's label, the
         # check's name), not by words anywhere in a line (signed text: a licence, a reason);
         # the step names it as commands find it (after a clash: rev48 finding 4)
         start = f"{decision.label} > dataset {item.name}@{item.version}: approvals: "
-        ref = qualified_name(ledger, item.index, "dataset", item.name, item.version,
-                             item.digest)
+        ref = command_ref(ledger, item, "dataset")  # (a name that finds it: finding 9)
         failures = [_approve_hint(ledger, policy, line, start.translate(HIDDEN), ref)
                     for line in report.failures()]
         raise DataRefusedError(

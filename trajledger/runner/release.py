@@ -191,11 +191,12 @@ def judge_release(
 
     report = decide(verifier, decision, ck.digest, walk)
     if not report.ok:
-        from trajledger.ledger.catalog import qualified_name
+        from trajledger.ledger.catalog import command_ref
 
         # the steps name the checkpoint as commands find it: after a name clash its plain
-        # name is the buyer's own (rev48 finding 6)
-        named = qualified_name(ledger, ck.index, "checkpoint", ck.name, ck.version, ck.digest)
+        # name is the buyer's own (rev48 finding 6); a name that parses as another's, by its
+        # digest (finding 9)
+        named = command_ref(ledger, ck, "checkpoint")
         failures, steps = _refusal(report, decision.id, named,
                                    _more_approvers(ledger, policy, named, keys))
         raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
