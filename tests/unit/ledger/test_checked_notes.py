@@ -143,8 +143,7 @@ def test_a_writer_keeps_the_notes_it_signs_as_verified(
 def test_a_note_signed_elsewhere_is_verified(tmp_path: Path, calls: list[bytes]) -> None:
     """A signer whose `sign` is its own (it may sign in another process) is not trusted to
     have made a valid signature: its notes are verified when asked for."""
-    plain = Signer.generate("log")  # TEST ONLY
-    signer = _Elsewhere(plain.name, plain.public, plain._key)
+    signer = _Elsewhere.from_private("log", Ed25519PrivateKey.generate())  # TEST ONLY
     log = Log.create(tmp_path / "log", LOG_ORIGIN, signer)
     notes = _appended(log, calls, 2)
     assert calls == notes
