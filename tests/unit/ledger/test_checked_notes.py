@@ -126,8 +126,9 @@ def _appended(log: Log, calls: list[bytes], n: int) -> list[bytes]:
 def test_a_writer_keeps_the_notes_it_signs_as_verified(
     tmp_path: Path, calls: list[bytes]
 ) -> None:
-    """The notes a writer signed with its own key, created, appended, republished or rotated
-    to, are answered without verifying them, and each is what `verify_checkpoint` says."""
+    """The notes a writer signed with its own key (a new log's, appended ones, after a rotation
+    to a new key) are answered without verifying them, and each is what `verify_checkpoint`
+    says of it."""
     signer = Signer.generate("log")  # TEST ONLY
     log = Log.create(tmp_path / "log", LOG_ORIGIN, signer)
     notes = [log.checkpoint_bytes(), *_appended(log, calls, 3)]
