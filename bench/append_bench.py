@@ -19,6 +19,9 @@ that the machine's load falls on all alike:
   round (the writer's own `FsyncGroup`), then each renamed and its directory fsynced. What is
   left between it and ``log`` is the writer's computing; between it and ``baseline``, the
   protocol's files;
+- ``files-cp`` and ``files-wal``: the same for two protocols costed and not built (the signed
+  checkpoint as the commit point; a write-ahead record instead of the tiles' fsyncs:
+  `protocol_files`, and docs/PERFORMANCE.md, "The app50 pass");
 - ``log``: ``Log.append`` of one entry by a writer kept open (a log of 1,000 entries to start:
   the idempotence lookup, entry, tiles, history, treeState, a signed checkpoint);
 - ``ledger``: ``Ledger.log.append`` of one entry: the same, plus the user's floor raised to each
@@ -55,7 +58,7 @@ from typing import Any
 
 import _common as c
 
-KINDS = ("baseline", "bare", "files", "log", "ledger")
+KINDS = ("baseline", "bare", "files", "files-cp", "files-wal", "log", "ledger")
 ENTRY = 200
 CHECKPOINT = 300
 
@@ -87,16 +90,28 @@ def baseline(directory: Path, commits: int, *, sync_temp: bool = True) -> list[t
     return out
 
 
-def protocol_files(directory: Path, commits: int) -> list[tuple[float, float]]:
+def protocol_files(directory: Path, commits: int, variant: str = "files"
+                   ) -> list[tuple[float, float]]:
     """The files, fsyncs and renames of trajledger's commits of one entry on a log of 1,000
     (docs/PERFORMANCE.md, "The fsyncs of one commit"), with their bytes made up: the floor of
-    the protocol, below which no computing can bring ``log``."""
+    the protocol, below which no computing can bring ``log``.
+
+    ``variant``: ``files``, the protocol as it is; ``files-cp``, the signed checkpoint as the
+    commit point (no treeState: its temp file, fsync, rename and ``.state/``'s fsync gone; the
+    tiles still fsynced before the publication); ``files-wal``, a write-ahead record (the
+    entry, the tiles' new bytes and the signed checkpoint appended to ``.state/wal``) fsynced
+    with the checkpoint's temp file in one round, the tiles, bundle and history written and not
+    fsynced, the checkpoint renamed and the log directory fsynced; when a tile completes, its
+    full tile and bundle and their directories fsynced and the record trimmed (docs/
+    PERFORMANCE.md, "The app50 pass": the design costed, not built)."""
     from trajledger.ledger.fs import FsyncGroup
 
     state = directory / ".state"
     state.mkdir(parents=True)
     lock = os.open(state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    wal = os.open(state / "wal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     created = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    ahead = variant == "files-wal"
     out = []
 
     def write(path: str, data: bytes, flags: int = created) -> int:
@@ -111,7 +126,10 @@ def protocol_files(directory: Path, commits: int) -> list[tuple[float, float]]:
             tile, width = (size - 1) >> 8, size % 256 or 256
             w, p = time.perf_counter(), time.process_time()
             os.pwrite(lock, b"1", 0)
-            group, fds, dirs = FsyncGroup(), [], []
+            group, fds, dirs, unsynced = FsyncGroup(), [], [], []
+            if ahead:
+                fds.append(wal)
+                os.write(wal, bytes(8 + 32 + 2 + ENTRY + 32 + CHECKPOINT + 32))
             for top, each in (("entries", ENTRY), ("0", 32)):
                 where = f"{directory}/tile/{top}/{tile:03d}" + (".p" if width < 256 else "")
                 name = f"{where}/{width}" if width < 256 else where
@@ -119,28 +137,38 @@ def protocol_files(directory: Path, commits: int) -> list[tuple[float, float]]:
                     os.makedirs(where, exist_ok=True)
                 else:
                     where = os.path.dirname(where)
-                fds.append(write(name, bytes(width * each)))
-                dirs.append(os.open(where, os.O_RDONLY | os.O_DIRECTORY))
-            fds.append(write(f"{state}/history", size.to_bytes(12, "big"),
-                             os.O_WRONLY | os.O_APPEND | os.O_CREAT))  # fmt: skip
-            fds.append(write(f"{state}/.tmp-treeState", bytes(80)))
+                synced = not ahead or width == 256  # (a completed tile: synced, record trimmed)
+                (fds if synced else unsynced).append(write(name, bytes(width * each)))
+                if synced:
+                    dirs.append(os.open(where, os.O_RDONLY | os.O_DIRECTORY))
+            (unsynced if ahead else fds).append(write(
+                f"{state}/history", size.to_bytes(12, "big"),
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT))  # fmt: skip
+            if variant == "files":
+                fds.append(write(f"{state}/.tmp-treeState", bytes(80)))
             fds.append(write(f"{directory}/.tmp-checkpoint", bytes(CHECKPOINT)))
             for fd in fds + dirs:
                 group.start(fd)
             group.wait()
-            for fd in fds + dirs:
-                os.close(fd)
-            os.replace(f"{state}/.tmp-treeState", f"{state}/treeState")
-            fsync_path(str(state))
+            for fd in fds + dirs + unsynced:
+                if fd != wal:
+                    os.close(fd)
+            if variant == "files":
+                os.replace(f"{state}/.tmp-treeState", f"{state}/treeState")
+                fsync_path(str(state))
             os.replace(f"{directory}/.tmp-checkpoint", f"{directory}/checkpoint")
             fsync_path(str(directory))
             os.pwrite(lock, b"0", 0)
             if width == 256:
+                if ahead:
+                    os.ftruncate(wal, 0)
+                    os.fsync(wal)
                 for top in ("entries", "0"):
                     shutil.rmtree(f"{directory}/tile/{top}/{tile:03d}.p", ignore_errors=True)
             out.append((time.perf_counter() - w, time.process_time() - p))
     finally:
         os.close(lock)
+        os.close(wal)
     return out
 
 
@@ -183,8 +211,8 @@ def child(kind: str, directory: Path, commits: int) -> None:
     """Run one kind's commits in this process; print the timings as JSON."""
     if kind in ("baseline", "bare"):
         times = baseline(directory, commits, sync_temp=kind == "baseline")
-    elif kind == "files":
-        times = protocol_files(directory, commits)
+    elif kind.startswith("files"):
+        times = protocol_files(directory, commits, kind)
     else:
         times = trajledger_appends(kind, directory, commits)
     print(json.dumps(times))
@@ -231,6 +259,8 @@ def markdown(r: dict[str, Any]) -> str:
         "baseline": "baseline: append + fsync, checkpoint temp + fsync + rename + dir fsync",
         "bare": "bare (issue 21's words): the same, the temp file not fsynced",
         "files": "the files and waits of one commit, nothing computed",
+        "files-cp": "the same, the signed checkpoint as the commit point (no treeState)",
+        "files-wal": "the same, a write-ahead record instead of the tiles' fsyncs (not built)",
         "log": "`Log.append` of 1 entry (writer kept open)",
         "ledger": "`Ledger.log.append` of 1 entry (+ the user's floor raised)",
     }

@@ -127,6 +127,21 @@ class Signer:
         )
         return cls(name, PublicKey.from_pem(pem), key)
 
+    def derived_ed25519(self) -> bytes | None:
+        """The raw Ed25519 public key derived from the private key this object signs with
+        (not `public`, the half it was given), or None when its signatures are not made here
+        by that key: a subclass with a `sign` of its own (one that signs through another
+        process) or a key that is not Ed25519. A signature it makes then verifies by this key
+        (Ed25519's correctness), which a caller may rely on without verifying it (the log's
+        writer, for the checkpoints it signs: `CheckedNotes.own`)."""
+        if type(self).sign is not Signer.sign or not isinstance(
+            self._key, ed25519.Ed25519PrivateKey
+        ):
+            return None
+        return self._key.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+
     def private_pem(self, passphrase: bytes | None) -> bytes:
         """The private key as PKCS#8 PEM, encrypted when a passphrase is given
         (`encrypted_pkcs8`)."""

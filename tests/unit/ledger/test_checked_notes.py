@@ -8,16 +8,20 @@ one `verify`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.log import Log
 from trajledger.ledger.log import checked as checked_module
 from trajledger.ledger.log.checked import CheckedNotes
-from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import SignatureError
 from trajledger.verify.note import Verifier, verifier_from_vkey
 
@@ -91,3 +95,71 @@ def test_a_long_lived_holder_keeps_a_few_notes(calls: list[bytes]) -> None:
     assert calls == notes  # the newest kept
     checked(notes[0], verifier)
     assert calls == [*notes, notes[0]]  # the oldest not: verified again
+
+
+# -- the notes a log's writer signs (app50: kept as verified, only when it signs them here) ----
+
+LOG_ORIGIN = "example.org/checked-log"
+
+
+class _Elsewhere(Signer):
+    """Signs through another party (as a Ray worker's key signs in the writer actor): what it
+    returns is known only by verifying it."""
+
+    def sign(self, data: bytes) -> bytes:
+        return super().sign(data)
+
+
+def _appended(log: Log, calls: list[bytes], n: int) -> list[bytes]:
+    """Append ``n`` entries one by one; each published note, then whether ``log.checked``
+    verified it when asked for it (the calls made since, in ``calls``)."""
+    notes = []
+    for _ in range(n):
+        log.append([testkit.entry_spec(log.size, "0" * 64)])
+        notes.append(log.checkpoint_bytes())
+    del calls[:]
+    for note in notes:
+        log.checked(note, log.verifier)
+    return notes
+
+
+def test_a_writer_keeps_the_notes_it_signs_as_verified(
+    tmp_path: Path, calls: list[bytes]
+) -> None:
+    """The notes a writer signed with its own key (a new log's, appended ones, after a rotation
+    to a new key) are answered without verifying them, and each is what `verify_checkpoint`
+    says of it."""
+    signer = Signer.generate("log")  # TEST ONLY
+    log = Log.create(tmp_path / "log", LOG_ORIGIN, signer)
+    notes = [log.checkpoint_bytes(), *_appended(log, calls, 3)]
+    assert calls == []
+    for note in notes:
+        assert log.checked(note, log.verifier) == verify_checkpoint(note, log.verifier)
+    log.rotate_key(new := Signer.generate("log2"))  # TEST ONLY
+    notes = _appended(log, calls, 2)
+    assert calls == [] and log.verifier.public_key == new.public.raw_ed25519()
+    assert [log.checked(n, log.verifier).size for n in notes] == [4, 5]
+
+
+def test_a_note_signed_elsewhere_is_verified(tmp_path: Path, calls: list[bytes]) -> None:
+    """A signer whose `sign` is its own (it may sign in another process) is not trusted to
+    have made a valid signature: its notes are verified when asked for."""
+    signer = _Elsewhere.from_private("log", Ed25519PrivateKey.generate())  # TEST ONLY
+    log = Log.create(tmp_path / "log", LOG_ORIGIN, signer)
+    notes = _appended(log, calls, 2)
+    assert calls == notes
+
+
+def test_a_key_not_the_pair_of_its_public_half_is_not_trusted(
+    tmp_path: Path, calls: list[bytes]
+) -> None:
+    """A `Signer` given a public half that is not its private key's (made by hand, not by the
+    key store, which refuses such a pair) signs notes that do not verify by the log's key: they
+    are not kept as verified, and asking for one fails."""
+    public = Signer.generate("log").public  # TEST ONLY
+    signer = Signer("log", public, Ed25519PrivateKey.generate())
+    log = Log.create(tmp_path / "log", LOG_ORIGIN, signer)
+    assert log.verifier.public_key == public.raw_ed25519()
+    with pytest.raises(SignatureError):
+        log.checked(log.checkpoint_bytes(), log.verifier)
+    assert calls == [log.checkpoint_bytes()]

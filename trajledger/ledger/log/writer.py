@@ -119,6 +119,9 @@ class Log(LogReader):
     _held: tuple[Signer, bytes] | None = None
     """The signer `_key_now` last saw and its public key's bytes (`_held_key`)."""
 
+    _own: tuple[Signer, bytes | None] | None = None
+    """The signer `_signs_as_log` last saw and the public key its private key derives."""
+
     reload_signer: Callable[[], Signer] | None = None
     """Set by the ledger: the log's key loaded again from where it was loaded (the ledger's
     ``log-key/``), its passphrase only from where a running command can have it (a variable or
@@ -453,7 +456,22 @@ class Log(LogReader):
         cp = Checkpoint(self.origin, edge.size, edge.root)
         text = checkpoint_text(cp)
         line = format_signature_line(self.origin, self.verifier.key_hash, signer.sign(text))
-        return cp, text + b"\n" + line
+        note = text + b"\n" + line
+        if self._signs_as_log(signer):
+            self.checked.own(note, self.verifier, cp)
+        return cp, note
+
+    def _signs_as_log(self, signer: Signer) -> bool:
+        """Whether ``signer``'s signatures verify by the log's key, known without verifying
+        one: the private key it signs with here derives the log's public key (checked once per
+        signer object: a `Signer` is frozen). Then the notes `_sign` makes are kept as verified
+        (`CheckedNotes.own`), and the ledger's ``on_publish`` raises the user's floor to them
+        without an Ed25519 verification; a signer that signs elsewhere (a subclass), or whose
+        private key is not the pair of its public half, is verified as any other note is."""
+        own = self._own
+        if own is None or own[0] is not signer:
+            own = self._own = (signer, signer.derived_ed25519())
+        return own[1] == self.verifier.public_key
 
     def _publish(
         self, cp: Checkpoint, note: bytes, edge: Edge, ts: bytes, *, staged: str | None = None
