@@ -5,7 +5,9 @@ modules of the job it is given (`_map_block`, the recorder's features hook
 `record_windows.given_features`). `batch_features` imported `verify.ledger_dir` at its top for
 one function the workers never call; that brought the log's, checkpoints' and signatures'
 modules and ``cryptography`` into every worker (about 0.03-0.05 CPU-s a worker, two workers a
-`record`). The worker's job here is the recorder's, started as the reader starts it.
+`record`); `rollouts.parquet_read` and `record_windows` imported ``pyarrow.parquet`` at their
+tops for reading files, which a worker never does, and with it ``pyarrow.fs``'s cloud file
+systems and ``ssl``. The worker's job here is the recorder's, started as the reader starts it.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from trajledger.ledger.rollouts import reader_process as rp
 from trajledger.ledger.rollouts.chunks import ReaderOptions
 
 UNUSED_IN_A_WORKER = ("cryptography", "trajledger.verify.ledger_dir", "trajledger.verify.keys",
-                      "trajledger.verify.note")  # fmt: skip
+                      "trajledger.verify.note", "pyarrow.parquet", "pyarrow.fs", "ssl")  # fmt: skip
 
 
-def test_a_workers_chat_block_with_the_recorders_features_imports_no_log_or_signing_module(
+def test_a_workers_chat_block_with_the_recorders_features_imports_no_unused_module(
 ) -> None:
     lines = "".join(json.dumps({"episode_id": f"e{n}", "messages": [
         {"role": "system", "content": "be brief"},
