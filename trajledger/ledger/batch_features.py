@@ -64,7 +64,6 @@ import pyarrow as pa
 
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, hash_file, parse_digest
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
-from trajledger.verify.ledger_dir import read_regular
 
 from .episode_features import (
     FEATURE_COLUMNS,
@@ -637,6 +636,10 @@ def batch_features(
     where = cache_path(cache, digest) if cache is not None else None
     chunk = None
     if where is not None:
+        # (imported here: the reader's workers import this module, and `verify.ledger_dir`
+        # brings the log's and the signatures' modules and cryptography, which they never use)
+        from trajledger.verify.ledger_dir import read_regular
+
         with contextlib.suppress(OSError, FormatError):
             chunk = decode_features(read_regular(where), digest)  # (a FIFO there: not read)
     source = "cache"

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from trajledger.verify.errors import ProvenanceError
 
@@ -196,6 +195,8 @@ def _as_read(groups: list[pa.Table], path: Path, columns: Sequence[str]) -> list
     as the reader cuts them (`iter_parquet`'s batch of 65,536 rows; the held columns are under
     `CHUNK_BYTES`, so never cut by their bytes), and every array of no dictionary and no null
     list or struct (whose hidden values a file read back would not have)."""
+    import pyarrow.parquet as pq  # (not at the top: the reader's workers import this module)
+
     with pq.ParquetFile(path) as f:  # (its footer only)
         meta, file = f.metadata, f.schema_arrow
     table = pa.concat_tables(groups) if groups else None

@@ -43,17 +43,20 @@ import os
 import re
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from trajledger.verify.errors import FormatError
 
 from .chunks import CHUNK_BYTES, StepLimitError, max_steps
+
+if TYPE_CHECKING:  # (imported where a file is opened: the reader's workers never open one, and
+    # pyarrow.parquet brings pyarrow.fs's cloud file systems and ssl: chat50)
+    import pyarrow.parquet as pq
 
 __all__ = [
     "MAX_DECODED_BYTES",
@@ -214,6 +217,8 @@ def _open(
 
     def handle() -> str | os.PathLike[str] | io.BytesIO:
         return io.BytesIO(source) if isinstance(source, bytes) else source
+
+    import pyarrow.parquet as pq
 
     # Streamed through a 1 MiB buffer: pyarrow's default reads whole column chunks of a row
     # group into memory before the first row.
