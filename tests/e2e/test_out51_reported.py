@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from test_out48_reported import vendor_only
+from test_out48_reported import steps, vendor_only
 from testkit import Party
 
 from trajledger import Ledger
@@ -78,3 +78,38 @@ def test_an_environment_registered_by_module_and_id_is_recorded_by_the_same_id(
     with pytest.raises(ValueError, match="the environment is CartPole-v1"):
         LedgerRecorder(gym.make("CartPole-v1"), ledger, env_ref="corridor@1", policy="random",
                        signer=ledger.keys.signer("vendor"))
+
+
+LANCE_FULL = ("lance error: LanceError(IO): Generic LocalFileSystem error: Unable to copy data to "
+              "file: No space left on device (os error 28), /root/.cargo/registry/src/index.crates"
+              ".io-1949cf8c6b5b557f/lance-table-13.0.0/src/io/commit.rs:1663:50")
+"""What lance raised, word for word, when ``reindex``, ``query`` and ``stats`` met a full
+tmpfs (3 MB, the quickstart's ledger on it)."""
+
+
+@pytest.mark.parametrize("command", [("query", "artifacts"), ("reindex",),
+                                     ("stats", "BATCH")])
+def test_a_full_disk_under_the_audit_index_is_the_disks_not_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
+) -> None:
+    """A full disk (a 3 MB tmpfs holding the quickstart's ledger, the index stale): ``reindex``,
+    ``query`` and ``stats`` ended in ``BUG: RuntimeError: lance error: … No space left on
+    device (os error 28), /root/.cargo/…`` and ``This is a bug in trajledger; please report
+    it`` (exit 4): lance, written in Rust, reports the system's error in a ``RuntimeError``'s
+    words. Expected: as every other write meeting a full disk, exit 3 and one line saying what
+    to do next (lance's own write is below Python, where the fault sweep does not reach, so the
+    error is raised where the index writes)."""
+    vendor = Party(tmp_path, "vendor")
+    vendor_only(vendor, tmp_path)
+    batch = vendor.last("record", steps(tmp_path / "s.jsonl", "e"), "--env", "cartpole@1",
+                        "--policy", "random", "--key", "vendor")
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(LANCE_FULL)
+
+    monkeypatch.setattr("trajledger.ledger.index.tables.Index._update", full)
+    out = vendor.run(*(batch if a == "BATCH" else a for a in command), code=3).output
+    assert "BUG" not in out
+    assert out.strip().splitlines()[-1] == (
+        "FAIL: No space left on device; free space on the disk written to (the ledger's, or "
+        "where --out writes) or write elsewhere, then run the command again")

@@ -27,7 +27,14 @@ from trajledger._signals import STOPPING, Terminated, forget_appends, stopped_li
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .config import DEFAULT_HOME, ledger_path
-from .errors import LedgerError, OptionValueError, PolicyFileError, disk_error, next_step
+from .errors import (
+    LedgerError,
+    OptionValueError,
+    PolicyFileError,
+    disk_error,
+    library_os_error,
+    next_step,
+)
 
 __all__ = [
     "EXIT_BUG",
@@ -790,6 +797,9 @@ class Group(click.Group):
             if disk_error(e):  # a database's read or write the disk failed: not a bug
                 fail(f"database: {e} (a read or write of the user's state or an index failed; "
                      "the disk, not the ledger's contents)")
+                raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
+            if (system := library_os_error(e)) is not None:  # lance's full disk: not a bug
+                fail(os_error_line(system))
                 raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
             verbose = bool(ctx.find_object(Context) and ctx.find_object(Context).verbose)  # type: ignore[union-attr]
             if verbose:
