@@ -5,6 +5,7 @@ thirty-sixth round (out51)".
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -113,3 +114,35 @@ def test_a_full_disk_under_the_audit_index_is_the_disks_not_a_bug(
     assert out.strip().splitlines()[-1] == (
         "FAIL: No space left on device; free space on the disk written to (the ledger's, or "
         "where --out writes) or write elsewhere, then run the command again")
+
+
+def test_policy_init_writes_the_evaluator_role_a_newcomer_asks_for(tmp_path: Path) -> None:
+    """A newcomer makes keys vendor, approver, trainer and evaluator (docs/evaluations.md: an
+    evaluator role signs evaluations), then ``policy init``: the evaluator key was left out
+    without a word, ``policy init`` had no way to write the role (no ``--evaluator``; only
+    ``producer``, ``approver``, ``trainer`` in ``--roles``), and ``eval`` then refused with
+    ``record a policy with [roles.evaluator] naming it (format = 2, a higher serial;
+    docs/evaluations.md shows one)``: the TOML written by hand. Expected: ``policy init`` says
+    what it left out and how to ask for it; ``--evaluator KEY`` writes the role (format 2),
+    which ``policy set`` records; ``eval``'s refusal names that command."""
+    lab = Party(tmp_path, "lab")
+    lab.run("init", "--origin", "lab.example/log")
+    for key in ("vendor", "approver", "trainer", "evaluator"):
+        lab.run("key", "new", key, "--no-encrypt")
+    first = lab.run("policy", "init", "--out", tmp_path / "p1.toml").stderr
+    assert ("no evaluator role, so no evaluation can be recorded ('trajledger eval'): key(s) "
+            "evaluator are left out; to sign evaluations with them, write it again with "
+            "--evaluator evaluator") in first
+    lab.run("policy", "set", tmp_path / "p1.toml", "--key", "approver", "--yes")
+    refused = lab.run("eval", "ck@1", "--suite", "suite@1", "--key", "evaluator", code=1).stderr
+    assert "'trajledger policy init --evaluator evaluator --out FILE'" in refused
+    lab.run("policy", "init", "--evaluator", "evaluator", "--out", tmp_path / "p2.toml")
+    assert (tmp_path / "p2.toml").read_text().count("format = 2") == 1
+    lab.run("policy", "set", tmp_path / "p2.toml", "--key", "approver", "--yes")
+
+    shown = json.loads(lab.run("policy", "show", "--json").stdout)["policy"]
+    evaluator = json.loads(lab.run("key", "export", "evaluator", "--json").stdout)["pem"]
+    assert shown["format"] == 2
+    assert shown["roles"]["evaluator"]["keys"] == [evaluator]
+    refused = lab.run("eval", "ck@1", "--suite", "suite@1", "--key", "evaluator", code=3).stderr
+    assert "evaluator role" not in refused  # past the role check: the checkpoint is unknown

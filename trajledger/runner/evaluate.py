@@ -268,7 +268,9 @@ def evaluate(
             "" if any(r.keyid == signer.keyid for r in policy.revoked_keys)  # not to be added
             else ", or record a policy naming this key in "
             "[roles.evaluator]") if held else "record a policy with [roles.evaluator] naming "
-            "it (format = 2, a higher serial; docs/evaluations.md shows one)")
+            "it (format = 2, a higher serial: 'trajledger policy init --evaluator "
+            f"{signer.name} --out FILE' writes one of this ledger's keys; docs/evaluations.md "
+            "shows one)")
         raise PolicyError(f"{head} (format {policy.format}); evaluations are signed by "
                           f"roles.evaluator keys: {fix}")
     catalog = Catalog(ledger)
