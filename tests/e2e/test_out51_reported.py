@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+import testkit
 from test_out48_reported import steps, vendor_only
 from testkit import Party
 
@@ -146,3 +147,26 @@ def test_policy_init_writes_the_evaluator_role_a_newcomer_asks_for(tmp_path: Pat
     assert shown["roles"]["evaluator"]["keys"] == [evaluator]
     refused = lab.run("eval", "ck@1", "--suite", "suite@1", "--key", "evaluator", code=3).stderr
     assert "evaluator role" not in refused  # past the role check: the checkpoint is unknown
+
+
+def test_a_printed_training_outcome_is_a_few_lines_not_the_data(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """A newcomer's in-process run (docs/trainers.md, section 2) printed what ``run.save``
+    returned: the `TrainOutcome`'s repr held the admission's every batch whole, each file's
+    bytes (hundreds of kilobytes of Parquet as ``b'PAR1…'``), the tables, the policy and the
+    verified report. Expected: the checkpoint, the dataset and each batch by digest and
+    sizes."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    ledger = Ledger.open(home)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "w.json").write_text("{}")
+    with ledger.training("cartpole-train@2", key="trainer", name="inproc", version="1") as run:
+        outcome = run.save(tmp_path / "model", metrics={"loss": 0.1})
+    shown = repr(outcome)
+    assert "PAR1" not in shown and "BEGIN PUBLIC KEY" not in shown
+    assert outcome.digest in shown and "cartpole-train" in shown
+    for batch in outcome.admission.batches:
+        assert (f"AdmittedBatch(digest={batch.digest!r}, index={batch.index}, "
+                f"steps=<{batch.steps.num_rows} rows>") in shown
+    assert len(shown) < 400 * (1 + len(outcome.admission.batches)), len(shown)
