@@ -170,3 +170,21 @@ def test_a_printed_training_outcome_is_a_few_lines_not_the_data(
         assert (f"AdmittedBatch(digest={batch.digest!r}, index={batch.index}, "
                 f"steps=<{batch.steps.num_rows} rows>") in shown
     assert len(shown) < 400 * (1 + len(outcome.admission.batches)), len(shown)
+
+
+def test_the_first_policy_steps_in_the_wrong_order_say_what_comes_first(tmp_path: Path) -> None:
+    """A newcomer who skips the README's ``policy init``: ``policy set policy.toml --key …``
+    said ``FAIL: policy policy.toml: no such file`` and nothing else, and ``train`` (or
+    ``eval``, ``release``) before any policy said ``record one with 'trajledger policy set
+    FILE --key APPROVER...'``, a FILE nothing had told them how to write. Expected: both name
+    ``trajledger policy init``."""
+    lab = Party(tmp_path, "lab")
+    lab.run("init", "--origin", "lab.example/log")
+    lab.run("key", "new", "approver", "--no-encrypt")
+    missing = tmp_path / "my policy.toml"
+    err = lab.run("policy", "set", missing, "--key", "approver", code=3).stderr
+    assert err == (f"FAIL: policy {missing}: no such file; write one with 'trajledger policy "
+                   f"init --out '{missing}'' (this ledger's keys, by role), check and edit it, "
+                   "then run this again\n")
+    err = lab.run("train", "--dataset", "d@1", "--key", "approver", code=3).stderr
+    assert "write one ('trajledger policy init') and record it" in err

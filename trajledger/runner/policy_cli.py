@@ -7,6 +7,7 @@ Heavy modules load inside the commands.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -374,6 +375,12 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
     from trajledger.verify.errors import PolicyError
 
     ledger = ctx.ledger()
+    if not os.path.lexists(file):  # out51: the README's 'policy init' step skipped
+        from trajledger.ledger.errors import shell_word
+
+        raise LedgerError(f"policy {file}: no such file; write one with 'trajledger policy "
+                          f"init --out {shell_word(file)}' (this ledger's keys, by role), "
+                          "check and edit it, then run this again")
     new = policy_from_file(ctx, file)
     _refuse_unreadable(new, file, usage=True)
     _note_paths(file, new)
