@@ -6,6 +6,7 @@ thirty-sixth round (out51)".
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -44,6 +45,23 @@ gym.register("Out51Corridor-v0", entry_point="out51_corridor:Corridor", max_epis
 '''
 
 
+def play(ledger: Ledger, gym_id: str, seeds: range) -> str:
+    """Record an episode of each seed (always right) with `LedgerRecorder`; the batch."""
+    from trajledger.integrations.gymnasium import LedgerRecorder
+
+    rec = LedgerRecorder(gym.make(gym_id), ledger, env_ref="corridor@1", policy="right",
+                         signer=ledger.keys.signer("vendor"))
+    for seed in seeds:
+        rec.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = rec.step(1)
+            done = terminated or truncated
+    rec.close()
+    assert len(rec.batches) == 1
+    return rec.batches[0]
+
+
 def test_an_environment_registered_by_module_and_id_is_recorded_by_the_same_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -63,20 +81,9 @@ def test_an_environment_registered_by_module_and_id_is_recorded_by_the_same_id(
                "out51_corridor:Out51Corridor-v0", "--key", "vendor")
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(vendor.state))
     ledger = Ledger.open(vendor.home)
-    env = gym.make("out51_corridor:Out51Corridor-v0")
+    vendor.run("verify", play(ledger, "out51_corridor:Out51Corridor-v0", range(3)))
     from trajledger.integrations.gymnasium import LedgerRecorder
 
-    rec = LedgerRecorder(env, ledger, env_ref="corridor@1", policy="right",
-                         signer=ledger.keys.signer("vendor"))
-    for seed in range(3):
-        rec.reset(seed=seed)
-        done = False
-        while not done:
-            _, _, terminated, truncated, _ = rec.step(1)
-            done = terminated or truncated
-    rec.close()
-    assert len(rec.batches) == 1
-    vendor.run("verify", rec.batches[0])
     with pytest.raises(ValueError, match="the environment is CartPole-v1"):
         LedgerRecorder(gym.make("CartPole-v1"), ledger, env_ref="corridor@1", policy="random",
                        signer=ledger.keys.signer("vendor"))
@@ -188,3 +195,53 @@ def test_the_first_policy_steps_in_the_wrong_order_say_what_comes_first(tmp_path
                    "then run this again\n")
     err = lab.run("train", "--dataset", "d@1", "--key", "approver", code=3).stderr
     assert "write one ('trajledger policy init') and record it" in err
+
+
+def test_the_built_in_evaluator_replays_an_environment_registered_by_module_and_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newcomer's environment of their own (``--gym-id MODULE:ID``), a ``bc`` checkpoint
+    trained on it and a regression suite of it: ``eval CK --suite suite@1 --key evaluator``
+    (built in) ended in ``BUG: NameNotFound: Environment `out51_judged:Out51Judged` doesn't
+    exist`` (exit 4): the pass mark was read with ``gymnasium.spec``, which takes no module
+    part (``make`` does; ``rollout`` and ``train`` worked). And where the module cannot be
+    imported, ``eval`` and ``rollout`` ended in ``BUG: ModuleNotFoundError``. Expected: the
+    spec's ``reward_threshold`` read after the module is imported, the evaluation recorded;
+    an environment that cannot be made, one line, exit 3."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "out51_judged.py").write_text(CORRIDOR.replace(
+        'gym.register("Out51Corridor-v0", entry_point="out51_corridor:Corridor", '
+        'max_episode_steps=20)',
+        'gym.register("Out51Judged-v0", entry_point="out51_judged:Corridor", '
+        'max_episode_steps=20, reward_threshold=0.5)'))
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    lab = Party(tmp_path, "lab")
+    lab.run("init", "--origin", "lab.example/log")
+    for key in ("vendor", "approver", "trainer", "evaluator"):
+        lab.run("key", "new", key, "--no-encrypt")
+    lab.run("policy", "init", "--evaluator", "evaluator", "--out", tmp_path / "p.toml")
+    lab.run("policy", "set", tmp_path / "p.toml", "--key", "approver", "--yes")
+    lab.run("env", "register", "corridor", "--version", "1", "--gym-id",
+            "out51_judged:Out51Judged-v0", "--key", "vendor")
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(lab.state))
+    ledger = Ledger.open(lab.home)
+    train = play(ledger, "out51_judged:Out51Judged-v0", range(10))
+    suite = play(ledger, "out51_judged:Out51Judged-v0", range(100, 110))
+    lab.run("dataset", "create", "tr", "--version", "1", "--split", "train", "--batch", train,
+            "--key", "vendor")
+    lab.run("dataset", "create", "suite", "--version", "1", "--split", "regression", "--batch",
+            suite, "--key", "vendor")
+    lab.run("approve", "tr@1", "--key", "approver")
+    ck = lab.last("train", "--dataset", "tr@1", "--key", "trainer")
+    evaluated = lab.run("eval", ck, "--suite", "suite@1", "--key", "evaluator").stderr
+    assert "10 of 10 episode(s) passed" in evaluated, evaluated
+    monkeypatch.delitem(sys.modules, "out51_judged")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path / "mods")])
+    for args in (("eval", ck, "--suite", "suite@1", "--key", "evaluator"),
+                 ("rollout", "--checkpoint", ck, "--env", "corridor@1", "--episodes", "1",
+                  "--key", "vendor")):
+        err = lab.run(*args, code=3).stderr
+        assert err.startswith("FAIL: environment 'out51_judged:Out51Judged-v0' cannot be made: "
+                              "No module named 'out51_judged'"), err
+        assert err.endswith("(install the module, or run where Python finds it: "
+                            "PYTHONPATH)\n"), err
