@@ -245,3 +245,24 @@ def test_the_built_in_evaluator_replays_an_environment_registered_by_module_and_
                               "No module named 'out51_judged'"), err
         assert err.endswith("(install the module, or run where Python finds it: "
                             "PYTHONPATH)\n"), err
+
+
+def test_an_environment_of_ones_own_refused_by_id_is_told_the_module_form(
+    tmp_path: Path
+) -> None:
+    """``env register corridor --version 1 --gym-id Corridor-v0`` of an environment a module
+    of the newcomer's own registers (``gym.register`` in ``corridor.py``) said ``cannot be made
+    (Environment `Corridor` doesn't exist.); install its package, or register without
+    --gym-id``: the way that works, ``--gym-id corridor:Corridor-v0`` (Gymnasium imports the
+    module), was not said. Expected: said; a ``MODULE:ID`` whose module is missing is not told
+    it again."""
+    vendor = Party(tmp_path, "vendor")
+    vendor_only(vendor, tmp_path)
+    err = vendor.run("env", "register", "corridor", "--version", "1", "--gym-id",
+                     "Out51Nowhere-v0", "--key", "vendor", code=3).stderr
+    assert ("name the module of yours that registers it (--gym-id MODULE:Out51Nowhere-v0, run "
+            "where Python finds MODULE), or register without --gym-id") in err, err
+    err = vendor.run("env", "register", "corridor", "--version", "1", "--gym-id",
+                     "out51_nowhere:Out51Nowhere-v0", "--key", "vendor", code=3).stderr
+    assert "MODULE:" not in err and err.endswith(
+        "install its package, or register without --gym-id\n"), err
