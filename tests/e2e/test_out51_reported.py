@@ -266,3 +266,29 @@ def test_an_environment_of_ones_own_refused_by_id_is_told_the_module_form(
                      "out51_nowhere:Out51Nowhere-v0", "--key", "vendor", code=3).stderr
     assert "MODULE:" not in err and err.endswith(
         "install its package, or register without --gym-id\n"), err
+
+
+@pytest.mark.parametrize("made, typed", [("NFC", "NFD"), ("NFD", "NFC")])
+def test_a_passphrase_typed_in_another_unicode_form_opens_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: str, typed: str
+) -> None:
+    """A key encrypted under ``pässwort …`` with ``ä`` as one code point (NFC: typed on one
+    machine) did not open with the same passphrase whose ``ä`` is ``a`` and a combining mark
+    (NFD: another machine's keyboard, a file or clipboard): ``wrong passphrase or corrupt key
+    file``, the same words as for another passphrase. Expected: it opens; another passphrase
+    still does not."""
+    import unicodedata
+
+    words = "pässwort für den schlüssel"
+    lab = Party(tmp_path, "lab")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", unicodedata.normalize(made, words))
+    lab.run("init", "--origin", "lab.example/log")
+    lab.run("key", "new", "vendor")
+    (tmp_path / "f.txt").write_text("x")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", unicodedata.normalize(typed, words))
+    assert unicodedata.normalize(typed, words) != unicodedata.normalize(made, words)
+    lab.run("sign", tmp_path / "f.txt", "--key", "vendor", "--out", tmp_path / "f.json")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", unicodedata.normalize(typed, words + "!"))
+    err = lab.run("sign", tmp_path / "f.txt", "--key", "vendor", "--out", tmp_path / "g.json",
+                  code=3).stderr
+    assert "wrong passphrase or corrupt key file" in err
