@@ -113,10 +113,13 @@ def test_a_full_disk_under_the_audit_index_is_the_disks_not_a_bug(
     batch = vendor.last("record", steps(tmp_path / "s.jsonl", "e"), "--env", "cartpole@1",
                         "--policy", "random", "--key", "vendor")
 
-    def full(*args: object, **kwargs: object) -> None:
-        raise RuntimeError(LANCE_FULL)
+    class Full:
+        """A lance database on a full disk: whatever is asked of it raises lance's error."""
 
-    monkeypatch.setattr("trajledger.ledger.index.tables.Index._update", full)
+        def __getattr__(self, name: str) -> object:
+            raise RuntimeError(LANCE_FULL)
+
+    monkeypatch.setattr("lancedb.connect", lambda *args, **kwargs: Full())
     out = vendor.run(*(batch if a == "BATCH" else a for a in command), code=3).output
     assert "BUG" not in out
     assert out.strip().splitlines()[-1] == (
