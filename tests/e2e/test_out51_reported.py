@@ -295,3 +295,25 @@ def test_a_passphrase_typed_in_another_unicode_form_opens_the_key(
     err = lab.run("sign", tmp_path / "f.txt", "--key", "vendor", "--out", tmp_path / "g.json",
                   code=3).stderr
     assert "wrong passphrase or corrupt key file" in err
+
+
+def test_rollout_of_a_commands_checkpoint_says_what_plays_it(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """The newcomer's checkpoint of ``train ... -- python train.py``, given to ``rollout``
+    (README's tour step 6): ``FAIL: checkpoint has no trainer.json (files: m)``, which
+    checkpoint and what to do unsaid (``eval`` says both for the same checkpoint). Expected:
+    the checkpoint named, and the ways to record its episodes."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    lab = Party(tmp_path, "lab")
+    lab.home = home
+    write = ("import os, pathlib; "
+             "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'm').write_text('1')")
+    lab.run("train", "--dataset", "cartpole-train@2", "--key", "trainer", "--name", "mine",
+            "--version", "1", "--", sys.executable, "-c", write)
+    err = lab.run("rollout", "--checkpoint", "mine@1", "--env", "cartpole@1", "--episodes", "1",
+                  "--key", "vendor", code=1).stderr
+    assert err == ("FAIL: checkpoint mine@1: 'rollout' plays policies of the built-in trainers "
+                   "only (checkpoint has no trainer.json (files: m)); record your own policy's "
+                   "episodes with LedgerRecorder, or write them to files and 'trajledger "
+                   "record' them (docs/recording.md)\n"), err
