@@ -317,3 +317,20 @@ def test_rollout_of_a_commands_checkpoint_says_what_plays_it(
                    "only (checkpoint has no trainer.json (files: m)); record your own policy's "
                    "episodes with LedgerRecorder, or write them to files and 'trajledger "
                    "record' them (docs/recording.md)\n"), err
+
+
+def test_json_lines_saved_with_a_byte_order_mark_are_told_so(tmp_path: Path) -> None:
+    """The newcomer's JSON lines saved by Notepad ('UTF-8 with BOM') or PowerShell 5's
+    ``Out-File -Encoding utf8``: ``record`` said ``not Parquet, Arrow IPC, or JSON lines:
+    Unexpected UTF-8 BOM (decode using utf-8-sig): line 1 column 1 (char 0)``, Python's
+    words. Expected: the mark named, and how to save the file without it."""
+    vendor = Party(tmp_path, "vendor")
+    vendor_only(vendor, tmp_path)
+    path = steps(tmp_path / "s.jsonl", "e")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    err = vendor.run("record", path, "--env", "cartpole@1", "--policy", "random", "--key",
+                     "vendor", code=1).stderr
+    assert err.splitlines()[-1] == (
+        "FAIL:   line 1: the file starts with a UTF-8 byte order mark (BOM), which JSON lines "
+        "do not have (RFC 8259): save it as UTF-8 without one (Notepad: 'UTF-8', not 'UTF-8 "
+        "with BOM'; or: sed -i '1s/^\\xEF\\xBB\\xBF//' FILE), then run this again"), err
