@@ -58,8 +58,9 @@ def test_eval_without_an_evaluator_role_says_how_to_get_one(
     assert r.stderr.splitlines()[-1].endswith(
         "does not hold the evaluator role in policy 'quickstart' serial 1 (format 1); "
         "evaluations are signed by roles.evaluator keys: record a policy with "
-        "[roles.evaluator] naming it (format = 2, a higher serial; docs/evaluations.md shows "
-        "one)")
+        "[roles.evaluator] naming it (format = 2, a higher serial: 'trajledger policy init "
+        "--evaluator trainer --out FILE' writes one of this ledger's keys; docs/evaluations.md "
+        "shows one)")
     assert r.stderr.startswith("FAIL: key trainer (")
 
 

@@ -209,9 +209,12 @@ def environment_spaces(
             try:
                 env = gymnasium.make(gymnasium_id)
             except (gymnasium.error.Error, ImportError, TypeError, ValueError) as e:
+                own = ("" if ":" in gymnasium_id or isinstance(e, ImportError) else
+                       f", name the module of yours that registers it (--gym-id MODULE:"
+                       f"{gymnasium_id}, run where Python finds MODULE)")  # out51
                 raise LedgerError(
                     f"gymnasium environment {gymnasium_id!r} cannot be made ({e}); install its "
-                    "package, or register without --gym-id"
+                    f"package{own}, or register without --gym-id"
                 ) from e
             try:
                 return {

@@ -32,6 +32,7 @@ from .errors import (
     OptionValueError,
     PolicyFileError,
     disk_error,
+    library_os_error,
     next_step,
     shell_word,
 )
@@ -807,6 +808,9 @@ class Group(click.Group):
             if disk_error(e):  # a database's read or write the disk failed: not a bug
                 fail(f"database: {e} (a read or write of the user's state or an index failed; "
                      "the disk, not the ledger's contents)")
+                raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
+            if (system := library_os_error(e)) is not None:  # lance's full disk: not a bug
+                fail(os_error_line(system))
                 raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
             verbose = bool(ctx.find_object(Context) and ctx.find_object(Context).verbose)  # type: ignore[union-attr]
             if verbose:

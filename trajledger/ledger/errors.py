@@ -130,6 +130,19 @@ def disk_error(e: BaseException) -> bool:
     return str(e) in ("disk I/O error", "database or disk is full", "unable to open database file")
 
 
+def library_os_error(e: BaseException) -> OSError | None:
+    """The system's error a library written in Rust reports in its own exception's words
+    (lance's ``RuntimeError: lance error: LanceError(IO): … No space left on device (os error
+    28), …`` on a full disk, out51): an ``OSError`` of that number, else None. Not a bug:
+    the disk's (exit 3, the system's words and `next_step`)."""
+    import re
+
+    if isinstance(e, OSError) or not (found := re.search(r"\(os error (\d+)\)", str(e))):
+        return None
+    number = int(found.group(1))
+    return OSError(number, os.strerror(number))
+
+
 def after_update(e: Exception, logged: Sequence[int], what: str, undone: str) -> Exception:
     """What to raise for ``e``, met after an update recorded this log's indices ``logged``: ``e``
     itself when it is a verdict or not the disk's (a bug's SQL), else a `LedgerError` that says

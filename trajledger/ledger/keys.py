@@ -759,7 +759,7 @@ class KeyStore:
                 "a terminal"
             )
         try:
-            return serialization.load_pem_private_key(data, password=passphrase)
+            return _load_private(data, passphrase)
         except (ValueError, TypeError) as e:
             why = (
                 "wrong passphrase or corrupt key file" if encrypted
@@ -902,3 +902,29 @@ class KeyStore:
             out.append(KeyInfo(name, key.algorithm, key.keyid, encrypted, pub,
                                encrypted and weakly_encrypted(data), bool(data)))
         return out
+
+
+def _load_private(data: bytes, passphrase: bytes | None) -> object:
+    """The private key in PEM ``data``, decrypted with ``passphrase``; a passphrase that is
+    not ASCII is tried again in its other Unicode normal forms (NFC, NFD) when the one given
+    does not open it (out51: ``ü`` is one code point typed on one machine, two from another's
+    keyboard, file or clipboard; the key was encrypted with the bytes of the first).
+
+    Raises:
+        ValueError / TypeError: no form opens it (cryptography's error for the one given).
+    """
+    import unicodedata
+
+    try:
+        return serialization.load_pem_private_key(data, password=passphrase)
+    except (ValueError, TypeError):
+        text = ""
+        if passphrase is not None and not passphrase.isascii():
+            with contextlib.suppress(UnicodeDecodeError):
+                text = passphrase.decode("utf-8")
+        for form in ("NFC", "NFD") if text else ():
+            other = unicodedata.normalize(form, text).encode("utf-8")
+            if other != passphrase:
+                with contextlib.suppress(ValueError, TypeError):
+                    return serialization.load_pem_private_key(data, password=other)
+        raise

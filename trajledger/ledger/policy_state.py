@@ -240,8 +240,8 @@ def load_policy(ledger: LedgerHome, policy_file: Path | None) -> tuple[TrustPoli
     found = current_policy(ledger, trusted)
     if found is None:
         raise LedgerError(
-            "no trust policy: pass --policy FILE, or record one with "
-            "'trajledger policy set FILE --key APPROVER...'"
+            "no trust policy: pass --policy FILE, or write one ('trajledger policy init') and "
+            "record it ('trajledger policy set FILE --key APPROVER...')"
         )
     notes, policy = found
     return policy, notes

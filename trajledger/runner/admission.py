@@ -82,6 +82,13 @@ class AdmittedBatch:
     predicate: RolloutBatch
     files: Mapping[str, bytes] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        """The batch by digest, index and sizes: not its tables or bytes (out51: a printed
+        `TrainOutcome` held every file of every batch, hundreds of kilobytes of Parquet)."""
+        return (f"AdmittedBatch(digest={self.digest!r}, index={self.index}, "
+                f"steps=<{self.steps.num_rows} rows>, episodes=<{self.episodes.num_rows} rows>, "
+                f"files={ {p: f'<{len(b)} bytes>' for p, b in self.files.items()} })")
+
 
 @dataclass(frozen=True)
 class Dependency:
@@ -102,10 +109,10 @@ class Admission:
     name: str
     version: str
     purpose: str
-    policy: TrustPolicy
-    report: Report
+    policy: TrustPolicy = field(repr=False)
+    report: Report = field(repr=False)
     batches: tuple[AdmittedBatch, ...]
-    predicate: Dataset
+    predicate: Dataset = field(repr=False)
     dependencies: tuple[Dependency, ...] = field(default_factory=tuple)
 
 

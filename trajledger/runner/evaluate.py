@@ -268,7 +268,9 @@ def evaluate(
             "" if any(r.keyid == signer.keyid for r in policy.revoked_keys)  # not to be added
             else ", or record a policy naming this key in "
             "[roles.evaluator]") if held else "record a policy with [roles.evaluator] naming "
-            "it (format = 2, a higher serial; docs/evaluations.md shows one)")
+            "it (format = 2, a higher serial: 'trajledger policy init --evaluator "
+            f"{signer.name} --out FILE' writes one of this ledger's keys; docs/evaluations.md "
+            "shows one)")
         raise PolicyError(f"{head} (format {policy.format}); evaluations are signed by "
                           f"roles.evaluator keys: {fix}")
     catalog = Catalog(ledger)
@@ -680,6 +682,27 @@ def _builtin(
                        config, report, Path(tmp))
 
 
+def _spec(gym_id: str) -> Any:
+    """``gymnasium.spec`` of a Gymnasium id, ``MODULE:ID`` too (out51: ``spec`` takes no
+    module part, ``make`` does): the module is imported first, as ``make`` would import it
+    next (`_check_env_modules` has already allowed it)."""
+    import importlib
+
+    import gymnasium as gym
+
+    from .rollouts import RolloutError
+
+    module, colon, name = gym_id.rpartition(":")
+    try:
+        if colon:
+            importlib.import_module(module)
+        return gym.spec(name if colon else gym_id)
+    except (gym.error.Error, ImportError) as e:
+        raise RolloutError(f"environment {gym_id!r} cannot be made: {e}"
+                           + (" (install the module, or run where Python finds it: "
+                              "PYTHONPATH)" if isinstance(e, ImportError) else "")) from e
+
+
 def _replay(
     verifier: Any,
     b: SuiteBatch,
@@ -692,8 +715,6 @@ def _replay(
     on_episode: Callable[[], None],
 ) -> list[EpisodeResult]:
     """Replay one suite batch's episodes (their seeds, in the environment it names)."""
-    import gymnasium as gym
-
     from trajledger.ledger.rollouts.parquet_read import read_parquet
     from trajledger.verify.lineage import Record
 
@@ -722,7 +743,7 @@ def _replay(
             "checked against the checkpoint's training seeds; nothing was recorded (ask its "
             "producer for a batch whose metadata lists its seeds, or evaluate with '-- COMMAND')")
     if gym_id not in thresholds:
-        found = pass_return if pass_return is not None else gym.spec(gym_id).reward_threshold
+        found = pass_return if pass_return is not None else _spec(gym_id).reward_threshold
         if found is None:
             raise FormatError(f"{gym_id} has no reward_threshold in its spec: give "
                               "--pass-return R (an episode passes with a return of R or more)")

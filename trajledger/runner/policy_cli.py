@@ -7,6 +7,7 @@ Heavy modules load inside the commands.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -124,14 +125,19 @@ _FORBIDS = {
 @policy.command("init")
 @click.option("--roles", default="producer,approver,trainer", show_default=True,
               metavar="ROLE[,ROLE...]",
-              help="The roles this ledger uses: producer (always), approver, trainer. A data "
-              "vendor that only records and exports needs 'producer'.")
+              help="The roles this ledger uses: producer (always), approver, trainer, "
+              "evaluator (or give --evaluator). A data vendor that only records and exports "
+              "needs 'producer'.")
 @click.option("--producer", "producers", multiple=True, metavar="KEY",
               help="Producer key name (repeat); default: keys named vendor* or producer*.")
 @click.option("--approver", "approvers", multiple=True, metavar="KEY",
               help="Approver key name (repeat); default: keys named approver*.")
 @click.option("--trainer", "trainers", multiple=True, metavar="KEY",
               help="Trainer key name (repeat); default: keys named trainer*.")
+@click.option("--evaluator", "evaluators", multiple=True, metavar="KEY",
+              help="Evaluator key name (repeat): signs evaluations ('trajledger eval'); "
+              "the policy is then format 2. With --roles ...,evaluator: keys named "
+              "evaluator*.")
 @click.option("--approvals", type=click.IntRange(min=1),
               help="Approvals needed to train on a dataset [default: 2, or 1 with one approver].")
 @click.option("--out", type=OUT_PATH, default=Path("policy.toml"), show_default=True,
@@ -143,6 +149,7 @@ def policy_init(
     producers: tuple[str, ...],
     approvers: tuple[str, ...],
     trainers: tuple[str, ...],
+    evaluators: tuple[str, ...],
     approvals: int | None,
     out: Path,
 ) -> None:
@@ -163,6 +170,7 @@ def policy_init(
     Examples:
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
       trajledger policy init --roles producer      # a data vendor: record and export
+      trajledger policy init --evaluator evaluator  # and a key that signs evaluations
     """
     from trajledger.ledger.fs import write_output
     from trajledger.ledger.policy_state import current_policy, policy_toml
@@ -173,12 +181,14 @@ def policy_init(
     ledger = ctx.ledger()
     names = [k.name for k in ledger.keys.list()]
     used = [r.strip() for r in roles.split(",") if r.strip()]
-    unknown = sorted(set(used) - {"producer", "approver", "trainer"})
+    used += ["evaluator"] if evaluators and "evaluator" not in used else []
+    unknown = sorted(set(used) - {"producer", "approver", "trainer", "evaluator"})
     if unknown or "producer" not in used:
         raise click.BadParameter(f"{', '.join(unknown) or 'no producer'}: want producer, and "
-                                 "any of approver, trainer", param_hint="--roles")
+                                 "any of approver, trainer, evaluator", param_hint="--roles")
     asked = {"producer": (producers, ("vendor", "producer")),
-             "approver": (approvers, ("approver",)), "trainer": (trainers, ("trainer",))}
+             "approver": (approvers, ("approver",)), "trainer": (trainers, ("trainer",)),
+             "evaluator": (evaluators, ("evaluator",))}
     for role, (given, _p) in asked.items():
         if given and role not in used:
             raise click.UsageError(f"--{role} is given, but --roles leaves {role} out")
@@ -221,7 +231,8 @@ def policy_init(
         ledger.log.vkey,
         header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
         "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
-        "list'.",
+        "list'." + ("\nformat = 2  # the evaluator role needs it" if "evaluator" in members
+                    else ""),
         serial=serial,
     )
     write_output(out, text.encode("utf-8"), durable=False, output=True)
@@ -236,6 +247,11 @@ def policy_init(
     for role, forbids in _FORBIDS.items():
         if role not in members:
             notice(f"{out}: no {role} role: {forbids}")
+    unused = [n for n in names if n.startswith("evaluator")] if "evaluator" not in members else []
+    if unused:  # out51: a newcomer's evaluator key, left out without a word
+        notice(f"{out}: no evaluator role, so no evaluation can be recorded ('trajledger eval'): "
+               f"key(s) {', '.join(unused)} are left out; to sign evaluations with them, write "
+               f"it again with --evaluator {' --evaluator '.join(unused)}")
     dropped = [] if found is None else [line for line in _settings_changed(found[1], written)
                                         if line.startswith("  settings  - ")]
     if dropped:
@@ -248,6 +264,8 @@ def policy_init(
         counts.append(f"{len(members['approver'])} approver ({need} needed)")
     if "trainer" in members:
         counts.append(f"{len(members['trainer'])} trainer")
+    if "evaluator" in members:
+        counts.append(f"{len(members['evaluator'])} evaluator")
     signer = "APPROVER" if "approver" in members else "PRODUCER"
     ok(f"policy {out} written: {', '.join(counts)} key(s), inline; next: "
        f"'trajledger policy set {shell_word(out)} --key {signer}...'")
@@ -358,6 +376,12 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
     from trajledger.verify.errors import PolicyError
 
     ledger = ctx.ledger()
+    if not os.path.lexists(file):  # out51: the README's 'policy init' step skipped
+        from trajledger.ledger.errors import shell_word
+
+        raise LedgerError(f"policy {file}: no such file; write one with 'trajledger policy "
+                          f"init --out {shell_word(file)}' (this ledger's keys, by role), "
+                          "check and edit it, then run this again")
     new = policy_from_file(ctx, file)
     _refuse_unreadable(new, file, usage=True)
     _note_paths(file, new)

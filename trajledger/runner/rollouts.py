@@ -178,8 +178,10 @@ def run_policy(
     now = clock or (lambda: time.time_ns() // 1000)
     try:
         env = gym.make(env_id, max_episode_steps=max_steps)
-    except gym.error.Error as e:
-        raise RolloutError(f"environment {env_id!r} cannot be made: {e}") from e
+    except (gym.error.Error, ImportError) as e:  # ImportError: MODULE of MODULE:ID (out51)
+        raise RolloutError(f"environment {env_id!r} cannot be made: {e}"
+                           + (" (install the module, or run where Python finds it: "
+                              "PYTHONPATH)" if isinstance(e, ImportError) else "")) from e
     try:
         space = env.action_space
         if not isinstance(space, gym.spaces.Discrete | gym.spaces.Box):

@@ -869,7 +869,13 @@ def rollout(
     since = ledger.log.size  # (judged again under the log's lock if it grew: `judged_again`)
     check_lineage(ledger, trust, item, "checkpoint", REFUSED_ROLLOUT)
     _item, files = checkpoint_files(ledger, item.digest)
-    policy = load_policy(files)
+    try:
+        policy = load_policy(files)
+    except FormatError as e:  # out51: a COMMAND's checkpoint, as eval's refusal says it
+        raise FormatError(f"checkpoint {item.ref}: 'rollout' plays policies of the built-in "
+                          f"trainers only ({e}); record your own policy's episodes with "
+                          "LedgerRecorder, or write them to files and 'trajledger record' them "
+                          "(docs/recording.md)") from e
     try:
         env_item = catalog.resolve(env, {"environment"})
         gym_id = _env_gym_id(ledger, env_item.envelope) or env

@@ -218,6 +218,11 @@ def _jsonl_kind(raw: bytes, number: int, subject: str) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise fail(f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
+    if number == 1 and text.startswith("\ufeff"):  # out51: Notepad's, PowerShell's UTF-8
+        raise fail("the file starts with a UTF-8 byte order mark (BOM), which JSON lines do "
+                   "not have (RFC 8259): save it as UTF-8 without one (Notepad: 'UTF-8', not "
+                   "'UTF-8 with BOM'; or: sed -i '1s/^\\xEF\\xBB\\xBF//' FILE), then run "
+                   "this again")
     try:
         obj = json.loads(text)
     except ValueError as e:
