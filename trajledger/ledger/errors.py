@@ -7,6 +7,7 @@ unknown or undecryptable key. The CLI maps them to exit code 3.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
