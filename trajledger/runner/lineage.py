@@ -184,14 +184,14 @@ class _Picture:
     records about them, and the edges between them all."""
 
     def __init__(self, report: Report) -> None:
+        from .lineage_layout import short_names
+
         self.report = report
         self.nodes = {n.id: n for n in _artifacts(report)}
         self.failing = report.failing()
         self.edges = _edges(report)
         self.records: list[Mark] = [m for m in report.records
                                     if any(i in self.nodes for i, _ in m.about)]
-        from .lineage_layout import short_names
-
         full = {nid: _full_name(n) for nid, n in self.nodes.items()}
         self.full = full
         self.short = short_names(full, NAME_CHARS, _tags(self.nodes))

@@ -2,7 +2,7 @@
 
 Scope: `Status` (of a check, a node or a record) and its values, `Direction`, `Check`, `Node` (an
 artifact, the log, or a decision, with its checks), `Edge`; `HIDDEN`, the escapes of every line a
-report renders, and `UNDECODABLE`, those of a lone surrogate; `short`, a digest cut for a
+report renders (`hide`), and `UNDECODABLE`, those of a lone surrogate; `short`, a digest cut for a
 message. Pure data: no I/O, no evidence, no policy.
 Non-scope: the graph and its verdict, causes and forms (``verify.report``, ``verify.blame``,
 ``verify.report_json``), which stand above this module and read these types.
