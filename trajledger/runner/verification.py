@@ -98,8 +98,7 @@ _HELD: list[LineageVerifier] = []
 1,003 records: 131 memory blocks a record) is not freed one object at a time when the call
 returns (5.5-7 ms on one core, after the re-hashing workers have ended: walk50), nor at all, as
 ``trajledger.__main__`` ends the process before the interpreter's teardown. One at most: a
-command that verifies one batch after another holds only the last; `train` holds its gate's
-through the training (about 10 MB a 1,000 batches)."""
+command that verifies one batch after another holds only the last."""
 
 
 def chosen(verifier: LineageVerifier, item: CatalogItem) -> LineageVerifier:
