@@ -87,18 +87,7 @@ def verify_ref(
 
     item = Catalog(ledger).resolve(ref)
     verifier = chosen(ledger_verifier(ledger, policy, data=data), item)
-    report = verify_naming_files(verifier, item.digest, files)
-    if ledger.own_process:  # (`_HELD`)
-        _HELD[:] = [verifier]
-    return report
-
-
-_HELD: list[LineageVerifier] = []
-"""In a command's own process, the last verifier `verify_ref` made: what it judged (a lineage of
-1,003 records: 131 memory blocks a record) is not freed one object at a time when the call
-returns (5.5-7 ms on one core, after the re-hashing workers have ended: walk50), nor at all, as
-``trajledger.__main__`` ends the process before the interpreter's teardown. One at most: a
-command that verifies one batch after another holds only the last."""
+    return verify_naming_files(verifier, item.digest, files)
 
 
 def chosen(verifier: LineageVerifier, item: CatalogItem) -> LineageVerifier:
