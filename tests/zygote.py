@@ -44,11 +44,11 @@ What stays as a fresh process gives it:
   handlers), as with ``multiprocessing``'s fork. Arrow's own thread pools start on first use,
   in the child.
 
-One difference remains: pyarrow is always loaded in the child, so ``trajledger.__main__`` ends
-every command with ``os._exit`` after its exit handlers (its guard against Arrow's teardown
-abort), as a fresh process does only for the commands that load pyarrow: objects still
-referenced at exit are not finalised (an SQLite connection left open keeps its write-ahead log
-file until the next process opens the database, which SQLite reads as any reader does).
+One difference remains: pyarrow is always loaded in the child. (``trajledger.__main__`` ends
+every command with ``os._exit`` after its exit handlers, in the child as in a fresh process
+since walk50, which did so only for the commands that load pyarrow: objects still referenced
+at exit are not finalised; an SQLite connection left open keeps its write-ahead log file until
+the next process opens the database, which SQLite reads as any reader does.)
 
 ``trajledger quickstart DIR`` (no other argument or option) is served from a template built for
 real once per session, when nothing would differ (`quickstart_template`): its ledger and user

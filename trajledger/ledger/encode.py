@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trajledger.verify.bundle_index import INDEX_KEYS, BundleIndex
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.digest import HEX64
 from trajledger.verify.dsse import Envelope
@@ -46,6 +45,10 @@ from trajledger.verify.times import parse_time
 from trajledger.verify.tlog_proof import TLOG_PROOF_HEADER, TlogProof
 
 from .signing import canonical_json
+
+if TYPE_CHECKING:  # (`INDEX_KEYS` loads where written: every reader of the log imports this
+    # module for `verifier_vkey`, and `verify` need not load a bundle's index format, walk50)
+    from trajledger.verify.bundle_index import BundleIndex
 
 __all__ = [
     "b64encode",
@@ -194,6 +197,8 @@ def bundle_index_bytes(index: BundleIndex) -> bytes:
     """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding. Its members are
     its format's (``verify.bundle_index.INDEX_KEYS``, as ``BundleIndex.from_bytes`` requires);
     a member or terms object holds its dataclass's fields (absent terms are null)."""
+    from trajledger.verify.bundle_index import INDEX_KEYS
+
     obj: dict[str, Any] = {
         "created": index.created,
         "erased": list(index.erased),

@@ -39,9 +39,6 @@ import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .updates import UNREAD as _UNREAD
-from .updates import mark_unread
-
 if TYPE_CHECKING:
     from trajledger.verify.checkpoint import Checkpoint
     from trajledger.verify.log_entry import LogEntry
@@ -54,6 +51,9 @@ __all__ = ["applied_across", "applied_for", "applied_why", "brought", "first_sta
            "relayed", "rotated_from", "saw", "unexamined", "unread", "unread_after", "unseen"]
 
 _SIGNERS, _OWN = "signers", "own"
+# `updates.UNREAD` and `updates.mark_unread` are imported where used: `unread` (every `verify`
+# and `lineage`) returns before them on a ledger that imported nothing, and `updates` with what
+# it loads (the record writer, the update's judges) costs a command about 10 ms (walk50).
 STOPS = ("revocation", "erasure")
 
 
@@ -255,6 +255,8 @@ def _listed(carried: Iterable[LogEntry], envelope: Callable[[str], bytes | None]
 def applied_for(state: TrustState) -> int | None:
     """The size applied of ``state``'s log (`TrustState.applied`): 0 while records other logs
     brought after it was applied wait to be read against it (`brought`)."""
+    from .updates import UNREAD as _UNREAD
+
     applied = state.applied()
     return 0 if applied is not None and state.noted(_UNREAD) else applied
 
@@ -272,6 +274,7 @@ def marked(vkeys: Iterable[str]) -> frozenset[str]:
     rotated from) now: what a read from its first entry that begins now reads them against,
     and all that it may clear (`saw`)."""
     from .trust_state import TrustState
+    from .updates import UNREAD as _UNREAD
 
     out: set[str] = set()
     for vkey in sorted(set(vkeys)):
@@ -295,6 +298,7 @@ def saw(vkeys: Iterable[str], signers: Iterable[str],
     the keys that signed the entries only the log's owner logs (its policies, its import
     records, its refusals: `updates.NOT_TAKEN`), are kept as its own keys, from any part."""
     from .trust_state import TrustState
+    from .updates import UNREAD as _UNREAD
 
     keys = set(signers)
     states = [TrustState.open(vkey) for vkey in sorted(set(vkeys))]
@@ -446,6 +450,8 @@ def brought(ledger: LedgerHome, entries: Iterable[bytes], logs: Collection[str],
     finding 4)."""
     from trajledger.verify.log_entry import LogEntry
 
+    from .updates import mark_unread
+
     new: dict[str, set[str]] = {}
     first: dict[str, LogEntry] = {}  # labelled only when marked (most imports mark nothing)
     for raw in entries:
@@ -500,6 +506,8 @@ def unread(ledger: LedgerHome, digests: Collection[str] | None = None,
     index = ledger.trust_state()
     if not index.of_kind("import"):  # (`_brought`)
         return []
+    from .updates import UNREAD as _UNREAD
+
     if digests is None:
         digests = {e.subject for i in logged if (e := index.entry(i)) is not None}
     if not digests:

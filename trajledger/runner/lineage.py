@@ -20,18 +20,19 @@ Non-scope: deciding trust (the verifier does).
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .lineage_layout import CHAR_EM, LABEL_FONT, Layout, Link, Rect, layout, short_names
-
+# (the pictures' layout and `html` load where a picture is drawn: `verify` and `lineage` print
+# text, walk50)
 if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.lineage import Node, Report
     from trajledger.verify.marks import Mark
     from trajledger.verify.policy import TrustPolicy
+
+    from .lineage_layout import Layout, Rect
 
 __all__ = ["affected", "impact", "incomplete", "lineage", "named_json", "qualified", "render"]
 
@@ -183,6 +184,8 @@ class _Picture:
     records about them, and the edges between them all."""
 
     def __init__(self, report: Report) -> None:
+        from .lineage_layout import short_names
+
         self.report = report
         self.nodes = {n.id: n for n in _artifacts(report)}
         self.failing = report.failing()
@@ -300,6 +303,8 @@ PAD = 10
 
 def _fit(text: str, room: float, font: int) -> str:
     """``text`` cut with "…" to ``room`` px of the picture's monospace font."""
+    from .lineage_layout import CHAR_EM
+
     most = max(1, int(room / (CHAR_EM * font)))
     return text if len(text) <= most else text[: most - 1] + "…"
 
@@ -361,6 +366,8 @@ def _layers(pic: _Picture, edges: list[tuple[str, str, str]]) -> dict[str, int]:
 
 
 def _layout(pic: _Picture) -> Layout:
+    from .lineage_layout import Link, layout
+
     up = pic.report.direction == "upstream"
     sizes = {nid: BOX for nid in pic.nodes} | {f"record:{m.index}": RECORD_BOX
                                                 for m in pic.records}
@@ -395,6 +402,10 @@ def _curve(points: tuple[tuple[float, float], ...]) -> str:
 def render_svg(report: Report) -> str:
     """The picture as SVG: boxes, records, edges and their labels, as `lineage_layout` places
     them (no two boxes or labels overlap); each box's full name in its ``<title>`` (hover)."""
+    import html
+
+    from .lineage_layout import LABEL_FONT
+
     report = _escaped(report)
     pic = _Picture(report)
     placed = _layout(pic)
@@ -446,6 +457,8 @@ def _box(cls: str, ident: str, hover: str, r: Rect, color: str,
          lines: list[tuple[str, str, int, int]], *, dashed: bool) -> str:
     """One box: its hover title, its rectangle, and its lines of text, each ``(class, text,
     font px, baseline below the top)``."""
+    import html
+
     dash = ' stroke-dasharray="5 3"' if dashed else ""
     width = 2.5 if cls == "node" else 1.5
     out = [f'<g class="{cls}" id="{ident}"><title>{html.escape(hover)}</title>'
@@ -462,6 +475,8 @@ def _box(cls: str, ident: str, hover: str, r: Rect, color: str,
 def render_html(report: Report) -> str:
     """One self-contained HTML page: the verdict, the picture (`render_svg`), a table of the
     artifacts and one of the records."""
+    import html
+
     report = _escaped(report)
     pic = _Picture(report)
     nodes = pic.nodes

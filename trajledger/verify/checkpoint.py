@@ -21,11 +21,7 @@ from .errors import FormatError, PolicyError, SignatureError
 from .merkle import HASH_SIZE
 from .note import Note, Verifier, b64decode_strict, check_text_bytes, verify_note
 
-__all__ = [
-    "HANDOVER_DIR",
-    "Checkpoint",
-    "verify_checkpoint",
-]
+__all__ = ["HANDOVER_DIR", "Checkpoint", "verify_checkpoint"]
 
 HANDOVER_DIR = "key-handovers"
 """Where a log directory keeps the checkpoints by which its key handed over to the next

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .nodes import ERASED, FAIL, HIDDEN, INFO, OK, Check, Direction, Edge, Node, Status, short
+from .nodes import ERASED, FAIL, HIDDEN, INFO, OK, Check, Direction, Edge, Node, Status, hide, short
 
 if TYPE_CHECKING:
     from .marks import Mark
@@ -105,7 +105,7 @@ class Report:
         """
         n, failed = self.count()
         node = self.nodes.get(self.subject)
-        subject = (node.label if node is not None else self.subject).translate(HIDDEN)
+        subject = hide(node.label if node is not None else self.subject)
         if not failed:
             erased = self.erased()
             return f"✓ OK: {subject}: {n} checks passed" + (
@@ -141,7 +141,7 @@ class Report:
         `verify.blame.failure_lines`."""
         from .blame import failure_lines
 
-        return [line.translate(HIDDEN) for line in failure_lines(self.causes())]
+        return [hide(line) for line in failure_lines(self.causes())]
 
     def render(self) -> list[str]:
         """A text tree under the verdict line (`verdict`): ``✓`` passed, ``✗`` failed (its own
@@ -181,7 +181,7 @@ class Report:
                 lines += [f"{pad}    {_MARK[c.status]} {c.what}" + (f" — {c.detail}" if c.detail
                                                                    else "") for c in node.checks]
             lines += [f"{pad}    {_MARK[status]} {text}" for status, text in marks.get(node.id, [])]
-        return [line.translate(HIDDEN) for line in lines]
+        return [hide(line) for line in lines]
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the
