@@ -147,12 +147,13 @@ def admit(
         RefError: the dataset reference resolves to nothing.
         TamperError: the log was rolled back or forked since this user last saw it.
     """
-    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.catalog import Catalog, named_report, qualified_ref
 
     from .verification import ledger_verifier
 
     # (1)
     item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
+    ref = qualified_ref(ledger, item)  # (an imported one after a clash: out50)
     verifier = ledger_verifier(ledger, policy)
     # Batch blobs are hashed below as they are read into memory for training (the bytes used
     # are the bytes hashed); the verifier re-hashes every other file of the lineage.
@@ -160,7 +161,7 @@ def admit(
     if now is not None:  # later only: never behind `ledger_verifier`'s floor (review left27)
         verifier.now = max(verifier.now, now)
     decision = Node(f"admission:{item.digest}", "admission",
-                    name=f"admission of dataset {item.ref} ({item.digest[:19]}…)")
+                    name=f"admission of dataset {ref} ({item.digest[:19]}…)")
     # A walk that raises (Ctrl-C) must stop the blobs still being re-hashed.
     try:
         # (2)
@@ -197,9 +198,10 @@ def admit(
     report = verifier.report(item.digest, ["log", decision.id])
     # (7)
     if not report.ok or not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-        failures = [_approve_hint(ledger, policy, line) for line in report.failures()]
+        failures = [_approve_hint(ledger, policy, line)
+                    for line in named_report(ledger, report).failures()]
         raise DataRefusedError(
-            f"dataset {item.ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
+            f"dataset {ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
             report,
         )
     return Admission(

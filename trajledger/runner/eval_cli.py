@@ -165,6 +165,9 @@ def release(
       trajledger release ppo@3 --key approver-a
       trajledger release ppo@3 --dry-run      # is it releasable? exit 0 / 1, nothing recorded
     """
+    from trajledger.ledger.catalog import qualified_ref
+
+    from .lineage import named_json, qualified
     from .release import ReleaseRefusedError, judge_release
 
     if not keys and not dry_run:
@@ -181,27 +184,32 @@ def release(
     except ReleaseRefusedError as e:
         if as_json:
             emit_json({"released": False, "releasable": False, "dryRun": dry_run,
-                       "next": e.next, "report": e.report.to_json()})
+                       "next": e.next, "report": named_json(e.report.to_json(), qualified(
+                           ledger, e.report))})
         raise
     if dry_run:
         held = judged.held
         again = ("" if held is None else f"; released already at log index {held.index} "
                  f"({held.digest}), which 'release' answers with")
-        ok(f"release of {judged.ref.ref}: releasable on {len(judged.evaluations)} "
+        ref = qualified_ref(ledger, judged.ref)  # (an imported one after a clash: out50)
+        ok(f"release of {ref}: releasable on {len(judged.evaluations)} "
            f"evaluation(s) under policy {policy.name!r} serial {policy.serial} (dry run: "
            f"nothing was signed or recorded){again}"
            f"{_note_fate(note, None if held is None else held.release, True)}")
-        _unchecked(judged.report, judged.ref.ref)
+        _unchecked(judged.report, ref)
         if as_json:
             emit_json({"released": held is not None, "releasable": True, "dryRun": True,
                        "digest": None if held is None else held.digest,
                        "logIndex": None if held is None else held.index,
                        "evaluations": list(judged.evaluations),
                        "note": note, "noteKept": note is not None and held is None,
-                       "report": judged.report.to_json()})
+                       "report": named_json(judged.report.to_json(),
+                                            qualified(ledger, judged.report))})
         return
     r = out.release
-    name = f"release of {r.checkpoint.name}@{r.checkpoint.version}"
+    names = qualified(ledger, out.report)  # (an imported checkpoint after a clash: out50)
+    ck = names.get(r.checkpoint.digest, f"{r.checkpoint.name}@{r.checkpoint.version}")
+    name = f"release of {ck}"
     if out.recorded:
         ok(f"{name} recorded at log index {out.index} on {len(r.evaluations)} evaluation(s)")
     else:
@@ -209,10 +217,11 @@ def release(
            f"{len(r.evaluations)} evaluation(s) under policy {policy.name!r} serial "
            f"{policy.serial}; nothing new was recorded (a new evaluation, a new release)"
            f"{_note_fate(note, r, False)}")
-    _unchecked(out.report, f"{r.checkpoint.name}@{r.checkpoint.version}")
+    _unchecked(out.report, ck)
     emit_result(as_json, out.digest, {
         "released": True, "releasable": True, "dryRun": False, "recorded": out.recorded,
-        "digest": out.digest, "logIndex": out.index, "report": out.report.to_json()})
+        "digest": out.digest, "logIndex": out.index,
+        "report": named_json(out.report.to_json(), names)})
 
 
 def _unchecked(report: Report, ck: str) -> None:

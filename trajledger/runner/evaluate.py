@@ -253,7 +253,7 @@ def evaluate(
         RefError: a reference names nothing.
         CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130, 143, 129), nothing recorded.
     """
-    from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.catalog import Catalog, RefError, named_report
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
 
     from .workdir import check_output_dir
@@ -292,11 +292,11 @@ def evaluate(
         raise LedgerError("no command given after '--' (trajledger eval ... -- COMMAND)")
     # (2)
     verifier, report = _judge(ledger, policy, ck, suite, ev_item,
-                              f"evaluation of {ck.ref} on {suite.ref}")
+                              f"evaluation of {_on(ledger, ck, suite)}")
     sealed = sealed_batches(verifier, suite.digest)
     if not report.ok:
-        failures = report.failures()
-        raise VerificationError(f"evaluation of {ck.ref} on {suite.ref}: refused, "
+        failures = named_report(ledger, report).failures()  # (after a clash: out50)
+        raise VerificationError(f"evaluation of {_on(ledger, ck, suite)}: refused, "
                                 f"{len(failures)} problem(s); nothing was read\n"
                                 + "\n".join(failures))
     _not_the_release_suite(verifier, policy, suite)
@@ -451,12 +451,23 @@ def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogIte
             return
 
 
+def _on(ledger: LedgerHome, ck: CatalogItem, suite: CatalogItem) -> str:
+    """``CHECKPOINT on SUITE``, each by the name that finds it (`catalog.qualified_ref`: an
+    imported one after a clash by its origin-qualified name, out50)."""
+    from trajledger.ledger.catalog import qualified_ref
+
+    return f"{qualified_ref(ledger, ck)} on {qualified_ref(ledger, suite)}"
+
+
 def _judge(
     ledger: LedgerHome, policy: TrustPolicy, ck: CatalogItem, suite: CatalogItem,
     ev_item: CatalogItem | None, name: str, *, data: str = "hash",
 ) -> tuple[Any, Report]:
     """Verify the checkpoint's lineage, the suite (a holdout or regression split) and the
     evaluator version under ``policy``; returns the verifier and the decision's report."""
+    from dataclasses import replace
+
+    from trajledger.ledger.catalog import qualified_ref
     from trajledger.verify.lineage import Edge, Node
 
     from .verification import decide, ledger_verifier
@@ -469,6 +480,8 @@ def _judge(
                  Edge(decision.id, suite.digest, "suite")]
         verifier.artifact(ck.digest, "checkpoint")
         suite_node = verifier.artifact(suite.digest, "dataset")
+        if (named := qualified_ref(ledger, suite)) != suite.ref:  # (out50)
+            suite_node = replace(suite_node, name=named.removesuffix(f"@{suite.version}"))
         if ev_item is not None:
             verifier.artifact(ev_item.digest, "evaluator")
             links.append(Edge(decision.id, ev_item.digest, "evaluator"))
@@ -501,15 +514,17 @@ def _check_still_valid(
     Raises:
         VerificationError: the checkpoint, the suite or the evaluator no longer verifies.
     """
+    from trajledger.ledger.catalog import named_report
+
     from .train import policy_in_force
 
+    on = _on(ledger, ck, suite)
     _verifier, report = _judge(ledger, policy_in_force(ledger, policy), ck, suite, ev_item,
-                               f"recording the evaluation of {ck.ref} on {suite.ref}",
-                               data="size")
+                               f"recording the evaluation of {on}", data="size")
     if not report.ok:
-        failures = report.failures()
+        failures = named_report(ledger, report).failures()
         raise VerificationError(
-            f"evaluation of {ck.ref} on {suite.ref}: refused when it was to be recorded (the "
+            f"evaluation of {on}: refused when it was to be recorded (the "
             f"rules changed during the run), {len(failures)} problem(s); nothing was "
             "recorded\n" + "\n".join(failures))
 

@@ -1,0 +1,120 @@
+"""What out50 found playing a vendor and a buyer from scratch (exchange between organisations),
+and out49's Left: after a name clash (a buyer's own ``train@1`` beside an imported ``train@1``)
+the refusals of ``train``, ``eval`` and ``release`` and the reports of ``import`` and
+``release`` named the imported record by its plain name, which every command takes for the
+buyer's own; docs/SECURITY.md, "Review of 2026-12-07, thirty-sixth round (out50)".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from test_release_suites_across_logs import EVALUATE, trained_buyer
+from test_updates import Vendor, rollouts
+from testkit import Party
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "schemas/report.v1.schema.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
+
+
+def clashed(tmp_path: Path) -> tuple[Vendor, Party, str, str, Any]:
+    """A vendor's ``train@1`` imported (not approved) by a buyer that has a ``train@1`` of its
+    own (approved, ``pol@1`` trained on it) and the release rule of
+    test_release_suites_across_logs: the vendor, the buyer, the vendor's dataset's digest, the
+    name that finds it here (``ORIGIN+KEYHASH+train@1``) and the import's result."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    theirs = vendor.last("dataset", "create", "train", "--version", "1", "--split", "train",
+                         "--batch", vendor.batches[0], "--key", "vendor")  # fmt: skip
+    vendor.run("export", "train@1", "--out", tmp_path / "train.tar.zst")
+    buyer = trained_buyer(tmp_path, vendor)
+    imported = buyer.run("import", tmp_path / "train.tar.zst", "--key", "approver")
+    return vendor, buyer, theirs, f"{vendor.origin}+train@1", imported
+
+
+def _plain(text: str, digest: str) -> list[str]:
+    """The lines of ``text`` that name the dataset ``digest`` by its plain name."""
+    return [line for line in text.splitlines() if f"dataset train@1 ({digest[:19]}" in line]
+
+
+def test_a_refusal_short_of_approvals_names_the_imported_dataset_to_approve(
+    tmp_path: Path
+) -> None:
+    """The buyer imported the vendor's ``train@1`` (the import names the clash) and trained on
+    it by the name the import gave, ``ORIGIN+KEYHASH+train@1``, before approving it: refused,
+    ``FAIL: dataset train@1: refused`` and ``approve it … ('trajledger approve train@1 --key
+    NAME')``: the buyer's own dataset, approved already. Run as printed, the approver signed
+    an approval of the buyer's own dataset again and the run was refused again, saying the
+    same. Expected: the refusal names the vendor's dataset by the name that finds it, and the
+    command it prints approves it (then the run is admitted); the import's report (the tree,
+    its verdict and the OK line; ``--json``'s ``qualifiedName``) names it so too."""
+    _vendor, buyer, theirs, name, imported = clashed(tmp_path)
+    assert f"✓ OK: dataset {name} ({theirs[:19]}…)" in imported.stdout, imported.stdout
+    assert f"OK: dataset {name} ({theirs[:19]}…) from " in imported.stderr, imported.stderr
+    assert not _plain(imported.stdout + imported.stderr, theirs), imported.output
+    doc = json.loads(buyer.run("import", tmp_path / "train.tar.zst", "--key", "approver",
+                               "--json").stdout)  # (imported already: the same report)
+    (node,) = [n for n in doc["nodes"] if n["id"] == theirs]
+    assert (node["name"], node.get("qualifiedName")) == ("train", name), node
+    args = ("train", "--dataset", name, "--key", "trainer", "--name", "vpol", "--version", "1")
+    r = buyer.run(*args, code=1)
+    assert f"FAIL: dataset {name}: refused, 1 problem(s)" in r.stderr, r.stderr
+    assert not _plain(r.stderr, theirs) and "approve train@1" not in r.stderr, r.stderr
+    told = re.search(r"'trajledger (approve \S+) --key NAME'", r.stderr)
+    assert told and told.group(1) == f"approve {name}", r.stderr
+    buyer.run(*told.group(1).split(), "--key", "approver")
+    buyer.run(*args)
+
+
+def test_train_eval_and_release_refusals_name_the_imported_dataset_after_a_clash(
+    tmp_path: Path
+) -> None:
+    """out49's Left: the buyer approved the vendor's ``train@1`` and trained ``vpol@1`` on it;
+    the vendor revoked that dataset and the revocation came by an update bundle. ``train``
+    on it again, ``eval`` of ``vpol@1`` and ``release vpol@1`` were refused naming ``dataset
+    train@1 (sha256:…) > revoked`` (the verifier's ``Node.label``), a name that ``verify``,
+    ``show`` and ``approve`` take for the buyer's own dataset, which is not revoked. Expected:
+    each ``FAIL:`` line names it ``ORIGIN+KEYHASH+train@1``; ``release --json``'s report gives
+    the node its ``qualifiedName`` (schema-valid)."""
+    vendor, buyer, theirs, name, _imported = clashed(tmp_path)
+    buyer.run("approve", name, "--key", "approver")
+    buyer.run("train", "--dataset", name, "--key", "trainer", "--name", "vpol", "--version", "1")
+    since = vendor.size()
+    vendor.run("revoke", theirs, "--reason", "consent withdrawn", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u.tar.zst")
+    buyer.run("import", tmp_path / "u.tar.zst", "--key", "approver")
+    mine = buyer.last("record", rollouts(tmp_path / "reg.parquet", 31), "--env", "grid@1",
+                      "--policy", "p", "--name", "reg-1", "--licence", "CC-BY-4.0", "--key",
+                      "producer")  # fmt: skip
+    buyer.run("dataset", "create", "regression", "--version", "1", "--split", "regression",
+              "--batch", mine, "--key", "producer")  # fmt: skip
+    script = tmp_path / "evaluate.py"
+    script.write_text(EVALUATE)
+    revoked = f"FAIL: dataset {name} ({theirs[:19]}…) > revoked: consent withdrawn"
+    for args in (
+        ("train", "--dataset", name, "--key", "trainer", "--name", "vpol", "--version", "2"),
+        ("eval", "vpol@1", "--suite", "regression@1", "--key", "evaluator", "--",
+         sys.executable, script, "pass"),
+        ("release", "vpol@1", "--key", "approver"),
+        ("release", "vpol@1", "--dry-run"),
+    ):
+        r = buyer.run(*args, code=1)
+        assert any(line.startswith(revoked) for line in r.stderr.splitlines()), (args, r.stderr)
+        assert not _plain(r.stderr, theirs), (args, r.stderr)
+    doc = json.loads(buyer.run("release", "vpol@1", "--key", "approver", "--json",
+                               code=1).stdout)
+    jsonschema.validate(doc["report"], SCHEMA)
+    (node,) = [n for n in doc["report"]["nodes"] if n["id"] == theirs]
+    assert (node["name"], node.get("qualifiedName")) == ("train", name), node
+    # The buyer's own train@1, and what was built on it, by their plain names still.
+    r = buyer.run("release", "pol@1", "--key", "approver", code=1)
+    assert "+train@1" not in r.stderr, r.stderr
