@@ -118,3 +118,28 @@ def test_train_eval_and_release_refusals_name_the_imported_dataset_after_a_clash
     # The buyer's own train@1, and what was built on it, by their plain names still.
     r = buyer.run("release", "pol@1", "--key", "approver", code=1)
     assert "+train@1" not in r.stderr, r.stderr
+
+
+def test_a_pictures_short_name_of_an_imported_record_keeps_its_name_and_its_log(
+    tmp_path: Path
+) -> None:
+    """out49's Left: the pictures (Mermaid, DOT, HTML) name a node by a short name of 28
+    characters. An imported record's origin-qualified name was cut as any long name: its
+    start (the origin's first characters) and its end. Two logs of one origin name (two keys:
+    the buyer's policy trusts each) that both sent a ``cartpole-train@2`` were cut alike,
+    then told apart in the middle of the log's key, the dataset's name cut away
+    (``vendor.…e/log+f1848b3f+ca…``). Expected: each short name ends with the whole
+    ``+NAME@VERSION`` and holds its log's ``KEYHASH`` (the part that tells the two logs
+    apart); the buyer's own keeps its plain name."""
+    from trajledger.runner.lineage import NAME_CHARS
+    from trajledger.runner.lineage_layout import short_names
+
+    full = {"a": "vendor.example/log+f1848b3f+cartpole-train@2",
+            "b": "vendor.example/log+0a1b2c3d+cartpole-train@2",
+            "c": "cartpole-train@2", "d": "vendor.example/log+0a1b2c3d+grid@1"}
+    short = short_names(full, NAME_CHARS, {k: f"{k}{k}{k}" for k in full})
+    assert len(set(short.values())) == 4 and max(map(len, short.values())) <= NAME_CHARS, short
+    for item in "abd":
+        keyhash, ref = full[item].split("+")[1:]
+        assert short[item].endswith(f"+{keyhash}+{ref}"), short
+    assert short["c"] == "cartpole-train@2", short
