@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from test_release_again import files_of
 from test_release_suites_across_logs import EVALUATE, trained_buyer
-from test_updates import Vendor, rollouts
+from test_updates import Vendor, make_buyer, rollouts
 from testkit import Party
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas/report.v1.schema.json").read_text())
@@ -143,3 +145,36 @@ def test_a_pictures_short_name_of_an_imported_record_keeps_its_name_and_its_log(
         keyhash, ref = full[item].split("+")[1:]
         assert short[item].endswith(f"+{keyhash}+{ref}"), short
     assert short["c"] == "cartpole-train@2", short
+
+
+def test_an_import_refused_for_a_fork_says_what_to_do(tmp_path: Path) -> None:
+    """The vendor restored its ledger from a copy (the files, by hand) and recorded again: its
+    log signed another tree at a size the buyer had imported up to. ``import`` of its next
+    update was refused, rightly, ``fork: two roots at one size: … accepted before; … now``,
+    and said nothing more: not that nothing was imported, nor to keep the bundle (the other
+    signed checkpoint) as evidence, nor what to ask (``monitor`` says so of the same fork).
+    Expected: the line says both and what to do next; the ledger is left as it was."""
+    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    make_buyer(buyer, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    since = vendor.size()
+    shutil.copytree(vendor.home, tmp_path / "copy")
+    shutil.copytree(vendor.state, tmp_path / "copy-state")
+    vendor.run("revoke", vendor.batches[0], "--reason", "one", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u1.tar.zst")
+    buyer.run("import", tmp_path / "u1.tar.zst", "--key", "approver")
+    for copy, at in ((tmp_path / "copy", vendor.home), (tmp_path / "copy-state", vendor.state)):
+        shutil.rmtree(at)
+        shutil.copytree(copy, at)
+    vendor.run("revoke", vendor.batches[1], "--reason", "two", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u2.tar.zst")
+    before = files_of(buyer.home)
+    r = buyer.run("import", tmp_path / "u2.tar.zst", "--key", "approver", code=1)
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
+    assert ": fork: two roots at one size: " in line, line
+    assert line.endswith("nothing was imported: keep this bundle (the log's signed checkpoint "
+                         "it carries) as evidence, with the one accepted before (your state), "
+                         "and ask the log's owner which tree it stands by; nothing more from "
+                         "this log is imported until a bundle extends the one accepted "
+                         "before"), line
+    assert r.stdout == "" and files_of(buyer.home) == before
