@@ -178,3 +178,32 @@ def test_an_import_refused_for_a_fork_says_what_to_do(tmp_path: Path) -> None:
                          "this log is imported until a bundle extends the one accepted "
                          "before"), line
     assert r.stdout == "" and files_of(buyer.home) == before
+
+
+def test_an_import_under_a_policy_without_the_role_says_how_to_trust_the_signer(
+    tmp_path: Path
+) -> None:
+    """A buyer's first policy, written by hand (``policy init`` wants a producer of its own):
+    its approver and the vendor's log key, not yet the vendor's producer key. ``import`` was
+    refused, rightly, ``… > record: log entry 4 (dataset): the policy has no producer keys or
+    identities``, and said no more: a producer key in the policy that is not the signer's is
+    told ``add it to [roles.producer]`` (out44), a role left out nothing. Expected: the line
+    says which table to add the signer's key to; done so, the import passes."""
+    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    buyer.run("init", "--origin", "buyer.example/log")
+    buyer.run("key", "new", "approver", "--no-encrypt")
+    policy = (f'name = "buyer"\nserial = {{}}\n{{}}[roles.approver]\nkeys = ["keys/approver.pub"]'
+              f'\n[roles.log]\nvkeys = ["{vendor.vkey()}", "{buyer.vkey()}"]\n')
+    (buyer.home / "policy.toml").write_text(policy.format(1, ""))
+    buyer.run("policy", "set", buyer.home / "policy.toml", "--key", "approver", "--yes")
+    before = files_of(buyer.home)
+    r = buyer.run("import", vendor.bundle, "--key", "approver", code=1)
+    line = next(x for x in r.stderr.splitlines() if "the policy has no producer keys" in x)
+    assert ("the policy has no producer keys or identities: to trust its signer, add its public "
+            "key (from its owner, by a channel you trust) to [roles.producer]") in line, line
+    assert files_of(buyer.home) == before
+    (buyer.home / "vendor.pub").write_bytes((vendor.home / "keys" / "vendor.pub").read_bytes())
+    (buyer.home / "policy.toml").write_text(policy.format(2, '[roles.producer]\nkeys = '
+                                                          '["vendor.pub"]\n'))
+    buyer.run("policy", "set", buyer.home / "policy.toml", "--key", "approver", "--yes")
+    buyer.run("import", vendor.bundle, "--key", "approver")
