@@ -207,3 +207,63 @@ def test_an_import_under_a_policy_without_the_role_says_how_to_trust_the_signer(
                                                           '["vendor.pub"]\n'))
     buyer.run("policy", "set", buyer.home / "policy.toml", "--key", "approver", "--yes")
     buyer.run("import", vendor.bundle, "--key", "approver")
+
+
+def test_a_pin_refused_for_a_rollback_or_fork_pins_nothing_and_says_what_to_do(
+    tmp_path: Path
+) -> None:
+    """The buyer pins the vendor's log key with a checkpoint from the vendor (``trust VKEY
+    --checkpoint FILE``), after an import had shown it a newer tree: a rollback (the vendor's
+    older copy) or a fork (the copy restored, then recorded on) is refused, exit 1. But the
+    key was marked pinned first (``pinned ahead ('trajledger trust')`` in the buyer's state:
+    a refusal that changed the state), and the line said nothing of what to do. Expected:
+    nothing pinned; a fork: keep both as evidence, ask for a tree that extends; the buyer's
+    own log restored from a backup: the ``--accept-rollback HELD:NOW`` that accepts it, which
+    runs as printed."""
+    from trajledger.ledger.trust_state import TrustState
+
+    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    make_buyer(buyer, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    older = (vendor.home / "log" / "checkpoint").read_bytes()
+    shutil.copytree(vendor.home, tmp_path / "copy")
+    shutil.copytree(vendor.state, tmp_path / "copy-state")
+    since = vendor.size()
+    vendor.run("revoke", vendor.batches[0], "--reason", "one", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u1.tar.zst")
+    buyer.run("import", tmp_path / "u1.tar.zst", "--key", "approver")
+    for copy, at in ((tmp_path / "copy", vendor.home), (tmp_path / "copy-state", vendor.state)):
+        shutil.rmtree(at)
+        shutil.copytree(copy, at)
+    vendor.run("revoke", vendor.batches[1], "--reason", "two", "--key", "vendor")
+    (tmp_path / "older").write_bytes(older)
+    vkey = vendor.vkey()
+
+    def pinned() -> str | None:
+        state = TrustState.open(vkey, buyer.state)
+        try:
+            return state.pinned()
+        finally:
+            state.close()
+
+    assert pinned() is None
+    for given, why in ((tmp_path / "older", ": rollback: "),
+                       (vendor.home / "log" / "checkpoint", ": fork: ")):
+        r = buyer.run("trust", vkey, "--checkpoint", given, code=1)
+        (line,) = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
+        assert why in line and line.endswith(
+            "; nothing was pinned: keep both checkpoints as evidence and ask the log's owner "
+            "for a checkpoint that extends the one accepted before (a fork, or a rollback of a "
+            "log seen through bundles or a monitor, is never accepted)"), line
+        assert pinned() is None, line
+    own = buyer.vkey()
+    before = (buyer.home / "log" / "checkpoint").read_bytes()
+    buyer.run("env", "register", "other", "--version", "1", "--source", "sim", "--key",
+              "producer")  # fmt: skip
+    (tmp_path / "own-older").write_bytes(before)
+    r = buyer.run("trust", own, "--checkpoint", tmp_path / "own-older", code=1)
+    told = re.search(r"accept the loss with '([^']+)'", r.stderr)
+    assert told, r.stderr
+    args = told.group(1).replace("FILE", str(tmp_path / "own-older")).split()[1:]
+    assert args[:2] == ["trust", own], args
+    buyer.run(*args)
