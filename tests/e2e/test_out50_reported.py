@@ -219,7 +219,8 @@ def test_a_pin_refused_for_a_rollback_or_fork_pins_nothing_and_says_what_to_do(
     a refusal that changed the state), and the line said nothing of what to do. Expected:
     nothing pinned; a fork: keep both as evidence, ask for a tree that extends; the buyer's
     own log restored from a backup: the ``--accept-rollback HELD:NOW`` that accepts it, which
-    runs as printed."""
+    runs as printed; a checkpoint of another log (``note has no signature by a known key``):
+    what to give instead."""
     from trajledger.ledger.trust_state import TrustState
 
     vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
@@ -257,6 +258,11 @@ def test_a_pin_refused_for_a_rollback_or_fork_pins_nothing_and_says_what_to_do(
             "log seen through bundles or a monitor, is never accepted)"), line
         assert pinned() is None, line
     own = buyer.vkey()
+    r = buyer.run("trust", own, "--checkpoint", vendor.home / "log" / "checkpoint", code=1)
+    assert r.stderr.rstrip().endswith(
+        "the checkpoint given is not one this key signed: give its log's (the owner's "
+        "log/checkpoint file), or the vkey of the log that signed this one; nothing was "
+        "pinned"), r.stderr
     before = (buyer.home / "log" / "checkpoint").read_bytes()
     buyer.run("env", "register", "other", "--version", "1", "--source", "sim", "--key",
               "producer")  # fmt: skip

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
-from trajledger.verify.errors import ConsistencyError, PolicyError
+from trajledger.verify.errors import ConsistencyError, PolicyError, SignatureError
 from trajledger.verify.note import verifier_from_vkey
 
 from .trust_state import TrustState
@@ -58,8 +58,13 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
             or forks from a floor already held.
     """
     verifier = verifier_from_vkey(vkey)
-    if checkpoint is not None:
-        verify_checkpoint(checkpoint, verifier)  # before anything is pinned
+    if checkpoint is not None:  # before anything is pinned
+        try:
+            verify_checkpoint(checkpoint, verifier)
+        except SignatureError as e:  # (out50: what to give instead)
+            raise SignatureError(f"{e}: the checkpoint given is not one this key signed: give "
+                                 "its log's (the owner's log/checkpoint file), or the vkey of "
+                                 "the log that signed this one; nothing was pinned") from e
     state = TrustState.open(vkey, directory)
     try:
         others = []
