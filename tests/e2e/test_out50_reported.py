@@ -147,19 +147,19 @@ def test_a_pictures_short_name_of_an_imported_record_keeps_its_name_and_its_log(
     assert short["c"] == "cartpole-train@2", short
 
 
-def test_an_import_refused_for_a_fork_says_what_to_do(tmp_path: Path) -> None:
-    """The vendor restored its ledger from a copy (the files, by hand) and recorded again: its
-    log signed another tree at a size the buyer had imported up to. ``import`` of its next
-    update was refused, rightly, ``fork: two roots at one size: … accepted before; … now``,
-    and said nothing more: not that nothing was imported, nor to keep the bundle (the other
-    signed checkpoint) as evidence, nor what to ask (``monitor`` says so of the same fork).
-    Expected: the line says both and what to do next; the ledger is left as it was."""
+def forked(tmp_path: Path) -> tuple[Vendor, Party, int]:
+    """A buyer that imported a vendor's ``bh@1`` and an update to one entry more (a
+    revocation); then the vendor's ledger restored from a copy of it before the update (its
+    files and state, by hand) and recorded on: its log forks from what the buyer saw. The
+    vendor, the buyer, the size the buyer first applied; ``older`` in ``tmp_path``: the
+    vendor's checkpoint before the update."""
     vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
     make_buyer(buyer, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
-    since = vendor.size()
+    (tmp_path / "older").write_bytes((vendor.home / "log" / "checkpoint").read_bytes())
     shutil.copytree(vendor.home, tmp_path / "copy")
     shutil.copytree(vendor.state, tmp_path / "copy-state")
+    since = vendor.size()
     vendor.run("revoke", vendor.batches[0], "--reason", "one", "--key", "vendor")
     vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u1.tar.zst")
     buyer.run("import", tmp_path / "u1.tar.zst", "--key", "approver")
@@ -167,6 +167,17 @@ def test_an_import_refused_for_a_fork_says_what_to_do(tmp_path: Path) -> None:
         shutil.rmtree(at)
         shutil.copytree(copy, at)
     vendor.run("revoke", vendor.batches[1], "--reason", "two", "--key", "vendor")
+    return vendor, buyer, since
+
+
+def test_an_import_refused_for_a_fork_says_what_to_do(tmp_path: Path) -> None:
+    """The vendor restored its ledger from a copy (the files, by hand) and recorded again: its
+    log signed another tree at a size the buyer had imported up to. ``import`` of its next
+    update was refused, rightly, ``fork: two roots at one size: … accepted before; … now``,
+    and said nothing more: not that nothing was imported, nor to keep the bundle (the other
+    signed checkpoint) as evidence, nor what to ask (``monitor`` says so of the same fork).
+    Expected: the line says both and what to do next; the ledger is left as it was."""
+    vendor, buyer, since = forked(tmp_path)
     vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u2.tar.zst")
     before = files_of(buyer.home)
     r = buyer.run("import", tmp_path / "u2.tar.zst", "--key", "approver", code=1)
@@ -223,21 +234,7 @@ def test_a_pin_refused_for_a_rollback_or_fork_pins_nothing_and_says_what_to_do(
     what to give instead."""
     from trajledger.ledger.trust_state import TrustState
 
-    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
-    make_buyer(buyer, [vendor])
-    buyer.run("import", vendor.bundle, "--key", "approver")
-    older = (vendor.home / "log" / "checkpoint").read_bytes()
-    shutil.copytree(vendor.home, tmp_path / "copy")
-    shutil.copytree(vendor.state, tmp_path / "copy-state")
-    since = vendor.size()
-    vendor.run("revoke", vendor.batches[0], "--reason", "one", "--key", "vendor")
-    vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u1.tar.zst")
-    buyer.run("import", tmp_path / "u1.tar.zst", "--key", "approver")
-    for copy, at in ((tmp_path / "copy", vendor.home), (tmp_path / "copy-state", vendor.state)):
-        shutil.rmtree(at)
-        shutil.copytree(copy, at)
-    vendor.run("revoke", vendor.batches[1], "--reason", "two", "--key", "vendor")
-    (tmp_path / "older").write_bytes(older)
+    vendor, buyer, _since = forked(tmp_path)
     vkey = vendor.vkey()
 
     def pinned() -> str | None:
