@@ -270,3 +270,21 @@ def test_a_pin_refused_for_a_rollback_or_fork_pins_nothing_and_says_what_to_do(
     args = told.group(1).replace("FILE", str(tmp_path / "own-older")).split()[1:]
     assert args[:2] == ["trust", own], args
     buyer.run(*args)
+
+
+def test_an_import_of_a_file_that_is_no_bundle_says_what_import_takes(tmp_path: Path) -> None:
+    """A buyer given the vendor's rollouts (a JSON lines file) ran ``import`` on them: ``FAIL:
+    bundle steps.jsonl: not zstd-compressed (magic 7b226570)``, the bytes' magic number and no
+    way on. Expected: the line says it is no bundle, what ``import`` takes and what records
+    rollouts; nothing imported (the ledger's files as they were)."""
+    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    make_buyer(buyer, [vendor])
+    before = files_of(buyer.home)
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text('{"episode_id": "e", "step": 0, "obs": [0.0], "reward": 1.0}\n')
+    r = buyer.run("import", steps, "--key", "approver", code=1)
+    assert r.stderr == (
+        "FAIL: bundle steps.jsonl: not zstd-compressed (magic 7b226570): not a bundle; 'import' "
+        "takes the .tar.zst file 'trajledger export' writes, as it was sent (rollout files are "
+        "recorded with 'trajledger record'); nothing imported\n"), r.stderr
+    assert files_of(buyer.home) == before

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
@@ -490,8 +490,12 @@ def import_(
                          ).failures()
             if not result.recorded and result.index >= 0 and result.digest else [])
     changes = result.changes
-    # An imported record whose plain name names another here by its qualified name (out50)
-    names = qualified_nodes(ledger, result.report, here=False)
+    # An imported record whose plain name names another here by its qualified name (out50);
+    # the state unreadable after the import is recorded: plain names (said below, fault27)
+    try:
+        names = qualified_nodes(ledger, result.report, here=False)
+    except (LedgerError, OSError, sqlite3.Error):
+        names = {}
     plain = names.get(str(result.digest), result.name)
     named = (plain if plain.startswith(f"{result.kind} ")  # an evaluation's name
              else f"{result.kind} {plain}")  # says its kind (upd47, out46's Left)
@@ -605,15 +609,24 @@ def lookalike_warnings(ledger: Any, rows: Iterable[tuple[str, str, str, str]]) -
 def _refuse_compressed_twice(path: Path, name: str) -> None:
     """Refuse, with what to do, a bundle whose zstd frame holds another zstd frame: what
     ``export --out s3://...tar.zst`` stored before 2026-12-03 (pyarrow compressed the bundle
-    again by the name's extension; docs/SECURITY.md, rev10's limits, fix9).
+    again by the name's extension; docs/SECURITY.md, rev10's limits, fix9); and a file that is
+    no zstd frame at all (rollouts, a tar unpacked: out50), saying what ``import`` takes.
 
     Raises:
-        FormatError: the file is a bundle compressed twice.
+        FormatError: the file is a bundle compressed twice, or not zstd-compressed.
     """
     import zstandard
 
     from trajledger.verify.errors import FormatError
 
+    with path.open("rb") as f:
+        head = f.read(4)
+    if head != b"\x28\xb5\x2f\xfd":  # zstd's magic number
+        raise FormatError(
+            f"bundle {PurePosixPath(name).name}: not zstd-compressed (magic "
+            f"{head.hex() or 'none'}): not a bundle; 'import' takes the .tar.zst file "
+            "'trajledger export' writes, as it was sent (rollout files are recorded with "
+            "'trajledger record'); nothing imported")
     try:
         with path.open("rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as inner:
             twice = inner.read(4) == b"\x28\xb5\x2f\xfd"  # zstd's magic number, again
