@@ -288,3 +288,30 @@ def test_an_import_of_a_file_that_is_no_bundle_says_what_import_takes(tmp_path: 
         "takes the .tar.zst file 'trajledger export' writes, as it was sent (rollout files are "
         "recorded with 'trajledger record'); nothing imported\n"), r.stderr
     assert files_of(buyer.home) == before
+
+
+def test_an_evaluation_on_an_imported_suite_after_a_clash_names_it_so(tmp_path: Path) -> None:
+    """The buyer imported the vendor's ``regression@1`` and then recorded a ``regression@1`` of
+    its own (the clash said), and evaluated ``pol@1`` on the vendor's, by the qualified name:
+    ``OK: evaluation of pol@1 on regression@1 recorded``, the name of the buyer's own suite,
+    which its release rule counts (the vendor's does not: test_release_suites_across_logs).
+    The ``NOTE:`` before it (an evaluation on it does not count for the release) named it
+    ``suite regression@1 (sha256:…)`` too. Expected: both name the suite evaluated on by the
+    name that finds it."""
+    from test_release_suites_across_logs import vendor_suite_and_buyer
+
+    theirs, bundle, buyer = vendor_suite_and_buyer(tmp_path)
+    buyer.run("import", bundle, "--key", "approver")
+    mine = buyer.last("record", rollouts(tmp_path / "reg.parquet", 31), "--env", "grid@1",
+                      "--policy", "p", "--name", "reg-1", "--licence", "CC-BY-4.0", "--key",
+                      "producer")  # fmt: skip
+    buyer.run("dataset", "create", "regression", "--version", "1", "--split", "regression",
+              "--batch", mine, "--key", "producer")  # fmt: skip
+    shown = json.loads(buyer.run("show", theirs, "--json").stdout)
+    name = f"{shown['origins'][0]}+regression@1"
+    script = tmp_path / "evaluate.py"
+    script.write_text(EVALUATE)
+    r = buyer.run("eval", "pol@1", "--suite", name, "--key", "evaluator", "--",
+                  sys.executable, script, "pass")
+    assert f"OK: evaluation of pol@1 on {name} recorded at log index " in r.stderr, r.stderr
+    assert f"NOTE: suite {name} ({theirs}): an evaluation on it does not count" in r.stderr

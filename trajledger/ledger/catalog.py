@@ -224,6 +224,16 @@ def qualified_ref(ledger: LedgerHome, item: CatalogItem) -> str:
     return qualified_name(ledger, item.index, item.kind, item.name, item.version, item.digest)
 
 
+def qualified_digest(ledger: LedgerHome, kind: str, name: str, version: str, digest: str) -> str:
+    """`qualified_name` of the record of ``digest`` named ``name@version`` (found by its name:
+    a signed reference, an evaluation's suite, carries no log index of this ledger; out50)."""
+    state = ledger.trust_state()
+    index = next((r.index for r in state.by_name(name, version)
+                  if r.kind == kind and r.subject == digest), None)
+    return (f"{name}@{version}" if index is None else
+            qualified_name(ledger, index, kind, name, version, digest, state))
+
+
 def qualified_nodes(ledger: LedgerHome, report: Report, *, here: bool = True
                     ) -> dict[str, str]:
     """``{node id: ORIGIN+KEYHASH+NAME@VERSION}`` of each imported artifact of ``report`` whose

@@ -114,9 +114,13 @@ def eval_(
     )
     ev = out.evaluation
     sealed = f"; unsealing logged at {out.unsealing}" if out.unsealing is not None else ""
-    ok(f"evaluation of {ev.checkpoint.name}@{ev.checkpoint.version} on {ev.suite.name}@"
-       f"{ev.suite.version} recorded at log index {out.index}: {len(ev.passed_tests)} of "
-       f"{len(ev.passed_tests) + len(ev.failed_tests)} episode(s) passed (success rate "
+    from trajledger.ledger.catalog import qualified_digest  # (after a clash: out50)
+
+    ck, suite = (qualified_digest(ledger, kind, a.name, a.version, a.digest)
+                 for kind, a in (("checkpoint", ev.checkpoint), ("dataset", ev.suite)))
+    ok(f"evaluation of {ck} on {suite} recorded at log index {out.index}: "
+       f"{len(ev.passed_tests)} of {len(ev.passed_tests) + len(ev.failed_tests)} episode(s) "
+       f"passed (success rate "
        f"{ev.success_rate:.3f}){sealed}")
     emit_result(as_json, out.digest, {
         "kind": "evaluation", "digest": out.digest, "logIndex": out.index,

@@ -253,7 +253,7 @@ def evaluate(
         RefError: a reference names nothing.
         CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130, 143, 129), nothing recorded.
     """
-    from trajledger.ledger.catalog import Catalog, RefError, named_report
+    from trajledger.ledger.catalog import Catalog, RefError, named_report, qualified_ref
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
 
     from .workdir import check_output_dir
@@ -299,7 +299,7 @@ def evaluate(
         raise VerificationError(f"evaluation of {_on(ledger, ck, suite)}: refused, "
                                 f"{len(failures)} problem(s); nothing was read\n"
                                 + "\n".join(failures))
-    _not_the_release_suite(verifier, policy, suite)
+    _not_the_release_suite(verifier, policy, suite, qualified_ref(ledger, suite))
     if sealed and keep_logs:
         raise PolicyError(
             f"suite {suite.ref}: sealed, and --keep-logs would store the command's output in "
@@ -429,13 +429,15 @@ def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -
                     "seeds, or evaluate with '-- COMMAND')")
 
 
-def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem) -> None:
+def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem,
+                           shown: str) -> None:
     """Say, before the run, when ``suite`` is not the suite a ``[[release.require]]`` of its
     ``NAME@VERSION`` counts (`verify.releases.release_suite`, as `release` and every verifier
     judge it: unpinned, the release's own log's dataset of the name; rev26): a bare name
     resolves to another log's dataset when this log has none of its own, and an evaluation on
     it never counts for a release here (left27). Said (``NOTE:``), not refused: an evaluation
-    on another log's suite is still a signed fact (a vendor's benchmark)."""
+    on another log's suite is still a signed fact (a vendor's benchmark). ``shown``: the
+    suite's name as the user finds it (`catalog.qualified_ref`: after a clash, out50)."""
     from trajledger.ledger.user_state import notice
     from trajledger.verify.releases import release_suite
 
@@ -445,7 +447,7 @@ def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogIte
             continue
         found, problem = release_suite(verifier, req, cp.size)
         if found != suite.digest:
-            notice(f"suite {named} ({suite.digest}): an evaluation on it does not count for "
+            notice(f"suite {shown} ({suite.digest}): an evaluation on it does not count for "
                  f"policy {policy.name!r}'s release rule {req.metric} on {named}: "
                  + (problem or f"the release's suite is {found}, of this log's own"))
             return
