@@ -224,10 +224,11 @@ def qualified_ref(ledger: LedgerHome, item: CatalogItem) -> str:
     return qualified_name(ledger, item.index, item.kind, item.name, item.version, item.digest)
 
 
-def qualified_digest(ledger: LedgerHome, kind: str, name: str, version: str, digest: str) -> str:
+def qualified_digest(ledger: LedgerHome, kind: str, name: str, version: str, digest: str,
+                     state: TrustState | None = None) -> str:
     """`qualified_name` of the record of ``digest`` named ``name@version`` (found by its name:
     a signed reference, an evaluation's suite, carries no log index of this ledger; out50)."""
-    state = ledger.trust_state()
+    state = ledger.trust_state() if state is None else state
     index = next((r.index for r in state.by_name(name, version)
                   if r.kind == kind and r.subject == digest), None)
     return (f"{name}@{version}" if index is None else
@@ -247,10 +248,8 @@ def qualified_nodes(ledger: LedgerHome, report: Report, *, here: bool = True
     for n in report.nodes.values():
         if n.kind in ("log", "bundle", "admission") or n.index is None or not n.version:
             continue
-        index = n.index if here else next((r.index for r in state.by_name(n.name, n.version)
-                                           if r.kind == n.kind and r.subject == n.id), None)
-        name = (f"{n.name}@{n.version}" if index is None else
-                qualified_name(ledger, index, n.kind, n.name, n.version, n.id, state))
+        name = (qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id, state) if here
+                else qualified_digest(ledger, n.kind, n.name, n.version, n.id, state))
         if name != f"{n.name}@{n.version}":
             out[n.id] = name
     return out
