@@ -315,3 +315,27 @@ def test_an_evaluation_on_an_imported_suite_after_a_clash_names_it_so(tmp_path: 
                   sys.executable, script, "pass")
     assert f"OK: evaluation of pol@1 on {name} recorded at log index " in r.stderr, r.stderr
     assert f"NOTE: suite {name} ({theirs}): an evaluation on it does not count" in r.stderr
+
+
+def test_a_refusal_of_revoked_data_does_not_send_the_approvers_to_approve_it(
+    tmp_path: Path
+) -> None:
+    """The buyer imported the vendor's ``bh@1`` and had not approved it yet when the vendor's
+    revocation of one of its batches came. ``train`` on it was refused with two lines: the
+    revoked batch, and ``approvals: 0 of 1 …: approve it with 1 more approver key
+    ('trajledger approve bh@1 --key NAME') …, then run this again``: an approval that admits
+    nothing (revoked data is never trained on), signed because the refusal said so. Expected:
+    both problems named, no approval suggested."""
+    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    make_buyer(buyer, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    since = vendor.size()
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(since), "--out", tmp_path / "u.tar.zst")
+    buyer.run("import", tmp_path / "u.tar.zst", "--key", "approver")
+    r = buyer.run("train", "--dataset", "bh@1", "--key", "trainer", "--name", "p", "--version",
+                  "1", code=1)  # fmt: skip
+    fails = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
+    assert any("> revoked: consent withdrawn" in x for x in fails), r.stderr
+    assert any("approvals: 0 of 1 required approver(s)" in x for x in fails), r.stderr
+    assert "approve it with" not in r.stderr and "trajledger approve" not in r.stderr, r.stderr

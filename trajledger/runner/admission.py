@@ -198,7 +198,10 @@ def admit(
     report = verifier.report(item.digest, ["log", decision.id])
     # (7)
     if not report.ok or not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-        failures = [_approve_hint(ledger, policy, line)
+        # (no approval admits revoked or erased data: then no approve is suggested, out50)
+        ended = any(c.status == "fail" and (c.what == "revoked" or c.what.endswith(": erased"))
+                    for n in report.nodes.values() for c in n.checks)  # (a label ends "…)")
+        failures = [line if ended else _approve_hint(ledger, policy, line)
                     for line in named_report(ledger, report).failures()]
         raise DataRefusedError(
             f"dataset {ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
