@@ -58,7 +58,9 @@ def test_a_refusal_short_of_approvals_names_the_imported_dataset_to_approve(
     an approval of the buyer's own dataset again and the run was refused again, saying the
     same. Expected: the refusal names the vendor's dataset by the name that finds it, and the
     command it prints approves it (then the run is admitted); the import's report (the tree,
-    its verdict and the OK line; ``--json``'s ``qualifiedName``) names it so too."""
+    its verdict and the OK line; ``--json``'s ``qualifiedName``) names it so too, and so do
+    ``revoke``'s refusals of a key that may not revoke it (``dataset train@1: key producer
+    (…) did not produce it``, ``cannot revoke train@1``)."""
     _vendor, buyer, theirs, name, imported = clashed(tmp_path)
     assert f"✓ OK: dataset {name} ({theirs[:19]}…)" in imported.stdout, imported.stdout
     assert f"OK: dataset {name} ({theirs[:19]}…) from " in imported.stderr, imported.stderr
@@ -75,6 +77,11 @@ def test_a_refusal_short_of_approvals_names_the_imported_dataset_to_approve(
     assert told and told.group(1) == f"approve {name}", r.stderr
     buyer.run(*told.group(1).split(), "--key", "approver")
     buyer.run(*args)
+    # A revocation the buyer's keys may not sign, refused: named so too.
+    r = buyer.run("revoke", name, "--reason", "r", "--key", "producer", code=1)
+    assert r.stderr.startswith(f"FAIL: dataset {name}: key producer ("), r.stderr
+    r = buyer.run("revoke", name, "--reason", "r", "--key", "trainer", code=1)
+    assert f": cannot revoke {name}: it holds trainer role" in r.stderr, r.stderr
 
 
 def test_train_eval_and_release_refusals_name_the_imported_dataset_after_a_clash(
