@@ -778,10 +778,16 @@ def _approver_confirms(ledger: LedgerHome, subject: str, signer: Signer) -> bool
 
 def _shown(ledger: LedgerHome, item: CatalogItem) -> str:
     """``item`` as a message names it: by the name that finds it (`catalog.qualified_ref`: an
-    imported record after a clash by its origin-qualified name, out50), else its digest."""
+    imported record after a clash by its origin-qualified name, out50), else its digest; the
+    plain name when the user's state cannot be read (a line after a record says it stands)."""
+    import sqlite3
+
     from .catalog import qualified_ref
 
-    return (qualified_ref(ledger, item) if item.ref else "") or item.digest
+    try:
+        return (qualified_ref(ledger, item) if item.ref else "") or item.digest
+    except (LedgerError, OSError, sqlite3.Error):
+        return item.ref or item.digest
 
 
 def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb: str) -> None:

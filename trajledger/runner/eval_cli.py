@@ -7,8 +7,9 @@ Each parses its options, calls one method of the public API (``release --dry-run
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -25,6 +26,8 @@ from trajledger.ledger.clikit import (
 )
 
 from .commands import ALLOW_ENV_MODULE_OPTION, POLICY_OPTION, command_policy
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from trajledger.verify.other_predicates import Release
@@ -116,8 +119,10 @@ def eval_(
     sealed = f"; unsealing logged at {out.unsealing}" if out.unsealing is not None else ""
     from trajledger.ledger.catalog import qualified_digest  # (after a clash: out50)
 
-    ck, suite = (qualified_digest(ledger, kind, a.name, a.version, a.digest)
-                 for kind, a in (("checkpoint", ev.checkpoint), ("dataset", ev.suite)))
+    refs = (("checkpoint", ev.checkpoint), ("dataset", ev.suite))
+    ck, suite = _recorded_name(
+        lambda: [qualified_digest(ledger, kind, a.name, a.version, a.digest) for kind, a in refs],
+        [f"{a.name}@{a.version}" for _kind, a in refs])
     ok(f"evaluation of {ck} on {suite} recorded at log index {out.index}: "
        f"{len(ev.passed_tests)} of {len(ev.passed_tests) + len(ev.failed_tests)} episode(s) "
        f"passed (success rate "
@@ -211,7 +216,7 @@ def release(
                                             qualified(ledger, judged.report))})
         return
     r = out.release
-    names = qualified(ledger, out.report)  # (an imported checkpoint after a clash: out50)
+    names: dict[str, str] = _recorded_name(lambda: qualified(ledger, out.report), {})
     ck = names.get(r.checkpoint.digest, f"{r.checkpoint.name}@{r.checkpoint.version}")
     name = f"release of {ck}"
     if out.recorded:
@@ -226,6 +231,19 @@ def release(
         "released": True, "releasable": True, "dryRun": False, "recorded": out.recorded,
         "digest": out.digest, "logIndex": out.index,
         "report": named_json(out.report.to_json(), names)})
+
+
+def _recorded_name(names: Callable[[], T], plain: T) -> T:
+    """``names()``, the qualified names of what was just recorded (out50), or ``plain`` when
+    the user's state cannot be read then: the record stands, and its ``OK:`` line says so."""
+    import sqlite3
+
+    from trajledger.ledger.errors import LedgerError
+
+    try:
+        return names()
+    except (LedgerError, OSError, sqlite3.Error):
+        return plain
 
 
 def _unchecked(report: Report, ck: str) -> None:
