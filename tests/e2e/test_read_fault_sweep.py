@@ -200,7 +200,8 @@ ABSORBED_BY = {
                       "of what `eval` and `release` recorded (`eval_cli._recorded_name`): the "
                       "plain name when the state cannot be read, nothing decided on it "
                       "(cosmetic; out50)",
-    "_shown": "the same in the lines of `approve`, `revoke` and `erase` (`status._shown`)",
+    "shown_ref": "the same in the lines of `approve`, `revoke` and `erase` "
+                 "(`catalog.shown_ref`)",
 }
 """Reads whose failure the command absorbs, by the function of trajledger that read (a
 `Faults.reader`), where the path cannot tell (an envelope of the store): exit 0 is right."""

@@ -65,6 +65,7 @@ __all__ = [
     "qualified_nodes",
     "qualified_ref",
     "renamed",
+    "shown_ref",
     "taken_from",
 ]
 
@@ -222,6 +223,18 @@ def qualified_ref(ledger: LedgerHome, item: CatalogItem) -> str:
     """`qualified_name` of a resolved reference: what a message names ``item`` by, so that
     the command it tells the user to run finds this record and not another of its name."""
     return qualified_name(ledger, item.index, item.kind, item.name, item.version, item.digest)
+
+
+def shown_ref(ledger: LedgerHome, item: CatalogItem) -> str:
+    """``item`` as a message names it: by the name that finds it (`qualified_ref`: an imported
+    record after a clash by its origin-qualified name, out50), else its digest; the plain
+    name when the user's state cannot be read (a line after a record says it stands)."""
+    import sqlite3
+
+    try:
+        return (qualified_ref(ledger, item) if item.ref else "") or item.digest
+    except (LedgerError, OSError, sqlite3.Error):
+        return item.ref or item.digest
 
 
 def qualified_digest(ledger: LedgerHome, kind: str, name: str, version: str, digest: str,
