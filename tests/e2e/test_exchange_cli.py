@@ -319,7 +319,9 @@ def test_import_says_the_bundles_own_problems_before_the_threshold(
     junk = buyer / "junk.tar.zst"
     junk.write_bytes(b"junk")
     expect(run(buyer, "import", junk, "--policy", policy, "--key", "b1"), 1,
-           "FAIL: bundle junk.tar.zst: not zstd-compressed (magic 6a756e6b)\n")
+           "FAIL: bundle junk.tar.zst: not zstd-compressed (magic 6a756e6b): not a bundle; "
+           "'import' takes the .tar.zst file 'trajledger export' writes, as it was sent "
+           "(rollout files are recorded with 'trajledger record'); nothing imported\n")
     text = (buyer / "policy.toml").read_text().replace(f'"{vendor.vkey}", ', "")
     (buyer / "untrusting.toml").write_text(text)
     r = run(buyer, "import", vendor.bundle, "--policy", buyer / "untrusting.toml", "--key", "b1")

@@ -196,6 +196,12 @@ ABSORBED_BY = {
     "_retry_unreadable": "the same, read again: it stays unreadable until a reading reads it",
     "label": "a record's name in a line (`status.label`): one it cannot read is named by its "
              "digest, nothing decided on it (cosmetic; left30)",
+    "_recorded_name": "the qualified name of an imported record after a clash in the OK line "
+                      "of what `eval` and `release` recorded (`eval_cli._recorded_name`): the "
+                      "plain name when the state cannot be read, nothing decided on it "
+                      "(cosmetic; out50)",
+    "shown_ref": "the same in the lines of `approve`, `revoke` and `erase` "
+                 "(`catalog.shown_ref`)",
 }
 """Reads whose failure the command absorbs, by the function of trajledger that read (a
 `Faults.reader`), where the path cannot tell (an envelope of the store): exit 0 is right."""

@@ -141,7 +141,8 @@ def test_an_import_whose_names_cannot_be_checked_says_it_is_recorded(
     assert (r.exit_code, work.size()) == (3, size + 5), r.output
     fails = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
     assert len(fails) == 1 and re.fullmatch(
-        rf"FAIL: dataset bh@1 \({work.dataset[:19]}…\) from vendor\.example/log\+\w+: the import "
+        rf"FAIL: dataset vendor\.example/log\+\w+\+bh@1 \({work.dataset[:19]}…\) from "
+        rf"vendor\.example/log\+\w+: the import "
         rf"is recorded \(log index {size + 4}\), but its names could not then be checked for "
         "look-alikes: disk I/O error", fails[0]), r.stderr
     # --json: the document says what is recorded, its look-alikes unknown (null: left33

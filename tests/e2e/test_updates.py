@@ -501,8 +501,10 @@ def test_one_missing_key_is_one_root_cause(
     assert lines[0].startswith("FAIL: import ckpt.tar.zst: ") and lines[0].endswith(
         " checks failed; nothing imported")
     assert lines[1] == (f"FAIL: checkpoint {short(ckpt)} > record: log entry 7 (checkpoint): "
-                        "the policy has no trainer keys or identities; and 2 records that depend "
-                        "on it")
+                        "the policy has no trainer keys or identities: to trust its signer, add "
+                        "its public key (from its owner, by a channel you trust) to "
+                        "[roles.trainer]; "
+                        "and 2 records that depend on it")
     # The standalone verifier says the same; its --json keeps every node and names the cause.
     code = verify_main([str(bundle), "--policy", str(third.home / "policy.toml"), "--json"])
     report = json.loads(capsys.readouterr().out)

@@ -41,6 +41,11 @@ from .errors import LedgerError, StoreError, shell_word
 from .suggestions import did_you_mean, suggest
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from trajledger.verify.nodes import Check
+    from trajledger.verify.report import Report
+
     from .home import LedgerHome
     from .trust_index import NameRow
     from .trust_state import TrustState
@@ -55,8 +60,14 @@ __all__ = [
     "RefError",
     "command_ref",
     "imported_under",
+    "named_json",
+    "named_report",
     "origin_name",
     "qualified_name",
+    "qualified_nodes",
+    "qualified_ref",
+    "renamed",
+    "shown_ref",
     "taken_from",
 ]
 
@@ -225,6 +236,95 @@ def command_ref(ledger: LedgerHome, item: CatalogItem, kind: str) -> str:
     except LedgerError:
         found = None
     return ref if found == item.digest else item.digest
+
+
+def qualified_ref(ledger: LedgerHome, item: CatalogItem) -> str:
+    """`qualified_name` of a resolved reference: what a message names ``item`` by, so that
+    the command it tells the user to run finds this record and not another of its name."""
+    return qualified_name(ledger, item.index, item.kind, item.name, item.version, item.digest)
+
+
+def shown_ref(ledger: LedgerHome, item: CatalogItem) -> str:
+    """``item`` as a message names it: by the name that finds it (`command_ref`: an imported
+    record after a clash by its origin-qualified name, out50; a name that finds another record,
+    by its digest, rev48), else its digest; the plain name when the user's state cannot be read
+    (a line after a record says it stands)."""
+    import sqlite3
+
+    try:
+        return command_ref(ledger, item, item.kind)
+    except (LedgerError, OSError, sqlite3.Error):
+        return item.ref or item.digest
+
+
+def qualified_digest(ledger: LedgerHome, kind: str, name: str, version: str, digest: str,
+                     state: TrustState | None = None) -> str:
+    """`qualified_name` of the record of ``digest`` named ``name@version`` (found by its name:
+    a signed reference, an evaluation's suite, carries no log index of this ledger; out50)."""
+    state = ledger.trust_state() if state is None else state
+    index = next((r.index for r in state.by_name(name, version)
+                  if r.kind == kind and r.subject == digest), None)
+    return (f"{name}@{version}" if index is None else
+            qualified_name(ledger, index, kind, name, version, digest, state))
+
+
+def qualified_nodes(ledger: LedgerHome, report: Report, *, here: bool = True
+                    ) -> dict[str, str]:
+    """``{node id: ORIGIN+KEYHASH+NAME@VERSION}`` of each imported artifact of ``report`` whose
+    plain name names another record here (a clash: yours wins, `qualified_name`): the trees
+    named the vendor's ``grid@1`` by the name that ``verify``, ``show`` and ``approve`` take
+    for the buyer's own (out48's Left, out49). ``here``: the nodes' log indexes are this
+    ledger's (not a bundle's, as an import's report has them: then each record's own is looked
+    up by its digest, out50). One sync of the user's state."""
+    state = ledger.trust_state()
+    out: dict[str, str] = {}
+    for n in report.nodes.values():
+        if n.kind in ("log", "bundle", "admission") or n.index is None or not n.version:
+            continue
+        name = (qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id, state) if here
+                else qualified_digest(ledger, n.kind, n.name, n.version, n.id, state))
+        if name != f"{n.name}@{n.version}":
+            out[n.id] = name
+    return out
+
+
+def named_json(doc: dict[str, Any], names: Mapping[str, str] | None) -> dict[str, Any]:
+    """A report's JSON form ``doc`` with each node in ``names`` (`qualified_nodes`) given its
+    ``qualifiedName`` (schemas/report.v1.md: an optional member; ``name`` stays the signed
+    one)."""
+    for node in doc["nodes"]:
+        if names and node["id"] in names:
+            node["qualifiedName"] = names[node["id"]]
+    return doc
+
+
+def renamed(report: Report, names: Mapping[str, str]) -> Report:
+    """A copy of ``report`` whose nodes in ``names`` (`qualified_nodes`) carry those names, and
+    whose checks named for such a node (``dataset grid@1: approvals``, the gate's) name it so
+    too when no other node of the report has its plain name: every line drawn from it (the
+    tree, `Report.failures`, the refusals' ``FAIL:`` lines and the ``approve`` they suggest)
+    names the record the commands find by it (out50)."""
+    from collections import Counter
+
+    plain = Counter((n.kind, n.name, n.version) for n in report.nodes.values())
+    whats = {f"{n.kind} {n.name}@{n.version}:": f"{n.kind} {names[n.id]}:"
+             for n in report.nodes.values()
+             if n.id in names and plain[(n.kind, n.name, n.version)] == 1}
+
+    def check(c: Check) -> Check:
+        old = next((w for w in whats if c.what.startswith(w)), None)
+        return c if old is None else replace(c, what=whats[old] + c.what[len(old):])
+
+    return replace(report, nodes={nid: replace(
+        n, name=names[nid].removesuffix(f"@{n.version}") if nid in names else n.name,
+        checks=[check(c) for c in n.checks]) for nid, n in report.nodes.items()})
+
+
+def named_report(ledger: LedgerHome, report: Report) -> Report:
+    """``report`` `renamed` by its `qualified_nodes` (itself when none is): for the lines of a
+    refusal or an import's report, named as `lineage` names them."""
+    names = qualified_nodes(ledger, report)
+    return renamed(report, names) if names else report
 
 
 class RefError(LedgerError):

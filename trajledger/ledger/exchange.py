@@ -834,7 +834,17 @@ def import_bundle(
                 )
             if (why := unexamined(ledger, applied, ext.size if ext else None)) is not None:
                 raise ConsistencyError(f"{what}: {why}", old=prior, new=cp)  # out37 finding 1
-            origin.check_extends(note_bytes, proof, what=what, root_at=root_at)
+            try:
+                origin.check_extends(note_bytes, proof, what=what, root_at=root_at)
+            except ConsistencyError as e:  # a fork or rollback: what to do (out50)
+                if str(e).startswith(f"{what}: unprovable"):
+                    raise  # (it names the export to ask for)
+                raise ConsistencyError(
+                    f"{e}; nothing was imported: keep this bundle (the log's signed checkpoint "
+                    "it carries) as evidence, with the one accepted before (your state), and "
+                    "ask the log's owner which tree it stands by; nothing more from this log "
+                    "is imported until a bundle extends the one accepted before",
+                    old=e.old, new=e.new, proof=e.proof) from e
             # (5)
             subject = ev.subject
             artifact = None

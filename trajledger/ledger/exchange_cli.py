@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
@@ -470,6 +470,7 @@ def import_(
         from trajledger.verify.errors import VerificationError
 
         from . import first_contact
+        from .catalog import named_json, named_report, qualified_nodes, renamed
         from .errors import LedgerError, disk_error
         from .exchange import import_bundle, max_bundle_file
         from .fs import temp_dir
@@ -485,11 +486,19 @@ def import_(
             result = import_bundle(ledger, path, policy, signers)
     # Evidence taken in before: what this ledger holds of it now besides the bundle's view as
     # of its tree: a revocation, an erasure, a withdrawn approval recorded since (rev41 f. 1)
-    held = (_lineage_report(ledger, str(result.digest), policy, "size").failures()
+    held = (named_report(ledger, _lineage_report(ledger, str(result.digest), policy, "size")
+                         ).failures()
             if not result.recorded and result.index >= 0 and result.digest else [])
     changes = result.changes
-    named = (result.name if result.name.startswith(f"{result.kind} ")  # an evaluation's
-             else f"{result.kind} {result.name}")  # name says its kind (upd47, out46's Left)
+    # An imported record whose plain name names another here by its qualified name (out50);
+    # the state unreadable after the import is recorded: plain names (said below, fault27)
+    try:
+        names = qualified_nodes(ledger, result.report, here=False)
+    except (LedgerError, OSError, sqlite3.Error):
+        names = {}
+    plain = names.get(str(result.digest), result.name)
+    named = (plain if plain.startswith(f"{result.kind} ")  # an evaluation's name
+             else f"{result.kind} {plain}")  # says its kind (upd47, out46's Left)
     what = (f"{named} ({result.digest[:19]}…) from {result.origin}"
             if result.digest else f"updates from {result.origin}")
     try:  # before the document, for its `import.lookalikes` (left33 finding 2)
@@ -502,7 +511,8 @@ def import_(
         lookalikes, failed = None, e  # unknown: null in the JSON
     unread = first_contact.unread_after(ledger, result.logged, what)  # gap39
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
-        emit_json(result.report.to_json() | ({"ok": False} if held else {}) | {"import": {
+        emit_json(named_json(result.report.to_json(), names)
+                  | ({"ok": False} if held else {}) | {"import": {
             "heldHere": held,
             "index": result.index, "recorded": result.recorded,
             "logged": list(result.logged), "applied": result.applied,
@@ -511,7 +521,7 @@ def import_(
             "unread": unread,
             "lookalikes": lookalikes}})
     else:
-        click.echo("\n".join(result.report.render()))
+        click.echo("\n".join(renamed(result.report, names).render()))
     # The size applied is what the vendor's next update bundle starts from (aud34 finding 4).
     since = (f"; its log applied up to size {result.applied}: ask its owner for updates with "
              f"'trajledger export --updates-since {result.applied}'")
@@ -599,15 +609,24 @@ def lookalike_warnings(ledger: Any, rows: Iterable[tuple[str, str, str, str]]) -
 def _refuse_compressed_twice(path: Path, name: str) -> None:
     """Refuse, with what to do, a bundle whose zstd frame holds another zstd frame: what
     ``export --out s3://...tar.zst`` stored before 2026-12-03 (pyarrow compressed the bundle
-    again by the name's extension; docs/SECURITY.md, rev10's limits, fix9).
+    again by the name's extension; docs/SECURITY.md, rev10's limits, fix9); and a file that is
+    no zstd frame at all (rollouts, a tar unpacked: out50), saying what ``import`` takes.
 
     Raises:
-        FormatError: the file is a bundle compressed twice.
+        FormatError: the file is a bundle compressed twice, or not zstd-compressed.
     """
     import zstandard
 
     from trajledger.verify.errors import FormatError
 
+    with path.open("rb") as f:
+        head = f.read(4)
+    if head != b"\x28\xb5\x2f\xfd":  # zstd's magic number
+        raise FormatError(
+            f"bundle {PurePosixPath(name).name}: not zstd-compressed (magic "
+            f"{head.hex() or 'none'}): not a bundle; 'import' takes the .tar.zst file "
+            "'trajledger export' writes, as it was sent (rollout files are recorded with "
+            "'trajledger record'); nothing imported")
     try:
         with path.open("rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as inner:
             twice = inner.read(4) == b"\x28\xb5\x2f\xfd"  # zstd's magic number, again

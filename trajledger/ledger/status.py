@@ -24,7 +24,7 @@ from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Rev
 from trajledger.verify.succession import check_successor
 from trajledger.verify.times import format_time
 
-from .catalog import Catalog, CatalogItem
+from .catalog import Catalog, CatalogItem, shown_ref
 from .errors import LedgerError, OptionValueError, StoreError, read_failure
 from .keys import Signer
 from .record import Recorded, record_statement
@@ -98,7 +98,7 @@ def approve(
     if not isinstance(signer, Signer):  # keyless: its token's identity (left32 finding 2)
         from .keyless_check import check_keyless_approver
 
-        check_keyless_approver(ledger, signer, f"approve {item.ref}")
+        check_keyless_approver(ledger, signer, f"approve {shown_ref(ledger, item)}")
     predicate = Approval(
         purpose,
         format_time(when),
@@ -110,7 +110,7 @@ def approve(
         _refuse_withdrawn_again(ledger, item, predicate, signer)
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
-        predicate.to_predicate(), signer, action=f"approve {item.ref}", check=check,
+        predicate.to_predicate(), signer, action=f"approve {shown_ref(ledger, item)}", check=check,
     )
     if rec.new:  # (read nothing more once the log grew: a fault here would say it did not)
         return rec
@@ -119,8 +119,9 @@ def approve(
             if (e := state.entry(i)) is not None and e.kind == "revocation"]
     if gone:  # the same signed approval, withdrawn: made again within the same second
         raise PolicyError(
-            f"approve {item.ref}: this is the approval at log index {rec.index}, withdrawn (the "
-            f"revocation at log index {gone[0]} names it): the same approver, purpose, expiry "
+            f"approve {shown_ref(ledger, item)}: this is the approval at log index {rec.index}, "
+            f"withdrawn (the revocation at log index {gone[0]} names it): the same approver, "
+            "purpose, expiry "
             "and note in the same second sign the same statement; approve again a second "
             "later, or with another --expires or --note; nothing new was recorded"
         )
@@ -161,10 +162,10 @@ def _refuse_withdrawn_again(ledger: LedgerHome, item: CatalogItem, predicate: Ap
     hit = next((r for r in gone if maybe(r.identities)), None)
     if hit is not None:
         raise PolicyError(
-            f"approve {item.ref}: this is the approval at log index {hit.index}, withdrawn: the "
-            "same identity, purpose, expiry and note in the same second sign the same "
-            "statement; approve again a second later, or with another --expires or --note; "
-            "nothing was signed")
+            f"approve {shown_ref(ledger, item)}: this is the approval at log index {hit.index}, "
+            "withdrawn: the same identity, purpose, expiry and note in the same second sign the "
+            "same statement; approve again a second later, or with another --expires or "
+            "--note; nothing was signed")
 
 
 def approval_of(ledger: LedgerHome, ref: str) -> tuple[int, str] | None:
@@ -211,14 +212,15 @@ def revoke(ledger: LedgerHome, ref: str, signer: AnySigner, *, reason: str) -> R
     _check_authority(ledger, item, signer, "revoke")
     from .policy_state import check_signers
 
-    check_signers(ledger, "revocation", [(signer.name, signer.keyid)], f"revoke {item.ref}")
+    check_signers(ledger, "revocation", [(signer.name, signer.keyid)],
+                  f"revoke {shown_ref(ledger, item)}")
     first = _revoked_by(ledger, item.digest, signer.keyid)  # (a key that may sign: hist38)
     if first is not None:  # one record, whatever the clock (hist38 finding 2)
         return first
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
-        predicate.to_predicate(), signer, action=f"revoke {item.ref}",
+        predicate.to_predicate(), signer, action=f"revoke {shown_ref(ledger, item)}",
     )
 
 
@@ -489,19 +491,18 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
             f"{', '.join(ERASURE_REASONS)}"
         )
     item = _item(ledger, ref)
+    shown = shown_ref(ledger, item)
     from trajledger.verify.kinds import KINDS
 
     if not KINDS[item.kind].files:
-        raise PolicyError(f"{item.kind} {item.ref or item.digest}: is a statement, not an "
+        raise PolicyError(f"{item.kind} {shown}: is a statement, not an "
                           "artifact with files; nothing to erase (revoke it, or erase the "
                           "artifact whose data it is about)")
     if not ledger.store.exists(item.digest):
-        raise PolicyError(
-            f"{item.kind} {item.ref}: has no manifest in this store; nothing to erase"
-        )
+        raise PolicyError(f"{item.kind} {shown}: has no manifest in this store; nothing to erase")
     from .policy_state import check_signers
 
-    check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
+    check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {shown}")
     _check_authority(ledger, item, signer, "erase")
     with ledger.log.exclusive():  # (no writer appends between the decision and the deletion)
         mine = erasable_blobs(ledger, item.digest)
@@ -519,7 +520,7 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
                 held = (f" ({len(kept)} blob(s) still kept: also a file of "
                         f"{', '.join(sorted(set(kept.values())))}, not erased)" if kept else "")
                 raise PolicyError(
-                    f"{item.kind} {item.ref or item.digest}: already erased (log index "
+                    f"{item.kind} {shown_ref(ledger, item)}: already erased (log index "
                     f"{first.index}) and every blob that erasure lists is deleted{held}; "
                     "nothing to erase, nothing recorded")
             rec = first
@@ -529,7 +530,7 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
             predicate = Erasure(reason, format_time(_now()), tuple(blobs or again))
             rec = record_statement(
                 ledger, item.ref or item.name, item.digest, predicates.ERASURE,
-                predicate.to_predicate(), signer, action=f"erase {item.ref}",
+                predicate.to_predicate(), signer, action=f"erase {shown_ref(ledger, item)}",
             )
         blobs = sorted({*blobs, *unfinished})
         told = (f"the erasure is recorded (log index {rec.index})" if rec is not first
@@ -540,7 +541,7 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
         except OSError as e:  # a read-only or failing store: the record stands, the data too
             left = sum(ledger.store.exists(b) for b in blobs)
             raise LedgerError(
-                f"{item.kind} {item.ref or item.digest}: the erasure is recorded (log index "
+                f"{item.kind} {shown_ref(ledger, item)}: the erasure is recorded (log index "
                 f"{rec.index}) but {left} of its {len(blobs)} blob(s) are still stored: "
                 f"{e.strerror or e} ({e.filename or 'the store'}); run the same 'trajledger "
                 "erase' again once the store is writable: it deletes them"
@@ -813,7 +814,7 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
                 f"policy set FILE --key {signer.name}', then give --key approver")
             if replaced else "")
     raise PolicyError(
-        f"{item.kind} {item.ref or item.digest}: key {signer.name} ({signer.keyid[:12]}) did not "
+        f"{item.kind} {shown_ref(ledger, item)}: key {signer.name} ({signer.keyid[:12]}) did not "
         f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}{give}): "
         f"a producer may {verb} only what it produced, an approver anything; nothing was signed"
     )

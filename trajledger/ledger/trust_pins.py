@@ -18,8 +18,8 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajledger.verify.checkpoint import verify_checkpoint
-from trajledger.verify.errors import PolicyError
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.errors import ConsistencyError, PolicyError, SignatureError
 from trajledger.verify.note import verifier_from_vkey
 
 from .errors import shell_word
@@ -59,8 +59,13 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
             or forks from a floor already held.
     """
     verifier = verifier_from_vkey(vkey)
-    if checkpoint is not None:
-        verify_checkpoint(checkpoint, verifier)  # before anything is pinned
+    if checkpoint is not None:  # before anything is pinned
+        try:
+            verify_checkpoint(checkpoint, verifier)
+        except SignatureError as e:  # (out50: what to give instead)
+            raise SignatureError(f"{e}: the checkpoint given is not one this key signed: give "
+                                 "its log's (the owner's log/checkpoint file), or the vkey of "
+                                 "the log that signed this one; nothing was pinned") from e
     state = TrustState.open(vkey, directory)
     try:
         others = []
@@ -73,14 +78,34 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
             finally:
                 for other in earlier:
                     other.close()
+        if checkpoint is not None:  # (first: a refused checkpoint pins nothing, out50)
+            try:
+                state.advance_floor(checkpoint, what="checkpoint given to 'trajledger trust'")
+            except ConsistencyError as e:
+                raise ConsistencyError(f"{e}; nothing was pinned: {_way_on(e, state.size, vkey)}",
+                                       old=e.old, new=e.new, proof=e.proof) from e
         state.pin("pinned ahead ('trajledger trust')")
-        if checkpoint is not None:
-            state.advance_floor(checkpoint, what="checkpoint given to 'trajledger trust'")
         floor = state.floor_checkpoint()
         return Pinned(verifier.name, fingerprint(vkey), floor.size if floor else None,
                       tuple(others))
     finally:
         state.close()
+
+
+def _way_on(e: ConsistencyError, indexed: int, vkey: str) -> str:
+    """What to do about a checkpoint given to ``trust`` that is behind the floor held or
+    forks from it (out50): a backup of a log whose entries up to it the state indexed
+    (``indexed``: a ledger's own) restored on purpose is accepted by restating the loss
+    (`accept_rollback`); else nothing tells the older tree from another history, and a fork
+    is never accepted."""
+    if isinstance(e.old, Checkpoint) and isinstance(e.new, Checkpoint) and (
+            e.new.size < e.old.size and e.new.size <= indexed):
+        return ("if the log was restored from a backup on purpose, accept the loss with "
+                f"'trajledger trust {vkey} --checkpoint FILE --accept-rollback {e.old.size}:"
+                f"{e.new.size}'; else keep both checkpoints as evidence")
+    return ("keep both checkpoints as evidence and ask the log's owner for a checkpoint that "
+            "extends the one accepted before (a fork, or a rollback of a log seen through "
+            "bundles or a monitor, is never accepted)")
 
 
 @dataclass(frozen=True)

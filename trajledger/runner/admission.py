@@ -154,12 +154,13 @@ def admit(
         RefError: the dataset reference resolves to nothing.
         TamperError: the log was rolled back or forked since this user last saw it.
     """
-    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.catalog import Catalog, named_report, qualified_ref
 
     from .verification import ledger_verifier
 
     # (1)
     item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
+    ref = qualified_ref(ledger, item)  # (an imported one after a clash: out50)
     verifier = ledger_verifier(ledger, policy)
     # Batch blobs are hashed below as they are read into memory for training (the bytes used
     # are the bytes hashed); the verifier re-hashes every other file of the lineage.
@@ -167,7 +168,7 @@ def admit(
     if now is not None:  # later only: never behind `ledger_verifier`'s floor (review left27)
         verifier.now = max(verifier.now, now)
     decision = Node(f"admission:{item.digest}", "admission",
-                    name=f"admission of dataset {item.ref} ({item.digest[:19]}…)")
+                    name=f"admission of dataset {ref} ({item.digest[:19]}…)")
     # A walk that raises (Ctrl-C) must stop the blobs still being re-hashed.
     try:
         # (2)
@@ -208,14 +209,20 @@ def admit(
         from trajledger.verify.report import HIDDEN
 
         # the approvals line of this dataset, known by its start (the decision's label, the
-        # check's name), not by words anywhere in a line (signed text: a licence, a reason);
-        # the step names it as commands find it (after a clash: rev48 finding 4)
-        start = f"{decision.label} > dataset {item.name}@{item.version}: approvals: "
-        ref = command_ref(ledger, item, "dataset")  # (a name that finds it: finding 9)
-        failures = [_approve_hint(ledger, policy, line, start.translate(HIDDEN), ref)
-                    for line in report.failures()]
+        # check's name, the dataset named plainly or, after a clash, as `named_report` names it:
+        # out50), not by words anywhere in a line (signed text: a licence, a reason); the step
+        # names it as commands find it (after a clash: rev48 finding 4; a name that finds
+        # another record: finding 9); no approval admits revoked or erased data: then no
+        # approve is suggested (out50)
+        starts = tuple(f"{decision.label} > dataset {shown}: approvals: ".translate(HIDDEN)
+                       for shown in dict.fromkeys((ref, f"{item.name}@{item.version}")))
+        ended = any(c.status == "fail" and (c.what == "revoked" or c.what.endswith(": erased"))
+                    for n in report.nodes.values() for c in n.checks)  # (a label ends "…)")
+        step = command_ref(ledger, item, "dataset")
+        failures = [line if ended else _approve_hint(ledger, policy, line, starts, step)
+                    for line in named_report(ledger, report).failures()]
         raise DataRefusedError(
-            f"dataset {item.ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
+            f"dataset {ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
             report,
         )
     return Admission(
@@ -232,10 +239,10 @@ def admit(
     )
 
 
-def _approve_hint(ledger: LedgerHome, policy: TrustPolicy, line: str, start: str,
-                  ref: str) -> str:
+def _approve_hint(ledger: LedgerHome, policy: TrustPolicy, line: str,
+                  starts: tuple[str, ...], ref: str) -> str:
     """``line``, and when it is the admitted dataset's approvals short of the threshold (it
-    begins with ``start``: `verify.judge`), what to do (out46): approve ``ref`` (its name as
+    begins with one of ``starts``: `verify.judge`), what to do (out46): approve ``ref`` (its name as
     commands find it, one shell word: rev48) with as many more approver keys, naming the
     policy's approver keys this ledger holds."""
     import re
@@ -243,8 +250,9 @@ def _approve_hint(ledger: LedgerHome, policy: TrustPolicy, line: str, start: str
     from trajledger.verify.nodes import NAMED
     from trajledger.verify.shell_word import shell_word
 
-    found = re.match(r"(\d+) of (\d+) required approver\(s\) for '([^']*)'",
-                     line.removeprefix(start)) if line.startswith(start) else None
+    start = next((s for s in starts if line.startswith(s)), None)
+    found = None if start is None else re.match(
+        r"(\d+) of (\d+) required approver\(s\) for '([^']*)'", line.removeprefix(start))
     if found is None:
         return line
     have, need, purpose = found.groups()

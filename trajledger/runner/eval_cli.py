@@ -7,8 +7,9 @@ Each parses its options, calls one method of the public API (``release --dry-run
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -25,6 +26,8 @@ from trajledger.ledger.clikit import (
 )
 
 from .commands import ALLOW_ENV_MODULE_OPTION, POLICY_OPTION, command_policy
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from trajledger.verify.other_predicates import Release
@@ -114,9 +117,15 @@ def eval_(
     )
     ev = out.evaluation
     sealed = f"; unsealing logged at {out.unsealing}" if out.unsealing is not None else ""
-    ok(f"evaluation of {ev.checkpoint.name}@{ev.checkpoint.version} on {ev.suite.name}@"
-       f"{ev.suite.version} recorded at log index {out.index}: {len(ev.passed_tests)} of "
-       f"{len(ev.passed_tests) + len(ev.failed_tests)} episode(s) passed (success rate "
+    from trajledger.ledger.catalog import qualified_digest  # (after a clash: out50)
+
+    refs = (("checkpoint", ev.checkpoint), ("dataset", ev.suite))
+    ck, suite = _recorded_name(
+        lambda: [qualified_digest(ledger, kind, a.name, a.version, a.digest) for kind, a in refs],
+        [f"{a.name}@{a.version}" for _kind, a in refs])
+    ok(f"evaluation of {ck} on {suite} recorded at log index {out.index}: "
+       f"{len(ev.passed_tests)} of {len(ev.passed_tests) + len(ev.failed_tests)} episode(s) "
+       f"passed (success rate "
        f"{ev.success_rate:.3f}){sealed}")
     emit_result(as_json, out.digest, {
         "kind": "evaluation", "digest": out.digest, "logIndex": out.index,
@@ -165,6 +174,9 @@ def release(
       trajledger release ppo@3 --key approver-a
       trajledger release ppo@3 --dry-run      # is it releasable? exit 0 / 1, nothing recorded
     """
+    from trajledger.ledger.catalog import qualified_ref
+
+    from .lineage import named_json, qualified
     from .release import ReleaseRefusedError, judge_release
 
     if not keys and not dry_run:
@@ -181,27 +193,32 @@ def release(
     except ReleaseRefusedError as e:
         if as_json:
             emit_json({"released": False, "releasable": False, "dryRun": dry_run,
-                       "next": e.next, "report": e.report.to_json()})
+                       "next": e.next, "report": named_json(e.report.to_json(), qualified(
+                           ledger, e.report))})
         raise
     if dry_run:
         held = judged.held
         again = ("" if held is None else f"; released already at log index {held.index} "
                  f"({held.digest}), which 'release' answers with")
-        ok(f"release of {judged.ref.ref}: releasable on {len(judged.evaluations)} "
+        ref = qualified_ref(ledger, judged.ref)  # (an imported one after a clash: out50)
+        ok(f"release of {ref}: releasable on {len(judged.evaluations)} "
            f"evaluation(s) under policy {policy.name!r} serial {policy.serial} (dry run: "
            f"nothing was signed or recorded){again}"
            f"{_note_fate(note, None if held is None else held.release, True)}")
-        _unchecked(judged.report, judged.ref.ref)
+        _unchecked(judged.report, ref)
         if as_json:
             emit_json({"released": held is not None, "releasable": True, "dryRun": True,
                        "digest": None if held is None else held.digest,
                        "logIndex": None if held is None else held.index,
                        "evaluations": list(judged.evaluations),
                        "note": note, "noteKept": note is not None and held is None,
-                       "report": judged.report.to_json()})
+                       "report": named_json(judged.report.to_json(),
+                                            qualified(ledger, judged.report))})
         return
     r = out.release
-    name = f"release of {r.checkpoint.name}@{r.checkpoint.version}"
+    names: dict[str, str] = _recorded_name(lambda: qualified(ledger, out.report), {})
+    ck = names.get(r.checkpoint.digest, f"{r.checkpoint.name}@{r.checkpoint.version}")
+    name = f"release of {ck}"
     if out.recorded:
         ok(f"{name} recorded at log index {out.index} on {len(r.evaluations)} evaluation(s)")
     else:
@@ -209,10 +226,24 @@ def release(
            f"{len(r.evaluations)} evaluation(s) under policy {policy.name!r} serial "
            f"{policy.serial}; nothing new was recorded (a new evaluation, a new release)"
            f"{_note_fate(note, r, False)}")
-    _unchecked(out.report, f"{r.checkpoint.name}@{r.checkpoint.version}")
+    _unchecked(out.report, ck)
     emit_result(as_json, out.digest, {
         "released": True, "releasable": True, "dryRun": False, "recorded": out.recorded,
-        "digest": out.digest, "logIndex": out.index, "report": out.report.to_json()})
+        "digest": out.digest, "logIndex": out.index,
+        "report": named_json(out.report.to_json(), names)})
+
+
+def _recorded_name(names: Callable[[], T], plain: T) -> T:
+    """``names()``, the qualified names of what was just recorded (out50), or ``plain`` when
+    the user's state cannot be read then: the record stands, and its ``OK:`` line says so."""
+    import sqlite3
+
+    from trajledger.ledger.errors import LedgerError
+
+    try:
+        return names()
+    except (LedgerError, OSError, sqlite3.Error):
+        return plain
 
 
 def _unchecked(report: Report, ck: str) -> None:

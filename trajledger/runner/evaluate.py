@@ -253,7 +253,7 @@ def evaluate(
         RefError: a reference names nothing.
         CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130, 143, 129), nothing recorded.
     """
-    from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.catalog import Catalog, RefError, named_report, qualified_ref
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
 
     from .workdir import check_output_dir
@@ -294,14 +294,14 @@ def evaluate(
         raise LedgerError("no command given after '--' (trajledger eval ... -- COMMAND)")
     # (2)
     verifier, report = _judge(ledger, policy, ck, suite, ev_item,
-                              f"evaluation of {ck.ref} on {suite.ref}")
+                              f"evaluation of {_on(ledger, ck, suite)}")
     sealed = sealed_batches(verifier, suite.digest)
     if not report.ok:
-        failures = report.failures()
-        raise VerificationError(f"evaluation of {ck.ref} on {suite.ref}: refused, "
+        failures = named_report(ledger, report).failures()  # (after a clash: out50)
+        raise VerificationError(f"evaluation of {_on(ledger, ck, suite)}: refused, "
                                 f"{len(failures)} problem(s); nothing was read\n"
                                 + "\n".join(failures))
-    _not_the_release_suite(verifier, policy, suite)
+    _not_the_release_suite(verifier, policy, suite, qualified_ref(ledger, suite))
     if sealed and keep_logs:
         raise PolicyError(
             f"suite {suite.ref}: sealed, and --keep-logs would store the command's output in "
@@ -431,13 +431,15 @@ def _refuse_training_seeds(verifier: Any, ck: CatalogItem, suite: CatalogItem) -
                     "seeds, or evaluate with '-- COMMAND')")
 
 
-def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem) -> None:
+def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogItem,
+                           shown: str) -> None:
     """Say, before the run, when ``suite`` is not the suite a ``[[release.require]]`` of its
     ``NAME@VERSION`` counts (`verify.releases.release_suite`, as `release` and every verifier
     judge it: unpinned, the release's own log's dataset of the name; rev26): a bare name
     resolves to another log's dataset when this log has none of its own, and an evaluation on
     it never counts for a release here (left27). Said (``NOTE:``), not refused: an evaluation
-    on another log's suite is still a signed fact (a vendor's benchmark)."""
+    on another log's suite is still a signed fact (a vendor's benchmark). ``shown``: the
+    suite's name as the user finds it (`catalog.qualified_ref`: after a clash, out50)."""
     from trajledger.ledger.user_state import notice
     from trajledger.verify.releases import release_suite
 
@@ -447,10 +449,18 @@ def _not_the_release_suite(verifier: Any, policy: TrustPolicy, suite: CatalogIte
             continue
         found, problem = release_suite(verifier, req, cp.size)
         if found != suite.digest:
-            notice(f"suite {named} ({suite.digest}): an evaluation on it does not count for "
+            notice(f"suite {shown} ({suite.digest}): an evaluation on it does not count for "
                  f"policy {policy.name!r}'s release rule {req.metric} on {named}: "
                  + (problem or f"the release's suite is {found}, of this log's own"))
             return
+
+
+def _on(ledger: LedgerHome, ck: CatalogItem, suite: CatalogItem) -> str:
+    """``CHECKPOINT on SUITE``, each by the name that finds it (`catalog.qualified_ref`: an
+    imported one after a clash by its origin-qualified name, out50)."""
+    from trajledger.ledger.catalog import qualified_ref
+
+    return f"{qualified_ref(ledger, ck)} on {qualified_ref(ledger, suite)}"
 
 
 def _judge(
@@ -459,6 +469,9 @@ def _judge(
 ) -> tuple[Any, Report]:
     """Verify the checkpoint's lineage, the suite (a holdout or regression split) and the
     evaluator version under ``policy``; returns the verifier and the decision's report."""
+    from dataclasses import replace
+
+    from trajledger.ledger.catalog import qualified_ref
     from trajledger.verify.lineage import Edge, Node
 
     from .verification import decide, ledger_verifier
@@ -471,6 +484,8 @@ def _judge(
                  Edge(decision.id, suite.digest, "suite")]
         verifier.artifact(ck.digest, "checkpoint")
         suite_node = verifier.artifact(suite.digest, "dataset")
+        if (named := qualified_ref(ledger, suite)) != suite.ref:  # (out50)
+            suite_node = replace(suite_node, name=named.removesuffix(f"@{suite.version}"))
         if ev_item is not None:
             verifier.artifact(ev_item.digest, "evaluator")
             links.append(Edge(decision.id, ev_item.digest, "evaluator"))
@@ -503,15 +518,17 @@ def _check_still_valid(
     Raises:
         VerificationError: the checkpoint, the suite or the evaluator no longer verifies.
     """
+    from trajledger.ledger.catalog import named_report
+
     from .train import policy_in_force
 
+    on = _on(ledger, ck, suite)
     _verifier, report = _judge(ledger, policy_in_force(ledger, policy), ck, suite, ev_item,
-                               f"recording the evaluation of {ck.ref} on {suite.ref}",
-                               data="size")
+                               f"recording the evaluation of {on}", data="size")
     if not report.ok:
-        failures = report.failures()
+        failures = named_report(ledger, report).failures()
         raise VerificationError(
-            f"evaluation of {ck.ref} on {suite.ref}: refused when it was to be recorded (the "
+            f"evaluation of {on}: refused when it was to be recorded (the "
             f"rules changed during the run), {len(failures)} problem(s); nothing was "
             "recorded\n" + "\n".join(failures))
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trajledger.ledger.catalog import named_json
 
 # (the pictures' layout and `html` load where a picture is drawn: `verify` and `lineage` print
 # text, walk50)
@@ -67,29 +69,11 @@ def impact(ledger: LedgerHome, ref: str, policy: TrustPolicy) -> Report:
 
 
 def qualified(ledger: LedgerHome, report: Report) -> dict[str, str]:
-    """``{node id: ORIGIN+KEYHASH+NAME@VERSION}`` of each imported artifact of ``report`` whose
-    plain name names another record here (a clash: yours wins, `catalog.qualified_name`): the
-    trees named the vendor's ``grid@1`` by the name that ``verify``, ``show`` and ``approve``
-    take for the buyer's own (out48's Left, out49). One sync of the user's state."""
-    from trajledger.ledger.catalog import qualified_name
+    """`catalog.qualified_nodes`: the origin-qualified names of ``report``'s imported nodes
+    whose plain names name other records here (out49)."""
+    from trajledger.ledger.catalog import qualified_nodes
 
-    state = ledger.trust_state()
-    out: dict[str, str] = {}
-    for n in _artifacts(report):
-        if n.index is not None and n.version:
-            name = qualified_name(ledger, n.index, n.kind, n.name, n.version, n.id, state)
-            if name != f"{n.name}@{n.version}":
-                out[n.id] = name
-    return out
-
-
-def _renamed(report: Report, names: Mapping[str, str]) -> Report:
-    """A copy of ``report`` whose nodes in ``names`` (`qualified`) carry those names: every
-    form but JSON (whose ``name`` stays the signed one, beside ``qualifiedName``) shows them."""
-    from dataclasses import replace
-
-    return replace(report, nodes={nid: replace(n, name=names[nid].removesuffix(f"@{n.version}"))
-                                  if nid in names else n for nid, n in report.nodes.items()})
+    return qualified_nodes(ledger, report)
 
 
 def _status(node: Node, failing: set[str]) -> str:
@@ -568,16 +552,6 @@ code{font-size:12px;word-break:break-all}
 """
 
 
-def named_json(doc: dict[str, Any], names: Mapping[str, str] | None) -> dict[str, Any]:
-    """A report's JSON form ``doc`` with each node in ``names`` (`qualified`) given its
-    ``qualifiedName`` (schemas/report.v1.md: an optional member; ``name`` stays the signed
-    one)."""
-    for node in doc["nodes"]:
-        if names and node["id"] in names:
-            node["qualifiedName"] = names[node["id"]]
-    return doc
-
-
 def render(report: Report, fmt: str, names: Mapping[str, str] | None = None) -> str:
     """Render in one of `FORMATS`; ``names``: the origin-qualified names of imported nodes
     after a clash (`qualified`), in place of their plain names, and in JSON as each node's
@@ -585,7 +559,9 @@ def render(report: Report, fmt: str, names: Mapping[str, str] | None = None) -> 
     if fmt == "json":
         return json.dumps(named_json(report.to_json(), names), sort_keys=True, indent=2)
     if names:
-        report = _renamed(report, names)
+        from trajledger.ledger.catalog import renamed
+
+        report = renamed(report, names)
     if fmt == "text":
         return "\n".join(report.render())
     return {"mermaid": render_mermaid, "dot": render_dot, "html": render_html}[fmt](report)

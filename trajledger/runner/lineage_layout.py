@@ -389,9 +389,12 @@ def short_names(full: Mapping[str, str], width: int, tags: Mapping[str, str]) ->
         count[name] = count.get(name, 0) + 1
     out = {item: _tagged(name, tags[item], width) if count[name] > 1 else _shorten(name, width)
            for item, name in full.items()}
+    origin_cut = {item: cut for item, name in full.items()
+                  if count[name] == 1 and (cut := _qualified_cut(name, width)) is not None}
+    out |= origin_cut
     families: dict[str, list[str]] = {}
     for item, name in full.items():
-        if count[name] == 1 and len(name) > width:
+        if count[name] == 1 and len(name) > width and item not in origin_cut:
             families.setdefault(out[item].split("…", 1)[0], []).append(item)
     for items in families.values():
         if len({out[i] for i in items}) < len(items):
@@ -403,6 +406,25 @@ def short_names(full: Mapping[str, str], width: int, tags: Mapping[str, str]) ->
         for item in items:
             out[item] = _tagged(full[item], tags[item], width)
     return out
+
+
+_LOG_KEY = frozenset("0123456789abcdef")
+
+
+def _qualified_cut(name: str, width: int) -> str | None:
+    """An imported record's origin-qualified name (``ORIGIN+KEYHASH+NAME@VERSION``, out49)
+    longer than ``width``, cut in its origin: ``vendor.ex…+f1848b3f+grid@1``. The name and
+    version are kept (cut as `_shorten` cuts, past 16 characters) and so is ``KEYHASH``,
+    which tells two logs of one origin name apart; cut at a fixed width, the first
+    characters of the origin were all that was left of the log (out50). None: not such a
+    name (signed names hold no ``+``: `ledger.names`), or it fits."""
+    parts = name.split("+")
+    if len(name) <= width or len(parts) != 3 or len(parts[1]) != 8 or set(parts[1]) - _LOG_KEY:
+        return None
+    origin, keyhash, ref = parts
+    ref = _shorten(ref, min(len(ref), width - 12))  # (room for "…+KEYHASH+": 11 characters)
+    head = width - 11 - len(ref)  # what is left of the origin's start
+    return f"{origin[:head]}…+{keyhash}+{ref}"
 
 
 def _clashes(names: Mapping[str, str]) -> list[list[str]]:

@@ -159,7 +159,7 @@ def judge_release(
     Raises:
         PolicyError, ReleaseRefusedError: as `release`.
     """
-    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.catalog import Catalog, named_report, qualified_ref
     from trajledger.ledger.policy_state import not_in_role
     from trajledger.verify.lineage import Edge, Node
     from trajledger.verify.releases import release_rules
@@ -178,8 +178,9 @@ def judge_release(
     ck = Catalog(ledger).resolve(checkpoint_ref, {"checkpoint"})
     if publish:
         ledger.log.publish_tail()  # entries committed by a writer that stopped are judged too
+    ref = qualified_ref(ledger, ck)  # (an imported one after a clash: out50)
     verifier = ledger_verifier(ledger, policy)
-    decision = Node(f"release:{ck.digest}", "release-decision", name=f"release of {ck.ref}")
+    decision = Node(f"release:{ck.digest}", "release-decision", name=f"release of {ref}")
     used: set[str] = set()
     approvers = len(keys) if keys else policy.release.approvals
 
@@ -195,11 +196,11 @@ def judge_release(
 
         # the steps name the checkpoint as commands find it: after a name clash its plain
         # name is the buyer's own (rev48 finding 6); a name that parses as another's, by its
-        # digest (finding 9)
+        # digest (finding 9); the lines name every node so too (out50)
         named = command_ref(ledger, ck, "checkpoint")
-        failures, steps = _refusal(report, decision.id, named,
+        failures, steps = _refusal(named_report(ledger, report), decision.id, named,
                                    _more_approvers(ledger, policy, named, keys))
-        raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
+        raise ReleaseRefusedError(f"release of {ref}: refused, {len(failures)} problem(s); "
                                   "nothing was recorded\n" + "\n".join(failures), report, steps)
     cited = tuple(sorted(used))
     assert verifier.checkpoint is not None

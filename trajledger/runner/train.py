@@ -224,12 +224,15 @@ def check_lineage(
         DataRefusedError: ``WHAT REF: its lineage fails, N problem(s); CONSEQUENCE``, then one
             line per problem.
     """
+    from trajledger.ledger.catalog import named_report, qualified_ref
+
     from .verification import verify_ref
 
     report = verify_ref(ledger, item.digest, policy, data="size")
     if not report.ok:
-        failures = report.failures()
-        raise DataRefusedError(f"{what} {item.ref}: its lineage fails, {len(failures)} "
+        failures = named_report(ledger, report).failures()  # (after a clash: out50)
+        raise DataRefusedError(f"{what} {qualified_ref(ledger, item)}: its lineage fails, "
+                               f"{len(failures)} "
                                f"problem(s); {consequence}\n" + "\n".join(failures), report)
 
 
@@ -425,7 +428,10 @@ def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admissi
     verifier = ledger_verifier(ledger, policy_in_force(ledger, start.policy), data="size")
     verifier.caller_hashes = frozenset({"rollout-batch"})  # (held in memory since the gate)
     verifier.now += dt.timedelta(seconds=RECORDING_MARGIN)  # (now, or the log's last time)
-    ref = f"{admission.name}@{admission.version}"
+    from trajledger.ledger.catalog import qualified_name
+
+    ref = qualified_name(ledger, admission.dataset_index, "dataset", admission.name,
+                         admission.version, admission.dataset)  # (after a clash: out50)
     decision = Node(f"recording:{admission.dataset}", "admission",
                     name=f"recording a checkpoint trained on dataset {ref}")
 
@@ -443,7 +449,9 @@ def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admissi
 
     report = decide(verifier, decision, admission.dataset, walk)
     if not report.ok:
-        failures = report.failures()
+        from trajledger.ledger.catalog import named_report
+
+        failures = named_report(ledger, report).failures()
         raise DataRefusedError(
             f"dataset {ref}: refused when the checkpoint was to be recorded (the rules changed "
             f"during the run), {len(failures)} problem(s); nothing was recorded\n"

@@ -126,9 +126,9 @@ def judge_record(index: int, entry: LogEntry, data: bytes | None, policy: TrustP
             )
         keys, idents, threshold, revoked = signing_keys(policy, kind, index, entry.time)
         if not keys and not idents and not revoked:
-            raise VerificationError(
-                f"{head}: the policy has no {' or '.join(kind.roles)} keys or identities"
-            )
+            raise VerificationError(f"{head}: the policy has no {' or '.join(kind.roles)} keys or "
+                                    f"identities: to trust its signer, add its public key (from its"
+                                    f" owner, by a channel you trust) to [roles.{kind.roles[0]}]")
         what = f"{entry.kind} record {index}"
         # Keyless signatures by the policy's Sigstore identities count like keys.
         found: frozenset[Identity] = frozenset()
