@@ -245,14 +245,13 @@ def qualified_ref(ledger: LedgerHome, item: CatalogItem) -> str:
 
 
 def shown_ref(ledger: LedgerHome, item: CatalogItem) -> str:
-    """``item`` as a message names it: by the name that finds it (`command_ref`: an imported
-    record after a clash by its origin-qualified name, out50; a name that finds another record,
-    by its digest, rev48), else its digest; the plain name when the user's state cannot be read
-    (a line after a record says it stands)."""
+    """``item`` as a message names it: by the name that finds it (`qualified_ref`: an imported
+    record after a clash by its origin-qualified name, out50), else its digest; the plain
+    name when the user's state cannot be read (a line after a record says it stands)."""
     import sqlite3
 
     try:
-        return command_ref(ledger, item, item.kind)
+        return (qualified_ref(ledger, item) if item.ref else "") or item.digest
     except (LedgerError, OSError, sqlite3.Error):
         return item.ref or item.digest
 

@@ -13,17 +13,18 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .report import HIDDEN
-
 __all__ = ["shell_word"]
 
 
-def shell_word(text: str | Path, shown: Mapping[int, str] = HIDDEN) -> str:
+def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
     """``text`` as one word a POSIX shell reads back as that text: as it is when it needs no
     quoting, else in single quotes (`shlex.quote`: a path with spaces was pasted as two words,
     out39's Left; a name holding ``'; rm -rf ~`` is one word); and when a terminal would not
-    show it as it is, by ``shown`` (`verify.report.HIDDEN`: control characters, NEL and the
-    other C1 controls, line separators, bidirectional controls; `verify.nodes.NAMED` for a
+    show it as it is, by ``shown`` (by default `verify.nodes.HIDDEN`, imported on use, as
+    ``ledger.errors``, which nearly every module imports, re-exports this one and a reader's
+    worker must not load the verifier's modules and ``cryptography`` through it: control
+    characters, NEL and the other C1 controls, line separators, bidirectional controls;
+    `verify.nodes.NAMED` for a
     signed name: parentheses and look-alikes too), or it holds a byte that is not UTF-8
     (``os.fsdecode``'s surrogate for it), as ``$'...'``: printable ASCII as it is, every other
     byte of its UTF-8 (or the file name's own byte) as ``\\xHH``, which the shell reads back
@@ -32,8 +33,11 @@ def shell_word(text: str | Path, shown: Mapping[int, str] = HIDDEN) -> str:
     UTF-8")."""
     import shlex
 
+    from .nodes import HIDDEN
+
+    table = HIDDEN if shown is None else shown
     text = str(text)
-    if text.translate(shown) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
+    if text.translate(table) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
         return shlex.quote(text)
     try:
         raw = os.fsencode(text)  # each surrogate of a byte back to that byte
@@ -41,5 +45,5 @@ def shell_word(text: str | Path, shown: Mapping[int, str] = HIDDEN) -> str:
         raw = text.encode("utf-8", "backslashreplace")
     return "$'" + "".join(
         "\\" + chr(b) if chr(b) in "\\'" else
-        chr(b) if 32 <= b < 127 and chr(b).translate(shown) == chr(b) else f"\\x{b:02x}"
+        chr(b) if 32 <= b < 127 and chr(b).translate(table) == chr(b) else f"\\x{b:02x}"
         for b in raw) + "'"
