@@ -1,0 +1,53 @@
+"""What out52 found following out50's and out51's **Left** and reading every ``--help`` as an
+outsider; docs/SECURITY.md, "Review of 2026-12-07, thirty-seventh round (out52)".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_evaluations import POLICY
+from testkit import Party
+
+from trajledger import Ledger
+
+
+def evaluating_lab(tmp_path: Path) -> Party:
+    """A lab whose policy in force (test_evaluations' POLICY) has an evaluator role with an
+    X25519 encryption key (sealed suites) and a ``[release]`` rule."""
+    lab = Party(tmp_path, "lab")
+    ledger = Ledger.init(lab.home, origin="lab.example/log")
+    for k in ("vendor", "approver", "trainer", "evaluator"):
+        ledger.keys.create(k, encrypt=False)
+    ledger.keys.create_encryption_key("evaluator", encrypt=False)
+    (lab.home / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
+    lab.run("policy", "set", lab.home / "policy.toml", "--key", "approver", "--yes")
+    return lab
+
+
+def test_a_successor_written_by_policy_init_keeps_the_evaluator_role_and_the_release_rule(
+    tmp_path: Path,
+) -> None:
+    """out51's Left: ``policy init`` on a ledger whose policy in force has an evaluator role
+    wrote a successor without it unless ``--evaluator`` was given (and never its encryption
+    keys nor ``[release]``): recorded, no evaluation could be signed any more, no release
+    judged. Expected: what the user did not ask to change is kept (and said); a role the user
+    leaves out by ``--roles`` is dropped with a line saying how to keep it."""
+    lab = evaluating_lab(tmp_path)
+    before = json.loads(lab.run("policy", "show", "--json").stdout)["policy"]
+    err = lab.run("policy", "init", "--out", tmp_path / "p2.toml").stderr
+    assert "keeps from serial 1" in err, err
+    lab.run("policy", "set", tmp_path / "p2.toml", "--key", "approver", "--yes")
+    after = json.loads(lab.run("policy", "show", "--json").stdout)["policy"]
+    assert after["serial"] == 2 and after["format"] == 2
+    assert after["roles"]["evaluator"] == before["roles"]["evaluator"]
+    assert after["release"] == before["release"]
+    assert after["max_approval_age"] == before["max_approval_age"]
+
+    err = lab.run("policy", "init", "--roles", "producer,approver,trainer",
+                  "--out", tmp_path / "p3.toml").stderr
+    assert ("drops the evaluator role of serial 2 (1 key(s), 1 encryption key(s)): to keep it, "
+            "write it again with --evaluator KEY or --roles producer,approver,trainer,evaluator"
+            ) in err, err
+    assert "[roles.evaluator]" not in (tmp_path / "p3.toml").read_text()
