@@ -51,3 +51,36 @@ def test_a_successor_written_by_policy_init_keeps_the_evaluator_role_and_the_rel
             "write it again with --evaluator KEY or --roles producer,approver,trainer,evaluator"
             ) in err, err
     assert "[roles.evaluator]" not in (tmp_path / "p3.toml").read_text()
+
+
+def test_a_state_directory_that_is_a_file_says_what_to_do(tmp_path: Path) -> None:
+    """out51's Left: ``TRAJLEDGER_STATE_DIR`` naming a file (or below one) said ``FAIL: trust
+    state …/ledgers: cannot create: Not a directory`` and nothing more; a state whose
+    ``ledgers`` is a file said ``cannot read or write this ledger's pin: [Errno 17] File
+    exists``. Expected: one line naming what is not a directory and what to set, exit 3."""
+    from testkit import new_runner
+
+    from trajledger.runner.cli import main
+
+    home = tmp_path / "lab"
+    Ledger.init(home, origin="lab.example/log")
+    a_file = tmp_path / "state"
+    a_file.write_text("")
+    for state, what in ((a_file, f" ({a_file} is not a directory)"),
+                        (a_file / "sub", f" ({a_file} is not a directory)")):
+        r = new_runner().invoke(main, ["--ledger", str(home), "log", "info"],
+                                env={"TRAJLEDGER_STATE_DIR": str(state)})
+        assert r.exit_code == 3, r.output
+        assert r.stderr == (
+            f"FAIL: trust state {state}/ledgers: cannot create: Not a directory{what}; nothing "
+            f"was changed: set TRAJLEDGER_STATE_DIR (now '{state}') to a directory of yours "
+            "that you can write, or unset it to use ~/.local/state/trajledger\n")
+    state = tmp_path / "st"
+    state.mkdir(mode=0o700)
+    (state / "ledgers").write_text("")
+    r = new_runner().invoke(main, ["--ledger", str(home), "log", "info"],
+                            env={"TRAJLEDGER_STATE_DIR": str(state)})
+    assert r.exit_code == 3, r.output
+    assert r.stderr.count("\n") == 1 and r.stderr.endswith(
+        f"; nothing was changed: set TRAJLEDGER_STATE_DIR (now '{state}') to a directory of "
+        "yours that you can write, or unset it to use ~/.local/state/trajledger\n"), r.stderr
