@@ -84,3 +84,41 @@ def test_a_state_directory_that_is_a_file_says_what_to_do(tmp_path: Path) -> Non
     assert r.stderr.count("\n") == 1 and r.stderr.endswith(
         f"; nothing was changed: set TRAJLEDGER_STATE_DIR (now '{state}') to a directory of "
         "yours that you can write, or unset it to use ~/.local/state/trajledger\n"), r.stderr
+
+
+NOT_A_BUNDLE = ("not a bundle; a bundle is the .tar.zst file 'trajledger export' writes, "
+                "verified as it was sent (not unpacked or compressed again); rollout files are "
+                "recorded with 'trajledger record', files signed with 'trajledger sign' by "
+                "'trajledger verify FILE... --envelope E --pubkey K'")
+
+
+def test_verify_of_a_file_that_is_no_bundle_says_what_verify_takes(tmp_path: Path) -> None:
+    """out50's Left: ``python -m trajledger.verify steps.jsonl --policy P`` and ``trajledger
+    verify steps.tar.zst --policy P`` said ``bundle …: not zstd-compressed (magic 7b226122)``
+    alone; ``trajledger verify steps.jsonl`` said only that no artifact has this name.
+    Expected: what a bundle is and what takes the file (as out50 finding 8 did for
+    ``import``)."""
+    import subprocess
+    import sys
+
+    lab = Party(tmp_path, "lab")
+    ledger = Ledger.init(lab.home, origin="lab.example/log")
+    ledger.keys.create("vendor", encrypt=False)
+    lab.run("policy", "init", "--roles", "producer", "--out", tmp_path / "p.toml")
+    lab.run("policy", "set", tmp_path / "p.toml", "--key", "vendor", "--yes")
+    rollouts = tmp_path / "steps.jsonl"
+    rollouts.write_text('{"episode_id": 0}\n')
+    named = tmp_path / "steps.tar.zst"
+    named.write_bytes(rollouts.read_bytes())
+    r = subprocess.run([sys.executable, "-m", "trajledger.verify", str(rollouts), "--policy",
+                        str(tmp_path / "p.toml")], capture_output=True, text=True, check=False)
+    assert r.returncode == 1 and r.stderr == (
+        f"FAIL: {rollouts}: bundle steps.jsonl: not zstd-compressed (magic 7b226570): "
+        f"{NOT_A_BUNDLE}\n"), r.stderr
+    err = lab.run("verify", named, "--policy", tmp_path / "p.toml", code=1).stderr
+    assert err == (f"FAIL: bundle steps.tar.zst: not zstd-compressed (magic 7b226570): "
+                   f"{NOT_A_BUNDLE}\n")
+    err = lab.run("verify", rollouts, code=3).stderr
+    assert err.startswith(f"FAIL: bundle {rollouts}: not zstd-compressed (magic 7b226570): "
+                          f"{NOT_A_BUNDLE}; as a REF: "), err
+    assert err.count("\n") == 1
