@@ -122,3 +122,34 @@ def test_verify_of_a_file_that_is_no_bundle_says_what_verify_takes(tmp_path: Pat
     assert err.startswith(f"FAIL: bundle {rollouts}: not zstd-compressed (magic 7b226570): "
                           f"{NOT_A_BUNDLE}; as a REF: "), err
     assert err.count("\n") == 1
+
+
+def test_every_continued_example_in_a_help_shows_its_backslash(tmp_path: Path) -> None:
+    """Reading every ``--help`` as an outsider: ``revoke --help`` printed its two examples
+    that go on over two lines as one line with a run of spaces in it (``--reason
+    "approved the wrong version"``): the docstring's backslash before the line end is Python's
+    line continuation, not a character. Expected: every example line a shell reads as going
+    on ends with `` \\`` and the next line is indented under it, as the other helps do."""
+    import re
+
+    import click
+    from testkit import new_runner
+
+    from trajledger.runner.cli import main
+
+    def walk(cmd: click.Command, path: list[str]) -> list[list[str]]:
+        found = [path]
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(click.Context(cmd)):
+                sub = cmd.get_command(click.Context(cmd), name)
+                if sub is not None and not sub.hidden:
+                    found += walk(sub, [*path, name])
+        return found
+
+    joined = []
+    for path in walk(main, []):
+        text = new_runner().invoke(main, [*path, "--help"], terminal_width=200).output
+        joined += [f"{' '.join(path)}: {line.strip()}" for line in text.splitlines()
+                   if line.lstrip().startswith("trajledger ")
+                   and re.search(r"\S {4,}(--|\")", line)]  # a joined line's indent
+    assert joined == []

@@ -121,10 +121,10 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
     \b
     Example:
       trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
-      trajledger revoke cartpole-train@1 --approval --by 3f2a… --key approver-a --reason \
+      trajledger revoke cartpole-train@1 --approval --by 3f2a… --key approver-a --reason \\
         "approved the wrong version"
       trajledger revoke cartpole-train@1 --approval --sigstore --reason "approved too early"
-      trajledger revoke cartpole-train@1 --approval --by-identity alice@example.com \
+      trajledger revoke cartpole-train@1 --approval --by-identity alice@example.com \\
         --sigstore --reason "approved too early"
       trajledger revoke sha256:9c1e… --sigstore --reason "approved too early"
     """
