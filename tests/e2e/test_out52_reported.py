@@ -153,3 +153,17 @@ def test_every_continued_example_in_a_help_shows_its_backslash(tmp_path: Path) -
                    if line.lstrip().startswith("trajledger ")
                    and re.search(r"\S {4,}(--|\")", line)]  # a joined line's indent
     assert joined == []
+
+
+def test_approve_and_erase_help_say_what_their_ref_is() -> None:
+    """Reading every ``--help`` as an outsider: ``approve`` and ``erase`` take a REF their help
+    never named (a dataset? a batch? by which name?), nor said what approvals are for or what
+    an erasure leaves. Expected: the REF each takes and what comes of it."""
+    from testkit import new_runner
+
+    from trajledger.runner.cli import main
+
+    for command, says in (("approve", "'trajledger admit DATASET' says how many"),
+                          ("erase", "still verifies and reports it erased")):
+        text = " ".join(new_runner().invoke(main, [command, "--help"]).output.split())
+        assert "REF is the " in text and says in text, text

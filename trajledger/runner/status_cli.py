@@ -63,6 +63,11 @@ def approve(
     """Approve a dataset or batch for a purpose, until an expiry; prints the approval's
     envelope digest.
 
+    REF is the dataset (NAME@VERSION) or rollout batch (its name) to approve, or its digest
+    ('trajledger show REF' shows what it names). Training on a dataset needs as many
+    approvals as the policy's approvers threshold ('trajledger admit DATASET' says how many
+    are missing).
+
     \b
     Example:
       trajledger approve cartpole-train@1 --key approver-a --expires 30d
@@ -199,6 +204,11 @@ def _first_reason(ctx: Context, envelope: str) -> str | None:
 @pass_ctx
 def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
     """Erase an artifact's data: blobs deleted, digests and signed records kept.
+
+    REF is the artifact (a rollout batch by its name, a dataset or checkpoint as
+    NAME@VERSION, or a digest) whose files are deleted from the store, except those another
+    artifact here also holds. Its manifest and every signed record stay, so a lineage through
+    it still verifies and reports it erased; nothing is admitted for training on it again.
 
     \b
     Example:
