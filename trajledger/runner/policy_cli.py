@@ -247,8 +247,11 @@ def policy_init(
 
     Only the roles in --roles are asked for (all missing keys are named at once), and each
     role left out is said to forbid what it would have allowed. On a ledger with a policy in
-    force, the file is its successor (its name, the next serial), and a NOTE names what else
-    that policy holds ([release], revocations, ...): copy it in, or the successor drops it.
+    force, the file is its successor (its name, the next serial) and keeps what that policy
+    holds and this command was not asked to change (its evaluator role and encryption keys,
+    other keys of a role when no key of it is given, other logs' keys, [release], revocations,
+    the approval age, ...), said in a NOTE; a role --roles leaves out is dropped, a line
+    saying how to keep it.
 
     \b
     Examples:
