@@ -51,6 +51,13 @@ def test_a_successor_written_by_policy_init_keeps_the_evaluator_role_and_the_rel
             "write it again with --evaluator KEY or --roles producer,approver,trainer,evaluator"
             ) in err, err
     assert "[roles.evaluator]" not in (tmp_path / "p3.toml").read_text()
+    err = lab.run("policy", "init", "--roles", "producer", "--out", tmp_path / "p4.toml").stderr
+    notes = [line for line in err.splitlines() if "approver role" in line]
+    assert notes == [  # one line: what it forbids, that it drops it, how to keep it
+        f"NOTE: {tmp_path / 'p4.toml'}: no approver role: nothing recorded here can be approved "
+        "for training, imported or released, and the policy's successors are signed by its "
+        "producers; it drops the approver role of serial 2 (1 key(s)): to keep it, write it "
+        "again with --approver KEY or --roles producer,approver"], err
 
 
 def test_a_state_directory_that_is_a_file_says_what_to_do(tmp_path: Path) -> None:

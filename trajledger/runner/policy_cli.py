@@ -138,6 +138,7 @@ class _Successor:
         self.log_vkeys: list[str] = []
         self.max_age = "90d"
         self.notes: list[str] = []
+        self.dropped: dict[str, str] = {}  # a role --roles leaves out: how to keep it
 
     def follow(self, current: Any, own_log: str, names: dict[str, str]) -> None:
         """Keep ``current``'s roles, log keys and settings the command was not told to
@@ -155,7 +156,7 @@ class _Successor:
             if r not in self.pairs and self.roles_said:
                 seal = (f", {len(role.encryption_keys)} encryption key(s)"
                         if role.encryption_keys else "")
-                self.notes.append(
+                self.dropped[r] = (
                     f"drops the {r} role of {was} ({len(role.keys) + len(role.identities)} "
                     f"key(s){seal}): to keep it, write it again with --{r} KEY or --roles "
                     f"{self.roles},{r}")
@@ -346,10 +347,12 @@ def policy_init(
         for k in keys:
             if k in names:
                 click.echo(f"{role:9} {k:16} {ledger.keys.public(k).keyid}", err=True)
+    left_out = dict(parts.dropped) if parts else {}
     for role, forbids in _FORBIDS.items():
-        if role not in members:
-            notice(f"{out}: no {role} role: {forbids}")
-    for line in parts.notes if parts else []:
+        if role not in members:  # and the line of the role in force it drops, if any
+            notice(f"{out}: no {role} role: {forbids}"
+                   + (f"; it {left_out.pop(role)}" if role in left_out else ""))
+    for line in (parts.notes if parts else []) + list(left_out.values()):
         notice(f"{out}: {line}")
     unused = [n for n in names if n.startswith("evaluator")] if "evaluator" not in members else []
     if unused:  # out51: a newcomer's evaluator key, left out without a word
