@@ -21,16 +21,18 @@ from test_runner_cli import expect, run
 def test_policy_init_on_a_ledger_with_a_policy_writes_its_successor(
         runner: CliRunner, home: Path, tmp_path: Path) -> None:  # noqa: F811
     """out45 finding 3: the successor's serial and name are the policy in force's next, and
-    what the policy in force holds besides the roles asked for is named before it is lost."""
+    what the policy in force holds besides the roles asked for is named; out52 finding 1: and
+    kept (its evaluator role and [release]), not lost."""
     out = tmp_path / "successor.toml"
     r = run(runner, home, "policy", "init", "--out", out)
     expect(r, 0)
     text = out.read_text()
     assert 'name = "evals"\nserial = 2\n' in text, text[:300]
     notes = [line for line in r.stderr.splitlines() if line.startswith("NOTE:")]
-    assert any("a successor of policy 'evals' serial 1" in n and "release   1 approver(s); "
-               "requires success_rate on regression@1 >= 0.5 drop <= 0.1" in n
+    assert any("keeps from serial 1 (in force) what this command was not asked to change: "
+               "the evaluator role, 1 evaluator encryption key(s), [release]" in n
                for n in notes), r.stderr
+    assert "[release]\napprovals = 1\n" in text and "[roles.evaluator]" in text
 
 
 def test_policy_set_names_the_settings_a_successor_changes(

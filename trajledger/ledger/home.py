@@ -73,6 +73,7 @@ from .user_state import (
     require_pin,
     scratch_dir,
     state_dir,
+    state_step,
 )
 
 if TYPE_CHECKING:
@@ -623,6 +624,8 @@ class LedgerHome:
             write_file_atomic(settings, json.dumps(now).encode(), mode=0o600)
         except (OSError, ValueError, AttributeError) as e:
             step = next_step(e) if isinstance(e, OSError) else ""  # (a full disk: what to do)
+            if isinstance(e, OSError) and not step:  # in the user's state: where it is (out52)
+                step = state_step()
             raise LedgerError(f"{pin}: cannot read or write this ledger's pin: {e}{step}") from e
         return changes
 

@@ -366,11 +366,13 @@ def inline_keys_toml(keys: Sequence[tuple[str, PublicKey]]) -> str:
 def policy_toml(
     name: str,
     roles: Mapping[str, tuple[Sequence[tuple[str, PublicKey]], int, str]],
-    log_vkey: str,
+    log_vkey: str | Sequence[str],
     *,
     header: str,
     max_approval_age: str = "90d",
     serial: int = 1,
+    role_fields: Mapping[str, Mapping[str, object]] | None = None,
+    tail: Mapping[str, object] | None = None,
 ) -> str:
     """A trust policy file with every key inline.
 
@@ -378,18 +380,58 @@ def policy_toml(
         name: the policy's name.
         serial: its serial (a successor's: the one in force's plus one).
         roles: per key role, its ``(name, key)`` members, threshold and a comment.
-        log_vkey: the log's verifier key.
+        log_vkey: the log's verifier key (or keys: the trusted logs, this ledger's first).
         header: the comment at the top.
         max_approval_age: the approval lifetime.
+        role_fields: more fields of a role's table (``identities``, ``encryption_keys``: a
+            successor's, kept from the policy in force), in the JSON form's values.
+        tail: more top-level settings (``[release]``, ...), in the JSON form's values.
     """
     lines = [header, f"name = {json.dumps(name)}", f"serial = {serial}",
              f"max_approval_age = {json.dumps(max_approval_age)}"]
+    for key, value in (tail or {}).items():
+        if not isinstance(value, Mapping):
+            lines.append(f"{toml_key(key)} = {toml_value(value)}")
+    more = role_fields or {}
     for role, (keys, threshold, comment) in roles.items():
         lines += ["", f"[roles.{role}]" + (f"  # {comment}" if comment else ""),
                   f"keys = {inline_keys_toml(keys)}", f"threshold = {threshold}"]
+        lines += [f"{field} = {toml_value(v)}" for field, v in more.get(role, {}).items()]
+    vkeys = [log_vkey] if isinstance(log_vkey, str) else list(log_vkey)
     lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
-              f"vkeys = [{json.dumps(log_vkey)}]", "threshold = 1", ""]
+              f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", "threshold = 1", ""]
+    for key, value in (tail or {}).items():
+        if isinstance(value, Mapping):
+            lines += [f"[{toml_key(key)}]"] + [
+                f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
+                if v is not None] + [""]
     return "\n".join(lines)
+
+
+def toml_key(key: str) -> str:
+    """``key`` as a TOML key: bare when it can be, else quoted."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+
+
+def toml_value(value: object) -> str:
+    """``value`` (a policy's JSON form: strings, numbers, booleans, lists, objects) as a TOML
+    value; an object is an inline table, its null members left out (absent)."""
+    if isinstance(value, str):
+        if "\n" in value and value.startswith("-----BEGIN"):
+            return f'"""{value}"""'  # a PEM, as `inline_keys_toml` writes it
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return {"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(repr(value), repr(value))
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
+                                if v is not None) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
 def path_entries(policy: TrustPolicy) -> list[str]:

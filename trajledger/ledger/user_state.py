@@ -135,9 +135,22 @@ def private_dir(path: Path, *, parent: bool = True) -> Path:
         for d in reversed(missing):  # each made 0700 (mkdir's parents would get the umask's)
             d.mkdir(mode=0o700, exist_ok=True)
     except OSError as e:
-        raise LedgerError(f"trust state {path}: cannot create: {e.strerror or e}") from e
+        what = f" ({here} is not a directory)" if here.exists() and not here.is_dir() else ""
+        raise LedgerError(f"trust state {path}: cannot create: {e.strerror or e}{what}"
+                          f"{state_step()}") from e
     refuse_foreign(path)
     return path
+
+
+def state_step() -> str:
+    """What to do about a state directory that cannot be made or written (out52): the end of
+    the line that says so."""
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return (f"; nothing was changed: set {STATE_DIR_ENV} (now {explicit!r}) to a directory "
+                "of yours that you can write, or unset it to use ~/.local/state/trajledger")
+    return ("; nothing was changed: make it a directory of yours that you can write, or set "
+            f"{STATE_DIR_ENV} to one")
 
 
 def refuse_foreign(path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from trajledger.ledger.clikit import (
     JSON_OPTION,
@@ -122,6 +123,90 @@ _FORBIDS = {
 """What a policy without the role forbids (``policy init --roles``)."""
 
 
+class _Successor:
+    """What ``policy init`` keeps of the policy in force in the successor it writes (out52):
+    what the user did not ask to change, each said in one line (`notes`), and a role their
+    ``--roles`` leaves out dropped with a line saying how to keep it."""
+
+    def __init__(self, pairs: dict[str, list[tuple[str, Any]]],
+                 asked: dict[str, tuple[tuple[str, ...], tuple[str, ...]]], roles_said: bool,
+                 roles: str) -> None:
+        self.pairs, self.asked, self.roles_said, self.roles = pairs, asked, roles_said, roles
+        self.thresholds: dict[str, int] = {}
+        self.fields: dict[str, dict[str, object]] = {}
+        self.tail: dict[str, object] = {}
+        self.log_vkeys: list[str] = []
+        self.max_age = "90d"
+        self.notes: list[str] = []
+        self.dropped: dict[str, str] = {}  # a role --roles leaves out: how to keep it
+
+    def follow(self, current: Any, own_log: str, names: dict[str, str]) -> None:
+        """Keep ``current``'s roles, log keys and settings the command was not told to
+        change."""
+        from trajledger.verify import predicates
+        from trajledger.verify.policy import KEY_ROLES
+
+        doc = current.to_json()
+        was = f"serial {current.serial}"
+        kept: list[str] = []
+        for r in KEY_ROLES:
+            role = current.role(r)
+            if not role.keys and not role.identities:
+                continue
+            if r not in self.pairs and self.roles_said:
+                seal = (f", {len(role.encryption_keys)} encryption key(s)"
+                        if role.encryption_keys else "")
+                self.dropped[r] = (
+                    f"drops the {r} role of {was} ({len(role.keys) + len(role.identities)} "
+                    f"key(s){seal}): to keep it, write it again with --{r} KEY or --roles "
+                    f"{self.roles},{r}")
+                continue
+            if r not in self.pairs:
+                self.pairs[r] = []
+                kept.append(f"the {r} role")
+            ours = {k.keyid for _, k in self.pairs[r]}
+            others = [k for k in role.keys if k.keyid not in ours]
+            if others and self.asked[r][0]:
+                self.notes.append(
+                    f"drops {len(others)} {r} key(s) of {was} not given with --{r} ("
+                    + ", ".join(k.keyid[:16] for k in others) + f"): to keep them, give them "
+                    f"with --{r} too, or copy them into [roles.{r}] (their PEM: 'trajledger "
+                    "policy show --json')")
+            elif others:
+                self.pairs[r] += [(names.get(k.keyid, f"kept from {was}"), k) for k in others]
+                kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else []
+            if 1 <= role.threshold <= len(self.pairs[r]) + len(role.identities):
+                self.thresholds[r] = role.threshold
+            entry = doc["roles"][r]
+            self.fields[r] = {f: entry[f] for f in ("identities", "encryption_keys")
+                              if entry.get(f)}
+            kept += [f"{len(entry['encryption_keys'])} {r} encryption key(s)"
+                     ] if entry.get("encryption_keys") else []
+        log = current.role("log").vkeys
+        self.log_vkeys = [own_log] + [v for v in log if v != own_log]
+        kept += [f"{len(self.log_vkeys) - 1} other log key(s)"] if len(self.log_vkeys) > 1 else []
+        if current.role("witness").vkeys:
+            self.notes.append(f"drops [roles.witness] of {was}: copy it in to keep it")
+        age = current.max_approval_age
+        unit, n = next((u, n) for u, n in (("w", 604800), ("d", 86400), ("h", 3600),
+                                           ("m", 60), ("s", 1)) if age % n == 0)
+        self.max_age = f"{age // n}{unit}"
+        self.tail = {k: v for k, v in doc.items() if k not in {
+            "format", "name", "serial", "max_approval_age", "roles", "allowed_predicate_types"}}
+        if "evaluator" not in self.pairs and (current.release and current.release.require):
+            del self.tail["release"]  # its rules count evaluations, which evaluators sign
+            self.notes.append(f"drops [release] of {was}: its rules count evaluations, which "
+                              "the evaluator role signs; keep that role to keep it")
+        if set(doc["allowed_predicate_types"]) != predicates.ALL:
+            self.tail["allowed_predicate_types"] = doc["allowed_predicate_types"]
+        kept += [f"max_approval_age {self.max_age}"] if self.max_age != "90d" else []
+        kept += [f"[{k}]" if isinstance(v, dict) else k for k, v in self.tail.items()]
+        if kept:
+            self.notes.insert(0, f"keeps from {was} (in force) what this command was not "
+                              f"asked to change: {', '.join(kept)}; edit the file to change it "
+                              "('policy set' lists each change)")
+
+
 @policy.command("init")
 @click.option("--roles", default="producer,approver,trainer", show_default=True,
               metavar="ROLE[,ROLE...]",
@@ -163,8 +248,11 @@ def policy_init(
 
     Only the roles in --roles are asked for (all missing keys are named at once), and each
     role left out is said to forbid what it would have allowed. On a ledger with a policy in
-    force, the file is its successor (its name, the next serial), and a NOTE names what else
-    that policy holds ([release], revocations, ...): copy it in, or the successor drops it.
+    force, the file is its successor (its name, the next serial) and keeps what that policy
+    holds and this command was not asked to change (its evaluator role and encryption keys,
+    other keys of a role when no key of it is given, other logs' keys, [release], revocations,
+    the approval age, ...), said in a NOTE; a role --roles leaves out is dropped, a line
+    saying how to keep it.
 
     \b
     Examples:
@@ -179,7 +267,8 @@ def policy_init(
     from trajledger.verify.policy import load_policy_file
 
     ledger = ctx.ledger()
-    names = [k.name for k in ledger.keys.list()]
+    listed = ledger.keys.list()
+    names = [k.name for k in listed]
     used = [r.strip() for r in roles.split(",") if r.strip()]
     used += ["evaluator"] if evaluators and "evaluator" not in used else []
     unknown = sorted(set(used) - {"producer", "approver", "trainer", "evaluator"})
@@ -209,31 +298,43 @@ def policy_init(
             "a role out with --roles)"
         )
     members = chosen
-    need = approvals or min(2, len(members.get("approver", [])))
-    if "approver" not in members:
+    found = current_policy(ledger)  # a successor: the next serial, the name, what it keeps
+    roles_said = click.get_current_context().get_parameter_source("roles") not in (
+        ParameterSource.DEFAULT, None)
+    pairs = {r: [(k, ledger.keys.public(k)) for k in keys] for r, keys in members.items()}
+    parts = _Successor(pairs, asked, roles_said, roles) if found is not None else None
+    if parts is not None and found is not None:
+        parts.follow(found[1], ledger.log.vkey, {k.keyid: k.name for k in listed})
+    need = approvals or (parts.thresholds.get("approver") if parts else None) or min(
+        2, len(pairs.get("approver", [])))
+    if "approver" not in pairs:
         if approvals is not None:
             raise click.UsageError("--approvals applies when the policy has approvers")
-    elif need > len(members["approver"]):
+    elif need > len(pairs["approver"]):
         raise click.BadParameter(
-            f"{need} approvals, but only {len(members['approver'])} approver key(s)",
+            f"{need} approvals, but only {len(pairs['approver'])} approver key(s)",
             param_hint="--approvals",
         )
     if out.exists():
         raise LedgerError(f"{out}: already exists; pick another --out or remove it")
-    found = current_policy(ledger)  # a successor: the next serial, the name, what it drops
     name, serial = (ledger.config.origin, 1) if found is None else (
         found[1].name, found[1].serial + 1)
+    fmt = max(2 if "evaluator" in pairs else 1, found[1].format if found else 1)
     text = policy_toml(
         name,
-        {role: ([(k, ledger.keys.public(k)) for k in keys],
-                need if role == "approver" else 1, "")
-         for role, keys in members.items()},
-        ledger.log.vkey,
+        {role: (keys, need if role == "approver" else (
+            parts.thresholds.get(role, 1) if parts else 1), "")
+         for role, keys in pairs.items()},
+        parts.log_vkeys if parts else ledger.log.vkey,
         header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
         "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
-        "list'." + ("\nformat = 2  # the evaluator role needs it" if "evaluator" in members
-                    else ""),
+        "list'." + (f"\nformat = {fmt}" + ("  # the evaluator role needs it"
+                                           if "evaluator" in pairs else "")
+                    if fmt > 1 else ""),
         serial=serial,
+        max_approval_age=parts.max_age if parts else "90d",
+        role_fields=parts.fields if parts else None,
+        tail=parts.tail if parts else None,
     )
     write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
@@ -241,12 +342,18 @@ def policy_init(
     except Exception:
         out.unlink()
         raise
+    members = {r: [k for k, _ in keys] for r, keys in pairs.items()}
     for role, keys in members.items():
         for k in keys:
-            click.echo(f"{role:9} {k:16} {ledger.keys.public(k).keyid}", err=True)
+            if k in names:
+                click.echo(f"{role:9} {k:16} {ledger.keys.public(k).keyid}", err=True)
+    left_out = dict(parts.dropped) if parts else {}
     for role, forbids in _FORBIDS.items():
-        if role not in members:
-            notice(f"{out}: no {role} role: {forbids}")
+        if role not in members:  # and the line of the role in force it drops, if any
+            notice(f"{out}: no {role} role: {forbids}"
+                   + (f"; it {left_out.pop(role)}" if role in left_out else ""))
+    for line in (parts.notes if parts else []) + list(left_out.values()):
+        notice(f"{out}: {line}")
     unused = [n for n in names if n.startswith("evaluator")] if "evaluator" not in members else []
     if unused:  # out51: a newcomer's evaluator key, left out without a word
         notice(f"{out}: no evaluator role, so no evaluation can be recorded ('trajledger eval'): "

@@ -63,6 +63,11 @@ def approve(
     """Approve a dataset or batch for a purpose, until an expiry; prints the approval's
     envelope digest.
 
+    REF is the dataset (NAME@VERSION) or rollout batch (its name) to approve, or its digest
+    ('trajledger show REF' shows what it names). Training on a dataset needs as many
+    approvals as the policy's approvers threshold ('trajledger admit DATASET' says how many
+    are missing).
+
     \b
     Example:
       trajledger approve cartpole-train@1 --key approver-a --expires 30d
@@ -121,10 +126,10 @@ def revoke(ctx: Context, ref: str, key: str | None, reason: str, approval: bool,
     \b
     Example:
       trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
-      trajledger revoke cartpole-train@1 --approval --by 3f2a… --key approver-a --reason \
+      trajledger revoke cartpole-train@1 --approval --by 3f2a… --key approver-a --reason \\
         "approved the wrong version"
       trajledger revoke cartpole-train@1 --approval --sigstore --reason "approved too early"
-      trajledger revoke cartpole-train@1 --approval --by-identity alice@example.com \
+      trajledger revoke cartpole-train@1 --approval --by-identity alice@example.com \\
         --sigstore --reason "approved too early"
       trajledger revoke sha256:9c1e… --sigstore --reason "approved too early"
     """
@@ -199,6 +204,11 @@ def _first_reason(ctx: Context, envelope: str) -> str | None:
 @pass_ctx
 def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
     """Erase an artifact's data: blobs deleted, digests and signed records kept.
+
+    REF is the artifact (a rollout batch by its name, a dataset or checkpoint as
+    NAME@VERSION, or a digest) whose files are deleted from the store, except those another
+    artifact here also holds. Its manifest and every signed record stay, so a lineage through
+    it still verifies and reports it erased; nothing is admitted for training on it again.
 
     \b
     Example:

@@ -242,15 +242,14 @@ def open_zstd(path: Path, limits: Limits) -> tuple[IO[bytes], Bounded]:
     try:
         import zstandard
     except ImportError as e:
-        raise OSError(
-            "reading a bundle needs the 'zstandard' package (pip install zstandard)"
-        ) from e
+        raise OSError("reading a bundle needs 'zstandard' (pip install zstandard)") from e
     what = f"bundle {path.name}"
     fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     try:
         head = fh.read(18)
         if head[:4] != ZSTD_MAGIC:
-            raise FormatError(f"{what}: not zstd-compressed (magic {head[:4].hex() or 'none'})")
+            from .not_bundle import not_a_bundle  # (out52: what a bundle is, on this failure)
+            raise FormatError(not_a_bundle(what, head))
         try:
             declared = zstandard.get_frame_parameters(head).content_size
         except zstandard.ZstdError as e:

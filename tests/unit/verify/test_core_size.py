@@ -117,7 +117,7 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
           "record_json", "blame", "untrusted_key", "left_out",
           "contamination_rules", "withdrawals", "version_line", "expect", "entry_fields",
-          "distrusted", "policy_as_given", "refused_report")
+          "distrusted", "policy_as_given", "refused_report", "not_bundle")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
