@@ -239,16 +239,18 @@ def _end_before_teardown(status: list[int]) -> None:
 
 
 def _unwritten(e: OSError, status: list[int]) -> None:
-    """The ``FAIL:`` line of a command's output that could not be written, and exit 3 (an
-    operational problem) for a command that had succeeded."""
+    """For a command that had succeeded, the ``FAIL:`` line of its output that could not be
+    written, and exit 3 (an operational problem). A command that failed has said why (its own
+    write to stdout failing, ``clikit``'s ``FAIL:`` line, leaves the bytes in the buffer)."""
     from trajledger.ledger.errors import next_step
 
+    if status[0] != 0:
+        return
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"FAIL: standard output: cannot write: {e.strerror or e}"
                          f"{next_step(e)}\n")
         sys.stderr.flush()
-    if status[0] == 0:
-        status[0] = 3
+    status[0] = 3
 
 
 if __name__ == "__main__":

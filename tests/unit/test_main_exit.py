@@ -112,3 +112,17 @@ def test_a_reader_gone_is_no_error() -> None:
         r = _buffered(_UNFLUSHED, pipe)
     assert r.returncode == 0, (r.returncode, r.stderr)
     assert "FAIL" not in r.stderr and "Exception" not in r.stderr, r.stderr
+
+
+_FAILED_UNFLUSHED = _UNFLUSHED.replace('sys.stdout.write("output\\n")',
+                                       'sys.stdout.write("output\\n"); raise SystemExit(3)')
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_command_that_failed_is_not_told_twice() -> None:
+    """A command whose write to stdout failed has said so (``clikit``: ``FAIL: No space left on
+    device; …``, exit 3) and left its bytes in the buffer: no second line at the end."""
+    assert _FAILED_UNFLUSHED != _UNFLUSHED
+    with open("/dev/full", "w") as full:
+        r = _buffered(_FAILED_UNFLUSHED, full)
+    assert r.returncode == 3 and r.stderr == "", (r.returncode, r.stderr)
