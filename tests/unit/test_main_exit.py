@@ -126,3 +126,17 @@ def test_a_command_that_failed_is_not_told_twice() -> None:
     with open("/dev/full", "w") as full:
         r = _buffered(_FAILED_UNFLUSHED, full)
     assert r.returncode == 3 and r.stderr == "", (r.returncode, r.stderr)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_what_click_writes_while_parsing_to_a_full_disk_is_one_line() -> None:
+    """``trajledger --version > /dev/full``: a traceback (click's ``--version`` writes before a
+    command's ``invoke``, whose ``FAIL:`` line it never reached), exit 1 (rev49)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "trajledger", "--version"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert r.stderr.splitlines() == [
+        "FAIL: No space left on device; free space on the disk written to (the ledger's, or "
+        "where --out writes) or write elsewhere, then run the command again"], r.stderr
