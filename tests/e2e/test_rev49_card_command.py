@@ -10,17 +10,14 @@ of 2026-12-07, thirty-seventh round (rev49)".
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import testkit
-
-from trajledger.ledger import names
+from test_rev48_signed_steps import signed_names
 
 NAME = "grid'; touch pwned; '"
 
@@ -28,23 +25,8 @@ NAME = "grid'; touch pwned; '"
 def test_the_cards_command_names_the_dataset_as_one_word(
         quickstart_template: testkit.Template[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from trajledger.runner.cli import main
-
-    home = testkit.copy_template(quickstart_template, tmp_path / "lab")
-    runner = testkit.new_runner()
-
-    def run(*args: str, code: int = 0) -> Any:
-        r = runner.invoke(main, ["--ledger", str(home), *args])
-        assert r.exit_code == code and "Traceback" not in r.output, r.output
-        return r
-
-    batch = next(n["id"] for n in json.loads(run("lineage", "cartpole-train@1", "--json").stdout)
-                 ["nodes"] if n["kind"] == "rollout-batch")
-    with monkeypatch.context() as m:  # (a name the ledger's own writer refuses: another's)
-        m.setattr(names, "check_name", lambda value, *_a, **_k: value)
-        made = run("dataset", "create", NAME, "--version", "1", "--split", "train", "--batch",
-                   batch, "--key", "vendor").stdout.split()[-1]
-    card = run("card", made, "--format", "hf").stdout
+    run, made = signed_names(quickstart_template, tmp_path, monkeypatch, ((NAME, "1"),))
+    card = run("card", made[NAME], "--format", "hf").stdout
     told = re.search(r"Check it yourself: `(trajledger verify [^`]*)`", card)
     assert told, card
     assert shlex.split(told.group(1)) == ["trajledger", "verify", f"{NAME}@1"], told.group(1)
