@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import gc
 import io
 import os
@@ -219,14 +220,37 @@ def _end_before_teardown(status: list[int]) -> None:
     line registers none); it flushes the output and ends with ``os._exit`` and the command's
     status. Every file the command wrote was made durable by the command itself before it
     returned. Without a status (an exception escaped the command: a bug) the interpreter ends
-    as usual.
+    as usual. Output that cannot be written (``> FILE`` on a full disk: what a command left in
+    the stream's buffer, ``show --content``'s bytes) is said in one line and a command that
+    succeeded exits 3: the interpreter's own flush said so and exited 120; this handler's first
+    form ended 0 with the output lost (rev49 finding 1). A reader gone (``| head``) is no error.
     """
     if not status:
         return
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe (`| head`), a closed stream
+        try:
             stream.flush()
+        except ValueError:  # a closed stream
+            pass
+        except OSError as e:
+            if stream is sys.stdout and e.errno != errno.EPIPE:
+                _unwritten(e, status)
     os._exit(status[0])
+
+
+def _unwritten(e: OSError, status: list[int]) -> None:
+    """For a command that had succeeded, the ``FAIL:`` line of its output that could not be
+    written, and exit 3 (an operational problem). A command that failed has said why (its own
+    write to stdout failing, ``clikit``'s ``FAIL:`` line, leaves the bytes in the buffer)."""
+    from trajledger.ledger.errors import next_step
+
+    if status[0] != 0:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"FAIL: standard output: cannot write: {e.strerror or e}"
+                         f"{next_step(e)}\n")
+        sys.stderr.flush()
+    status[0] = 3
 
 
 if __name__ == "__main__":

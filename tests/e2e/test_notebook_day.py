@@ -87,7 +87,7 @@ def test_a_hint_naming_a_file_that_is_not_utf8_shows_and_pastes_its_byte(tmp_pat
     """A passphrase file another tool made (``pass\\xfe``), readable by others: the message
     (through the real command's stderr) showed ``pass\\udcfe`` and ``run 'chmod 600
     .../pass\\udcfe'``, which names no file. Now the byte is ``\\xfe`` in the text and
-    ``$'...\\xfe'`` in the command, which, pasted into bash, fixes the file."""
+    ``'.../pass '$'\\xfe'`` in the command, which, pasted into bash, fixes the file."""
     home = tmp_path / "led"
     Ledger.init(home).close()
     secret = tmp_path / os.fsdecode(b"pass \xfe")
@@ -99,8 +99,8 @@ def test_a_hint_naming_a_file_that_is_not_utf8_shows_and_pastes_its_byte(tmp_pat
     assert r.returncode == 3 and r.stdout == b"", r.stderr
     err = r.stderr.decode("utf-8")  # strict: no lone surrogate reached the stream
     assert f"the passphrase file {tmp_path}/pass \\xfe (TRAJLEDGER_PASSPHRASEFILE)" in err, err
-    found = re.search(r"run '(chmod 600 \$'.*')'$", err.strip())
-    assert found and found.group(1) == f"chmod 600 $'{tmp_path}/pass \\xfe'", err
+    found = re.search(r"run '(chmod 600 .*)'$", err.strip())
+    assert found and found.group(1) == f"chmod 600 '{tmp_path}/pass '$'\\xfe'", err
     subprocess.run(["bash", "-c", found.group(1)], check=True)
     assert secret.stat().st_mode & 0o777 == 0o600
     r = subprocess.run([sys.executable, "-m", "trajledger", "--ledger", str(home), "key", "new",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,9 +121,25 @@ def test_the_approve_step_names_a_dataset_whose_name_parses_as_another(
     the last ``@``). ``admit`` of the second said ``('trajledger approve x@1@2 --key
     NAME')``: run as printed, it approved the first (rev48 finding 9). Expected: a step that
     finds the dataset refused (its digest when no name does)."""
+    run, made = signed_names(quickstart_template, tmp_path, monkeypatch,
+                             (("x@1", "2"), ("x", "1@2")))
+    r = run("admit", made["x"], code=1)
+    told = re.search(r"\('(trajledger approve .*--key NAME)'; the policy's", r.stderr)
+    assert told, r.stderr
+    argv = shlex.split(told.group(1))
+    shown = json.loads(run("show", argv[2], "--json").stdout)
+    assert shown["digest"] == made["x"], (told.group(1), made)
+
+
+def signed_names(template: testkit.Template[str], tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch, named: tuple[tuple[str, str], ...]
+                 ) -> tuple[Callable[..., Any], dict[str, str]]:
+    """A quickstart lab with a train dataset of its batch for each ``(name, version)`` in
+    ``named``, made with the name check off (as another's software signs any name): the lab's
+    ``run(*args, code=0)`` and ``{name: digest}``."""
     from trajledger.runner.cli import main
 
-    home = testkit.copy_template(quickstart_template, tmp_path / "lab")
+    home = testkit.copy_template(template, tmp_path / "lab")
     runner = testkit.new_runner()
 
     def run(*args: str, code: int = 0) -> Any:
@@ -135,12 +152,7 @@ def test_the_approve_step_names_a_dataset_whose_name_parses_as_another(
     made = {}
     with monkeypatch.context() as m:
         m.setattr(names, "check_name", lambda value, *_a, **_k: value)
-        for name, version in (("x@1", "2"), ("x", "1@2")):
+        for name, version in named:
             made[name] = run("dataset", "create", name, "--version", version, "--split",
                              "train", "--batch", batch, "--key", "vendor").stdout.split()[-1]
-    r = run("admit", made["x"], code=1)
-    told = re.search(r"\('(trajledger approve .*--key NAME)'; the policy's", r.stderr)
-    assert told, r.stderr
-    argv = shlex.split(told.group(1))
-    shown = json.loads(run("show", argv[2], "--json").stdout)
-    assert shown["digest"] == made["x"], (told.group(1), made)
+    return run, made

@@ -9,8 +9,11 @@ run first.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 _RUN = """
 import os
@@ -69,3 +72,71 @@ def test_the_exit_handlers_registered_after_it_run_first() -> None:
     r = _run(_HANDLER, "--version")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [r.stdout.splitlines()[0], "handler ran"], r.stdout
+
+
+_UNFLUSHED = """
+import sys
+import trajledger.runner.cli
+from trajledger.__main__ import main
+
+def command():  # a command that succeeds, its output left in the stream's buffer (as
+    sys.stdout.write("output\\n")  # show --content's bytes were)
+
+trajledger.runner.cli.main = command
+main()
+"""
+
+
+def _buffered(code: str, stdout: object) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return subprocess.run([sys.executable, "-c", code], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_output_that_cannot_be_written_is_said_and_exits_3() -> None:
+    """rev49 finding 1: a full disk at the last flush ended 0, the output lost."""
+    with open("/dev/full", "w") as full:
+        r = _buffered(_UNFLUSHED, full)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert r.stderr.splitlines() == [
+        "FAIL: standard output: cannot write: No space left on device; free space on the disk "
+        "written to (the ledger's, or where --out writes) or write elsewhere, then run the "
+        "command again"], r.stderr
+
+
+def test_a_reader_gone_is_no_error() -> None:
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as pipe:
+        r = _buffered(_UNFLUSHED, pipe)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert "FAIL" not in r.stderr and "Exception" not in r.stderr, r.stderr
+
+
+_FAILED_UNFLUSHED = _UNFLUSHED.replace('sys.stdout.write("output\\n")',
+                                       'sys.stdout.write("output\\n"); raise SystemExit(3)')
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_command_that_failed_is_not_told_twice() -> None:
+    """A command whose write to stdout failed has said so (``clikit``: ``FAIL: No space left on
+    device; …``, exit 3) and left its bytes in the buffer: no second line at the end."""
+    assert _FAILED_UNFLUSHED != _UNFLUSHED
+    with open("/dev/full", "w") as full:
+        r = _buffered(_FAILED_UNFLUSHED, full)
+    assert r.returncode == 3 and r.stderr == "", (r.returncode, r.stderr)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_what_click_writes_while_parsing_to_a_full_disk_is_one_line() -> None:
+    """``trajledger --version > /dev/full``: a traceback (click's ``--version`` writes before a
+    command's ``invoke``, whose ``FAIL:`` line it never reached), exit 1 (rev49)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "trajledger", "--version"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert r.stderr.splitlines() == [
+        "FAIL: No space left on device; free space on the disk written to (the ledger's, or "
+        "where --out writes) or write elsewhere, then run the command again"], r.stderr

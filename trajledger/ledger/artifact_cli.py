@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -36,6 +36,9 @@ from .clikit import (
     visible,
     warn,
 )
+
+if TYPE_CHECKING:
+    from .home import LedgerHome
 
 __all__ = ["COMMANDS"]
 
@@ -641,6 +644,7 @@ def show(ctx: Context, ref: str, as_json: bool, content: str | None) -> None:
         emit_json(info)
         return
     from trajledger.verify.nodes import NAMED  # a signed name, escaped as labels are (left37)
+    from trajledger.verify.shell_word import shell_word
 
     ref = str(info["ref"]).translate(NAMED) if info["ref"] else f"at log index {info['index']}"
     _line(f"{info['kind']} {ref}")
@@ -659,15 +663,32 @@ def show(ctx: Context, ref: str, as_json: bool, content: str | None) -> None:
             text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
             text = text.translate(NAMED) if k in ("name", "version") else text
             _line(f"    {k}: {text}")
+    found = _found_by(ctx.ledger(), info) if info["carries"] else ""
     for c in info["carries"]:
         size = "not base64" if c["size"] is None else f"{c['size']} bytes"
-        how = shlex.join(["trajledger", "show", ref, "--content", c["name"]])
+        how = f"trajledger show {found} --content {shell_word(c['name'], NAMED)}"
         _line(f"  carries     {c['name']}  {c['digest'] or 'no sha256'}  {size} "
               f"('{how}' prints it)")
     for f in info.get("files", []):
         _line(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")
     for s in info.get("status", []):
         _line(f"  status      {s}")
+
+
+def _found_by(ledger: LedgerHome, info: dict[str, Any]) -> str:
+    """The shown record as one shell word that ``show`` finds it by: its name as commands find
+    it (`catalog.command_ref`) or its digest. The plain name was printed: after a name clash the
+    buyer's own record's, whose content the command then printed (rev49 finding 7)."""
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.shell_word import shell_word
+
+    from .catalog import Catalog, command_ref
+
+    ref = info["digest"]
+    if info["ref"]:
+        ref = command_ref(ledger, Catalog(ledger).resolve(info["digest"], {info["kind"]}),
+                          info["kind"])
+    return shell_word(ref, NAMED)
 
 
 def _print_carried(ref: str, info: dict[str, Any], name: str) -> None:

@@ -179,6 +179,15 @@ def _line(text: str) -> str:
     return " ".join(text.split()).translate(HIDDEN)
 
 
+def _word(ref: str) -> str:
+    """A dataset's signed name in the card's command, one shell word (rev49 finding 8: an
+    imported dataset's ``x'; curl … | sh; '`` was pasted as code by the card's readers)."""
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.shell_word import shell_word
+
+    return shell_word(ref, NAMED)
+
+
 def _cell(text: str) -> str:
     """Text inside a line (a table cell, a list item's value): one line, no pipes, no HTML."""
     return _line(text).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
@@ -361,8 +370,8 @@ def hf_card(facts: CardFacts) -> str:
         "sections (uses, collection, consent, retention, access, personal information, "
         "limitations) are the producer's words, signed with the dataset; everything else comes "
         "from signed records. "
-        f"Check it yourself: `trajledger verify {_cell(facts.ref)}`, or `python -m verify BUNDLE "
-        "--policy POLICY` on an exported evidence bundle.",
+        f"Check it yourself: `trajledger verify {_cell(_word(facts.ref))}`, or `python -m verify "
+        "BUNDLE --policy POLICY` on an exported evidence bundle.",
         "",
         "## Dataset Details",
         "",

@@ -302,17 +302,20 @@ def renamed(report: Report, names: Mapping[str, str]) -> Report:
     whose checks named for such a node (``dataset grid@1: approvals``, the gate's) name it so
     too when no other node of the report has its plain name: every line drawn from it (the
     tree, `Report.failures`, the refusals' ``FAIL:`` lines and the ``approve`` they suggest)
-    names the record the commands find by it (out50)."""
+    names the record the commands find by it (out50). A check is another node's when that
+    node's start is longer (``dataset grid@1: base@2: approvals`` is not ``grid@1``'s: rev49
+    finding 3)."""
     from collections import Counter
 
     plain = Counter((n.kind, n.name, n.version) for n in report.nodes.values())
     whats = {f"{n.kind} {n.name}@{n.version}:": f"{n.kind} {names[n.id]}:"
-             for n in report.nodes.values()
-             if n.id in names and plain[(n.kind, n.name, n.version)] == 1}
+             if n.id in names and plain[(n.kind, n.name, n.version)] == 1 else None
+             for n in report.nodes.values()}
 
     def check(c: Check) -> Check:
-        old = next((w for w in whats if c.what.startswith(w)), None)
-        return c if old is None else replace(c, what=whats[old] + c.what[len(old):])
+        old = max((w for w in whats if c.what.startswith(w)), key=len, default=None)
+        new = whats[old] if old is not None else None
+        return c if old is None or new is None else replace(c, what=new + c.what[len(old):])
 
     return replace(report, nodes={nid: replace(
         n, name=names[nid].removesuffix(f"@{n.version}") if nid in names else n.name,

@@ -717,10 +717,16 @@ class Group(click.Group):
     """A click group that maps exceptions to exit codes and one-line messages."""
 
     def main(self, args: Any = None, *rest: Any, **kw: Any) -> Any:
-        """Run the command line (global options are accepted after the subcommand too)."""
+        """Run the command line (global options are accepted after the subcommand too). What
+        click writes while it parses (``--version``, ``--help``) to a full disk is one line,
+        exit 3, as a command's output is (`invoke`), not a traceback, exit 1 (rev49)."""
         argv = list(sys.argv[1:] if args is None else args)
         forget_appends()  # what this command line records (`stopped_line`)
-        return super().main(hoist_global_options(argv), *rest, **kw)
+        try:
+            return super().main(hoist_global_options(argv), *rest, **kw)
+        except OSError as e:  # (click passes on all but EPIPE)
+            fail(os_error_line(e))
+            raise SystemExit(EXIT_OPERATIONAL) from None
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: Any) -> click.Context:

@@ -135,10 +135,12 @@ def library_os_error(e: BaseException) -> OSError | None:
     """The system's error a library written in Rust reports in its own exception's words
     (lance's ``RuntimeError: lance error: LanceError(IO): … No space left on device (os error
     28), …`` on a full disk, out51): an ``OSError`` of that number, else None. Not a bug:
-    the disk's (exit 3, the system's words and `next_step`)."""
+    the disk's (exit 3, the system's words and `next_step`). A ``RuntimeError`` only, as lance
+    raises: any other exception whose text holds ``(os error 28)`` (a ``KeyError`` of a signed
+    name, a bug's) is no full disk (rev49 finding 4)."""
     import re
 
-    if isinstance(e, OSError) or not (found := re.search(r"\(os error (\d+)\)", str(e))):
+    if not isinstance(e, RuntimeError) or not (found := re.search(r"\(os error (\d+)\)", str(e))):
         return None
     number = int(found.group(1))
     return OSError(number, os.strerror(number))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from itertools import groupby
 from pathlib import Path
 
 __all__ = ["shell_word"]
@@ -26,11 +27,13 @@ def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
     characters, NEL and the other C1 controls, line separators, bidirectional controls;
     `verify.nodes.NAMED` for a
     signed name: parentheses and look-alikes too), or it holds a byte that is not UTF-8
-    (``os.fsdecode``'s surrogate for it), as ``$'...'``: printable ASCII as it is, every other
-    byte of its UTF-8 (or the file name's own byte) as ``\\xHH``, which the shell reads back
-    as that byte (bash, zsh, ksh, POSIX.1-2024). The message shows ``\\xfd`` for a byte that
-    is not UTF-8, as every message and ``--json`` do (docs/cli.md, "Names that are not
-    UTF-8")."""
+    (``os.fsdecode``'s surrogate for it), in pieces: printable ASCII quoted as above, each run
+    of other bytes of its UTF-8 (or the file name's own byte) as ``$'\\xHH…'``, which the shell
+    reads back as those bytes (bash, zsh, ksh, POSIX.1-2024). A ``$'...'`` holds nothing but
+    ``\\xHH``: a shell without it (dash, Debian's ``sh``) reads a wrong word, never code
+    (``$'\\x01\\'; touch x; #'`` ran ``touch x`` there: rev49 finding 2). The message shows
+    ``\\xfd`` for a byte that is not UTF-8, as every message and ``--json`` do (docs/cli.md,
+    "Names that are not UTF-8")."""
     import shlex
 
     from .nodes import HIDDEN
@@ -43,7 +46,6 @@ def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
         raw = os.fsencode(text)  # each surrogate of a byte back to that byte
     except UnicodeEncodeError:  # a lone surrogate no file name holds: shown as it is
         raw = text.encode("utf-8", "backslashreplace")
-    return "$'" + "".join(
-        "\\" + chr(b) if chr(b) in "\\'" else
-        chr(b) if 32 <= b < 127 and chr(b).translate(table) == chr(b) else f"\\x{b:02x}"
-        for b in raw) + "'"
+    runs = groupby(raw, lambda b: 32 <= b < 127 and chr(b).translate(table) == chr(b))
+    return "".join(shlex.quote(bytes(run).decode()) if plain else
+                   "$'" + "".join(f"\\x{b:02x}" for b in run) + "'" for plain, run in runs)

@@ -9,7 +9,9 @@ wants the words the user means, the name one word as signed.
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,6 +161,27 @@ def test_a_names_shell_word_is_read_back_as_the_name_and_shown_in_ascii(name: st
                              check=True).stdout
     assert printed == name.encode(), word
     assert word.translate(NAMED) == word, word  # nothing a terminal hides, no parenthesis
+
+
+@pytest.mark.skipif(shutil.which("dash") is None, reason="no dash here")
+@pytest.mark.parametrize("name", ["x\x01'; touch pwned; #", "a\u202e'$(touch pwned)'",
+                                  "it's\x1b[2J\\'; touch pwned; '"])
+def test_a_names_shell_word_runs_nothing_in_a_shell_without_dollar_quotes(
+        name: str, tmp_path: Path) -> None:
+    """rev49 finding 2: the ``$'...'`` form held the name's quote as ``\\'``, which a shell
+    without ``$'...'`` (dash 0.5.12, Debian's ``sh``) reads as a backslash then the end of a
+    quoted string: ``$'x\\x01\\'; touch pwned; #'`` ran ``touch pwned`` there. bash reads the
+    name back; dash reads some word, and runs nothing."""
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.shell_word import shell_word
+
+    for table in (None, NAMED):
+        word = shell_word(name, table)
+        for shell in ("bash", "dash"):
+            printed = subprocess.run([shell, "-c", f"printf %s {word}"], capture_output=True,
+                                     cwd=tmp_path, check=True).stdout
+            assert printed == name.encode() or shell == "dash", (shell, word, printed)
+            assert not (tmp_path / "pwned").exists(), (shell, word)
 
 
 def test_a_missing_suites_record_step_names_it_as_shell_words() -> None:
