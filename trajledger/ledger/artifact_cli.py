@@ -686,8 +686,7 @@ def _found_by(ledger: LedgerHome, info: dict[str, Any]) -> str:
 
     ref = info["digest"]
     if info["ref"]:
-        ref = command_ref(ledger, Catalog(ledger).resolve(info["digest"], {info["kind"]}),
-                          info["kind"])
+        ref = command_ref(ledger, Catalog(ledger).resolve(info["digest"], {info["kind"]}))
     return shell_word(ref, NAMED)
 
 

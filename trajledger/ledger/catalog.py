@@ -222,7 +222,7 @@ def qualified_name(ledger: LedgerHome, index: int, kind: str, name: str, version
     return f"{theirs[0]}+{ref}" if theirs else ref
 
 
-def command_ref(ledger: LedgerHome, item: CatalogItem, kind: str) -> str:
+def command_ref(ledger: LedgerHome, item: CatalogItem) -> str:
     """The reference a command the user is told to run finds ``item`` by: its name as
     commands find it (`qualified_name`) when that resolves to it, else its digest. A signed
     name is its signer's text: ``x`` version ``1@2`` reads as ``x@1`` version ``2``, another
@@ -230,9 +230,9 @@ def command_ref(ledger: LedgerHome, item: CatalogItem, kind: str) -> str:
     (rev48 finding 9). One look-up more, on the refusals that print such a step."""
     if not item.version:
         return item.digest
-    ref = qualified_name(ledger, item.index, kind, item.name, item.version, item.digest)
+    ref = qualified_ref(ledger, item)
     try:
-        found = Catalog(ledger).resolve(ref, {kind}).digest
+        found = Catalog(ledger).resolve(ref, {item.kind}).digest
     except LedgerError:
         found = None
     return ref if found == item.digest else item.digest

@@ -335,7 +335,6 @@ def not_a_bundle(ref: str, command: str, ctx: Context) -> None:
     if not (path.name.endswith((".tar.zst", ".zst")) and path.is_file()):
         return
     from .catalog import Catalog, Origins
-    from .errors import LedgerError
 
     also = ""
     with contextlib.suppress(LedgerError):  # (no ledger, no such record: the hint)

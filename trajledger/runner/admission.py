@@ -218,7 +218,7 @@ def admit(
                        for shown in dict.fromkeys((ref, f"{item.name}@{item.version}")))
         ended = any(c.status == "fail" and (c.what == "revoked" or c.what.endswith(": erased"))
                     for n in report.nodes.values() for c in n.checks)  # (a label ends "…)")
-        step = command_ref(ledger, item, "dataset")
+        step = command_ref(ledger, item)
         failures = [line if ended else _approve_hint(ledger, policy, line, starts, step)
                     for line in named_report(ledger, report).failures()]
         raise DataRefusedError(

@@ -197,7 +197,7 @@ def judge_release(
         # the steps name the checkpoint as commands find it: after a name clash its plain
         # name is the buyer's own (rev48 finding 6); a name that parses as another's, by its
         # digest (finding 9); the lines name every node so too (out50)
-        named = command_ref(ledger, ck, "checkpoint")
+        named = command_ref(ledger, ck)
         failures, steps = _refusal(named_report(ledger, report), decision.id, named,
                                    _more_approvers(ledger, policy, named, keys))
         raise ReleaseRefusedError(f"release of {ref}: refused, {len(failures)} problem(s); "

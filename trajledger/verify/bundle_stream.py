@@ -248,8 +248,8 @@ def open_zstd(path: Path, limits: Limits) -> tuple[IO[bytes], Bounded]:
     try:
         head = fh.read(18)
         if head[:4] != ZSTD_MAGIC:
-            from .not_bundle import not_a_bundle  # (out52: what a bundle is, on this failure)
-            raise FormatError(not_a_bundle(what, head))
+            from .not_bundle import not_a_bundle_line  # (out52: what a bundle is, on this failure)
+            raise FormatError(not_a_bundle_line(what, head))
         try:
             declared = zstandard.get_frame_parameters(head).content_size
         except zstandard.ZstdError as e:

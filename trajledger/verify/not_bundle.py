@@ -4,10 +4,10 @@ number alone). Loaded on that failure only, off the verifier core's path."""
 
 from __future__ import annotations
 
-__all__ = ["not_a_bundle"]
+__all__ = ["not_a_bundle_line"]
 
 
-def not_a_bundle(what: str, head: bytes) -> str:
+def not_a_bundle_line(what: str, head: bytes) -> str:
     """The one line for ``what`` (``bundle NAME``) whose first bytes ``head`` are not zstd's
     magic number."""
     return (f"{what}: not zstd-compressed (magic {head[:4].hex() or 'none'}): not a bundle; "

@@ -25,27 +25,27 @@ def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
     ``ledger.errors``, which nearly every module imports, re-exports this one and a reader's
     worker must not load the verifier's modules and ``cryptography`` through it: control
     characters, NEL and the other C1 controls, line separators, bidirectional controls;
-    `verify.nodes.NAMED` for a
-    signed name: parentheses and look-alikes too), or it holds a byte that is not UTF-8
-    (``os.fsdecode``'s surrogate for it), in pieces: printable ASCII quoted as above, each run
-    of other bytes of its UTF-8 (or the file name's own byte) as ``$'\\xHH…'``, which the shell
-    reads back as those bytes (bash, zsh, ksh, POSIX.1-2024). A ``$'...'`` holds nothing but
-    ``\\xHH``: a shell without it (dash, Debian's ``sh``) reads a wrong word, never code
-    (``$'\\x01\\'; touch x; #'`` ran ``touch x`` there: rev49 finding 2). The message shows
-    ``\\xfd`` for a byte that is not UTF-8, as every message and ``--json`` do (docs/cli.md,
-    "Names that are not UTF-8")."""
+    `verify.nodes.NAMED` for a signed name: parentheses and look-alikes too), or it holds a
+    byte that is not UTF-8 (``os.fsdecode``'s surrogate for it), in pieces: printable ASCII
+    quoted as above, each run of other bytes of its UTF-8 (or the file name's own byte) as
+    ``$'\\xHH…'``, which the shell reads back as those bytes (bash, zsh, ksh, POSIX.1-2024). A
+    ``$'...'`` holds nothing but ``\\xHH``: a shell without it (dash, Debian's ``sh``) reads a
+    wrong word, never code (``$'\\x01\\'; touch x; #'`` ran ``touch x`` there: rev49 finding 2).
+    The message shows ``\\xfd`` for a byte that is not UTF-8, as every message and ``--json`` do
+    (docs/cli.md, "Names that are not UTF-8")."""
     import shlex
 
-    from .nodes import HIDDEN
+    if shown is None:
+        from .nodes import HIDDEN
 
-    table = HIDDEN if shown is None else shown
+        shown = HIDDEN
     text = str(text)
-    if text.translate(table) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
+    if text.translate(shown) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
         return shlex.quote(text)
     try:
         raw = os.fsencode(text)  # each surrogate of a byte back to that byte
     except UnicodeEncodeError:  # a lone surrogate no file name holds: shown as it is
         raw = text.encode("utf-8", "backslashreplace")
-    runs = groupby(raw, lambda b: 32 <= b < 127 and chr(b).translate(table) == chr(b))
+    runs = groupby(raw, lambda b: 32 <= b < 127 and chr(b).translate(shown) == chr(b))
     return "".join(shlex.quote(bytes(run).decode()) if plain else
                    "$'" + "".join(f"\\x{b:02x}" for b in run) + "'" for plain, run in runs)
