@@ -58,7 +58,8 @@ from typing import Any
 
 import _common as c
 
-KINDS = ("baseline", "bare", "files", "files-cp", "files-wal", "log", "ledger")
+KINDS = ("baseline", "bare", "files", "files-cp", "files-wal", "files-ahead", "log", "ledger")
+AHEAD_SLOT = 1024  # files-ahead: one record a slot, 256 slots (one tile's commits)
 ENTRY = 200
 CHECKPOINT = 300
 
@@ -103,7 +104,14 @@ def protocol_files(directory: Path, commits: int, variant: str = "files"
     with the checkpoint's temp file in one round, the tiles, bundle and history written and not
     fsynced, the checkpoint renamed and the log directory fsynced; when a tile completes, its
     full tile and bundle and their directories fsynced and the record trimmed (docs/
-    PERFORMANCE.md, "The app50 pass": the design costed, not built)."""
+    PERFORMANCE.md, "The app50 pass": the design costed, not built); ``files-ahead``, one
+    write-ahead file preallocated once (256 slots of `AHEAD_SLOT` bytes, written and fsynced
+    before the first commit) and overwritten in place: the commit is one ``pwrite`` of the
+    record into its slot and one ``fdatasync`` (blocks already allocated, the size unchanged:
+    no metadata, no directory); the bundle, tile, history record and checkpoint (temp file
+    and rename) are written behind it with no fsync at all; when a tile completes, its full
+    tile and bundle and their directories are fsynced (once in 256 commits), so that the
+    ring's slot can be reused (docs/PERFORMANCE.md, "The app51 pass")."""
     from trajledger.ledger.fs import FsyncGroup
 
     state = directory / ".state"
@@ -111,7 +119,15 @@ def protocol_files(directory: Path, commits: int, variant: str = "files"
     lock = os.open(state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     wal = os.open(state / "wal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     created = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    ahead = variant == "files-wal"
+    ahead = variant in ("files-wal", "files-ahead")
+    ring = variant == "files-ahead"
+    if ring:  # preallocated once, outside the timed commits: every block written and synced
+        os.close(wal)
+        wal = os.open(state / "ahead", os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(wal, bytes(256 * AHEAD_SLOT))
+        os.fsync(wal)
+        fsync_path(str(state))
+    record = bytes(8 + 32 + 2 + ENTRY + 32 + CHECKPOINT + 32)
     out = []
 
     def write(path: str, data: bytes, flags: int = created) -> int:
@@ -127,9 +143,12 @@ def protocol_files(directory: Path, commits: int, variant: str = "files"
             w, p = time.perf_counter(), time.process_time()
             os.pwrite(lock, b"1", 0)
             group, fds, dirs, unsynced = FsyncGroup(), [], [], []
-            if ahead:
+            if ring:  # the commit: the record in its slot, its blocks already on disk
+                os.pwrite(wal, record, (size % 256) * AHEAD_SLOT)
+                os.fdatasync(wal)
+            elif ahead:
                 fds.append(wal)
-                os.write(wal, bytes(8 + 32 + 2 + ENTRY + 32 + CHECKPOINT + 32))
+                os.write(wal, record)
             for top, each in (("entries", ENTRY), ("0", 32)):
                 where = f"{directory}/tile/{top}/{tile:03d}" + (".p" if width < 256 else "")
                 name = f"{where}/{width}" if width < 256 else where
@@ -146,10 +165,12 @@ def protocol_files(directory: Path, commits: int, variant: str = "files"
                 os.O_WRONLY | os.O_APPEND | os.O_CREAT))  # fmt: skip
             if variant == "files":
                 fds.append(write(f"{state}/.tmp-treeState", bytes(80)))
-            fds.append(write(f"{directory}/.tmp-checkpoint", bytes(CHECKPOINT)))
+            (unsynced if ring else fds).append(
+                write(f"{directory}/.tmp-checkpoint", bytes(CHECKPOINT)))
             for fd in fds + dirs:
                 group.start(fd)
-            group.wait()
+            if fds or dirs:
+                group.wait()
             for fd in fds + dirs + unsynced:
                 if fd != wal:
                     os.close(fd)
@@ -157,10 +178,11 @@ def protocol_files(directory: Path, commits: int, variant: str = "files"
                 os.replace(f"{state}/.tmp-treeState", f"{state}/treeState")
                 fsync_path(str(state))
             os.replace(f"{directory}/.tmp-checkpoint", f"{directory}/checkpoint")
-            fsync_path(str(directory))
+            if not ring:
+                fsync_path(str(directory))
             os.pwrite(lock, b"0", 0)
             if width == 256:
-                if ahead:
+                if ahead and not ring:
                     os.ftruncate(wal, 0)
                     os.fsync(wal)
                 for top in ("entries", "0"):
@@ -261,6 +283,8 @@ def markdown(r: dict[str, Any]) -> str:
         "files": "the files and waits of one commit, nothing computed",
         "files-cp": "the same, the signed checkpoint as the commit point (no treeState)",
         "files-wal": "the same, a write-ahead record instead of the tiles' fsyncs (not built)",
+        "files-ahead": "the same, one preallocated write-ahead file overwritten in place, "
+                       "its fdatasync the only wait (not built)",
         "log": "`Log.append` of 1 entry (writer kept open)",
         "ledger": "`Ledger.log.append` of 1 entry (+ the user's floor raised)",
     }
