@@ -22,6 +22,13 @@ that the machine's load falls on all alike:
 - ``files-cp`` and ``files-wal``: the same for two protocols costed and not built (the signed
   checkpoint as the commit point; a write-ahead record instead of the tiles' fsyncs:
   `protocol_files`, and docs/PERFORMANCE.md, "The app50 pass");
+- ``files-ahead``: one write-ahead file preallocated once and overwritten in place, its
+  ``fdatasync`` the commit's only wait (`protocol_files`; docs/PERFORMANCE.md, "The app51
+  pass");
+- ``log-ahead`` and ``ledger-ahead``: ``log`` and ``ledger`` below with ``files-ahead``'s waits
+  in place of the writer's (`ahead_model`): what those appends would cost with that protocol,
+  every computation kept. A model for measuring, **not crash-safe** (nothing recovers from the
+  record it writes); nothing in the package changes;
 - ``log``: ``Log.append`` of one entry by a writer kept open (a log of 1,000 entries to start:
   the idempotence lookup, entry, tiles, history, treeState, a signed checkpoint);
 - ``ledger``: ``Ledger.log.append`` of one entry: the same, plus the user's floor raised to each
@@ -58,10 +65,12 @@ from typing import Any
 
 import _common as c
 
-KINDS = ("baseline", "bare", "files", "files-cp", "files-wal", "files-ahead", "log", "ledger")
-AHEAD_SLOT = 1024  # files-ahead: one record a slot, 256 slots (one tile's commits)
+KINDS = ("baseline", "bare", "files", "files-cp", "files-wal", "files-ahead", "log", "ledger",
+         "log-ahead", "ledger-ahead")
 ENTRY = 200
 CHECKPOINT = 300
+AHEAD_SLOT = 1024  # files-ahead: one record a slot, 256 slots (one tile's commits)
+AHEAD_RECORD = 8 + 32 + 2 + ENTRY + 32 + CHECKPOINT + 32  # size, root, the entry, hashes, note
 
 
 def baseline(directory: Path, commits: int, *, sync_temp: bool = True) -> list[tuple[float, float]]:
@@ -127,7 +136,7 @@ def protocol_files(directory: Path, commits: int, variant: str = "files"
         os.write(wal, bytes(256 * AHEAD_SLOT))
         os.fsync(wal)
         fsync_path(str(state))
-    record = bytes(8 + 32 + 2 + ENTRY + 32 + CHECKPOINT + 32)
+    record = bytes(AHEAD_RECORD)
     out = []
 
     def write(path: str, data: bytes, flags: int = created) -> int:
@@ -202,9 +211,51 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
+def ahead_model(directory: Path) -> None:
+    """Give this process's log writer ``files-ahead``'s waits (the ``*-ahead`` kinds): each
+    commit's fsync round makes nothing durable but one record (of ``files-ahead``'s size: the
+    entry, its hashes and the signed note of a commit of one entry) written into its slot of a
+    preallocated file and ``fdatasync``ed; the fsyncs of ``.state/`` and of the log directory
+    after the renames are dropped. Every file is still written, renamed and closed as before;
+    the user's floor (SQLite, ``synchronous=FULL``) is unchanged. For measuring only: not
+    crash-safe."""
+    from trajledger.ledger.log import files, writer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ring = os.open(directory / "ahead", os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(ring, bytes(256 * AHEAD_SLOT))
+    os.fsync(ring)
+    fsync_path(str(directory))
+    slot, record = [0], bytes(AHEAD_RECORD)
+
+    class AheadRound(files.SyncRound):
+        def file(self, fd: int) -> None:
+            self._fds.append(fd)
+
+        def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+            fds = self._fds + list(self._dir_fds.values())
+            self._fds, self._dir_fds = [], {}
+            try:
+                if kind is None:
+                    os.pwrite(ring, record, slot[0] * AHEAD_SLOT)
+                    os.fdatasync(ring)
+                    slot[0] = (slot[0] + 1) % 256
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+    writer.SyncRound = AheadRound  # type: ignore[misc]
+    writer.fsync_dir = lambda path: None  # type: ignore[assignment]
+
+
 def trajledger_appends(kind: str, directory: Path, commits: int) -> list[tuple[float, float]]:
-    """``commits`` appends of one new entry, through a bare `Log` or a ledger's."""
+    """``commits`` appends of one new entry, through a bare `Log` or a ledger's (``*-ahead``:
+    with `ahead_model`'s waits)."""
     from log_bench import make_specs
+
+    if kind.endswith("-ahead"):
+        ahead_model(directory / "model")
+        kind = kind.removesuffix("-ahead")
 
     from trajledger.ledger.keys import Signer
     from trajledger.ledger.log import Log
@@ -287,6 +338,8 @@ def markdown(r: dict[str, Any]) -> str:
                        "its fdatasync the only wait (not built)",
         "log": "`Log.append` of 1 entry (writer kept open)",
         "ledger": "`Ledger.log.append` of 1 entry (+ the user's floor raised)",
+        "log-ahead": "`Log.append` with files-ahead's waits (a model, not crash-safe)",
+        "ledger-ahead": "`Ledger.log.append` with files-ahead's waits (a model)",
     }
     rows = []
     for kind in KINDS:
