@@ -17,7 +17,9 @@ from trajledger.verify.note import Verifier
 __all__ = ["CheckedNotes"]
 
 _KEPT = 8
-"""Notes kept at most (a long-lived handle sees one more a publication); more start afresh."""
+"""Notes kept at most (a long-lived handle sees one more a publication); a new one then
+replaces the oldest (`_keep`): emptying them all made a ledger's writer verify its floor, the
+note it published last, again at every eighth publication (app51)."""
 
 
 class CheckedNotes:
@@ -39,9 +41,7 @@ class CheckedNotes:
         cp = self._seen.get(key)
         if cp is None:
             cp = verify_checkpoint(note, verifier)
-            if len(self._seen) >= _KEPT:
-                self._seen.clear()
-            self._seen[key] = cp
+            self._keep(key, cp)
         return cp
 
     def own(self, note: bytes, verifier: Verifier, checkpoint: Checkpoint) -> None:
@@ -52,6 +52,11 @@ class CheckedNotes:
         `Log._sign`). Such a note verifies by that key; verifying it again (the user's floor
         raised to it by ``on_publish``, dur46 finding 3) costs an Ed25519 verification and
         tells nothing more."""
-        if len(self._seen) >= _KEPT:
-            self._seen.clear()
-        self._seen[(note, verifier)] = checkpoint
+        self._keep((note, verifier), checkpoint)
+
+    def _keep(self, key: tuple[bytes, Verifier], checkpoint: Checkpoint) -> None:
+        """Keep ``key``'s answer, the oldest kept (by insertion) making room when `_KEPT` are."""
+        seen = self._seen
+        if key not in seen and len(seen) >= _KEPT:
+            del seen[next(iter(seen))]
+        seen[key] = checkpoint
