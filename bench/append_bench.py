@@ -52,6 +52,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -60,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,14 +213,16 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def ahead_model(directory: Path) -> None:
+@contextlib.contextmanager
+def ahead_model(directory: Path) -> Iterator[None]:
     """Give this process's log writer ``files-ahead``'s waits (the ``*-ahead`` kinds): each
     commit's fsync round makes nothing durable but one record (of ``files-ahead``'s size: the
     entry, its hashes and the signed note of a commit of one entry) written into its slot of a
     preallocated file and ``fdatasync``ed; the fsyncs of ``.state/`` and of the log directory
     after the renames are dropped. Every file is still written, renamed and closed as before;
     the user's floor (SQLite, ``synchronous=FULL``) is unchanged. For measuring only: not
-    crash-safe."""
+    crash-safe; the writer's own are put back on leaving (``--quick`` runs kinds in one
+    process)."""
     from trajledger.ledger.log import files, writer
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -244,8 +248,14 @@ def ahead_model(directory: Path) -> None:
                 for fd in fds:
                     os.close(fd)
 
+    kept = writer.SyncRound, writer.fsync_dir
     writer.SyncRound = AheadRound  # type: ignore[misc]
     writer.fsync_dir = lambda path: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        writer.SyncRound, writer.fsync_dir = kept  # type: ignore[misc]
+        os.close(ring)
 
 
 def trajledger_appends(kind: str, directory: Path, commits: int) -> list[tuple[float, float]]:
@@ -254,8 +264,8 @@ def trajledger_appends(kind: str, directory: Path, commits: int) -> list[tuple[f
     from log_bench import make_specs
 
     if kind.endswith("-ahead"):
-        ahead_model(directory / "model")
-        kind = kind.removesuffix("-ahead")
+        with ahead_model(directory / "model"):
+            return trajledger_appends(kind.removesuffix("-ahead"), directory, commits)
 
     from trajledger.ledger.keys import Signer
     from trajledger.ledger.log import Log
