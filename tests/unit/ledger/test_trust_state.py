@@ -356,7 +356,7 @@ def test_a_publication_by_this_process_verifies_nothing(
     assert again == floor and verified == [ledger.log.checkpoint_bytes()]
     # Never again, however many publications: the notes kept are the newest, the floor among
     # them (app51: a full `CheckedNotes` was emptied, and the floor verified again every
-    # eighth publication).
+    # seventh publication).
     verified.clear()
     for n in range(4, 24):
         ledger.log.append([_spec(ledger, n)])

@@ -19,7 +19,7 @@ __all__ = ["CheckedNotes"]
 _KEPT = 8
 """Notes kept at most (a long-lived handle sees one more a publication); a new one then
 replaces the oldest (`_keep`): emptying them all made a ledger's writer verify its floor, the
-note it published last, again at every eighth publication (app51)."""
+note it published last, again at every seventh publication (app51)."""
 
 
 class CheckedNotes:
