@@ -97,6 +97,30 @@ def test_a_long_lived_holder_keeps_a_few_notes(calls: list[bytes]) -> None:
     assert calls == [*notes, notes[0]]  # the oldest not: verified again
 
 
+def test_a_full_holder_drops_its_oldest_note_only(calls: list[bytes]) -> None:
+    """Full, a holder makes room by dropping its oldest note, not all of them (app51: emptied,
+    it had a ledger's writer verify its floor, the note before the newest, again every seventh
+    publication); another thread changing the notes meanwhile empties them, as before."""
+    private, verifier = key()
+    checked = CheckedNotes()
+    notes = [signed(private, verifier, n) for n in range(1, 12)]
+    for note in notes:
+        checked(note, verifier)
+    del calls[:]
+    for note in notes[-checked_module._KEPT :]:
+        checked(note, verifier)
+    assert calls == []  # the eight newest all kept
+
+    class Racing(dict[Any, Any]):
+        def __iter__(self) -> Any:
+            raise RuntimeError("dictionary changed size during iteration")
+
+    checked._seen = Racing(checked._seen)
+    newer = signed(private, verifier, 12)
+    assert checked(newer, verifier).size == 12
+    assert list(dict.keys(checked._seen)) == [(newer, verifier)] and calls == [newer]
+
+
 # -- the notes a log's writer signs (app50: kept as verified, only when it signs them here) ----
 
 LOG_ORIGIN = "example.org/checked-log"

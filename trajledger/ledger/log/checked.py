@@ -55,8 +55,13 @@ class CheckedNotes:
         self._keep((note, verifier), checkpoint)
 
     def _keep(self, key: tuple[bytes, Verifier], checkpoint: Checkpoint) -> None:
-        """Keep ``key``'s answer, the oldest kept (by insertion) making room when `_KEPT` are."""
+        """Keep ``key``'s answer, the oldest kept (by insertion) making room when `_KEPT` are.
+        Another thread changing them meanwhile (a holder shared by threads) empties them, as
+        before: never an error."""
         seen = self._seen
         if key not in seen and len(seen) >= _KEPT:
-            del seen[next(iter(seen))]
+            try:
+                del seen[next(iter(seen))]
+            except (RuntimeError, KeyError, StopIteration):
+                seen.clear()
         seen[key] = checkpoint
