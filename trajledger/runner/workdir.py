@@ -22,7 +22,10 @@ by command later):
 - `check_data_dir`: after the command, every file re-hashed against what was written; a
   changed, removed or added file is a `DataDirChangedError` naming each one. A changed file
   that was hard-linked also changed the store's object: it is put back from the verified bytes
-  (or, when they were not held in memory, named for ``trajledger fsck --repair``).
+  (or, when they were not held in memory, named for ``trajledger fsck --repair``); a linked
+  file made writable made the store's object so: its mode is put back (0444) with an
+  `InputModeWarning`. `Workspace.changed` runs the same check after a command that failed
+  (out54).
 - `output_files`: the regular files of an output directory by relative path (links and special
   files refused: a link could point anywhere).
 - `Workspace`: the directories of one run together, in a temporary directory of the ledger
@@ -117,6 +120,11 @@ class DataDirChangedError(VerificationError):
         super().__init__(message)
         self.problems = tuple(problems)
         self.repaired = tuple(repaired)
+
+
+class InputModeWarning(UserWarning):
+    """A command made files of its read-only input writable, and with them the store's objects
+    they are hard links to (one inode): their mode was put back (0444), the run goes on."""
 
 
 @dataclass(frozen=True)
@@ -403,6 +411,8 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
         2. Compare with the manifest: sizes, then digests (`verify.tree.diff_tree`).
         3. Put back each store object that was hard-linked to a changed file, from the verified
            bytes (the link shared the object's inode).
+        0. First, the mode of each store object that was hard-linked: a command that made its
+           file writable (``chmod``) made the object so; put back to 0444, with a warning.
 
     Raises:
         DataDirChangedError: a file was changed, removed or added (every one named).
@@ -410,6 +420,8 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
     from trajledger.ledger.files import collect_files
     from trajledger.verify.tree import diff_tree
 
+    # (0)
+    _put_back_modes(data, store, what)
     # (1)
     try:
         files = collect_files([data.path])
@@ -445,6 +457,27 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
         problems,
         repaired,
     )
+
+
+def _put_back_modes(data: DataDir, store: ObjectStore, what: str) -> None:
+    """Make each store object ``data`` hard-linked read-only (0444) again if a command changed
+    its mode through the link; warn naming the files (`InputModeWarning`)."""
+    import warnings
+
+    changed: list[str] = []
+    for rel, digest in sorted(data.linked.items()):
+        with contextlib.suppress(OSError):  # gone, or not the object's inode: the check says
+            path = store.path_of(digest)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != 0o444:
+                os.chmod(path, 0o444)
+                changed.append(f"{rel} ({stat.S_IMODE(st.st_mode):04o})")
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3
+                                          else "")
+        warnings.warn(f"{what}: the command changed the mode of {len(changed)} read-only "
+                      f"file(s), hard links to the ledger's store: {shown}; the store's objects "
+                      "were made read-only again (0444)", InputModeWarning, stacklevel=3)
 
 
 def output_files(directory: Path, shown: str | None = None) -> dict[str, Path]:
@@ -600,6 +633,16 @@ class Workspace:
             raise DataDirChangedError("\n".join(str(e) for e in changed),
                                       [p for e in changed for p in e.problems],
                                       [r for e in changed for r in e.repaired])
+
+    def changed(self) -> str:
+        """After a command that failed (a non-zero exit): `check`, whose repairs a failure must
+        not skip (a file written in place through a hard link changed the store's object, out54
+        finding 1); a newline and its lines, or "" when every input is as written."""
+        try:
+            self.check()
+        except DataDirChangedError as e:
+            return "\n" + str(e)
+        return ""
 
     def outputs(self) -> dict[str, Path]:
         """The output directory's files (`output_files`), named as the command knows it."""
