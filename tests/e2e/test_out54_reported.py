@@ -1,0 +1,161 @@
+"""What out54 found playing outsiders: an ML engineer who trains by command, evaluates and
+releases, and an auditor with the public keys and ``verify/`` alone; docs/SECURITY.md,
+"Review of 2026-12-07, thirty-eighth round (out54)".
+
+On test_evaluations' ledger (keys vendor, approver, trainer, evaluator; bc@1 and bc@2 trained
+on train@1; regression@1 required at success_rate >= 0.5), through click's CliRunner.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+from test_evaluations import REPO, evals_template, evaluate, home, log_size, script  # noqa: F401
+from test_runner_cli import expect, run
+
+
+def objects(home: Path) -> dict[str, tuple[int, bytes]]:  # noqa: F811
+    """Every file of the store by path: its mode and bytes."""
+    out = {}
+    for top, _, files in os.walk(home / "objects"):
+        for name in files:
+            path = Path(top, name)
+            out[str(path.relative_to(home))] = (stat.S_IMODE(path.stat().st_mode),
+                                                 path.read_bytes())
+    return out
+
+
+WRITER = textwrap.dedent(
+    """
+    # Writes into its input directory in place (a memory map opened read-write, a cache
+    # written beside the data, ...), writes a checkpoint, then fails.
+    import glob, os, sys
+    variable, pattern, code = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path = sorted(glob.glob(os.path.join(os.environ[variable], pattern)))[0]
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        f.write(b"XXXX")
+    open(os.path.join(os.environ["TRAJLEDGER_OUTPUT_DIR"], "model.bin"), "wb").write(b"w")
+    sys.exit(code)
+    """
+)
+
+
+def test_a_command_that_fails_after_writing_into_its_input_leaves_the_store_as_it_was(
+    runner: CliRunner, home: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 1: ``train -- COMMAND`` whose command wrote into a data file in place (the
+    file is a hard link to the store's object: one inode) and then exited non-zero said only
+    ``command … exited with code 1; nothing was recorded``: the check of the data directory,
+    which puts the store's object back from the verified bytes, ran only after an exit 0. The
+    ledger was left damaged: the batch, the dataset and every checkpoint trained on it failed
+    ``verify``, and ``train`` refused the dataset as tampered. ``eval -- COMMAND`` the same with
+    the checkpoint's files, which are not held in memory: the checkpoint itself was damaged,
+    unsaid. Now the failure names each change, the data's object is put back (the checkpoint's
+    named for ``fsck --repair``), as after an exit 0."""
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    before, size = objects(home), log_size(home)
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "cmd",
+            "--version", "1", "--", sys.executable, writer, "TRAJLEDGER_DATA_DIR",
+            "batches/*/steps.parquet", "1")
+    expect(r, 1)
+    assert "exited with code 1; nothing was recorded" in r.stderr, r.stderr
+    assert "$TRAJLEDGER_DATA_DIR (" in r.stderr and "was changed by the command" in r.stderr
+    assert "steps.parquet: the store's object sha256:" in r.stderr, r.stderr
+    assert "it was put back from the verified bytes" in r.stderr, r.stderr
+    assert objects(home) == before and log_size(home) == size
+    expect(run(runner, home, "verify", "bc@1"), 0)
+    # The evaluation's checkpoint directory: named, with the way to restore it.
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator", "--",
+            sys.executable, writer, "TRAJLEDGER_CHECKPOINT_DIR", "trainer.json", "2")
+    expect(r, 1)
+    assert "exited with code 2; nothing was recorded" in r.stderr, r.stderr
+    assert ("trainer.json: the store's object sha256:" in r.stderr
+            and "restore it with 'trajledger fsck --repair --from BUNDLE|LEDGER'" in r.stderr)
+
+
+def test_a_command_that_makes_its_input_writable_does_not_leave_the_store_writable(
+    runner: CliRunner, home: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 1, its other half: a command that ``chmod``s its read-only data files
+    (``chmod -R a+w $TRAJLEDGER_DATA_DIR`` before a tool writes a cache) made the store's
+    objects they are hard links to writable, world-writable here, and the run was recorded
+    without a word; ``fsck`` checks directories' modes only. Now the objects are made read-only
+    again, with one WARNING naming the files; the run, on bytes unchanged, is recorded."""
+    chmod = tmp_path / "chmod.py"
+    chmod.write_text(textwrap.dedent(
+        """
+        import glob, os
+        for p in glob.glob(os.path.join(os.environ["TRAJLEDGER_DATA_DIR"], "batches/*/*")):
+            os.chmod(p, 0o666)
+        open(os.path.join(os.environ["TRAJLEDGER_OUTPUT_DIR"], "model.bin"), "wb").write(b"m")
+        """))
+    before = objects(home)
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "cmd",
+            "--version", "1", "--", sys.executable, chmod)
+    expect(r, 0)
+    assert "WARNING: $TRAJLEDGER_DATA_DIR (" in r.stderr, r.stderr
+    assert "the command changed the mode of 2 read-only file(s)" in r.stderr, r.stderr
+    assert "the store's objects were made read-only again (0444)" in r.stderr, r.stderr
+    after = objects(home)
+    assert all(after[p] == before[p] for p in before), "an object's mode or bytes changed"
+
+
+def alone(tmp: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m verify ARGS`` from a copy of ``verify/`` alone (trajledger not importable)."""
+    where = tmp / "alone"
+    if not where.exists():
+        where.mkdir(parents=True)
+        shutil.copytree(REPO / "trajledger" / "verify", where / "verify",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import runpy, sys; sys.modules['trajledger'] = None; "
+            "sys.argv = ['verify', *sys.argv[1:]]; runpy.run_module('verify', run_name='__main__')")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp)}
+    return subprocess.run([sys.executable, "-E", "-s", "-c", code, *map(str, args)], cwd=where,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_release_bundle_verifies_with_expect_its_own_checkpoint(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 2 (out51's Left): an auditor given a checkpoint's digest and its release's
+    bundle ran ``python -m verify RELEASE.tar.zst --policy P --expect CK`` and was refused
+    (``the bundle is the evidence of release of bc@1 …, not of CK``: ask its sender for
+    another bundle), though that bundle verifies the checkpoint's whole lineage with the
+    release. Now it passes, the OK line naming the release; a release bundle given another
+    checkpoint (its parent, in its lineage too) is still refused, and ``trajledger verify``
+    of the bundle and of the release's digest agree."""
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+
+    ck = Catalog(Ledger.open(home)).resolve("bc@2").digest
+    parent = Catalog(Ledger.open(home)).resolve("bc@1").digest
+    evaluate(runner, home, script, "pass", checkpoint="bc@1")
+    evaluate(runner, home, script, "pass", checkpoint="bc@2")
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    bundle = tmp_path / "release.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    policy = home / "policy.toml"
+    proc = alone(tmp_path, bundle, "--policy", policy, "--expect", ck)
+    assert proc.returncode == 0, proc.stderr
+    assert f"OK: {bundle}: release of bc@2 ({release}): " in proc.stderr, proc.stderr
+    proc = alone(tmp_path, bundle, "--policy", policy, "--expect", ck, "--json")
+    assert proc.returncode == 0 and '"ok":true' in proc.stdout.replace(" ", ""), proc.stderr
+    proc = alone(tmp_path, bundle, "--policy", policy, "--expect", parent)
+    assert proc.returncode == 1, proc.stderr
+    assert f"the bundle is the evidence of release of bc@2 ({release}), not of {parent}" in \
+        proc.stderr
+    for given in (bundle, release):
+        args = ("--policy", policy) if given == bundle else ()
+        expect(run(runner, home, "verify", given, *args, "--expect", ck), 0)
+        expect(run(runner, home, "verify", given, *args, "--expect", parent), 1)
