@@ -159,3 +159,33 @@ def test_a_release_bundle_verifies_with_expect_its_own_checkpoint(
         args = ("--policy", policy) if given == bundle else ()
         expect(run(runner, home, "verify", given, *args, "--expect", ck), 0)
         expect(run(runner, home, "verify", given, *args, "--expect", parent), 1)
+
+
+def test_an_output_that_is_a_hard_link_to_an_input_is_named_as_one(
+    runner: CliRunner, home: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 3: a command that "copied" a data file into its output as a hard link
+    (``os.link``, ``cp -l``) was refused with ``copy.parquet: changed while it was recorded; a
+    process the command started outside its process group (setsid, a daemon) may still write
+    there``, a cause that was not there (the link count of the store's inode changed while it
+    was stored), and a kept ``--output`` held a second name of the store's object. Now the file
+    is named as what it is, with the way on, before anything is stored (exit 3, as a symbolic
+    link there)."""
+    linker = tmp_path / "linker.py"
+    linker.write_text(textwrap.dedent(
+        """
+        import glob, os
+        data = os.environ["TRAJLEDGER_DATA_DIR"]
+        src = sorted(glob.glob(os.path.join(data, "batches/*/steps.parquet")))[0]
+        os.link(src, os.path.join(os.environ["TRAJLEDGER_OUTPUT_DIR"], "copy.parquet"))
+        """))
+    before, size = objects(home), log_size(home)
+    for kept in ((), ("--output", tmp_path / "out")):
+        r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name",
+                "cmd", "--version", "1", *kept, "--", sys.executable, linker)
+        expect(r, 3)
+        assert "copy.parquet is a hard link to $TRAJLEDGER_DATA_DIR/batches/" in r.stderr, \
+            r.stderr
+        assert "/steps.parquet, a file of the ledger's store" in r.stderr, r.stderr
+        assert "write a copy there" in r.stderr and "a daemon" not in r.stderr, r.stderr
+    assert objects(home) == before and log_size(home) == size

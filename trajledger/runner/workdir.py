@@ -645,5 +645,27 @@ class Workspace:
         return ""
 
     def outputs(self) -> dict[str, Path]:
-        """The output directory's files (`output_files`), named as the command knows it."""
-        return output_files(self.output, "$TRAJLEDGER_OUTPUT_DIR" if self._given is None else None)
+        """The output directory's files (`output_files`), named as the command knows it; a file
+        that is a hard link to an input's file (so to the store's object, one inode: out54
+        finding 3) is refused, naming it, before anything is stored.
+
+        Raises:
+            LedgerError: a link, a special file, or a hard link to an input's file.
+        """
+        shown = "$TRAJLEDGER_OUTPUT_DIR" if self._given is None else str(self.output)
+        files = output_files(self.output, shown if self._given is None else None)
+        inputs: dict[tuple[int, int], str] = {}
+        for variable, d in self.inputs.items():
+            for rel in d.linked:
+                with contextlib.suppress(OSError):
+                    st = os.lstat(d.path / rel)
+                    inputs[(st.st_dev, st.st_ino)] = f"${variable}/{rel}"
+        for name, path in files.items() if inputs else ():
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                if st.st_nlink > 1 and (held := inputs.get((st.st_dev, st.st_ino))):
+                    raise LedgerError(
+                        f"{shown}: {name} is a hard link to {held}, a file of the ledger's "
+                        "store (one inode: writing either writes both): write a copy there "
+                        "(shutil.copyfile; cp without -l); nothing was recorded")
+        return files
