@@ -189,3 +189,33 @@ def test_an_output_that_is_a_hard_link_to_an_input_is_named_as_one(
         assert "/steps.parquet, a file of the ledger's store" in r.stderr, r.stderr
         assert "write a copy there" in r.stderr and "a daemon" not in r.stderr, r.stderr
     assert objects(home) == before and log_size(home) == size
+
+
+def test_a_run_stopped_after_its_command_wrote_into_its_input_leaves_the_store_as_it_was(
+    home: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 1, a run stopped: a training job preempted (SIGTERM) or interrupted
+    (Ctrl-C) after its command wrote into a data file in place said ``stopped by SIGTERM;
+    nothing was recorded or half-written``, and the store's object, the same inode, stayed
+    changed: ``fsck`` and every checkpoint on the batch failed. Now it is put back as the
+    inputs are removed, with a WARNING naming it; the exit is the signal's (143)."""
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER.replace("sys.exit(code)", "print('written', flush=True)\n"
+                                     "import time; time.sleep(60)"))
+    before, size = objects(home), log_size(home)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajledger", "--ledger", str(home), "train", "--dataset",
+         "train@1", "--key", "trainer", "--name", "cmd", "--version", "1", "--",
+         sys.executable, str(writer), "TRAJLEDGER_DATA_DIR", "batches/*/steps.parquet", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the command's output comes on trajledger's stderr
+        if line.strip() == "written":
+            break
+    proc.terminate()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "FAIL: stopped by SIGTERM; nothing was recorded or half-written" in err, err
+    assert "WARNING: the command changed its inputs before it was stopped; " in err, err
+    assert "it was put back from the verified bytes" in err, err
+    assert objects(home) == before and log_size(home) == size

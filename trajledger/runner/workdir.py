@@ -124,7 +124,8 @@ class DataDirChangedError(VerificationError):
 
 class InputModeWarning(UserWarning):
     """A command made files of its read-only input writable, and with them the store's objects
-    they are hard links to (one inode): their mode was put back (0444), the run goes on."""
+    they are hard links to (one inode): their mode was put back (0444), the run goes on; or a
+    run stopped before its inputs were checked had them changed (what was put back named)."""
 
 
 @dataclass(frozen=True)
@@ -569,6 +570,8 @@ class Workspace:
         self.output = Path()
         self.logs = Path()
         self.inputs: dict[str, DataDir] = {}
+        self._handed = False  # the inputs named to a command (`environment`)
+        self._checked = False  # and checked after it (`check`)
 
     def __enter__(self) -> Workspace:
         # What dead runs left beside the new directories goes first: a run killed outright
@@ -592,6 +595,17 @@ class Workspace:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if error is not None and self._handed and not self._checked:
+            # A run stopped (Ctrl-C, SIGTERM) or failed after its command had the inputs: what
+            # it wrote through a hard link is the store's object, put back before they go
+            # (out54 finding 1), with a warning; the error stays the one raised.
+            import warnings
+
+            with contextlib.suppress(Exception):
+                if lines := self.changed():
+                    warnings.warn("the command changed its inputs before it was stopped; "
+                                  + lines.strip().replace("\n", "; "), InputModeWarning,
+                                  stacklevel=2)
         for d in self.inputs.values():
             remove_tree(d.path)
         if self._tmp is not None:
@@ -607,6 +621,7 @@ class Workspace:
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` without the passphrases (`HIDDEN_ENV`), with each input's variable and
         ``TRAJLEDGER_OUTPUT_DIR``."""
+        self._handed = True
         env = {k: v for k, v in base.items() if not k.startswith(HIDDEN_ENV)}
         # Absolute: the command may change directory.
         env.update({k: str(d.path.absolute()) for k, d in self.inputs.items()})
@@ -621,6 +636,7 @@ class Workspace:
         Raises:
             DataDirChangedError: an input changed: every change of every input named.
         """
+        self._checked = True
         changed: list[DataDirChangedError] = []
         for variable, d in self.inputs.items():
             try:
