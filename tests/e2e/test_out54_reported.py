@@ -219,3 +219,58 @@ def test_a_run_stopped_after_its_command_wrote_into_its_input_leaves_the_store_a
     assert "WARNING: the command changed its inputs before it was stopped; " in err, err
     assert "it was put back from the verified bytes" in err, err
     assert objects(home) == before and log_size(home) == size
+
+
+def test_a_release_on_a_suite_of_near_duplicates_of_the_training_data_says_so(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 4: ``eval`` on a suite whose episodes are the training episodes with their
+    observations moved by 1e-4 warned, episode by episode, that they are near duplicates of
+    bc@1's training data (the policy refuses exact duplicates only), and recorded ``near`` in
+    its signed ``contamination`` entry; then ``release``, ``release --dry-run``, ``verify``
+    of the release and ``python -m verify`` of its bundle said nothing of it: whoever
+    releases, or audits the release, never learned that the suite was, in part, the training
+    data. Now each says it (a ``NOTE:`` of ``release``, an ``info`` check of the decision);
+    the evaluation still counts."""
+    import numpy as np
+    import pyarrow as pa
+
+    from trajledger import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    ledger = Ledger.open(home)
+    played = run_policy(None, "CartPole-v1", 30, 0, policy_version="random")  # = train@1's
+    obs = played.steps.column("obs").combine_chunks()
+    flat = obs.values.to_numpy(zero_copy_only=False)
+    moved = flat + np.random.default_rng(0).uniform(-1e-4, 1e-4, flat.shape).astype(flat.dtype)
+    steps = played.steps.set_column(
+        played.steps.schema.get_field_index("obs"), played.steps.schema.field("obs"),
+        pa.ListArray.from_arrays(obs.offsets, pa.array(moved, obs.type.value_type)))
+    batch = ledger.record_batch(steps, episodes=played.episodes, env="cartpole@1",
+                                policy="copied", key="vendor", name="near-batch")
+    ledger.create_dataset("regression", "2", "regression", [batch.digest], key="vendor")
+    successor = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2").replace(
+        'suite = "regression@1"', 'suite = "regression@2"')
+    (home / "policy-2.toml").write_text(successor)
+    ledger.set_policy(home / "policy-2.toml", keys=["approver"])
+    evaluate(runner, home, script, "pass", checkpoint="bc@1", suite="regression@2")
+    r = run(runner, home, "release", "bc@1", "--dry-run")
+    expect(r, 0)
+    note = r.stderr.split("NOTE: release of bc@1: contamination on regression@2: evaluation ")
+    assert len(note) == 2, r.stderr
+    found = note[1].split(" found ")[1].split(" suite episode(s) near duplicates of bc@1's")[0]
+    assert found.endswith(" of its 30") and int(found.split()[0]) > 0, r.stderr
+    assert "training data; it counts" in note[1], r.stderr
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    assert "NOTE: release of bc@1: contamination on regression@2: " in r.stderr, r.stderr
+    r = run(runner, home, "verify", release)
+    expect(r, 0)
+    assert "· contamination on regression@2 — evaluation sha256:" in r.stdout, r.stdout
+    bundle = tmp_path / "release.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    proc = alone(tmp_path, bundle, "--policy", home / "policy-2.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert "· contamination on regression@2 — evaluation sha256:" in proc.stdout, proc.stdout
+    assert "near duplicates of bc@1's training data" in proc.stdout, proc.stdout
