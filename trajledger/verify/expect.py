@@ -5,9 +5,9 @@ hex characters alone, in either case) or refused saying what to give (a usage er
 `other_subject`, the one ``FAIL:`` line of a bundle whose subject (the checkpoint or dataset
 it is the evidence of) is another artifact: a bundle of another checkpoint verifies as well,
 being true about what it holds (docs/SECURITY.md, aud34 finding 1); none for a release of the
-checkpoint expected, whose bundle holds that checkpoint's evidence whole (out54 finding 2). Loaded only with
-``--expect`` (off the path that verifies a bundle, tests/unit/verify/test_core_size.py), by
-``python -m verify`` and ``trajledger verify`` alike.
+checkpoint expected, whose bundle holds that checkpoint's evidence whole (out54 finding 2).
+Loaded only with ``--expect`` (off the path that verifies a bundle,
+tests/unit/verify/test_core_size.py), by ``python -m verify`` and ``trajledger verify`` alike.
 Non-scope: verifying the bundle (``verify.bundle``); the ``OK:`` line, unchanged when the
 subject is the one expected.
 """

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from .policy import TrustPolicy
 
 __all__ = ["CHECK_AGAIN", "Walk", "brought_by", "check_again", "compared", "evaluation_problems",
-           "judge_use", "near_duplicates", "release_named", "release_requirement", "release_rules", "release_suite",
-           "train_batches", "trained_on_suite", "unchecked"]
+           "judge_use", "near_duplicates", "release_named", "release_requirement", "release_rules",
+           "release_suite", "train_batches", "trained_on_suite", "unchecked"]
 
 
 class Walk(Protocol):
@@ -182,9 +182,9 @@ def near_duplicates(rec: Record) -> str | None:
             ck = f"{ev.checkpoint.name}@{ev.checkpoint.version}".translate(NAMED)
             return (f"evaluation {_short(rec.entry.subject)} (log index {rec.index}) found "
                     f"{near}{f' of its {of}' if type(of) is int else ''} suite episode(s) near "
-                    f"duplicates of {ck}'s training data; it counts, as an evaluation does whatever "
-                    "near duplicates it found ([contamination] refuse = \"near\" in a successor "
-                    "policy has 'eval' refuse such a suite)")
+                    f"duplicates of {ck}'s training data; it counts, as an evaluation does "
+                    "whatever near duplicates it found ([contamination] refuse = \"near\" in a "
+                    "successor policy has 'eval' refuse such a suite)")
     return None
 
 
