@@ -274,3 +274,44 @@ def test_a_release_on_a_suite_of_near_duplicates_of_the_training_data_says_so(
     assert proc.returncode == 0, proc.stderr
     assert "· contamination on regression@2 — evaluation sha256:" in proc.stdout, proc.stdout
     assert "near duplicates of bc@1's training data" in proc.stdout, proc.stdout
+
+
+def test_a_release_bundle_checks_its_checkpoints_files(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 5: the auditor with a release's bundle and the model files it was sent
+    ran ``python -m verify RELEASE.tar.zst --policy P --files DIR`` (README: "checks a
+    directory of model files"): ``release of bc@2 (…) > files: DIR: not compared: release of
+    bc@2 (…) has no verified file list``, exit 1, whatever the files. Now a release's files are
+    its checkpoint's: each is named and hashed, an extra file fails; ``trajledger verify`` of
+    the release's digest and of its bundle alike."""
+    import json
+
+    from trajledger import Ledger
+
+    evaluate(runner, home, script, "pass", checkpoint="bc@1")
+    evaluate(runner, home, script, "pass", checkpoint="bc@2")
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    bundle = tmp_path / "release.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    model = tmp_path / "model"
+    model.mkdir()
+    r = run(runner, home, "show", "bc@2", "--json")
+    expect(r, 0)
+    store = Ledger.open(home).store
+    manifest = json.loads(store.get(json.loads(r.stdout)["digest"]))
+    for f in manifest["files"]:
+        (model / f["path"]).write_bytes(store.get("sha256:" + f["digest"]["sha256"]))
+    policy = home / "policy.toml"
+    proc = alone(tmp_path, bundle, "--policy", policy, "--files", model)
+    assert proc.returncode == 0, proc.stderr
+    assert f"matches {model}/trainer.json" in proc.stdout, proc.stdout
+    expect(run(runner, home, "verify", release, "--files", model), 0)
+    expect(run(runner, home, "verify", bundle, "--policy", policy, "--files", model), 0)
+    (model / "extra.bin").write_bytes(b"x")
+    proc = alone(tmp_path, bundle, "--policy", policy, "--files", model)
+    assert proc.returncode == 1, proc.stderr
+    assert f"> extra file extra.bin: in {model}, not listed by checkpoint bc@2" in proc.stderr
+    expect(run(runner, home, "verify", release, "--files", model), 1)
