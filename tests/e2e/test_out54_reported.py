@@ -315,3 +315,32 @@ def test_a_release_bundle_checks_its_checkpoints_files(
     assert proc.returncode == 1, proc.stderr
     assert f"> extra file extra.bin: in {model}, not listed by checkpoint bc@2" in proc.stderr
     expect(run(runner, home, "verify", release, "--files", model), 1)
+
+
+def test_a_release_refused_for_revoked_training_data_names_the_way_on(
+    runner: CliRunner, home: Path, script: Path  # noqa: F811
+) -> None:
+    """out54 finding 6: ``release`` of bc@1, evaluated, after its training dataset was revoked
+    said ``dataset train@1 (…) > revoked: …; and N records that depend on it`` and nothing
+    more; ``--json``'s ``next`` was empty, where every other refusal of a release names the
+    way on (out46, out47). Now the line and ``next`` say it: train another checkpoint on data
+    that stands, evaluate it, release that one. Nothing is recorded."""
+    import json
+
+    evaluate(runner, home, script, "pass", checkpoint="bc@1")
+    expect(run(runner, home, "revoke", "train@1", "--key", "approver", "--reason",
+               "licence withdrawn"), 0)
+    size = log_size(home)
+    step = ("bc@1 stands on it, and no release of it can stand: train a checkpoint on data that "
+            "stands ('trajledger train --dataset NAME@VERSION --key KEY'), evaluate it, then "
+            "release that one")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    assert "FAIL: dataset train@1 (sha256:" in r.stderr, r.stderr
+    assert f"> revoked: licence withdrawn (log index {size - 1}); " in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("; " + step), r.stderr
+    r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
+    expect(r, 1)
+    doc = json.loads(r.stdout)
+    assert doc["releasable"] is False and doc["next"] == [step], doc["next"]
+    assert log_size(home) == size
