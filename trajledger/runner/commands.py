@@ -634,7 +634,8 @@ def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: in
     if expect is not None and expect != report.subject:
         from trajledger.verify.expect import other_subject
 
-        raise VerificationError(f"{subject}: {other_subject(report, expect, named)}")
+        if other := other_subject(report, expect, named):  # "": a release of the one expected
+            raise VerificationError(f"{subject}: {other}")
     n, failed = report.count()
     if failed:
         raise VerificationError(

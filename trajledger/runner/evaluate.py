@@ -827,7 +827,8 @@ def _by_command(
         run = run_command(argv, env=ws.environment(os.environ), cwd=workdir,
                           keep_logs=ws.logs if keep_logs else None)
         if run.returncode != 0:
-            raise CommandFailedError(exit_message(argv, run.returncode), run.returncode)
+            raise CommandFailedError(exit_message(argv, run.returncode) + ws.changed(),
+                                     run.returncode)
         ws.check()
         files = ws.outputs()
         clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)

@@ -234,7 +234,8 @@ def _refusal(report: Report, decision: str, ck: str,
     root cause that makes an evaluation the release needs fail and is not in the checkpoint's
     own lineage (out46): a suite that no longer verifies (name another suite), a revoked
     evaluator version (evaluate again under one that stands), anything else (evaluate again);
-    and to too few approvers, ``approvers`` (`_more_approvers`)."""
+    to a cause in the checkpoint's own lineage (its dataset revoked after training, say), train
+    another (out54); and to too few approvers, ``approvers`` (`_more_approvers`)."""
     from trajledger.verify.blame import failure_lines
     from trajledger.verify.nodes import NAMED
     from trajledger.verify.releases import check_again
@@ -309,6 +310,11 @@ def _refusal(report: Report, decision: str, ck: str,
             else:
                 step = f"evaluate {ck} again on {on} ({cmd}'{how}"
             text[-1] += f"; {report.nodes[run].label} stands on it: {step}"
+        elif node.id in own and node.id not in released:  # (out54 finding 6)
+            step = (f"{ck} stands on it, and no release of it can stand: train a checkpoint on "
+                    "data that stands ('trajledger train --dataset NAME@VERSION --key KEY'), "
+                    "evaluate it, then release that one")
+            text[-1] += f"; {step}"
         lines += text
         steps += [step] if step is not None and step not in steps else []
     return lines, steps

@@ -634,7 +634,8 @@ def train_command(
                              keep_logs=ws.logs if keep_logs else None)
         # (5)
         if result.returncode != 0:
-            raise CommandFailedError(exit_message(argv, result.returncode), result.returncode)
+            raise CommandFailedError(exit_message(argv, result.returncode) + ws.changed(),
+                                     result.returncode)
         # (6)
         ws.check()
         # (7)

@@ -106,7 +106,8 @@ def verify_naming_files(
     verifier: LineageVerifier, digest: str, files: Path | None = None
 ) -> Report:
     """`LineageVerifier.verify` of ``digest``, its files then named (`verify.lineage.name_files`:
-    every report of an artifact names them); with ``files``, a directory checked against them.
+    every report of an artifact names them); with ``files``, a directory checked against them
+    (a release's: its checkpoint's files, out54 finding 5).
 
     Raises:
         OSError: ``files`` is not a directory, or cannot be listed.
@@ -114,7 +115,9 @@ def verify_naming_files(
     from trajledger.verify.lineage import name_files
 
     report = verifier.verify(digest)
-    name_files(report.nodes[digest], verifier.evidence, files)
+    ck = [e.dst for e in report.edges if e.src == digest and e.role == "checkpoint"
+          and files is not None and report.nodes[digest].kind == "release"]
+    name_files(report.nodes[(ck or [digest])[0]], verifier.evidence, files)  # (out54 finding 5)
     return report
 
 

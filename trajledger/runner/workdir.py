@@ -22,7 +22,10 @@ by command later):
 - `check_data_dir`: after the command, every file re-hashed against what was written; a
   changed, removed or added file is a `DataDirChangedError` naming each one. A changed file
   that was hard-linked also changed the store's object: it is put back from the verified bytes
-  (or, when they were not held in memory, named for ``trajledger fsck --repair``).
+  (or, when they were not held in memory, named for ``trajledger fsck --repair``); a linked
+  file made writable made the store's object so: its mode is put back (0444) with an
+  `InputModeWarning`. `Workspace.changed` runs the same check after a command that failed
+  (out54).
 - `output_files`: the regular files of an output directory by relative path (links and special
   files refused: a link could point anywhere).
 - `Workspace`: the directories of one run together, in a temporary directory of the ledger
@@ -117,6 +120,12 @@ class DataDirChangedError(VerificationError):
         super().__init__(message)
         self.problems = tuple(problems)
         self.repaired = tuple(repaired)
+
+
+class InputModeWarning(UserWarning):
+    """A command made files of its read-only input writable, and with them the store's objects
+    they are hard links to (one inode): their mode was put back (0444), the run goes on; or a
+    run stopped before its inputs were checked had them changed (what was put back named)."""
 
 
 @dataclass(frozen=True)
@@ -403,6 +412,8 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
         2. Compare with the manifest: sizes, then digests (`verify.tree.diff_tree`).
         3. Put back each store object that was hard-linked to a changed file, from the verified
            bytes (the link shared the object's inode).
+        0. First, the mode of each store object that was hard-linked: a command that made its
+           file writable (``chmod``) made the object so; put back to 0444, with a warning.
 
     Raises:
         DataDirChangedError: a file was changed, removed or added (every one named).
@@ -410,6 +421,8 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
     from trajledger.ledger.files import collect_files
     from trajledger.verify.tree import diff_tree
 
+    # (0)
+    _put_back_modes(data, store, what)
     # (1)
     try:
         files = collect_files([data.path])
@@ -445,6 +458,27 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
         problems,
         repaired,
     )
+
+
+def _put_back_modes(data: DataDir, store: ObjectStore, what: str) -> None:
+    """Make each store object ``data`` hard-linked read-only (0444) again if a command changed
+    its mode through the link; warn naming the files (`InputModeWarning`)."""
+    import warnings
+
+    changed: list[str] = []
+    for rel, digest in sorted(data.linked.items()):
+        with contextlib.suppress(OSError):  # gone, or not the object's inode: the check says
+            path = store.path_of(digest)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != 0o444:
+                os.chmod(path, 0o444)
+                changed.append(f"{rel} ({stat.S_IMODE(st.st_mode):04o})")
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3
+                                          else "")
+        warnings.warn(f"{what}: the command changed the mode of {len(changed)} read-only "
+                      f"file(s), hard links to the ledger's store: {shown}; the store's objects "
+                      "were made read-only again (0444)", InputModeWarning, stacklevel=3)
 
 
 def output_files(directory: Path, shown: str | None = None) -> dict[str, Path]:
@@ -536,6 +570,8 @@ class Workspace:
         self.output = Path()
         self.logs = Path()
         self.inputs: dict[str, DataDir] = {}
+        self._handed = False  # the inputs named to a command (`environment`)
+        self._checked = False  # and checked after it (`check`)
 
     def __enter__(self) -> Workspace:
         # What dead runs left beside the new directories goes first: a run killed outright
@@ -559,6 +595,17 @@ class Workspace:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if error is not None and self._handed and not self._checked:
+            # A run stopped (Ctrl-C, SIGTERM) or failed after its command had the inputs: what
+            # it wrote through a hard link is the store's object, put back before they go
+            # (out54 finding 1), with a warning; the error stays the one raised.
+            import warnings
+
+            with contextlib.suppress(Exception):
+                if lines := self.changed():
+                    warnings.warn("the command changed its inputs before it was stopped; "
+                                  + lines.strip().replace("\n", "; "), InputModeWarning,
+                                  stacklevel=2)
         for d in self.inputs.values():
             remove_tree(d.path)
         if self._tmp is not None:
@@ -574,6 +621,7 @@ class Workspace:
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` without the passphrases (`HIDDEN_ENV`), with each input's variable and
         ``TRAJLEDGER_OUTPUT_DIR``."""
+        self._handed = True
         env = {k: v for k, v in base.items() if not k.startswith(HIDDEN_ENV)}
         # Absolute: the command may change directory.
         env.update({k: str(d.path.absolute()) for k, d in self.inputs.items()})
@@ -588,6 +636,7 @@ class Workspace:
         Raises:
             DataDirChangedError: an input changed: every change of every input named.
         """
+        self._checked = True
         changed: list[DataDirChangedError] = []
         for variable, d in self.inputs.items():
             try:
@@ -601,6 +650,38 @@ class Workspace:
                                       [p for e in changed for p in e.problems],
                                       [r for e in changed for r in e.repaired])
 
+    def changed(self) -> str:
+        """After a command that failed (a non-zero exit): `check`, whose repairs a failure must
+        not skip (a file written in place through a hard link changed the store's object, out54
+        finding 1); a newline and its lines, or "" when every input is as written."""
+        try:
+            self.check()
+        except DataDirChangedError as e:
+            return "\n" + str(e)
+        return ""
+
     def outputs(self) -> dict[str, Path]:
-        """The output directory's files (`output_files`), named as the command knows it."""
-        return output_files(self.output, "$TRAJLEDGER_OUTPUT_DIR" if self._given is None else None)
+        """The output directory's files (`output_files`), named as the command knows it; a file
+        that is a hard link to an input's file (so to the store's object, one inode: out54
+        finding 3) is refused, naming it, before anything is stored.
+
+        Raises:
+            LedgerError: a link, a special file, or a hard link to an input's file.
+        """
+        shown = "$TRAJLEDGER_OUTPUT_DIR" if self._given is None else str(self.output)
+        files = output_files(self.output, shown if self._given is None else None)
+        inputs: dict[tuple[int, int], str] = {}
+        for variable, d in self.inputs.items():
+            for rel in d.linked:
+                with contextlib.suppress(OSError):
+                    st = os.lstat(d.path / rel)
+                    inputs[(st.st_dev, st.st_ino)] = f"${variable}/{rel}"
+        for name, path in files.items() if inputs else ():
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                if st.st_nlink > 1 and (held := inputs.get((st.st_dev, st.st_ino))):
+                    raise LedgerError(
+                        f"{shown}: {name} is a hard link to {held}, a file of the ledger's "
+                        "store (one inode: writing either writes both): write a copy there "
+                        "(shutil.copyfile; cp without -l); nothing was recorded")
+        return files

@@ -557,7 +557,7 @@ def verify_bundle(
         7. When everything passed: no member may be unused by the verification (a bundle
            holds the lineage's evidence and nothing else).
         8. Name the subject's files with their digests (`name_files`); with ``files``, each
-           is found in that directory by path and hashed.
+           is found in that directory by path and hashed (a release's: its checkpoint's).
 
     Args:
         evidence: the opened bundle.
@@ -639,8 +639,10 @@ def verify_bundle(
         exporters_declarations(report, bundle, in_force if declared else None, records,
                                evidence, verifier)
     # (8)
-    if subject is not None:
-        name_files(report.nodes[subject], evidence, files)
+    if subject is not None:  # a release's files are its checkpoint's (out54 finding 5)
+        ck = [e.dst for e in report.edges if e.src == subject and e.role == "checkpoint"
+              and files is not None and report.nodes[subject].kind == "release"]
+        name_files(report.nodes[(ck or [subject])[0]], evidence, files)
     bundle.add("not known offline", INFO, evidence.checkpoint.horizon())  # (rev43 finding 5)
     verifier.decision(bundle)
     if subject is None:

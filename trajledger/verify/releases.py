@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from .policy import TrustPolicy
 
 __all__ = ["CHECK_AGAIN", "Walk", "brought_by", "check_again", "compared", "evaluation_problems",
-           "judge_use", "release_named", "release_requirement", "release_rules", "release_suite",
-           "train_batches", "trained_on_suite", "unchecked"]
+           "judge_use", "near_duplicates", "release_named", "release_requirement", "release_rules",
+           "release_suite", "train_batches", "trained_on_suite", "unchecked"]
 
 
 class Walk(Protocol):
@@ -163,7 +163,29 @@ def release_requirement(
         for r in runs:
             if (said := unchecked(r, train)) is not None:
                 _contamination(node, req, r, said, strict)
+            if (near := near_duplicates(r)) is not None:
+                node.add(f"contamination on {req.suite}", INFO, near)
     return {r.entry.subject for r in runs}
+
+
+def near_duplicates(rec: Record) -> str | None:
+    """The words of a release's ``info`` check for an evaluation it uses whose comparison found
+    suite episodes near duplicates of its checkpoint's training data (its ``contamination``
+    entry's ``near``: ``eval`` warned of them, and the policy refused exact duplicates only);
+    None when it found none. The evaluation counts; whoever releases, or verifies the release,
+    learns it (out54 finding 4)."""
+    ev = rec.predicate
+    assert isinstance(ev, Evaluation)
+    for entry in _check_entries(rec):
+        near, of = entry.get("near"), entry.get("suiteEpisodes")
+        if type(near) is int and near > 0:
+            ck = f"{ev.checkpoint.name}@{ev.checkpoint.version}".translate(NAMED)
+            return (f"evaluation {_short(rec.entry.subject)} (log index {rec.index}) found "
+                    f"{near}{f' of its {of}' if type(of) is int else ''} suite episode(s) near "
+                    f"duplicates of {ck}'s training data; it counts, as an evaluation does "
+                    "whatever near duplicates it found ([contamination] refuse = \"near\" in a "
+                    "successor policy has 'eval' refuse such a suite)")
+    return None
 
 
 def compared(rec: Record) -> bool:
