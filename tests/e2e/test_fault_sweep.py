@@ -601,9 +601,20 @@ def test_a_run_makes_the_same_calls_whenever_it_runs(work: Work,
 
     def shape(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """Each call's kind and path, digests and temporary names aside (they differ), sorted
-        (one round of fsyncs runs on threads, in any order)."""
-        return sorted((k, re.sub(r"(?<=objects/sha256/)\S*|[0-9a-f]{8,}|\.tmp-\S*", "*", p))
-                      for k, p in calls)  # fmt: skip
+        (one round of fsyncs runs on threads, in any order). The fsync of a fan-out directory
+        above an object's own (``sha256`` or ``sha256/ab``) is made only when its digest falls
+        in a directory not made yet (att47 finding 2; `Faults.nth`): the new record's digest
+        differs from run to run, so these come and go (the lead's whole run of 8513e591 failed
+        so: the first run made ``sha256/XX``, the second none)."""
+        out = []
+        for k, p in calls:
+            p = re.sub(r"\.tmp-\S*", ".tmp-*", p)
+            p = re.sub(r"(?<=objects/sha256/)[0-9a-f]{2}(?=/|$)", "*", p)
+            p = re.sub(r"(?<=objects/sha256/\*/)[0-9a-f]{2}(?=/|$)", "*", p)
+            if k == "fsync" and re.search(r"objects/sha256(/\*)?$", p):
+                continue  # (a fan-out directory made: see above)
+            out.append((k, re.sub(r"[0-9a-f]{8,}", "*", p)))
+        return sorted(out)
 
     monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
     now = shape(work.calls("release"))
