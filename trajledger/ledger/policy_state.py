@@ -26,6 +26,9 @@ from trajledger.verify.policy_history import follow_history
 from .errors import LedgerError, PolicyFileError, StoreError, TamperError
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----\n[A-Za-z0-9+/=\n]+-----END [A-Z0-9 ]+-----\n?")
+"""A PEM as `inline_keys_toml` writes it: nothing TOML's multi-line string would read
+otherwise (no quote, no backslash)."""
 
 if TYPE_CHECKING:
     from trajledger.verify.contamination_rules import ContaminationRules
@@ -410,16 +413,20 @@ def policy_toml(
 
 def toml_key(key: str) -> str:
     """``key`` as a TOML key: bare when it can be, else quoted."""
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_string(key)
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: JSON's escapes, which TOML reads back, and DEL's,
+    which JSON leaves as it is and TOML refuses."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def toml_value(value: object) -> str:
     """``value`` (a policy's JSON form: strings, numbers, booleans, lists, objects) as a TOML
     value; an object is an inline table, its null members left out (absent)."""
-    if isinstance(value, str):
-        if "\n" in value and value.startswith("-----BEGIN"):
-            return f'"""{value}"""'  # a PEM, as `inline_keys_toml` writes it
-        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, str):  # a PEM, as `inline_keys_toml` writes it; else escaped (rev50)
+        return f'"""{value}"""' if _PEM.fullmatch(value) else toml_string(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
