@@ -67,3 +67,29 @@ def test_a_revocations_reason_cannot_write_an_evaluator_role_into_the_successor(
     assert after["revoked_keys"][0]["reason"] == reason
     assert "evaluator" not in after["roles"]
 
+
+
+def test_a_trusted_root_holding_a_null_is_one_line_not_a_bug(tmp_path: Path) -> None:
+    """finding 2: a policy's ``sigstore_trusted_root`` is a JSON file (a path in the TOML
+    form), which may hold ``null``; `toml_value` had no form for a null in a list and raised
+    TypeError: ``policy init`` said ``BUG: TypeError: no TOML form for NoneType``, exit 4.
+    Expected: one line naming the value and what to do, exit 3, no file written."""
+    lab = Party(tmp_path, "lab")
+    ledger = Ledger.init(lab.home, origin="lab.example/log")
+    for k in ("vendor", "approver", "trainer", "old"):
+        ledger.keys.create(k, encrypt=False)
+    (lab.home / "root.json").write_text(json.dumps({
+        "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+        "tlogs": [None]}))
+    text = POLICY.format(vkey=ledger.log.vkey, old=ledger.keys.public("old").keyid,
+                         reason='"lost"').replace(
+        "serial = 1\n", 'serial = 1\nsigstore_trusted_root = "root.json"\n')
+    (lab.home / "policy.toml").write_text(text)
+    lab.run("policy", "set", lab.home / "policy.toml", "--key", "approver", "--yes")
+    out = tmp_path / "p2.toml"
+    r = lab.run("policy", "init", "--out", out, code=3)
+    assert r.stderr.splitlines() == [
+        f"FAIL: {out}: not written: serial 1 (in force) holds what this command cannot keep: "
+        "sigstore_trusted_root.tlogs[0] is null, which a TOML file cannot hold; write the "
+        "successor by hand from its file (raise its serial)"], r.stderr
+    assert not out.exists()

@@ -394,19 +394,20 @@ def policy_toml(
              f"max_approval_age = {json.dumps(max_approval_age)}"]
     for key, value in (tail or {}).items():
         if not isinstance(value, Mapping):
-            lines.append(f"{toml_key(key)} = {toml_value(value)}")
+            lines.append(f"{toml_key(key)} = {toml_value(value, key)}")
     more = role_fields or {}
     for role, (keys, threshold, comment) in roles.items():
         lines += ["", f"[roles.{role}]" + (f"  # {comment}" if comment else ""),
                   f"keys = {inline_keys_toml(keys)}", f"threshold = {threshold}"]
-        lines += [f"{field} = {toml_value(v)}" for field, v in more.get(role, {}).items()]
+        lines += [f"{field} = {toml_value(v, f'roles.{role}.{field}')}"
+                  for field, v in more.get(role, {}).items()]
     vkeys = [log_vkey] if isinstance(log_vkey, str) else list(log_vkey)
     lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
               f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", "threshold = 1", ""]
     for key, value in (tail or {}).items():
         if isinstance(value, Mapping):
             lines += [f"[{toml_key(key)}]"] + [
-                f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
+                f"{toml_key(k)} = {toml_value(v, f'{key}.{k}')}" for k, v in value.items()
                 if v is not None] + [""]
     return "\n".join(lines)
 
@@ -422,9 +423,14 @@ def toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def toml_value(value: object) -> str:
+def toml_value(value: object, at: str = "value") -> str:
     """``value`` (a policy's JSON form: strings, numbers, booleans, lists, objects) as a TOML
-    value; an object is an inline table, its null members left out (absent)."""
+    value; an object is an inline table, its null members left out (absent).
+
+    Raises:
+        LedgerError: a null in a list (a ``sigstore_trusted_root`` read from JSON holds what
+            it likes), which TOML cannot write; ``at`` names where (rev50 finding 2).
+    """
     if isinstance(value, str):  # a PEM, as `inline_keys_toml` writes it; else escaped (rev50)
         return f'"""{value}"""' if _PEM.fullmatch(value) else toml_string(value)
     if isinstance(value, bool):
@@ -434,10 +440,12 @@ def toml_value(value: object) -> str:
     if isinstance(value, float):
         return {"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(repr(value), repr(value))
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
-                                if v is not None) + " }"
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v, f'{at}.{k}')}"
+                                for k, v in value.items() if v is not None) + " }"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v, f"{at}[{i}]") for i, v in enumerate(value)) + "]"
+    if value is None:
+        raise LedgerError(f"{at} is null, which a TOML file cannot hold")
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 

@@ -320,22 +320,27 @@ def policy_init(
     name, serial = (ledger.config.origin, 1) if found is None else (
         found[1].name, found[1].serial + 1)
     fmt = max(2 if "evaluator" in pairs else 1, found[1].format if found else 1)
-    text = policy_toml(
-        name,
-        {role: (keys, need if role == "approver" else (
-            parts.thresholds.get(role, 1) if parts else 1), "")
-         for role, keys in pairs.items()},
-        parts.log_vkeys if parts else ledger.log.vkey,
-        header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
-        "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
-        "list'." + (f"\nformat = {fmt}" + ("  # the evaluator role needs it"
-                                           if "evaluator" in pairs else "")
-                    if fmt > 1 else ""),
-        serial=serial,
-        max_approval_age=parts.max_age if parts else "90d",
-        role_fields=parts.fields if parts else None,
-        tail=parts.tail if parts else None,
-    )
+    try:
+        text = policy_toml(
+            name,
+            {role: (keys, need if role == "approver" else (
+                parts.thresholds.get(role, 1) if parts else 1), "")
+             for role, keys in pairs.items()},
+            parts.log_vkeys if parts else ledger.log.vkey,
+            header="# A starting trust policy (trajledger policy init): see keys/README.md for "
+            "every setting.\n# Keys are inline: compare each fingerprint with its owner's "
+            "'trajledger key list'." + (f"\nformat = {fmt}" + (
+                "  # the evaluator role needs it" if "evaluator" in pairs else "")
+                if fmt > 1 else ""),
+            serial=serial,
+            max_approval_age=parts.max_age if parts else "90d",
+            role_fields=parts.fields if parts else None,
+            tail=parts.tail if parts else None,
+        )
+    except LedgerError as e:  # (a kept setting TOML cannot hold: rev50 finding 2)
+        raise LedgerError(f"{out}: not written: serial {serial - 1} (in force) holds what this "
+                          f"command cannot keep: {e}; write the successor by hand from its "
+                          "file (raise its serial)") from e
     write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
         written = load_policy_file(out)
