@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from itertools import groupby
 from pathlib import Path
 
-__all__ = ["shell_word"]
+__all__ = ["every_shell", "shell_word"]
 
 
 def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
@@ -47,6 +47,15 @@ def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
     runs = groupby(raw, lambda b: 32 <= b < 127 and chr(b).translate(shown) == chr(b))
     return "".join(_quoted(bytes(run).decode()) if plain else
                    "$'" + "".join(f"\\x{b:02x}" for b in run) + "'" for plain, run in runs)
+
+
+def every_shell(text: str, shown: Mapping[int, str]) -> bool:
+    """Whether every common shell (bash, dash, zsh, fish) reads `shell_word` of ``text`` back
+    as ``text``, and a command as an argument: no ``$'...'`` piece (dash reads another word,
+    fish refuses the line) and no leading ``-`` (an option: ``--purpose=eval@1``). A step that
+    names a record by a name that is not is printed with its digest (rev50 finding 4)."""
+    return not text.startswith("-") and text.translate(shown) == text and not any(
+        0xD800 <= ord(c) < 0xE000 for c in text)
 
 
 def _quoted(text: str) -> str:

@@ -1,0 +1,48 @@
+"""rev50 finding 4: a step that names a record by a name not every shell reads back as one
+argument names it by its digest; docs/SECURITY.md, "Review of 2026-12-07, thirty-eighth round
+(rev50)".
+
+A signed name is its signer's text. One holding a parenthesis (which the report escapes, as it
+could show a look-alike digest) was printed as ``'p '$'\\x28'q$'\\x29'@1``: dash reads
+``p $\\x28q$\\x29@1``, fish refuses the line; one starting ``-`` was printed as an option
+(``trajledger approve --purpose=eval@1 --key NAME``: approve's ``--purpose``, and no REF).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import testkit
+from test_rev48_signed_steps import signed_names
+
+from trajledger.ledger import names
+
+
+def test_steps_name_a_record_every_shell_reads_otherwise_by_its_digest(
+        quickstart_template: testkit.Template[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    run, made = signed_names(quickstart_template, tmp_path, monkeypatch, (("p (q)", "1"),
+                                                                    ("plain-x", "1")))
+    batch = next(n["id"] for n in json.loads(run("lineage", "cartpole-train@1", "--json").stdout)
+                 ["nodes"] if n["kind"] == "rollout-batch")
+    with monkeypatch.context() as m:  # (a name click reads as an option: after --)
+        m.setattr(names, "check_name", lambda value, *_a, **_k: value)
+        made["--purpose=eval"] = run(
+            "dataset", "create", "--version", "1", "--split", "train", "--batch", batch,
+            "--key", "vendor", "--", "--purpose=eval").stdout.split()[-1]
+    for name, digest in made.items():
+        err = run("admit", digest, code=1).stderr
+        if name == "plain-x":  # a name every shell reads: by its name
+            assert "('trajledger approve plain-x@1 --key NAME'" in err, err
+            continue
+        told = re.search(r"\('(trajledger approve .*? --key NAME)'; ", err)
+        assert told, err
+        assert shlex.split(told.group(1)) == ["trajledger", "approve", digest, "--key", "NAME"], (
+            name, told.group(1))
+    card = run("card", made["p (q)"], "--format", "hf").stdout
+    told = re.search(r"Check it yourself: `(trajledger verify [^`]*)`", card)
+    assert told and told.group(1) == f"trajledger verify {made['p (q)']}", card
