@@ -249,3 +249,15 @@ def test_a_names_shell_word_is_one_word_in_fish_and_zsh_too(name: str, tmp_path:
             assert r.stdout == name.encode() or "$'" in word and shell in ("dash", "fish"), (
                 shell, word, r.stdout, r.stderr)
             assert not (tmp_path / "pwned").exists(), (shell, word)
+
+
+@pytest.mark.parametrize("suite", ["p (q)", "-x"])
+def test_the_evaluate_again_step_names_a_suite_not_every_shell_reads_by_its_digest(
+        suite: str) -> None:
+    """rev50 finding 4: ``'trajledger eval bc@1 --suite 'p '$'\\x28'q$'\\x29'@1 …'`` (dash
+    reads ``p $\\x28q$\\x29@1``, fish refuses the line), ``--suite -x@1`` (an option)."""
+    from trajledger.runner.release import _refusal
+
+    report, decision = _failing_evaluator(suite)
+    _lines, steps = _refusal(report, decision, "bc@1", "approve")
+    assert argv(steps[0], "trajledger eval", "NAME@VERSION")[4] == "sha256:" + "d" * 64, steps
