@@ -93,3 +93,28 @@ def test_a_trusted_root_holding_a_null_is_one_line_not_a_bug(tmp_path: Path) -> 
         "sigstore_trusted_root.tlogs[0] is null, which a TOML file cannot hold; write the "
         "successor by hand from its file (raise its serial)"], r.stderr
     assert not out.exists()
+
+
+def test_the_log_roles_threshold_is_kept(tmp_path: Path) -> None:
+    """finding 5: the successor kept the policy in force's other log keys but wrote the log
+    role's ``threshold = 1`` whatever it was: a policy whose checkpoints needed 2 of its 2 log
+    keys got a successor a single log key's signature satisfies, while ``policy init`` said
+    it kept what it was not asked to change. Expected: the threshold kept, and said."""
+    from trajledger.ledger.encode import vkey_string
+
+    lab = Party(tmp_path, "lab")
+    ledger = Ledger.init(lab.home, origin="lab.example/log")
+    for k in ("vendor", "approver", "trainer", "old"):
+        ledger.keys.create(k, encrypt=False)
+    second = vkey_string("lab.example/log", bytes(range(32)))
+    text = POLICY.format(vkey=ledger.log.vkey, old=ledger.keys.public("old").keyid,
+                         reason='"lost"').replace(
+        f'vkeys = ["{ledger.log.vkey}"]\n', f'vkeys = ["{ledger.log.vkey}", "{second}"]\n'
+        "threshold = 2\n")
+    (lab.home / "policy.toml").write_text(text)
+    lab.run("policy", "set", lab.home / "policy.toml", "--key", "approver", "--yes")
+    out = tmp_path / "p2.toml"
+    err = lab.run("policy", "init", "--out", out).stderr
+    assert tomllib.loads(out.read_text())["roles"]["log"] == {
+        "vkeys": [ledger.log.vkey, second], "threshold": 2}
+    assert "1 other log key(s), log threshold 2" in err, err

@@ -376,6 +376,7 @@ def policy_toml(
     serial: int = 1,
     role_fields: Mapping[str, Mapping[str, object]] | None = None,
     tail: Mapping[str, object] | None = None,
+    log_threshold: int = 1,
 ) -> str:
     """A trust policy file with every key inline.
 
@@ -389,6 +390,8 @@ def policy_toml(
         role_fields: more fields of a role's table (``identities``, ``encryption_keys``: a
             successor's, kept from the policy in force), in the JSON form's values.
         tail: more top-level settings (``[release]``, ...), in the JSON form's values.
+        log_threshold: how many of the log keys sign a checkpoint (a successor's: the one in
+            force's, rev50 finding 5).
     """
     lines = [header, f"name = {json.dumps(name)}", f"serial = {serial}",
              f"max_approval_age = {json.dumps(max_approval_age)}"]
@@ -403,7 +406,8 @@ def policy_toml(
                   for field, v in more.get(role, {}).items()]
     vkeys = [log_vkey] if isinstance(log_vkey, str) else list(log_vkey)
     lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
-              f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", "threshold = 1", ""]
+              f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", f"threshold = {log_threshold}",
+              ""]
     for key, value in (tail or {}).items():
         if isinstance(value, Mapping):
             lines += [f"[{toml_key(key)}]"] + [
