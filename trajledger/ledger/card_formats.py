@@ -371,8 +371,8 @@ def hf_card(facts: CardFacts) -> str:
         "sections (uses, collection, consent, retention, access, personal information, "
         "limitations) are the producer's words, signed with the dataset; everything else comes "
         "from signed records. "
-        f"Check it yourself: `trajledger verify {_cell(_word(facts.ref, facts.digest))}`, or `python -m verify "
-        "BUNDLE --policy POLICY` on an exported evidence bundle.",
+        f"Check it yourself: `trajledger verify {_cell(_word(facts.ref, facts.digest))}`, or "
+        "`python -m verify BUNDLE --policy POLICY` on an exported evidence bundle.",
         "",
         "## Dataset Details",
         "",

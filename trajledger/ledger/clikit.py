@@ -724,13 +724,14 @@ class Group(click.Group):
         exit 3, as a command's output is (`invoke`), not a traceback, exit 1 (rev49)."""
         argv = list(sys.argv[1:] if args is None else args)
         forget_appends()  # what this command line records (`stopped_line`)
+        stdout = sys.stdout
         try:
             return super().main(hoist_global_options(argv), *rest, **kw)
         except OSError as e:  # (click passes on all but EPIPE)
             fail(os_error_line(e))
             raise SystemExit(EXIT_OPERATIONAL) from None
         except SystemExit as e:  # click's EPIPE: 1, as a verification that failed (rev50)
-            if e.code == 1 and isinstance(sys.stdout, click.utils.PacifyFlushWrapper):
+            if e.code == 1 and sys.stdout is not stdout:  # (click wrapped it then, only then)
                 raise SystemExit(EXIT_OK) from None  # a reader gone: no error (`invoke`)
             raise
 

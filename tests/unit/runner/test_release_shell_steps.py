@@ -216,9 +216,7 @@ def _backslash_in_single_quotes(word: str) -> bool:
     for c in word:
         if quote == "'" and c == "\\":
             return True
-        if quote == "$'" and c == "'" and last != "\\" or quote == "'" and c == "'":
-            quote = ""
-        elif quote == '"' and c == '"':
+        if c == quote[-1:] and (quote != "$'" or last != "\\"):  # (its closing quote)
             quote = ""
         elif not quote and c in "'\"":
             quote = "$'" if c == "'" and last == "$" else c
@@ -246,7 +244,7 @@ def test_a_names_shell_word_is_one_word_in_fish_and_zsh_too(name: str, tmp_path:
                 continue
             r = subprocess.run([shell, "-c", f"printf %s {word}"], capture_output=True,
                                cwd=tmp_path, check=False)
-            assert r.stdout == name.encode() or "$'" in word and shell in ("dash", "fish"), (
+            assert r.stdout == name.encode() or ("$'" in word and shell in ("dash", "fish")), (
                 shell, word, r.stdout, r.stderr)
             assert not (tmp_path / "pwned").exists(), (shell, word)
 
