@@ -168,3 +168,29 @@ def test_what_click_writes_while_parsing_to_a_reader_gone_is_no_error(args: list
         r = subprocess.run([sys.executable, "-m", "trajledger", *args], stdout=pipe,
                            stderr=subprocess.PIPE, text=True, timeout=120, env=env)
     assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+
+
+def test_a_failure_with_stdout_wrapped_by_others_keeps_its_exit_status(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """rev50 finding 6's fix reads click's ``EPIPE`` exit by click's own wrapper of stdout: a
+    command (an in-process trainer's console capture: wandb's) that wraps stdout and then
+    fails keeps its 1."""
+    import io
+
+    from trajledger.ledger.clikit import Group
+
+    group = Group("t")
+
+    class Capture:
+        def __init__(self, wrapped: object) -> None:
+            self.wrapped = wrapped
+
+    @group.command()
+    def fails() -> None:
+        sys.stdout = Capture(sys.stdout)  # type: ignore[assignment]
+        raise SystemExit(1)
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    with pytest.raises(SystemExit) as e:
+        group.main(["fails"])
+    assert e.value.code == 1
