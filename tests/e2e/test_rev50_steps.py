@@ -51,3 +51,26 @@ def test_steps_name_a_record_every_shell_reads_otherwise_by_its_digest(
         card = run("card", made[name], "--format", "hf").stdout
         told = re.search(r"Check it yourself: `(trajledger verify [^`]*)`, or", card)
         assert told and told.group(1) == f"trajledger verify {made[name]}", card
+
+
+def test_a_file_named_as_a_record_is_not_verified_for_it(
+        quickstart_template: testkit.Template[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """finding 8: ``trajledger verify NAME@V --policy P`` (a card's command with the policy
+    the reader trusts) read a zstd file of that name in the working directory as a bundle:
+    a bundle of another record there (a package's, a download's) was verified instead, ``OK:
+    cartpole-train@1: checkpoint cartpole-bc@1 …``, exit 0. Expected: the name is refused as
+    both, saying how to name each; a path (``./NAME@V``) is the file."""
+    run, _made = signed_names(quickstart_template, tmp_path, monkeypatch, ())
+    home = tmp_path / "lab"
+    bundle = tmp_path / "bc.tar.zst"
+    run("export", "cartpole-bc@1", "--out", str(bundle))
+    digest = json.loads(run("show", "cartpole-train@1", "--json").stdout)["digest"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cartpole-train@1").write_bytes(bundle.read_bytes())
+    err = run("verify", "cartpole-train@1", "--policy", str(home / "policy.toml"),
+              code=2).stderr
+    assert "cartpole-train@1: a file here (a bundle) and a record of this ledger" in err, err
+    assert f"'trajledger verify {digest}" in err and "./cartpole-train@1" in err, err
+    out = run("verify", "./cartpole-train@1", "--policy", str(home / "policy.toml")).stdout
+    assert "checkpoint cartpole-bc@1" in out.splitlines()[0], out
