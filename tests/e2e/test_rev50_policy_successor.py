@@ -15,23 +15,11 @@ from trajledger import Ledger
 POLICY = """\
 name = "lab"
 serial = 1
-
-[roles.producer]
-keys = ["keys/vendor.pub"]
-
-[roles.approver]
-keys = ["keys/approver.pub"]
-
-[roles.trainer]
-keys = ["keys/trainer.pub"]
-
-[roles.log]
-vkeys = ["{vkey}"]
-
-[[revoked_keys]]
-key = "{old}"
-compromised_since = 0
-reason = {reason}
+roles.producer.keys = ["keys/vendor.pub"]
+roles.approver.keys = ["keys/approver.pub"]
+roles.trainer.keys = ["keys/trainer.pub"]
+roles.log.vkeys = ["{vkey}"]
+revoked_keys = [{{ key = "{old}", compromised_since = 0, reason = {reason} }}]
 """
 
 
@@ -110,7 +98,7 @@ def test_the_log_roles_threshold_is_kept(tmp_path: Path) -> None:
     text = POLICY.format(vkey=ledger.log.vkey, old=ledger.keys.public("old").keyid,
                          reason='"lost"').replace(
         f'vkeys = ["{ledger.log.vkey}"]\n', f'vkeys = ["{ledger.log.vkey}", "{second}"]\n'
-        "threshold = 2\n")
+        "roles.log.threshold = 2\n")
     (lab.home / "policy.toml").write_text(text)
     lab.run("policy", "set", lab.home / "policy.toml", "--key", "approver", "--yes")
     out = tmp_path / "p2.toml"
