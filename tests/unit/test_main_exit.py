@@ -140,3 +140,57 @@ def test_what_click_writes_while_parsing_to_a_full_disk_is_one_line() -> None:
     assert r.stderr.splitlines() == [
         "FAIL: No space left on device; free space on the disk written to (the ledger's, or "
         "where --out writes) or write elsewhere, then run the command again"], r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("args", [["--version"], ["--ledger", "/nonexistent/rev50", "log",
+                                                  "info"]])
+def test_a_failure_that_cannot_be_said_keeps_its_exit_status(args: list[str]) -> None:
+    """rev50 finding 6: ``trajledger … > FILE 2>&1`` on a full disk: the ``FAIL:`` line's own
+    write raised, out of `Group.main`'s handler, and the interpreter ended 1, the status of a
+    verification that failed (a missing ledger, a full disk: 3 each)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "trajledger", *args], stdout=full,
+                           stderr=full, timeout=120, env=env)
+    assert r.returncode == 3, r.returncode
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["log", "--help"]])
+def test_what_click_writes_while_parsing_to_a_reader_gone_is_no_error(args: list[str]) -> None:
+    """rev50 finding 6: ``trajledger --help | head -c 0``: click's ``main`` ends 1 on a closed
+    pipe (``EPIPE``), the status of a verification that failed; a command's output to a reader
+    gone is no error (exit 0, `Group.invoke`)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as pipe:
+        r = subprocess.run([sys.executable, "-m", "trajledger", *args], stdout=pipe,
+                           stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+
+
+def test_a_failure_with_stdout_wrapped_by_others_keeps_its_exit_status(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """rev50 finding 6's fix reads click's ``EPIPE`` exit by click's own wrapper of stdout: a
+    command (an in-process trainer's console capture: wandb's) that wraps stdout and then
+    fails keeps its 1."""
+    import io
+
+    from trajledger.ledger.clikit import Group
+
+    group = Group("t")
+
+    class Capture:
+        def __init__(self, wrapped: object) -> None:
+            self.wrapped = wrapped
+
+    @group.command()
+    def fails() -> None:
+        sys.stdout = Capture(sys.stdout)  # type: ignore[assignment]
+        raise SystemExit(1)
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    with pytest.raises(SystemExit) as e:
+        group.main(["fails"])
+    assert e.value.code == 1

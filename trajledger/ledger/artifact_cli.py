@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -711,7 +710,12 @@ def _print_carried(ref: str, info: dict[str, Any], name: str) -> None:
             f"does not hash to the digest named beside it ({digest or 'none'})")
             + ": nothing printed; 'trajledger verify' judges the record")
     if is_terminal(sys.stdout) and (why := _acts_on_terminal(data)) is not None:
-        how = shlex.join(["trajledger", "show", ref, "--content", name])
+        from trajledger.verify.nodes import NAMED
+        from trajledger.verify.shell_word import shell_word
+
+        # (shell words: a carried content's name is its signer's text; `shlex.join` left its
+        # backslash inside single quotes, which fish reads as a quote: rev50 finding 9)
+        how = f"trajledger show {shell_word(ref)} --content {shell_word(name, NAMED)}"
         raise click.UsageError(f"{ref}: the {name!r} it carries {why}: nothing written to the "
                                f"terminal; to read it, redirect it: '{how} > FILE'")
     sys.stdout.flush()

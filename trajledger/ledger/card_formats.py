@@ -179,13 +179,17 @@ def _line(text: str) -> str:
     return " ".join(text.split()).translate(HIDDEN)
 
 
-def _word(ref: str) -> str:
+def _word(ref: str, digest: str) -> str:
     """A dataset's signed name in the card's command, one shell word (rev49 finding 8: an
-    imported dataset's ``x'; curl … | sh; '`` was pasted as code by the card's readers)."""
+    imported dataset's ``x'; curl … | sh; '`` was pasted as code by the card's readers); its
+    digest when not every shell reads the name back as one argument, or the command's code
+    span would not show it as it is (a backtick ends the span; `_cell`'s ``\\|``, ``&amp;``
+    and ``&lt;`` are shown as they are in one: rev50 finding 4)."""
     from trajledger.verify.nodes import NAMED
-    from trajledger.verify.shell_word import shell_word
+    from trajledger.verify.shell_word import every_shell, shell_word
 
-    return shell_word(ref, NAMED)
+    shown = every_shell(ref, NAMED) and not set(ref) & set("`|&<")
+    return shell_word(ref if shown else digest, NAMED)
 
 
 def _cell(text: str) -> str:
@@ -370,8 +374,8 @@ def hf_card(facts: CardFacts) -> str:
         "sections (uses, collection, consent, retention, access, personal information, "
         "limitations) are the producer's words, signed with the dataset; everything else comes "
         "from signed records. "
-        f"Check it yourself: `trajledger verify {_cell(_word(facts.ref))}`, or `python -m verify "
-        "BUNDLE --policy POLICY` on an exported evidence bundle.",
+        f"Check it yourself: `trajledger verify {_cell(_word(facts.ref, facts.digest))}`, or "
+        "`python -m verify BUNDLE --policy POLICY` on an exported evidence bundle.",
         "",
         "## Dataset Details",
         "",

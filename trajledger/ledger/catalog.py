@@ -227,7 +227,12 @@ def command_ref(ledger: LedgerHome, item: CatalogItem) -> str:
     commands find it (`qualified_name`) when that resolves to it, else its digest. A signed
     name is its signer's text: ``x`` version ``1@2`` reads as ``x@1`` version ``2``, another
     record (``NAME@VERSION`` splits at the last ``@``), and ``ORIGIN+…`` as a qualified name
-    (rev48 finding 9). One look-up more, on the refusals that print such a step."""
+    (rev48 finding 9). One look-up more, on the refusals that print such a step. A name that
+    not every shell reads back as one argument (`shell_word.every_shell`: a parenthesis, a
+    control, a leading ``-``) is its digest too (rev50 finding 4)."""
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.shell_word import every_shell
+
     if not item.version:
         return item.digest
     ref = qualified_ref(ledger, item)
@@ -235,7 +240,7 @@ def command_ref(ledger: LedgerHome, item: CatalogItem) -> str:
         found = Catalog(ledger).resolve(ref, {item.kind}).digest
     except LedgerError:
         found = None
-    return ref if found == item.digest else item.digest
+    return ref if found == item.digest and every_shell(ref, NAMED) else item.digest
 
 
 def qualified_ref(ledger: LedgerHome, item: CatalogItem) -> str:

@@ -26,6 +26,9 @@ from trajledger.verify.policy_history import follow_history
 from .errors import LedgerError, PolicyFileError, StoreError, TamperError
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----\n[A-Za-z0-9+/=\n]+-----END [A-Z0-9 ]+-----\n?")
+"""A PEM as `inline_keys_toml` writes it: nothing TOML's multi-line string would read
+otherwise (no quote, no backslash)."""
 
 if TYPE_CHECKING:
     from trajledger.verify.contamination_rules import ContaminationRules
@@ -373,6 +376,7 @@ def policy_toml(
     serial: int = 1,
     role_fields: Mapping[str, Mapping[str, object]] | None = None,
     tail: Mapping[str, object] | None = None,
+    log_threshold: int = 1,
 ) -> str:
     """A trust policy file with every key inline.
 
@@ -386,40 +390,53 @@ def policy_toml(
         role_fields: more fields of a role's table (``identities``, ``encryption_keys``: a
             successor's, kept from the policy in force), in the JSON form's values.
         tail: more top-level settings (``[release]``, ...), in the JSON form's values.
+        log_threshold: how many of the log keys sign a checkpoint (a successor's: the one in
+            force's, rev50 finding 5).
     """
     lines = [header, f"name = {json.dumps(name)}", f"serial = {serial}",
              f"max_approval_age = {json.dumps(max_approval_age)}"]
     for key, value in (tail or {}).items():
         if not isinstance(value, Mapping):
-            lines.append(f"{toml_key(key)} = {toml_value(value)}")
+            lines.append(f"{toml_key(key)} = {toml_value(value, key)}")
     more = role_fields or {}
     for role, (keys, threshold, comment) in roles.items():
         lines += ["", f"[roles.{role}]" + (f"  # {comment}" if comment else ""),
                   f"keys = {inline_keys_toml(keys)}", f"threshold = {threshold}"]
-        lines += [f"{field} = {toml_value(v)}" for field, v in more.get(role, {}).items()]
+        lines += [f"{field} = {toml_value(v, f'roles.{role}.{field}')}"
+                  for field, v in more.get(role, {}).items()]
     vkeys = [log_vkey] if isinstance(log_vkey, str) else list(log_vkey)
     lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
-              f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", "threshold = 1", ""]
+              f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", f"threshold = {log_threshold}",
+              ""]
     for key, value in (tail or {}).items():
         if isinstance(value, Mapping):
             lines += [f"[{toml_key(key)}]"] + [
-                f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
+                f"{toml_key(k)} = {toml_value(v, f'{key}.{k}')}" for k, v in value.items()
                 if v is not None] + [""]
     return "\n".join(lines)
 
 
 def toml_key(key: str) -> str:
     """``key`` as a TOML key: bare when it can be, else quoted."""
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_string(key)
 
 
-def toml_value(value: object) -> str:
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: JSON's escapes, which TOML reads back, and DEL's,
+    which JSON leaves as it is and TOML refuses."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def toml_value(value: object, at: str = "value") -> str:
     """``value`` (a policy's JSON form: strings, numbers, booleans, lists, objects) as a TOML
-    value; an object is an inline table, its null members left out (absent)."""
-    if isinstance(value, str):
-        if "\n" in value and value.startswith("-----BEGIN"):
-            return f'"""{value}"""'  # a PEM, as `inline_keys_toml` writes it
-        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    value; an object is an inline table, its null members left out (absent).
+
+    Raises:
+        LedgerError: a null in a list (a ``sigstore_trusted_root`` read from JSON holds what
+            it likes), which TOML cannot write; ``at`` names where (rev50 finding 2).
+    """
+    if isinstance(value, str):  # a PEM, as `inline_keys_toml` writes it; else escaped (rev50)
+        return f'"""{value}"""' if _PEM.fullmatch(value) else toml_string(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -427,10 +444,12 @@ def toml_value(value: object) -> str:
     if isinstance(value, float):
         return {"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(repr(value), repr(value))
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
-                                if v is not None) + " }"
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v, f'{at}.{k}')}"
+                                for k, v in value.items() if v is not None) + " }"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v, f"{at}[{i}]") for i, v in enumerate(value)) + "]"
+    if value is None:
+        raise LedgerError(f"{at} is null, which a TOML file cannot hold")
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 

@@ -495,6 +495,8 @@ def verify(
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
         from trajledger.verify.errors import FormatError, VerificationError
 
+        _not_both(ctx, targets[0], bundle)
+
         try:
             with loading():  # (imp49: as a REF's walk below)
                 report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
@@ -580,6 +582,29 @@ def _verify_sigstore(
         click.echo("\n".join(visible(line) for line in result.render()))  # the signer's text
     result.raise_if_failed()
     ok(f"{targets[0]}: {result.files} file(s) match, signed by {result.signer}")
+
+
+def _not_both(ctx: Context, target: str, bundle: Path) -> None:
+    """Refuse a bare name (no ``/``, not named ``….zst``) that is both a zstd file in the
+    working directory and a record of this ledger: ``verify NAME@V --policy P`` verified such
+    a file, a bundle of another record (a package's, a download's), and said OK (rev50
+    finding 8). Its path (``./NAME@V``) is the file, its digest the record."""
+    import os
+
+    if os.sep in target or "/" in target or bundle.name.endswith(".zst"):
+        return
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.errors import shell_word
+    from trajledger.verify.errors import ProvenanceError
+
+    try:
+        item = Catalog(ctx.ledger()).resolve(target)
+    except (ProvenanceError, OSError):  # (no ledger here, no such record: the file)
+        return
+    raise click.UsageError(
+        f"{target}: a file here (a bundle) and a record of this ledger; for the file, give "
+        f"its path ({shell_word('./' + target)}); for the record, its digest ('trajledger "
+        f"verify {item.digest}')")
 
 
 def _is_zstd(path: Path) -> bool:

@@ -136,6 +136,7 @@ class _Successor:
         self.fields: dict[str, dict[str, object]] = {}
         self.tail: dict[str, object] = {}
         self.log_vkeys: list[str] = []
+        self.log_threshold = 1
         self.max_age = "90d"
         self.notes: list[str] = []
         self.dropped: dict[str, str] = {}  # a role --roles leaves out: how to keep it
@@ -185,6 +186,10 @@ class _Successor:
         log = current.role("log").vkeys
         self.log_vkeys = [own_log] + [v for v in log if v != own_log]
         kept += [f"{len(self.log_vkeys) - 1} other log key(s)"] if len(self.log_vkeys) > 1 else []
+        # (its threshold too: a successor asked for 1 of 2 log keys, a single key's signature
+        # on a checkpoint, without a word: rev50 finding 5)
+        self.log_threshold = min(max(current.role("log").threshold, 1), len(self.log_vkeys))
+        kept += [f"log threshold {self.log_threshold}"] if self.log_threshold > 1 else []
         if current.role("witness").vkeys:
             self.notes.append(f"drops [roles.witness] of {was}: copy it in to keep it")
         age = current.max_approval_age
@@ -250,9 +255,9 @@ def policy_init(
     role left out is said to forbid what it would have allowed. On a ledger with a policy in
     force, the file is its successor (its name, the next serial) and keeps what that policy
     holds and this command was not asked to change (its evaluator role and encryption keys,
-    other keys of a role when no key of it is given, other logs' keys, [release], revocations,
-    the approval age, ...), said in a NOTE; a role --roles leaves out is dropped, a line
-    saying how to keep it.
+    other keys of a role when no key of it is given, other logs' keys and the log threshold,
+    [release], revocations, the approval age, ...), said in a NOTE; a role --roles leaves out
+    is dropped, a line saying how to keep it.
 
     \b
     Examples:
@@ -320,22 +325,28 @@ def policy_init(
     name, serial = (ledger.config.origin, 1) if found is None else (
         found[1].name, found[1].serial + 1)
     fmt = max(2 if "evaluator" in pairs else 1, found[1].format if found else 1)
-    text = policy_toml(
-        name,
-        {role: (keys, need if role == "approver" else (
-            parts.thresholds.get(role, 1) if parts else 1), "")
-         for role, keys in pairs.items()},
-        parts.log_vkeys if parts else ledger.log.vkey,
-        header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
-        "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
-        "list'." + (f"\nformat = {fmt}" + ("  # the evaluator role needs it"
-                                           if "evaluator" in pairs else "")
-                    if fmt > 1 else ""),
-        serial=serial,
-        max_approval_age=parts.max_age if parts else "90d",
-        role_fields=parts.fields if parts else None,
-        tail=parts.tail if parts else None,
-    )
+    try:
+        text = policy_toml(
+            name,
+            {role: (keys, need if role == "approver" else (
+                parts.thresholds.get(role, 1) if parts else 1), "")
+             for role, keys in pairs.items()},
+            parts.log_vkeys if parts else ledger.log.vkey,
+            header="# A starting trust policy (trajledger policy init): see keys/README.md for "
+            "every setting.\n# Keys are inline: compare each fingerprint with its owner's "
+            "'trajledger key list'." + (f"\nformat = {fmt}" + (
+                "  # the evaluator role needs it" if "evaluator" in pairs else "")
+                if fmt > 1 else ""),
+            serial=serial,
+            max_approval_age=parts.max_age if parts else "90d",
+            role_fields=parts.fields if parts else None,
+            tail=parts.tail if parts else None,
+            log_threshold=parts.log_threshold if parts else 1,
+        )
+    except LedgerError as e:  # (a kept setting TOML cannot hold: rev50 finding 2)
+        raise LedgerError(f"{out}: not written: serial {serial - 1} (in force) holds what this "
+                          f"command cannot keep: {e}; write the successor by hand from its "
+                          "file (raise its serial)") from e
     write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
         written = load_policy_file(out)

@@ -240,7 +240,7 @@ def _refusal(report: Report, decision: str, ck: str,
     from trajledger.verify.nodes import NAMED
     from trajledger.verify.releases import check_again
     from trajledger.verify.report import HIDDEN
-    from trajledger.verify.shell_word import shell_word
+    from trajledger.verify.shell_word import every_shell, shell_word
 
     below = report.edges_by("src")
 
@@ -299,8 +299,9 @@ def _refusal(report: Report, decision: str, ck: str,
             on = "its suite" if suite is None else f"{suite.name}@{suite.version}"
             # the command's words as shell words (signed names: rev48 finding 1), and no
             # str.format over them (a name holding '{x}' ended in a KeyError: finding 2)
-            cmd = (f"'trajledger eval {shell_word(ck, NAMED)} --suite "
-                   f"{'SUITE' if suite is None else shell_word(on, NAMED)} --key KEY")
+            word = "SUITE" if suite is None else shell_word(  # (its digest: rev50 finding 4)
+                on if every_shell(on, NAMED) else suite.id, NAMED)
+            cmd = f"'trajledger eval {shell_word(ck, NAMED)} --suite {word} --key KEY"
             how = f"; one made in another ledger comes by 'trajledger import'), {again}"
             if suite is not None and node.id in upstream(suite.id):
                 step = other

@@ -176,6 +176,9 @@ def run_policy(
         raise RolloutError(f"rollout of {env_id}: {len(order)} seed(s) for {episodes} "
                            "episode(s), want one non-negative seed each")
     now = clock or (lambda: time.time_ns() // 1000)
+    if env_id.count(":") > 1:  # (make's MODULE:ID split: a ValueError, a BUG: rev50 finding 7)
+        raise RolloutError(f"environment {env_id!r} cannot be made: a Gymnasium id is ID or "
+                           "MODULE:ID, one ':' at most")
     try:
         env = gym.make(env_id, max_episode_steps=max_steps)
     except (gym.error.Error, ImportError) as e:  # ImportError: MODULE of MODULE:ID (out51)

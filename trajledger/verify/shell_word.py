@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from itertools import groupby
 from pathlib import Path
 
-__all__ = ["shell_word"]
+__all__ = ["every_shell", "shell_word"]
 
 
 def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
@@ -33,19 +33,38 @@ def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
     wrong word, never code (``$'\\x01\\'; touch x; #'`` ran ``touch x`` there: rev49 finding 2).
     The message shows ``\\xfd`` for a byte that is not UTF-8, as every message and ``--json`` do
     (docs/cli.md, "Names that are not UTF-8")."""
-    import shlex
-
     if shown is None:
         from .nodes import HIDDEN
 
         shown = HIDDEN
     text = str(text)
     if text.translate(shown) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
-        return shlex.quote(text)
+        return _quoted(text)
     try:
         raw = os.fsencode(text)  # each surrogate of a byte back to that byte
     except UnicodeEncodeError:  # a lone surrogate no file name holds: shown as it is
         raw = text.encode("utf-8", "backslashreplace")
     runs = groupby(raw, lambda b: 32 <= b < 127 and chr(b).translate(shown) == chr(b))
-    return "".join(shlex.quote(bytes(run).decode()) if plain else
+    return "".join(_quoted(bytes(run).decode()) if plain else
                    "$'" + "".join(f"\\x{b:02x}" for b in run) + "'" for plain, run in runs)
+
+
+def every_shell(text: str, shown: Mapping[int, str]) -> bool:
+    """Whether every common shell (bash, dash, zsh, fish) reads `shell_word` of ``text`` back
+    as ``text``, and a command as an argument: no ``$'...'`` piece (dash reads another word,
+    fish refuses the line) and no leading ``-`` (an option: ``--purpose=eval@1``). A step that
+    names a record by a name that is not is printed with its digest (rev50 finding 4)."""
+    return not text.startswith("-") and text.translate(shown) == text and not any(
+        0xD800 <= ord(c) < 0xE000 for c in text)
+
+
+def _quoted(text: str) -> str:
+    """``text`` (printable) quoted as `shlex.quote` does, but each backslash outside the
+    quotes (``\\\\``): fish reads ``\\'`` inside single quotes as a quote, so ``'a\\'"'"'"; touch
+    x; #'`` ran ``touch x`` there (rev50 finding 3); and a word starting ``=`` quoted, which
+    zsh reads as a command's path (``=sh``: ``/usr/bin/sh``)."""
+    import shlex
+
+    words = [shlex.quote(part) if part else "" for part in text.split("\\")]
+    words[0] = f"'{words[0]}'" if words[0].startswith("=") else words[0]
+    return "\\\\".join(words) or "''"

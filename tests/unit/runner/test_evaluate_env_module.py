@@ -27,3 +27,13 @@ def test_the_module_imported_is_the_one_the_check_read(
         _spec("rev49allowed:x:CartPole-v1")
     assert not getattr(sys, "rev49_ran", False), "the module after the first colon was run"
     assert "rev49allowed:x" not in sys.modules
+
+
+def test_an_id_with_two_colons_is_one_line_not_a_bug() -> None:
+    """rev50 finding 7: ``eval --allow-env-module allowed --pass-return R`` of an imported
+    suite whose id is ``allowed:x:ID`` (no `_spec` then) reached ``gymnasium.make``, whose
+    ``MODULE:ID`` split raised ``ValueError: too many values to unpack``: ``BUG``, exit 4."""
+    from trajledger.runner.rollouts import run_policy
+
+    with pytest.raises(RolloutError, match="one ':' at most"):
+        run_policy(None, "os:x:CartPole-v1", 1, 0, policy_version="sha256:" + "0" * 64)

@@ -207,3 +207,55 @@ def test_a_missing_suites_record_step_names_it_as_shell_words() -> None:
     assert argv(check.detail, "trajledger dataset create", "--split") == [
         "trajledger", "dataset", "create", name, "--version", version, "--split"], check.detail
     assert argv(check.detail, "trajledger eval", "--key KEY")[4] == suite, check.detail
+
+
+def _backslash_in_single_quotes(word: str) -> bool:
+    """Whether ``word`` holds a backslash inside single quotes (not ``$'...'``): fish reads
+    ``\\'`` and ``\\\\`` there as escapes, every POSIX shell as the characters."""
+    quote, last = "", ""
+    for c in word:
+        if quote == "'" and c == "\\":
+            return True
+        if c == quote[-1:] and (quote != "$'" or last != "\\"):  # (its closing quote)
+            quote = ""
+        elif not quote and c in "'\"":
+            quote = "$'" if c == "'" and last == "$" else c
+        last = c
+    return False
+
+
+@pytest.mark.parametrize("name", ["A\\'\"; touch pwned; #", "x\x01\\'\"; touch pwned; #",
+                                  "caf\u00e9\\'$(touch pwned)\"'", "=sh", "\\", ""])
+def test_a_names_shell_word_is_one_word_in_fish_and_zsh_too(name: str, tmp_path: Path) -> None:
+    """rev50 finding 3: fish reads ``\\'`` inside single quotes as a quote, so `shlex.quote`'s
+    ``'A\\'"'"'"; touch pwned; #'`` (an imported record's name ``A\\'"; touch pwned; #``,
+    printed in a step) ran ``touch pwned`` in fish 3.6; zsh reads a word ``=sh`` as
+    ``/usr/bin/sh``. Expected: no backslash inside single quotes, no word starting ``=``;
+    every shell here reads the name back (a ``$'...'`` piece: bash and zsh; dash and fish
+    read another word or refuse the line) and runs nothing."""
+    from trajledger.verify.nodes import NAMED
+    from trajledger.verify.shell_word import shell_word
+
+    for table in (None, NAMED):
+        word = shell_word(name, table)
+        assert not _backslash_in_single_quotes(word) and not word.startswith("="), word
+        for shell in ("bash", "dash", "zsh", "fish"):
+            if shutil.which(shell) is None:
+                continue
+            r = subprocess.run([shell, "-c", f"printf %s {word}"], capture_output=True,
+                               cwd=tmp_path, check=False)
+            assert r.stdout == name.encode() or ("$'" in word and shell in ("dash", "fish")), (
+                shell, word, r.stdout, r.stderr)
+            assert not (tmp_path / "pwned").exists(), (shell, word)
+
+
+@pytest.mark.parametrize("suite", ["p (q)", "-x"])
+def test_the_evaluate_again_step_names_a_suite_not_every_shell_reads_by_its_digest(
+        suite: str) -> None:
+    """rev50 finding 4: ``'trajledger eval bc@1 --suite 'p '$'\\x28'q$'\\x29'@1 …'`` (dash
+    reads ``p $\\x28q$\\x29@1``, fish refuses the line), ``--suite -x@1`` (an option)."""
+    from trajledger.runner.release import _refusal
+
+    report, decision = _failing_evaluator(suite)
+    _lines, steps = _refusal(report, decision, "bc@1", "approve")
+    assert argv(steps[0], "trajledger eval", "NAME@VERSION")[4] == "sha256:" + "d" * 64, steps
