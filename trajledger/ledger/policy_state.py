@@ -373,6 +373,7 @@ def policy_toml(
     serial: int = 1,
     role_fields: Mapping[str, Mapping[str, object]] | None = None,
     tail: Mapping[str, object] | None = None,
+    witness: Mapping[str, object] | None = None,
 ) -> str:
     """A trust policy file with every key inline.
 
@@ -386,6 +387,7 @@ def policy_toml(
         role_fields: more fields of a role's table (``identities``, ``encryption_keys``: a
             successor's, kept from the policy in force), in the JSON form's values.
         tail: more top-level settings (``[release]``, ...), in the JSON form's values.
+        witness: the ``[roles.witness]`` table (a successor's, kept), in its JSON form.
     """
     lines = [header, f"name = {json.dumps(name)}", f"serial = {serial}",
              f"max_approval_age = {json.dumps(max_approval_age)}"]
@@ -400,6 +402,8 @@ def policy_toml(
     vkeys = [log_vkey] if isinstance(log_vkey, str) else list(log_vkey)
     lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
               f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", "threshold = 1", ""]
+    lines += ["[roles.witness]  # witnesses that cosign the log's checkpoints"] + [
+        f"{toml_key(k)} = {toml_value(v)}" for k, v in witness.items()] + [""] if witness else []
     for key, value in (tail or {}).items():
         if isinstance(value, Mapping):
             lines += [f"[{toml_key(key)}]"] + [

@@ -136,6 +136,7 @@ class _Successor:
         self.fields: dict[str, dict[str, object]] = {}
         self.tail: dict[str, object] = {}
         self.log_vkeys: list[str] = []
+        self.witness: dict[str, object] = {}
         self.max_age = "90d"
         self.notes: list[str] = []
         self.dropped: dict[str, str] = {}  # a role --roles leaves out: how to keep it
@@ -185,8 +186,9 @@ class _Successor:
         log = current.role("log").vkeys
         self.log_vkeys = [own_log] + [v for v in log if v != own_log]
         kept += [f"{len(self.log_vkeys) - 1} other log key(s)"] if len(self.log_vkeys) > 1 else []
-        if current.role("witness").vkeys:
-            self.notes.append(f"drops [roles.witness] of {was}: copy it in to keep it")
+        self.witness = doc["roles"]["witness"] if current.role("witness").vkeys else {}
+        kept += [f"[roles.witness] ({len(self.witness['vkeys'])} witness key(s), threshold "
+                 f"{self.witness['threshold']})"] if self.witness else []  # (out52's Left)
         age = current.max_approval_age
         unit, n = next((u, n) for u, n in (("w", 604800), ("d", 86400), ("h", 3600),
                                            ("m", 60), ("s", 1)) if age % n == 0)
@@ -250,9 +252,9 @@ def policy_init(
     role left out is said to forbid what it would have allowed. On a ledger with a policy in
     force, the file is its successor (its name, the next serial) and keeps what that policy
     holds and this command was not asked to change (its evaluator role and encryption keys,
-    other keys of a role when no key of it is given, other logs' keys, [release], revocations,
-    the approval age, ...), said in a NOTE; a role --roles leaves out is dropped, a line
-    saying how to keep it.
+    other keys of a role when no key of it is given, other logs' keys, its witnesses,
+    [release], revocations, the approval age, ...), said in a NOTE; a role --roles leaves out
+    is dropped, a line saying how to keep it.
 
     \b
     Examples:
@@ -335,6 +337,7 @@ def policy_init(
         max_approval_age=parts.max_age if parts else "90d",
         role_fields=parts.fields if parts else None,
         tail=parts.tail if parts else None,
+        witness=parts.witness if parts else None,
     )
     write_output(out, text.encode("utf-8"), durable=False, output=True)
     try:
