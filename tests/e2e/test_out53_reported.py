@@ -40,3 +40,55 @@ def test_policy_init_keeps_the_witness_role_of_the_policy_in_force(tmp_path: Pat
     lab.run("policy", "set", tmp_path / "p2.toml", "--key", "vendor", "--yes")
     after = json.loads(lab.run("policy", "show", "--json").stdout)["policy"]
     assert after["serial"] == 2 and after["roles"]["witness"] == before
+
+
+def tree(home: Path) -> dict[str, bytes]:
+    """Every file of a ledger but its scratch directory, by path: a refusal leaves it as it
+    was."""
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
+            if p.is_file() and "tmp" not in p.relative_to(home).parts}
+
+
+def test_a_vendor_whose_producer_key_was_replaced_is_told_the_revocation_buyers_count(
+    tmp_path: Path,
+) -> None:
+    """A vendor (a vendor-only ledger) replaced its producer key ``vendor`` by ``vendor2`` in a
+    successor policy, then had to revoke a batch ``vendor`` produced, which a buyer had
+    imported and trained on. ``revoke --key vendor2`` was refused saying only an approver may
+    revoke it now and how to name one; done as said, the vendor's revocation was logged
+    (``OK: … revoked``), and at the buyer it counted for nothing: a buyer's policy trusts the
+    vendor's producer keys, never its approvers (an import WARNING said `not applied here`,
+    and ``verify`` of the checkpoint trained on the batch passed, exit 0). Expected: the
+    refusal names the key here that produced it and the way its revocation reaches buyers;
+    followed as printed, the buyer's ``verify`` fails naming the revocation, exit 1."""
+    from test_updates import train_a_buyer
+
+    vendor, buyer, ckpt = train_a_buyer(tmp_path)
+    applied = vendor.size()  # what the buyer's import applied of the vendor's log
+    vendor.run("key", "new", "vendor2", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor2",
+               "--out", tmp_path / "p2.toml")
+    vendor.run("policy", "set", tmp_path / "p2.toml", "--key", "vendor", "--yes")
+    before = tree(vendor.home)
+    r = vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn",
+                   "--key", "vendor2", code=1)
+    assert tree(vendor.home) == before
+    assert ("a producer key the policy in force no longer holds; key vendor here is that key: "
+            "to revoke it where buyers count it too, name it again in a successor ('trajledger "
+            "policy init --roles producer --producer vendor2 --producer vendor --out FILE' and "
+            "'trajledger policy set FILE --key vendor2'), give --key vendor, then record a "
+            "successor without it; or name an approver, whose revocation counts here only"
+            ) in r.stderr, r.stderr
+    # done as printed
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor2", "--producer",
+               "vendor", "--out", tmp_path / "p3.toml")
+    vendor.run("policy", "set", tmp_path / "p3.toml", "--key", "vendor2", "--yes")
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor2",
+               "--out", tmp_path / "p4.toml")
+    vendor.run("policy", "set", tmp_path / "p4.toml", "--key", "vendor2", "--yes")
+    vendor.run("export", "--updates-since", str(applied), "--out", tmp_path / "u.tar.zst")
+    err = buyer.run("import", tmp_path / "u.tar.zst", "--key", "approver").stderr
+    assert "WARNING: revoked by " in err and "consent withdrawn" in err, err
+    r = buyer.run("verify", ckpt, code=1)
+    assert "> revoked: consent withdrawn" in r.stderr, r.stderr
