@@ -19,8 +19,8 @@ def test_policy_init_keeps_the_witness_role_of_the_policy_in_force(tmp_path: Pat
     ``[roles.witness]`` wrote a successor without it (a NOTE said to copy it in), while every
     other role and setting is kept: recorded as written, the log's checkpoints were no longer
     required to carry the witnesses' cosignatures. Expected: kept, and said so."""
-    from trajledger.ledger.monitor import witness_vkey
     from trajledger.ledger.keys import Signer
+    from trajledger.ledger.monitor import witness_vkey
 
     lab = Party(tmp_path, "lab")
     ledger = Ledger.init(lab.home, origin="lab.example/log")
@@ -29,7 +29,8 @@ def test_policy_init_keeps_the_witness_role_of_the_policy_in_force(tmp_path: Pat
     wit = witness_vkey(Signer.generate("w1"))
     text = (tmp_path / "p1.toml").read_text()
     (tmp_path / "p1.toml").write_text(
-        text + f'\n[roles.witness]\nvkeys = ["{wit}"]\nthreshold = 1\nlogs = ["other.example/log"]\n')
+        text + f'\n[roles.witness]\nvkeys = ["{wit}"]\nthreshold = 1\n'
+        'logs = ["other.example/log"]\n')
     lab.run("policy", "set", tmp_path / "p1.toml", "--key", "vendor", "--yes")
     before = json.loads(lab.run("policy", "show", "--json").stdout)["policy"]["roles"]["witness"]
     assert before["vkeys"] == [wit]
