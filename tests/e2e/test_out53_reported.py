@@ -93,3 +93,35 @@ def test_a_vendor_whose_producer_key_was_replaced_is_told_the_revocation_buyers_
     assert "WARNING: revoked by " in err and "consent withdrawn" in err, err
     r = buyer.run("verify", ckpt, code=1)
     assert "> revoked: consent withdrawn" in r.stderr, r.stderr
+
+
+def test_a_revocation_by_a_key_the_buyer_does_not_trust_says_what_would_count(
+    tmp_path: Path,
+) -> None:
+    """The vendor revoked a batch the buyer trained on with an approver key of its own (the
+    way out47's refusal named). The buyer's import said `not applied here` and, with
+    ``verify`` of the checkpoint (exit 0: the revocation counts for nothing here), that the
+    record's key is `not in the policy` and to `add it to [roles.producer] of the policy you
+    verify with (…, then 'policy set')`. Done so, nothing changed and nothing could: a
+    producer key revokes only what it produced, and the record, logged already, is judged by
+    the policy in force when it was logged; an approver of the vendor's put in the buyer's
+    approver role would approve the buyer's data. Expected: the line says what counts."""
+    from test_updates import train_a_buyer
+
+    vendor, buyer, ckpt = train_a_buyer(tmp_path)
+    applied = vendor.size()
+    vendor.run("key", "new", "approver", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer,approver", "--producer", "vendor",
+               "--approver", "approver", "--out", tmp_path / "p2.toml")
+    vendor.run("policy", "set", tmp_path / "p2.toml", "--key", "vendor", "--yes")
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "approver")
+    vendor.run("export", "--updates-since", str(applied), "--out", tmp_path / "u.tar.zst")
+    err = buyer.run("import", tmp_path / "u.tar.zst", "--key", "approver").stderr
+    out = buyer.run("verify", ckpt).stdout
+    what = ("a revocation or erasure counts signed by the key that produced what it names or by "
+            "one of your approvers: ask its signer for one signed by the key that produced it "
+            "(once that key is in your policy's [roles.producer])")
+    for text in (err, out):
+        assert "add it to [roles.producer]" not in text and "add the key" not in text, text
+        assert what in text, text
+    assert "or revoke it here yourself ('trajledger revoke " in err, err
