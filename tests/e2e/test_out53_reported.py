@@ -125,3 +125,35 @@ def test_a_revocation_by_a_key_the_buyer_does_not_trust_says_what_would_count(
         assert "add it to [roles.producer]" not in text and "add the key" not in text, text
         assert what in text, text
     assert "or revoke it here yourself ('trajledger revoke " in err, err
+
+
+def test_an_update_bundle_applied_before_arriving_again_after_a_later_one_is_no_rollback(
+    tmp_path: Path,
+) -> None:
+    """The vendor sent two update bundles (``--updates-since``), u1 then u2; the buyer imported
+    both, then u1 again (a mail delivered twice, a script run over the folder of bundles).
+    ``import u1`` said ``rollback: … size 9 … accepted before; size 8 … now; nothing was
+    imported: keep this bundle … as evidence, … and ask the log's owner which tree it stands
+    by``, exit 1: a tree this ledger accepted from this very bundle, which the later one
+    extends, told as a misbehaving log. u1 imported twice in a row said `applied already`,
+    exit 0, and so does an older artifact bundle after the log's updates (out43 finding 6).
+    Expected: the same answer here; the ledger's files as they were."""
+    from test_updates import train_a_buyer
+
+    vendor, buyer, _ckpt = train_a_buyer(tmp_path)
+    sizes = [vendor.size()]
+    for n in (1, 2):
+        vendor.run("env", "register", f"grid-{n}", "--version", "1", "--source", "sim",
+                   "--key", "vendor")
+        vendor.run("export", "--updates-since", str(sizes[-1]), "--out",
+                   tmp_path / f"u{n}.tar.zst")
+        sizes.append(vendor.size())
+    for n in (1, 2):
+        buyer.run("import", tmp_path / f"u{n}.tar.zst", "--key", "approver")
+    before = tree(buyer.home)
+    r = buyer.run("import", tmp_path / "u1.tar.zst", "--key", "approver")
+    assert tree(buyer.home) == before
+    assert "rollback" not in r.stderr, r.stderr
+    assert (f"applied already up to the bundle's checkpoint; nothing new; its log applied up to "
+            f"size {sizes[2]}: ask its owner for updates with 'trajledger export "
+            f"--updates-since {sizes[2]}'") in r.stderr, r.stderr

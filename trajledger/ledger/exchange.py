@@ -814,6 +814,11 @@ def import_bundle(
                     s.name for s in statement.subjects if s.digest == ev.subject),
                     origin_name(vkey), earlier, False, stored, report, (), changes,
                     applied_for(origin) or 0)
+            if prior is not None and cp.size < prior.size and ev.subject is None and (
+                    earlier_import(ledger, None, (cp.origin, cp.size, cp.root), vkey)
+                    is not None):  # an update bundle taken in before, arriving again (out53)
+                return ImportResult(None, "", "", origin_name(vkey), -1, False, 0, report, (),
+                                    Changes(origin_name(vkey)), applied_for(origin) or 0)
             proof: list[bytes] = []
             if prior is not None and 0 < prior.size < cp.size:
                 with contextlib.suppress(FileNotFoundError):
