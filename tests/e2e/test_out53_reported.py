@@ -157,3 +157,32 @@ def test_an_update_bundle_applied_before_arriving_again_after_a_later_one_is_no_
     assert (f"applied already up to the bundle's checkpoint; nothing new; its log applied up to "
             f"size {sizes[2]}: ask its owner for updates with 'trajledger export "
             f"--updates-since {sizes[2]}'") in r.stderr, r.stderr
+
+
+def test_a_record_kind_the_buyers_policy_does_not_allow_says_how_to_accept_it(
+    tmp_path: Path,
+) -> None:
+    """A buyer whose policy lists the predicate types it accepts (``allowed_predicate_types``,
+    keys/README.md) without environments imported the vendor's dataset: ``FAIL: … record: log
+    entry 1: predicate type https://trajledger.dev/attestation/environment/v1 is not allowed
+    by the policy``, and nothing more, where a version of a kind the policy does not list says
+    `add it to allowed_predicate_types to accept such records`. Expected: the same next step
+    (offline and at import); nothing imported, the ledger's files as they were."""
+    from test_updates import BUYER_POLICY, Vendor, make_buyer
+
+    from trajledger.verify.predicates import ALL
+
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Party(tmp_path, "buyer")
+    env = "https://trajledger.dev/attestation/environment/v1"
+    allowed = ", ".join(json.dumps(t) for t in sorted(ALL - {env}))
+    make_buyer(buyer, [vendor], BUYER_POLICY.replace(
+        "[roles.producer]", f"allowed_predicate_types = [{allowed}]\n[roles.producer]"))
+    before = tree(buyer.home)
+    r = buyer.run("import", vendor.bundle, "--key", "approver", code=1)
+    assert tree(buyer.home) == before
+    line = (f"predicate type {env} is not allowed by the policy; add it to "
+            "allowed_predicate_types to accept such records")
+    assert line in r.stderr, r.stderr
+    r = buyer.run("verify", vendor.bundle, "--policy", buyer.home / "policy.toml", code=1)
+    assert line in r.stderr, r.stderr
