@@ -186,3 +186,37 @@ def test_a_record_kind_the_buyers_policy_does_not_allow_says_how_to_accept_it(
     assert line in r.stderr, r.stderr
     r = buyer.run("verify", vendor.bundle, "--policy", buyer.home / "policy.toml", code=1)
     assert line in r.stderr, r.stderr
+
+
+def test_a_delivery_after_the_vendors_log_key_rotated_names_the_export_that_imports(
+    tmp_path: Path,
+) -> None:
+    """The vendor's log grew and its key was rotated (``log rotate-key``) between two
+    deliveries; it sent the second dataset's bundle (``export bh@2``: it carries the
+    handover). The buyer's import said `… does not extend the tree of size 5 seen or handed
+    over under key …: the bundle holds no consistency proof from size 5 to 8 (export it with
+    --consistency-from 5); nothing was changed`; the vendor did so, and the import then said
+    `unprovable: the bundle does not carry the log since size 5, … ask for a bundle exported
+    with --updates-since 5`: two refusals, the first naming an export the import refuses.
+    Expected: the first names the export that imports; done as said, imported."""
+    from test_updates import rollouts, train_a_buyer
+
+    vendor, buyer, _ckpt = train_a_buyer(tmp_path)
+    applied = vendor.size()
+    vendor.run("env", "register", "grid-2", "--version", "1", "--source", "sim", "--key",
+               "vendor")  # the log grows before the rotation
+    vendor.run("log", "rotate-key")
+    batch = vendor.last("record", rollouts(tmp_path / "v3.parquet", 3), "--env", "grid@1",
+                        "--policy", "scripted", "--name", "vendor-3", "--licence", "CC-BY-4.0",
+                        "--key", "vendor")
+    vendor.run("dataset", "create", "bh", "--version", "2", "--split", "train", "--batch", batch,
+               "--key", "vendor")
+    vendor.run("export", "bh@2", "--out", tmp_path / "bh2.tar.zst")
+    before = tree(buyer.home)
+    r = buyer.run("import", tmp_path / "bh2.tar.zst", "--key", "approver", code=1)
+    assert tree(buyer.home) == before
+    assert "--consistency-from" not in r.stderr, r.stderr
+    assert f"ask for a bundle exported with --updates-since {applied}" in r.stderr, r.stderr
+    vendor.run("export", "bh@2", "--updates-since", str(applied), "--out",
+               tmp_path / "bh2u.tar.zst")
+    buyer.run("import", tmp_path / "bh2u.tar.zst", "--key", "approver")
