@@ -220,3 +220,38 @@ def test_a_delivery_after_the_vendors_log_key_rotated_names_the_export_that_impo
     vendor.run("export", "bh@2", "--updates-since", str(applied), "--out",
                tmp_path / "bh2u.tar.zst")
     buyer.run("import", tmp_path / "bh2u.tar.zst", "--key", "approver")
+
+
+def test_a_buyer_without_a_producer_key_of_its_own_writes_a_successor_with_policy_init(
+    tmp_path: Path,
+) -> None:
+    """The README's buyer (keys ``approver`` and ``trainer`` only; the vendor's key in
+    ``[roles.producer]``) replacing its approver key ran ``policy init --approver approver2``
+    (and plain ``policy init``): `Error: no producer key (--producer KEY) (keys: approver,
+    approver2, trainer; create them with 'trajledger key new NAME', or leave a role out with
+    --roles)`, exit 2, though a successor keeps a role's keys the command was not given (out52),
+    and leaving the role out (``--roles approver,trainer``) is refused (`want producer`).
+    Expected: the successor keeps the vendor's producer keys, said in the NOTE."""
+    from test_updates import Vendor
+
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Party(tmp_path, "buyer")
+    buyer.run("init", "--origin", "buyer.example/log")
+    for k in ("approver", "trainer", "approver2"):
+        buyer.run("key", "new", k, "--no-encrypt")
+    pem = (vendor.home / "keys" / "vendor.pub").read_text()
+    own = {k: buyer.run("key", "export", k).stdout for k in ("approver", "trainer")}
+    (tmp_path / "p1.toml").write_text(
+        f'name = "buyer"\nserial = 1\n[roles.producer]\nkeys = ["""{pem}"""]\n'
+        f'[roles.approver]\nkeys = ["""{own["approver"]}"""]\n'
+        f'[roles.trainer]\nkeys = ["""{own["trainer"]}"""]\n'
+        f'[roles.log]\nvkeys = ["{vendor.vkey()}", "{buyer.vkey()}"]\n')
+    buyer.run("policy", "set", tmp_path / "p1.toml", "--key", "approver", "--yes")
+    err = buyer.run("policy", "init", "--approver", "approver2", "--out",
+                    tmp_path / "p2.toml").stderr
+    assert "keeps from serial 1 (in force) what this command was not asked to change: the " \
+        "producer role's 1 key(s)" in err, err
+    buyer.run("policy", "set", tmp_path / "p2.toml", "--key", "approver", "--yes")
+    policy = json.loads(buyer.run("policy", "show", "--json").stdout)["policy"]
+    assert policy["serial"] == 2 and len(policy["roles"]["producer"]["keys"]) == 1
+    buyer.run("import", vendor.bundle, "--key", "approver2")

@@ -175,7 +175,8 @@ class _Successor:
                     "policy show --json')")
             elif others:
                 self.pairs[r] += [(names.get(k.keyid, f"kept from {was}"), k) for k in others]
-                kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else []
+                kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else [
+                    f"the {r} role's {len(others)} key(s)"] if f"the {r} role" not in kept else []
             if 1 <= role.threshold <= len(self.pairs[r]) + len(role.identities):
                 self.thresholds[r] = role.threshold
             entry = doc["roles"][r]
@@ -292,7 +293,9 @@ def policy_init(
                 raise click.BadParameter(
                     f"no key {n!r} in {ledger.keys.directory}" + (f"; {close}" if close else ""),
                     param_hint=f"--{role}")
-    missing = [r for r, keys in chosen.items() if not keys]
+    found = current_policy(ledger)  # a successor: the next serial, the name, what it keeps
+    missing = [r for r, keys in chosen.items() if not keys and not (found and (
+        found[1].role(r).keys or found[1].role(r).identities))]  # (kept: a buyer's, out53)
     if missing:
         raise click.UsageError(
             "no " + " and no ".join(f"{r} key (--{r} KEY)" for r in missing) + f" (keys: "
@@ -300,7 +303,6 @@ def policy_init(
             "a role out with --roles)"
         )
     members = chosen
-    found = current_policy(ledger)  # a successor: the next serial, the name, what it keeps
     roles_said = click.get_current_context().get_parameter_source("roles") not in (
         ParameterSource.DEFAULT, None)
     pairs = {r: [(k, ledger.keys.public(k)) for k in keys] for r, keys in members.items()}
