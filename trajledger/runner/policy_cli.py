@@ -187,9 +187,10 @@ class _Successor:
         log = current.role("log").vkeys
         self.log_vkeys = [own_log] + [v for v in log if v != own_log]
         kept += [f"{len(self.log_vkeys) - 1} other log key(s)"] if len(self.log_vkeys) > 1 else []
-        self.witness = doc["roles"]["witness"] if current.role("witness").vkeys else {}
-        kept += [f"[roles.witness] ({len(self.witness['vkeys'])} witness key(s), threshold "
-                 f"{self.witness['threshold']})"] if self.witness else []  # (out52's Left)
+        witness = current.role("witness")  # (out52's Left: kept, as every other role)
+        self.witness = doc["roles"]["witness"] if witness.vkeys else {}
+        kept += [f"[roles.witness] ({len(witness.vkeys)} witness key(s), threshold "
+                 f"{witness.threshold})"] if witness.vkeys else []
         age = current.max_approval_age
         unit, n = next((u, n) for u, n in (("w", 604800), ("d", 86400), ("h", 3600),
                                            ("m", 60), ("s", 1)) if age % n == 0)
