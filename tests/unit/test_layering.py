@@ -315,7 +315,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ledger ground: what the handle is made of", (
         "trajledger.ledger", "trajledger.ledger.errors", "trajledger.ledger.config",
         "trajledger.ledger.fs", "trajledger.ledger.access", "trajledger.ledger.progress",
-        "trajledger.ledger.suggestions",
+        "trajledger.ledger.suggestions", "trajledger.ledger.authority_hint",
         "trajledger.ledger.user_state", "trajledger.ledger.keys", "trajledger.ledger.key_pkcs8",
         "trajledger.ledger.remote",
         "trajledger.ledger.store", "trajledger.ledger.store_sink", "trajledger.ledger.files",

@@ -565,6 +565,21 @@ def _check_signers(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Si
                           f"{policy.name!r} wants {want}{way}")
 
 
+def _proof_for_import(ev: BundleEvidence) -> Callable[[int, int], list[bytes]]:
+    """``ev``'s consistency proofs, for following the log's key handovers at import: a proof
+    it lacks names the export an import takes (out53 finding 4: `--consistency-from`, the
+    verifier's word, made a bundle the import refused next for lacking the log since)."""
+    def proof(old: int, new: int) -> list[bytes]:
+        try:
+            return ev.consistency_proof(old, new)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(
+                f"the bundle holds no consistency proof from size {old} to {new}: ask for a "
+                f"bundle exported with --updates-since {old}, which carries the log since then"
+            ) from e
+    return proof
+
+
 def _checked_proof(ev: BundleEvidence, index: int, entry: bytes, what: str) -> list[bytes]:
     """The bundle's inclusion proof of entry ``index`` under its checkpoint, checked.
 
@@ -790,7 +805,7 @@ def import_bundle(
             # (4)
             note_bytes = ev.checkpoint_note()
             origin = origin_state(ledger, vkey, distinct=policy.role("log").vkeys,
-                                  handovers=ev.key_handovers(), proof=ev.consistency_proof,
+                                  handovers=ev.key_handovers(), proof=_proof_for_import(ev),
                                   note=note_bytes)
             prior = origin.floor_checkpoint()
             if prior is not None and cp.size < prior.size and ev.subject is not None and (
@@ -814,6 +829,11 @@ def import_bundle(
                     s.name for s in statement.subjects if s.digest == ev.subject),
                     origin_name(vkey), earlier, False, stored, report, (), changes,
                     applied_for(origin) or 0)
+            if prior is not None and cp.size < prior.size and ev.subject is None and (
+                    earlier_import(ledger, None, (cp.origin, cp.size, cp.root), vkey)
+                    is not None):  # an update bundle taken in before, arriving again (out53)
+                return ImportResult(None, "", "", origin_name(vkey), -1, False, 0, report, (),
+                                    Changes(origin_name(vkey)), applied_for(origin) or 0)
             proof: list[bytes] = []
             if prior is not None and 0 < prior.size < cp.size:
                 with contextlib.suppress(FileNotFoundError):

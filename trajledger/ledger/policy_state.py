@@ -377,6 +377,7 @@ def policy_toml(
     role_fields: Mapping[str, Mapping[str, object]] | None = None,
     tail: Mapping[str, object] | None = None,
     log_threshold: int = 1,
+    witness: Mapping[str, object] | None = None,
 ) -> str:
     """A trust policy file with every key inline.
 
@@ -392,6 +393,7 @@ def policy_toml(
         tail: more top-level settings (``[release]``, ...), in the JSON form's values.
         log_threshold: how many of the log keys sign a checkpoint (a successor's: the one in
             force's, rev50 finding 5).
+        witness: the ``[roles.witness]`` table (a successor's, kept), in its JSON form.
     """
     lines = [header, f"name = {json.dumps(name)}", f"serial = {serial}",
              f"max_approval_age = {json.dumps(max_approval_age)}"]
@@ -408,6 +410,9 @@ def policy_toml(
     lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
               f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", f"threshold = {log_threshold}",
               ""]
+    lines += ["[roles.witness]  # witnesses that cosign the log's checkpoints"] + [
+        f"{toml_key(k)} = {toml_value(v, f'roles.witness.{k}')}" for k, v in witness.items()
+    ] + [""] if witness else []
     for key, value in (tail or {}).items():
         if isinstance(value, Mapping):
             lines += [f"[{toml_key(key)}]"] + [

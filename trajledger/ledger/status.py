@@ -792,30 +792,16 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
     entry = state.entry(item.index)
     if entry is None or signer.keyid in entry.signers:
         return
+    from .authority_hint import give
+
     try:  # the key to give instead, when this ledger holds one (a producer key rotated, say)
-        here = [(k.name, k.keyid) for k in ledger.keys.list()]
+        here = [(k.name, k.keyid, k.private) for k in ledger.keys.list()]
     except (LedgerError, ProvenanceError, OSError):
         here = []
-    policy = found[1]
-    mine = [n for n, k in here if k in entry.signers and policy.holds("producer", k)]
-    other = [n for n, k in here if not mine and policy.holds("approver", k)]
-    replaced = not any(policy.holds("producer", k) for k in entry.signers)
-    producers = " ".join(f"--producer {n}" for n, k in here if policy.holds("producer", k))
-    give = (f", key {mine[0]} here: give --key {mine[0]}" if mine else
-            f": give an approver's key, --key {other[0]}" if other else
-            # out47 finding 5: its producer was replaced by a successor policy: naming the old
-            # key sent to a key the policy no longer holds
-            ", a producer key the policy in force no longer holds: only an approver may "
-            f"{verb} it now" + (
-                ": ask a holder of one of the policy's approver keys" if policy.signing_role()
-                == "approver" else  # (a vendor's policy, no approver: name one)
-                "; to name one, 'trajledger key new approver', then 'trajledger policy init "
-                f"--roles producer,approver {producers} --approver approver' and 'trajledger "
-                f"policy set FILE --key {signer.name}', then give --key approver")
-            if replaced else "")
     raise PolicyError(
         f"{item.kind} {shown_ref(ledger, item)}: key {signer.name} ({signer.keyid[:12]}) did not "
-        f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}{give}): "
+        f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}"
+        f"{give(found[1], entry.signers, here, signer.name, verb)}): "
         f"a producer may {verb} only what it produced, an approver anything; nothing was signed"
     )
 

@@ -506,19 +506,21 @@ def _import_subject(update: Update, cp: Checkpoint) -> tuple[str, str]:
             f"updates of {origin_name(update.vkey)} to size {cp.size}")
 
 
-def earlier_import(ledger: LedgerHome, digest: str, tree: tuple[str, int, bytes], vkey: str,
+def earlier_import(ledger: LedgerHome, digest: str | None, tree: tuple[str, int, bytes],
+                   vkey: str,
                    imports: Sequence[tuple[int, Import]] | None = None,
                    state: TrustState | None = None) -> int | None:
     """The index of an import record of ``digest`` with the same evidence (the log ``vkey``,
     the tree), if any: a tree this ledger accepted then (`exchange.import_bundle`: an older
-    bundle imported again after its log's later updates is no rollback, out43 finding 6).
+    bundle imported again after its log's later updates is no rollback, out43 finding 6); with
+    ``digest`` None, of any subject (an update bundle imported again after a later one: out53).
     ``imports``, ``state``: this ledger's import records and state, read already."""
     state = state or ledger.trust_state()
     for i, pred in import_records(ledger, vkey, state) if imports is None else imports:
         if pred.log.get("vkey") != vkey:
             continue
         entry = state.entry(i)
-        if entry is None or entry.subject != digest:
+        if entry is None or (digest is not None and entry.subject != digest):
             continue
         try:
             cp = Checkpoint.from_text(_note_text(str(pred.log["checkpoint"])))

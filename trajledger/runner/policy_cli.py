@@ -137,6 +137,7 @@ class _Successor:
         self.tail: dict[str, object] = {}
         self.log_vkeys: list[str] = []
         self.log_threshold = 1
+        self.witness: dict[str, object] = {}
         self.max_age = "90d"
         self.notes: list[str] = []
         self.dropped: dict[str, str] = {}  # a role --roles leaves out: how to keep it
@@ -175,7 +176,8 @@ class _Successor:
                     "policy show --json')")
             elif others:
                 self.pairs[r] += [(names.get(k.keyid, f"kept from {was}"), k) for k in others]
-                kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else []
+                kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else [
+                    f"the {r} role's {len(others)} key(s)"] if f"the {r} role" not in kept else []
             if 1 <= role.threshold <= len(self.pairs[r]) + len(role.identities):
                 self.thresholds[r] = role.threshold
             entry = doc["roles"][r]
@@ -190,8 +192,10 @@ class _Successor:
         # on a checkpoint, without a word: rev50 finding 5)
         self.log_threshold = min(max(current.role("log").threshold, 1), len(self.log_vkeys))
         kept += [f"log threshold {self.log_threshold}"] if self.log_threshold > 1 else []
-        if current.role("witness").vkeys:
-            self.notes.append(f"drops [roles.witness] of {was}: copy it in to keep it")
+        witness = current.role("witness")  # (out52's Left: kept, as every other role)
+        self.witness = doc["roles"]["witness"] if witness.vkeys else {}
+        kept += [f"[roles.witness] ({len(witness.vkeys)} witness key(s), threshold "
+                 f"{witness.threshold})"] if witness.vkeys else []
         age = current.max_approval_age
         unit, n = next((u, n) for u, n in (("w", 604800), ("d", 86400), ("h", 3600),
                                            ("m", 60), ("s", 1)) if age % n == 0)
@@ -256,8 +260,8 @@ def policy_init(
     force, the file is its successor (its name, the next serial) and keeps what that policy
     holds and this command was not asked to change (its evaluator role and encryption keys,
     other keys of a role when no key of it is given, other logs' keys and the log threshold,
-    [release], revocations, the approval age, ...), said in a NOTE; a role --roles leaves out
-    is dropped, a line saying how to keep it.
+    its witnesses, [release], revocations, the approval age, ...), said in a NOTE; a role
+    --roles leaves out is dropped, a line saying how to keep it.
 
     \b
     Examples:
@@ -295,7 +299,9 @@ def policy_init(
                 raise click.BadParameter(
                     f"no key {n!r} in {ledger.keys.directory}" + (f"; {close}" if close else ""),
                     param_hint=f"--{role}")
-    missing = [r for r, keys in chosen.items() if not keys]
+    found = current_policy(ledger)  # a successor: the next serial, the name, what it keeps
+    missing = [r for r, keys in chosen.items() if not keys and not (found and (
+        found[1].role(r).keys or found[1].role(r).identities))]  # (kept: a buyer's, out53)
     if missing:
         raise click.UsageError(
             "no " + " and no ".join(f"{r} key (--{r} KEY)" for r in missing) + f" (keys: "
@@ -303,7 +309,6 @@ def policy_init(
             "a role out with --roles)"
         )
     members = chosen
-    found = current_policy(ledger)  # a successor: the next serial, the name, what it keeps
     roles_said = click.get_current_context().get_parameter_source("roles") not in (
         ParameterSource.DEFAULT, None)
     pairs = {r: [(k, ledger.keys.public(k)) for k in keys] for r, keys in members.items()}
@@ -342,6 +347,7 @@ def policy_init(
             role_fields=parts.fields if parts else None,
             tail=parts.tail if parts else None,
             log_threshold=parts.log_threshold if parts else 1,
+            witness=parts.witness if parts else None,
         )
     except LedgerError as e:  # (a kept setting TOML cannot hold: rev50 finding 2)
         raise LedgerError(f"{out}: not written: serial {serial - 1} (in force) holds what this "

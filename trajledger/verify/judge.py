@@ -120,10 +120,9 @@ def judge_record(index: int, entry: LogEntry, data: bytes | None, policy: TrustP
         ptypes = kind.predicate_types
         allowed = policy.allowed_predicate_types
         if not any(t in allowed for t in ptypes):
-            raise VerificationError(
+            raise VerificationError(  # (out53: what to do, as for a version not allowed)
                 f"log entry {index}: predicate type {' or '.join(ptypes)} is not allowed by the "
-                "policy"
-            )
+                "policy; add it to allowed_predicate_types to accept such records")
         keys, idents, threshold, revoked = signing_keys(policy, kind, index, entry.time)
         if not keys and not idents and not revoked:
             raise VerificationError(f"{head}: the policy has no {' or '.join(kind.roles)} keys or "

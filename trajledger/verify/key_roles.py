@@ -44,7 +44,13 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
                  if keyid != sig.keyid else "")
         named.append(f"key {keyid[:12] or '(no keyid)'}{found} ({who})")
     out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
-    if any(n.endswith("(not in the policy)") for n in named):  # (out43 finding 8)
+    if any(n.endswith("(not in the policy)") for n in named) and "approver" in roles[1:]:
+        # a revocation or erasure: a producer key counts for what it produced only, and an
+        # approver of another organisation's does not belong in yours (out53 finding 2)
+        out += ("; a revocation or erasure counts signed by the key that produced what it names "
+                "or by one of your approvers: ask its signer for one signed by the key that "
+                "produced it (once that key is in your policy's [roles.producer])")
+    elif any(n.endswith("(not in the policy)") for n in named):  # (out43 finding 8)
         out += (f"; if the signer confirms the key is theirs (ask them, not the data), add it to "
                 f"[roles.{roles[0]}] of the policy you verify with (the --policy file, or a "
                 "ledger's, then 'policy set'); otherwise treat the record as forged")

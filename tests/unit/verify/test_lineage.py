@@ -580,7 +580,8 @@ def test_a_predicate_type_the_policy_does_not_allow(setup: Setup) -> None:
     assert line.startswith("evaluator sha256:")
     assert line.endswith(
         ": predicate type https://trajledger.dev/attestation/evaluator/v1 is not allowed by "
-        "the policy; and 1 record that depends on it"
+        "the policy; add it to allowed_predicate_types to accept such records; and 1 record "
+        "that depends on it"
     )
 
 
