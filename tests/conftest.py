@@ -404,6 +404,16 @@ def make_tree(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     yield make
 
 
+@pytest.fixture(scope="session")
+def quickstart_template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[str]:
+    """``trajledger quickstart --episodes 10`` (`testkit.quickstart`: keys in the clear), built
+    once; its value is the final checkpoint's digest. About 60 modules start from a copy
+    (`testkit.copy_template`, 0.04 CPU-s) instead of a quickstart of their own (0.9 to 2 CPU-s
+    in process); a test of the quickstart itself, or one that needs keys or a log of its own
+    (a second, different ledger), runs its own."""
+    return testkit.build_template(tmp_path_factory.mktemp("quickstart"), testkit.quickstart)
+
+
 # -- a ledger holding an approved chat dataset (the training tests) ---------------------------
 
 CHAT_POLICY = """\
