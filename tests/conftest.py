@@ -5,6 +5,8 @@
 - ``home``: an initialised ledger directory under ``tmp_path`` (a copy of a template built once
   per session: `testkit.copy_template`).
 - ``make_tree``: a factory writing a directory of files from a ``{path: content}`` spec.
+- ``quickstart_template``: ``trajledger quickstart --episodes 10`` built once per session (the
+  e2e and unit modules copy it: `testkit.copy_template`).
 - ``passphrase``: sets ``TRAJLEDGER_PASSPHRASE`` for one test and returns it.
 - ``--update-goldens``: rewrite golden files instead of comparing; tests read it through the
   ``update_goldens`` fixture.
