@@ -93,11 +93,11 @@ def vendor_copy(root: Path, name: str, origin: str, seeds: tuple[int, int] = (1,
            env: str = "grid") -> Vendor:
     """``Vendor(root, name, origin, seeds, env)``, built once per test process for these
     arguments (in a temporary directory removed at its end) and copied into ``root``: its
-    ledger, its user state, its record files and its bundle (0.03 CPU-s against 0.25 to 0.5 to
-    build: 9 commands). Each call has a ledger of its own, as before; the calls of one process
-    with the same arguments share its keys and log key, which no test compares across tests
-    (as `train_a_buyer`'s copies share theirs). A second call with the same arguments in one
-    test builds anew (two vendors of one name and origin have two keys). For a vendor built
+    ledger, its user state, its record files and its bundle (0.01 CPU-s, against 0.22 to 0.25
+    to build warm: 9 commands). Each call has a ledger of its own, as before; the calls of one
+    process with the same arguments share its keys and log key, which no test compares across
+    tests (as `train_a_buyer`'s copies share theirs). A second call with the same arguments in
+    one test builds anew (two vendors of one name and origin have two keys). For a vendor built
     after a test changed something the build reads (a clock, a fault), call ``Vendor``."""
     import atexit
     import copy
