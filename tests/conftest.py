@@ -5,6 +5,8 @@
 - ``home``: an initialised ledger directory under ``tmp_path`` (a copy of a template built once
   per session: `testkit.copy_template`).
 - ``make_tree``: a factory writing a directory of files from a ``{path: content}`` spec.
+- ``quickstart_template``: ``trajledger quickstart --episodes 10`` built once per session (the
+  e2e and unit modules copy it: `testkit.copy_template`).
 - ``passphrase``: sets ``TRAJLEDGER_PASSPHRASE`` for one test and returns it.
 - ``--update-goldens``: rewrite golden files instead of comparing; tests read it through the
   ``update_goldens`` fixture.
@@ -402,6 +404,16 @@ def make_tree(tmp_path: Path) -> Iterator[Callable[..., Path]]:
         return root
 
     yield make
+
+
+@pytest.fixture(scope="session")
+def quickstart_template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[str]:
+    """``trajledger quickstart --episodes 10`` (`testkit.quickstart`: keys in the clear), built
+    once; its value is the final checkpoint's digest. About 60 modules start from a copy
+    (`testkit.copy_template`, 0.04 CPU-s) instead of a quickstart of their own (0.9 to 2 CPU-s
+    in process); a test of the quickstart itself, or one that needs keys or a log of its own
+    (a second, different ledger), runs its own."""
+    return testkit.build_template(tmp_path_factory.mktemp("quickstart"), testkit.quickstart)
 
 
 # -- a ledger holding an approved chat dataset (the training tests) ---------------------------

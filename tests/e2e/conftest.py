@@ -8,8 +8,8 @@ Quickstart ledgers, built once per session (per xdist worker) for the modules th
 one (each copies what it uses, or extends a copy in a user state of its own:
 `testkit.extend_template`, `testkit.user_state`):
 
-- ``quickstart_template``: ``trajledger quickstart --episodes 10``, keys in the clear; its value
-  is the final checkpoint's digest.
+- ``quickstart_template`` (tests/conftest.py, as the unit tests use it too): ``trajledger
+  quickstart --episodes 10``, keys in the clear; its value is the final checkpoint's digest.
 - ``secured_quickstart``: `tamperkit.build_quickstart` (keys encrypted under
   ``tamperkit.PASSPHRASE``, its user's state beside it); tests copy it, never use it in place.
 - ``alice_home``: a copy, per test, of a ledger with key alice (encrypted under the test
@@ -29,11 +29,6 @@ if _HERE not in sys.path:
 
 import tamperkit as tk  # noqa: E402
 import testkit  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def quickstart_template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[str]:
-    return testkit.build_template(tmp_path_factory.mktemp("quickstart"), testkit.quickstart)
 
 
 @pytest.fixture(scope="session")

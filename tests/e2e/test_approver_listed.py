@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from test_third_party_updates import REASON, third_party
-from test_updates import BUYER_POLICY, Vendor, served
+from test_updates import BUYER_POLICY, Vendor, served, vendor_copy
 from testkit import Party
 
 
@@ -52,8 +52,8 @@ def test_a_full_bundle_whose_policy_lists_a_key_that_approves_here_names_every_r
     """On 350977cf: nothing named, ``applied`` 12, and ``monitor --fail-on-revocation`` of the
     lab exit 0: its approver's revocation of ``other-1`` (held here from the other vendor's
     log) never read."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    other = Vendor(tmp_path, "other", "other.example/log", seeds=(3, 4), env="maze")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
+    other = vendor_copy(tmp_path, "other", "other.example/log", seeds=(3, 4), env="maze")
     lab = _lab(tmp_path, [vendor, other])
     lab.run("revoke", other.batches[0], "--reason", REASON, "--key", "approver")
     bundle = tmp_path / "lab.tar.zst"
@@ -76,8 +76,8 @@ def test_a_key_a_bundles_policy_lists_counts_only_as_an_approver_of_another_here
     """Held: the other vendor's policy names as an approver a key of its own (none here) or
     the third party's own approver (the key that imports); neither is another party's
     approver here: its full bundle names nothing of the vendor's records and is applied."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    other = Vendor(tmp_path, "other", "other.example/log", seeds=(3, 4), env="maze")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
+    other = vendor_copy(tmp_path, "other", "other.example/log", seeds=(3, 4), env="maze")
     lab = _lab(tmp_path, [vendor, other])
     third = third_party(tmp_path, vendor, lab, [other])
     policy = other.home / "policy.toml"

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from test_third_party_updates import REASON, third_party
-from test_updates import Buyer, Vendor, served
+from test_updates import Buyer, Vendor, served, vendor_copy
 from testkit import Party
 
 
@@ -34,8 +34,8 @@ def _lab_revoked_the_other_vendors_batch(tmp_path: Path, *, approves: bool = Tru
     False). Returns the other
     vendor, the lab, the third party, and the lab's bundle (its checkpoint's, ``approves``; its
     batch's otherwise: a checkpoint needs the lab's approver)."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    other = Vendor(tmp_path, "other", "other.example/log", seeds=(3, 4), env="maze")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
+    other = vendor_copy(tmp_path, "other", "other.example/log", seeds=(3, 4), env="maze")
     lab = Buyer(tmp_path, [vendor, other])
     for v in (vendor, other):
         lab.run("import", v.bundle, "--key", "approver")

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import testkit
 from click.testing import CliRunner
 from testkit import new_runner
 
@@ -22,15 +23,14 @@ from trajledger.verify.__main__ import main as verify_main
 
 
 class Lab:
-    """A quickstart ledger ``home``, its final checkpoint ``ckpt`` (digest) exported as
-    ``bundle``, its dataset ``cartpole-train@2`` as ``dataset``, a hand-written policy."""
+    """A quickstart ledger ``home`` (a copy of the session's ``quickstart_template``), its final
+    checkpoint ``ckpt`` (digest) exported as ``bundle``, its dataset ``cartpole-train@2`` as
+    ``dataset``, a hand-written policy."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, template: testkit.Template[str]) -> None:
         runner = new_runner()
-        self.home = root / "lab"
-        r = runner.invoke(main, ["quickstart", str(self.home), "--episodes", "10"])
-        assert r.exit_code == 0, r.output
-        self.ckpt = r.stdout.strip().splitlines()[-1]
+        self.home = testkit.copy_template(template, root / "lab")
+        self.ckpt = template.value
         self.bundle, self.dataset = root / "ckpt.tar.zst", root / "dataset.tar.zst"
         for ref, out in ((self.ckpt, self.bundle), ("cartpole-train@2", self.dataset)):
             r = runner.invoke(main, ["--ledger", str(self.home), "export", ref, "--out", str(out)])
@@ -57,8 +57,9 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
-    return Lab(tmp_path_factory.mktemp("aud34"))
+def lab(tmp_path_factory: pytest.TempPathFactory, quickstart_template: testkit.Template[str]
+        ) -> Lab:
+    return Lab(tmp_path_factory.mktemp("aud34"), quickstart_template)
 
 
 def verify(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, list[str]]:
@@ -67,13 +68,13 @@ def verify(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, 
     return code, capsys.readouterr().err.splitlines()
 
 
-def lab_with_trainer2(tmp_path: Path) -> tuple[CliRunner, Path]:
-    """A runner and a quickstart ledger ``tmp_path/lab`` holding a second trainer key,
-    ``trainer2``, which its policy does not name yet."""
+def lab_with_trainer2(tmp_path: Path, template: testkit.Template[str]
+                      ) -> tuple[CliRunner, Path]:
+    """A runner and a quickstart ledger ``tmp_path/lab`` (a copy of ``template``, the session's
+    ``quickstart_template``) holding a second trainer key, ``trainer2``, which its policy does
+    not name yet."""
     runner = new_runner()
-    home = tmp_path / "lab"
-    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
+    home = testkit.copy_template(template, tmp_path / "lab")
     r = runner.invoke(main, ["--ledger", str(home), "key", "new", "trainer2", "--no-encrypt"])
     assert r.exit_code == 0, r.output
     return runner, home
@@ -174,7 +175,8 @@ def test_a_bundle_cut_short_or_repacked_says_what_to_do(
 
 
 def test_a_key_the_exporters_policy_declares_compromised_is_not_advised_to_be_added(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    quickstart_template: testkit.Template[str],
 ) -> None:
     """A lab replaced its trainer key (a successor naming the new key, ``[[revoked_keys]]``
     the old one since then) and trained with the new one. Verified under that successor alone
@@ -184,7 +186,7 @@ def test_a_key_the_exporters_policy_declares_compromised_is_not_advised_to_be_ad
     and to verify from the log's first policy, under which the bundle passes."""
     import tamperkit as tk
 
-    runner, home = lab_with_trainer2(tmp_path)
+    runner, home = lab_with_trainer2(tmp_path, quickstart_template)
     ledger = ["--ledger", str(home)]
     size = LedgerHome.open(home).log.size
     replace_trainer(runner, home, size)
@@ -323,7 +325,8 @@ def test_the_auditors_own_invalid_policy_is_a_usage_error_a_bundles_damaged_one_
 
 
 def test_a_key_the_auditor_trusts_and_the_exporter_declares_compromised_is_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    quickstart_template: testkit.Template[str],
 ) -> None:
     """left35 finding 3 (aud34's Left): the auditor's hand-written policy is used as given, so
     the lab's own successor declaring its trainer key compromised (``[[revoked_keys]]``, in the
@@ -331,7 +334,7 @@ def test_a_key_the_auditor_trusts_and_the_exporter_declares_compromised_is_named
     signed after the point declared (exported under a policy that still trusts it) passed,
     exit 0. Now it fails, naming the key, the declaration and what to do; a bundle whose
     records the key signed before then passes, with a WARNING in the report."""
-    runner, home = lab_with_trainer2(tmp_path)
+    runner, home = lab_with_trainer2(tmp_path, quickstart_template)
     ledger = ["--ledger", str(home)]
     since = LedgerHome.open(home).log.size  # the next record, cartpole-bc@3, is in the window
     r = runner.invoke(main, [*ledger, "train", "--dataset", "cartpole-train@2", "--key",

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, rollouts
+from test_updates import Buyer, Vendor, rollouts, vendor_copy
 
 pytestmark = pytest.mark.usefixtures("_no_shared_state")
 
@@ -41,7 +41,7 @@ def stored(party: Buyer | Vendor) -> set[str]:
 def an_erased_import(tmp_path: Path) -> tuple[Vendor, Buyer, str, set[str]]:
     """The vendor's bundle imported, its first batch erased by the buyer's approver: the
     parties, the batch and the digests of its files."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     batch = vendor.batches[0]
@@ -120,7 +120,7 @@ def _erased_between(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
     import of this tree taken in before (`updates.earlier_import`), whose objects the store
     lacks are stored by `updates.store_objects`. Returns the parties and the whole import's
     stderr."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     meta = tmp_path / "meta.tar.zst"
     vendor.run("export", "bh@1", "--no-data", "--out", meta)
     buyer = Buyer(tmp_path, [vendor])
@@ -153,7 +153,7 @@ def test_an_older_bundle_again_stores_only_what_this_ledger_names(tmp_path: Path
     so did the revocation's envelope, which no record of the buyer's names (an orphan a vendor
     sends at will: an update alone drops those). Only what the buyer's records name is
     stored now."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     other = vendor.last("record", rollouts(tmp_path / "z.parquet", 7), "--env", "grid@1",
                         "--policy", "scripted", "--name", "z-1", "--licence", "CC-BY-4.0",
                         "--key", "vendor")  # fmt: skip

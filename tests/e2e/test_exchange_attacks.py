@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, rollouts, short, two_vendors_trained
+from test_updates import Buyer, Vendor, rollouts, short, two_vendors_trained, vendor_copy
 
 from trajledger.ledger.home import LedgerHome
 from trajledger.ledger.log import EntrySpec
@@ -115,7 +115,7 @@ def test_a_vendors_erasure_deletes_no_blob_another_artifact_here_holds(tmp_path:
     the buyer's own batch lost its steps.parquet (and features file) and then verified as
     "erased" by the vendor's record. A vendor's erasure now deletes only what no other
     artifact here (not erased) lists, and says what it kept."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
@@ -149,8 +149,8 @@ def test_a_vendor_cannot_answer_to_another_vendors_qualified_name(tmp_path: Path
     the reference the buyer would write for vendor one's ``one-3`` took vendor two's batch (the
     literal name was the fallback when the origin held no such name). A reference qualified by
     an origin names nothing else; vendor two's batch keeps its own qualified name (rev5)."""
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
     buyer.run("import", one.bundle, "--key", "approver")
     bare = one.origin.split("+")[0]
@@ -185,8 +185,8 @@ def test_a_key_its_vendor_declared_compromised_is_named_when_another_log_brings_
     (rev24 finding 1)."""
     import shutil
 
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
     buyer.run("import", one.bundle, "--key", "approver")
     applied, stolen = one.size(), keyid(one, "vendor")

@@ -376,8 +376,8 @@ def test_quickstart_json_prints_one_document(runner: CliRunner, tmp_path: Path) 
     """hour33: ``trajledger quickstart demo --json`` printed the lineage tree (4 KB of text) on
     stdout before its JSON document, so ``| python -m json.tool`` failed; the tree now goes to
     stderr with the steps."""
-    r = runner.invoke(main, ["quickstart", str(tmp_path / "demo"), "--json"],
-                      prog_name="trajledger")
+    r = runner.invoke(main, ["quickstart", str(tmp_path / "demo"), "--json", "--episodes", "10"],
+                      prog_name="trajledger")  # (10 episodes: the output's shape is the same)
     expect(r, 0)
     shown = json.loads(r.stdout)
     assert shown["checkpoint"].startswith("sha256:") and shown["checks"] > 0

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from test_erased_not_restored import files_of, stored
-from test_updates import Buyer, Vendor, rollouts
+from test_updates import Buyer, rollouts, vendor_copy
 
 
 def _envelopes(buyer: Buyer, digests: set[str]) -> set[str]:
@@ -28,7 +28,7 @@ def test_a_first_import_with_an_extension_stores_only_what_this_ledger_names(
     from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.update_reads import import_records
 
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     other = vendor.last("record", rollouts(tmp_path / "z.parquet", 7), "--env", "grid@1",
                         "--policy", "scripted", "--name", "z-1", "--licence", "CC-BY-4.0",
                         "--key", "vendor")  # fmt: skip

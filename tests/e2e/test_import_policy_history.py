@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, vendor_copy
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,7 @@ def successor(buyer: Buyer, tmp_path: Path, *edits: tuple[str, str]) -> None:
 
 
 def test_a_vendor_key_taken_out_of_the_buyer_s_policy_imports_nothing(tmp_path: Path) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     successor(buyer, tmp_path, ('"trust/vendor.pub", ', ""))
     size = buyer.size()
@@ -50,7 +50,7 @@ def test_a_vendor_key_taken_out_of_the_buyer_s_policy_imports_nothing(tmp_path: 
 
 
 def test_a_vendor_added_by_a_successor_policy_is_imported(tmp_path: Path) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [])  # its first policy trusts no vendor; its successor this one
     (buyer.home / "trust" / "vendor.pub").write_bytes((vendor.home / "keys" / "vendor.pub")
                                                       .read_bytes())

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_updates import Buyer, Vendor, declare_compromised
+from test_updates import Buyer, Vendor, declare_compromised, vendor_copy
 
 from trajledger.ledger import updates
 from trajledger.ledger.trust_state import TrustState
@@ -101,7 +101,7 @@ def _verdicts(*refs: str) -> Callable[[Buyer], list[str]]:
 def test_a_revocation_in_the_bundle_of_the_record_it_revokes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
     bundle = tmp_path / "revoked.tar.zst"
@@ -116,7 +116,7 @@ def test_a_key_compromise_revoking_in_the_middle_of_the_import(
 ) -> None:
     """The vendor declares its key compromised and revokes a batch in the same update: the
     compromise's revocations are appended by step 4, step 5 judges the vendor's own after."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     applied = vendor.size()
@@ -133,7 +133,7 @@ def test_a_key_compromise_revoking_in_the_middle_of_the_import(
 
 
 def test_a_rollback_and_a_fork(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     older = _twin(vendor, tmp_path, "older")  # the log at an earlier size
     fork = _twin(vendor, tmp_path, "fork")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_updates import Buyer, Vendor, declare_compromised, served
+from test_updates import Buyer, Vendor, declare_compromised, served, vendor_copy
 
 
 def _keyid(party: Vendor, name: str) -> str:
@@ -23,7 +23,7 @@ def _keyid(party: Vendor, name: str) -> str:
 
 def test_monitor_without_keys_names_the_key_the_vendor_declares_compromised(
         tmp_path: Path) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     kid = _keyid(vendor, "vendor")

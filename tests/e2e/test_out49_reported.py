@@ -137,12 +137,12 @@ def test_two_logs_of_one_origin_name_each_claiming_a_key_are_named_each(tmp_path
     that sorts first, the other's declaration unsaid. Expected: a claim line each, named for
     its own log key."""
     from test_borrowed_handovers import relays
-    from test_updates import Buyer, Vendor
+    from test_updates import Buyer, vendor_copy
     from test_whose_declaration import two_declares
 
-    one = Vendor(tmp_path, "one", "one.example/log")
-    relaying = [Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4)),
-                Vendor(tmp_path, "three", "two.example/log", seeds=(5, 6))]
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    relaying = [vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4)),
+                vendor_copy(tmp_path, "three", "two.example/log", seeds=(5, 6))]
     two, three = relaying
     assert two.origin != three.origin  # (ORIGIN+KEYHASH: one origin name, two keys)
     buyer = Buyer(tmp_path, [one, *relaying])

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 from test_release_again import files_of
 from test_release_suites_across_logs import EVALUATE, trained_buyer
-from test_updates import Vendor, make_buyer, rollouts
+from test_updates import Vendor, make_buyer, rollouts, vendor_copy
 from testkit import Party
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas/report.v1.schema.json").read_text())
@@ -34,7 +34,7 @@ def clashed(tmp_path: Path) -> tuple[Vendor, Party, str, str, Any]:
     own (approved, ``pol@1`` trained on it) and the release rule of
     test_release_suites_across_logs: the vendor, the buyer, the vendor's dataset's digest, the
     name that finds it here (``ORIGIN+KEYHASH+train@1``) and the import's result."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     theirs = vendor.last("dataset", "create", "train", "--version", "1", "--split", "train",
                          "--batch", vendor.batches[0], "--key", "vendor")  # fmt: skip
     vendor.run("export", "train@1", "--out", tmp_path / "train.tar.zst")
@@ -160,7 +160,7 @@ def forked(tmp_path: Path) -> tuple[Vendor, Party, int]:
     files and state, by hand) and recorded on: its log forks from what the buyer saw. The
     vendor, the buyer, the size the buyer first applied; ``older`` in ``tmp_path``: the
     vendor's checkpoint before the update."""
-    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    vendor, buyer = vendor_copy(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
     make_buyer(buyer, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     (tmp_path / "older").write_bytes((vendor.home / "log" / "checkpoint").read_bytes())
@@ -207,7 +207,7 @@ def test_an_import_under_a_policy_without_the_role_says_how_to_trust_the_signer(
     identities``, and said no more: a producer key in the policy that is not the signer's is
     told ``add it to [roles.producer]`` (out44), a role left out nothing. Expected: the line
     says which table to add the signer's key to; done so, the import passes."""
-    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    vendor, buyer = vendor_copy(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
     buyer.run("init", "--origin", "buyer.example/log")
     buyer.run("key", "new", "approver", "--no-encrypt")
     policy = (f'name = "buyer"\nserial = {{}}\n{{}}[roles.approver]\nkeys = ["keys/approver.pub"]'
@@ -284,7 +284,7 @@ def test_an_import_of_a_file_that_is_no_bundle_says_what_import_takes(tmp_path: 
     bundle steps.jsonl: not zstd-compressed (magic 7b226570)``, the bytes' magic number and no
     way on. Expected: the line says it is no bundle, what ``import`` takes and what records
     rollouts; nothing imported (the ledger's files as they were)."""
-    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    vendor, buyer = vendor_copy(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
     make_buyer(buyer, [vendor])
     before = files_of(buyer.home)
     steps = tmp_path / "steps.jsonl"
@@ -333,7 +333,7 @@ def test_a_refusal_of_revoked_data_does_not_send_the_approvers_to_approve_it(
     ('trajledger approve bh@1 --key NAME') …, then run this again``: an approval that admits
     nothing (revoked data is never trained on), signed because the refusal said so. Expected:
     both problems named, no approval suggested."""
-    vendor, buyer = Vendor(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
+    vendor, buyer = vendor_copy(tmp_path, "vendor", "vendor.example/log"), Party(tmp_path, "buyer")
     make_buyer(buyer, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     since = vendor.size()

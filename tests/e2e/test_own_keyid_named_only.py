@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from test_release_suites_across_logs import trained_buyer
-from test_updates import Vendor, rollouts
+from test_updates import rollouts, vendor_copy
 
 import trajledger.ledger.record as record
 from trajledger.ledger.log import EntrySpec
@@ -40,7 +40,7 @@ def test_a_vendors_record_naming_the_buyers_keyid_stays_the_vendors(
     from trajledger import Ledger
     from trajledger.ledger.updates import sent_back
 
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = trained_buyer(tmp_path, vendor)
     mine = Ledger.open(buyer.home).keys.public("producer").keyid
     real = record.sign_statement

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from test_release_suites_across_logs import EVALUATE, trained_buyer
-from test_updates import Vendor, rollouts
+from test_updates import Vendor, rollouts, vendor_copy
 from testkit import Party
 
 
@@ -44,7 +44,7 @@ def _trusts_the_buyer(vendor: Vendor, buyer: Party) -> None:
 
 
 def test_the_buyers_own_suite_sent_back_stays_its_own(tmp_path: Path) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = trained_buyer(tmp_path, vendor)
     held = buyer.last("record", rollouts(tmp_path / "held.parquet", 31), "--env", "grid@1",
                       "--policy", "p", "--name", "held-1", "--licence", "CC-BY-4.0", "--key",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import testkit
 from testkit import new_runner
 
 from trajledger.runner.cli import main
@@ -26,10 +27,10 @@ SAID = ("WARNING: policy 'quickstart' serial 1: used as given, but the log recor
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def lab(tmp_path_factory: pytest.TempPathFactory, quickstart_template: testkit.Template[str]
+        ) -> Path:
     root = tmp_path_factory.mktemp("left37-policy")
-    r = new_runner().invoke(main, ["quickstart", str(root / "lab"), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
+    testkit.copy_template(quickstart_template, root / "lab")  # (the session's quickstart)
     text = (root / "lab" / "policy.toml").read_text()
     vendor, trainer = ((root / "lab" / "keys" / f"{k}.pub").read_text().strip()
                        for k in ("vendor", "trainer"))

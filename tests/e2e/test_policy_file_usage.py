@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import testkit
 from testkit import new_runner
 
 from trajledger.ledger.home import LedgerHome
@@ -34,11 +35,11 @@ COMMANDS = {
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def lab(tmp_path_factory: pytest.TempPathFactory, quickstart_template: testkit.Template[str]
+        ) -> Path:
     root = tmp_path_factory.mktemp("left36")
     runner = new_runner()
-    r = runner.invoke(main, ["quickstart", str(root / "lab"), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
+    testkit.copy_template(quickstart_template, root / "lab")  # (the session's quickstart)
     r = runner.invoke(main, ["--ledger", str(root / "lab"), "export", "cartpole-bc@2", "--out",
                              str(root / "b.tar.zst")])
     assert r.exit_code == 0, r.output

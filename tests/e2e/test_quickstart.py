@@ -123,13 +123,13 @@ def test_an_interrupted_quickstart_leaves_no_half_made_demo(
 
     monkeypatch.setattr(train, "train", interrupted)
     demo = tmp_path / "demo"
-    r = run(runner, "quickstart", demo)
+    r = run(runner, "quickstart", demo, "--episodes", "10")  # (the interruption comes after)
     assert r.exit_code == 130, r.output
     assert r.stderr.splitlines()[-2:] == [
         f"NOTE: the unfinished demo in {demo} was removed; run the command again",
         "FAIL: interrupted; nothing was recorded or half-written"]
     assert not demo.exists()
     demo.mkdir()
-    r = run(runner, "quickstart", demo)
+    r = run(runner, "quickstart", demo, "--episodes", "10")
     assert r.exit_code == 130, r.output
     assert demo.is_dir() and list(demo.iterdir()) == []

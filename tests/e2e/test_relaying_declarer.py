@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from test_borrowed_handovers import relays
-from test_updates import Buyer, Vendor, declare_compromised
+from test_updates import Buyer, Vendor, declare_compromised, vendor_copy
 from test_whose_declaration import two_declares
 
 
@@ -52,8 +52,8 @@ def _publishing_imports(party: Vendor) -> None:
 
 
 def test_a_declarer_that_only_relayed_the_keys_records_is_doubted(tmp_path: Path) -> None:
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
     _publishing_imports(two)
     relays(two, one)
@@ -78,8 +78,8 @@ def test_a_declarer_that_only_relayed_the_keys_records_is_doubted(tmp_path: Path
 def _relayed_first(tmp_path: Path, *, publish: bool) -> tuple[Vendor, Vendor, Buyer, str]:
     """Two relays one's dataset to the buyer first (publishing its imports or not); then the
     buyer imports one's own bundle. Returns one, two, the buyer and one's key ``vendor``."""
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
     if publish:
         _publishing_imports(two)

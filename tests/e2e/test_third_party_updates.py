@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, served, train_a_buyer
+from test_updates import Buyer, Vendor, served, train_a_buyer, vendor_copy
 from testkit import Party
 
 REASON = "consent withdrawn"
@@ -245,8 +245,8 @@ def test_a_full_bundle_first_of_a_vendor_nothing_here_came_from_applies_it(
     buyer's own first import) is told nothing and applies the bundle's checkpoint, as before."""
     import json
 
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    other = Vendor(tmp_path, "other", "other.example/log", seeds=(3, 4))
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
+    other = vendor_copy(tmp_path, "other", "other.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [vendor, other])
     buyer.run("import", other.bundle, "--key", "approver")
     r = buyer.run("import", vendor.bundle, "--key", "approver", "--json")

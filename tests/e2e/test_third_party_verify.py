@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import tamperkit as tk
+import testkit
 from testkit import installed_distributions, new_runner
 
 from trajledger.runner.cli import main
@@ -55,13 +56,12 @@ def tamper(bundle: Path, out: Path) -> str:
 
 
 @pytest.mark.slow
-def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> None:
-    # The vendor: a quickstart ledger, its final checkpoint exported.
+def test_a_third_party_verifies_a_bundle_with_verify_alone(
+        tmp_path: Path, quickstart_template: testkit.Template[str]) -> None:
+    # The vendor: a quickstart ledger (a copy of the session's), its final checkpoint exported.
     runner = new_runner()
-    home = tmp_path / "vendor"
-    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    ref = r.stdout.strip().splitlines()[-1]
+    home = testkit.copy_template(quickstart_template, tmp_path / "vendor")
+    ref = quickstart_template.value
     work = tmp_path / "auditor"
     work.mkdir()
     r = runner.invoke(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from test_evaluations import evals_template, home, script  # noqa: F401
-from test_updates import Buyer, Vendor, served
+from test_updates import Buyer, Vendor, served, vendor_copy
 from test_whose_declaration import owner_declares, relaying_parties, thief_and_owner, two_declares
 from testkit import Party
 
@@ -196,9 +196,9 @@ def test_a_logs_import_records_are_published_only_when_its_policy_says(
     from test_borrowed_handovers import relays
     from test_relaying_declarer import _publishing_imports
 
-    one = Vendor(tmp_path, "one", "one.example/log")
+    one = vendor_copy(tmp_path, "one", "one.example/log")
     for name, publish in (("two", False), ("three", True)):
-        party = Vendor(tmp_path, name, f"{name}.example/log", seeds=(3, 4))
+        party = vendor_copy(tmp_path, name, f"{name}.example/log", seeds=(3, 4))
         if publish:
             _publishing_imports(party)
         relays(party, one)
@@ -252,9 +252,9 @@ def test_two_relays_disagreeing_stop_nothing_and_the_claim_names_nothing_revoked
     on that declaration)."""
     from test_borrowed_handovers import relays
 
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
-    three = Vendor(tmp_path, "three", "three.example/log", seeds=(5, 6))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    three = vendor_copy(tmp_path, "three", "three.example/log", seeds=(5, 6))
     buyer = Buyer(tmp_path, [one, two, three])
     for party in (two, three):
         relays(party, one)

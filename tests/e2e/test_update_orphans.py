@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, rollouts
+from test_updates import Buyer, rollouts, vendor_copy
 
 from trajledger import Ledger
 
@@ -26,7 +26,7 @@ def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_an_update_about_what_the_buyer_does_not_hold_stores_nothing_of_it(
     tmp_path: Path,
 ) -> None:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     applied = vendor.size()

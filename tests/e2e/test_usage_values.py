@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import testkit
 from testkit import new_runner
 
 from trajledger.ledger.home import LedgerHome
@@ -21,11 +22,10 @@ from trajledger.runner.cli import main
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("left37")
-    r = new_runner().invoke(main, ["quickstart", str(root / "lab"), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    return root / "lab"
+def lab(tmp_path_factory: pytest.TempPathFactory, quickstart_template: testkit.Template[str]
+        ) -> Path:
+    """A copy of the session's quickstart ledger."""
+    return testkit.copy_template(quickstart_template, tmp_path_factory.mktemp("left37") / "lab")
 
 
 CASES = {

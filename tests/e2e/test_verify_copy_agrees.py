@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import tamperkit as tk
+import testkit
 from test_audit_first_hour import Lab
 from testkit import new_runner
 
@@ -86,14 +87,14 @@ class Auditor:
 
 
 @pytest.fixture(scope="module")
-def auditor(tmp_path_factory: pytest.TempPathFactory) -> Auditor:
+def auditor(tmp_path_factory: pytest.TempPathFactory,
+            quickstart_template: testkit.Template[str]) -> Auditor:
     root = tmp_path_factory.mktemp("copy-agrees")
     runner = new_runner()
     lab = root / "lab"
     with pytest.MonkeyPatch.context() as m:
         m.setenv("TRAJLEDGER_STATE_DIR", str(root / "lab-state"))
-        r = runner.invoke(main, ["quickstart", str(lab), "--episodes", "10"])
-        assert r.exit_code == 0, r.output
+        testkit.copy_template(quickstart_template, lab)  # (the session's quickstart ledger)
         work = root / "auditor"
         (work / "keys").mkdir(parents=True)
         for pub in (lab / "keys").glob("*.pub"):

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import testkit
 from click.testing import CliRunner
 
 from trajledger.runner.cli import main
@@ -31,13 +32,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Manifest, str]:
+def exported(tmp_path_factory: pytest.TempPathFactory, quickstart_template: testkit.Template[str]
+             ) -> tuple[Path, Manifest, str]:
     """(work directory holding bundle.tar.zst, policy.toml and keys/; the checkpoint's manifest;
-    its digest)."""
+    its digest), from a copy of the session's quickstart ledger."""
     tmp = tmp_path_factory.mktemp("files")
-    r = CliRunner().invoke(main, ["quickstart", str(tmp / "vendor"), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    ref = r.output.strip().splitlines()[-1]
+    testkit.copy_template(quickstart_template, tmp / "vendor")
+    ref = quickstart_template.value
     work = tmp / "auditor"
     work.mkdir()
     r = CliRunner().invoke(main, ["--ledger", str(tmp / "vendor"), "export", ref, "--out",

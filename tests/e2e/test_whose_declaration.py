@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from test_borrowed_handovers import relays
-from test_updates import Buyer, Vendor, declare_compromised, rollouts
+from test_updates import Buyer, Vendor, declare_compromised, rollouts, vendor_copy
 
 FIRM = "still trusts it as producer: record a successor without it"
 
@@ -41,8 +41,8 @@ def _keyid(party: Vendor, name: str) -> str:
 def relaying_parties(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, Path, str]:
     """One, two (relaying one's dataset, its imports unpublished), the buyer (nothing imported
     yet), two's bundle of one's dataset, one's key ``vendor``."""
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
     relays(two, one)
     relay = tmp_path / "relay.tar.zst"
@@ -185,8 +185,8 @@ def test_a_relay_import_record_whose_proofs_fail_says_nothing(tmp_path: Path) ->
     two's log holds what it signed: the owner's firm advice."""
     from test_relaying_declarer import _publishing_imports
 
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
     _publishing_imports(two)
     relays(two, one)

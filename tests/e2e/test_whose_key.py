@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, Vendor, vendor_copy
 
 SAYS = "brought you nothing that key signed (a policy may list anyone's key)"
 
@@ -31,8 +31,8 @@ def _two_declares_ones_key(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, str]:
     """Vendor two lists vendor one's producer key in its policy, then declares it compromised
     since 0 (no entry of its log signed by it); the buyer has taken in two's bundle and that
     update, and nothing of one's yet. Returns one, two, the buyer, one's key id."""
-    one = Vendor(tmp_path, "one", "one.example/log")
-    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    one = vendor_copy(tmp_path, "one", "one.example/log")
+    two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])
     buyer.run("import", two.bundle, "--key", "approver")
     applied = two.size()

@@ -102,6 +102,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
+import testkit
 from click.testing import CliRunner
 
 from trajledger.runner.cli import main
@@ -162,13 +163,13 @@ def test_code_lines_counts_code_only() -> None:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding a quickstart ledger ``v``, its final checkpoint's bundle
-    ``b.tar.zst``, and the ledger's policy with its public keys beside it."""
+def exported(tmp_path_factory: pytest.TempPathFactory,
+             quickstart_template: testkit.Template[str]) -> Path:
+    """A directory holding a quickstart ledger ``v`` (a copy of the session's), its final
+    checkpoint's bundle ``b.tar.zst``, and the ledger's policy with its public keys beside it."""
     tmp = tmp_path_factory.mktemp("core")
-    r = CliRunner().invoke(main, ["quickstart", str(tmp / "v"), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    ref = r.output.strip().splitlines()[-1]
+    testkit.copy_template(quickstart_template, tmp / "v")
+    ref = quickstart_template.value
     r = CliRunner().invoke(main, ["--ledger", str(tmp / "v"), "export", ref, "--out",
                                   str(tmp / "b.tar.zst")])
     assert r.exit_code == 0, r.output
