@@ -123,6 +123,19 @@ def alone(tmp: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
                           env=env, capture_output=True, text=True, timeout=300)
 
 
+def released(runner: CliRunner, home: Path, script: Path, tmp: Path) -> tuple[str, Path]:  # noqa: F811
+    """``bc@2`` evaluated (and ``bc@1``, its parent), released and exported: the release's
+    digest and its bundle."""
+    evaluate(runner, home, script, "pass", checkpoint="bc@1")
+    evaluate(runner, home, script, "pass", checkpoint="bc@2")
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    bundle = tmp / "release.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    return release, bundle
+
+
 def test_a_release_bundle_verifies_with_expect_its_own_checkpoint(
     runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
 ) -> None:
@@ -138,13 +151,7 @@ def test_a_release_bundle_verifies_with_expect_its_own_checkpoint(
 
     ck = Catalog(Ledger.open(home)).resolve("bc@2").digest
     parent = Catalog(Ledger.open(home)).resolve("bc@1").digest
-    evaluate(runner, home, script, "pass", checkpoint="bc@1")
-    evaluate(runner, home, script, "pass", checkpoint="bc@2")
-    r = run(runner, home, "release", "bc@2", "--key", "approver")
-    expect(r, 0)
-    release = r.stdout.strip()
-    bundle = tmp_path / "release.tar.zst"
-    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    release, bundle = released(runner, home, script, tmp_path)
     policy = home / "policy.toml"
     proc = alone(tmp_path, bundle, "--policy", policy, "--expect", ck)
     assert proc.returncode == 0, proc.stderr
@@ -289,13 +296,7 @@ def test_a_release_bundle_checks_its_checkpoints_files(
 
     from trajledger import Ledger
 
-    evaluate(runner, home, script, "pass", checkpoint="bc@1")
-    evaluate(runner, home, script, "pass", checkpoint="bc@2")
-    r = run(runner, home, "release", "bc@2", "--key", "approver")
-    expect(r, 0)
-    release = r.stdout.strip()
-    bundle = tmp_path / "release.tar.zst"
-    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    release, bundle = released(runner, home, script, tmp_path)
     model = tmp_path / "model"
     model.mkdir()
     r = run(runner, home, "show", "bc@2", "--json")
