@@ -38,7 +38,7 @@ def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
 
         shown = HIDDEN
     text = str(text)
-    if text.translate(shown) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
+    if _plain(text, shown):
         return _quoted(text)
     try:
         raw = os.fsencode(text)  # each surrogate of a byte back to that byte
@@ -54,8 +54,13 @@ def every_shell(text: str, shown: Mapping[int, str]) -> bool:
     as ``text``, and a command as an argument: no ``$'...'`` piece (dash reads another word,
     fish refuses the line) and no leading ``-`` (an option: ``--purpose=eval@1``). A step that
     names a record by a name that is not is printed with its digest (rev50 finding 4)."""
-    return not text.startswith("-") and text.translate(shown) == text and not any(
-        0xD800 <= ord(c) < 0xE000 for c in text)
+    return not text.startswith("-") and _plain(text, shown)
+
+
+def _plain(text: str, shown: Mapping[int, str]) -> bool:
+    """Whether ``text`` is shown as it is (``shown`` changes none of it) and holds no byte that
+    is not UTF-8 (``os.fsdecode``'s surrogates): one quoted word, no ``$'...'`` piece."""
+    return text.translate(shown) == text and not any(0xD800 <= ord(c) < 0xE000 for c in text)
 
 
 def _quoted(text: str) -> str:
