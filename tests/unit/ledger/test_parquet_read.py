@@ -241,6 +241,94 @@ def test_a_junk_header_in_one_leaf_does_not_end_the_other_leaves_checks(
         read_parquet(bytes(data), columns=["x"])
 
 
+# -- a file whose strings are few, read without dictionaries (spd52) ---------------------------
+
+
+def _slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file read as before spd52: its strings as dictionaries, counted row by row."""
+    monkeypatch.setattr(parquet_read, "_small", lambda *_a: False)
+
+
+def _not_counted(*_args: object) -> None:
+    raise AssertionError("read as dictionaries and counted")
+
+
+def test_a_tiny_file_is_read_without_dictionaries_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch of one step (the gate reads two such files a batch: out53, 400 of them) is read
+    as it is: no second reader with dictionaries, no row counted (3 ms a file of 26 columns),
+    the same table as the dictionaries gave."""
+    data = _bytes(_table(3), compression="zstd")
+    monkeypatch.setattr(parquet_read, "_checked_rows", _not_counted)
+    got = read_parquet(data)
+    assert pa.Table.from_batches(list(iter_parquet(data))).equals(got)
+    monkeypatch.undo()
+    _slow(monkeypatch)
+    assert read_parquet(data).equals(got)
+    assert got.equals(_table(3))
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"use_dictionary": False}, {"compression": "zstd", "row_group_size": 3},
+    {"data_page_version": "2.0", "compression": "snappy"},
+    {"column_encoding": {"text": "DELTA_BYTE_ARRAY"}, "use_dictionary": False},
+])  # fmt: skip
+@pytest.mark.parametrize("limit", ["MAX_VALUE_BYTES", "MAX_ROW_BYTES", "MAX_TABLE_BYTES",
+                                   "CHUNK_BYTES"])
+def test_the_small_path_decides_as_the_dictionaries_do(
+    monkeypatch: pytest.MonkeyPatch, options: dict[str, object], limit: str
+) -> None:
+    """For each limit set anywhere from below to above what a file decodes to, the file is
+    read, refused or not readable as it was when every file was read as dictionaries (a
+    delta-encoded string is not readable so: still refused)."""
+    data = _bytes(_table(40), **options)
+    want = pq.read_table(io.BytesIO(data))
+
+    def outcome(cap: int, slow: bool) -> str:
+        with monkeypatch.context() as m:
+            m.setattr(parquet_read, limit, cap)
+            if slow:
+                _slow(m)
+            try:
+                return "read" if read_parquet(data).equals(want) else "other"
+            except BombError:
+                return "refused"
+            except (OSError, pa.ArrowException):
+                return "unreadable"
+
+    for cap in (1, 30, 300, 3_000, 30_000, 300_000, 1 << 40):
+        assert outcome(cap, True) == outcome(cap, False), cap
+
+
+def test_a_bomb_is_never_taken_for_a_small_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many rows that point at one value: the headers' bound (rows times the dictionary's
+    bytes) is over the limits, so the rows are counted and the file refused as before."""
+    monkeypatch.setattr(parquet_read, "MAX_TABLE_BYTES", 99_999)
+    small = parquet_read._small
+    seen: list[bool] = []
+    monkeypatch.setattr(parquet_read, "_small", lambda *a: seen.append(small(*a)) or seen[-1])
+    with pytest.raises(BombError, match="100,000 bytes, over the 99,999"):
+        read_parquet(_one_value_many_times(100, 1000))
+    assert seen == [False]
+
+
+def test_a_chunk_whose_headers_do_not_reach_its_end_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Junk where a string chunk's page header should be: its pages' sizes are unknown, so its
+    strings are read as dictionaries (and pyarrow refuses the junk as before)."""
+    table = pa.table({"text": ["t"] * 10, "x": pa.array(np.zeros(10))})
+    data = bytearray(_bytes(table, use_dictionary=False))
+    chunk = pq.ParquetFile(io.BytesIO(bytes(data))).metadata.row_group(0).column(0)
+    data[chunk.data_page_offset : chunk.data_page_offset + 8] = b"\xff" * 8
+    walked: dict[tuple[int, int], int] = {}
+    meta = pq.ParquetFile(io.BytesIO(bytes(data))).metadata
+    parquet_read._check_pages(bytes(data), meta, walked)
+    assert (0, 0) not in walked and (0, 1) in walked
+    assert not parquet_read._small(meta, ["text"], {}, walked)
+
+
 # -- values under lists counted row by row (rev41 finding 3) ---------------------------------
 
 

@@ -224,8 +224,9 @@ def _open(
     # group into memory before the first row.
     dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
     wanted = set(dense.schema_arrow.names if columns is None else columns)
+    walked: dict[tuple[int, int], int] = {}
     try:
-        declared = _check_pages(source, dense.metadata)
+        declared = _check_pages(source, dense.metadata, walked)
         caps = _list_rows(source, dense.metadata, wanted, declared)
         listed = sum(n * w for _g, _j, n, w in _listed_chunks(dense.metadata, wanted, declared))
     except BaseException:
@@ -242,10 +243,48 @@ def _open(
             continue
         if leaf.path.split(".", 1)[0] in wanted:
             leaves.append(leaf.path)
-    if not leaves:
+    if not leaves or _small(dense.metadata, leaves, declared, walked):
         return dense, None, caps, listed
     coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
     return dense, coded, caps, listed
+
+
+def _small(meta: pq.FileMetaData, leaves: list[str], declared: dict[tuple[int, int], int],
+           walked: dict[tuple[int, int], int]) -> bool:
+    """Whether the string and binary ``leaves`` cannot decode to more than any limit allows, nor
+    to more than `CHUNK_BYTES`, by their pages' headers alone (spd52): then they are read as
+    they are, without dictionaries (a one-row file read as dictionaries cost 3 ms, for nothing).
+
+    A value of a chunk, whatever its encoding (a dictionary's entry, a plain value, a delta
+    encoding's prefix and suffix), is made of bytes its pages hold once decompressed, so it is
+    no longer than their sum (``walked``: only for a chunk whose headers were read to its end,
+    as Arrow reads them); it has at most as many values as its data pages' headers or its
+    footer state, the more (``declared``): the chunk decodes to at most the product. When the
+    products add up to no more than the least of the limits, no value, row, batch or table can
+    be over its limit, and `_checked_rows` would refuse nothing. Only chunks whose footer names
+    encodings Arrow reads as dictionaries (`_CODED_ENCODINGS`): a delta-encoded string is not
+    readable so, and was refused as not readable Parquet; it still is (a footer that hides a
+    delta encoding gets its file read, within the same bound)."""
+    leaf_of = {meta.schema.column(j).path: j for j in range(len(meta.schema))}
+    bound, limit = 0, min(MAX_VALUE_BYTES, MAX_ROW_BYTES, MAX_TABLE_BYTES, CHUNK_BYTES)
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for path in leaves:
+            j = leaf_of[path]
+            if (g, j) not in walked or not _CODED_ENCODINGS.issuperset(
+                    group.column(j).encodings):
+                return False
+            values = max(group.column(j).num_values, declared.get((g, j), 0), 0)
+            bound += (values + 1) * walked[g, j]
+            if bound > limit:
+                return False
+    return True
+
+
+_CODED_ENCODINGS: Final = frozenset({"PLAIN", "RLE", "BIT_PACKED", "PLAIN_DICTIONARY",
+                                     "RLE_DICTIONARY"})
+"""Encodings of a string chunk (with its levels') that Arrow decodes into a dictionary (the
+delta encodings it does not: "DecodeArrow of DictAccumulator ... not yet implemented")."""
 
 
 def _close(*files: pq.ParquetFile | None) -> None:
@@ -365,11 +404,13 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 # decompressed
 
 
-def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int], int]:
+def _check_pages(source: Source, meta: pq.FileMetaData,
+                 walked: dict[tuple[int, int], int] | None = None) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
     pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers; the values
     the data pages of each (row group, column) declare (pq45 finding 3: not the footer's word;
-    a dictionary page's values are not levels: pqrev)."""
+    a dictionary page's values are not levels: pqrev). ``walked`` gets the decompressed bytes
+    of each chunk whose headers were read one after another to its very end (`_small`)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     declared: dict[tuple[int, int], int] = {}
@@ -381,6 +422,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
             for c in range(group.num_columns):
                 chunk = group.column(c)
                 pos, end = _span(chunk, meta.created_by, whole)
+                sizes = 0
                 while pos < end:
                     got = _read_header(f, pos, end - pos)
                     if got is None:
@@ -402,6 +444,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                             "possible decompression bomb"
                         )
                     total += size
+                    sizes += size if size >= 0 else whole + MAX_DECODED_BYTES  # (not small)
                     declared[g, c] = declared.get((g, c), 0) + max(data, 0)
                     if total > MAX_DECODED_BYTES:
                         raise BombError(
@@ -410,6 +453,8 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> dict[tuple[int, int],
                             "split larger inputs into several files"
                         )
                     pos += length + max(compressed, 0)
+                if walked is not None and pos == end:
+                    walked[g, c] = sizes
     return declared
 
 
