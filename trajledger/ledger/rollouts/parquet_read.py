@@ -38,6 +38,7 @@ Spec: docs/SECURITY.md ("Decompression bombs in Parquet").
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -189,7 +190,10 @@ def _whole(
     dense: pq.ParquetFile, coded: pq.ParquetFile | None, columns: Sequence[str] | None
 ) -> pa.Table:
     if coded is None:
-        return dense.read(columns=columns)
+        # (a small file on this thread: Arrow's pool costs more than its columns, 0.2 ms a file)
+        meta = dense.metadata
+        small = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
+        return dense.read(columns=columns, use_threads=small > _THREADED_BYTES)
     batches = list(_coded_batches(coded, 1 << 16, columns))
     size = sum(int(_checked_rows(b).sum()) for b in batches)
     if size > MAX_TABLE_BYTES:
@@ -203,6 +207,9 @@ def _whole(
     schema = _dense_schema(batches[0].schema, dense.schema_arrow)
     return pa.Table.from_batches([b.cast(schema) for b in batches], schema=schema)
 
+
+_THREADED_BYTES: Final = 1 << 20
+"""A file whose row groups state more bytes is read on Arrow's threads (a column each)."""
 
 # --------------------------------------------------------------------------------------------
 
@@ -466,12 +473,18 @@ def _span(chunk: pq.ColumnChunkMetaData, created_by: str | None, whole: int) -> 
     if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
         start = chunk.dictionary_page_offset
     end = start + chunk.total_compressed_size
-    app, _, version = (created_by or "").lower().partition("version")
-    got = re.match(r"\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
-    if app.strip() == "parquet-mr" and (  # (a version Arrow cannot read is its 0.0.0)
-            not got or tuple(int(x or 0) for x in got.groups()) < (1, 2, 9)):
+    if _parquet_816(created_by):
         end += max(0, min(_PARQUET_816, whole - end))
     return start, end
+
+
+@functools.lru_cache(maxsize=64)
+def _parquet_816(created_by: str | None) -> bool:
+    """Whether a file ``created_by`` this writer is read as PARQUET-816's (`_span`)."""
+    app, _, version = (created_by or "").lower().partition("version")
+    got = re.match(r"\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
+    return app.strip() == "parquet-mr" and (  # (a version Arrow cannot read is its 0.0.0)
+        not got or tuple(int(x or 0) for x in got.groups()) < (1, 2, 9))
 
 
 _PARQUET_816: Final = 100
@@ -921,6 +934,7 @@ def _read_header(f: io.BufferedIOBase, pos: int, left: int
 _WANT: Final = ((1,), (2,), (3,), (5, 1), (7, 1), (8, 1))
 """The PageHeader's type, uncompressed_page_size, compressed_page_size, and the num_values of
 its data_page_header, dictionary_page_header or data_page_header_v2."""
+_WANT_NESTS: Final = frozenset({(5,), (7,), (8,)})
 
 
 def _page_header(b: bytes) -> tuple[int, int, int, int, int]:
@@ -928,7 +942,7 @@ def _page_header(b: bytes) -> tuple[int, int, int, int, int]:
     values)`` of the PageHeader struct at the start of ``b`` (num_values -1 for a page without
     values: an index page; data values -1 but for a data page); every other field skipped."""
     got = dict.fromkeys(_WANT, -1)
-    pos = _skip_struct(b, 0, got)
+    pos = _skip_struct(b, 0, got, nests=_WANT_NESTS)
     if got[2,] < 0 or got[3,] < 0:
         raise ValueError("a page header without its sizes")
     data = got[5, 1] if got[1,] == 0 else got[8, 1] if got[1,] == 3 else -1
@@ -950,10 +964,13 @@ def _varint(b: bytes, pos: int) -> tuple[int, int]:
 
 def _skip_struct(
     b: bytes, pos: int, want: dict[tuple[int, ...], int] | None = None, depth: int = 0,
-    path: tuple[int, ...] = (),
+    path: tuple[int, ...] = (), nests: frozenset[tuple[int, ...]] | None = None,
 ) -> int:
     """Skip the struct at ``pos``; the i32 fields of ``want`` (by their path of field ids from
-    the outer struct) are stored in it."""
+    the outer struct) are stored in it (``nests``: the paths of the structs that hold them,
+    worked out from ``want`` when not given)."""
+    if want is not None and nests is None:
+        nests = frozenset(k[:i] for k in want for i in range(1, len(k)))
     field = 0
     while True:
         head = b[pos]
@@ -970,8 +987,8 @@ def _skip_struct(
         if want is not None and here in want and kind == 5:  # i32
             raw, pos = _varint(b, pos)
             want[here] = (raw >> 1) ^ -(raw & 1)
-        elif want is not None and kind == 12 and any(k[: len(here)] == here for k in want):
-            pos = _skip_struct(b, pos, want, depth + 1, here)
+        elif kind == 12 and nests is not None and here in nests:
+            pos = _skip_struct(b, pos, want, depth + 1, here, nests)
         else:
             pos = _skip(b, pos, kind, depth)
 
