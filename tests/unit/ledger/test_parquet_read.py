@@ -326,7 +326,7 @@ def test_a_chunk_whose_headers_do_not_reach_its_end_is_counted(
     meta = pq.ParquetFile(io.BytesIO(bytes(data))).metadata
     parquet_read._check_pages(bytes(data), meta, walked)
     assert (0, 0) not in walked and (0, 1) in walked
-    assert not parquet_read._small(meta, ["text"], {}, walked)
+    assert not parquet_read._small(meta, {"text": 0}, {}, walked)
 
 
 # -- values under lists counted row by row (rev41 finding 3) ---------------------------------

@@ -230,7 +230,8 @@ def _open(
     # Streamed through a 1 MiB buffer: pyarrow's default reads whole column chunks of a row
     # group into memory before the first row.
     dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
-    wanted = set(dense.schema_arrow.names if columns is None else columns)
+    arrow = dense.schema_arrow  # (made anew at each use)
+    wanted = set(arrow.names if columns is None else columns)
     walked: dict[tuple[int, int], int] = {}
     try:
         declared = _check_pages(source, dense.metadata, walked)
@@ -242,25 +243,27 @@ def _open(
     schema = dense.metadata.schema
     # (pyarrow cannot cast a dictionary to a string view: such columns are read as they are,
     # their pages still checked)
-    wanted -= {f.name for f in dense.schema_arrow if _has_view(f.type)}
-    leaves = []
+    wanted -= {f.name for f in arrow if _has_view(f.type)}
+    leaves = {}
     for j in range(len(schema)):
         leaf = schema.column(j)
         if leaf.physical_type != "BYTE_ARRAY" or leaf.logical_type.type not in _BYTE_ARRAY_LOGICAL:
             continue
         if leaf.path.split(".", 1)[0] in wanted:
-            leaves.append(leaf.path)
+            leaves[leaf.path] = j
     if not leaves or _small(dense.metadata, leaves, declared, walked):
         return dense, None, caps, listed
-    coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
+    coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20,
+                           read_dictionary=list(leaves))
     return dense, coded, caps, listed
 
 
-def _small(meta: pq.FileMetaData, leaves: list[str], declared: dict[tuple[int, int], int],
+def _small(meta: pq.FileMetaData, leaves: dict[str, int], declared: dict[tuple[int, int], int],
            walked: dict[tuple[int, int], int]) -> bool:
-    """Whether the string and binary ``leaves`` cannot decode to more than any limit allows, nor
-    to more than `CHUNK_BYTES`, by their pages' headers alone (spd52): then they are read as
-    they are, without dictionaries (a one-row file read as dictionaries cost 3 ms, for nothing).
+    """Whether the string and binary ``leaves`` (their columns by path) cannot decode to more
+    than any limit allows, nor to more than `CHUNK_BYTES`, by their pages' headers alone
+    (spd52): then they are read as they are, without dictionaries (a one-row file read as
+    dictionaries cost 3 ms, for nothing).
 
     A value of a chunk, whatever its encoding (a dictionary's entry, a plain value, a delta
     encoding's prefix and suffix), is made of bytes its pages hold once decompressed, so it is
@@ -272,16 +275,14 @@ def _small(meta: pq.FileMetaData, leaves: list[str], declared: dict[tuple[int, i
     encodings Arrow reads as dictionaries (`_CODED_ENCODINGS`): a delta-encoded string is not
     readable so, and was refused as not readable Parquet; it still is (a footer that hides a
     delta encoding gets its file read, within the same bound)."""
-    leaf_of = {meta.schema.column(j).path: j for j in range(len(meta.schema))}
     bound, limit = 0, min(MAX_VALUE_BYTES, MAX_ROW_BYTES, MAX_TABLE_BYTES, CHUNK_BYTES)
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
-        for path in leaves:
-            j = leaf_of[path]
-            if (g, j) not in walked or not _CODED_ENCODINGS.issuperset(
-                    group.column(j).encodings):
+        for j in leaves.values():
+            chunk = group.column(j)
+            if (g, j) not in walked or not _CODED_ENCODINGS.issuperset(chunk.encodings):
                 return False
-            values = max(group.column(j).num_values, declared.get((g, j), 0), 0)
+            values = max(chunk.num_values, declared.get((g, j), 0), 0)
             bound += (values + 1) * walked[g, j]
             if bound > limit:
                 return False
