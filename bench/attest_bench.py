@@ -19,10 +19,14 @@ writes. Reported: median wall and CPU seconds (user + system of the process and 
 and CPU against ``hash`` (target for ``attest``: at most 1.5), then the floor any tool that
 hashes and durably keeps the bytes pays (``hash`` + ``copy``) and what ``attest`` adds to it.
 
+``--baseline DIR`` (a tree of another commit, its bytecode written) adds ``base``: the same
+``attest`` with DIR's code (``PYTHONPATH``), in the same rounds, each into its own new ledger;
+reported with the ratio ``attest`` / ``base`` taken round by round (pairs: load cancels).
+
 Usage::
 
     python bench/attest_bench.py [--size-mb 1024] [--files 200] [--rounds 3] [--markdown]
-                                 [--write-doc] [--shape spread|model]
+                                 [--write-doc] [--shape spread|model] [--baseline DIR]
 
 ``--shape model`` (att47): a model's directory, a few large files and many small ones: five
 shards sharing the size (``model-0000N-of-00005.safetensors``) and ``--files`` small files of
@@ -114,20 +118,30 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def run(tree: Path, work: Path, rounds: int, quick: bool = False) -> dict[str, Any]:
+def run(tree: Path, work: Path, rounds: int, quick: bool = False,
+        baseline: Path | None = None) -> dict[str, Any]:
     """Every kind, ``rounds`` times, interleaved. ``quick``: the ledger ``attest`` records into
-    is made by the same commands run in this process."""
+    is made by the same commands run in this process. ``baseline``: ``base`` too."""
     env = dict(os.environ, TRAJLEDGER_STATE_DIR=str(work / "state"))
     env.pop("TRAJLEDGER_PASSPHRASE", None)
+    kinds = KINDS + (("base",) if baseline is not None else ())
     cli = c.cli()
     for p in tree.rglob("*"):  # warm the page cache
         if p.is_file():
             p.read_bytes()
-    got: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
     for r in range(rounds):
-        for kind in KINDS[r % 3:] + KINDS[: r % 3]:
+        for kind in kinds[r % len(kinds):] + kinds[: r % len(kinds)]:
             where = work / f"{kind}-{r}"
-            if kind == "hash":
+            if kind == "base":
+                assert baseline is not None
+                base_env = dict(env, PYTHONPATH=str(baseline))
+                main = [sys.executable, "-c", c.CLI_MAIN, "--ledger", str(where)]
+                for args in (["init"], ["key", "new", "k", "--no-encrypt"]):
+                    subprocess.run([*main, *args], env=base_env, capture_output=True,
+                                   check=True)  # fmt: skip
+                got[kind].append(timed([*main, "attest", str(tree), "--key", "k"], base_env))
+            elif kind == "hash":
                 got[kind].append(timed([sys.executable, "-c", HASH_PASS, str(tree)], env))
             elif kind == "copy":
                 where.mkdir()
@@ -147,10 +161,14 @@ def run(tree: Path, work: Path, rounds: int, quick: bool = False) -> dict[str, A
     files = sum(1 for p in tree.rglob("*") if p.is_file())
     out: dict[str, Any] = {"bytes": size, "files": files, "rounds": rounds, "machine": c.machine()}
     _, base_cpu = c.median_wall_cpu(got["hash"])
-    for kind in KINDS:
+    for kind in kinds:
         wall, cpu = c.median_wall_cpu(got[kind])
         out[kind] = {"wall_s": wall, "cpu_s": cpu, "cpu_x_hash": cpu / base_cpu,
                      "all": got[kind]}  # fmt: skip
+    if baseline is not None:
+        pairs = [a[1] / b[1] for a, b in zip(got["attest"], got["base"], strict=True)]
+        out["pairs"] = {"baseline": str(baseline), "cpu_ratios": pairs,
+                        "cpu_ratio": c.median(pairs)}
     return out
 
 
@@ -172,6 +190,10 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['rounds']} interleaved rounds, medians. CPU is user + system time of the process "
         f"and its threads. {r['machine']}.\n\n"
     )
+    if "base" in r:
+        k = r["base"]
+        rows.append([f"`attest` with {r['pairs']['baseline']}'s code (the pair's baseline)",
+                     f"{k['wall_s']:.2f}", f"{k['cpu_s']:.2f}", f"{k['cpu_x_hash']:.2f}", ""])
     floor = 1 + r["copy"]["cpu_x_hash"]
     tail = (
         f"\n\nThe floor of any tool that hashes and durably keeps the bytes (the hashing pass plus "
@@ -179,6 +201,10 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['attest']['cpu_s'] - r['hash']['cpu_s']:.2f} CPU-s against the copy's "
         f"{r['copy']['cpu_s']:.2f}."
     )
+    if "pairs" in r:
+        ratios = r["pairs"]["cpu_ratios"]
+        tail += (f" `attest` / baseline, CPU, round by round: median {r['pairs']['cpu_ratio']:.2f}"
+                 f" ({', '.join(f'{x:.2f}' for x in ratios)}).")
     return head + c.table(
         ["operation", "wall s", "CPU s", "CPU x hashing pass", "target <= 1.5"], rows
     ) + tail
@@ -193,6 +219,8 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a tree of another commit: its attest in the same rounds")
     ap.add_argument("--shape", choices=("spread", "model"), default="spread",
                     help="spread: sizes over ~3 decades (default); model: 5 shards and "
                          "--files small files")
@@ -209,7 +237,8 @@ def main() -> None:
                 make_model_tree(tree, args.size_mb << 20, args.files)
             else:
                 make_tree(tree, args.size_mb << 20, args.files)
-        result = run(tree, work, args.rounds, args.quick)
+        result = run(tree, work, args.rounds, args.quick,
+                     None if args.quick else args.baseline)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

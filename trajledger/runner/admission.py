@@ -523,7 +523,8 @@ def _read_batch(
         decision.fail(f"{label}: schema", f"the batch has no {' and no '.join(missing)}")
         return None
     try:  # the buyer's bound, from the footer, before any step is decoded (rev45 finding 2)
-        rows = stated_steps(pq.read_metadata(pa.BufferReader(data["steps.parquet"])))
+        footer = pq.read_metadata(pa.BufferReader(data["steps.parquet"]))
+        rows = stated_steps(footer)
         limit = max_steps()
     except StepLimitError as e:
         decision.fail(f"{label}: schema", str(e))
@@ -538,7 +539,7 @@ def _read_batch(
             "the steps it holds to admit it whole"))
         return None
     try:  # (the episodes' rows held to the limit too: rev46 finding 2)
-        steps = read_parquet(data["steps.parquet"], name="steps.parquet")
+        steps = read_parquet(data["steps.parquet"], name="steps.parquet", metadata=footer)
         episodes = read_parquet(data["episodes.parquet"], name="episodes.parquet")
     except StepLimitError as e:
         decision.fail(f"{label}: schema", str(e))

@@ -154,20 +154,22 @@ def _decoded(
 
 
 def read_parquet(
-    source: Source, columns: Sequence[str] | None = None, *, name: str = "the Parquet file"
+    source: Source, columns: Sequence[str] | None = None, *, name: str = "the Parquet file",
+    metadata: pq.FileMetaData | None = None,
 ) -> pa.Table:
     """The whole table of ``source`` (a path or the file's bytes), decoded, once what it
     decodes to is known to be within `MAX_TABLE_BYTES`, and its rows (`stated_steps`) within
     ``TRAJLEDGER_MAX_STEPS`` (a batch's step or episode file, an input's: every whole read;
     rev46 finding 2: a suite's batch was read whole by eval, whatever the limit); ``name``
-    says which file in that refusal.
+    says which file in that refusal. ``metadata``: its footer, when the caller read it already
+    (from the same bytes: it is not parsed again).
 
     Raises:
         BombError: a value, a row or the table over its limit; nothing of it decoded.
         StepLimitError: more rows than a batch may hold, or a limit that is no number.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
-    dense, coded, _caps, listed = _open(source, columns)
+    dense, coded, _caps, listed = _open(source, columns, metadata)
     try:
         if (rows := stated_steps(dense.metadata)) > (limit := max_steps()):
             raise StepLimitError(
@@ -215,7 +217,7 @@ _THREADED_BYTES: Final = 1 << 20
 
 
 def _open(
-    source: Source, columns: Sequence[str] | None
+    source: Source, columns: Sequence[str] | None, metadata: pq.FileMetaData | None = None,
 ) -> tuple[pq.ParquetFile, pq.ParquetFile | None, dict[int, int], int]:
     """The file as pyarrow reads it, (when it has string or binary leaves among ``columns``)
     the same file with those leaves read as dictionaries, the most rows a batch of a row
@@ -229,7 +231,7 @@ def _open(
 
     # Streamed through a 1 MiB buffer: pyarrow's default reads whole column chunks of a row
     # group into memory before the first row.
-    dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
+    dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, metadata=metadata)
     arrow = dense.schema_arrow  # (made anew at each use)
     wanted = set(arrow.names if columns is None else columns)
     walked: dict[tuple[int, int], int] = {}
@@ -254,7 +256,7 @@ def _open(
     if not leaves or _small(dense.metadata, leaves, declared, walked):
         return dense, None, caps, listed
     coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20,
-                           read_dictionary=list(leaves))
+                           read_dictionary=list(leaves), metadata=dense.metadata)
     return dense, coded, caps, listed
 
 
