@@ -38,14 +38,12 @@ from trajledger.verify.manifest import FileEntry, Manifest, check_path
 from .encode import envelope_bytes
 from .errors import AlreadyRecordedError, LedgerError, LogError, StoppedAfterRecordError
 from .files import collect_files, media_type_for, same_as_listed
-from .fs import FileSystemSync
 from .keys import Signer
 from .log import EntrySpec
 from .signing import AnySigner, canonical_json, sign_statement
 
 if TYPE_CHECKING:
     from .home import LedgerHome
-    from .store import ObjectStore
 
 __all__ = [
     "KIND_BY_PREDICATE",
@@ -375,44 +373,27 @@ def record_files(
     names = sorted(files)
     store = ledger.store
     named: set[Path] = set()  # (the directories that gained an object's name: synced below)
-    disk = _whole_disk(store, sum(1 for f in files.values() if not isinstance(f, FileDigest))
-                       if store_files else 0)
-    staged: list[FileDigest] | None = None if disk is None else []
-    try:
-        with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
-            digests = []
+    with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
+        digests = []
 
-            def put(n: str) -> FileDigest:
-                f = files[n]
-                if not store_files:
-                    if not isinstance(f, FileDigest):
-                        raise FormatError(f"{n}: a file not stored must be given with its "
-                                          "digest")
-                    return f
-                if isinstance(f, FileDigest):
-                    return store.adopt_file(f.path, f)
-                opened = None if on_open is None else partial(on_open, n)
-                if n in listed:
-                    opened = partial(_opened_listed, f, listed[n], opened)
-                return store.put_file(f, names=named, opened=opened, staged=staged)
+        def put(n: str) -> FileDigest:
+            f = files[n]
+            if not store_files:
+                if not isinstance(f, FileDigest):
+                    raise FormatError(f"{n}: a file not stored must be given with its digest")
+                return f
+            if isinstance(f, FileDigest):
+                return store.adopt_file(f.path, f)
+            opened = None if on_open is None else partial(on_open, n)
+            if n in listed:
+                opened = partial(_opened_listed, f, listed[n], opened)
+            return store.put_file(f, names=named, opened=opened)
 
-            for future in [pool.submit(put, n) for n in names]:
-                d = result_of(future)  # Ctrl-C is seen, whichever thread the kernel hands it to
-                digests.append(d)
-                if on_file is not None:
-                    on_file(d)
-        if disk is not None and staged is not None:
-            # The copies' bytes on the disk (one flush), then their names, then the names on
-            # the disk (another), before the manifest or the log names them (spd52).
-            store.adopt_files(staged, synced=disk.sync, flush=disk.sync)
-            staged = []
-    except BaseException:
-        if staged:
-            store.drop_staged(staged)
-        raise
-    finally:
-        if disk is not None:
-            disk.close()
+        for future in [pool.submit(put, n) for n in names]:
+            d = result_of(future)  # Ctrl-C is seen, whichever thread the kernel hands it to
+            digests.append(d)
+            if on_file is not None:
+                on_file(d)
     store.sync_names(named)  # (every name durable before the manifest or the log names it)
     # (4)
     manifest = Manifest.from_files(
@@ -435,22 +416,6 @@ def record_files(
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)
-
-
-SYNCFS_FILES = 64
-"""Files copied into a local store from which one record makes them durable by flushes of the
-file system (`fs.FileSystemSync`: three ``syncfs`` calls) instead of an fsync of each file and
-of each directory that gained a name (a model's directory of 2,000 small files: spd52). Fewer
-are fsynced each: a flush writes every dirty file of the file system, other processes' too."""
-
-
-def _whole_disk(store: ObjectStore, copies: int) -> FileSystemSync | None:
-    """A flush handle on the store's file system when ``copies`` files are to be copied into
-    it, at least `SYNCFS_FILES`, and the store is local and durable, and ``syncfs`` stands for
-    the fsyncs there (`fs.FileSystemSync.open`); else None (each is fsynced)."""
-    if copies < SYNCFS_FILES or not (store.is_local and store.durable):
-        return None
-    return FileSystemSync.open(store.root)
 
 
 def _opened_listed(path: Path, listed: os.stat_result,

@@ -213,7 +213,6 @@ class ObjectStore:
     def put_file(
         self, path: str | os.PathLike[str], *, names: set[Path] | None = None,
         opened: Callable[[os.stat_result], None] | None = None,
-        staged: list[FileDigest] | None = None,
     ) -> FileDigest:
         """Copy a file into the store, hashing while copying (one read of the source).
 
@@ -222,12 +221,6 @@ class ObjectStore:
             names: as `put_stream`.
             opened: given the ``fstat`` of the file opened, before it is read (on a local
                 store): the caller's check that it is the file it listed (`runner.settled`).
-            staged: on a local store, the copy is left as a read-only temp file of the store
-                (``sha256/.tmp-…``), not flushed nor named, and added to this list (its path,
-                size and digest) for the caller to flush and name them all at once
-                (`adopt_files` with a flush of the file system: `record.record_files`); an
-                object already stored intact is not copied again. The caller removes what it
-                does not adopt (`drop_staged`).
 
         Raises:
             StoreError: the source cannot be read, is not a regular file (rev33: a FIFO would
@@ -246,12 +239,7 @@ class ObjectStore:
                 opened(st)
             if self._fs is not None:  # hashed, then uploaded, from the file opened (the lead)
                 return self._remote_put_file(Path(path), str(path), opened=src)
-            return self._put_local(src, str(path), None, names, st.st_size < CHUNK, staged)
-
-    def drop_staged(self, staged: Sequence[FileDigest]) -> None:
-        """Remove the temp files `put_file` staged and nobody adopted (a failed record)."""
-        for f in staged:
-            _unlink(str(f.path))
+            return self._put_local(src, str(path), None, names, st.st_size < CHUNK)
 
     def sync_names(self, names: set[Path]) -> None:
         """Make the names of objects stored with ``names=`` durable: fsync every directory
@@ -305,12 +293,10 @@ class ObjectStore:
             return self._remote_put_file(Path(spool.name), name, expect=expect)
 
     def _put_local(self, stream: IO[bytes], name: str, expect: str | None,
-                   names: set[Path] | None, small: bool,
-                   staged: list[FileDigest] | None = None) -> FileDigest:
+                   names: set[Path] | None, small: bool) -> FileDigest:
         """`put_stream` on a local disk. ``small``: a file under one chunk when opened, written
         through the descriptor its temp file was made with, in the page cache (direct writes
-        are whole chunks), not opened again (att47 finding 1). Hashed bytes = bytes written.
-        ``staged``: as `put_file`'s."""
+        are whole chunks), not opened again (att47 finding 1). Hashed bytes = bytes written."""
         try:
             with _Temp(self, keep=small) as tmp:
                 source = (stream if isinstance(stream, io.BufferedIOBase | io.RawIOBase)
@@ -319,17 +305,12 @@ class ObjectStore:
                     digest, size = copy_hashing(
                         source, partial(_write_all, tmp.fd) if small else out.write, CHUNK)
                     fd = tmp.fd if small else out.fd
-                    if self.durable and staged is None:
+                    if self.durable:
                         os.fsync(fd)
                     os.fchmod(fd, 0o444)
                 h = digest[len(DIGEST_PREFIX):]
                 _refuse_other(name, digest, expect)
-                if _intact(f"{self._prefix}/sha256/{h[:2]}/{h[2:4]}/{h}", size, h):
-                    pass
-                elif staged is not None:
-                    tmp.keep()
-                    staged.append(FileDigest(Path(f"{self._prefix}/sha256/{tmp.name}"), size, h))
-                else:
+                if not _intact(f"{self._prefix}/sha256/{h[:2]}/{h[2:4]}/{h}", size, h):
                     tmp.install(digest, names)
         except OSError as e:
             raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
@@ -947,11 +928,6 @@ class _Temp:
                     names.update(Path(m) for m in self.made)
         finally:
             os.close(leaf)
-
-    def keep(self) -> None:
-        """Leave the temp file where it is, unnamed, on leaving the block (`put_file`'s
-        ``staged``)."""
-        self._kept = True
 
     def __enter__(self) -> _Temp:
         return self
