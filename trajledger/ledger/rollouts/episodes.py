@@ -165,7 +165,8 @@ class EpisodeBuilder:
         (a stream cut into single steps asks for one per step; building it costs a millisecond)."""
         schema = self.tensors.episode_schema()
         if self._empty is None or not self._empty[0].equals(schema, check_metadata=True):
-            self._empty = (schema, pa.RecordBatch.from_pylist([], schema=schema))
+            self._empty = (schema, pa.RecordBatch.from_arrays(  # (a third of from_pylist's)
+                [pa.nulls(0, f.type) for f in schema], schema=schema))
         return self._empty[1]
 
     def add_attrs(self, attrs: pa.RecordBatch | pa.Table) -> None:
