@@ -194,8 +194,8 @@ def _whole(
     if coded is None:
         # (a small file on this thread: Arrow's pool costs more than its columns, 0.2 ms a file)
         meta = dense.metadata
-        small = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
-        return dense.read(columns=columns, use_threads=small > _THREADED_BYTES)
+        stated = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
+        return dense.read(columns=columns, use_threads=stated > _THREADED_BYTES)
     batches = list(_coded_batches(coded, 1 << 16, columns))
     size = sum(int(_checked_rows(b).sum()) for b in batches)
     if size > MAX_TABLE_BYTES:
