@@ -178,8 +178,14 @@ class _Successor:
                 self.pairs[r] += [(names.get(k.keyid, f"kept from {was}"), k) for k in others]
                 kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else [
                     f"the {r} role's {len(others)} key(s)"] if f"the {r} role" not in kept else []
-            if 1 <= role.threshold <= len(self.pairs[r]) + len(role.identities):
-                self.thresholds[r] = role.threshold
+            # (at most its members written: kept, or said when keys dropped lower it, as the
+            # log threshold: rev51 finding 2)
+            members = len(self.pairs[r]) + len(role.identities)
+            self.thresholds[r] = min(max(role.threshold, 1), members) if members else 1
+            if self.thresholds[r] < role.threshold:
+                self.notes.append(
+                    f"lowers the {r} threshold of {was} from {role.threshold} to "
+                    f"{self.thresholds[r]}: the successor holds {members} of its member(s)")
             entry = doc["roles"][r]
             self.fields[r] = {f: entry[f] for f in ("identities", "encryption_keys")
                               if entry.get(f)}
@@ -259,7 +265,8 @@ def policy_init(
     role left out is said to forbid what it would have allowed. On a ledger with a policy in
     force, the file is its successor (its name, the next serial) and keeps what that policy
     holds and this command was not asked to change (its evaluator role and encryption keys,
-    other keys of a role when no key of it is given, other logs' keys and the log threshold,
+    other keys of a role when no key of it is given, each role's threshold (lowered, said,
+    only as far as the keys given leave members), other logs' keys and the log threshold,
     its witnesses, [release], revocations, the approval age, ...), said in a NOTE; a role
     --roles leaves out is dropped, a line saying how to keep it.
 
@@ -320,9 +327,11 @@ def policy_init(
     if "approver" not in pairs:
         if approvals is not None:
             raise click.UsageError("--approvals applies when the policy has approvers")
-    elif need > len(pairs["approver"]):
+    elif need > len(pairs["approver"]) + len(kept_ids := (parts.fields.get(
+            "approver", {}).get("identities", []) if parts else [])):  # (rev50's Left)
         raise click.BadParameter(
-            f"{need} approvals, but only {len(pairs['approver'])} approver key(s)",
+            f"{need} approvals, but only {len(pairs['approver'])} approver key(s)"
+            + (f" and {len(kept_ids)} identities" if kept_ids else ""),
             param_hint="--approvals",
         )
     if out.exists():
