@@ -133,6 +133,7 @@ class _Successor:
                  roles: str) -> None:
         self.pairs, self.asked, self.roles_said, self.roles = pairs, asked, roles_said, roles
         self.thresholds: dict[str, int] = {}
+        self.identities: dict[str, int] = {}
         self.fields: dict[str, dict[str, object]] = {}
         self.tail: dict[str, object] = {}
         self.log_vkeys: list[str] = []
@@ -180,6 +181,7 @@ class _Successor:
                     f"the {r} role's {len(others)} key(s)"] if f"the {r} role" not in kept else []
             # (at most its members written: kept, or said when keys dropped lower it, as the
             # log threshold: rev51 finding 2)
+            self.identities[r] = len(role.identities)  # (kept in self.fields)
             members = len(self.pairs[r]) + len(role.identities)
             self.thresholds[r] = min(max(role.threshold, 1), members) if members else 1
             if self.thresholds[r] < role.threshold:
@@ -327,11 +329,11 @@ def policy_init(
     if "approver" not in pairs:
         if approvals is not None:
             raise click.UsageError("--approvals applies when the policy has approvers")
-    elif need > len(pairs["approver"]) + len(kept_ids := (parts.fields.get(
-            "approver", {}).get("identities", []) if parts else [])):  # (rev50's Left)
+    elif need > len(pairs["approver"]) + (ids := parts.identities.get("approver", 0)
+                                          if parts else 0):  # (kept identities: rev50's Left)
         raise click.BadParameter(
             f"{need} approvals, but only {len(pairs['approver'])} approver key(s)"
-            + (f" and {len(kept_ids)} identities" if kept_ids else ""),
+            + (f" and {ids} identities" if ids else ""),
             param_hint="--approvals",
         )
     if out.exists():
