@@ -1,0 +1,51 @@
+"""rev51: a command whose reader went away (``| head``, ``| true``) still ends with its own
+verdict; docs/SECURITY.md, "Review of 2026-12-07, thirty-ninth round (rev51)"."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import testkit
+from testkit import Party
+
+
+def _to_a_reader_gone(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``trajledger --ledger HOME ARGS`` with stdout a pipe whose reader is gone."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as pipe:
+        return subprocess.run([sys.executable, "-m", "trajledger", "--ledger", str(home), *args],
+                              stdout=pipe, stderr=subprocess.PIPE, text=True, timeout=300,
+                              env=env)
+
+
+def test_a_verification_that_fails_to_a_reader_gone_still_fails(
+    tmp_path: Path, quickstart_template: testkit.Template[str]
+) -> None:
+    """finding 6: ``trajledger verify CK --json | true`` (or ``| head -n 20`` of a report
+    longer than the pipe holds, under ``set -o pipefail`` in CI) of a checkpoint whose
+    training data was revoked ended 0, with no ``FAIL:`` line: the report's write met the
+    closed pipe, and `Group.invoke` ended every command whose output's reader went away with
+    0, whatever its verdict (rev49: "a reader gone is no error"). Expected: the verdict's own
+    status, 1, and its ``FAIL:`` lines on stderr; a verification that passes still 0; likewise
+    ``lineage`` and ``fsck`` (a damaged object), whose verdicts follow their reports."""
+    lab = Party(tmp_path, "lab")
+    testkit.copy_template(quickstart_template, lab.home)
+    ok = _to_a_reader_gone(lab.home, "verify", "cartpole-bc@2", "--json")
+    assert ok.returncode == 0 and "FAIL" not in ok.stderr, (ok.returncode, ok.stderr)
+    lab.run("revoke", "cartpole-train@2", "--key", "approver-a", "--reason", "withdrawn")
+    for args in (["verify", "--json"], ["verify"], ["lineage"], ["lineage", "--json"]):
+        r = _to_a_reader_gone(lab.home, *args, "cartpole-bc@2")
+        assert r.returncode == 1, (args, r.returncode, r.stderr)
+        assert "FAIL: cartpole-bc@2: 1 of 30 checks failed" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+    damaged = next(p for p in sorted((lab.home / "objects").rglob("*")) if p.is_file())
+    damaged.chmod(0o644)
+    damaged.write_bytes(damaged.read_bytes() + b"x")
+    for args in ([], ["--json"]):  # (fsck's report, then its FAIL: lines)
+        r = _to_a_reader_gone(lab.home, "fsck", *args)
+        assert r.returncode == 1 and "FAIL:" in r.stderr, (args, r.returncode, r.stderr)
