@@ -32,7 +32,8 @@ def test_a_verification_that_fails_to_a_reader_gone_still_fails(
     closed pipe, and `Group.invoke` ended every command whose output's reader went away with
     0, whatever its verdict (rev49: "a reader gone is no error"). Expected: the verdict's own
     status, 1, and its ``FAIL:`` lines on stderr; a verification that passes still 0; likewise
-    ``lineage`` and ``fsck`` (a damaged object), whose verdicts follow their reports."""
+    ``lineage``, ``fsck`` and ``log verify`` (a damaged object), whose verdicts follow their
+    reports."""
     lab = Party(tmp_path, "lab")
     testkit.copy_template(quickstart_template, lab.home)
     ok = _to_a_reader_gone(lab.home, "verify", "cartpole-bc@2", "--json")
@@ -46,6 +47,6 @@ def test_a_verification_that_fails_to_a_reader_gone_still_fails(
     damaged = next(p for p in sorted((lab.home / "objects").rglob("*")) if p.is_file())
     damaged.chmod(0o644)
     damaged.write_bytes(damaged.read_bytes() + b"x")
-    for args in ([], ["--json"]):  # (fsck's report, then its FAIL: lines)
-        r = _to_a_reader_gone(lab.home, "fsck", *args)
+    for args in (["fsck"], ["fsck", "--json"], ["log", "verify"], ["log", "verify", "--json"]):
+        r = _to_a_reader_gone(lab.home, *args)  # (a report, then its FAIL: lines)
         assert r.returncode == 1 and "FAIL:" in r.stderr, (args, r.returncode, r.stderr)
