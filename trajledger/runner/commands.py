@@ -109,10 +109,11 @@ def admit(
 
     def shown(report: Any, admitted: bool) -> None:  # an imported node after a clash by its
         names = qualified(ledger, report)  # qualified name, as `verify` names it (out49)
-        if as_json:
-            emit_json({"admitted": admitted, "report": named_json(report.to_json(), names)})
-        else:
-            click.echo(render(report, "text", names))
+        with verdict_follows():
+            if as_json:
+                emit_json({"admitted": admitted, "report": named_json(report.to_json(), names)})
+            else:
+                click.echo(render(report, "text", names))
 
     try:
         result = ledger.admit(dataset, policy=p, purpose=purpose)
