@@ -22,7 +22,6 @@ from trajledger.ledger.clikit import (
     emit_result,
     ok,
     pass_ctx,
-    verdict_follows,
     visible,
 )
 
@@ -193,10 +192,9 @@ def release(
             out = ledger.release(checkpoint, key=list(keys), note=note, policy=policy)
     except ReleaseRefusedError as e:
         if as_json:
-            with verdict_follows():
-                emit_json({"released": False, "releasable": False, "dryRun": dry_run,
-                           "next": e.next, "report": named_json(e.report.to_json(), qualified(
-                               ledger, e.report))})
+            emit_json({"released": False, "releasable": False, "dryRun": dry_run,
+                       "next": e.next, "report": named_json(e.report.to_json(), qualified(
+                           ledger, e.report))})
         raise
     if dry_run:
         held = judged.held
