@@ -484,10 +484,10 @@ def _reader_gone() -> None:
 
 @contextmanager
 def verdict_follows() -> Iterator[None]:
-    """Around a report a verdict follows (``verify``, ``lineage``, ``fsck``): a reader gone
-    (``| head``, ``| true``) ends the report, not the command, whose verdict's status and
-    ``FAIL:`` lines follow; `Group.invoke` ended it 0, a verification that failed with it
-    (rev51 finding 6)."""
+    """Around a report a verdict follows (``verify``, ``lineage``, ``fsck``, ``log verify``,
+    ``admit``): a reader gone (``| head``, ``| true``) ends the report, not the command, whose
+    verdict's status and ``FAIL:`` lines follow; `Group.invoke` ended it 0, a verification
+    that failed with it (rev51 finding 6)."""
     try:
         yield
     except BrokenPipeError:
