@@ -53,3 +53,24 @@ def test_a_verification_that_fails_to_a_reader_gone_still_fails(
     for args in (["fsck"], ["fsck", "--json"], ["log", "verify"], ["log", "verify", "--json"]):
         r = _to_a_reader_gone(lab.home, *args)  # (a report, then its FAIL: lines)
         assert r.returncode == 1 and "FAIL:" in r.stderr, (args, r.returncode, r.stderr)
+
+
+def test_a_release_dry_run_refused_to_a_reader_gone_still_fails(
+    tmp_path: Path, quickstart_template: testkit.Template[str]
+) -> None:
+    """finding 6, ``release --dry-run --json`` (a CI gate's question, ``releasable``): refused
+    for want of an evaluation, its JSON to a reader gone ended 0, the status of a checkpoint
+    that may be released. Expected: 1 and its ``FAIL:`` line."""
+    lab = Party(tmp_path, "lab")
+    testkit.copy_template(quickstart_template, lab.home)
+    lab.run("key", "new", "evaluator", "--no-encrypt")
+    successor = tmp_path / "p2.toml"
+    lab.run("policy", "init", "--evaluator", "evaluator", "--out", successor)
+    with successor.open("a") as f:
+        f.write('\n[release]\n[[release.require]]\nsuite = "cartpole-holdout@1"\nmin = 0.5\n')
+    lab.run("policy", "set", successor, "--key", "approver-a", "--key", "approver-b", "--yes")
+    r = _to_a_reader_gone(lab.home, "release", "cartpole-bc@2", "--dry-run", "--json", "--key",
+                          "approver-a")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "FAIL: release of cartpole-bc@2 > success_rate on cartpole-holdout@1: missing" in (
+        r.stderr), r.stderr
