@@ -9,12 +9,16 @@ import sys
 from pathlib import Path
 
 import testkit
+from test_updates import served, train_a_buyer
 from testkit import Party
 
 
-def _to_a_reader_gone(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``trajledger --ledger HOME ARGS`` with stdout a pipe whose reader is gone."""
+def _to_a_reader_gone(home: Path, *args: str, state: Path | None = None
+                      ) -> subprocess.CompletedProcess[str]:
+    """``trajledger --ledger HOME ARGS`` with stdout a pipe whose reader is gone (``state``:
+    the user's state directory, else the test's)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env |= {"TRAJLEDGER_STATE_DIR": str(state)} if state is not None else {}
     read, write = os.pipe()
     os.close(read)
     with os.fdopen(write, "w") as pipe:
@@ -74,3 +78,16 @@ def test_a_release_dry_run_refused_to_a_reader_gone_still_fails(
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "FAIL: release of cartpole-bc@2 > success_rate on cartpole-holdout@1: missing" in (
         r.stderr), r.stderr
+
+
+def test_a_monitor_that_finds_a_revocation_to_a_reader_gone_still_fails(tmp_path: Path) -> None:
+    """finding 6, ``monitor URL --fail-on-revocation --json`` (a daily cron's): the vendor
+    revoked a batch the buyer trained on; to a reader gone it ended 0. Expected: 1 and its
+    ``FAIL:`` line."""
+    vendor, buyer, _ckpt = train_a_buyer(tmp_path)
+    vendor.run("revoke", vendor.batches[0], "--reason", "wrong env", "--key", "vendor")
+    for url in served(vendor):
+        r = _to_a_reader_gone(buyer.home, "monitor", url, "--vkey", vendor.vkey(), "--key",
+                              "approver", "--fail-on-revocation", "--json", state=buyer.state)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "something this ledger holds was revoked" in r.stderr, r.stderr

@@ -485,8 +485,8 @@ def _reader_gone() -> None:
 @contextmanager
 def verdict_follows() -> Iterator[None]:
     """Around a report a verdict follows (``verify``, ``lineage``, ``fsck``, ``log verify``,
-    ``admit``, ``release``'s refusal): a reader gone (``| head``, ``| true``) ends the
-    report, not the command, whose verdict's status and ``FAIL:`` lines follow;
+    ``admit``, ``release``'s refusal, ``monitor``): a reader gone (``| head``, ``| true``)
+    ends the report, not the command, whose verdict's status and ``FAIL:`` lines follow;
     `Group.invoke` ended it 0, a verification that failed with it (rev51 finding 6)."""
     try:
         yield
