@@ -51,7 +51,9 @@ def test_a_verification_that_fails_to_a_reader_gone_still_fails(
     for args in (["admit", "cartpole-train@2"], ["admit", "cartpole-train@2", "--json"]):
         r = _to_a_reader_gone(lab.home, *args)  # (a refusal's report, then its FAIL: lines)
         assert r.returncode == 1 and "FAIL:" in r.stderr, (args, r.returncode, r.stderr)
-    damaged = next(p for p in sorted((lab.home / "objects").rglob("*")) if p.is_file())
+    envelope = next(line.split()[-1] for line in lab.run("show", "cartpole-train@2").stdout
+                    .splitlines() if line.split()[:1] == ["envelope"])[7:]
+    damaged = lab.home / "objects" / "sha256" / envelope[:2] / envelope[2:4] / envelope
     damaged.chmod(0o644)
     damaged.write_bytes(damaged.read_bytes() + b"x")
     for args in (["fsck"], ["fsck", "--json"], ["log", "verify"], ["log", "verify", "--json"]):
