@@ -104,3 +104,27 @@ def test_an_approver_threshold_counting_identities_is_kept(tmp_path: Path) -> No
     after = json.loads(lab.run("policy", "check", "--json", out).stdout)
     del after["digest"]
     assert after == before | {"serial": 3}
+
+
+def test_a_release_approvals_bar_the_successors_approvers_cannot_meet_is_said(
+    tmp_path: Path,
+) -> None:
+    """finding 7: a policy in force whose ``[release]`` needs 2 approvals, its successor
+    written with one approver key (``policy init --approver approver``, the other dropped):
+    the successor kept ``approvals = 2`` with 1 approver, so no release could ever be recorded
+    under it, and ``policy init`` said only that a key was dropped (``policy set`` lists no
+    change of ``[release]``). Expected: kept (the author's bar), and a NOTE saying so."""
+    lab, ledger = _lab(tmp_path, "ap2", "evaluator")
+    (lab.home / "policy.toml").write_text(
+        "format = 2\n" + POLICY.format(
+            name="lab", serial=1, producers='"keys/vendor.pub"', vkeys=f'"{ledger.log.vkey}"')
+        .replace('["keys/approver.pub"]', '["keys/approver.pub", "keys/ap2.pub"]')
+        + 'roles.evaluator.keys = ["keys/evaluator.pub"]\n'
+        + '[release]\napprovals = 2\n[[release.require]]\nsuite = "suite@1"\nmin = 0.5\n')
+    lab.run("policy", "set", lab.home / "policy.toml", "--key", "approver", "--key", "ap2",
+            "--yes")
+    out = tmp_path / "succ.toml"
+    err = lab.run("policy", "init", "--out", out, "--approver", "approver").stderr
+    assert tomllib.loads(out.read_text())["release"]["approvals"] == 2
+    assert (f"NOTE: {out}: keeps [release] approvals = 2 of serial 1, but the successor holds 1 "
+            "approver(s): no release can be recorded under it until it holds as many") in err, err

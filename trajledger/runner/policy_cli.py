@@ -214,6 +214,13 @@ class _Successor:
             del self.tail["release"]  # its rules count evaluations, which evaluators sign
             self.notes.append(f"drops [release] of {was}: its rules count evaluations, which "
                               "the evaluator role signs; keep that role to keep it")
+        release = self.tail.get("release")
+        approvers = len(self.pairs.get("approver", ())) + self.identities.get("approver", 0)
+        if isinstance(release, dict) and release.get("approvals", 1) > approvers:
+            self.notes.append(  # (kept as it is: the author's bar; rev51 finding 7)
+                f"keeps [release] approvals = {release['approvals']} of {was}, but the successor "
+                f"holds {approvers} approver(s): no release can be recorded under it until it "
+                "holds as many (give them with --approver, or lower it)")
         if set(doc["allowed_predicate_types"]) != predicates.ALL:
             self.tail["allowed_predicate_types"] = doc["allowed_predicate_types"]
         kept += [f"max_approval_age {self.max_age}"] if self.max_age != "90d" else []
