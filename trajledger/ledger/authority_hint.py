@@ -20,9 +20,12 @@ __all__ = ["give"]
 
 
 def give(policy: TrustPolicy, signers: Sequence[str], here: Sequence[tuple[str, str, bool]],
-         signer: str, verb: str) -> str:
-    """The refusal's advice: ``signers`` signed the record, ``here`` the keys of this ledger
-    (name, keyid, private half here), ``signer`` the key refused."""
+         signer: str, verb: str, index: int) -> str:
+    """The refusal's advice: ``signers`` signed the record logged at ``index``, ``here`` the
+    keys of this ledger (name, keyid, private half here), ``signer`` the key refused. A key
+    is put back only if it was a producer when the record was logged (`TrustPolicy.policy_at`):
+    a key of no role may sign a files record (``attest``), and "name it again" made it a
+    producer (rev51 finding 5)."""
     mine = [n for n, k, _p in here if k in signers and policy.holds("producer", k)]
     if mine:
         return f", key {mine[0]} here: give --key {mine[0]}"
@@ -30,8 +33,11 @@ def give(policy: TrustPolicy, signers: Sequence[str], here: Sequence[tuple[str, 
              if policy.holds("approver", k)][:1]
     if any(policy.holds("producer", k) for k in signers):
         return "".join(other)
-    revoked = {r.keyid for r in policy.revoked_keys}
-    old = [n for n, k, p in here if k in signers and p and k not in revoked]
+    revoked, was = {r.keyid for r in policy.revoked_keys}, policy.policy_at(index)
+    old = [n for n, k, p in here if k in signers and p and k not in revoked
+           and was.holds("producer", k)]
+    whose = (", a producer key the policy in force no longer holds" if any(
+        was.holds("producer", k) for k in signers) else ", a key that held no producer role")
     roles = ",".join(r for r in KEY_ROLES if policy.role(r).keys or policy.role(r).identities)
     producers = " ".join(f"--producer {n}" for n, k, _p in here
                          if policy.holds("producer", k))
@@ -44,14 +50,13 @@ def give(policy: TrustPolicy, signers: Sequence[str], here: Sequence[tuple[str, 
     if other:
         return other[0] + buyers
     if old and sign == signer:  # a vendor's policy: put back the key that produced it
-        return (f", a producer key the policy in force no longer holds; key {old[0]} here is "
+        return (f"{whose}; key {old[0]} here is "
                 f"that key: to {verb} it where buyers count it too, name it again in a successor "
                 f"('trajledger policy init --roles {roles} {producers} --producer {old[0]} --out "
                 f"FILE' and 'trajledger policy set FILE --key {sign}'), give --key {old[0]}, "
                 f"then record a successor without it; or name an approver, whose {noun} counts "
                 "here only")
-    return (", a producer key the policy in force no longer holds: only an approver may "
-            f"{verb} it now" + (
+    return (f"{whose}: only an approver may {verb} it now" + (
                 ": ask a holder of one of the policy's approver keys" if sign != signer
                 else  # (a vendor's policy, no approver: name one)
                 "; to name one, 'trajledger key new approver', then 'trajledger policy init "

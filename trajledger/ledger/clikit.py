@@ -63,6 +63,7 @@ __all__ = [
     "recorded_json",
     "refuse_outputs_in",
     "style",
+    "verdict_follows",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
@@ -471,6 +472,30 @@ def recorded_json(kind: str, rec: Any, name: str = "", version: str = "") -> dic
             "envelope": rec.envelope_digest, "logIndex": rec.index, "new": rec.new}
 
 
+def _reader_gone() -> None:
+    """Point stdout at /dev/null: its reader went away (``EPIPE``), and what is left to write
+    (the stream's buffer, the interpreter's final flush) must not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+@contextmanager
+def verdict_follows() -> Iterator[None]:
+    """Around a report a verdict follows (``verify``, ``lineage``, ``fsck``, ``log verify``,
+    ``admit``, ``release``'s refusal, ``monitor``): a reader gone (``| head``, ``| true``)
+    ends the report, not the command, whose verdict's status and ``FAIL:`` lines follow;
+    `Group.invoke` ended it 0, a verification that failed with it (rev51 finding 6)."""
+    try:
+        yield
+    except BrokenPipeError:
+        _reader_gone()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()  # (what the buffer held: to /dev/null now)
+
+
 @contextmanager
 def loading() -> Iterator[None]:
     """Around a command's own imports and the opening of its ledger: in the command's own
@@ -801,10 +826,9 @@ class Group(click.Group):
         except (click.exceptions.Exit, click.ClickException):
             raise
         except BrokenPipeError as e:
-            # The reader went away (``trajledger log show | head``): not an error. Point stdout
-            # at /dev/null so the interpreter's final flush does not fail again.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            # The reader went away (``trajledger log show | head``): not an error, the command
+            # ends (a report its verdict follows is `verdict_follows`'s).
+            _reader_gone()
             raise click.exceptions.Exit(EXIT_OK) from e
         except OptionValueError as e:  # a value typed for an option: usage, one line (left37)
             raise one_line(click.UsageError(str(e)), ctx) from e

@@ -21,6 +21,7 @@ from .clikit import (
     ok,
     pass_ctx,
     progress_to,
+    verdict_follows,
     warn,
 )
 from .config import CONFIG_NAME
@@ -104,7 +105,8 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
             fail(f"object {digest}: {why}; not read")
         assert result.after is not None
         report = result.after
-    _render(report, as_json)
+    with verdict_follows():
+        _render(report, as_json)
     if report.orphans:
         total = sum(report.orphans.values())
         warn(

@@ -34,6 +34,7 @@ from .clikit import (
     pass_ctx,
     progress_to,
     recorded_json,
+    verdict_follows,
     warn,
 )
 
@@ -458,17 +459,18 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
             ledger.log  # noqa: B018 (opening it checks the floor, the pins and the log key)
         except TamperError as e:
             trust.append(str(e))
-    if as_json:
-        emit_json({**report.to_json(), "ok": report.ok and not damaged and not trust,
-                   "key_problems": damaged, "trust_problems": trust})
-    else:
-        root = base64.b64encode(report.root).decode() if report.root is not None else "-"
-        data = f" ({report.data})" if report.data else ""
-        click.echo(
-            f"size\t{report.size}\nroot\t{root}\nentries\t{report.entries_checked}\n"
-            f"envelopes\t{report.envelopes_checked}\nblobs\t{report.blobs_checked}{data}\n"
-            f"problems\t{len(report.problems) + len(damaged) + len(trust)}"
-        )
+    with verdict_follows():
+        if as_json:
+            emit_json({**report.to_json(), "ok": report.ok and not damaged and not trust,
+                       "key_problems": damaged, "trust_problems": trust})
+        else:
+            root = base64.b64encode(report.root).decode() if report.root is not None else "-"
+            data = f" ({report.data})" if report.data else ""
+            click.echo(
+                f"size\t{report.size}\nroot\t{root}\nentries\t{report.entries_checked}\n"
+                f"envelopes\t{report.envelopes_checked}\nblobs\t{report.blobs_checked}{data}"
+                f"\nproblems\t{len(report.problems) + len(damaged) + len(trust)}"
+            )
     for w in report.warnings:
         warn(f"log/{w}")
     if damaged or trust or not report.ok:

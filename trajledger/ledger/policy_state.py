@@ -395,8 +395,8 @@ def policy_toml(
             force's, rev50 finding 5).
         witness: the ``[roles.witness]`` table (a successor's, kept), in its JSON form.
     """
-    lines = [header, f"name = {json.dumps(name)}", f"serial = {serial}",
-             f"max_approval_age = {json.dumps(max_approval_age)}"]
+    lines = [header, f"name = {toml_string(name)}", f"serial = {serial}",
+             f"max_approval_age = {toml_string(max_approval_age)}"]
     for key, value in (tail or {}).items():
         if not isinstance(value, Mapping):
             lines.append(f"{toml_key(key)} = {toml_value(value, key)}")
@@ -408,7 +408,7 @@ def policy_toml(
                   for field, v in more.get(role, {}).items()]
     vkeys = [log_vkey] if isinstance(log_vkey, str) else list(log_vkey)
     lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
-              f"vkeys = [{', '.join(map(json.dumps, vkeys))}]", f"threshold = {log_threshold}",
+              f"vkeys = [{', '.join(map(toml_string, vkeys))}]", f"threshold = {log_threshold}",
               ""]
     lines += ["[roles.witness]  # witnesses that cosign the log's checkpoints"] + [
         f"{toml_key(k)} = {toml_value(v, f'roles.witness.{k}')}" for k, v in witness.items()

@@ -801,7 +801,7 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
     raise PolicyError(
         f"{item.kind} {shown_ref(ledger, item)}: key {signer.name} ({signer.keyid[:12]}) did not "
         f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}"
-        f"{give(found[1], entry.signers, here, signer.name, verb)}): "
+        f"{give(found[1], entry.signers, here, signer.name, verb, item.index)}): "
         f"a producer may {verb} only what it produced, an approver anything; nothing was signed"
     )
 

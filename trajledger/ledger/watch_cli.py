@@ -26,6 +26,7 @@ from .clikit import (
     emit_result,
     ok,
     pass_ctx,
+    verdict_follows,
     warn,
 )
 from .errors import LedgerError
@@ -223,13 +224,14 @@ def monitor(
             changes = watch_updates(ledger, policy, [ledger.keys.signer(k) for k in keys],
                                     log, result)
     lookalikes = _lookalikes(ledger, changes, f"log {result.origin} at {result.url}")
-    if as_json:
-        emit_json(result.to_json() | {"updates": changes.to_json() | {"lookalikes": lookalikes}
-                                      if changes else None})
-    else:
-        click.echo(result.note.decode("utf-8"), nl=False)
-        if result.cosigned is not None:
-            click.echo(result.cosigned.decode("utf-8").rsplit("\n", 2)[-2])
+    with verdict_follows():  # (--fail-on-revocation's)
+        if as_json:
+            emit_json(result.to_json() | {"updates": changes.to_json() | {
+                "lookalikes": lookalikes} if changes else None})
+        else:
+            click.echo(result.note.decode("utf-8"), nl=False)
+            if result.cosigned is not None:
+                click.echo(result.cosigned.decode("utf-8").rsplit("\n", 2)[-2])
     if result.old_size is None:
         how = "first seen: remembered"
     elif result.advanced:

@@ -28,6 +28,7 @@ from trajledger.ledger.clikit import (
     ok,
     pass_ctx,
     recorded_json,
+    verdict_follows,
     visible,
     warn,
 )
@@ -108,10 +109,11 @@ def admit(
 
     def shown(report: Any, admitted: bool) -> None:  # an imported node after a clash by its
         names = qualified(ledger, report)  # qualified name, as `verify` names it (out49)
-        if as_json:
-            emit_json({"admitted": admitted, "report": named_json(report.to_json(), names)})
-        else:
-            click.echo(render(report, "text", names))
+        with verdict_follows():
+            if as_json:
+                emit_json({"admitted": admitted, "report": named_json(report.to_json(), names)})
+            else:
+                click.echo(render(report, "text", names))
 
     try:
         result = ledger.admit(dataset, policy=p, purpose=purpose)
@@ -506,10 +508,11 @@ def verify(
 
                 emit_json(refused(bundle.name, str(e)).to_json())
             raise
-        if as_json:
-            emit_json(_expected_json(report, expect))
-        else:
-            click.echo("\n".join(report.render()))
+        with verdict_follows():
+            if as_json:
+                emit_json(_expected_json(report, expect))
+            else:
+                click.echo("\n".join(report.render()))
         if any("> consistent with the checkpoint seen before: " in f for f in report.failures()):
             warn("the checkpoint seen before is the newest of this log you have seen (your "
                  "trust state): a bundle that does not extend it is a fork, or older and may "
@@ -547,10 +550,11 @@ def verify(
     from .lineage import named_json, qualified, render
 
     names = qualified(ledger, report)  # an imported node after a clash by the name that finds
-    if as_json:  # it, as `lineage` and `impact` name it (out49)
-        emit_json(named_json(_expected_json(report, expect), names))
-    else:
-        click.echo(render(report, "text", names))
+    with verdict_follows():
+        if as_json:  # it, as `lineage` and `impact` name it (out49)
+            emit_json(named_json(_expected_json(report, expect), names))
+        else:
+            click.echo(render(report, "text", names))
     from trajledger.ledger.first_contact import unread
 
     for line in unread(ledger, report.nodes):  # their origin's log not read for them (gap39)

@@ -22,6 +22,7 @@ from trajledger.ledger.clikit import (
     emit_result,
     ok,
     pass_ctx,
+    verdict_follows,
     visible,
 )
 
@@ -192,9 +193,10 @@ def release(
             out = ledger.release(checkpoint, key=list(keys), note=note, policy=policy)
     except ReleaseRefusedError as e:
         if as_json:
-            emit_json({"released": False, "releasable": False, "dryRun": dry_run,
-                       "next": e.next, "report": named_json(e.report.to_json(), qualified(
-                           ledger, e.report))})
+            with verdict_follows():
+                emit_json({"released": False, "releasable": False, "dryRun": dry_run,
+                           "next": e.next, "report": named_json(e.report.to_json(), qualified(
+                               ledger, e.report))})
         raise
     if dry_run:
         held = judged.held

@@ -7,7 +7,15 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import OUT_PATH, Context, not_a_bundle, ok, pass_ctx, warn
+from trajledger.ledger.clikit import (
+    OUT_PATH,
+    Context,
+    not_a_bundle,
+    ok,
+    pass_ctx,
+    verdict_follows,
+    warn,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -56,7 +64,8 @@ def _policy(ledger: Any, policy_file: Path | None) -> Any:
 
 def _emit(text: str, out: Path | None) -> None:
     if out is None:
-        click.echo(text)
+        with verdict_follows():  # (the verdict follows: `report_raise`)
+            click.echo(text)
         return
     from trajledger.ledger.fs import write_file_atomic
 

@@ -133,6 +133,7 @@ class _Successor:
                  roles: str) -> None:
         self.pairs, self.asked, self.roles_said, self.roles = pairs, asked, roles_said, roles
         self.thresholds: dict[str, int] = {}
+        self.identities: dict[str, int] = {}
         self.fields: dict[str, dict[str, object]] = {}
         self.tail: dict[str, object] = {}
         self.log_vkeys: list[str] = []
@@ -178,8 +179,15 @@ class _Successor:
                 self.pairs[r] += [(names.get(k.keyid, f"kept from {was}"), k) for k in others]
                 kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else [
                     f"the {r} role's {len(others)} key(s)"] if f"the {r} role" not in kept else []
-            if 1 <= role.threshold <= len(self.pairs[r]) + len(role.identities):
-                self.thresholds[r] = role.threshold
+            # (at most its members written: kept, or said when keys dropped lower it, as the
+            # log threshold: rev51 finding 2)
+            self.identities[r] = len(role.identities)  # (kept in self.fields)
+            members = len(self.pairs[r]) + len(role.identities)
+            self.thresholds[r] = min(max(role.threshold, 1), members) if members else 1
+            if self.thresholds[r] < role.threshold:
+                self.notes.append(
+                    f"lowers the {r} threshold of {was} from {role.threshold} to "
+                    f"{self.thresholds[r]}: the successor holds {members} of its member(s)")
             entry = doc["roles"][r]
             self.fields[r] = {f: entry[f] for f in ("identities", "encryption_keys")
                               if entry.get(f)}
@@ -206,6 +214,13 @@ class _Successor:
             del self.tail["release"]  # its rules count evaluations, which evaluators sign
             self.notes.append(f"drops [release] of {was}: its rules count evaluations, which "
                               "the evaluator role signs; keep that role to keep it")
+        release = self.tail.get("release")
+        approvers = len(self.pairs.get("approver", ())) + self.identities.get("approver", 0)
+        if isinstance(release, dict) and release.get("approvals", 1) > approvers:
+            self.notes.append(  # (kept as it is: the author's bar; rev51 finding 7)
+                f"keeps [release] approvals = {release['approvals']} of {was}, but the successor "
+                f"holds {approvers} approver(s): no release can be recorded under it until it "
+                "holds as many (give them with --approver, or lower it)")
         if set(doc["allowed_predicate_types"]) != predicates.ALL:
             self.tail["allowed_predicate_types"] = doc["allowed_predicate_types"]
         kept += [f"max_approval_age {self.max_age}"] if self.max_age != "90d" else []
@@ -259,7 +274,8 @@ def policy_init(
     role left out is said to forbid what it would have allowed. On a ledger with a policy in
     force, the file is its successor (its name, the next serial) and keeps what that policy
     holds and this command was not asked to change (its evaluator role and encryption keys,
-    other keys of a role when no key of it is given, other logs' keys and the log threshold,
+    other keys of a role when no key of it is given, each role's threshold (lowered, said,
+    only as far as the keys given leave members), other logs' keys and the log threshold,
     its witnesses, [release], revocations, the approval age, ...), said in a NOTE; a role
     --roles leaves out is dropped, a line saying how to keep it.
 
@@ -320,9 +336,11 @@ def policy_init(
     if "approver" not in pairs:
         if approvals is not None:
             raise click.UsageError("--approvals applies when the policy has approvers")
-    elif need > len(pairs["approver"]):
+    elif need > len(pairs["approver"]) + (ids := parts.identities.get("approver", 0)
+                                          if parts else 0):  # (kept identities: rev50's Left)
         raise click.BadParameter(
-            f"{need} approvals, but only {len(pairs['approver'])} approver key(s)",
+            f"{need} approvals, but only {len(pairs['approver'])} approver key(s)"
+            + (f" and {ids} identities" if ids else ""),
             param_hint="--approvals",
         )
     if out.exists():

@@ -32,12 +32,14 @@ def shell_word(text: str | Path, shown: Mapping[int, str] | None = None) -> str:
     ``$'...'`` holds nothing but ``\\xHH``: a shell without it (dash, Debian's ``sh``) reads a
     wrong word, never code (``$'\\x01\\'; touch x; #'`` ran ``touch x`` there: rev49 finding 2).
     The message shows ``\\xfd`` for a byte that is not UTF-8, as every message and ``--json`` do
-    (docs/cli.md, "Names that are not UTF-8")."""
+    (docs/cli.md, "Names that are not UTF-8"). A path (a `Path`) that starts with ``-`` is
+    written ``./-…``, the same file, which no command reads as an option (``policy set
+    -p.toml``: ``No such option '-p'``; rev51 finding 4)."""
     if shown is None:
         from .nodes import HIDDEN
 
         shown = HIDDEN
-    text = str(text)
+    text = f"./{text}" if isinstance(text, Path) and str(text).startswith("-") else str(text)
     if _plain(text, shown):
         return _quoted(text)
     try:
