@@ -238,7 +238,7 @@ def _refusal(report: Report, decision: str, ck: str,
     another (out54); and to too few approvers, ``approvers`` (`_more_approvers`)."""
     from trajledger.verify.blame import failure_lines
     from trajledger.verify.nodes import NAMED
-    from trajledger.verify.releases import check_again
+    from trajledger.verify.releases import NEAR_REFUSED, check_again
     from trajledger.verify.report import HIDDEN
     from trajledger.verify.shell_word import every_shell, shell_word
 
@@ -290,6 +290,8 @@ def _refusal(report: Report, decision: str, ck: str,
                 way = next((check_again(ck, named) if n.id in released else w
                             for n in report.nodes.values() if n.kind == "checkpoint"
                             and c.detail.endswith(": " + (w := check_again(n.id, named)))), None)
+                if c.what.startswith("contamination on ") and c.detail.endswith(NEAR_REFUSED):
+                    way = NEAR_REFUSED  # ([contamination] refuse = "near": out56)
                 steps += [way] if c.what.startswith("contamination on ") and way and (
                     way not in steps) else []
         elif node.id not in own and (run := next(

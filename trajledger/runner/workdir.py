@@ -128,6 +128,11 @@ class InputModeWarning(UserWarning):
     run stopped before its inputs were checked had them changed (what was put back named)."""
 
 
+class KeptOutputWarning(UserWarning):
+    """A run that failed or was stopped left files in the user's ``--output`` directory, which
+    is kept (out56): they are named, with the way to run again."""
+
+
 @dataclass(frozen=True)
 class TreeFile:
     """A file to put in a directory: its path there, digest and size, and its verified bytes
@@ -522,6 +527,17 @@ def output_files(directory: Path, shown: str | None = None) -> dict[str, Path]:
     return {}  # (only directories: no file, as an empty output)
 
 
+def _kept(output: Path) -> str:
+    """``N file(s) (a, b, …)``: the regular files under ``output`` (a few named), or ""."""
+    names: list[str] = []
+    for root, _dirs, files in os.walk(output):
+        names += sorted(os.path.relpath(os.path.join(root, n), output) for n in files)
+    if not names:
+        return ""
+    shown = ", ".join(n if n.isprintable() else ascii(n)[1:-1] for n in names[:3])
+    return f"{len(names)} file(s) ({shown}{', …' if len(names) > 3 else ''})"
+
+
 def check_output_dir(output: Path) -> None:
     """An output directory given by the user must be new or empty (so that only what the
     command writes is recorded).
@@ -595,17 +611,31 @@ class Workspace:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        import warnings
+
         if error is not None and self._handed and not self._checked:
             # A run stopped (Ctrl-C, SIGTERM) or failed after its command had the inputs: what
             # it wrote through a hard link is the store's object, put back before they go
-            # (out54 finding 1), with a warning; the error stays the one raised.
-            import warnings
+            # (out54 finding 1), with a warning; the error stays the one raised. Another
+            # Ctrl-C meanwhile is held until that is done (out56): it would leave the object
+            # as the command left it.
+            from trajledger._signals import held
 
-            with contextlib.suppress(Exception):
-                if lines := self.changed():
-                    warnings.warn("the command changed its inputs before it was stopped; "
-                                  + lines.strip().replace("\n", "; "), InputModeWarning,
-                                  stacklevel=2)
+            lines = ""
+            with held() as arrived, contextlib.suppress(Exception):
+                lines = self.changed()
+            if lines:
+                again = (f" ({len(arrived)} stop signal(s) held until it was done)" if arrived
+                         else "")
+                warnings.warn("the command changed its inputs before it was stopped; "
+                              + lines.strip().replace("\n", "; ") + again, InputModeWarning,
+                              stacklevel=2)
+        if error is not None and self._given is not None and (kept := _kept(self.output)):
+            # The user's --output is kept whatever happens (out56): after a failure, say so,
+            # or the next run with that directory is refused (not empty) with no word why.
+            warnings.warn(f"--output {self._given} keeps {kept} the command wrote, though the "
+                          "run failed: to run again, remove them or give another --output",
+                          KeptOutputWarning, stacklevel=2)
         for d in self.inputs.values():
             remove_tree(d.path)
         if self._tmp is not None:

@@ -38,9 +38,10 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["CHECK_AGAIN", "Walk", "brought_by", "check_again", "compared", "evaluation_problems",
-           "judge_use", "near_duplicates", "release_named", "release_requirement", "release_rules",
-           "release_suite", "train_batches", "trained_on_suite", "unchecked"]
+__all__ = ["CHECK_AGAIN", "NEAR_REFUSED", "Walk", "brought_by", "check_again", "compared",
+           "evaluation_problems", "judge_use", "near_duplicates", "release_named",
+           "release_requirement", "release_rules", "release_suite", "train_batches",
+           "trained_on_suite", "unchecked"]
 
 
 class Walk(Protocol):
@@ -114,6 +115,7 @@ def release_requirement(
     parent: Record | None, parents: Sequence[str], cited: Sequence[str] | None,
     suite_failed: int | None = None, fails_with: Node | None = None, *,
     train: Callable[[str], dict[str, list[str]]] = lambda ck: {}, strict: bool = False,
+    refuse_near: bool = False,
 ) -> set[str]:
     """Judge one requirement of the policy's ``[release]`` for ``checkpoint``: ``ev`` is its
     latest verified evaluation on the suite, ``parent`` that of its parent (``parents[0]``)
@@ -126,7 +128,9 @@ def release_requirement(
     evaluation used that did not compare its suite with every train batch of its checkpoint's
     lineage (``train``: checkpoint digest -> those batches' labels, `train_batches`) is
     said: an ``info`` check, or a failing one when ``strict`` (``[release]
-    require_contamination_check``; rel48)."""
+    require_contamination_check``; rel48). Each evaluation used that found near duplicates of
+    that training data (`near_duplicates`) is said too: an ``info`` check, or a failing one when
+    ``refuse_near`` (the policy's ``[contamination] refuse = "near"``; out56)."""
     label = f"{req.metric} on {req.suite}"
     if ev is None and suite_failed is not None:
         node.fail(label, f"missing: the latest evaluation of {_short(checkpoint)} on "
@@ -163,8 +167,12 @@ def release_requirement(
         for r in runs:
             if (said := unchecked(r, train)) is not None:
                 _contamination(node, req, r, said, strict)
-            if (near := near_duplicates(r)) is not None:
-                node.add(f"contamination on {req.suite}", INFO, near)
+            if (near := near_duplicates(r)) is None:
+                continue
+            if not refuse_near:
+                node.add(f"contamination on {req.suite}", INFO, near + NEAR_COUNTS)
+                continue
+            node.fail(f"contamination on {req.suite}", f"{near}; {NEAR_REFUSED}")
     return {r.entry.subject for r in runs}
 
 
@@ -182,10 +190,25 @@ def near_duplicates(rec: Record) -> str | None:
             ck = f"{ev.checkpoint.name}@{ev.checkpoint.version}".translate(NAMED)
             return (f"evaluation {_short(rec.entry.subject)} (log index {rec.index}) found "
                     f"{near}{f' of its {of}' if type(of) is int else ''} suite episode(s) near "
-                    f"duplicates of {ck}'s training data; it counts, as an evaluation does "
-                    "whatever near duplicates it found ([contamination] refuse = \"near\" in a "
-                    "successor policy has 'eval' refuse such a suite)")
+                    f"duplicates of {ck}'s training data")
     return None
+
+
+NEAR_COUNTS = ("; it counts, as an evaluation does whatever near duplicates it found "
+               "([contamination] refuse = \"near\" in a successor policy has 'eval' refuse such "
+               "a suite, and a release that uses such an evaluation fail)")
+"""The end of `near_duplicates`' ``info`` check under a policy refusing exact duplicates only."""
+
+
+
+NEAR_REFUSED = ("the policy's [contamination] refuse = \"near\" refuses such a suite ('eval' "
+                "refuses it now), so the evaluation does not count for [release], whenever it "
+                "was recorded (the policy that judges the release decides): record a suite "
+                "without them and a successor policy whose [release] requires it ('trajledger "
+                "policy set'), evaluate the checkpoint on it, then 'trajledger release' again")
+"""The end of the failing check of an evaluation a release uses that found near duplicates of
+its checkpoint's training data, under ``[contamination] refuse = "near"`` (out56); ``release``'s
+next step."""
 
 
 def compared(rec: Record) -> bool:
@@ -428,7 +451,9 @@ def release_rules(
         below = next(filter(None, (failing_below(v, r.entry.subject)
                                    for r in (ev, parent) if r is not None)), None)
         used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited, failed,
-                                    below, train=train, strict=rules.require_contamination_check)
+                                    below, train=train, strict=rules.require_contamination_check,
+                                    refuse_near=v.policy.contamination is not None
+                                    and v.policy.contamination.refuse == "near")
     return used
 
 

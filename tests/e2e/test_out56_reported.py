@@ -1,0 +1,203 @@
+"""What out56 found playing the ML engineer, the evaluator, the release manager and the auditor;
+docs/SECURITY.md, "Review of 2026-12-07, thirty-ninth round (out56)".
+
+On test_evaluations' ledger (keys vendor, approver, trainer, evaluator; bc@1 and bc@2 trained
+on train@1; regression@1 required at success_rate >= 0.5), through click's CliRunner; the
+ledger's files (`ledger_files`: every path's mode and SHA-256) compared before and after every
+refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+from test_evaluations import evals_template, evaluate, home, log_size, script  # noqa: F401
+from test_out54_reported import alone
+from test_runner_cli import expect, run
+
+
+def ledger_files(home: Path) -> dict[str, tuple[int, str]]:  # noqa: F811
+    """Every file under the ledger by path: its mode and SHA-256 (a refusal changes none)."""
+    out = {}
+    for top, _, names in os.walk(home):
+        for name in names:
+            path = Path(top, name)
+            out[str(path.relative_to(home))] = (stat.S_IMODE(path.lstat().st_mode),
+                                                 hashlib.sha256(path.read_bytes()).hexdigest())
+    return out
+
+
+def near_suite(home: Path, name: str) -> None:  # noqa: F811
+    """Dataset ``NAME@2`` (regression): train@1's 30 episodes with their observations moved by
+    at most 1e-4 (near duplicates of bc@1's training data, no exact one)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from trajledger import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    ledger = Ledger.open(home)
+    played = run_policy(None, "CartPole-v1", 30, 0, policy_version="random")  # = train@1's
+    obs = played.steps.column("obs").combine_chunks()
+    flat = obs.values.to_numpy(zero_copy_only=False)
+    moved = flat + np.random.default_rng(0).uniform(-1e-4, 1e-4, flat.shape).astype(flat.dtype)
+    steps = played.steps.set_column(
+        played.steps.schema.get_field_index("obs"), played.steps.schema.field("obs"),
+        pa.ListArray.from_arrays(obs.offsets, pa.array(moved, obs.type.value_type)))
+    batch = ledger.record_batch(steps, episodes=played.episodes, env="cartpole@1",
+                                policy="copied", key="vendor", name="near-batch")
+    ledger.create_dataset(name, "2", "regression", [batch.digest], key="vendor")
+
+
+def successor(home: Path, serial: int, *, suite: str = "regression@1",  # noqa: F811
+              tail: str = "") -> Path:
+    """Policy ``serial`` (the module's policy requiring ``suite``, then ``tail``), set."""
+    from trajledger import Ledger
+
+    text = (home / "policy.toml").read_text().replace("serial = 1", f"serial = {serial}")
+    path = home / f"policy-{serial}.toml"
+    path.write_text(text.replace('suite = "regression@1"', f'suite = "{suite}"') + tail)
+    Ledger.open(home).set_policy(path, keys=["approver"])
+    return path
+
+
+def test_a_release_on_near_duplicates_fails_under_a_policy_that_refuses_them(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54's Left: a release whose evaluation found near duplicates of the checkpoint's
+    training data (recorded, under a policy refusing exact duplicates only, with an ``info``
+    line: out54 finding 4) still verified, exit 0, under a successor policy (or an auditor's)
+    with ``[contamination] refuse = "near"``, which has ``eval`` refuse that very suite: the
+    demanding auditor's rule was not applied to the evidence the release stands on. Now the
+    check ``contamination on SUITE`` fails under such a policy, with the evaluation's recorded
+    count and the way on (``release --dry-run --json``'s ``next`` too); ``trajledger verify``
+    and ``python -m verify`` of the bundle agree, exit 1; the ledger is unchanged."""
+    near_suite(home, "regression")
+    successor(home, 2, suite="regression@2")
+    evaluate(runner, home, script, "pass", checkpoint="bc@1", suite="regression@2")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    bundle = tmp_path / "release.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    strict = successor(home, 3, suite="regression@2",
+                       tail='\n[contamination]\nrefuse = "near"\n')
+    before, size = ledger_files(home), log_size(home)
+    refused = "; the policy's [contamination] refuse = \"near\" refuses such a suite ('eval' "
+    r = run(runner, home, "verify", release)
+    expect(r, 1)
+    assert "contamination on regression@2: evaluation sha256:" in r.stderr, r.stderr
+    found = r.stderr.split(" found ")[1].split(" suite episode(s) near duplicates of bc@1's")[0]
+    assert found.endswith(" of its 30") and int(found.split()[0]) > 0, r.stderr
+    assert refused in r.stderr and "whenever it was recorded" in r.stderr, r.stderr
+    proc = alone(tmp_path, bundle, "--policy", strict)
+    assert proc.returncode == 1, proc.stderr
+    assert refused in proc.stderr and f"{found} suite episode(s) near" in proc.stderr
+    proc = alone(tmp_path, bundle, "--policy", strict, "--json")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False, proc.stderr
+    r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
+    expect(r, 1)
+    doc = json.loads(r.stdout)
+    assert doc["releasable"] is False, doc
+    assert [s for s in doc["next"] if s.startswith("the policy's [contamination] refuse")], doc
+    assert ledger_files(home) == before and log_size(home) == size
+    # Under the policy that refuses exact duplicates only, the same bundle verifies (info).
+    proc = alone(tmp_path, bundle, "--policy", home / "policy-2.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert "it counts, as an evaluation does whatever near duplicates" in proc.stdout
+
+
+FAILS = textwrap.dedent(
+    """
+    import os, sys
+    open(os.path.join(os.environ["TRAJLEDGER_OUTPUT_DIR"], "model.bin"), "wb").write(b"m")
+    sys.exit(3)
+    """
+)
+
+
+def test_a_failed_run_says_that_its_output_directory_keeps_the_files(
+    runner: CliRunner, home: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54's Left: ``train --output DIR -- COMMAND`` whose command wrote ``model.bin`` and
+    exited 3 said ``command … exited with code 3; nothing was recorded`` and kept DIR's file
+    without a word: the next run with that ``--output`` was refused (not empty). Now one
+    WARNING names what DIR keeps and the way to run again; without ``--output`` nothing is
+    said (the temporary directory goes)."""
+    fails = tmp_path / "fails.py"
+    fails.write_text(FAILS)
+    out = tmp_path / "out"
+    before = ledger_files(home)
+    for kept in (("--output", out), ()):
+        r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name",
+                "cmd", "--version", "1", *kept, "--", sys.executable, fails)
+        expect(r, 1)
+        assert "exited with code 3; nothing was recorded" in r.stderr, r.stderr
+        said = (f"WARNING: --output {out} keeps 1 file(s) (model.bin) the command wrote, though "
+                "the run failed: to run again, remove them or give another --output\n")
+        assert (said in r.stderr) == bool(kept), r.stderr
+        assert ledger_files(home) == before
+    assert (out / "model.bin").read_bytes() == b"m"
+
+
+def test_a_second_ctrl_c_while_a_stopped_run_puts_its_inputs_back_is_held(
+    home: Path, monkeypatch: object  # noqa: F811
+) -> None:
+    """out54's Left: a run stopped (Ctrl-C) after its command wrote a data file in place (a
+    hard link to the store's object) has the object put back as its inputs go (out54 finding
+    1); a second Ctrl-C during that re-hash raised out of it: the object stayed as the command
+    left it (``fsck`` failed, every checkpoint on the batch with it) and the inputs stayed in
+    the ledger's ``tmp/``. Now stop signals are held until it is done (the WARNING counts them);
+    the interruption raised is the first."""
+    import pytest
+
+    from trajledger import Ledger
+    from trajledger.runner import workdir
+    from trajledger.runner.workdir import TreeFile, Workspace, write_tree
+
+    ledger = Ledger.open(home)
+    store = ledger.store
+    digest = next(e.subject for e in _batches(home))
+    manifest = json.loads(store.get(digest))
+    f = manifest["files"][0]
+    object_digest = "sha256:" + f["digest"]["sha256"]
+    data = store.get(object_digest)
+    before = ledger_files(home)
+    real = workdir.check_data_dir
+    pressed: list[bool] = []
+
+    def check(*args: object, **kw: object) -> None:
+        if not pressed:  # the user's second Ctrl-C, as the re-hash starts
+            pressed.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(workdir, "check_data_dir", check)  # type: ignore[attr-defined]
+    held = r"put back from the verified bytes \(1 stop signal\(s\) held until it was done\)"
+    with pytest.warns(workdir.InputModeWarning, match=held), \
+            pytest.raises(KeyboardInterrupt, match="first"), \
+            Workspace(ledger.scratch, store) as ws:
+        d = ws.add("TRAJLEDGER_DATA_DIR", lambda p: write_tree(
+            p, store, [TreeFile("steps.parquet", object_digest, len(data), data)]), "data")
+        ws.environment({})
+        linked = d.path / "steps.parquet"
+        os.chmod(linked, 0o644)
+        with open(linked, "r+b") as fh:
+            fh.write(b"XXXX")
+        raise KeyboardInterrupt("first")
+    assert pressed and store.get(object_digest) == data
+    assert ledger_files(home) == before
+
+
+def _batches(home: Path) -> list[object]:  # noqa: F811
+    from test_evaluations import entries
+
+    return [e for e in entries(home) if e.kind == "rollout-batch"]
