@@ -201,3 +201,48 @@ def _batches(home: Path) -> list[object]:  # noqa: F811
     from test_evaluations import entries
 
     return [e for e in entries(home) if e.kind == "rollout-batch"]
+
+
+WRITER = textwrap.dedent(
+    """
+    # An evaluating command that writes the checkpoint's file in place (a framework saving
+    # optimizer state beside the weights it loaded), then exits 0 or 2.
+    import os, sys
+    path = os.path.join(os.environ["TRAJLEDGER_CHECKPOINT_DIR"], "trainer.json")
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        f.write(b"XXXX")
+    sys.exit(int(sys.argv[1]))
+    """
+)
+
+
+def test_an_evaluation_that_writes_the_checkpoint_in_place_leaves_the_store_as_it_was(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: object  # noqa: F811
+) -> None:
+    """out54's Left: ``eval -- COMMAND`` whose command wrote a checkpoint file in place (a hard
+    link to the store's object, 0444: it ``chmod``s first) left the checkpoint's object damaged,
+    only named (``restore it with 'trajledger fsck --repair --from BUNDLE|LEDGER'``): the
+    checkpoint, every evaluation and release of it failed ``verify`` until then. Now the bytes
+    of a checkpoint's linked files are kept as they are hashed (one read, up to
+    ``workdir.HELD_BYTES``) and the object is put back from them, after a failed command and
+    after an exit 0 alike; a model past the budget is named for ``fsck`` as before (not
+    copied)."""
+    from trajledger.runner import workdir
+
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    before, size = ledger_files(home), log_size(home)
+    for code, exit_code in (("2", 1), ("0", 1)):
+        r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+                "--", sys.executable, writer, code)
+        expect(r, exit_code)
+        assert "trainer.json: the store's object sha256:" in r.stderr, r.stderr
+        assert "it was put back from the verified bytes" in r.stderr, r.stderr
+        assert ledger_files(home) == before and log_size(home) == size
+    expect(run(runner, home, "verify", "bc@1"), 0)
+    monkeypatch.setattr(workdir, "HELD_BYTES", 0)  # type: ignore[attr-defined]
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--", sys.executable, writer, "2")
+    expect(r, 1)
+    assert "restore it with 'trajledger fsck --repair --from BUNDLE|LEDGER'" in r.stderr

@@ -18,7 +18,9 @@ by command later):
   what the command reads is what was verified. Files are
   made read-only (0444) and directories 0555.
 - `write_tree`: the same for any verified files (a checkpoint's, for a run that starts from a
-  parent checkpoint), linked or copied from the store and hashed when not in memory.
+  parent checkpoint or an evaluation), linked or copied from the store and hashed when not in
+  memory; up to `HELD_BYTES` of the linked ones are kept in memory as they are hashed, to put
+  their object back (out56).
 - `check_data_dir`: after the command, every file re-hashed against what was written; a
   changed, removed or added file is a `DataDirChangedError` naming each one. A changed file
   that was hard-linked also changed the store's object: it is put back from the verified bytes
@@ -95,6 +97,12 @@ HIDDEN_ENV: Final = "TRAJLEDGER_PASSPHRASE"
 ``TRAJLEDGER_PASSPHRASE_*``, and ``TRAJLEDGER_PASSPHRASEFILE[_*]``, naming passphrase files): it
 needs no key, and its logs may print them. The git commands that describe the
 source tree run without them too (``runner.buildinfo``)."""
+
+HELD_BYTES: Final = 64 << 20
+"""How many bytes of a directory's files linked from the store, not in memory already (a
+checkpoint's), `write_tree` keeps in memory as it hashes them (one read), so that an object a
+command changes through its link is put back from them (out56); an object past the budget (a
+large model's) is named for ``trajledger fsck --repair`` instead, not copied."""
 
 MANIFEST_NAME: Final = "manifest.json"
 CARD_NAME: Final = "README.md"
@@ -234,7 +242,9 @@ def write_tree(
     Steps:
         1. Create ``dest`` (it must not exist).
         2. Each file: a hard link to its store object when the store is local and on the same
-           filesystem, kept only if the link hashes to the file's digest; else written from its
+           filesystem, kept only if the link hashes to the file's digest (its bytes kept in
+           memory, read as they are hashed, up to `HELD_BYTES` in all, when not given: to put
+           the object back if a command writes it through the link); else written from its
            verified bytes; else copied from the store and hashed (a mismatch fails).
         3. With ``describe``: ``manifest.json``, its bytes ``describe(manifest of the files)``.
         4. Files 0444, directories 0555.
@@ -253,13 +263,17 @@ def write_tree(
     entries: list[FileEntry] = []
     linked: dict[str, str] = {}
     verified: dict[str, bytes] = {}
+    budget = HELD_BYTES
     try:
         for f in files:
             # (2)
             path = dest / check_path(f.path, f"file name {f.path!r}")
             path.parent.mkdir(parents=True, exist_ok=True)
-            if _link(store, f.digest, path, f.size):
+            keep = f.data is None and f.size <= budget
+            if (held := _link(store, f.digest, path, f.size, keep)) is not None:
                 linked[f.path] = f.digest
+                if keep:
+                    verified[f.digest], budget = held, budget - f.size
             elif f.data is not None:
                 _write(path, f.data)
             else:
@@ -293,15 +307,16 @@ def write_tree(
     return DataDir(dest, full, linked, verified)
 
 
-def _link(store: ObjectStore, digest: str, path: Path, size: int) -> bool:
+def _link(store: ObjectStore, digest: str, path: Path, size: int, keep: bool) -> bytes | None:
     """Hard-link the store's object to ``path`` if it can be done and the link holds exactly
-    the verified bytes; otherwise leave nothing at ``path`` and return False."""
+    the verified bytes, and return them when ``keep`` (read once, as they are hashed), else
+    ``b""``; otherwise leave nothing at ``path`` and return None."""
     if not store.is_local:
-        return False
+        return None
     try:
         os.link(store.path_of(digest), path, follow_symlinks=False)
     except OSError:
-        return False  # another filesystem, no such object, links not supported: copy
+        return None  # another filesystem, no such object, links not supported: copy
     try:
         # A regular file holding exactly the verified bytes (an object replaced by a symbolic
         # link would hand over whatever it points to), that only this user may write: in a
@@ -310,13 +325,18 @@ def _link(store: ObjectStore, digest: str, path: Path, size: int) -> bool:
         st = os.lstat(path)
         if (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
                 and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
-            got = hash_file(path)
-            if got.size == size and "sha256:" + got.sha256 == digest:
-                return True
+            if keep:
+                held = path.read_bytes()
+                if len(held) == size and digest_bytes(held) == digest:
+                    return held
+            else:
+                got = hash_file(path)
+                if got.size == size and "sha256:" + got.sha256 == digest:
+                    return b""
     except OSError:
         pass
     path.unlink(missing_ok=True)
-    return False
+    return None
 
 
 def _write(path: Path, data: bytes) -> None:
