@@ -246,3 +246,71 @@ def test_an_evaluation_that_writes_the_checkpoint_in_place_leaves_the_store_as_i
             "--", sys.executable, writer, "2")
     expect(r, 1)
     assert "restore it with 'trajledger fsck --repair --from BUNDLE|LEDGER'" in r.stderr
+
+
+LAUNCHER = textwrap.dedent(
+    """
+    # A launcher of two ranks on a local Ray instance (ray.init: its raylet and workers are
+    # processes of their own): rank 0 saves its part of the model in $TRAJLEDGER_OUTPUT_DIR;
+    # rank 1 writes its data file in place and fails, or saves its part beside the output.
+    import glob, os, sys
+    import ray
+
+    @ray.remote
+    def rank(i, mode):
+        out = os.environ["TRAJLEDGER_OUTPUT_DIR"]
+        if i == 0:
+            open(os.path.join(out, "rank0.bin"), "wb").write(b"weights")
+            return "saved"
+        if mode == "outside":
+            open(os.path.join(out, "..", "rank1.bin"), "wb").write(b"weights")
+            return "saved"
+        data = os.environ["TRAJLEDGER_DATA_DIR"]
+        path = sorted(glob.glob(os.path.join(data, "batches/*/steps.parquet")))[0]
+        os.chmod(path, 0o644)
+        with open(path, "r+b") as f:
+            f.write(b"XXXX")
+        raise RuntimeError("rank 1 failed")
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        print(ray.get([rank.remote(i, sys.argv[1]) for i in range(2)]), flush=True)
+    except ray.exceptions.RayTaskError as e:  # (a launcher's one line, not a traceback)
+        sys.exit(f"a rank failed: {type(e.cause).__name__}")
+    finally:
+        ray.shutdown()
+    """
+)
+
+
+def test_a_launcher_of_two_ranks_one_failing_or_saving_outside_its_output(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: object  # noqa: F811
+) -> None:
+    """The brief's launcher case, on a local Ray instance (the test extras hold Ray, not torch):
+    ``train -- python launch.py`` whose second rank, a Ray worker (a process the raylet started,
+    not COMMAND's child), wrote its data file in place and failed: exit 1, the exit's line, the
+    store's object put back (out54 finding 1 holds for a worker outside COMMAND's group). A
+    second rank that saved its part of the model at ``$TRAJLEDGER_OUTPUT_DIR/../rank1.bin``,
+    in the run's temporary directory: the checkpoint was recorded with rank 0's file alone,
+    exit 0, and rank 1's removed with the directory, unsaid; a signed, incomplete checkpoint.
+    Now that is refused before anything is stored, naming the file (exit 3, as an output that
+    is a link); the ledger is unchanged both times."""
+    import pytest
+
+    pytest.importorskip("ray")
+    monkeypatch.setenv("HOME", str(tmp_path))  # type: ignore[attr-defined]
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(LAUNCHER)
+    before, size = ledger_files(home), log_size(home)
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "ray",
+            "--version", "1", "--", sys.executable, launcher, "fail")
+    expect(r, 1)
+    assert "exited with code 1; nothing was recorded" in r.stderr, r.stderr
+    assert "it was put back from the verified bytes" in r.stderr, r.stderr
+    assert ledger_files(home) == before and log_size(home) == size
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "ray",
+            "--version", "1", "--", sys.executable, launcher, "outside")
+    expect(r, 3)
+    assert "FAIL: the command wrote rank1.bin in the run's temporary directory (" in r.stderr
+    assert "write every file of the checkpoint there; nothing was recorded" in r.stderr
+    assert ledger_files(home) == before and log_size(home) == size

@@ -713,12 +713,28 @@ class Workspace:
     def outputs(self) -> dict[str, Path]:
         """The output directory's files (`output_files`), named as the command knows it; a file
         that is a hard link to an input's file (so to the store's object, one inode: out54
-        finding 3) is refused, naming it, before anything is stored.
+        finding 3) is refused, naming it, before anything is stored; so is anything the command
+        wrote in the run's temporary directory beside its inputs (out56).
 
         Raises:
-            LedgerError: a link, a special file, or a hard link to an input's file.
+            LedgerError: a link, a special file, a hard link to an input's file, or a file
+                beside the inputs.
         """
         shown = "$TRAJLEDGER_OUTPUT_DIR" if self._given is None else str(self.output)
+        # What the command wrote beside its directories, in the run's own temporary directory
+        # (`$TRAJLEDGER_OUTPUT_DIR/../shard.bin`, a rank of a launcher saving its part of the
+        # model there): removed when the run ends, unseen, and the checkpoint recorded without
+        # it (out56).
+        own = {d.path.name for d in self.inputs.values()} | {self.logs.name, "output"}
+        with contextlib.suppress(OSError):
+            if strays := sorted(n for n in os.listdir(self.root) if n not in own):
+                names = ", ".join(n if n.isprintable() else ascii(n)[1:-1] for n in strays[:3])
+                raise LedgerError(
+                    f"the command wrote {names}{', …' if len(strays) > 3 else ''} in the run's "
+                    f"temporary directory ({self.root}), beside its inputs, which is removed "
+                    "when the run ends: only what is under $TRAJLEDGER_OUTPUT_DIR is recorded "
+                    "(a rank that saves its part of the model elsewhere leaves it out of the "
+                    "checkpoint): write every file of the checkpoint there; nothing was recorded")
         files = output_files(self.output, shown if self._given is None else None)
         inputs: dict[tuple[int, int], str] = {}
         for variable, d in self.inputs.items():
