@@ -314,3 +314,75 @@ def test_a_launcher_of_two_ranks_one_failing_or_saving_outside_its_output(
     assert "FAIL: the command wrote rank1.bin in the run's temporary directory (" in r.stderr
     assert "write every file of the checkpoint there; nothing was recorded" in r.stderr
     assert ledger_files(home) == before and log_size(home) == size
+
+
+def failing(doc: dict[str, object]) -> set[tuple[str, str, str]]:
+    """The record nodes of a ``--json`` report (verify's, lineage's, impact's, or ``python -m
+    verify``'s) that fail or stand on a failure: (digest, status, lineage)."""
+    report = doc.get("report", doc)
+    assert isinstance(report, dict)
+    return {(n["id"], n["status"], n.get("lineage", "ok")) for n in report["nodes"]
+            if n["kind"] not in ("log", "bundle")
+            and (n["status"] != "ok" or n.get("lineage", "ok") != "ok")}
+
+
+def test_a_release_whose_parent_was_revoked_after_it_fails_alike_everywhere(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """The brief's release of a checkpoint whose parent was revoked after the release, and the
+    auditor's ``lineage``/``impact``/``query --json`` against ``python -m verify`` on the
+    bundle exported since: they agree on every failing record and on the exit (a failing
+    lineage never exits 0; ``impact`` exits 0 by its rule, its report failing, a WARNING
+    said); the bundle exported before the revocation still verifies (the auditor learns of
+    it from an update). ``release`` of bc@2 again said ``train a checkpoint on data that
+    stands``, though what fails is its parent checkpoint, not its data: now the line and
+    ``next`` say to train without that parent. The ledger is unchanged by every refusal."""
+    from test_out54_reported import released
+
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+
+    parent = Catalog(Ledger.open(home)).resolve("bc@1").digest
+    release, before_revocation = released(runner, home, script, tmp_path)
+    expect(run(runner, home, "revoke", "bc@1", "--key", "approver", "--reason",
+               "weights leaked"), 0)
+    bundle = tmp_path / "since.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    before, size = ledger_files(home), log_size(home)
+    step = ("bc@2 stands on it, and no release of it can stand: train a checkpoint that does not "
+            "('trajledger train --dataset NAME@VERSION --key KEY', with no --parent or a "
+            "--parent that stands), evaluate it, then release that one")
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert f"FAIL: checkpoint bc@1 ({parent[:19]}…) > revoked: weights leaked" in r.stderr
+    assert r.stderr.rstrip().endswith("; " + step), r.stderr
+    r = run(runner, home, "release", "bc@2", "--dry-run", "--json")
+    expect(r, 1)
+    assert json.loads(r.stdout)["next"] == [step], r.stdout
+    reports = {}
+    for command in ("verify", "lineage"):
+        r = run(runner, home, command, release, "--json")
+        expect(r, 1)
+        reports[command] = json.loads(r.stdout)
+    policy = home / "policy.toml"
+    proc = alone(tmp_path, bundle, "--policy", policy, "--json")
+    assert proc.returncode == 1, proc.stderr
+    reports["python -m verify"] = json.loads(proc.stdout)
+    r = run(runner, home, "impact", "bc@1", "--json")
+    expect(r, 0)
+    assert "WARNING: impact bc@1: " in r.stderr and "the answer is whole: exit 0" in r.stderr
+    reports["impact"] = json.loads(r.stdout)
+    assert all(doc.get("report", doc)["ok"] is False for doc in reports.values()), reports
+    seen = {name: failing(doc) for name, doc in reports.items()}
+    assert (parent, "fail", "fail") in seen["verify"], seen["verify"]
+    assert (release, "ok", "fail") in seen["verify"], seen["verify"]
+    assert seen["lineage"] == seen["verify"] == seen["python -m verify"], seen
+    assert seen["impact"] <= seen["verify"] and (release, "ok", "fail") in seen["impact"]
+    assert ledger_files(home) == before and log_size(home) == size
+    # (query brings the derived index up to date: it writes index/, nothing else)
+    r = run(runner, home, "query", "artifacts", "--where", "kind = 'revocation'", "--json")
+    expect(r, 0)
+    assert [row["digest"] for row in json.loads(r.stdout)] == [parent], r.stdout
+    assert log_size(home) == size
+    # The bundle the auditor got before the revocation: its evidence, as it was.
+    assert alone(tmp_path, before_revocation, "--policy", policy).returncode == 0

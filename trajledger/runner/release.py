@@ -314,9 +314,13 @@ def _refusal(report: Report, decision: str, ck: str,
                 step = f"evaluate {ck} again on {on} ({cmd}'{how}"
             text[-1] += f"; {report.nodes[run].label} stands on it: {step}"
         elif node.id in own and node.id not in released:  # (out54 finding 6)
+            # (a base checkpoint, revoked say, is no data: train without it, out56)
             step = (f"{ck} stands on it, and no release of it can stand: train a checkpoint on "
                     "data that stands ('trajledger train --dataset NAME@VERSION --key KEY'), "
-                    "evaluate it, then release that one")
+                    "evaluate it, then release that one" if node.kind != "checkpoint" else
+                    f"{ck} stands on it, and no release of it can stand: train a checkpoint "
+                    "that does not ('trajledger train --dataset NAME@VERSION --key KEY', with no "
+                    "--parent or a --parent that stands), evaluate it, then release that one")
             text[-1] += f"; {step}"
         lines += text
         steps += [step] if step is not None and step not in steps else []
