@@ -386,3 +386,51 @@ def test_a_release_whose_parent_was_revoked_after_it_fails_alike_everywhere(
     assert log_size(home) == size
     # The bundle the auditor got before the revocation: its evidence, as it was.
     assert alone(tmp_path, before_revocation, "--policy", policy).returncode == 0
+
+
+def test_an_evaluation_in_another_environment_version_says_so_to_the_release(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """The brief's suite whose environment version differs from the checkpoint's: bc@1 was
+    trained on cartpole@1's episodes; regression@2 was recorded in cartpole@2 (the same
+    Gymnasium id: a new rules version). ``eval``, ``release``, ``verify`` of the release and
+    ``python -m verify`` of its bundle said nothing of it: the release manager and the
+    auditor read a success rate measured elsewhere than where the checkpoint was trained as
+    if it were the same. Now ``eval`` warns, naming both versions, and the release says it:
+    a ``NOTE:`` of ``release``, an ``info`` check of the decision everywhere. Not refused: a
+    suite of the next version is how a checkpoint is tried there."""
+    from trajledger import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    ledger = Ledger.open(home)
+    ledger.register_environment("cartpole", "2", key="vendor", gym_id="CartPole-v1")
+    played = run_policy(None, "CartPole-v1", 6, 3000, policy_version="random")
+    batch = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@2",
+                                policy="random", key="vendor", name="v2-batch")
+    ledger.create_dataset("regression", "2", "regression", [batch.digest], key="vendor")
+    successor(home, 2, suite="regression@2")
+    said = ("suite regression@2's episodes were recorded in environment cartpole@2, and bc@1 was "
+            "trained in cartpole@1: the evaluation measures it in another version of its "
+            "environment")
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@2", "--key", "evaluator", "--",
+            sys.executable, script, "pass")
+    expect(r, 0)
+    assert f"WARNING: evaluation of bc@1 on regression@2: {said}; it is recorded" in r.stderr
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    assert "NOTE: release of bc@1: environment on regression@2: evaluation sha256:" in r.stderr
+    assert said in r.stderr, r.stderr
+    r = run(runner, home, "verify", release)
+    expect(r, 0)
+    assert "· environment on regression@2 — evaluation sha256:" in r.stdout, r.stdout
+    bundle = tmp_path / "release.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    proc = alone(tmp_path, bundle, "--policy", home / "policy-2.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert said in proc.stdout, proc.stdout
+    # The suite of the checkpoint's own environment version: nothing said.
+    r = run(runner, home, "eval", "bc@2", "--suite", "regression@1", "--key", "evaluator", "--",
+            sys.executable, script, "pass")
+    expect(r, 0)
+    assert "another version of its environment" not in r.stderr, r.stderr
