@@ -434,3 +434,32 @@ def test_an_evaluation_in_another_environment_version_says_so_to_the_release(
             sys.executable, script, "pass")
     expect(r, 0)
     assert "another version of its environment" not in r.stderr, r.stderr
+
+
+def test_query_and_stats_of_a_checkpoint_name_its_datasets_revocation(
+    runner: CliRunner, home: Path  # noqa: F811
+) -> None:
+    """The auditor's ``query episodes --in CK --json`` and ``stats CK`` after the dataset CK was
+    trained on was revoked (a licence withdrawn): ``OK: 30 row(s) of episodes``, exit 0, and
+    not a word, where ``verify CK`` and ``lineage CK`` exit 1 naming the revocation and
+    ``query --in DATASET`` warns of it (docs/AUDIT_FIRST_HOUR.md: ``query episodes --in REF``
+    names a revocation of REF or its batches; a checkpoint's dataset was neither). Now the
+    checkpoint's datasets are looked at too: the WARNING names the revocation (derived rows,
+    exit 0 as before: the verdict is verify's)."""
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+
+    dataset = Catalog(Ledger.open(home)).resolve("train@1").digest
+    expect(run(runner, home, "revoke", "train@1", "--key", "approver", "--reason",
+               "licence withdrawn"), 0)
+    said = f"WARNING: {dataset[:19]}…: the log holds a revocation of it (log index "
+    for command in ("verify", "lineage"):
+        r = run(runner, home, command, "bc@2", "--json")
+        expect(r, 1)
+        assert json.loads(r.stdout)["ok"] is False
+    r = run(runner, home, "query", "episodes", "--in", "bc@2", "--limit", "0", "--json")
+    expect(r, 0)
+    assert len(json.loads(r.stdout)) == 30 and said in r.stderr, r.stderr
+    r = run(runner, home, "stats", "bc@2")
+    expect(r, 0)
+    assert said in r.stderr, r.stderr

@@ -369,19 +369,24 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
 def _retracted(
     ledger: Any, digest: str, batches: Sequence[str], what: str = "figures", erasures: bool = True
 ) -> Iterator[str]:
-    """A warning for each revocation or erasure the log holds about ``digest`` or one of its
-    ``batches``, and for each of their records signed by a key the policy in force declares
-    compromised (``revoked_keys``): the figures (``what``) come from the audit index, derived
-    and unverified by design, and must not read as a clean bill (whether a retraction or a
+    """A warning for each revocation or erasure the log holds about ``digest``, one of its
+    ``batches`` or, for a checkpoint, one of the datasets it was trained on (out56: a dataset
+    revoked after training was not said, though every verify of the checkpoint fails on it),
+    and for each of their records signed by a key the policy in force declares compromised
+    (``revoked_keys``): the figures (``what``) come from the audit index, derived and
+    unverified by design, and must not read as a clean bill (whether a retraction or a
     signature counts is the verifier's to say)."""
+    from .index import Index
     from .policy_state import current_policy
 
+    row = Index(ledger).artifact(digest, "checkpoint")
+    datasets = list(row["datasets"] or []) if row is not None else []
     state = ledger.trust_state()
     in_force = current_policy(ledger)
     verdict = (f"these {what} are the audit index's, not a verdict: run 'trajledger verify' "
                "or 'trajledger impact' on it")
     kinds = ("revocation", "erasure") if erasures else ("revocation",)
-    for d in dict.fromkeys((digest, *batches)):  # (a batch is its own batch: once)
+    for d in dict.fromkeys((digest, *datasets, *batches)):  # (a batch is its own: once)
         for i in state.about(d):
             e = state.entry(i)
             if e is not None and e.kind in kinds:
