@@ -103,6 +103,13 @@ def test_a_release_on_near_duplicates_fails_under_a_policy_that_refuses_them(
     assert refused in proc.stderr and f"{found} suite episode(s) near" in proc.stderr
     proc = alone(tmp_path, bundle, "--policy", strict, "--json")
     assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False, proc.stderr
+    # The auditor's other views of the same release agree: the same failing records, exit 1.
+    seen = {"python -m verify": failing(json.loads(proc.stdout))}
+    for command in ("verify", "lineage"):
+        r = run(runner, home, command, release, "--json")
+        expect(r, 1)
+        seen[command] = failing(json.loads(r.stdout))
+    assert seen["verify"] == seen["lineage"] == seen["python -m verify"] != set(), seen
     r = run(runner, home, "release", "bc@1", "--dry-run", "--json")
     expect(r, 1)
     doc = json.loads(r.stdout)
@@ -463,3 +470,48 @@ def test_query_and_stats_of_a_checkpoint_name_its_datasets_revocation(
     r = run(runner, home, "stats", "bc@2")
     expect(r, 0)
     assert said in r.stderr, r.stderr
+
+
+def test_a_ctrl_c_during_the_check_after_an_exit_0_leaves_the_store_as_it_was(
+    home: Path, monkeypatch: object  # noqa: F811
+) -> None:
+    """Finding 3's neighbour: a command that wrote a data file in place (a hard link to the
+    store's object) and exited 0; Ctrl-C during the re-hash that follows (minutes for a large
+    dataset): the check had marked itself done as it began, so the stopped run's repair
+    (out54 finding 1) was skipped, and the object stayed as the command left it. Now the
+    inputs count as checked only once every one was; the interruption stays the one raised."""
+    import pytest
+
+    from trajledger import Ledger
+    from trajledger.runner import workdir
+    from trajledger.runner.workdir import TreeFile, Workspace, write_tree
+
+    ledger = Ledger.open(home)
+    store = ledger.store
+    manifest = json.loads(store.get(next(e.subject for e in _batches(home))))
+    object_digest = "sha256:" + manifest["files"][0]["digest"]["sha256"]
+    data = store.get(object_digest)
+    before = ledger_files(home)
+    real = workdir.check_data_dir
+    calls: list[int] = []
+
+    def check(*args: object, **kw: object) -> None:
+        calls.append(1)
+        if len(calls) == 1:  # Ctrl-C as the check after the command begins
+            raise KeyboardInterrupt("during the check")
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(workdir, "check_data_dir", check)  # type: ignore[attr-defined]
+    with pytest.warns(workdir.InputModeWarning, match="put back from the verified bytes"), \
+            pytest.raises(KeyboardInterrupt, match="during the check"), \
+            Workspace(ledger.scratch, store) as ws:
+        d = ws.add("TRAJLEDGER_DATA_DIR", lambda p: write_tree(
+            p, store, [TreeFile("steps.parquet", object_digest, len(data), data)]), "data")
+        ws.environment({})
+        linked = d.path / "steps.parquet"
+        os.chmod(linked, 0o644)
+        with open(linked, "r+b") as fh:
+            fh.write(b"XXXX")
+        ws.check()
+    assert len(calls) == 2 and store.get(object_digest) == data
+    assert ledger_files(home) == before

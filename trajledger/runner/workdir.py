@@ -686,13 +686,15 @@ class Workspace:
         Raises:
             DataDirChangedError: an input changed: every change of every input named.
         """
-        self._checked = True
         changed: list[DataDirChangedError] = []
         for variable, d in self.inputs.items():
             try:
                 check_data_dir(d, self._store, what=f"${variable} ({d.path})")
             except DataDirChangedError as e:
                 changed.append(e)
+        # Checked only once every input was: a check stopped half-way (Ctrl-C during the
+        # re-hash of a large dataset after an exit 0) leaves the repair to `__exit__` (out56).
+        self._checked = True
         if len(changed) == 1:
             raise changed[0]
         if changed:
