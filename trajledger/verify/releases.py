@@ -40,9 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CHECK_AGAIN", "NEAR_REFUSED", "Walk", "brought_by", "check_again", "compared",
            "evaluation_problems", "judge_use", "near_duplicates", "other_environments",
-           "release_named",
-           "release_requirement", "release_rules", "release_suite", "train_batches",
-           "trained_on_suite", "unchecked"]
+           "release_named", "release_requirement", "release_rules", "release_suite",
+           "train_batches", "trained_on_suite", "unchecked"]
 
 
 class Walk(Protocol):
@@ -242,7 +241,6 @@ NEAR_COUNTS = ("; it counts, as an evaluation does whatever near duplicates it f
                "([contamination] refuse = \"near\" in a successor policy has 'eval' refuse such "
                "a suite, and a release that uses such an evaluation fail)")
 """The end of `near_duplicates`' ``info`` check under a policy refusing exact duplicates only."""
-
 
 
 NEAR_REFUSED = ("the policy's [contamination] refuse = \"near\" refuses such a suite ('eval' "
