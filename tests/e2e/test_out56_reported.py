@@ -343,7 +343,9 @@ def test_a_release_whose_parent_was_revoked_after_it_fails_alike_everywhere(
     said); the bundle exported before the revocation still verifies (the auditor learns of
     it from an update). ``release`` of bc@2 again said ``train a checkpoint on data that
     stands``, though what fails is its parent checkpoint, not its data: now the line and
-    ``next`` say to train without that parent. The ledger is unchanged by every refusal."""
+    ``next`` say to train without that parent; and ``query --in bc@2`` and ``stats bc@2`` said
+    nothing of the parent's revocation: now they name it. The ledger is unchanged by every
+    refusal."""
     from test_out54_reported import released
 
     from trajledger import Ledger
@@ -390,6 +392,12 @@ def test_a_release_whose_parent_was_revoked_after_it_fails_alike_everywhere(
     r = run(runner, home, "query", "artifacts", "--where", "kind = 'revocation'", "--json")
     expect(r, 0)
     assert [row["digest"] for row in json.loads(r.stdout)] == [parent], r.stdout
+    # The rows of bc@2's episodes are derived data, exit 0, and say what its lineage holds.
+    for args in (("query", "episodes", "--in", "bc@2", "--limit", "0", "--json"),
+                 ("stats", "bc@2")):
+        r = run(runner, home, *args)
+        expect(r, 0)
+        assert f"WARNING: {parent[:19]}…: the log holds a revocation of it" in r.stderr, r.stderr
     assert log_size(home) == size
     # The bundle the auditor got before the revocation: its evidence, as it was.
     assert alone(tmp_path, before_revocation, "--policy", policy).returncode == 0
