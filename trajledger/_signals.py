@@ -28,13 +28,15 @@ stays ignored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 __all__ = ["STOPPING", "Append", "Terminated", "appending", "default_stops", "exit_with_parent",
-           "forget_appends", "stop_on_termination", "stopped_line"]
+           "forget_appends", "held", "stop_on_termination", "stopped_line"]
 
 STOPPING = (signal.SIGTERM, signal.SIGHUP)
 """The signals that stop the command as Ctrl-C does."""
@@ -154,3 +156,25 @@ def default_stops() -> None:
     for signum in STOPPING:
         if signal.getsignal(signum) is _raise_terminated:
             signal.signal(signum, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[list[int]]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP while the block runs (in the main thread; elsewhere a
+    no-op): each one that arrives is noted in the list yielded, not raised, and the handlers
+    are put back after. For the short repairs a stopping command makes on its way out (a store
+    object its command changed through a hard link, put back: out56), which a second Ctrl-C
+    would otherwise leave half done. A signal ignored stays ignored."""
+    arrived: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield arrived
+        return
+    previous = {s: h for s in (signal.SIGINT, *STOPPING)
+                if (h := signal.getsignal(s)) not in (signal.SIG_IGN, None)}
+    for signum in previous:
+        signal.signal(signum, lambda n, _f: arrived.append(n))
+    try:
+        yield arrived
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

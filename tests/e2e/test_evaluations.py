@@ -319,8 +319,9 @@ def test_a_command_that_changes_two_inputs_has_both_named_and_the_store_put_back
     """A command that writes through the hard links of both its checkpoint and its suite
     directory: the check stopped at the first input that changed, so the suite's file (whose
     verified bytes are in memory) was neither named nor put back in the store, which stayed
-    damaged. Every input is checked now: both named, the suite's object put back, the
-    checkpoint's (not in memory) named for 'fsck --repair'."""
+    damaged. Every input is checked now: both named, both objects put back (the
+    checkpoint's from the bytes read as they were hashed, out56; past
+    ``workdir.HELD_BYTES`` it is named for 'fsck --repair': test_out56_reported)."""
     code = textwrap.dedent(
         """
         import os, pathlib
@@ -341,13 +342,10 @@ def test_a_command_that_changes_two_inputs_has_both_named_and_the_store_put_back
     lines = r.stderr.splitlines()
     assert any(x.startswith("FAIL: $TRAJLEDGER_CHECKPOINT_DIR (") for x in lines), r.stderr
     assert any(x.startswith("FAIL: $TRAJLEDGER_SUITE_DIR (") for x in lines), r.stderr
-    assert any("it was put back from the verified bytes" in x for x in lines), r.stderr
-    assert any("restore it with 'trajledger fsck --repair" in x for x in lines), r.stderr
+    assert len([x for x in lines if "it was put back from the verified bytes" in x]) == 2, \
+        r.stderr
     assert log_size(home) == size
-    r = run(runner, home, "fsck", "--json")
-    expect(r, 1)
-    [damaged] = json.loads(r.stdout)["damaged"].values()
-    assert "blob policy.npz of entry" in damaged, damaged
+    expect(run(runner, home, "fsck", "--json"), 0)
 
 
 def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:

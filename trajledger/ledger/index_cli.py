@@ -369,19 +369,24 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
 def _retracted(
     ledger: Any, digest: str, batches: Sequence[str], what: str = "figures", erasures: bool = True
 ) -> Iterator[str]:
-    """A warning for each revocation or erasure the log holds about ``digest`` or one of its
-    ``batches``, and for each of their records signed by a key the policy in force declares
-    compromised (``revoked_keys``): the figures (``what``) come from the audit index, derived
-    and unverified by design, and must not read as a clean bill (whether a retraction or a
+    """A warning for each revocation or erasure the log holds about ``digest``, one of its
+    ``batches`` or, for a checkpoint, one of its base checkpoints or the datasets it and they
+    were trained on (`_lineage`; out56: a dataset or a parent revoked after training was not
+    said, though every verify of the checkpoint fails on it),
+    and for each of their records signed by a key the policy in force declares compromised
+    (``revoked_keys``): the figures (``what``) come from the audit index, derived and
+    unverified by design, and must not read as a clean bill (whether a retraction or a
     signature counts is the verifier's to say)."""
+    from .index import Index
     from .policy_state import current_policy
 
+    datasets = _lineage(ledger, Index(ledger), digest)
     state = ledger.trust_state()
     in_force = current_policy(ledger)
     verdict = (f"these {what} are the audit index's, not a verdict: run 'trajledger verify' "
                "or 'trajledger impact' on it")
     kinds = ("revocation", "erasure") if erasures else ("revocation",)
-    for d in dict.fromkeys((digest, *batches)):  # (a batch is its own batch: once)
+    for d in dict.fromkeys((digest, *datasets, *batches)):  # (a batch is its own: once)
         for i in state.about(d):
             e = state.entry(i)
             if e is not None and e.kind in kinds:
@@ -394,6 +399,35 @@ def _retracted(
                         yield (f"{d[:19]}…: its {e.kind} record (log index {i}) is signed by "
                                f"key {keyid[:12]}, which the policy in force declares "
                                f"{rk.describe()}; {verdict}")
+
+
+def _lineage(ledger: Any, index: Any, digest: str) -> list[str]:
+    """For a checkpoint: its base checkpoints (read from their records' statements, unverified,
+    as everything here) and the datasets it and they were trained on (the index's rows);
+    nothing for another kind. What `_retracted` looks at besides the batches."""
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.kinds import KINDS
+    from trajledger.verify.statement import Statement
+
+    out: dict[str, None] = {}
+    todo = [digest]
+    while todo:
+        row = index.artifact(ck := todo.pop(), "checkpoint")
+        if row is None:
+            continue
+        out.update(dict.fromkeys(row["datasets"] or []))
+        try:
+            statement = Statement.from_bytes(
+                Envelope.from_bytes(ledger.store.get(row["envelope"])).payload)
+            kind = KINDS["checkpoint"]
+            bases = [d.digest for d in kind.dependencies(kind.read(statement, ck))
+                     if d.role == "base-checkpoint"]
+        except (ProvenanceError, OSError):  # (unreadable: verify says so; nothing to add)
+            continue
+        todo += [b for b in bases if b not in out and b != digest]
+        out.update(dict.fromkeys(bases))
+    return list(out)
 
 
 _RECORDS = frozenset({"rollout-batch", "dataset", "checkpoint"})

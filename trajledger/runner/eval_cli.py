@@ -252,12 +252,14 @@ def _unchecked(report: Report, ck: str) -> None:
     """A ``NOTE:`` line per evaluation the release counts that did not compare its suite with
     every train batch of the checkpoint's lineage (``verify.releases.unchecked``; the
     decision's ``info`` check in --json): it counts, and the user learns it was not checked
-    (out47 finding 3; rel48: its unchecked batches too)."""
+    (out47 finding 3; rel48: its unchecked batches too); and one per evaluation in another
+    environment version than the checkpoint was trained in (out56)."""
     from trajledger.ledger.user_state import notice
 
     for node in report.nodes.values():
         for c in node.checks if node.kind == "release-decision" else ():
-            if c.status == "info" and c.what.startswith("contamination on "):
+            if c.status == "info" and c.what.startswith(("contamination on ",
+                                                          "environment on ")):
                 notice(visible(f"release of {ck}: {c.what}: {c.detail}"))
 
 

@@ -35,6 +35,7 @@ import math
 import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,6 +303,13 @@ def evaluate(
                                 f"{len(failures)} problem(s); nothing was read\n"
                                 + "\n".join(failures))
     _not_the_release_suite(verifier, policy, suite, qualified_ref(ledger, suite))
+    from trajledger.verify.releases import other_environments
+
+    if (moved := other_environments(verifier, ck.digest, ck.ref, suite.digest)) is not None:
+        # (out56: said once here and in every release that uses the evaluation, not refused:
+        # a suite of the next environment version is how a checkpoint is tried there)
+        sys.stderr.write(f"WARNING: evaluation of {_on(ledger, ck, suite)}: {moved}; it is "
+                         "recorded, and every release that uses it says so\n")
     if sealed and keep_logs:
         raise PolicyError(
             f"suite {suite.ref}: sealed, and --keep-logs would store the command's output in "

@@ -238,7 +238,7 @@ def _refusal(report: Report, decision: str, ck: str,
     another (out54); and to too few approvers, ``approvers`` (`_more_approvers`)."""
     from trajledger.verify.blame import failure_lines
     from trajledger.verify.nodes import NAMED
-    from trajledger.verify.releases import check_again
+    from trajledger.verify.releases import NEAR_REFUSED, check_again
     from trajledger.verify.report import HIDDEN
     from trajledger.verify.shell_word import every_shell, shell_word
 
@@ -290,6 +290,8 @@ def _refusal(report: Report, decision: str, ck: str,
                 way = next((check_again(ck, named) if n.id in released else w
                             for n in report.nodes.values() if n.kind == "checkpoint"
                             and c.detail.endswith(": " + (w := check_again(n.id, named)))), None)
+                if c.what.startswith("contamination on ") and c.detail.endswith(NEAR_REFUSED):
+                    way = NEAR_REFUSED  # ([contamination] refuse = "near": out56)
                 steps += [way] if c.what.startswith("contamination on ") and way and (
                     way not in steps) else []
         elif node.id not in own and (run := next(
@@ -312,9 +314,13 @@ def _refusal(report: Report, decision: str, ck: str,
                 step = f"evaluate {ck} again on {on} ({cmd}'{how}"
             text[-1] += f"; {report.nodes[run].label} stands on it: {step}"
         elif node.id in own and node.id not in released:  # (out54 finding 6)
+            # (a base checkpoint, revoked say, is no data: train without it, out56)
             step = (f"{ck} stands on it, and no release of it can stand: train a checkpoint on "
                     "data that stands ('trajledger train --dataset NAME@VERSION --key KEY'), "
-                    "evaluate it, then release that one")
+                    "evaluate it, then release that one" if node.kind != "checkpoint" else
+                    f"{ck} stands on it, and no release of it can stand: train a checkpoint "
+                    "that does not ('trajledger train --dataset NAME@VERSION --key KEY', with no "
+                    "--parent or a --parent that stands), evaluate it, then release that one")
             text[-1] += f"; {step}"
         lines += text
         steps += [step] if step is not None and step not in steps else []

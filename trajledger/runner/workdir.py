@@ -18,7 +18,9 @@ by command later):
   what the command reads is what was verified. Files are
   made read-only (0444) and directories 0555.
 - `write_tree`: the same for any verified files (a checkpoint's, for a run that starts from a
-  parent checkpoint), linked or copied from the store and hashed when not in memory.
+  parent checkpoint or an evaluation), linked or copied from the store and hashed when not in
+  memory; up to `HELD_BYTES` of the linked ones are kept in memory as they are hashed, to put
+  their object back (out56).
 - `check_data_dir`: after the command, every file re-hashed against what was written; a
   changed, removed or added file is a `DataDirChangedError` naming each one. A changed file
   that was hard-linked also changed the store's object: it is put back from the verified bytes
@@ -96,6 +98,12 @@ HIDDEN_ENV: Final = "TRAJLEDGER_PASSPHRASE"
 needs no key, and its logs may print them. The git commands that describe the
 source tree run without them too (``runner.buildinfo``)."""
 
+HELD_BYTES: Final = 64 << 20
+"""How many bytes of a directory's files linked from the store, not in memory already (a
+checkpoint's), `write_tree` keeps in memory as it hashes them (one read), so that an object a
+command changes through its link is put back from them (out56); an object past the budget (a
+large model's) is named for ``trajledger fsck --repair`` instead, not copied."""
+
 MANIFEST_NAME: Final = "manifest.json"
 CARD_NAME: Final = "README.md"
 BATCH_FILES: Final = ("steps.parquet", "episodes.parquet")
@@ -126,6 +134,11 @@ class InputModeWarning(UserWarning):
     """A command made files of its read-only input writable, and with them the store's objects
     they are hard links to (one inode): their mode was put back (0444), the run goes on; or a
     run stopped before its inputs were checked had them changed (what was put back named)."""
+
+
+class KeptOutputWarning(UserWarning):
+    """A run that failed or was stopped left files in the user's ``--output`` directory, which
+    is kept (out56): they are named, with the way to run again."""
 
 
 @dataclass(frozen=True)
@@ -229,7 +242,9 @@ def write_tree(
     Steps:
         1. Create ``dest`` (it must not exist).
         2. Each file: a hard link to its store object when the store is local and on the same
-           filesystem, kept only if the link hashes to the file's digest; else written from its
+           filesystem, kept only if the link hashes to the file's digest (its bytes kept in
+           memory, read as they are hashed, up to `HELD_BYTES` in all, when not given: to put
+           the object back if a command writes it through the link); else written from its
            verified bytes; else copied from the store and hashed (a mismatch fails).
         3. With ``describe``: ``manifest.json``, its bytes ``describe(manifest of the files)``.
         4. Files 0444, directories 0555.
@@ -248,13 +263,17 @@ def write_tree(
     entries: list[FileEntry] = []
     linked: dict[str, str] = {}
     verified: dict[str, bytes] = {}
+    budget = HELD_BYTES
     try:
         for f in files:
             # (2)
             path = dest / check_path(f.path, f"file name {f.path!r}")
             path.parent.mkdir(parents=True, exist_ok=True)
-            if _link(store, f.digest, path, f.size):
+            keep = f.data is None and f.size <= budget
+            if (held := _link(store, f.digest, path, f.size, keep)) is not None:
                 linked[f.path] = f.digest
+                if keep:
+                    verified[f.digest], budget = held, budget - f.size
             elif f.data is not None:
                 _write(path, f.data)
             else:
@@ -288,15 +307,16 @@ def write_tree(
     return DataDir(dest, full, linked, verified)
 
 
-def _link(store: ObjectStore, digest: str, path: Path, size: int) -> bool:
+def _link(store: ObjectStore, digest: str, path: Path, size: int, keep: bool) -> bytes | None:
     """Hard-link the store's object to ``path`` if it can be done and the link holds exactly
-    the verified bytes; otherwise leave nothing at ``path`` and return False."""
+    the verified bytes, and return them when ``keep`` (read once, as they are hashed), else
+    ``b""``; otherwise leave nothing at ``path`` and return None."""
     if not store.is_local:
-        return False
+        return None
     try:
         os.link(store.path_of(digest), path, follow_symlinks=False)
     except OSError:
-        return False  # another filesystem, no such object, links not supported: copy
+        return None  # another filesystem, no such object, links not supported: copy
     try:
         # A regular file holding exactly the verified bytes (an object replaced by a symbolic
         # link would hand over whatever it points to), that only this user may write: in a
@@ -305,13 +325,18 @@ def _link(store: ObjectStore, digest: str, path: Path, size: int) -> bool:
         st = os.lstat(path)
         if (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
                 and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
-            got = hash_file(path)
-            if got.size == size and "sha256:" + got.sha256 == digest:
-                return True
+            if keep:
+                held = path.read_bytes()
+                if len(held) == size and digest_bytes(held) == digest:
+                    return held
+            else:
+                got = hash_file(path)
+                if got.size == size and "sha256:" + got.sha256 == digest:
+                    return b""
     except OSError:
         pass
     path.unlink(missing_ok=True)
-    return False
+    return None
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -522,6 +547,17 @@ def output_files(directory: Path, shown: str | None = None) -> dict[str, Path]:
     return {}  # (only directories: no file, as an empty output)
 
 
+def _kept(output: Path) -> str:
+    """``N file(s) (a, b, …)``: the regular files under ``output`` (a few named), or ""."""
+    names: list[str] = []
+    for root, _dirs, files in os.walk(output):
+        names += sorted(os.path.relpath(os.path.join(root, n), output) for n in files)
+    if not names:
+        return ""
+    shown = ", ".join(n if n.isprintable() else ascii(n)[1:-1] for n in names[:3])
+    return f"{len(names)} file(s) ({shown}{', …' if len(names) > 3 else ''})"
+
+
 def check_output_dir(output: Path) -> None:
     """An output directory given by the user must be new or empty (so that only what the
     command writes is recorded).
@@ -595,17 +631,31 @@ class Workspace:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        import warnings
+
         if error is not None and self._handed and not self._checked:
             # A run stopped (Ctrl-C, SIGTERM) or failed after its command had the inputs: what
             # it wrote through a hard link is the store's object, put back before they go
-            # (out54 finding 1), with a warning; the error stays the one raised.
-            import warnings
+            # (out54 finding 1), with a warning; the error stays the one raised. Another
+            # Ctrl-C meanwhile is held until that is done (out56): it would leave the object
+            # as the command left it.
+            from trajledger._signals import held
 
-            with contextlib.suppress(Exception):
-                if lines := self.changed():
-                    warnings.warn("the command changed its inputs before it was stopped; "
-                                  + lines.strip().replace("\n", "; "), InputModeWarning,
-                                  stacklevel=2)
+            lines = ""
+            with held() as arrived, contextlib.suppress(Exception):
+                lines = self.changed()
+            if lines:
+                again = (f" ({len(arrived)} stop signal(s) held until it was done)" if arrived
+                         else "")
+                warnings.warn("the command changed its inputs before it was stopped; "
+                              + lines.strip().replace("\n", "; ") + again, InputModeWarning,
+                              stacklevel=2)
+        if error is not None and self._given is not None and (kept := _kept(self.output)):
+            # The user's --output is kept whatever happens (out56): after a failure, say so,
+            # or the next run with that directory is refused (not empty) with no word why.
+            warnings.warn(f"--output {self._given} keeps {kept} the command wrote, though the "
+                          "run failed: to run again, remove them or give another --output",
+                          KeptOutputWarning, stacklevel=2)
         for d in self.inputs.values():
             remove_tree(d.path)
         if self._tmp is not None:
@@ -636,13 +686,15 @@ class Workspace:
         Raises:
             DataDirChangedError: an input changed: every change of every input named.
         """
-        self._checked = True
         changed: list[DataDirChangedError] = []
         for variable, d in self.inputs.items():
             try:
                 check_data_dir(d, self._store, what=f"${variable} ({d.path})")
             except DataDirChangedError as e:
                 changed.append(e)
+        # Checked only once every input was: a check stopped half-way (Ctrl-C during the
+        # re-hash of a large dataset after an exit 0) leaves the repair to `__exit__` (out56).
+        self._checked = True
         if len(changed) == 1:
             raise changed[0]
         if changed:
@@ -663,12 +715,28 @@ class Workspace:
     def outputs(self) -> dict[str, Path]:
         """The output directory's files (`output_files`), named as the command knows it; a file
         that is a hard link to an input's file (so to the store's object, one inode: out54
-        finding 3) is refused, naming it, before anything is stored.
+        finding 3) is refused, naming it, before anything is stored; so is anything the command
+        wrote in the run's temporary directory beside its inputs (out56).
 
         Raises:
-            LedgerError: a link, a special file, or a hard link to an input's file.
+            LedgerError: a link, a special file, a hard link to an input's file, or a file
+                beside the inputs.
         """
         shown = "$TRAJLEDGER_OUTPUT_DIR" if self._given is None else str(self.output)
+        # What the command wrote beside its directories, in the run's own temporary directory
+        # (`$TRAJLEDGER_OUTPUT_DIR/../shard.bin`, a rank of a launcher saving its part of the
+        # model there): removed when the run ends, unseen, and the checkpoint recorded without
+        # it (out56).
+        own = {d.path.name for d in self.inputs.values()} | {self.logs.name, "output"}
+        with contextlib.suppress(OSError):
+            if strays := sorted(n for n in os.listdir(self.root) if n not in own):
+                names = ", ".join(n if n.isprintable() else ascii(n)[1:-1] for n in strays[:3])
+                raise LedgerError(
+                    f"the command wrote {names}{', …' if len(strays) > 3 else ''} in the run's "
+                    f"temporary directory ({self.root}), beside its inputs, which is removed "
+                    "when the run ends: only what is under $TRAJLEDGER_OUTPUT_DIR is recorded "
+                    "(a rank that saves its part of the model elsewhere leaves it out of the "
+                    "checkpoint): write every file of the checkpoint there; nothing was recorded")
         files = output_files(self.output, shown if self._given is None else None)
         inputs: dict[tuple[int, int], str] = {}
         for variable, d in self.inputs.items():

@@ -25,7 +25,7 @@ from .errors import FormatError
 from .judge import Record, RecordFailure
 from .nodes import NAMED
 from .other_predicates import Evaluation, Release, split_test_name
-from .predicates import HELD_OUT, Dataset
+from .predicates import HELD_OUT, Dataset, Environment, RolloutBatch
 from .release_rules import Requirement, requirement_problems
 from .report import INFO, OK, Node
 from .report import short as _short
@@ -38,9 +38,10 @@ if TYPE_CHECKING:
     from .log_index import LogIndex
     from .policy import TrustPolicy
 
-__all__ = ["CHECK_AGAIN", "Walk", "brought_by", "check_again", "compared", "evaluation_problems",
-           "judge_use", "near_duplicates", "release_named", "release_requirement", "release_rules",
-           "release_suite", "train_batches", "trained_on_suite", "unchecked"]
+__all__ = ["CHECK_AGAIN", "NEAR_REFUSED", "Walk", "brought_by", "check_again", "compared",
+           "evaluation_problems", "judge_use", "near_duplicates", "other_environments",
+           "release_named", "release_requirement", "release_rules", "release_suite",
+           "train_batches", "trained_on_suite", "unchecked"]
 
 
 class Walk(Protocol):
@@ -114,6 +115,8 @@ def release_requirement(
     parent: Record | None, parents: Sequence[str], cited: Sequence[str] | None,
     suite_failed: int | None = None, fails_with: Node | None = None, *,
     train: Callable[[str], dict[str, list[str]]] = lambda ck: {}, strict: bool = False,
+    refuse_near: bool = False,
+    environments: Callable[[Record], str | None] = lambda r: None,
 ) -> set[str]:
     """Judge one requirement of the policy's ``[release]`` for ``checkpoint``: ``ev`` is its
     latest verified evaluation on the suite, ``parent`` that of its parent (``parents[0]``)
@@ -126,7 +129,11 @@ def release_requirement(
     evaluation used that did not compare its suite with every train batch of its checkpoint's
     lineage (``train``: checkpoint digest -> those batches' labels, `train_batches`) is
     said: an ``info`` check, or a failing one when ``strict`` (``[release]
-    require_contamination_check``; rel48)."""
+    require_contamination_check``; rel48). Each evaluation used that found near duplicates of
+    that training data (`near_duplicates`) is said too: an ``info`` check, or a failing one when
+    ``refuse_near`` (the policy's ``[contamination] refuse = "near"``; out56); and one run in
+    another environment version than its checkpoint was trained in (``environments``: an
+    evaluation's `other_environments`), an ``info`` check (out56)."""
     label = f"{req.metric} on {req.suite}"
     if ev is None and suite_failed is not None:
         node.fail(label, f"missing: the latest evaluation of {_short(checkpoint)} on "
@@ -163,8 +170,15 @@ def release_requirement(
         for r in runs:
             if (said := unchecked(r, train)) is not None:
                 _contamination(node, req, r, said, strict)
-            if (near := near_duplicates(r)) is not None:
-                node.add(f"contamination on {req.suite}", INFO, near)
+            if (moved := environments(r)) is not None:
+                node.add(f"environment on {req.suite}", INFO, f"evaluation "
+                         f"{_short(r.entry.subject)} (log index {r.index}): {moved}")
+            if (near := near_duplicates(r)) is None:
+                continue
+            if not refuse_near:
+                node.add(f"contamination on {req.suite}", INFO, near + NEAR_COUNTS)
+                continue
+            node.fail(f"contamination on {req.suite}", f"{near}; {NEAR_REFUSED}")
     return {r.entry.subject for r in runs}
 
 
@@ -182,10 +196,61 @@ def near_duplicates(rec: Record) -> str | None:
             ck = f"{ev.checkpoint.name}@{ev.checkpoint.version}".translate(NAMED)
             return (f"evaluation {_short(rec.entry.subject)} (log index {rec.index}) found "
                     f"{near}{f' of its {of}' if type(of) is int else ''} suite episode(s) near "
-                    f"duplicates of {ck}'s training data; it counts, as an evaluation does "
-                    "whatever near duplicates it found ([contamination] refuse = \"near\" in a "
-                    "successor policy has 'eval' refuse such a suite)")
+                    f"duplicates of {ck}'s training data")
     return None
+
+
+def other_environments(v: Walk, checkpoint: str, named: str, suite: str) -> str | None:
+    """Whether the suite's episodes were recorded in an environment version the checkpoint (or
+    a base checkpoint of it) was not trained in: ``suite SUITE's episodes were recorded in
+    environment E@2, and NAMED was trained in E@1`` (environments compared by digest; names as
+    their signed records give them), or None (the same ones, or none known). An evaluation
+    in another version of the environment measures the checkpoint there: said where it is
+    made (``eval``) and in every release that uses it, an ``info`` check (out56)."""
+    def name(digest: str) -> str:
+        rec = v.identity_record(digest, "environment")
+        p = rec.predicate if isinstance(rec, Record) else None
+        return f"{p.name}@{p.version}" if isinstance(p, Environment) else _short(digest)
+
+    trained: set[str] = set()
+    lineage = [checkpoint]  # (each base checkpoint once, as `train_batches` walks them)
+    for ck in lineage:
+        for d in v.dependencies(ck):
+            if d.role == "base-checkpoint" and d.digest not in lineage:
+                lineage.append(d.digest)
+            elif d.role == "environment":
+                trained.add(d.digest)
+    ds = v.identity_record(suite, "dataset")
+    if not trained or not isinstance(ds, Record) or not isinstance(ds.predicate, Dataset):
+        return None
+    recorded: dict[str, None] = {}
+    for b in ds.predicate.batches:
+        rec = v.identity_record(b, "rollout-batch")
+        if isinstance(rec, Record) and isinstance(rec.predicate, RolloutBatch):
+            recorded[rec.predicate.environment.digest] = None
+    other = [e for e in recorded if e not in trained]
+    if not other:
+        return None
+    return (f"suite {ds.predicate.name}@{ds.predicate.version}'s episodes were recorded in "
+            f"environment {', '.join(map(name, other))}, and {named} was trained in "
+            f"{', '.join(sorted(map(name, trained)))}: the evaluation measures it in another "
+            "version of its environment").translate(NAMED)
+
+
+NEAR_COUNTS = ("; it counts, as an evaluation does whatever near duplicates it found "
+               "([contamination] refuse = \"near\" in a successor policy has 'eval' refuse such "
+               "a suite, and a release that uses such an evaluation fail)")
+"""The end of `near_duplicates`' ``info`` check under a policy refusing exact duplicates only."""
+
+
+NEAR_REFUSED = ("the policy's [contamination] refuse = \"near\" refuses such a suite ('eval' "
+                "refuses it now), so the evaluation does not count for [release], whenever it "
+                "was recorded (the policy that judges the release decides): record a suite "
+                "without them and a successor policy whose [release] requires it ('trajledger "
+                "policy set'), evaluate the checkpoint on it, then 'trajledger release' again")
+"""The end of the failing check of an evaluation a release uses that found near duplicates of
+its checkpoint's training data, under ``[contamination] refuse = "near"`` (out56); ``release``'s
+next step."""
 
 
 def compared(rec: Record) -> bool:
@@ -404,6 +469,12 @@ def release_rules(
     def train(ck: str) -> dict[str, list[str]]:
         return lineages[ck] if ck in lineages else lineages.setdefault(ck, train_batches(v, ck))
 
+    def environments(r: Record) -> str | None:
+        p = r.predicate
+        assert isinstance(p, Evaluation)
+        return other_environments(v, p.checkpoint.digest,
+                                  f"{p.checkpoint.name}@{p.checkpoint.version}", p.suite.digest)
+
     for req in rules.require:
         # (2)
         suite, problem = release_suite(v, req, until, origin)
@@ -428,7 +499,10 @@ def release_rules(
         below = next(filter(None, (failing_below(v, r.entry.subject)
                                    for r in (ev, parent) if r is not None)), None)
         used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited, failed,
-                                    below, train=train, strict=rules.require_contamination_check)
+                                    below, train=train, strict=rules.require_contamination_check,
+                                    refuse_near=v.policy.contamination is not None
+                                    and v.policy.contamination.refuse == "near",
+                                    environments=environments)
     return used
 
 
