@@ -537,10 +537,10 @@ def verify(
                               "want a .tar.zst bundle file (a model's files go with --files DIR)")
                               + f"; as a REF: {e}") from e
         if bundle.is_file() and isinstance(e, RefError):  # a file that is no bundle (out52)
-            from trajledger.verify.not_bundle import not_a_bundle_line
+            from trajledger.verify.not_bundle import HEAD, not_a_bundle_line
 
             with bundle.open("rb") as f:
-                head = f.read(4)
+                head = f.read(HEAD)
             line = not_a_bundle_line(f"bundle {bundle}", head)
             raise LedgerError(f"{line}; as a REF: {e}") from e
         raise
