@@ -41,10 +41,10 @@ def rows(db: Path) -> bytes:
 
 
 def refused(party: Party, *args: str | Path, code: int = 1) -> str:
-    """``trajledger ARGS`` as ``party``, which must exit ``code`` with one line on stderr and
-    leave its ledger and user state as they were; that line. (A read first: a ledger copied
+    """``trajledger ARGS`` as ``party``, which must exit ``code`` and leave its ledger and user
+    state as they were; its stderr. (A read first: a ledger copied
     to another directory is pinned in the user state when first opened.)"""
-    party.run("show", "bh@1")
+    party.run("reindex")
     before = files(party.home, party.state)
     r = new_runner().invoke(main, ["--ledger", str(party.home), *map(str, args)],
                             env={"TRAJLEDGER_STATE_DIR": str(party.state)})
@@ -53,9 +53,7 @@ def refused(party: Party, *args: str | Path, code: int = 1) -> str:
     after = files(party.home, party.state)
     changed = sorted(k for k in after.keys() | before.keys() if after.get(k) != before.get(k))
     assert after == before, (args, changed)
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+    return str(r.stderr)
 
 
 @pytest.mark.parametrize("cut", [0, 1, 2, 3, 4, 5])
@@ -77,6 +75,148 @@ def test_a_bundle_cut_within_its_first_bytes_says_it_was_cut_short(
     assert verify_main([str(bad), "--policy", str(policy)]) == 1
     lines += capsys.readouterr().err.splitlines()
     for line in lines:
+        assert len(line.splitlines()) == 1, line
         assert "not a bundle" not in line and "corrupt" not in line, line
         assert f"bundle bh.tar.zst: cut short: {cut} byte(s)" in line, line
         assert "get it again from its sender" in line, line
+
+
+def bundle_with_checkpoint(good: Path, out: Path, checkpoint: bytes) -> Path:
+    """``good`` with its signed checkpoint replaced by ``checkpoint`` (in ``checkpoint`` and in
+    each tlog-proof, which carry it too) and its index made to agree: what a vendor, or
+    anyone between it and the buyer, can send."""
+    import tamperkit
+
+    members = tamperkit.bundle_members(good)
+    old = dict(members)["checkpoint"]
+    return tamperkit.write_bundle(out, [
+        (n, checkpoint if n == "checkpoint" else d.replace(old, checkpoint)
+         if n.startswith("proofs/") else d) for n, d in members], reindex=True)
+
+
+def cosign(vendor: Party, wit: Party, out: Path) -> str:
+    """The witness ``wit`` watches the vendor's served log (``log serve``'s server) and
+    cosigns its checkpoint into ``out`` (``monitor --cosign-key witness``); its verifier
+    key."""
+    import json
+
+    from trajledger.ledger.serve import LogServer
+
+    server = LogServer(vendor.home / "log")
+    server.start()
+    try:
+        r = wit.run("monitor", server.url, "--vkey", vendor.vkey(), "--cosign-key", "witness",
+                    "--out", out, "--json")
+    finally:
+        server.stop()
+    return str(json.loads(r.stdout)["witness_vkey"])
+
+
+def witnessed(tmp_path: Path, threshold: int = 1) -> tuple[Party, Party, Party, Path, str]:
+    """A vendor whose log a witness (a party of its own) cosigned (`cosign`); a buyer whose
+    policy requires ``threshold`` cosignature(s) on the vendor's log by that witness (and, with
+    2, by a second one who never cosigned). The vendor, the buyer, the witness, its cosigned
+    checkpoint, its verifier key."""
+    import json
+
+    from test_updates import BUYER_POLICY, make_buyer, vendor_copy
+
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.monitor import witness_vkey
+
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
+    wit = Party(tmp_path, "wit")
+    wit.run("init", "--origin", "wit.example/log")
+    wit.run("key", "new", "witness", "--no-encrypt")
+    vkey = cosign(vendor, wit, tmp_path / "cosigned")
+    vkeys = [vkey, *([witness_vkey(Signer.generate("second"))] if threshold == 2 else [])]
+    buyer = Party(tmp_path, "buyer")
+    make_buyer(buyer, [vendor], BUYER_POLICY + (
+        f"[roles.witness]\nvkeys = {json.dumps(vkeys)}\nthreshold = {threshold}\n"
+        'logs = ["vendor.example/log"]\n'))
+    return vendor, buyer, wit, tmp_path / "cosigned", vkey
+
+
+def refused_offline(capsys: pytest.CaptureFixture[str], bundle: Path, policy: Path) -> str:
+    """``python -m verify BUNDLE --policy P``, which must exit 1; its stderr."""
+    capsys.readouterr()
+    assert verify_main([str(bundle), "--policy", str(policy)]) == 1
+    return capsys.readouterr().err
+
+
+def test_a_bundle_without_its_witnesses_cosignature_says_who_must_cosign_and_how(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A buyer whose policy requires a witness's cosignature on the vendor's log (docs/
+    third-party.md, "Witnesses") imported the vendor's bundle exported before the vendor
+    published it: ``log vendor.example/log > witnesses: checkpoint has 0 valid witness
+    cosignatures, want at least 1``, naming neither the witness wanted nor what to do. A
+    cosignature of the vendor's previous checkpoint pasted onto the current one (the log grew
+    since the witness cosigned) read ``note signature line 2 by witness+… does not verify``.
+    Expected: each names the witness key(s) and the way on; done as said, the import passes.
+    Held: a cosignature by a witness the policy does not name is not counted and harms
+    nothing; a line under the witness's name by another key is not counted."""
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.log.witness import cosign_note
+
+    vendor, buyer, wit, cosigned, wvkey = witnessed(tmp_path)
+    policy = buyer.home / "policy.toml"
+    name = "+".join(wvkey.split("+")[:2])
+    way = (f"(of {name}, the witness key(s) your policy names for vendor.example/log): ask the "
+           "log's owner to publish the witnesses' cosignatures of this checkpoint ('trajledger "
+           "log add-cosignature', docs/third-party.md \"Witnesses\") and export again")
+    for line in (refused(buyer, "import", vendor.bundle, "--key", "approver"),
+                 refused_offline(capsys, vendor.bundle, policy)):
+        assert "checkpoint has 0 valid witness cosignatures, want at least 1 " + way in line, line
+    # a cosignature of the previous checkpoint on the current one
+    vendor.run("env", "register", "grid-2", "--version", "1", "--source", "sim",
+               "--key", "vendor")
+    grown = tmp_path / "grown.tar.zst"
+    vendor.run("export", "bh@1", "--out", grown)
+    import tamperkit
+
+    current = dict(tamperkit.bundle_members(grown))["checkpoint"]
+    old_line = [x for x in cosigned.read_bytes().splitlines(keepends=True)
+                if x.startswith(f"— {name.split('+')[0]} ".encode())]
+    stale = bundle_with_checkpoint(grown, tmp_path / "stale.tar.zst", current + old_line[0])
+    changed = ("does not verify: a cosignature of another checkpoint (the log's before it "
+               "grew), or a line or checkpoint changed since it was signed: get the bundle "
+               "again; the same, ask the log's owner for one its witnesses cosigned as it is")
+    for line in (refused(buyer, "import", stale, "--key", "approver"),
+                 refused_offline(capsys, stale, policy)):
+        assert f"note signature line 2 by {name} " + changed in line, line
+    # held: a line under the witness's name by another key, and a stranger's cosignature
+    impostor = cosign_note(current, Signer.generate(name.split("+")[0]))
+    bad = bundle_with_checkpoint(grown, tmp_path / "impostor.tar.zst", impostor)
+    assert "0 valid witness cosignatures" in refused(buyer, "import", bad, "--key", "approver")
+    # done as said: the witness cosigns the current checkpoint, the vendor publishes it
+    cosign(vendor, wit, cosigned)
+    vendor.run("log", "add-cosignature", cosigned, "--witness", wvkey)
+    good = tmp_path / "good.tar.zst"
+    vendor.run("export", "bh@1", "--out", good)
+    cp = dict(tamperkit.bundle_members(good))["checkpoint"]
+    extra = bundle_with_checkpoint(good, tmp_path / "extra.tar.zst",
+                                   cosign_note(cp, Signer.generate("stranger")))
+    assert verify_main([str(extra), "--policy", str(policy)]) == 0
+    buyer.run("import", extra, "--key", "approver")
+
+
+def test_one_witness_cosigning_twice_counts_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Held: a policy requiring two witnesses' cosignatures on the vendor's log, and a
+    checkpoint carrying the one witness's line twice (once more under another name): one
+    witness, refused at import and offline, the ledger as it was."""
+    vendor, buyer, _wit, cosigned, wvkey = witnessed(tmp_path, threshold=2)
+    vendor.run("log", "add-cosignature", cosigned, "--witness", wvkey)
+    good = tmp_path / "good.tar.zst"
+    vendor.run("export", "bh@1", "--out", good)
+    import tamperkit
+
+    cp = dict(tamperkit.bundle_members(good))["checkpoint"]
+    line = cp.splitlines(keepends=True)[-1]
+    renamed = line.replace(b"\xe2\x80\x94 witness ", b"\xe2\x80\x94 witness2 ")
+    twice = bundle_with_checkpoint(good, tmp_path / "twice.tar.zst", cp + line + renamed)
+    for text in (refused(buyer, "import", twice, "--key", "approver"),
+                 refused_offline(capsys, twice, buyer.home / "policy.toml")):
+        assert "checkpoint has 1 valid witness cosignatures, want at least 2" in text, text
