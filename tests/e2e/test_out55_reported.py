@@ -220,3 +220,37 @@ def test_one_witness_cosigning_twice_counts_once(
     for text in (refused(buyer, "import", twice, "--key", "approver"),
                  refused_offline(capsys, twice, buyer.home / "policy.toml")):
         assert "checkpoint has 1 valid witness cosignatures, want at least 2" in text, text
+
+
+def test_a_vendors_revocation_of_another_vendors_batch_counts_for_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held: two vendors (``one``, ``two``, each a dataset ``bh@1`` signed by a key named
+    ``vendor``) whose bundles a buyer imports; the buyer trains on one's. Vendor two signs a
+    revocation of one's batch (written below the CLI, whose ``revoke`` refuses a digest its
+    ledger does not hold) and sends it in an update bundle: the import takes it in and says
+    it is ignored (two's key did not produce the batch), and ``verify`` of the checkpoint and
+    ``admit`` of one's dataset pass."""
+    from test_updates import two_vendors_trained
+
+    from trajledger import Ledger
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+    from trajledger.verify.predicates import Revocation
+
+    one, two, buyer, ckpt = two_vendors_trained(tmp_path, ("one", "two"), "ck")
+    applied = two.size()
+    with monkeypatch.context() as m:
+        m.setenv("TRAJLEDGER_STATE_DIR", str(two.state))
+        ledger = Ledger.open(two.home)
+        record_statement(ledger, "one-1", one.batches[0], predicates.REVOCATION,
+                         Revocation("hostile", "2026-12-07T00:00:00Z").to_predicate(),
+                         ledger.keys.signer("vendor"))
+        ledger.close()
+    update = tmp_path / "u.tar.zst"
+    two.run("export", "--updates-since", str(applied), "--out", update)
+    err = buyer.run("import", update, "--key", "approver").stderr
+    assert ("NOTE: ignored: revocation at log index 5 of two.example/log+" in err
+            and "which did not produce rollout-batch" in err), err
+    buyer.run("verify", ckpt)
+    buyer.run("admit", one.dataset)
