@@ -87,6 +87,21 @@ def test_a_vendors_compromised_identity_reaches_the_buyer_with_the_way_to_stop_i
             "successor without it and with [[revoked_identities]] issuer = "
             f'"{ISSUER}", subject = "{ALICE}", compromised_since = {f2_here} (what it signed '
             "here from then on then fails)") in err, err
+    # BOB's record, before the buyer trusts BOB: the way on is the identity, not a "key"
+    vendor.run("export", digests[2], "--out", tmp_path / "f3.tar.zst")
+    buyer.run("reindex")  # (its derived state caught up first)
+    before = files(buyer)
+    r = new_runner().invoke(main, ["--ledger", str(buyer.home), "import",
+                                   str(tmp_path / "f3.tar.zst"),
+                                   "--key", "approver"],
+                            env={"TRAJLEDGER_STATE_DIR": str(buyer.state)})
+    assert r.exit_code == 1 and files(buyer) == before, r.output
+    assert "(not in the policy)" not in r.stderr and "add it to [roles." not in r.stderr, r.stderr
+    assert r.stderr.count(f"signed by identity {BOB}") == 1, r.stderr
+    assert ("(a Sigstore bundle, whose identity this line names), want producer key(s); if the "
+            "signer confirms that identity is theirs (ask them, not the data), add its issuer "
+            "and subject to the identities of [roles.producer] of the policy you verify with"
+            ) in r.stderr, r.stderr
     # done as printed (the vendor's new identity added, as the buyer learns it out of band)
     (tmp_path / "b2.toml").write_text(buyer_policy(2, identity(BOB), (
         f'[[revoked_identities]]\nissuer = "{ISSUER}"\nsubject = "{ALICE}"\n'
@@ -96,6 +111,15 @@ def test_a_vendors_compromised_identity_reaches_the_buyer_with_the_way_to_stop_i
     r = new_runner().invoke(main, ["--ledger", str(buyer.home), "verify", digests[1]],
                             env={"TRAJLEDGER_STATE_DIR": str(buyer.state)})
     assert r.exit_code == 1 and f"identity {ALICE}" in r.stderr, r.output
-    vendor.run("export", digests[2], "--out", tmp_path / "f3.tar.zst")
     buyer.run("import", tmp_path / "f3.tar.zst", "--key", "approver")
     buyer.run("verify", digests[2])
+
+
+def files(party: Party) -> dict[str, bytes]:
+    """The buyer's ledger and user state, file by file (`test_out55_reported.files`)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
+    from test_out55_reported import files as of
+
+    return of(party.home, party.state)
