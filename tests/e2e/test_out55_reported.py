@@ -254,3 +254,71 @@ def test_a_vendors_revocation_of_another_vendors_batch_counts_for_nothing(
             and "which did not produce rollout-batch" in err), err
     buyer.run("verify", ckpt)
     buyer.run("admit", one.dataset)
+
+
+def test_revoke_with_the_replaced_key_that_produced_it_names_the_way_at_once(
+    tmp_path: Path,
+) -> None:
+    """out53's Left: a vendor that replaced its producer key ``vendor`` by ``vendor2`` must
+    revoke a batch ``vendor`` produced. ``revoke B --key vendor`` (the key that produced it:
+    what a user tries first) said ``it holds no role in policy … serial 2, want producer or
+    approver (…; the policy's producer or approver key(s): …)``, which sends to ``--key
+    vendor2``, whose refusal names the way (out53 finding 1): two steps where one does.
+    Expected: the first refusal names the way; followed as printed, the revocation is logged
+    and counts at the buyer."""
+    vendor, buyer, ckpt = train_a_buyer(tmp_path)
+    applied = vendor.size()
+    vendor.run("key", "new", "vendor2", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor2",
+               "--out", tmp_path / "p2.toml")
+    vendor.run("policy", "set", tmp_path / "p2.toml", "--key", "vendor", "--yes")
+    err = refused(vendor, "revoke", vendor.batches[0], "--reason", "consent withdrawn",
+                  "--key", "vendor")
+    assert "holds no role" not in err, err
+    way = ("key vendor here is that key: to revoke it where buyers count it too, name it again "
+           "in a successor ('trajledger policy init --roles producer --producer vendor2 "
+           "--producer vendor --out FILE' and 'trajledger policy set FILE --key vendor2'), give "
+           "--key vendor, then record a successor without it")
+    assert way in err, err
+    assert len(err.splitlines()) == 1, err
+    # done as printed
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor2", "--producer",
+               "vendor", "--out", tmp_path / "p3.toml")
+    vendor.run("policy", "set", tmp_path / "p3.toml", "--key", "vendor2", "--yes")
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor2",
+               "--out", tmp_path / "p4.toml")
+    vendor.run("policy", "set", tmp_path / "p4.toml", "--key", "vendor2", "--yes")
+    vendor.run("export", "--updates-since", str(applied), "--out", tmp_path / "u.tar.zst")
+    buyer.run("import", tmp_path / "u.tar.zst", "--key", "approver")
+    assert "> revoked: consent withdrawn" in buyer.run("verify", ckpt, code=1).stderr
+
+
+def test_verify_of_a_lineage_revoked_by_the_vendor_names_the_vendor_and_the_way_on(
+    tmp_path: Path,
+) -> None:
+    """out53's Left: the vendor revoked a batch the buyer trained on (its producer key, an
+    update bundle); the buyer's import WARNINGs name the vendor and ``impact``, but ``verify``
+    of the checkpoint, what the buyer runs next, said ``rollout-batch vendor-1 (…) > revoked:
+    consent withdrawn (log index 8); and 2 records that depend on it``: no revoker (this
+    ledger's log index of a record the vendor signed), no next step. Expected: the line names
+    the vendor's log and key and the way on; a revocation of the buyer's own says so."""
+    vendor, buyer, ckpt = train_a_buyer(tmp_path)
+    applied = vendor.size()
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(applied), "--out", tmp_path / "u.tar.zst")
+    buyer.run("import", tmp_path / "u.tar.zst", "--key", "approver")
+    index = buyer.size() - 2  # the vendor's revocation, then its import record
+    lines = buyer.run("verify", ckpt, code=1).stderr.splitlines()
+    assert lines[1].startswith(
+        f"FAIL: rollout-batch vendor-1 (sha256:{vendor.batches[0][7:19]}…) > revoked: consent "
+        f"withdrawn (log index {index}); and 2 records that depend on it; revoked by "
+        f"{vendor.origin} (signed by "), lines
+    assert lines[1].endswith(
+        f"): 'trajledger impact {vendor.batches[0]}' lists what it reaches here; stop using "
+        "them, and build on data that stands (train again on a dataset without it)"), lines
+    # the buyer's own revocation of the other batch
+    buyer.run("revoke", vendor.batches[1], "--reason", "mislabelled", "--key", "approver")
+    err = buyer.run("verify", ckpt, code=1).stderr
+    assert "> revoked: mislabelled (log index " in err and "; revoked by this ledger (signed" \
+        in err, err

@@ -7,6 +7,7 @@ inside the commands.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -555,7 +556,32 @@ def verify(
 
     for line in unread(ledger, report.nodes):  # their origin's log not read for them (gap39)
         warn(line)
-    report_raise(report, targets[0], skip_data, expect=expect)
+    report_raise(report, targets[0], skip_data, expect=expect,
+                 more=_revoked_by(ledger, report) if not report.ok else None)
+
+
+def _revoked_by(ledger: Any, report: Any) -> dict[str, str]:
+    """What follows a revoked cause's line (``LABEL > revoked: REASON (log index N)``, by its
+    start): who revoked it, by this ledger's records of where the revocation came from, and
+    what to do (out53's Left: the line named neither; an import's WARNING does)."""
+    import re
+
+    from trajledger.ledger.catalog import Origins, origin_name
+
+    out, origins, state = {}, Origins(ledger), ledger.trust_state()
+    for node, checks, _depend in report.causes():
+        for c in checks:
+            index = re.search(r"\(log index (\d+)\)$", c.detail) if c.what == "revoked" else None
+            entry = state.entry(int(index[1])) if index else None
+            if entry is None:
+                continue
+            logs = sorted(origin_name(v) for v in origins.of(int(index[1])))
+            out[f"{node.label} > revoked: {c.detail}"] = (
+                f"; revoked by {', '.join(logs) or 'this ledger'} (signed by "
+                f"{', '.join(k[:12] for k in sorted(entry.signers))}): 'trajledger impact "
+                f"{node.id}' lists what it reaches here; stop using them, and build on data "
+                "that stands (train again on a dataset without it)")
+    return out
 
 
 def _expected_json(report: Any, expect: str | None) -> dict[str, Any]:
@@ -644,13 +670,15 @@ def _usage_error(message: str) -> NoReturn:
 
 
 def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0,
-                 named: bool = False, expect: str | None = None) -> None:
+                 named: bool = False, expect: str | None = None,
+                 more: Mapping[str, str] | None = None) -> None:
     """OK line, or a VerificationError listing every failure. The OK line says what was not
     checked: data blobs a bundle does not hold (``omitted``), data compared by size only; and,
     ``named`` (a bundle), what it verified, with its full digest, as ``python -m verify``
     does: a bundle of another artifact than the one meant passes too (aud34 finding 1). With
     ``expect`` (a digest), a report of another subject fails with one line, as ``python -m
-    verify --expect`` does."""
+    verify --expect`` does. ``more``: what follows a failure's line, by the line's start
+    (`_revoked_by`)."""
     from trajledger.verify.errors import VerificationError
     from trajledger.verify.nodes import short
 
@@ -661,9 +689,9 @@ def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: in
             raise VerificationError(f"{subject}: {other}")
     n, failed = report.count()
     if failed:
-        raise VerificationError(
-            f"{subject}: {failed} of {n} checks failed\n" + "\n".join(report.failures())
-        )
+        raise VerificationError(f"{subject}: {failed} of {n} checks failed\n" + "\n".join(
+            line + next((m for start, m in (more or {}).items() if line.startswith(start)), "")
+            for line in report.failures()))
     erased = report.erased()
     node = report.nodes.get(report.subject) if named else None
     ok(
