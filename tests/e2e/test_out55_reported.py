@@ -81,6 +81,35 @@ def test_a_bundle_cut_within_its_first_bytes_says_it_was_cut_short(
         assert "get it again from its sender" in line, line
 
 
+def test_a_bundle_cut_anywhere_else_is_refused_saying_to_get_it_again(tmp_path: Path) -> None:
+    """Held: the vendor's bundle cut at each length 6 to 64, in the middle of its compressed
+    bytes, and a valid zstd frame around its tar cut in the middle of each member (a copy
+    stopped before it was compressed): each import refused, exit 1, one line on stderr with
+    what happened and ``get it again``, the buyer's ledger and user state as they were."""
+    import io
+    import tarfile
+
+    import zstandard
+
+    vendor, buyer, _ckpt = train_a_buyer(tmp_path)
+    data = vendor.bundle.read_bytes()
+    tar = zstandard.ZstdDecompressor().stream_reader(data).read()
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        middles = [m.offset_data + m.size // 2 for m in t.getmembers()]
+    cuts = [data[:n] for n in (*range(6, 65), len(data) // 2)]
+    cuts += [zstandard.ZstdCompressor().compress(tar[:n]) for n in middles]
+    buyer.run("reindex")  # (its derived state caught up first)
+    before = files(buyer.home, buyer.state)
+    bad = tmp_path / "cut.tar.zst"
+    for cut in cuts:
+        bad.write_bytes(cut)
+        r = new_runner().invoke(main, ["--ledger", str(buyer.home), "import", str(bad), "--key",
+                                       "approver"], env={"TRAJLEDGER_STATE_DIR": str(buyer.state)})
+        assert r.exit_code == 1 and len(r.stderr.splitlines()) == 1, (len(cut), r.output)
+        assert r.stderr.startswith("FAIL: bundle cut.tar.zst: ") and "get it again" in r.stderr
+    assert files(buyer.home, buyer.state) == before
+
+
 def bundle_with_checkpoint(good: Path, out: Path, checkpoint: bytes) -> Path:
     """``good`` with its signed checkpoint replaced by ``checkpoint`` (in ``checkpoint`` and in
     each tlog-proof, which carry it too) and its index made to agree: what a vendor, or
@@ -321,4 +350,32 @@ def test_verify_of_a_lineage_revoked_by_the_vendor_names_the_vendor_and_the_way_
     buyer.run("revoke", vendor.batches[1], "--reason", "mislabelled", "--key", "approver")
     err = buyer.run("verify", ckpt, code=1).stderr
     assert "> revoked: mislabelled (log index " in err and "; revoked by this ledger (signed" \
+        in err, err
+
+
+def test_monitor_follows_a_log_key_rotation_and_names_a_replaced_producer_key(
+    tmp_path: Path,
+) -> None:
+    """Held: the vendor replaced its producer key (a successor naming ``vendor2`` only) and
+    rotated its log key, then recorded a batch with the new key; the buyer, which imported
+    and trained, runs ``monitor URL --vkey OLD --key approver`` on its served log (``log
+    serve``): exit 0, the handover followed with the new key to pass, and the producer key
+    removed and the one added each named with the way on, as an update bundle's import does."""
+    from test_updates import rollouts, served
+
+    vendor, buyer, _ckpt = train_a_buyer(tmp_path)
+    old = vendor.vkey()
+    vendor.run("key", "new", "vendor2", "--no-encrypt")
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor2",
+               "--out", tmp_path / "p2.toml")
+    vendor.run("policy", "set", tmp_path / "p2.toml", "--key", "vendor", "--yes")
+    vendor.run("log", "rotate-key")
+    vendor.run("record", rollouts(tmp_path / "r9.parquet", 9), "--env", "grid@1", "--policy",
+               "scripted", "--name", "vendor-9", "--licence", "CC-BY-4.0", "--key", "vendor2")
+    for url in served(vendor):
+        err = buyer.run("monitor", url, "--vkey", old, "--key", "approver").stderr
+    assert (f"WARNING: the log's key was rotated: the key you gave handed over to "
+            f"{vendor.vkey()}; pass that one with --vkey from now on") in err, err
+    assert "(serial 2, was 1) removes key " in err and "take it out of your policy" in err, err
+    assert "(serial 2, was 1) adds key " in err and "add its public key to [roles.producer]" \
         in err, err

@@ -571,11 +571,12 @@ def _revoked_by(ledger: Any, report: Any) -> dict[str, str]:
     out, origins, state = {}, Origins(ledger), ledger.trust_state()
     for node, checks, _depend in report.causes():
         for c in checks:
-            index = re.search(r"\(log index (\d+)\)$", c.detail) if c.what == "revoked" else None
-            entry = state.entry(int(index[1])) if index else None
+            found = re.search(r"\(log index (\d+)\)$", c.detail) if c.what == "revoked" else None
+            index = int(found[1]) if found else -1
+            entry = state.entry(index) if found else None
             if entry is None:
                 continue
-            logs = sorted(origin_name(v) for v in origins.of(int(index[1])))
+            logs = sorted(origin_name(v) for v in origins.of(index))
             out[f"{node.label} > revoked: {c.detail}"] = (
                 f"; revoked by {', '.join(logs) or 'this ledger'} (signed by "
                 f"{', '.join(k[:12] for k in sorted(entry.signers))}): 'trajledger impact "
