@@ -80,13 +80,17 @@ def test_a_vendors_compromised_identity_reaches_the_buyer_with_the_way_to_stop_i
     (tmp_path / "f3.txt").write_text("file 3 by bob")
     digests.append(vendor.last("attest", tmp_path / "f3.txt", "--sigstore"))
     vendor.run("export", "--updates-since", str(applied), "--out", tmp_path / "u.tar.zst")
+    said = (f"WARNING: identity {ALICE} ({ISSUER}) of vendor.example/log+", (
+        f"is compromised (compromised since log index {applied - 1}: CI token leaked; "
+        "its policy 'vendor' serial 2); your policy still trusts it as producer: record a "
+        "successor without it and with [[revoked_identities]] issuer = "
+        f'"{ISSUER}", subject = "{ALICE}", compromised_since = {f2_here} (what it signed '
+        "here from then on then fails)"))
+    for url in served(vendor):  # monitor without --key (records nothing) says it too
+        err = buyer.run("monitor", url, "--vkey", vkey).stderr
+        assert said[0] in err and said[1] in err, err
     err = buyer.run("import", tmp_path / "u.tar.zst", "--key", "approver").stderr
-    assert (f"WARNING: identity {ALICE} ({ISSUER}) of vendor.example/log+" in err
-            and f"is compromised (compromised since log index {applied - 1}: CI token leaked; "
-            "its policy 'vendor' serial 2); your policy still trusts it as producer: record a "
-            "successor without it and with [[revoked_identities]] issuer = "
-            f'"{ISSUER}", subject = "{ALICE}", compromised_since = {f2_here} (what it signed '
-            "here from then on then fails)") in err, err
+    assert said[0] in err and said[1] in err, err
     # BOB's record, before the buyer trusts BOB: the way on is the identity, not a "key"
     vendor.run("export", digests[2], "--out", tmp_path / "f3.tar.zst")
     buyer.run("reindex")  # (its derived state caught up first)
@@ -113,6 +117,16 @@ def test_a_vendors_compromised_identity_reaches_the_buyer_with_the_way_to_stop_i
     assert r.exit_code == 1 and f"identity {ALICE}" in r.stderr, r.output
     buyer.run("import", tmp_path / "f3.tar.zst", "--key", "approver")
     buyer.run("verify", digests[2])
+
+
+def served(party: Party) -> Any:
+    """`test_updates.served`: ``log serve`` of ``party``'s log, its URL."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
+    from test_updates import served as serve
+
+    return serve(party)
 
 
 def files(party: Party) -> dict[str, bytes]:

@@ -379,6 +379,7 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     was = their_policy(ledger, before)
     known = {x.keyid for x in (*(was.revoked_keys if was else ()), *policy.revoked_keys)}
     state, origins = ledger.trust_state(), Origins(ledger)
+    _identities(ledger, policy, theirs, update, seen, changes, state)  # (out55: as with keys)
     mine = owned(ledger, seen, update.objects)
     for rk in theirs.revoked_keys:
         if rk.keyid not in own or rk.keyid in known:
