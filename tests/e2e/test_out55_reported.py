@@ -379,3 +379,21 @@ def test_monitor_follows_a_log_key_rotation_and_names_a_replaced_producer_key(
     assert "(serial 2, was 1) removes key " in err and "take it out of your policy" in err, err
     assert "(serial 2, was 1) adds key " in err and "add its public key to [roles.producer]" \
         in err, err
+
+
+def test_policy_init_names_a_kept_key_by_the_records_it_signed_here(tmp_path: Path) -> None:
+    """out52's and out53's Left: the buyer (the vendor's key in its producer role, beside its
+    own) writing a successor with ``policy init --approver approver2`` got the vendor's key
+    under ``# kept from serial 1: ed25519, fingerprint …``: which key is it? Expected: named by
+    the records it signed here and the log they came from."""
+    from test_updates import Vendor, make_buyer
+
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Party(tmp_path, "buyer")
+    make_buyer(buyer, [vendor], keys=("approver2",))
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    buyer.run("policy", "init", "--approver", "approver2", "--out", tmp_path / "p2.toml")
+    text = (tmp_path / "p2.toml").read_text()
+    assert (f"# kept from serial 1 (signed 4 record(s) here, from {vendor.origin}): "
+            "ed25519, fingerprint ") in text, text
+    assert "# producer: ed25519" in text, text  # the buyer's own, by its name
