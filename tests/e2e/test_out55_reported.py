@@ -1,8 +1,9 @@
 """What out55 found playing a data vendor and its buyer as outsiders (README.md, docs/ and
 ``--help`` only): bundles cut short, witnesses' cosignatures carried to an import, two vendors
-whose names collide, and out53's **Left**; docs/SECURITY.md, "Review of 2026-12-07,
-thirty-ninth round (out55)". Every refusal leaves the buyer's ledger and user state as they
-were, file by file (`files`).
+whose names collide, ``monitor`` across a log key rotation and a producer key replacement, and
+out53's **Left**; docs/SECURITY.md, "Review of 2026-12-07, thirty-ninth round (out55)" (the
+vendor that signs keylessly: tests/interop/test_out55_keyless.py). Every refusal leaves the
+buyer's ledger and user state as they were, file by file (`files`).
 """
 
 from __future__ import annotations
