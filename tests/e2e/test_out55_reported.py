@@ -86,7 +86,8 @@ def test_a_bundle_cut_anywhere_else_is_refused_saying_to_get_it_again(tmp_path: 
     """Held: the vendor's bundle cut at each length 6 to 64, in the middle of its compressed
     bytes, and a valid zstd frame around its tar cut in the middle of each member (a copy
     stopped before it was compressed): each import refused, exit 1, one line on stderr with
-    what happened and ``get it again``, the buyer's ledger and user state as they were."""
+    what happened and ``get it again``, the buyer's ledger and user state as they were. The
+    same of a bundle with bytes appended, or its last bytes changed, since out55."""
     import io
     import tarfile
 
@@ -99,6 +100,8 @@ def test_a_bundle_cut_anywhere_else_is_refused_saying_to_get_it_again(tmp_path: 
         middles = [m.offset_data + m.size // 2 for m in t.getmembers()]
     cuts = [data[:n] for n in (*range(6, 65), len(data) // 2)]
     cuts += [zstandard.ZstdCompressor().compress(tar[:n]) for n in middles]
+    cuts += [data + b"junk", data[:-8] + bytes(b ^ 0xFF for b in data[-8:])]  # (out55: said
+    # "corrupt zstd stream: zstd decompress error: Unknown frame descriptor", and no way on)
     buyer.run("reindex")  # (its derived state caught up first)
     before = files(buyer.home, buyer.state)
     bad = tmp_path / "cut.tar.zst"

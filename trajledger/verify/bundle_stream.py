@@ -91,7 +91,7 @@ class Bounded:
         try:
             data: bytes = self.raw.read(n)
         except self.errors as e:
-            raise FormatError(f"{self.what}: corrupt zstd stream: {e}") from e
+            raise FormatError(f"{self.what}: corrupt zstd stream ({e}): get it again") from e
         self.count += len(data)
         if self.count > self.limit:
             raise FormatError(
