@@ -157,7 +157,7 @@ def test_a_bundle_cut_short_or_repacked_says_what_to_do(
         want = "): get it again"
     elif damage == "empty":
         bad.write_bytes(b"")
-        want = "not zstd-compressed (magic none)"
+        want = "cut short: 0 byte(s), it is empty (a download or a copy stopped early): get it"
     else:  # extracted and packed again by tar (GNU format, as GNU tar writes by default)
         unpacked = tmp_path / "x"
         with tarfile.open(fileobj=zstandard.ZstdDecompressor().stream_reader(data),

@@ -618,13 +618,17 @@ def _refuse_compressed_twice(path: Path, name: str) -> None:
     import zstandard
 
     from trajledger.verify.errors import FormatError
+    from trajledger.verify.not_bundle import HEAD, cut_short_line
 
     with path.open("rb") as f:
-        head = f.read(4)
-    if head != b"\x28\xb5\x2f\xfd":  # zstd's magic number
+        head = f.read(HEAD)
+    what = f"bundle {PurePosixPath(name).name}"
+    if line := cut_short_line(what, head):  # (out55)
+        raise FormatError(f"{line}; nothing imported")
+    if head[:4] != b"\x28\xb5\x2f\xfd":  # zstd's magic number
         raise FormatError(
-            f"bundle {PurePosixPath(name).name}: not zstd-compressed (magic "
-            f"{head.hex() or 'none'}): not a bundle; 'import' takes the .tar.zst file "
+            f"{what}: not zstd-compressed (magic "
+            f"{head[:4].hex() or 'none'}): not a bundle; 'import' takes the .tar.zst file "
             "'trajledger export' writes, as it was sent (rollout files are recorded with "
             "'trajledger record'); nothing imported")
     try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from trajledger.verify import predicates
 from trajledger.verify.digest import DIGEST_PREFIX, HEX64
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
-from trajledger.verify.policy import TrustPolicy, parse_duration
+from trajledger.verify.policy import KEY_ROLES, TrustPolicy, parse_duration
 from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
 from trajledger.verify.succession import check_successor
 from trajledger.verify.times import format_time
@@ -779,25 +779,39 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
     only of what it produced (its key signed the artifact's record); verifiers apply the same
     rule (``verify.lineage``), so such a record would count for nothing.
 
+    A key of no role that produced it (a producer key a successor replaced) is refused with
+    the way to make its stop count (out55: the role check's refusal sent to the new key's,
+    which named it: two steps).
+
     Raises:
-        PolicyError: the signer is a producer (and no approver) that did not sign the record.
+        PolicyError: the signer is a producer (and no approver) that did not sign the record;
+            or a key of no role that did.
     """
     from .policy_state import current_policy
 
     found = current_policy(ledger)
-    if found is None or found[1].holds("approver", signer.keyid) or not found[1].holds(
-            "producer", signer.keyid):
-        return  # an approver may; a key of no role is refused by the role check
+    if found is None or found[1].holds("approver", signer.keyid):
+        return  # an approver may
     state = ledger.trust_state()
     entry = state.entry(item.index)
-    if entry is None or signer.keyid in entry.signers:
-        return
+    producer = found[1].holds("producer", signer.keyid)
+    if entry is None or producer == (signer.keyid in entry.signers) or (
+            not producer and any(found[1].holds(r, signer.keyid) for r in KEY_ROLES)):
+        return  # its producer may; any other key of no role is refused by the role check
     from .authority_hint import give
 
     try:  # the key to give instead, when this ledger holds one (a producer key rotated, say)
         here = [(k.name, k.keyid, k.private) for k in ledger.keys.list()]
     except (LedgerError, ProvenanceError, OSError):
         here = []
+    if not producer:  # (out55) the key that produced it, replaced: the way, named at once
+        if found[1].revocation(signer.keyid, ledger.log.size, format_time(_now())) is not None:
+            return  # declared compromised: the role check says so
+        current = next((n for n, k, _p in here if found[1].holds("producer", k)), "PRODUCER")
+        raise PolicyError(
+            f"{item.kind} {shown_ref(ledger, item)}: key {signer.name} ({signer.keyid[:12]}) "
+            f"produced it{give(found[1], entry.signers, here, current, verb)}; nothing was "
+            "signed")
     raise PolicyError(
         f"{item.kind} {shown_ref(ledger, item)}: key {signer.name} ({signer.keyid[:12]}) did not "
         f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}"

@@ -112,6 +112,14 @@ class TrustIndex:
         )
         return [int(r[0]) for r in rows]
 
+    def signed_by(self, keyid: str) -> list[int]:
+        """Entries whose signers list ``keyid`` (a keyid's bytes searched in each entry, then
+        the matches parsed): what names a key kept in a successor policy (out55)."""
+        rows = self._db.execute("SELECT idx, raw FROM entries WHERE instr(raw, ?) > 0 AND "
+                                "idx < ? ORDER BY idx", (keyid.encode("ascii"), self._size))
+        return [int(i) for i, r in rows
+                if keyid in LogEntry.from_bytes(bytes(r), f"log entry {i}").signers]
+
     def entries_about(self, subjects: Collection[str]) -> dict[int, tuple[LogEntry, bytes]]:
         """Entries about any of ``subjects``, in a query per 500 subjects (`_rows_in`)."""
         rows = self._rows_in("SELECT idx, raw FROM entries WHERE subject IN ({}) AND idx < ?",

@@ -97,6 +97,7 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     theirs, own = _their_compromises(ledger, seen)
     if theirs is None:
         return
+    _identities(ledger, policy, theirs, update, seen, changes, state)
     relayed = relayed_by(ledger, seen, logs := {update.vkey, *update.logs})
     mine = owned(ledger, seen)  # the keys that signed its policies (upd46)
     evidence = ledger_evidence(ledger)
@@ -190,6 +191,37 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
                                             "revokedHere": revoked})
     finally:
         verifier.close()
+
+
+def _identities(ledger: LedgerHome, policy: TrustPolicy, theirs: TrustPolicy, update: Update,
+                seen: Mapping[int, LogEntry], changes: Changes,
+                state: TrustState | None) -> None:
+    """The Sigstore identities the other log's policy in force (``theirs``) declares
+    compromised that a role of ``policy`` holds and it does not revoke: each named in a
+    warning with the successor that stops it here (out55: the import said nothing, and what
+    the identity signed after the point declared kept verifying). Nothing is revoked here:
+    which identity signed a record keylessly is in the record's Sigstore bundle, not in its
+    log entry (a key's keyid is), so the point is given as this log's index of the first
+    record held from that log logged there at or after it (``seen``: that log's entries), and
+    the policy judges each record then."""
+    state = state or ledger.trust_state()
+    for ri in theirs.revoked_identities:
+        who = ri.identity
+        roles = [r for r in KEY_ROLES if who in policy.role(r).identities]
+        if not roles or any(x.identity == who for x in policy.revoked_identities):
+            continue
+        since = min((j for i, e in seen.items() if KINDS[e.kind].lineage and ri.covers(i, e.time)
+                     for j in state.about(e.subject)
+                     if (x := state.entry(j)) is not None and x.envelope == e.envelope),
+                    default=ledger.log.size)
+        changes.compromised.append({
+            "identity": {"issuer": who.issuer, "subject": who.subject}, "revokedHere": [],
+            "text": f"identity {who.subject} ({who.issuer}) of {origin_name(update.vkey)} is "
+                    f"compromised ({ri.describe()}; its policy {theirs.name!r} serial "
+                    f"{theirs.serial}); your policy still trusts it as {' and '.join(roles)}: "
+                    f"record a successor without it and with [[revoked_identities]] issuer = "
+                    f"\"{who.issuer}\", subject = \"{who.subject}\", compromised_since = "
+                    f"{since} (what it signed here from then on then fails)"})
 
 
 def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
@@ -347,6 +379,7 @@ def pending_compromises(ledger: LedgerHome, policy: TrustPolicy, update: Update,
     was = their_policy(ledger, before)
     known = {x.keyid for x in (*(was.revoked_keys if was else ()), *policy.revoked_keys)}
     state, origins = ledger.trust_state(), Origins(ledger)
+    _identities(ledger, policy, theirs, update, seen, changes, state)  # (out55: as with keys)
     mine = owned(ledger, seen, update.objects)
     for rk in theirs.revoked_keys:
         if rk.keyid not in own or rk.keyid in known:
@@ -424,7 +457,7 @@ def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry],
     declares no key compromised), and the keys its own policies held (a party declares
     compromised only those: not another party's whose records it imported into its log)."""
     theirs = their_policy(ledger, seen, blobs)
-    if theirs is None or not theirs.revoked_keys:
+    if theirs is None or not (theirs.revoked_keys or theirs.revoked_identities):
         return None, set()
     return theirs, {k for p in (theirs, *(q for _i, q in theirs.earlier))
                     for role in KEY_ROLES for k in p.role(role).keyids}

@@ -7,6 +7,7 @@ inside the commands.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -540,10 +541,10 @@ def verify(
                               "want a .tar.zst bundle file (a model's files go with --files DIR)")
                               + f"; as a REF: {e}") from e
         if bundle.is_file() and isinstance(e, RefError):  # a file that is no bundle (out52)
-            from trajledger.verify.not_bundle import not_a_bundle_line
+            from trajledger.verify.not_bundle import HEAD, not_a_bundle_line
 
             with bundle.open("rb") as f:
-                head = f.read(4)
+                head = f.read(HEAD)
             line = not_a_bundle_line(f"bundle {bundle}", head)
             raise LedgerError(f"{line}; as a REF: {e}") from e
         raise
@@ -559,7 +560,33 @@ def verify(
 
     for line in unread(ledger, report.nodes):  # their origin's log not read for them (gap39)
         warn(line)
-    report_raise(report, targets[0], skip_data, expect=expect)
+    report_raise(report, targets[0], skip_data, expect=expect,
+                 more=_revoked_by(ledger, report) if not report.ok else None)
+
+
+def _revoked_by(ledger: Any, report: Any) -> dict[str, str]:
+    """What follows a revoked cause's line (``LABEL > revoked: REASON (log index N)``, by its
+    start): who revoked it, by this ledger's records of where the revocation came from, and
+    what to do (out53's Left: the line named neither; an import's WARNING does)."""
+    import re
+
+    from trajledger.ledger.catalog import Origins, origin_name
+
+    out, origins, state = {}, Origins(ledger), ledger.trust_state()
+    for node, checks, _depend in report.causes():
+        for c in checks:
+            found = re.search(r"\(log index (\d+)\)$", c.detail) if c.what == "revoked" else None
+            index = int(found[1]) if found else -1
+            entry = state.entry(index) if found else None
+            if entry is None:
+                continue
+            logs = sorted(origin_name(v) for v in origins.of(index))
+            out[f"{node.label} > revoked: {c.detail}"] = (
+                f"; revoked by {', '.join(logs) or 'this ledger'} (signed by "
+                f"{', '.join(k[:12] for k in sorted(entry.signers))}): 'trajledger impact "
+                f"{node.id}' lists what it reaches here; stop using them, and build on data "
+                "that stands (train again on a dataset without it)")
+    return out
 
 
 def _expected_json(report: Any, expect: str | None) -> dict[str, Any]:
@@ -648,13 +675,15 @@ def _usage_error(message: str) -> NoReturn:
 
 
 def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0,
-                 named: bool = False, expect: str | None = None) -> None:
+                 named: bool = False, expect: str | None = None,
+                 more: Mapping[str, str] | None = None) -> None:
     """OK line, or a VerificationError listing every failure. The OK line says what was not
     checked: data blobs a bundle does not hold (``omitted``), data compared by size only; and,
     ``named`` (a bundle), what it verified, with its full digest, as ``python -m verify``
     does: a bundle of another artifact than the one meant passes too (aud34 finding 1). With
     ``expect`` (a digest), a report of another subject fails with one line, as ``python -m
-    verify --expect`` does."""
+    verify --expect`` does. ``more``: what follows a failure's line, by the line's start
+    (`_revoked_by`)."""
     from trajledger.verify.errors import VerificationError
     from trajledger.verify.nodes import short
 
@@ -665,9 +694,9 @@ def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: in
             raise VerificationError(f"{subject}: {other}")
     n, failed = report.count()
     if failed:
-        raise VerificationError(
-            f"{subject}: {failed} of {n} checks failed\n" + "\n".join(report.failures())
-        )
+        raise VerificationError(f"{subject}: {failed} of {n} checks failed\n" + "\n".join(
+            line + next((m for start, m in (more or {}).items() if line.startswith(start)), "")
+            for line in report.failures()))
     erased = report.erased()
     node = report.nodes.get(report.subject) if named else None
     ok(

@@ -8,6 +8,7 @@ Heavy modules load inside the commands.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +144,11 @@ class _Successor:
         self.notes: list[str] = []
         self.dropped: dict[str, str] = {}  # a role --roles leaves out: how to keep it
 
-    def follow(self, current: Any, own_log: str, names: dict[str, str]) -> None:
+    def follow(self, current: Any, own_log: str, names: dict[str, str],
+               kept_name: Callable[[str], str] | None = None) -> None:
         """Keep ``current``'s roles, log keys and settings the command was not told to
-        change."""
+        change. ``names``: this ledger's key names by keyid; ``kept_name(keyid)``: what names
+        a key kept that is none of them, after ``kept from serial N`` (`_kept_name`)."""
         from trajledger.verify import predicates
         from trajledger.verify.policy import KEY_ROLES
 
@@ -176,7 +179,8 @@ class _Successor:
                     f"with --{r} too, or copy them into [roles.{r}] (their PEM: 'trajledger "
                     "policy show --json')")
             elif others:
-                self.pairs[r] += [(names.get(k.keyid, f"kept from {was}"), k) for k in others]
+                self.pairs[r] += [(names.get(k.keyid) or f"kept from {was}" + (
+                    kept_name(k.keyid) if kept_name else ""), k) for k in others]
                 kept += [f"{len(others)} {r} key(s) not in this ledger"] if ours else [
                     f"the {r} role's {len(others)} key(s)"] if f"the {r} role" not in kept else []
             # (at most its members written: kept, or said when keys dropped lower it, as the
@@ -229,6 +233,19 @@ class _Successor:
             self.notes.insert(0, f"keeps from {was} (in force) what this command was not "
                               f"asked to change: {', '.join(kept)}; edit the file to change it "
                               "('policy set' lists each change)")
+
+
+def _kept_name(ledger: Any, keyid: str) -> str:
+    """What follows ``kept from serial N`` for a key of the policy in force that is not this
+    ledger's: the records it signed here and the logs they came from (out55: out52's and
+    out53's Left, a key kept unnamed), "" when it signed none."""
+    from trajledger.ledger.catalog import Origins, origin_name
+
+    signed = ledger.trust_state().signed_by(keyid)
+    origins = Origins(ledger)
+    logs = sorted({origin_name(v) for i in signed for v in origins.of(i)})
+    return (f" (signed {len(signed)} record(s) here" + (f", from {', '.join(logs)}" if logs
+                                                         else "") + ")") if signed else ""
 
 
 @policy.command("init")
@@ -330,7 +347,8 @@ def policy_init(
     pairs = {r: [(k, ledger.keys.public(k)) for k in keys] for r, keys in members.items()}
     parts = _Successor(pairs, asked, roles_said, roles) if found is not None else None
     if parts is not None and found is not None:
-        parts.follow(found[1], ledger.log.vkey, {k.keyid: k.name for k in listed})
+        parts.follow(found[1], ledger.log.vkey, {k.keyid: k.name for k in listed},
+                     lambda keyid: _kept_name(ledger, keyid))
     need = approvals or (parts.thresholds.get("approver") if parts else None) or min(
         2, len(pairs.get("approver", [])))
     if "approver" not in pairs:

@@ -91,7 +91,7 @@ class Bounded:
         try:
             data: bytes = self.raw.read(n)
         except self.errors as e:
-            raise FormatError(f"{self.what}: corrupt zstd stream: {e}") from e
+            raise FormatError(f"{self.what}: corrupt zstd stream ({e}): get it again") from e
         self.count += len(data)
         if self.count > self.limit:
             raise FormatError(
@@ -247,13 +247,13 @@ def open_zstd(path: Path, limits: Limits) -> tuple[IO[bytes], Bounded]:
     fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     try:
         head = fh.read(18)
-        if head[:4] != ZSTD_MAGIC:
-            from .not_bundle import not_a_bundle_line  # (out52: what a bundle is, on this failure)
-            raise FormatError(not_a_bundle_line(what, head))
         try:
+            if head[:4] != ZSTD_MAGIC:  # (no frame: said below, as a corrupt frame header is)
+                raise zstandard.ZstdError("no zstd magic number")
             declared = zstandard.get_frame_parameters(head).content_size
         except zstandard.ZstdError as e:
-            raise FormatError(f"{what}: corrupt zstd frame header: {e}") from e
+            from .not_bundle import not_a_bundle_line  # (out52, out55: loaded on this failure)
+            raise FormatError(not_a_bundle_line(what, head, e)) from e
         if 0 <= declared < (1 << 63) and declared > limits.total:
             raise FormatError(
                 f"{what}: zstd frame declares {declared} bytes, more than the limit {limits.total}"

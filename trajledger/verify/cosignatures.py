@@ -103,11 +103,18 @@ def verify_cosignatures(
         raise ValueError(f"cosignature threshold {threshold}, want >= 1")
     # (1)
     note = Note.from_bytes(note_bytes)
-    Checkpoint.from_text(note.text)
+    origin = Checkpoint.from_text(note.text).origin
     # (2)
     found: dict[str, int | None] = {}
     counted: set[bytes] = set()
-    for sig, w in verified_signatures(note, witnesses):
+    try:
+        verified = verified_signatures(note, witnesses)
+    except SignatureError as e:  # what it can be, and the way on (out55)
+        raise SignatureError(
+            f"{e}: a cosignature of another checkpoint (the log's before it grew), or a line or "
+            "checkpoint changed since it was signed: get the bundle again; the same, ask the "
+            "log's owner for one its witnesses cosigned as it is") from e
+    for sig, w in verified:
         ts = cosignature_timestamp(w, sig.signature)
         # (3)
         if not_after is not None and ts is not None and ts > not_after:
@@ -123,6 +130,9 @@ def verify_cosignatures(
     # (4)
     if len(found) < threshold:
         raise SignatureError(
-            f"checkpoint has {len(found)} valid witness cosignatures, want at least {threshold}"
-        )
+            f"checkpoint has {len(found)} valid witness cosignatures, want at least {threshold} "
+            f"(of {', '.join(f'{w.name}+{w.key_hash.hex()}' for w in witnesses)}, the witness "
+            f"key(s) your policy names for {origin}): ask the "
+            "log's owner to publish the witnesses' cosignatures of this checkpoint ('trajledger "
+            "log add-cosignature', docs/third-party.md \"Witnesses\") and export again")
     return found

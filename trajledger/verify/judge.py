@@ -155,8 +155,8 @@ def judge_record(index: int, entry: LogEntry, data: bytes | None, policy: TrustP
         except SignatureError as e:
             from .key_roles import signed_by  # loaded only for a record that does not verify
 
-            hint = f"; {'; '.join(notes)}" if notes else ""
-            by = signed_by(policy, envelope, kind.roles, index, entry.time)
+            hint = f"; {'; '.join(notes)}" if notes and notes[0] not in str(e) else ""
+            by = signed_by(policy, envelope, kind.roles, index, entry.time, notes)
             named = {sig.keyid for sig in envelope.signatures if sig.keyid}
             if len(named) == 1 and not named & {k.keyid for k in keys} and not found:
                 # One key, which the policy does not hold for this: every record it signed

@@ -13,6 +13,8 @@ Non-scope: verifying signatures (`verify.dsse`), choosing the keys that may sign
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .dsse import Envelope, pae
 from .policy import KEY_ROLES, TrustPolicy
 
@@ -20,8 +22,11 @@ __all__ = ["signed_by"]
 
 
 def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], index: int,
-              time: str) -> str:
-    """Which policy roles the keys an envelope names hold (the keyids are only hints)."""
+              time: str, notes: Sequence[str] = ()) -> str:
+    """Which policy roles the keys an envelope names hold (the keyids are only hints).
+    ``notes``: `verify.sigstore_adapter.identity_signers`' on the keyless signatures that did
+    not count, which name each by its Sigstore bundle: such a keyid is no key to add to a role
+    (out55: the advice said to add it), its identity is."""
     then = policy.policy_at(index)
     by = f"policy {policy.name!r} serial {policy.serial}"
     # A keyid is a hint only: a signature by a compromised key whose keyid was left out or
@@ -29,9 +34,14 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
     compromised = [k for r in roles for k in then.role(r).keys
                    if policy.revocation(k.keyid, index, time) is not None]
     message = pae(envelope.payload_type, envelope.payload)
-    named = []
+    named, keyless = [], False
     for sig in envelope.signatures:
         keyid = sig.keyid
+        if keyid and any(f"Sigstore bundle {keyid[:16]}:" in n for n in notes):
+            named.append(f"keyless signature {keyid[:12]} (a Sigstore bundle, whose identity "
+                         "this line names)")
+            keyless = True
+            continue
         if not (keyid and any(then.holds(r, keyid) for r in KEY_ROLES)):
             keyid = next((k.keyid for k in compromised if k.verify(sig.sig, message)), keyid)
         revoked = policy.revocation(keyid, index, time) if keyid else None
@@ -54,6 +64,10 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
         out += (f"; if the signer confirms the key is theirs (ask them, not the data), add it to "
                 f"[roles.{roles[0]}] of the policy you verify with (the --policy file, or a "
                 "ledger's, then 'policy set'); otherwise treat the record as forged")
+    if keyless and "approver" not in roles[1:]:
+        out += (f"; if the signer confirms that identity is theirs (ask them, not the data), add "
+                f"its issuer and subject to the identities of [roles.{roles[0]}] of the policy "
+                "you verify with; otherwise treat the record as forged")
     for ident in (i for r in roles for i in then.role(r).identities):
         gone = policy.revocation(ident, index, time)
         if gone is not None:  # its keyless signatures were not even checked
