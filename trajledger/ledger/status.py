@@ -810,8 +810,8 @@ def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb
         current = next((n for n, k, _p in here if found[1].holds("producer", k)), "PRODUCER")
         raise PolicyError(
             f"{item.kind} {shown_ref(ledger, item)}: key {signer.name} ({signer.keyid[:12]}) "
-            f"produced it{give(found[1], entry.signers, here, current, verb)}; nothing was "
-            "signed")
+            f"produced it{give(found[1], entry.signers, here, current, verb, item.index)}; "
+            "nothing was signed")
     raise PolicyError(
         f"{item.kind} {shown_ref(ledger, item)}: key {signer.name} ({signer.keyid[:12]}) did not "
         f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}"
