@@ -29,8 +29,9 @@ written, as an installed package starts), wall time beside the child's CPU time 
 4. **The holdout checks' cost** (holdout23), in this process: for a numeric shape (the steps
    of part 1) and a chat shape (``index_bench.chat_table``), ``--holdout-train`` train
    batches recorded in a ledger without a holdout and in one per scale of
-   ``--holdout-scales`` with a holdout of 10 batches (numeric: ``--steps`` x scale steps
-   each, 1x being part 1's default holdout; chat: ``--chat-holdout`` x scale episodes each);
+   ``--holdout-scales`` with a holdout of ``--holdout-batches`` (10) batches (numeric:
+   ``--steps`` x scale steps each, 1x being part 1's default holdout; chat:
+   ``--chat-holdout`` x scale episodes each);
    then, interleaved, ``dataset create`` of the train batches without a holdout, with it, and
    with it but neither the step windows nor the normalised text fingerprints computed (the
    check as before the eleventh round, for their share); medians of ``--repeat``, CPU beside
@@ -269,7 +270,7 @@ def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
                                          f"bench.local/holdout-{shape}-{scale}")
             hold = [ledger.record_batch(make(scale, 900_000 + i), env="bench-env@1",
                                         policy="random", key="vendor").digest
-                    for i in range(10)]  # fmt: skip
+                    for i in range(args.holdout_batches)]  # fmt: skip
             made = c.wall_cpu(lambda ledger=ledger, hold=hold: ledger.create_dataset(
                 "holdout", "1", "holdout", hold, key="vendor"))
             mb = sum(p.stat().st_size for p in stored_blobs(ledger, hold)) / 1e6
@@ -291,7 +292,8 @@ def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
                                                                         bs, key="vendor")))
                     finally:
                         contamination.compared_parts = real  # type: ignore[assignment]
-                    scale_label = f"{scale}x: 10 batches of {scale} x {unit}, {mb:.0f} MB"
+                    scale_label = (f"{scale}x: {args.holdout_batches} batches of {scale} x {unit}, "
+                                   f"{mb:.0f} MB")
             out.append({"shape": shape, "holdout": scale_label, "rec": (rec_wall, rec_cpu),
                         "made": made,
                         **{m: c.median_wall_cpu(v) for m, v in times.items()}})
@@ -462,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-holdout", action="store_true", help="part 4 alone")
     ap.add_argument("--holdout-train", type=int, default=10)
     ap.add_argument("--holdout-scales", default="1,10,100")
+    ap.add_argument("--holdout-batches", type=int, default=10,
+                    help="part 4: batches of the holdout at each scale")
     ap.add_argument("--chat-holdout", type=int, default=200)
     ap.add_argument("--grouping", action="store_true",
                     help="part 4: also time the holdout's creation and a train set's dataset "
@@ -482,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         args.chat_episodes = 20
         args.entries, args.repeat = 110, 1  # 110: every kind of filler record (slots 97-99)
         args.holdout_train, args.holdout_scales, args.chat_holdout = 2, "1", 5
+        args.holdout_batches = 2
         args.sealed_scales, args.sealed_held, args.sealed_train = "1", 2, 4
         args.sealed_len = 20
     shutil.rmtree(args.dir, ignore_errors=True)

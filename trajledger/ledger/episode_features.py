@@ -673,6 +673,8 @@ class FeatureStream:
         """Start before the first step; a long episode's files go in a directory made under
         ``spill`` (a private directory; the system's temporary directory when None)."""
         self._carry: pa.Table | None = None
+        self._carry_bytes = 0  # its parts' nbytes, summed as they come (the table's own
+        # nbytes walks every chunk: asked at each batch it was quadratic in the batches)
         self._long: LongEpisode | None = None
         self._previous: str | None = None
         self._spill = spill
@@ -711,9 +713,10 @@ class FeatureStream:
             b = _first_other(t.column("episode_id"), first)
             head = t if b is None else t.slice(0, b)
             if self._long is None and self._carry is not None:
-                if _held(self._carry.num_rows + head.num_rows, self._carry.nbytes + head.nbytes):
+                size = self._carry_bytes + head.nbytes
+                if _held(self._carry.num_rows + head.num_rows, size):
                     head = pa.concat_tables([self._carry, head], promote_options="permissive")
-                    self._carry = head if b is None else None
+                    self._carry, self._carry_bytes = (head, size) if b is None else (None, 0)
                     if b is None:
                         return None
                     done.append(self._complete(head))
@@ -734,8 +737,8 @@ class FeatureStream:
         if cut:
             done.append(self._complete(t.slice(0, cut), starts[:-1]))
         rest = t.slice(cut)
-        if _held(rest.num_rows, rest.nbytes):
-            self._carry = rest
+        if _held(rest.num_rows, size := rest.nbytes):
+            self._carry, self._carry_bytes = rest, size
         else:
             self._long = LongEpisode(self._previous, self._spill)
             self._long.add(rest)

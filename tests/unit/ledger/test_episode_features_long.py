@@ -246,3 +246,25 @@ def test_an_episodes_fingerprint_does_not_depend_on_a_null_in_its_neighbours_val
              for lo, n in ((0, 5), (5, 7), (12, 3), (15, 9))]  # fmt: skip
     together = whole_episodes(table.combine_chunks().to_batches()[0])
     assert together.fingerprints == alone == [want[f"n{i}"] for i in range(4)]
+
+
+def test_an_episode_in_one_row_batches_is_carried_up_to_its_summed_bytes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ci53: an episode carried over many one-row batches is measured by its rows' bytes as
+    they come (the carried table's own nbytes, asked at each batch, walked every chunk: 700
+    steps one at a time took a minute). It is taken in pieces at the row that passes
+    `SPILL_BYTES`, as before, with the features of the episode at once."""
+    table = _numeric([400, 3], seed=4)
+    sizes = np.cumsum([table.slice(i, 1).nbytes for i in range(400)])
+    limit = int(sizes[249])  # rows 0..249 carried whole; row 250 passes the limit
+    monkeypatch.setattr(episode_features, "SPILL_BYTES", limit)
+    stream = FeatureStream(tmp_path)
+    done = []
+    for i in range(table.num_rows):
+        if (chunk := stream.add(table.slice(i, 1))) is not None:
+            done.append(chunk)
+        assert bool(_spill_dirs(tmp_path)) == (250 <= i < 400), i
+    last = stream.finish()
+    assert last is not None and not _spill_dirs(tmp_path)
+    _same(_at_once(table, monkeypatch), FeatureChunk.concat([*done, last]))

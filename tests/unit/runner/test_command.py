@@ -25,11 +25,22 @@ from pathlib import Path
 import pytest
 
 from trajledger.ledger.errors import LedgerError
+from trajledger.runner import command
 from trajledger.runner.command import CommandInterrupted, LeftRunningWarning, run_command
 
 
 def _env() -> dict[str, str]:
     return dict(os.environ)
+
+
+GRACE = 0.5
+"""`STRAGGLER_GRACE` in the tests whose stragglers ignore SIGTERM (they wait for its end: the
+product's 5 s, six times over, was most of this module's time, ci53)."""
+
+
+@pytest.fixture
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(command, "STRAGGLER_GRACE", GRACE)
 
 
 def test_exit_code_and_the_digests_of_both_streams(tmp_path: Path) -> None:
@@ -172,6 +183,7 @@ def test_a_signal_reaches_the_launchers_whole_process_group(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the group is read in /proc")
+@pytest.mark.usefixtures("short_grace")
 def test_what_the_leader_leaves_running_without_its_pipes_is_killed(tmp_path: Path) -> None:
     """rev37: a process the leader leaves in its group that ignores SIGTERM and writes its
     output elsewhere (holding no pipe) ran on after `run_command` returned, free to change
@@ -208,6 +220,7 @@ def _leave_behind(straggler: str, pidfile: Path, then: float = 0.0) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+@pytest.mark.usefixtures("short_grace")
 def test_a_straggler_whose_main_thread_exited_is_killed_too(tmp_path: Path) -> None:
     """rev38: a process whose main thread has exited (``pthread_exit``) while another thread
     runs on shows ``Z`` in ``/proc/PID/stat``, the state of its first thread, and was taken for
@@ -270,8 +283,9 @@ def _kill_trajledger(leader: str, pidfile: Path, failure: str) -> None:
     """Run COMMAND ``leader`` under `run_command` in a process of its own, kill that process
     outright (none of its code runs) once ``pidfile`` is written, and see the process it names
     end."""
-    host = ("import os, sys; from trajledger.runner.command import run_command; "
-            f"run_command([sys.executable, '-c', {leader!r}], env=dict(os.environ))")
+    host = ("import os, sys; from trajledger.runner import command; "
+            f"command.STRAGGLER_GRACE = {GRACE}; "
+            f"command.run_command([sys.executable, '-c', {leader!r}], env=dict(os.environ))")
     proc = subprocess.Popen([sys.executable, "-c", host], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -324,6 +338,7 @@ def _within(seconds: float, done: Callable[[], bool]) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
 @pytest.mark.parametrize("how", ["setsid", "setpgid"])
+@pytest.mark.usefixtures("short_grace")
 def test_a_process_that_left_the_group_is_stopped_too(tmp_path: Path, how: str) -> None:
     """rev38's Left: a process COMMAND started that leaves its process group (``setsid``, a
     daemon's double fork) and ignores SIGTERM, its output elsewhere, ran on after
@@ -360,6 +375,7 @@ WATCHER = b"sys.stdin.buffer.read(1)"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test reads /proc")
+@pytest.mark.usefixtures("short_grace")
 def test_a_watcher_stopped_by_the_command_does_not_hold_trajledger(tmp_path: Path) -> None:
     """rev38's Left: COMMAND can find trajledger's watcher (a child of its parent) and stop it
     (SIGSTOP): `run_command` then waited for it for ever once COMMAND had exited. The watcher
