@@ -200,7 +200,16 @@ def flush_to_the_page_cache() -> None:
 
     if os.environ.get(REAL_FLUSHES_ENV) == "1" or REAL_FLUSHES:
         return
-    REAL_FLUSHES.update(fsync=os.fsync, fdatasync=os.fdatasync, syncfs=fs.syncfs)
+
+    def real(flush: Callable[..., Any]) -> Callable[..., Any]:
+        """The call under `SUBPROCESS_SITE`'s replacement: an xdist worker is a process this
+        run started, which has it."""
+        while getattr(flush, "__module__", None) == "sitecustomize":
+            flush = flush.__wrapped__  # type: ignore[attr-defined]
+        return flush
+
+    REAL_FLUSHES.update(fsync=real(os.fsync), fdatasync=real(os.fdatasync),
+                        syncfs=real(fs.syncfs))  # fmt: skip
 
     def checked(real: Callable[[int], None]) -> Callable[[int], None]:
         def flush(fd: int) -> None:
@@ -214,8 +223,8 @@ def flush_to_the_page_cache() -> None:
     def syncfs(fd: int, path: str | None = None) -> None:
         os.fstat(fd)
 
-    os.fsync = checked(os.fsync)
-    os.fdatasync = checked(os.fdatasync)
+    os.fsync = checked(REAL_FLUSHES["fsync"])
+    os.fdatasync = checked(REAL_FLUSHES["fdatasync"])
     fs.syncfs = syncfs
     # The processes the tests start, the same (tests/subprocess_site/sitecustomize.py).
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)

@@ -18,6 +18,10 @@ runs where the product makes it, fails as the real one on a descriptor that is n
 What it saves: the wait for a disk that a CI machine's other jobs keep busy (``syncfs`` waits
 for every dirty file of the file system, other processes' too).
 
+Each replacement keeps the real call as its ``__wrapped__``: the xdist workers are processes
+the run started too, and tests/conftest.py takes the real calls from under these for the
+modules that keep them.
+
 Nothing is imported here that Python's start-up has not imported (no trajledger module: a
 test of what a command imports sees what it saw): ``trajledger.ledger.fs`` is patched when the
 process imports it, by a finder that wraps its loader and then leaves.
@@ -43,8 +47,12 @@ def _checked(real):
     return flush
 
 
-def _syncfs(fd, path=None):
-    os.fstat(fd)
+def _syncfs_of(real):
+    def syncfs(fd, path=None):
+        os.fstat(fd)
+
+    syncfs.__wrapped__ = real
+    return syncfs
 
 
 class _PatchFs:
@@ -64,7 +72,7 @@ class _PatchFs:
 
             def exec_module(module):
                 run(module)
-                module.syncfs = _syncfs
+                module.syncfs = _syncfs_of(module.syncfs)
 
             spec.loader.exec_module = exec_module
         return spec
