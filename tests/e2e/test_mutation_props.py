@@ -633,8 +633,8 @@ def _imported(party: Party, bundle: Path
 def world(tmp_path_factory: pytest.TempPathFactory,
           quickstart_template: testkit.Template[str]) -> World:  # fmt: skip
     """Built once per session (an xdist worker), not per module: under ``--dist worksteal`` a
-    worker that runs some of this module's tests, then others, then steals the rest of it,
-    set a module fixture up again (three builds of 9 to 28 s in the lead's run of fb1f1c43, two
+    worker that ran some of this module's tests, then others, then stole the rest of it, built
+    a module fixture again (three builds of 9 to 28 s in the lead's run of fb1f1c43, two
     workers). Every command here runs with a user state of its own (a party's, or
     ``verify-state``), never the session's."""
     root = tmp_path_factory.mktemp("mutation")

@@ -77,6 +77,7 @@ class _PatchFs:
             spec.loader.exec_module = exec_module
         return spec
 
+
 if os.environ.get(REAL_FLUSHES_ENV) != "1":
     os.fsync = _checked(os.fsync)
     os.fdatasync = _checked(os.fdatasync)
