@@ -164,6 +164,9 @@ FLUSH_NAMES = re.compile(r"\b(fsync|fdatasync|syncfs)\b")
 """A test module whose source names one of these has the real flushes (`_real_flushes`)."""
 REAL_FLUSHES: dict[str, Callable[..., Any]] = {}
 """The real ``os.fsync``, ``os.fdatasync`` and ``trajledger.ledger.fs.syncfs``, once replaced."""
+SUBPROCESS_SITE = str(Path(__file__).parent / "subprocess_site")
+"""The directory of the ``sitecustomize`` that does `flush_to_the_page_cache` in the Python
+processes the tests start (put first on their ``PYTHONPATH``)."""
 
 
 def flush_to_the_page_cache() -> None:
@@ -181,17 +184,32 @@ def flush_to_the_page_cache() -> None:
     regular file or a directory (a pipe, a socket, a device) is passed to the real call, whose
     answer (``EINVAL`` ...) stands.
 
-    Kept real: in every process the tests start (crash tests kill real processes), and in every
-    test of a module whose source names ``fsync``, ``fdatasync`` or ``syncfs`` (`_real_flushes`):
-    the durability tests, the fault sweeps and the spies that count flushes. A fault injected
-    by replacing one of these wins over this, as it replaces it for its test."""
+    The Python processes the tests start do the same (`SUBPROCESS_SITE` is put first on the
+    ``PYTHONPATH`` they inherit; a process started with ``-I`` or an environment of its own
+    flushes for real): a process killed (the crash tests' SIGKILL) loses nothing the kernel
+    holds either. The subprocesses waited on fsyncs and ``syncfs`` calls (which wait for every
+    dirty file of the disk, other jobs' too) while the test process's core sat idle.
+
+    Kept real: in every test of a module whose source names ``fsync``, ``fdatasync`` or
+    ``syncfs`` (`_real_flushes`), and in the processes those tests start: the durability
+    tests, the fault sweeps and the spies that count flushes. A fault injected by replacing
+    one of these wins over this, as it replaces it for its test."""
     import stat
 
     from trajledger.ledger import fs
 
     if os.environ.get(REAL_FLUSHES_ENV) == "1" or REAL_FLUSHES:
         return
-    REAL_FLUSHES.update(fsync=os.fsync, fdatasync=os.fdatasync, syncfs=fs.syncfs)
+
+    def real(flush: Callable[..., Any]) -> Callable[..., Any]:
+        """The call under `SUBPROCESS_SITE`'s replacement: an xdist worker is a process this
+        run started, which has it."""
+        while getattr(flush, "__module__", None) == "sitecustomize":
+            flush = flush.__wrapped__  # type: ignore[attr-defined]
+        return flush
+
+    REAL_FLUSHES.update(fsync=real(os.fsync), fdatasync=real(os.fdatasync),
+                        syncfs=real(fs.syncfs))  # fmt: skip
 
     def checked(real: Callable[[int], None]) -> Callable[[int], None]:
         def flush(fd: int) -> None:
@@ -205,9 +223,13 @@ def flush_to_the_page_cache() -> None:
     def syncfs(fd: int, path: str | None = None) -> None:
         os.fstat(fd)
 
-    os.fsync = checked(os.fsync)
-    os.fdatasync = checked(os.fdatasync)
+    os.fsync = checked(REAL_FLUSHES["fsync"])
+    os.fdatasync = checked(REAL_FLUSHES["fdatasync"])
     fs.syncfs = syncfs
+    # The processes the tests start, the same (tests/subprocess_site/sitecustomize.py).
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if SUBPROCESS_SITE not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([SUBPROCESS_SITE, *filter(None, paths)])
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -305,7 +327,7 @@ NAMES_FLUSHES: dict[str, bool] = {}
 @pytest.fixture(autouse=True)
 def _real_flushes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real flushes (`flush_to_the_page_cache`) for each test of a module that names
-    them."""
+    them, in process and in the processes it starts (``TRAJLEDGER_TESTS_REAL_FLUSHES=1``)."""
     if not REAL_FLUSHES:
         return
     path = str(request.path)
@@ -317,6 +339,7 @@ def _real_flushes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         monkeypatch.setattr(os, "fsync", REAL_FLUSHES["fsync"])
         monkeypatch.setattr(os, "fdatasync", REAL_FLUSHES["fdatasync"])
         monkeypatch.setattr(fs, "syncfs", REAL_FLUSHES["syncfs"])
+        monkeypatch.setenv(REAL_FLUSHES_ENV, "1")
 
 
 @pytest.fixture(autouse=True)

@@ -629,9 +629,14 @@ def _imported(party: Party, bundle: Path
     return party.log(), party.objects(), party.imports()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def world(tmp_path_factory: pytest.TempPathFactory,
           quickstart_template: testkit.Template[str]) -> World:  # fmt: skip
+    """Built once per session (an xdist worker), not per module: under ``--dist worksteal`` a
+    worker that ran some of this module's tests, then others, then stole the rest of it, built
+    a module fixture again (three builds of 9 to 28 s in the lead's run of fb1f1c43, two
+    workers). Every command here runs with a user state of its own (a party's, or
+    ``verify-state``), never the session's."""
     root = tmp_path_factory.mktemp("mutation")
     (root / "mutated").mkdir()
     vendor = Vendor(root, "vendor", "vendor.example/log")
@@ -669,7 +674,8 @@ def world(tmp_path_factory: pytest.TempPathFactory,
         ledger = Party.keep(qs / "home0", qs / "state0", qs / "work")
     pubkey = root / "vendor.pub"
     pubkey.write_bytes((ledger.home / "keys" / "vendor.pub").read_bytes())
-    r = cli(None, "verify", files, "--envelope", envelope, "--pubkey", pubkey, "--json")
+    r = cli(None, "verify", files, "--envelope", envelope, "--pubkey", pubkey, "--json",
+            state=root / "verify-state")  # fmt: skip
     assert r.exit_code == 0, r.output
     envelope_report = json.loads(r.stdout)
     ckpt = quickstart_template.value
