@@ -303,13 +303,6 @@ def evaluate(
                                 f"{len(failures)} problem(s); nothing was read\n"
                                 + "\n".join(failures))
     _not_the_release_suite(verifier, policy, suite, qualified_ref(ledger, suite))
-    from trajledger.verify.releases import other_environments
-
-    if (moved := other_environments(verifier, ck.digest, ck.ref, suite.digest)) is not None:
-        # (out56: said once here and in every release that uses the evaluation, not refused:
-        # a suite of the next environment version is how a checkpoint is tried there)
-        sys.stderr.write(f"WARNING: evaluation of {_on(ledger, ck, suite)}: {moved}; it is "
-                         "recorded, and every release that uses it says so\n")
     if sealed and keep_logs:
         raise PolicyError(
             f"suite {suite.ref}: sealed, and --keep-logs would store the command's output in "
@@ -332,6 +325,14 @@ def evaluate(
     checked = check_suite(ledger, verifier, policy, ck, suite,
                           f"{_split(verifier, suite.digest)} {suite.name}@{suite.version}",
                           batches, unsealing[0] if unsealing is not None else None)
+    from trajledger.verify.releases import other_environments
+
+    if (moved := other_environments(verifier, ck.digest, ck.ref, suite.digest)) is not None:
+        # (out56: said once here, when every refusal before the run is past, and in every
+        # release that uses the evaluation; not refused: a suite of the next environment
+        # version is how a checkpoint is tried there)
+        sys.stderr.write(f"WARNING: evaluation of {_on(ledger, ck, suite)}: {moved}; it is "
+                         "recorded, and every release that uses it says so\n")
     # (4) (5)
     ck_ref = ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest)
     described = {"ck": ck_ref, "suite": ArtifactRef(suite.name, suite.version, suite.digest),

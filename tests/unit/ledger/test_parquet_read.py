@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.rollouts import parquet_read
+from trajledger.ledger.rollouts import parquet_read, parquet_thrift
 from trajledger.ledger.rollouts.parquet_read import BombError, iter_parquet, read_parquet
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -159,7 +159,7 @@ def test_page_headers_add_up_to_the_footers_sizes(options: dict[str, object]) ->
                 chunk.data_page_offset)
             end, plain = pos + chunk.total_compressed_size, 0
             while pos < end:
-                got = parquet_read._read_header(f, pos, end - pos)
+                got = parquet_thrift.read_header(f, pos, end - pos)
                 assert got is not None
                 size, compressed, length, *_ = got
                 pos, plain = pos + length + compressed, plain + length + size
@@ -170,7 +170,7 @@ def test_page_headers_add_up_to_the_footers_sizes(options: dict[str, object]) ->
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_as_a_page_header_give_sizes_or_none(junk: bytes) -> None:
-    got = parquet_read._read_header(io.BytesIO(junk), 0, len(junk))
+    got = parquet_thrift.read_header(io.BytesIO(junk), 0, len(junk))
     assert got is None or all(isinstance(v, int) for v in got)
 
 
@@ -178,9 +178,9 @@ def test_a_list_counting_more_elements_than_bytes_is_not_a_header() -> None:
     """tfast3: field 1 a list of booleans counting 2^62 (11 bytes in all) made `_skip` loop for
     ever (a boolean element never indexes the buffer). Run in a child: before the fix it does
     not return, and the child's timeout fails the test."""
-    code = ("import io; from trajledger.ledger.rollouts import parquet_read as p; "
+    code = ("import io; from trajledger.ledger.rollouts import parquet_thrift as p; "
             "junk = bytes([0x19, 0xf1]) + b'\\xff' * 8 + b'\\x3f'; "
-            "print(p._read_header(io.BytesIO(junk), 0, len(junk)))")
+            "print(p.read_header(io.BytesIO(junk), 0, len(junk)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0 and done.stdout == "None\n", done.stderr[-2000:]
@@ -188,7 +188,7 @@ def test_a_list_counting_more_elements_than_bytes_is_not_a_header() -> None:
 
 def test_a_header_nested_past_any_real_one_is_not_a_header() -> None:
     deep = b"\x1c" * 10_000  # field 1, a struct, inside each other
-    assert parquet_read._read_header(io.BytesIO(deep), 0, len(deep)) is None
+    assert parquet_thrift.read_header(io.BytesIO(deep), 0, len(deep)) is None
 
 
 def _peak_rss_of(code: str) -> tuple[int, str]:
@@ -434,7 +434,7 @@ def _longest_levels(levels: bytes, bits: int, n: int) -> tuple[int, bool]:
     cut = False
     while total < n and pos < len(levels):
         try:
-            head, at = parquet_read._varint(levels, pos)
+            head, at = parquet_read.varint(levels, pos)
             if head >> 1 and not head & 1:
                 levels[at]  # (its level)
         except IndexError:
@@ -511,8 +511,8 @@ def test_rows_of_one_length_are_read_in_bulk(
     row's levels the same bytes) are counted a stretch of repeating bytes at a time, not run by
     run; one longer row among them, or one shorter, is still found (against pyarrow's)."""
     seen: list[int] = []
-    monkeypatch.setattr(parquet_read, "_varint",
-                        lambda b, pos, f=parquet_read._varint: seen.append(pos) or f(b, pos))
+    monkeypatch.setattr(parquet_read, "varint",
+                        lambda b, pos, f=parquet_read.varint: seen.append(pos) or f(b, pos))
     for odd in (length + 9, max(length - 1, 0), length):
         seen.clear()
         lengths: list[int | None] = [length] * 3000 + [odd] + [length] * 3000
@@ -547,7 +547,7 @@ def test_levels_cut_short_after_a_long_row_still_count_it(monkeypatch: pytest.Mo
     pos = chunk.data_page_offset
     while True:  # the data page (V2: its levels first, as they are)
         got = dict.fromkeys(parquet_read._LEVELS, -1)
-        length = parquet_read._skip_struct(bytes(data[pos:pos + 4096]), 0, got)
+        length = parquet_thrift.skip_struct(bytes(data[pos:pos + 4096]), 0, got)
         if got[1,] == 3:
             break
         pos += length + got[3,]

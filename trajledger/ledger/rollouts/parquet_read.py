@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 from trajledger.verify.errors import FormatError
 
 from .chunks import CHUNK_BYTES, StepLimitError, max_steps
+from .parquet_thrift import HEADER_READ, MAX_HEADER, read_header, skip_struct, varint
 
 if TYPE_CHECKING:  # (imported where a file is opened: the reader's workers never open one, and
     # pyarrow.parquet brings pyarrow.fs's cloud file systems and ssl: chat50)
@@ -436,7 +437,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
                 pos, end = _span(chunk, meta.created_by, whole)
                 sizes = 0
                 while pos < end:
-                    got = _read_header(f, pos, end - pos)
+                    got = read_header(f, pos, end - pos)
                     if got is None:
                         # Not a page header: pyarrow refuses this leaf if it reads it. The
                         # other leaves' pages are still checked: pyarrow reads only the columns
@@ -604,16 +605,16 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
     seen = 0  # (Arrow reads pages while their values are fewer than the footer's)
     while pos < end and rows.longest < limit and seen < max(chunk.num_values, 1):
         f.seek(pos)
-        head = f.read(min(_HEADER_READ, end - pos))
+        head = f.read(min(HEADER_READ, end - pos))
         got = dict.fromkeys(_LEVELS, -1)
         try:
-            length = _skip_struct(head, 0, got)
+            length = skip_struct(head, 0, got)
         except (IndexError, ValueError, RecursionError):
             got = dict.fromkeys(_LEVELS, -1)
             f.seek(pos)
-            head = f.read(min(_MAX_HEADER, end - pos))
+            head = f.read(min(MAX_HEADER, end - pos))
             try:
-                length = _skip_struct(head, 0, got)
+                length = skip_struct(head, 0, got)
             except (IndexError, ValueError, RecursionError):
                 break  # (not a page header: pyarrow refuses the column)
         size, compressed, kind = got[2,], got[3,], got[1,]
@@ -749,7 +750,7 @@ def _levels(rows: _Rows, levels: bytes, bits: int, n: int) -> None:
             head = levels[pos]
             pos += 1
             if head & 0x80:
-                head, pos = _varint(levels, pos - 1)
+                head, pos = varint(levels, pos - 1)
             if not head >> 1:  # a run of no levels: their end, as Arrow's decoder takes it
                 break
             if short:  # the run before held under 8 levels and was not the page's last
@@ -827,7 +828,7 @@ def _period(levels: bytes, pos: int, bits: int, width: int, weights: npt.NDArray
         pos += 1
         if head & 0x80:
             try:  # (a header the levels read one by one may never reach: not refused here)
-                head, pos = _varint(levels, pos - 1)
+                head, pos = varint(levels, pos - 1)
             except (IndexError, ValueError):
                 return None
         if not head >> 1:  # (a run of no levels ends them: `_levels` reads it one by one)
@@ -911,130 +912,3 @@ def _flush(rows: _Rows, levels: bytes, bits: int, weights: npt.NDArray[np.int64]
     every = np.concatenate(found)
     every = np.sort(every[every < hi])
     rows.segment(lo, hi, every, np.array(ones, np.int64))
-
-
-_HEADER_READ: Final = 4 << 10
-"""Bytes read first for one page header (more when its statistics are longer)."""
-_MAX_HEADER: Final = 16 << 20
-"""Longest page header read (Arrow's C++ reader refuses a longer one)."""
-
-
-def _read_header(f: io.BufferedIOBase, pos: int, left: int
-                 ) -> tuple[int, int, int, int, int] | None:
-    """`_page_header` of the page at ``pos``, None when there is no valid header there."""
-    n = _HEADER_READ
-    while True:
-        f.seek(pos)
-        head = f.read(min(n, left))
-        try:
-            return _page_header(head)
-        except IndexError:  # cut short: read more
-            if n >= min(_MAX_HEADER, left):
-                return None
-            n *= 4
-        except (ValueError, RecursionError):
-            return None
-
-
-_WANT: Final = ((1,), (2,), (3,), (5, 1), (7, 1), (8, 1))
-"""The PageHeader's type, uncompressed_page_size, compressed_page_size, and the num_values of
-its data_page_header, dictionary_page_header or data_page_header_v2."""
-_WANT_NESTS: Final = frozenset({(5,), (7,), (8,)})
-
-
-def _page_header(b: bytes) -> tuple[int, int, int, int, int]:
-    """``(uncompressed_page_size, compressed_page_size, header length, num_values, data
-    values)`` of the PageHeader struct at the start of ``b`` (num_values -1 for a page without
-    values: an index page; data values -1 but for a data page); every other field skipped."""
-    got = dict.fromkeys(_WANT, -1)
-    pos = _skip_struct(b, 0, got, nests=_WANT_NESTS)
-    if got[2,] < 0 or got[3,] < 0:
-        raise ValueError("a page header without its sizes")
-    data = got[5, 1] if got[1,] == 0 else got[8, 1] if got[1,] == 3 else -1
-    return got[2,], got[3,], pos, max(got[5, 1], got[7, 1], got[8, 1]), data
-
-
-def _varint(b: bytes, pos: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        byte = b[pos]
-        pos += 1
-        out |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return out, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _skip_struct(
-    b: bytes, pos: int, want: dict[tuple[int, ...], int] | None = None, depth: int = 0,
-    path: tuple[int, ...] = (), nests: frozenset[tuple[int, ...]] | None = None,
-) -> int:
-    """Skip the struct at ``pos``; the i32 fields of ``want`` (by their path of field ids from
-    the outer struct) are stored in it (``nests``: the paths of the structs that hold them,
-    worked out from ``want`` when not given)."""
-    if want is not None and nests is None:
-        nests = frozenset(k[:i] for k in want for i in range(1, len(k)))
-    field = 0
-    while True:
-        head = b[pos]
-        pos += 1
-        if head == 0:  # STOP
-            return pos
-        kind, delta = head & 0x0F, head >> 4
-        if delta:
-            field += delta
-        else:
-            raw, pos = _varint(b, pos)
-            field = (raw >> 1) ^ -(raw & 1)
-        here = (*path, field)
-        if want is not None and here in want and kind == 5:  # i32
-            raw, pos = _varint(b, pos)
-            want[here] = (raw >> 1) ^ -(raw & 1)
-        elif kind == 12 and nests is not None and here in nests:
-            pos = _skip_struct(b, pos, want, depth + 1, here, nests)
-        else:
-            pos = _skip(b, pos, kind, depth)
-
-
-def _skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
-    """Skip one value of compact type ``kind`` at ``pos``."""
-    if depth > 32:
-        raise ValueError("nested too deeply")
-    if kind in (1, 2):  # a boolean field: in its header
-        return pos
-    if kind == 3:  # byte
-        return pos + 1
-    if kind in (4, 5, 6):  # zigzag varints
-        return _varint(b, pos)[1]
-    if kind == 7:  # double
-        return pos + 8
-    if kind == 8:  # binary
-        n, pos = _varint(b, pos)
-        return pos + n
-    if kind in (9, 10):  # list, set
-        head = b[pos]
-        pos += 1
-        n, elem = head >> 4, head & 0x0F
-        if n == 15:
-            n, pos = _varint(b, pos)
-        if n > len(b) - pos:  # each element takes a byte at least: cut short (or a lie)
-            raise IndexError("a list longer than the bytes read")
-        for _ in range(n):
-            pos = pos + 1 if elem in (1, 2) else _skip(b, pos, elem, depth + 1)
-        return pos
-    if kind == 11:  # map
-        n, pos = _varint(b, pos)
-        if n > len(b) - pos:  # each entry takes a byte at least: cut short (or a lie)
-            raise IndexError("a map longer than the bytes read")
-        if n:
-            types = b[pos]
-            pos += 1
-            for _ in range(n):
-                pos = _skip(b, pos, types >> 4, depth + 1)
-                pos = _skip(b, pos, types & 0x0F, depth + 1)
-        return pos
-    if kind == 12:  # struct
-        return _skip_struct(b, pos, None, depth + 1)
-    raise ValueError(f"unknown compact type {kind}")
