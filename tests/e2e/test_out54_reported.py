@@ -231,17 +231,9 @@ def test_a_run_stopped_after_its_command_wrote_into_its_input_leaves_the_store_a
     assert objects(home) == before and log_size(home) == size
 
 
-def test_a_release_on_a_suite_of_near_duplicates_of_the_training_data_says_so(
-    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
-) -> None:
-    """out54 finding 4: ``eval`` on a suite whose episodes are the training episodes with their
-    observations moved by 1e-4 warned, episode by episode, that they are near duplicates of
-    bc@1's training data (the policy refuses exact duplicates only), and recorded ``near`` in
-    its signed ``contamination`` entry; then ``release``, ``release --dry-run``, ``verify``
-    of the release and ``python -m verify`` of its bundle said nothing of it: whoever
-    releases, or audits the release, never learned that the suite was, in part, the training
-    data. Now each says it (a ``NOTE:`` of ``release``, an ``info`` check of the decision);
-    the evaluation still counts."""
+def near_suite(home: Path, name: str) -> None:  # noqa: F811
+    """Dataset ``NAME@2`` (regression): train@1's 30 episodes with their observations moved by
+    at most 1e-4 (near duplicates of bc@1's training data, no exact one)."""
     import numpy as np
     import pyarrow as pa
 
@@ -258,7 +250,24 @@ def test_a_release_on_a_suite_of_near_duplicates_of_the_training_data_says_so(
         pa.ListArray.from_arrays(obs.offsets, pa.array(moved, obs.type.value_type)))
     batch = ledger.record_batch(steps, episodes=played.episodes, env="cartpole@1",
                                 policy="copied", key="vendor", name="near-batch")
-    ledger.create_dataset("regression", "2", "regression", [batch.digest], key="vendor")
+    ledger.create_dataset(name, "2", "regression", [batch.digest], key="vendor")
+
+
+def test_a_release_on_a_suite_of_near_duplicates_of_the_training_data_says_so(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """out54 finding 4: ``eval`` on a suite whose episodes are the training episodes with their
+    observations moved by 1e-4 warned, episode by episode, that they are near duplicates of
+    bc@1's training data (the policy refuses exact duplicates only), and recorded ``near`` in
+    its signed ``contamination`` entry; then ``release``, ``release --dry-run``, ``verify``
+    of the release and ``python -m verify`` of its bundle said nothing of it: whoever
+    releases, or audits the release, never learned that the suite was, in part, the training
+    data. Now each says it (a ``NOTE:`` of ``release``, an ``info`` check of the decision);
+    the evaluation still counts."""
+    from trajledger import Ledger
+
+    near_suite(home, "regression")
+    ledger = Ledger.open(home)
     successor = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2").replace(
         'suite = "regression@1"', 'suite = "regression@2"')
     (home / "policy-2.toml").write_text(successor)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from test_evaluations import evals_template, evaluate, home, log_size, script  # noqa: F401
-from test_out54_reported import alone
+from test_out54_reported import alone, near_suite
 from test_runner_cli import expect, run
 
 
@@ -33,28 +33,6 @@ def ledger_files(home: Path) -> dict[str, tuple[int, str]]:  # noqa: F811
             out[str(path.relative_to(home))] = (stat.S_IMODE(path.lstat().st_mode),
                                                  hashlib.sha256(path.read_bytes()).hexdigest())
     return out
-
-
-def near_suite(home: Path, name: str) -> None:  # noqa: F811
-    """Dataset ``NAME@2`` (regression): train@1's 30 episodes with their observations moved by
-    at most 1e-4 (near duplicates of bc@1's training data, no exact one)."""
-    import numpy as np
-    import pyarrow as pa
-
-    from trajledger import Ledger
-    from trajledger.runner.rollouts import run_policy
-
-    ledger = Ledger.open(home)
-    played = run_policy(None, "CartPole-v1", 30, 0, policy_version="random")  # = train@1's
-    obs = played.steps.column("obs").combine_chunks()
-    flat = obs.values.to_numpy(zero_copy_only=False)
-    moved = flat + np.random.default_rng(0).uniform(-1e-4, 1e-4, flat.shape).astype(flat.dtype)
-    steps = played.steps.set_column(
-        played.steps.schema.get_field_index("obs"), played.steps.schema.field("obs"),
-        pa.ListArray.from_arrays(obs.offsets, pa.array(moved, obs.type.value_type)))
-    batch = ledger.record_batch(steps, episodes=played.episodes, env="cartpole@1",
-                                policy="copied", key="vendor", name="near-batch")
-    ledger.create_dataset(name, "2", "regression", [batch.digest], key="vendor")
 
 
 def successor(home: Path, serial: int, *, suite: str = "regression@1",  # noqa: F811
