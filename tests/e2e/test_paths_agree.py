@@ -146,10 +146,8 @@ def fail_lines(stderr: str) -> list[str]:
 def first_problem(stderr: str) -> str:
     """The first problem a refusal names: the line after the summary (``N of M checks
     failed``, ``refused, N problem(s)``), else the first ``FAIL:`` line, without its
-    ``FAIL: <subject>: `` prefix, and without what ``verify`` adds to a revoked cause's line
-    (``; revoked by LOG (signed by KEY): …``, who revoked it and the way on: out55), which is
-    advice on the same problem."""
-    lines = [re.sub(r"; revoked by .*", "", line) for line in fail_lines(stderr)]
+    ``FAIL: <subject>: `` prefix."""
+    lines = fail_lines(stderr)
     if len(lines) > 1 and re.search(r": \d+ of \d+ checks failed|: refused[ ,]", lines[0]):
         lines = lines[1:]
     if not lines:

@@ -561,10 +561,10 @@ def verify(
     for line in unread(ledger, report.nodes):  # their origin's log not read for them (gap39)
         warn(line)
     report_raise(report, targets[0], skip_data, expect=expect,
-                 more=_revoked_by(ledger, report) if not report.ok else None)
+                 more=revoked_by(ledger, report) if not report.ok else None)
 
 
-def _revoked_by(ledger: Any, report: Any) -> dict[str, str]:
+def revoked_by(ledger: Any, report: Any) -> dict[str, str]:
     """What follows a revoked cause's line (``LABEL > revoked: REASON (log index N)``, by its
     start): who revoked it, by this ledger's records of where the revocation came from, and
     what to do (out53's Left: the line named neither; an import's WARNING does)."""
@@ -683,7 +683,7 @@ def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: in
     does: a bundle of another artifact than the one meant passes too (aud34 finding 1). With
     ``expect`` (a digest), a report of another subject fails with one line, as ``python -m
     verify --expect`` does. ``more``: what follows a failure's line, by the line's start
-    (`_revoked_by`)."""
+    (`revoked_by`)."""
     from trajledger.verify.errors import VerificationError
     from trajledger.verify.nodes import short
 

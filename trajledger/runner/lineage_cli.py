@@ -103,7 +103,7 @@ def lineage(
     Example:
       trajledger lineage cartpole-bc@2 --format html --out lineage.html
     """
-    from .commands import report_raise
+    from .commands import report_raise, revoked_by
     from .lineage import qualified, render
 
     not_a_bundle(ref, "lineage", ctx)
@@ -111,7 +111,7 @@ def lineage(
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
     _emit(render(graph, fmt, qualified(ledger, graph)), out)  # (imported after a clash: out49)
-    report_raise(graph, ref)
+    report_raise(graph, ref, more=revoked_by(ledger, graph) if not graph.ok else None)
 
 
 @click.command()
