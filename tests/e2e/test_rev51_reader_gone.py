@@ -93,3 +93,29 @@ def test_a_monitor_that_finds_a_revocation_to_a_reader_gone_still_fails(tmp_path
                               "approver", "--fail-on-revocation", "--json", state=buyer.state)
         assert r.returncode == 1, (r.returncode, r.stderr)
         assert "something this ledger holds was revoked" in r.stderr, r.stderr
+
+
+def test_the_verifier_alone_to_a_reader_gone_ends_with_its_verdict(
+    tmp_path: Path, quickstart_template: testkit.Template[str]
+) -> None:
+    """rev51's Left, the lead: ``python -m trajledger.verify BUNDLE --json | head`` met the
+    closed pipe writing its report and ended 3 (``Broken pipe``), whatever the verdict: a
+    verification that passed read as an operational failure, one that failed hid its verdict.
+    Expected: 0 for a bundle that verifies, 1 (and its ``FAIL:`` line) for one that is not of
+    the artifact expected, as to a reader that stays."""
+    lab = Party(tmp_path, "lab")
+    testkit.copy_template(quickstart_template, lab.home)
+    bundle = tmp_path / "bc.tar.zst"
+    lab.run("export", "cartpole-bc@2", "--out", bundle)
+    other = "sha256:" + "ab" * 32
+    for extra, code in (([], 0), (["--expect", other], 1)):
+        for fmt in (["--json"], []):
+            read, write = os.pipe()
+            os.close(read)
+            with os.fdopen(write, "w") as pipe:
+                r = subprocess.run(
+                    [sys.executable, "-m", "trajledger.verify", str(bundle), "--policy",
+                     str(lab.home / "policy.toml"), *fmt, *extra],
+                    stdout=pipe, stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+            assert r.returncode == code, (extra, fmt, r.returncode, r.stderr)
+            assert ("FAIL:" in r.stderr) == bool(code) and "Broken pipe" not in r.stderr, r.stderr

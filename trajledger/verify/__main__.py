@@ -134,9 +134,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:  # ok false for another artifact too, as the exit code says (out37)
         from .report_json import dumps  # (to_json loads it): strict: a byte not UTF-8 as \xfd
 
-        print(dumps(report.to_json() | ({"ok": False} if other else {})))
+        _out(dumps(report.to_json() | ({"ok": False} if other else {})))
     else:
-        print("\n".join(report.render()))
+        _out("\n".join(report.render()))
     n, failed = report.count()
     if other:
         return _fail(subject, other)
@@ -151,6 +151,14 @@ def run(args: argparse.Namespace) -> int:
     what = node.label.replace(short(node.id), node.id) if node else report.subject
     print(f"OK: {subject}: {what}: {n} checks passed{how}".translate(HIDDEN), file=sys.stderr)
     return EXIT_OK
+
+
+def _out(text: str) -> None:
+    """The report on stdout: a reader gone (``| head``) ends it, and the verdict follows."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # (rev51's Left: exit 3 whatever the verdict)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (VerificationError, FormatError) as e:
         if args.json:  # still a report to parse (out44 finding 6)
             from .refused_report import failed_bundle
-            print(failed_bundle(args.bundle.name, str(e)))
+            _out(failed_bundle(args.bundle.name, str(e)))
         return _fail(str(args.bundle), str(e))
     except (ProvenanceError, OSError, MemoryError) as e:  # (the last: this machine's limit)
         return _fail(str(args.bundle), str(e) or "out of memory: nothing was decided",
