@@ -358,8 +358,8 @@ def inline_keys_toml(keys: Sequence[tuple[str, PublicKey]]) -> str:
     """A TOML array of public keys written inline (PEM), each under a comment with its name,
     algorithm and fingerprint (keyid): a policy file that names no file someone else could
     replace."""
-    items = "".join(
-        f"  # {name}: {k.algorithm}, fingerprint {k.keyid}\n"
+    items = "".join(  # (a name on one line: a comment cannot end it and write TOML)
+        f"  # {' '.join(name.split())}: {k.algorithm}, fingerprint {k.keyid}\n"
         f'  """{k.to_pem().decode("ascii")}""",\n'
         for name, k in keys
     )

@@ -55,6 +55,16 @@ def test_keys_inline_name_their_fingerprint_and_parse(tmp_path: Path) -> None:
     assert inline_keys_toml([]) == "[\n]"
 
 
+def test_a_keys_comment_stays_on_its_line() -> None:
+    """A kept key's name (``kept from serial N (signed … from LOG)``: other parties' words)
+    holding a line break cannot end the comment and write TOML of its own."""
+    import tomllib
+
+    k = keys("vendor")["vendor"].public
+    text = inline_keys_toml([("x\n  \"\"\"\n]\nthreshold = 9\n#", k)])
+    assert tomllib.loads(f"keys = {text}") == {"keys": [k.to_pem().decode("ascii")]}
+
+
 def test_path_entries_are_found_and_written_inline(tmp_path: Path) -> None:
     ks = keys("vendor", "a", "b", "trainer")
     (tmp_path / "k").mkdir()
