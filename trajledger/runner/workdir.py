@@ -20,7 +20,8 @@ by command later):
 - `write_tree`: the same for any verified files (a checkpoint's, for a run that starts from a
   parent checkpoint or an evaluation), linked or copied from the store and hashed when not in
   memory; up to `HELD_BYTES` of the linked ones are kept in memory as they are hashed, to put
-  their object back (out56).
+  their object back (out56); a file past that is cloned (a reflink) or copied, not linked, so
+  that a command writing it in place leaves the store as it was (out58).
 - `check_data_dir`: after the command, every file re-hashed against what was written; a
   changed, removed or added file is a `DataDirChangedError` naming each one. A changed file
   that was hard-linked also changed the store's object: it is put back from the verified bytes
@@ -101,8 +102,9 @@ source tree run without them too (``runner.buildinfo``)."""
 HELD_BYTES: Final = 64 << 20
 """How many bytes of a directory's files linked from the store, not in memory already (a
 checkpoint's), `write_tree` keeps in memory as it hashes them (one read), so that an object a
-command changes through its link is put back from them (out56); an object past the budget (a
-large model's) is named for ``trajledger fsck --repair`` instead, not copied."""
+command changes through its link is put back from them (out56); a file past the budget (a
+large model's) is not linked but cloned or copied (out58): the command's own, whatever it
+writes."""
 
 MANIFEST_NAME: Final = "manifest.json"
 CARD_NAME: Final = "README.md"
@@ -245,7 +247,8 @@ def write_tree(
            filesystem, kept only if the link hashes to the file's digest (its bytes kept in
            memory, read as they are hashed, up to `HELD_BYTES` in all, when not given: to put
            the object back if a command writes it through the link); else written from its
-           verified bytes; else copied from the store and hashed (a mismatch fails).
+           verified bytes; else (past the budget) cloned or copied from the store and hashed
+           (a mismatch fails).
         3. With ``describe``: ``manifest.json``, its bytes ``describe(manifest of the files)``.
         4. Files 0444, directories 0555.
 
@@ -270,14 +273,18 @@ def write_tree(
             path = dest / check_path(f.path, f"file name {f.path!r}")
             path.parent.mkdir(parents=True, exist_ok=True)
             keep = f.data is None and f.size <= budget
-            if (held := _link(store, f.digest, path, f.size, keep)) is not None:
+            # Past the budget a file not in memory (a large model's) is not linked: the
+            # command gets a file of its own, a reflink where the filesystem has them, else a
+            # copy, so that one it writes in place leaves the store's object as it was (out58).
+            if ((f.data is not None or keep)
+                    and (held := _link(store, f.digest, path, f.size, keep)) is not None):
                 linked[f.path] = f.digest
                 if keep:
                     verified[f.digest], budget = held, budget - f.size
             elif f.data is not None:
                 _write(path, f.data)
             else:
-                store.copy_to(f.digest, path)
+                _copy(store, f.digest, path)
                 got = hash_file(path)
                 if got.size != f.size or got.digest != f.digest:
                     raise DigestMismatchError(
@@ -337,6 +344,26 @@ def _link(store: ObjectStore, digest: str, path: Path, size: int, keep: bool) ->
         pass
     path.unlink(missing_ok=True)
     return None
+
+
+def _copy(store: ObjectStore, digest: str, path: Path) -> None:
+    """The store's object as a new file ``path`` of its own: a clone sharing its blocks until
+    either is written (``FICLONE``: btrfs, XFS, bcachefs; no time, no space) where the
+    filesystem has them, else a copy (`ObjectStore.copy_to`)."""
+    if store.is_local:
+        import fcntl
+
+        try:
+            with open(store.path_of(digest), "rb") as src, open(path, "xb") as out:
+                fcntl.ioctl(out.fileno(), _FICLONE, src.fileno())
+            return
+        except OSError:  # no reflinks here (ext4), another filesystem, no such object: copy
+            path.unlink(missing_ok=True)
+    store.copy_to(digest, path)
+
+
+_FICLONE: Final = 0x40049409
+"""Linux's ``ioctl`` that makes a file a clone of another (``linux/fs.h``)."""
 
 
 def _write(path: Path, data: bytes) -> None:
