@@ -9,12 +9,14 @@ refusal.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 from click.testing import CliRunner
-from test_evaluations import evals_template, home, log_size, script  # noqa: F401
-from test_out56_reported import WRITER, ledger_files
+from test_evaluations import evals_template, evaluate, home, log_size, script  # noqa: F401
+from test_out54_reported import near_suite
+from test_out56_reported import WRITER, ledger_files, successor
 from test_runner_cli import expect, run
 
 
@@ -43,3 +45,39 @@ def test_an_evaluation_that_writes_a_model_past_the_held_bytes_in_place_leaves_t
         assert ledger_files(home) == before and log_size(home) == size
     expect(run(runner, home, "verify", "bc@1"), 0)
     expect(run(runner, home, "fsck"), 0)
+
+
+def test_policy_set_of_refuse_near_names_the_releases_that_then_fail(
+    runner: CliRunner, home: Path, script: Path  # noqa: F811
+) -> None:
+    """out56's Left (c): ``policy set`` of a successor adding ``[contamination] refuse =
+    "near"`` said its settings line (``settings + contamination …``) but not that a recorded
+    release whose evaluation found near duplicates of the checkpoint's training data fails
+    verification from then on (out56 finding 1): the release manager learnt it from the next
+    ``verify``. Now each such release is named, with the way on, before anything is signed
+    (and in ``--json``'s ``failingReleases``); a successor that does not add the rule names
+    none."""
+    near_suite(home, "regression")
+    successor(home, 2, suite="regression@2")
+    evaluate(runner, home, script, "pass", checkpoint="bc@1", suite="regression@2")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    text = (home / "policy-2.toml").read_text().replace("serial = 2", "serial = 3")
+    strict = home / "policy-3.toml"
+    strict.write_text(text + '\n[contamination]\nrefuse = "near"\n')
+    r = run(runner, home, "policy", "set", strict, "--key", "approver", "--json")
+    expect(r, 0)
+    line = (f"  releases  the release of bc@1 {release[:19]}… (log index ")
+    assert line in r.stderr, r.stderr
+    assert " fails verification under it: its evaluation sha256:" in r.stderr, r.stderr
+    assert "suite episode(s) near duplicates of bc@1's training data; to release" in r.stderr
+    failing = json.loads(r.stdout)["failingReleases"]
+    assert len(failing) == 1 and failing[0].startswith("the release of bc@1 "), failing
+    expect(run(runner, home, "verify", release), 1)
+    # The next successor keeps the rule: it adds nothing, and names nothing.
+    (home / "policy-4.toml").write_text(strict.read_text().replace("serial = 3", "serial = 4"))
+    r = run(runner, home, "policy", "set", home / "policy-4.toml", "--key", "approver",
+            "--json")
+    expect(r, 0)
+    assert "  releases  " not in r.stderr and json.loads(r.stdout)["failingReleases"] == []

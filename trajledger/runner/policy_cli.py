@@ -517,7 +517,9 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
 
     FILE needs a higher serial than the policy in force. Before anything is signed, each
     role's members that FILE adds or removes are shown by fingerprint (the first policy: all
-    of them), and each other setting it drops or adds (settings - / +); a change of
+    of them), each other setting it drops or adds (settings - / +), and, when it adds
+    [contamination] refuse = "near", each recorded release that then fails verification (an
+    evaluation it uses found near duplicates of its training data); a change of
     membership, or a lowered threshold, needs --yes, or typing 'yes' on a terminal. Keys
     named by path in FILE are read now: compare the fingerprints before you confirm.
 
@@ -548,6 +550,8 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
     found = current_policy(ledger)
     lines, changed = membership_changes(found[1] if found is not None else None, new)
     lines += _settings_changed(found[1], new) if found is not None else []
+    failing = _near_releases(ledger, found[1] if found is not None else None, new)
+    lines += [f"  releases  {line}" for line in failing]
     for line in lines:
         click.echo(visible(line), err=True)
     if changed and not yes:
@@ -571,7 +575,43 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
     rec = ledger.set_policy(new, keys=list(keys), on_warning=kept_pin)
     ok(f"policy {file} recorded at log index {rec.index}")
     emit_result(as_json, rec.digest, recorded_json("trust-policy", rec, new.name,
-                                                   str(new.serial)) | {"keptPins": kept})
+                                                   str(new.serial))
+                | {"keptPins": kept, "failingReleases": failing})
+
+
+def _near_releases(ledger: Any, old: Any, new: Any) -> list[str]:
+    """A successor that adds ``[contamination] refuse = "near"``: each recorded release that
+    uses an evaluation which found near duplicates of its checkpoint's training data, which
+    fails verification under it (out56 finding 1), one line each (out58); else none."""
+    from trajledger.ledger.evidence import ledger_evidence
+    from trajledger.verify.blobs import DataMode
+    from trajledger.verify.judge import Record
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.other_predicates import Release
+    from trajledger.verify.releases import near_duplicates
+
+    def near(p: Any) -> bool:
+        return p is not None and p.contamination is not None and p.contamination.refuse == "near"
+
+    if not near(new) or near(old):
+        return []
+    v = LineageVerifier(ledger_evidence(ledger), new, index=ledger.trust_state(),
+                        data=DataMode.SIZE)
+    out: list[str] = []
+    for i in v.index.of_kind("release"):
+        rec = v.record(i)
+        if not (isinstance(rec, Record) and isinstance(r := rec.predicate, Release)):
+            continue
+        found = next((said for d in r.evaluations for j in v.records(d, "evaluation")
+                      if isinstance(ev := v.record(j), Record)
+                      and (said := near_duplicates(ev)) is not None), None)
+        if found is not None:
+            ck = f"{r.checkpoint.name}@{r.checkpoint.version}"
+            out.append(f"the release of {ck} {rec.entry.subject[:19]}… (log index {i}) fails "
+                       f"verification under it: its {found}; to release {ck} again, record a "
+                       "suite without them, require it, evaluate and release "
+                       "(docs/evaluations.md)")
+    return out
 
 
 @policy.command("inline")
