@@ -321,7 +321,8 @@ def test_a_command_that_changes_two_inputs_has_both_named_and_the_store_put_back
     verified bytes are in memory) was neither named nor put back in the store, which stayed
     damaged. Every input is checked now: both named, both objects put back (the
     checkpoint's from the bytes read as they were hashed, out56; past
-    ``workdir.HELD_BYTES`` it is named for 'fsck --repair': test_out56_reported)."""
+    ``workdir.HELD_BYTES`` it is the command's own copy, the store untouched:
+    test_out58_reported)."""
     code = textwrap.dedent(
         """
         import os, pathlib

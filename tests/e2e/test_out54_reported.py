@@ -74,8 +74,8 @@ def test_a_command_that_fails_after_writing_into_its_input_leaves_the_store_as_i
     assert objects(home) == before and log_size(home) == size
     expect(run(runner, home, "verify", "bc@1"), 0)
     # The evaluation's checkpoint directory: named, and (out56) put back from the bytes read
-    # as they were hashed (a model past workdir.HELD_BYTES is named for fsck --repair:
-    # test_out56_reported).
+    # as they were hashed (a model past workdir.HELD_BYTES is the command's own copy:
+    # test_out58_reported).
     r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator", "--",
             sys.executable, writer, "TRAJLEDGER_CHECKPOINT_DIR", "trainer.json", "2")
     expect(r, 1)
