@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -81,3 +82,54 @@ def test_policy_set_of_refuse_near_names_the_releases_that_then_fail(
             "--json")
     expect(r, 0)
     assert "  releases  " not in r.stderr and json.loads(r.stdout)["failingReleases"] == []
+
+
+RANKS = textwrap.dedent(
+    """
+    # A launcher of two ranks (processes of their own): rank 0 saves its part of the model in
+    # $TRAJLEDGER_OUTPUT_DIR; rank 1 where the script always saved it, ./checkpoints/, or only
+    # its log there (argv[1]).
+    import os, subprocess, sys
+    if len(sys.argv) > 2:
+        out = os.environ["TRAJLEDGER_OUTPUT_DIR"]
+        if sys.argv[2] == "0":
+            open(os.path.join(out, "rank0.bin"), "wb").write(sys.argv[1].encode())
+            open(os.path.join(out, "config.json"), "w").write("{}")
+        else:
+            os.makedirs("checkpoints", exist_ok=True)
+            name = "rank1.bin" if sys.argv[1] == "weights" else "rank1.log"
+            open(os.path.join("checkpoints", name), "wb").write(b"w1")
+        sys.exit(0)
+    ranks = [subprocess.Popen([sys.executable, __file__, sys.argv[1], str(i)]) for i in range(2)]
+    sys.exit(max(p.wait() for p in ranks))
+    """
+)
+
+
+def test_a_rank_saving_into_the_working_directory_beside_a_full_output_is_said(
+    runner: CliRunner, home: Path, tmp_path: Path, monkeypatch: object  # noqa: F811
+) -> None:
+    """out56's Left (b): ``train -- python launch.py`` whose rank 0 saved ``rank0.bin`` under
+    ``$TRAJLEDGER_OUTPUT_DIR`` and rank 1 ``./checkpoints/rank1.bin`` in the working directory
+    (where the script always saved): the checkpoint was recorded with rank 0's part alone, exit
+    0, unsaid (out46's look at the working directory runs only when the output is empty). Now
+    a WARNING names the file, a kind of the checkpoint's own (``.bin``), and the way on; a rank
+    that wrote only its log there (``rank1.log``), or a config, is not said."""
+    work = tmp_path / "work"
+    work.mkdir()
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(RANKS)
+    monkeypatch.chdir(work)  # type: ignore[attr-defined]
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "ranks",
+            "--version", "1", "--", sys.executable, launcher, "weights")
+    expect(r, 0)
+    warning = (f"WARNING: the command also wrote checkpoints/rank1.bin under {work}, outside "
+               "$TRAJLEDGER_OUTPUT_DIR, files of the kind of the checkpoint's (.bin): they are "
+               "not in the checkpoint recorded now")
+    assert warning in r.stderr, r.stderr
+    assert "write every part under $TRAJLEDGER_OUTPUT_DIR and train again" in r.stderr
+    (work / "checkpoints" / "rank1.bin").unlink()
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "ranks",
+            "--version", "2", "--", sys.executable, launcher, "log")
+    expect(r, 0)
+    assert "WARNING" not in r.stderr, r.stderr
