@@ -133,3 +133,33 @@ def test_a_rank_saving_into_the_working_directory_beside_a_full_output_is_said(
             "--version", "2", "--", sys.executable, launcher, "log")
     expect(r, 0)
     assert "WARNING" not in r.stderr, r.stderr
+
+
+def test_a_release_on_a_dataset_revoked_that_its_parent_was_trained_on_says_the_parent(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """The brief's checkpoint trained on two datasets, one later revoked: bc@2 (parent bc@1)
+    released, then train@1, which bc@1 was trained on (and bc@2 too), revoked. ``release
+    bc@2`` and its ``--dry-run --json``'s ``next`` said ``train a checkpoint on data that
+    stands ('trajledger train --dataset NAME@VERSION --key KEY')``: the engineer who does so
+    with the same ``--parent bc@1``, which stands on the revoked data, is refused again. Now
+    the step says the parent too; ``verify`` of the release and ``python -m verify`` of a
+    bundle exported since agree (exit 1); the ledger is unchanged by the refusals."""
+    from test_out54_reported import released
+
+    release, _ = released(runner, home, script, tmp_path)
+    expect(run(runner, home, "revoke", "train@1", "--key", "approver", "--reason",
+               "licence withdrawn"), 0)
+    before, size = ledger_files(home), log_size(home)
+    step = ("bc@2 stands on it, and no release of it can stand: train a checkpoint on data that "
+            "stands ('trajledger train --dataset NAME@VERSION --key KEY', with no --parent or a "
+            "--parent that does not stand on it), evaluate it, then release that one")
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert "> revoked: licence withdrawn" in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("; " + step), r.stderr
+    r = run(runner, home, "release", "bc@2", "--dry-run", "--json")
+    expect(r, 1)
+    assert json.loads(r.stdout)["next"] == [step], r.stdout
+    expect(run(runner, home, "verify", release), 1)
+    assert ledger_files(home) == before and log_size(home) == size

@@ -244,17 +244,24 @@ def _refusal(report: Report, decision: str, ck: str,
 
     below = report.edges_by("src")
 
-    def upstream(start: str) -> set[str]:  # ``start`` and every node it depends on
+    def upstream(start: str, parents: bool = True) -> set[str]:
+        """``start`` and every node it depends on (not through a base checkpoint when not
+        ``parents``)."""
         out: set[str] = set()
         frontier = {start}
         while frontier:
             out |= frontier
-            frontier = {e.dst for n in frontier for e in below.get(n, [])} - out
+            frontier = {e.dst for n in frontier for e in below.get(n, [])
+                        if parents or e.role != "base-checkpoint"} - out
         return out
 
     edges = below.get(decision, [])
     released = {e.dst for e in edges if e.role == "checkpoint"}
     own = set().union(*(upstream(d) for d in released))
+    # what the released checkpoint was trained on itself, its base checkpoints' lineage aside
+    trained = set().union(*(upstream(d, parents=False) for d in released))
+    bases = set().union(*(upstream(e.dst) for d in released for e in below.get(d, [])
+                          if e.role == "base-checkpoint"))
     runs = [e.dst for e in edges if e.role == "evaluation"]
     again = "then run 'trajledger release' again"
     other = ("name another holdout or regression suite in [[release.require]] of a successor "
@@ -314,10 +321,14 @@ def _refusal(report: Report, decision: str, ck: str,
                 step = f"evaluate {ck} again on {on} ({cmd}'{how}"
             text[-1] += f"; {report.nodes[run].label} stands on it: {step}"
         elif node.id in own and node.id not in released:  # (out54 finding 6)
-            # (a base checkpoint, revoked say, is no data: train without it, out56)
+            # (a base checkpoint, revoked say, is no data: train without it, out56; nor is
+            # data reached only through one: the same --parent fails again, out58)
+            parent = (", with no --parent or a --parent that does not stand on it"
+                      if node.id in bases else "")
             step = (f"{ck} stands on it, and no release of it can stand: train a checkpoint on "
-                    "data that stands ('trajledger train --dataset NAME@VERSION --key KEY'), "
-                    "evaluate it, then release that one" if node.kind != "checkpoint" else
+                    f"data that stands ('trajledger train --dataset NAME@VERSION --key KEY'"
+                    f"{parent}), evaluate it, then release that one"
+                    if node.kind != "checkpoint" and node.id in trained else
                     f"{ck} stands on it, and no release of it can stand: train a checkpoint "
                     "that does not ('trajledger train --dataset NAME@VERSION --key KEY', with no "
                     "--parent or a --parent that stands), evaluate it, then release that one")
