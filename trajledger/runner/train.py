@@ -692,12 +692,13 @@ a file there belongs to the model (`beside_output`)."""
 
 
 def beside_output(workdir: Path, since: float, files: Mapping[str, Path],
-                  skip: Sequence[Path], most: int = 20_000) -> None:
+                  skip: Sequence[Path], most: int = 5_000) -> None:
     """Warn (`BesideOutputWarning`) when the command also wrote, under ``workdir`` since
     ``since`` (not under ``skip``: the ledger, the output), a file with a suffix of one of the
     output's ``files`` other than a config's or a log's (``rank1.bin`` beside ``rank0.bin``):
-    the checkpoint about to be recorded leaves it out (out56's Left, out58). The same bounded
-    walk as `written_elsewhere`."""
+    the checkpoint about to be recorded leaves it out (out56's Left, out58). The walk of
+    `written_elsewhere`, bounded lower (every successful run pays it: about 0.1 s for 5,000
+    entries, docs/PERFORMANCE.md); a rank saves near the top of the directory."""
     kinds = {Path(n).suffix.lower() for n in files} - _TEXT_SUFFIXES
     if not kinds:
         return
