@@ -230,6 +230,44 @@ def test_write_tree_copies_what_it_cannot_link_and_checks_it(
     assert not (tmp_path / "parent2").exists()
 
 
+def test_a_file_past_the_held_bytes_is_the_commands_own_a_clone_else_a_copy(
+    chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """out58 (out56's Left): a checkpoint file past ``HELD_BYTES`` is not hard-linked (a
+    command writing it in place would write the store's object, with no bytes to put it back
+    from): it is cloned where the filesystem has reflinks (``FICLONE``, faked here: this
+    machine's ext4 has none), else copied; either way another inode, hashed, read-only."""
+    import fcntl
+
+    from trajledger.runner import workdir
+
+    ledger = Ledger.open(chat_home)
+    blob = b"weights" * 100
+    digest = ledger.store.put_bytes(blob)
+    monkeypatch.setattr(workdir, "HELD_BYTES", 10)
+    cloned: list[int] = []
+
+    def clone(fd: int, request: int, src: int) -> int:
+        assert request == 0x40049409
+        cloned.append(fd)
+        os.write(fd, os.read(src, len(blob) + 1))
+        return 0
+
+    for fake in (clone, None):
+        if fake is not None:
+            monkeypatch.setattr(fcntl, "ioctl", fake)
+        else:
+            monkeypatch.undo()  # the real ioctl: ext4 refuses it, the file is copied
+            monkeypatch.setattr(workdir, "HELD_BYTES", 10)
+        dest = tmp_path / f"ck-{len(cloned)}-{fake is None}"
+        tree = workdir.write_tree(dest, ledger.store, [TreeFile("w.bin", digest, len(blob))])
+        st, obj = os.stat(dest / "w.bin"), os.stat(ledger.store.path_of(digest))
+        assert tree.hard_linked == 0 and not tree.verified
+        assert (st.st_dev, st.st_ino) != (obj.st_dev, obj.st_ino)
+        assert (dest / "w.bin").read_bytes() == blob and stat.S_IMODE(st.st_mode) == 0o444
+    assert len(cloned) == 1
+
+
 def test_the_directory_must_be_new(written: tuple[Ledger, Admission, DataDir]) -> None:
     from trajledger.ledger.errors import LedgerError
 
