@@ -163,3 +163,80 @@ def test_a_release_on_a_dataset_revoked_that_its_parent_was_trained_on_says_the_
     assert json.loads(r.stdout)["next"] == [step], r.stdout
     expect(run(runner, home, "verify", release), 1)
     assert ledger_files(home) == before and log_size(home) == size
+
+
+def test_the_first_hours_mistakes_are_one_line_each_and_change_nothing(
+    runner: CliRunner, home: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """What held, kept: what a new user types wrong on the first day is refused in one line
+    that names the way on, with the design's exit code, and the ledger is byte for byte as it
+    was: a misspelt dataset, a version not recorded, no version, a misspelt key, a training
+    command without ``--name``/``--version``, an approval with the trainer's key, ``eval`` of
+    another ledger's checkpoint (by digest, by name)."""
+    before, size = ledger_files(home), log_size(home)
+    other = "sha256:" + "1" * 64
+    cases = [
+        (("train", "--dataset", "trian@1", "--key", "trainer"), 3,
+         "FAIL: trian@1: no dataset has this name; did you mean 'train@1'?"),
+        (("train", "--dataset", "train@9", "--key", "trainer"), 3,
+         "FAIL: train@9: dataset train has no version '9'; recorded versions: 1 "
+         "(refer to one as train@1)"),
+        (("train", "--dataset", "train", "--key", "trainer"), 3,
+         "FAIL: train: needs a version (NAME@VERSION); recorded: train@1"),
+        (("train", "--dataset", "train@1", "--key", "trainr"), 3, "did you mean 'trainer'?"),
+        (("train", "--dataset", "train@1", "--key", "trainer", "--", sys.executable, "t.py"), 2,
+         "a COMMAND needs --name and --version; see 'trajledger train --help'"),
+        (("approve", "train@1", "--key", "trainer", "--expires", "30d"), 1,
+         "cannot approve train@1: it holds trainer role in policy"),
+        (("eval", other, "--suite", "regression@1", "--key", "evaluator", "--", sys.executable,
+          "judge.py"), 3,
+         f"FAIL: {other}: no checkpoint with this digest is recorded; see 'trajledger log show'"),
+        (("eval", "sft-chat@1", "--suite", "regression@1", "--key", "evaluator"), 3,
+         "FAIL: sft-chat@1: no checkpoint has this name; see 'trajledger log show'"),
+    ]
+    for argv, code, line in cases:
+        r = run(runner, home, *argv)
+        expect(r, code)
+        assert line in r.stderr and len(r.stderr.strip().splitlines()) == 1, (argv, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert ledger_files(home) == before and log_size(home) == size
+
+
+def test_the_engineers_read_commands_print_one_json_document_each(
+    runner: CliRunner, home: Path  # noqa: F811
+) -> None:
+    """What held, kept: ``--json`` of each read command the engineer uses is one JSON document
+    (``log show``: one object a line, as docs/cli.md says), its keys as documented there; the
+    ledger unchanged but for its derived index (``query`` and ``stats`` bring it up to date:
+    rebuildable data, nothing verified against it)."""
+
+    def kept(home: Path) -> dict[str, tuple[int, str]]:
+        return {p: v for p, v in ledger_files(home).items() if not p.startswith("index/")}
+
+    before = kept(home)
+    keys = {
+        ("show", "bc@1"): {"digest", "kind", "name", "index", "files"},
+        ("log", "info"): {"origin", "size", "root", "vkey"},
+        ("lineage", "bc@1"): {"ok", "nodes", "edges", "checks", "failed"},
+        ("impact", "train@1"): {"ok", "nodes", "edges"},
+        ("verify", "bc@1"): {"ok", "nodes", "edges", "checks"},
+        ("admit", "train@1"): {"admitted", "report"},
+        ("policy", "show"): {"digest", "policy", "history"},
+        ("stats", "train@1"): {"digest", "kind", "aggregate", "batches"},
+        ("fsck",): {"checked", "damaged", "missing"},
+    }
+    for argv, want in keys.items():
+        r = run(runner, home, *argv, "--json")
+        expect(r, 0)
+        doc = json.loads(r.stdout)
+        assert isinstance(doc, dict) and want <= set(doc), (argv, sorted(doc))
+    for argv in (("key", "list"), ("query", "episodes", "--in", "train@1", "--limit", "2")):
+        r = run(runner, home, *argv, "--json")
+        expect(r, 0)
+        assert isinstance(json.loads(r.stdout), list), argv
+    r = run(runner, home, "log", "show", "--json")
+    expect(r, 0)
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert rows and all({"envelope", "index", "kind", "signers", "subject", "time"} <= set(row)
+                        for row in rows), rows[:2]
+    assert kept(home) == before
