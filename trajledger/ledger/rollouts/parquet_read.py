@@ -444,6 +444,9 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
                         # asked for, so junk may stand in a leaf nobody reads.
                         break
                     size, compressed, length, values, data = got
+                    # a page nothing decompresses (an uncompressed chunk, a v2 page not marked
+                    # compressed) is its stored bytes whatever its header says (rev52 f. 4)
+                    size = max(size, compressed)
                     if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
                         raise BombError(
                             f"column {chunk.path_in_schema!r}: a page of {values:,} value(s) "
@@ -618,11 +621,13 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
             except (IndexError, ValueError, RecursionError):
                 break  # (not a page header: pyarrow refuses the column)
         size, compressed, kind = got[2,], got[3,], got[1,]
+        if size < 0 or compressed < 0:  # no header to `_check_pages` either, nor what follows
+            break  # (rev52 finding 5: Arrow asked to decompress into -5 bytes, exit 4)
         f.seek(pos + length)
-        pos += length + max(compressed, 0)
+        pos += length + compressed
         if kind == 0:  # DATA_PAGE: [length][repetition levels][definition levels][values]
             values, coding = got[5, 1], got[5, 4]
-            body = f.read(max(compressed, 0))
+            body = f.read(compressed)
             try:
                 data = _decompressed(body, codec, size)
             except (OSError, pa.ArrowException):
