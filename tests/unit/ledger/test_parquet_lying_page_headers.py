@@ -1,13 +1,16 @@
-"""rev52 findings 4 and 5: page headers that lie. One that understates its page's decompressed
-size, where nothing decompresses it (an uncompressed chunk, a v2 page marked not compressed),
-bounds nothing: Arrow takes the page's stored bytes whatever the header says, and the gate's
-small path (spd52) took such a file for small and read it as it is. One stating a negative size
-made the count of a list column's rows crash. docs/SECURITY.md, "Review of 2026-12-07, fortieth
-round (rev52)"."""
+"""rev52 findings 4 to 6: page headers and a footer that lie. A page header that understates its
+page's decompressed size, where nothing decompresses it (an uncompressed chunk, a v2 page marked
+not compressed), bounds nothing: Arrow takes the page's stored bytes whatever the header says,
+and the gate's small path (spd52) took such a file for small and read it as it is. One stating a
+negative size made the count of a list column's rows crash; a footer's codec pyarrow does not
+know, its process. docs/SECURITY.md, "Review of 2026-12-07, fortieth round (rev52)"."""
 
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -121,3 +124,52 @@ def test_a_negative_page_size_under_counted_lists_is_not_readable(
     out[at + 1 : after] = _padded(9, after - at - 1)  # zigzag 9: -5
     with pytest.raises((OSError, pa.ArrowException)):
         read_parquet(bytes(out))
+
+
+def test_a_codec_pyarrow_does_not_know_under_counted_lists_is_refused_not_an_abort(
+    tmp_path: Path,
+) -> None:
+    """finding 6: a footer naming codec 30 for a list column whose rows are counted: pyarrow's
+    ``ColumnChunkMetaData.compression`` of it throws a C++ exception through Cython, and the
+    process ended at once (``terminate``, SIGABRT: no line, no exit code of the design). The
+    codecs are now read from the footer's bytes (`parquet_thrift.chunk_codecs`). Expected: a
+    refusal (the lists cannot be counted), the process alive."""
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"obs": pa.array([[0.0] * 100] * 100, pa.list_(pa.float64()))}),
+                   sink, compression="zstd", use_dictionary=False)
+    data = bytearray(sink.getvalue())
+    start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    footer = bytes(data[start:-8])
+    assert parquet_thrift.chunk_codecs(footer) == [6]  # ZSTD
+    at = max(i for i in range(start, len(data) - 8) if data[i] == 12 and data[i - 1] & 0xF == 5)
+    data[at] = 30 << 1  # (the codec: zigzag 30, one byte as 6 was)
+    assert parquet_thrift.chunk_codecs(bytes(data[start:-8])) == [30]
+    (tmp_path / "codec30.parquet").write_bytes(bytes(data))
+    code = ("import sys\nfrom trajledger.ledger.rollouts import parquet_read\n"
+            "parquet_read.MAX_ROW_BYTES = 1 << 10\n"
+            "try:\n    parquet_read.read_parquet(sys.argv[1])\n"
+            "except parquet_read.BombError as e:\n    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "codec30.parquet")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, (r.returncode, r.stderr[-300:])
+    assert r.stdout.startswith("refused: column 'obs.list.element': its lists cannot be "
+                               "counted before they are decoded (UNKNOWN pages)"), r.stdout
+
+
+@pytest.mark.parametrize("options", [
+    {"compression": "zstd"}, {"compression": "snappy", "row_group_size": 3},
+    {"compression": {"a": "gzip", "b": "NONE"}, "row_group_size": 4}, {"compression": "brotli"},
+    {"compression": "lz4"},
+])  # fmt: skip
+def test_the_footers_codecs_are_pyarrows(options: dict[str, object]) -> None:
+    """`chunk_codecs` reads what pyarrow reads: each chunk's codec, in order."""
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"a": list(range(10)), "b": [[1.0]] * 10}), sink,
+                   **options)  # type: ignore[arg-type]
+    data = sink.getvalue()
+    meta = pq.read_metadata(pa.BufferReader(data))
+    got = parquet_thrift.chunk_codecs(data[-8 - int.from_bytes(data[-8:-4], "little"):-8])
+    names = {"LZ4": "LZ4_RAW"}  # (pyarrow names Parquet's LZ4_RAW as Arrow's LZ4)
+    assert [parquet_thrift.CODECS[c] for c in got] == [
+        names.get(n, n) for g in range(meta.num_row_groups)
+        for n in (meta.row_group(g).column(j).compression for j in range(meta.num_columns))]
