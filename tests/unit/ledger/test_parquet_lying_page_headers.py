@@ -1,9 +1,10 @@
-"""rev52 findings 4 to 6: page headers and a footer that lie. A page header that understates its
-page's decompressed size, where nothing decompresses it (an uncompressed chunk, a v2 page marked
-not compressed), bounds nothing: Arrow takes the page's stored bytes whatever the header says,
-and the gate's small path (spd52) took such a file for small and read it as it is. One stating a
-negative size made the count of a list column's rows crash; a footer's codec pyarrow does not
-know, its process. docs/SECURITY.md, "Review of 2026-12-07, fortieth round (rev52)"."""
+"""rev52 findings 4 to 7: page headers, a footer and dictionary indices that lie. A page header
+that understates its page's decompressed size, where nothing decompresses it (an uncompressed
+chunk, a v2 page marked not compressed), bounds nothing: Arrow takes the page's stored bytes
+whatever the header says, and the gate's small path (spd52) took such a file for small and read
+it as it is. One stating a negative size made the count of a list column's rows crash; a
+footer's codec pyarrow does not know, its process; an index past its dictionary, the count of
+a row's strings. docs/SECURITY.md, "Review of 2026-12-07, fortieth round (rev52)"."""
 
 from __future__ import annotations
 
@@ -173,3 +174,17 @@ def test_the_footers_codecs_are_pyarrows(options: dict[str, object]) -> None:
     assert [parquet_thrift.CODECS[c] for c in got] == [
         names.get(n, n) for g in range(meta.num_row_groups)
         for n in (meta.row_group(g).column(j).compression for j in range(meta.num_columns))]
+
+
+def test_a_dictionary_index_past_its_dictionary_is_not_readable() -> None:
+    """finding 7: rows read as dictionaries to be counted (`_checked_rows`) whose indices point
+    past their dictionary (Arrow reads a file's indices unchecked there: found by a fuzz of
+    file bytes) raised ``IndexError``, which the gate's ``not readable Parquet`` does not catch:
+    ``BUG``, exit 4. Expected: not readable (an ``ArrowInvalid``)."""
+    arr = pa.DictionaryArray.from_arrays(pa.array([0, 139], pa.int32()), pa.array(["x"]),
+                                         safe=False)
+    with pytest.raises(pa.ArrowInvalid, match="a dictionary index past its dictionary of 1"):
+        parquet_read._checked_rows(pa.RecordBatch.from_arrays([arr], ["text"]))
+    ok = pa.DictionaryArray.from_arrays(pa.array([0, None, 1], pa.int32()), pa.array(["x", "yy"]))
+    assert list(parquet_read._checked_rows(pa.RecordBatch.from_arrays([ok], ["text"]))) == [
+        1, 0, 2]

@@ -367,8 +367,12 @@ def _row_bytes(arr: pa.Array, name: str) -> npt.NDArray[np.int64]:
                 f"{MAX_VALUE_BYTES:,} (MAX_VALUE_BYTES): refused as a possible decompression "
                 "bomb"
             )
-        indices = arr.indices.fill_null(0).to_numpy(zero_copy_only=False)
-        out = lengths[np.asarray(indices, dtype=np.int64)] if len(lengths) else np.zeros(
+        indices = np.asarray(arr.indices.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        if len(lengths) and len(indices) and not 0 <= indices.min() <= indices.max() < len(
+                lengths):  # (Arrow reads them unchecked: an IndexError, exit 4; rev52 f. 7)
+            raise pa.ArrowInvalid(f"column {name!r}: a dictionary index past its dictionary of "
+                                  f"{len(lengths):,} value(s)")
+        out = lengths[indices] if len(lengths) else np.zeros(
             len(arr), dtype=np.int64)
         if arr.null_count:
             out[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = 0
