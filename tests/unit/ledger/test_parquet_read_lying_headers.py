@@ -1,10 +1,11 @@
-"""rev52 findings 4 to 7: page headers, a footer and dictionary indices that lie. A page header
+"""rev52 findings 4 to 8: page headers, a footer and dictionary indices that lie. A page header
 that understates its page's decompressed size, where nothing decompresses it (an uncompressed
 chunk, a v2 page marked not compressed), bounds nothing: Arrow takes the page's stored bytes
 whatever the header says, and the gate's small path (spd52) took such a file for small and read
 it as it is. One stating a negative size made the count of a list column's rows crash; a
 footer's codec pyarrow does not know, its process; an index past its dictionary, the count of
-a row's strings. docs/SECURITY.md, "Review of 2026-12-07, fortieth round (rev52)"."""
+a row's strings; v2 levels longer than their page, its memory. docs/SECURITY.md, "Review of
+2026-12-07, fortieth round (rev52)"."""
 
 from __future__ import annotations
 
@@ -188,3 +189,38 @@ def test_a_dictionary_index_past_its_dictionary_is_not_readable() -> None:
     ok = pa.DictionaryArray.from_arrays(pa.array([0, None, 1], pa.int32()), pa.array(["x", "yy"]))
     assert list(parquet_read._checked_rows(pa.RecordBatch.from_arrays([ok], ["text"]))) == [
         1, 0, 2]
+
+
+def test_v2_repetition_levels_longer_than_their_page_are_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """finding 8: a v2 data page of a list column whose rows are counted, its header stating
+    2^40 bytes of repetition levels (its varint widened, the footer moved with the file):
+    `_longest_row` asked the file for them, a ``MemoryError`` (``out of memory``, exit 3) on a
+    file read by path. Expected: not a page Arrow reads (levels past their page), so not
+    readable Parquet, as Arrow says."""
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 1 << 10)
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"obs": pa.array([[0.0] * 100] * 100, pa.list_(pa.float64()))}),
+                   sink, compression="zstd", use_dictionary=False, data_page_version="2.0")
+    data = sink.getvalue()
+    pos = pq.read_metadata(pa.BufferReader(data)).row_group(0).column(0).data_page_offset
+    at = _field(data, _field(data, pos, 8), 6)  # DataPageHeaderV2.repetition_levels_byte_length
+    _old, after = parquet_thrift.varint(data, at)
+    wide = (1 << 40) << 1  # (zigzag)
+    huge = bytes([*(wide >> 7 * i & 0x7F | 0x80 for i in range(5)), wide >> 35])
+    (path := tmp_path / "levels.parquet").write_bytes(data[:at] + huge + data[after:])
+    assert parquet_thrift.page_header(path.read_bytes()[pos:pos + 4096])[3] == 10_000
+    with pytest.raises((OSError, pa.ArrowException)):
+        read_parquet(path)
+
+
+def _field(data: bytes, pos: int, wanted: int) -> int:
+    """Where the value of field ``wanted`` of the Thrift compact struct at ``pos`` starts."""
+    field = 0
+    while data[pos]:
+        kind, field = data[pos] & 0x0F, field + (data[pos] >> 4)
+        if field == wanted:
+            return pos + 1
+        pos = parquet_thrift.skip(data, pos + 1, kind)
+    raise AssertionError(f"no field {wanted}")

@@ -677,7 +677,9 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
             (n,) = struct.unpack_from("<I", data, 0)
             levels = data[4:4 + n]
         elif kind == 3:  # DATA_PAGE_V2: the repetition levels first, never compressed
-            values, levels = got[8, 1], f.read(max(got[8, 6], 0))
+            if not 0 <= got[8, 6] <= compressed:  # (not within its page: Arrow refuses it; a
+                break  # read of the 2^40 bytes stated was a MemoryError, exit 3: rev52 f. 8)
+            values, levels = got[8, 1], f.read(got[8, 6])
         else:
             continue  # a dictionary or index page
         seen += max(values, 0)
