@@ -32,6 +32,7 @@ from .clikit import (
     pass_ctx,
     progress,
     recorded_json,
+    verdict_follows,
     visible,
     warn,
 )
@@ -777,7 +778,8 @@ def validate(
     report = validate_files(list(paths), fmt,
                             _reader_options(reward_weights, reward_column, paths, fmt))
     if as_json:
-        emit_json(report.to_json())
+        with verdict_follows():  # (the verdict follows: rev52 finding 1)
+            emit_json(report.to_json())
     report.raise_if_failed()
     ok(f"{len(paths)} file(s): {report.num_steps} step(s), {report.num_episodes} episode(s) valid")
 

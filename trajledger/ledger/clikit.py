@@ -484,8 +484,9 @@ def _reader_gone() -> None:
 
 @contextmanager
 def verdict_follows() -> Iterator[None]:
-    """Around a report a verdict follows (``verify``, ``lineage``, ``fsck``, ``log verify``,
-    ``admit``, ``release``'s refusal, ``monitor``): a reader gone (``| head``, ``| true``)
+    """Around a report a verdict follows (``verify``, its files and Sigstore modes included,
+    ``lineage``, ``fsck``, ``log verify``, ``admit``, ``validate``, ``release``'s refusal,
+    ``monitor`` and the fork it prints): a reader gone (``| head``, ``| true``)
     ends the report, not the command, whose verdict's status and ``FAIL:`` lines follow;
     `Group.invoke` ended it 0, a verification that failed with it (rev51 finding 6)."""
     try:

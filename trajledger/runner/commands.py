@@ -476,7 +476,8 @@ def verify(
                                    "--pubkey")
         result = verify_files([Path(t) for t in targets], envelope, pubkey, threshold=threshold)
         if as_json:
-            emit_json(result.to_json())
+            with verdict_follows():  # (rev52 finding 1)
+                emit_json(result.to_json())
         result.raise_if_failed()
         ok(
             f"{result.subject}: {result.file_count} file(s) match, "
@@ -607,10 +608,11 @@ def _verify_sigstore(
     if len(targets) != 1:
         raise click.UsageError("give one FILE or DIRECTORY with --sigstore-bundle")
     result = verify_with_bundle(Path(targets[0]), bundle, policy_from_file(ctx, policy_file))
-    if as_json:
-        emit_json(result.to_json())
-    else:
-        click.echo("\n".join(visible(line) for line in result.render()))  # the signer's text
+    with verdict_follows():  # (rev52 finding 1)
+        if as_json:
+            emit_json(result.to_json())
+        else:
+            click.echo("\n".join(visible(line) for line in result.render()))  # signer's text
     result.raise_if_failed()
     ok(f"{targets[0]}: {result.files} file(s) match, signed by {result.signer}")
 

@@ -365,3 +365,49 @@ def test_a_sound_output_is_walked_once(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(os, "walk", lambda *a, **k: walks.append(a) or walk(*a, **k))
     assert output_files(out) == collect_files([out])
     assert walks == []
+
+
+def test_a_linked_file_written_through_then_replaced_still_puts_the_object_back(
+    written: tuple[Ledger, Admission, DataDir],
+) -> None:
+    """rev52 finding 3: a command wrote its input in place (the store's object with it: one
+    inode), then put a new file of the verified bytes where it was: the directory read as
+    written, so the objects the links shared were not looked at, and the damaged object stayed
+    in the store while the run was recorded. Expected: the change named, the object put back."""
+    ledger, admission, data = written
+    rel = next(p for p in data.linked if p.endswith("steps.parquet"))
+    digest = data.linked[rel]
+    _make_writable(data.path)
+    target = data.path / rel
+    original = target.read_bytes()
+    with open(target, "r+b") as f:  # in place: the store's object shares the inode
+        f.write(b"\0" * 16)
+    target.unlink()
+    target.write_bytes(original)  # a new inode, the verified bytes
+    os.chmod(target, 0o444)
+    assert ledger.store.path_of(digest).read_bytes() != original
+    err = _expect_changed(
+        data, ledger.store,
+        f"data/{rel}: replaced by another file after the store's object it was linked to was "
+        "written through it",
+        f"data/{rel}: the store's object {digest[:19]}… shared the file and was changed with "
+        "it; it was put back from the verified bytes",
+    )
+    assert len(err.repaired) == 1
+    assert ledger.store.get_verified(digest) == admission.batches[0].files["steps.parquet"]
+
+
+def test_a_linked_file_replaced_by_the_same_bytes_is_no_change(
+    written: tuple[Ledger, Admission, DataDir],
+) -> None:
+    """A command that rewrites an input with the same bytes (a new file, the object untouched)
+    changed nothing: no problem, the object as it was."""
+    ledger, _admission, data = written
+    rel = next(p for p in data.linked if p.endswith("steps.parquet"))
+    _make_writable(data.path)
+    target = data.path / rel
+    original = target.read_bytes()
+    target.unlink()
+    target.write_bytes(original)
+    check_data_dir(data, ledger.store)
+    ledger.store.check_object(data.linked[rel])

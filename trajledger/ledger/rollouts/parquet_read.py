@@ -54,7 +54,15 @@ import pyarrow.compute as pc
 from trajledger.verify.errors import FormatError
 
 from .chunks import CHUNK_BYTES, StepLimitError, max_steps
-from .parquet_thrift import HEADER_READ, MAX_HEADER, read_header, skip_struct, varint
+from .parquet_thrift import (
+    CODECS,
+    HEADER_READ,
+    MAX_HEADER,
+    chunk_codecs,
+    read_header,
+    skip_struct,
+    varint,
+)
 
 if TYPE_CHECKING:  # (imported where a file is opened: the reader's workers never open one, and
     # pyarrow.parquet brings pyarrow.fs's cloud file systems and ssl: chat50)
@@ -359,8 +367,12 @@ def _row_bytes(arr: pa.Array, name: str) -> npt.NDArray[np.int64]:
                 f"{MAX_VALUE_BYTES:,} (MAX_VALUE_BYTES): refused as a possible decompression "
                 "bomb"
             )
-        indices = arr.indices.fill_null(0).to_numpy(zero_copy_only=False)
-        out = lengths[np.asarray(indices, dtype=np.int64)] if len(lengths) else np.zeros(
+        indices = np.asarray(arr.indices.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        if len(lengths) and len(indices) and not 0 <= indices.min() <= indices.max() < len(
+                lengths):  # (Arrow reads them unchecked: an IndexError, exit 4; rev52 f. 7)
+            raise pa.ArrowInvalid(f"column {name!r}: a dictionary index past its dictionary of "
+                                  f"{len(lengths):,} value(s)")
+        out = lengths[indices] if len(lengths) else np.zeros(
             len(arr), dtype=np.int64)
         if arr.null_count:
             out[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = 0
@@ -444,6 +456,9 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
                         # asked for, so junk may stand in a leaf nobody reads.
                         break
                     size, compressed, length, values, data = got
+                    # a page nothing decompresses (an uncompressed chunk, a v2 page not marked
+                    # compressed) is its stored bytes whatever its header says (rev52 f. 4)
+                    size = max(size, compressed)
                     if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
                         raise BombError(
                             f"column {chunk.path_in_schema!r}: a page of {values:,} value(s) "
@@ -545,6 +560,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     short, room = [0], whole  # (`_SHORT_RUNS`; the bytes spared chunks hold: the file's, once)
+    codecs: list[int] | None = None  # (the footer's, read once: `_codec`)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
@@ -563,9 +579,11 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                 if f is None:
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
                         source, "rb")
+                codecs = _codecs_of(f, whole) if codecs is None else codecs
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
                                     (MAX_ROW_BYTES - row) // width + 1,
-                                    _span(chunk, meta.created_by, whole), short) * width
+                                    _span(chunk, meta.created_by, whole), short,
+                                    _codec(codecs, meta, g, j)) * width
                 if row > MAX_ROW_BYTES:
                     raise BombError(
                         f"column {chunk.path_in_schema!r}: a row of row group {g} holds values "
@@ -580,6 +598,28 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     return caps
 
 
+def _codecs_of(f: io.BufferedIOBase, whole: int) -> list[int]:
+    """`parquet_thrift.chunk_codecs` of the file ``f`` (``whole`` bytes long); [] when its
+    footer cannot be read so (then no codec is known: `_codec`)."""
+    try:
+        f.seek(whole - 8)
+        n = int.from_bytes(f.read(4), "little")
+        f.seek(max(whole - 8 - n, 0))
+        return chunk_codecs(f.read(min(n, whole)))
+    except (IndexError, ValueError, RecursionError, OSError):
+        return []
+
+
+def _codec(codecs: list[int], meta: pq.FileMetaData, g: int, j: int) -> str:
+    """The name of the codec of column ``j`` of row group ``g`` by the footer's ``codecs``
+    (pyarrow's ``compression`` of one it does not know ends the process: rev52 finding 6);
+    ``UNKNOWN`` when it is none Parquet names, or the footer did not give one a chunk."""
+    at = sum(meta.row_group(i).num_columns for i in range(g)) + j
+    if len(codecs) != sum(meta.row_group(i).num_columns for i in range(meta.num_row_groups)):
+        return "UNKNOWN"
+    return CODECS[codecs[at]] if 0 <= codecs[at] < len(CODECS) else "UNKNOWN"
+
+
 _RATIO: Final = 8
 """Most bytes a value under a list may decode to per byte it takes in the file, in a row group
 whose lists are not counted row by row (`_list_rows`): zstd takes random numbers to about their
@@ -588,17 +628,18 @@ size, images to a half or a third; a row of 40M zeros takes 874 bytes (rev41 fin
 
 def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level: int,
                  limit: int, span: tuple[int, int] | None = None,
-                 short: list[int] | None = None) -> int:
+                 short: list[int] | None = None, compression: str | None = None) -> int:
     """The most levels (values, nulls, empty lists) a row of ``chunk`` holds, from its pages'
     repetition levels (``span``: where they are, `_span`; default the footer's bytes);
     ``limit`` as soon as one holds that many. Pages are read as Arrow's page reader reads them:
     until they hold the footer's values (a footer that understates them has its first page
     read whole; past an old parquet-mr chunk, another's pages are not taken for its own)."""
     bits = int(max_level).bit_length()
-    codec = _CODECS.get(chunk.compression)
-    if chunk.compression != "UNCOMPRESSED" and codec is None:
+    compression = chunk.compression if compression is None else compression  # (`_codec`)
+    codec = _CODECS.get(compression)
+    if compression != "UNCOMPRESSED" and codec is None:
         raise BombError(f"column {chunk.path_in_schema!r}: its lists cannot be counted before "
-                        f"they are decoded ({chunk.compression} pages): refused as a possible "
+                        f"they are decoded ({compression} pages): refused as a possible "
                         "decompression bomb; write it with zstd or snappy")
     pos, end = span or _span(chunk, None, 0)
     rows = _Rows(limit, short)
@@ -618,11 +659,13 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
             except (IndexError, ValueError, RecursionError):
                 break  # (not a page header: pyarrow refuses the column)
         size, compressed, kind = got[2,], got[3,], got[1,]
+        if size < 0 or compressed < 0:  # no header to `_check_pages` either, nor what follows
+            break  # (rev52 finding 5: Arrow asked to decompress into -5 bytes, exit 4)
         f.seek(pos + length)
-        pos += length + max(compressed, 0)
+        pos += length + compressed
         if kind == 0:  # DATA_PAGE: [length][repetition levels][definition levels][values]
             values, coding = got[5, 1], got[5, 4]
-            body = f.read(max(compressed, 0))
+            body = f.read(compressed)
             try:
                 data = _decompressed(body, codec, size)
             except (OSError, pa.ArrowException):
@@ -634,7 +677,9 @@ def _longest_row(f: io.BufferedIOBase, chunk: pq.ColumnChunkMetaData, max_level:
             (n,) = struct.unpack_from("<I", data, 0)
             levels = data[4:4 + n]
         elif kind == 3:  # DATA_PAGE_V2: the repetition levels first, never compressed
-            values, levels = got[8, 1], f.read(max(got[8, 6], 0))
+            if not 0 <= got[8, 6] <= compressed:  # (not within its page: Arrow refuses it; a
+                break  # read of the 2^40 bytes stated was a MemoryError, exit 3: rev52 f. 8)
+            values, levels = got[8, 1], f.read(got[8, 6])
         else:
             continue  # a dictionary or index page
         seen += max(values, 0)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import io
 from typing import Final
 
-__all__ = ["HEADER_READ", "MAX_HEADER", "page_header", "read_header", "skip", "skip_struct",
-           "varint"]
+__all__ = ["CODECS", "HEADER_READ", "MAX_HEADER", "chunk_codecs", "page_header", "read_header",
+           "skip", "skip_struct", "varint"]
 
 HEADER_READ: Final = 4 << 10
 """Bytes read first for one page header (more when its statistics are longer)."""
@@ -144,3 +144,53 @@ def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
     if kind == 12:  # struct
         return skip_struct(b, pos, None, depth + 1)
     raise ValueError(f"unknown compact type {kind}")
+
+
+CODECS: Final = ("UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW")
+"""parquet.thrift's CompressionCodec, by value."""
+
+
+def chunk_codecs(footer: bytes) -> list[int]:
+    """The codec of every column chunk (``FileMetaData.row_groups[*].columns[*].meta_data
+    .codec``) of the FileMetaData struct ``footer``, row group by row group, in order: read
+    here, since pyarrow's ``ColumnChunkMetaData.compression`` of a value it does not know
+    ends the process (a C++ exception through Cython: ``terminate``, rev52 finding 6)."""
+    out: list[int] = []
+    _codecs(footer, 0, (4, 1, 3, 4), out, 0)
+    return out
+
+
+def _codecs(b: bytes, pos: int, path: tuple[int, ...], out: list[int], depth: int) -> int:
+    """Skip the struct at ``pos``, each i32 at ``path`` (field ids; a list of structs stepped
+    through) added to ``out``."""
+    if depth > 32:
+        raise ValueError("nested too deeply")
+    field = 0
+    while True:
+        head = b[pos]
+        pos += 1
+        if head == 0:  # STOP
+            return pos
+        kind, delta = head & 0x0F, head >> 4
+        if delta:
+            field += delta
+        else:
+            raw, pos = varint(b, pos)
+            field = (raw >> 1) ^ -(raw & 1)
+        if field != path[0]:
+            pos = skip(b, pos, kind, depth)
+        elif len(path) == 1 and kind == 5:
+            raw, pos = varint(b, pos)
+            out.append((raw >> 1) ^ -(raw & 1))
+        elif len(path) > 1 and kind == 12:
+            pos = _codecs(b, pos, path[1:], out, depth + 1)
+        elif len(path) > 1 and kind in (9, 10) and b[pos] & 0x0F == 12:
+            n, pos = b[pos] >> 4, pos + 1
+            if n == 15:
+                n, pos = varint(b, pos)
+            if n > len(b) - pos:
+                raise IndexError("a list longer than the bytes read")
+            for _ in range(n):
+                pos = _codecs(b, pos, path[1:], out, depth + 1)
+        else:
+            pos = skip(b, pos, kind, depth)
