@@ -102,7 +102,8 @@ def test_a_vendors_compromised_identity_reaches_the_buyer_with_the_way_to_stop_i
     assert r.exit_code == 1 and files(buyer) == before, r.output
     assert "(not in the policy)" not in r.stderr and "add it to [roles." not in r.stderr, r.stderr
     assert r.stderr.count(f"signed by identity {BOB}") == 1, r.stderr
-    assert ("(a Sigstore bundle, whose identity this line names), want producer key(s); if the "
+    assert ("(a Sigstore bundle, whose identity this line names), want producer key(s) or "
+            "identities; if the "
             "signer confirms that identity is theirs (ask them, not the data), add its issuer "
             "and subject to the identities of [roles.producer] of the policy you verify with"
             ) in r.stderr, r.stderr
