@@ -51,11 +51,11 @@ class Revoker:
 
 def revokers(ledger: LedgerHome, report: Report) -> list[Revoker]:
     """The revoked causes of ``report`` (none when it passes), each with who revoked it."""
+    if report.ok:
+        return []
     from trajledger.ledger.catalog import Origins, origin_name
     from trajledger.ledger.first_contact import signer_log
 
-    if report.ok:
-        return []
     out, origins, state = [], Origins(ledger), ledger.trust_state()
     for node, checks, _depend in report.causes():
         for c in checks:
