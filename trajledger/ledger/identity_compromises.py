@@ -46,7 +46,7 @@ def revoke_signed(ledger: LedgerHome, policy: TrustPolicy, ri: RevokedIdentity,
 
     Steps:
         1. Each entry of ``seen`` of a lineage kind that ``ri`` covers and whose subject this
-           ledger holds from ``logs`` alone.
+           ledger holds from that log alone (``alone``).
         2. Its envelope read from the store, its keyless signatures verified under
            ``policy``'s trusted root: the identity among their signers.
         3. Unless a revocation of it counts here already, revoked with ``reason``.
