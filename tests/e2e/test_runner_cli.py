@@ -234,6 +234,13 @@ DEPENDS = "; and 1 record that depends on it"
 """The end of a batch's root-cause line when the dataset admitted depends on it (issue 19)."""
 
 
+def revoked_here(w: World, key: str, digest: str) -> str:
+    """The end of the gate's line of a cause this ledger revoked with ``key`` (out57)."""
+    return (f"; revoked by this ledger (signed by {w.signer(key).keyid[:12]}): 'trajledger "
+            f"impact {digest}' lists what it reaches here; stop using them, and build on data "
+            "that stands (train again on a dataset without it)")
+
+
 def short(digest: str) -> str:
     return digest[:19] + "…"
 
@@ -276,7 +283,8 @@ def refused_train(
     body = Statement.from_bytes(
         Envelope.from_bytes(w.ledger.store.get(refusal.envelope)).payload
     ).predicate
-    _match(body["reasons"], lines, exact)
+    _match(body["reasons"], tuple(x.split("; revoked by ")[0] for x in lines), exact)  # (the
+    # signed record: the report's lines, without who revoked a cause and what next: out57)
     assert body["trainer"] == "bc"
     return r
 
@@ -493,7 +501,7 @@ def test_refuses_a_revoked_batch(runner: CliRunner, world: World) -> None:
     index = len(world.kinds()) - 1
     assert r.stderr == f"OK: {world.batch} revoked (log index {index})\n"
     line = (f"rollout-batch random-a ({short(world.batch)}) > revoked: PII found (log index "
-            f"{index}){DEPENDS}")
+            f"{index}){DEPENDS}{revoked_here(world, 'vendor', world.batch)}")
     refused_train(runner, world, "ds@1", line)
     refused_admit(runner, world, "ds@1", line)
 
@@ -526,7 +534,8 @@ def test_refuses_a_revoked_dataset(runner: CliRunner, world: World) -> None:
         runner,
         world,
         "ds@1",
-        f"dataset ds@1 ({short(world.dataset)}) > revoked: superseded (log index {index})",
+        f"dataset ds@1 ({short(world.dataset)}) > revoked: superseded (log index {index})"
+        + revoked_here(world, "approver-b", world.dataset),
     )
 
 

@@ -385,6 +385,21 @@ def relayed(changes: Changes, logs: Collection[str]) -> None:
             r["signerLog"] = origin
 
 
+def signer_log(logs: Collection[str], signers: Collection[str]) -> str | None:
+    """The origin of the other log applied here whose own keys signed a stop the logs
+    ``logs`` (one log's keys) brought here, as `relayed` names it at the import; None when
+    ambiguous or when the state cannot be read (wording only: the stop counts either way).
+    For `verify`'s and the gate's line of a revoked record (out57: it named the relay)."""
+    import sqlite3
+
+    from .errors import LedgerError
+
+    try:
+        return _signer_log(_others_own(logs), _own_kept(logs), set(signers))
+    except (LedgerError, OSError, sqlite3.Error):
+        return None
+
+
 def _own_kept(logs: Collection[str]) -> set[str]:
     """The own keys (`saw`) kept under any of the keys ``logs`` of one log."""
     from .trust_state import TrustState

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from trajledger.verify.checkpoint import verify_checkpoint
@@ -97,7 +97,6 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     theirs, own = _their_compromises(ledger, seen)
     if theirs is None:
         return
-    _identities(ledger, policy, theirs, update, seen, changes, state)
     relayed = relayed_by(ledger, seen, logs := {update.vkey, *update.logs})
     mine = owned(ledger, seen)  # the keys that signed its policies (upd46)
     evidence = ledger_evidence(ledger)
@@ -105,6 +104,8 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
     verifier = LineageVerifier(evidence, policy, index=state, data="size")
     origins, vouched = Origins(ledger), None
     try:
+        _identities(ledger, policy, theirs, update, seen, changes, state, verifier,
+                    lambda d: _brought_by(state, origins, d, logs), signers[0])
         for rk in theirs.revoked_keys:
             if rk.keyid not in own:
                 continue
@@ -194,17 +195,20 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
 
 
 def _identities(ledger: LedgerHome, policy: TrustPolicy, theirs: TrustPolicy, update: Update,
-                seen: Mapping[int, LogEntry], changes: Changes,
-                state: TrustState | None) -> None:
+                seen: Mapping[int, LogEntry], changes: Changes, state: TrustState,
+                verifier: LineageVerifier | None = None, alone: Callable[[str], bool] = bool,
+                signer: Signer | None = None) -> None:
     """The Sigstore identities the other log's policy in force (``theirs``) declares
-    compromised that a role of ``policy`` holds and it does not revoke: each named in a
-    warning with the successor that stops it here (out55: the import said nothing, and what
-    the identity signed after the point declared kept verifying). Nothing is revoked here:
-    which identity signed a record keylessly is in the record's Sigstore bundle, not in its
-    log entry (a key's keyid is), so the point is given as this log's index of the first
-    record held from that log logged there at or after it (``seen``: that log's entries), and
-    the policy judges each record then."""
-    state = state or ledger.trust_state()
+    compromised that a role of ``policy`` holds and it does not revoke: what each signed
+    keylessly since the point declared, held here from that log alone (``alone``), revoked
+    here signed by ``signer`` (`identity_compromises.revoke_signed`: the identity is in each
+    record's Sigstore bundle, not in its log entry; out55 warned only, and what it signed
+    after the point kept verifying: out57), and each named in a warning with the successor
+    that stops what it signs next, from this log's index of the first record held from that
+    log logged there at or after the point (``seen``: that log's entries). Without
+    ``signer`` (`monitor` without keys) nothing is revoked: the warning alone."""
+    from .identity_compromises import revoke_signed
+
     for ri in theirs.revoked_identities:
         who = ri.identity
         roles = [r for r in KEY_ROLES if who in policy.role(r).identities]
@@ -214,14 +218,22 @@ def _identities(ledger: LedgerHome, policy: TrustPolicy, theirs: TrustPolicy, up
                      for j in state.about(e.subject)
                      if (x := state.entry(j)) is not None and x.envelope == e.envelope),
                     default=ledger.log.size)
+        what = (f"identity {who.subject} ({who.issuer}) of {origin_name(update.vkey)} is "
+                f"compromised ({ri.describe()}; its policy {theirs.name!r} serial "
+                f"{theirs.serial})")
+        revoked = [] if signer is None or verifier is None else revoke_signed(
+            ledger, policy, ri, seen, alone, state, verifier, signer,
+            f"signed by identity {who.subject} ({who.issuer}), which "
+            f"{origin_name(update.vkey)} declares compromised ({ri.describe()}; its policy "
+            f"{theirs.name!r} serial {theirs.serial})")
         changes.compromised.append({
-            "identity": {"issuer": who.issuer, "subject": who.subject}, "revokedHere": [],
-            "text": f"identity {who.subject} ({who.issuer}) of {origin_name(update.vkey)} is "
-                    f"compromised ({ri.describe()}; its policy {theirs.name!r} serial "
-                    f"{theirs.serial}); your policy still trusts it as {' and '.join(roles)}: "
-                    f"record a successor without it and with [[revoked_identities]] issuer = "
-                    f"\"{who.issuer}\", subject = \"{who.subject}\", compromised_since = "
-                    f"{since} (what it signed here from then on then fails)"})
+            "identity": {"issuer": who.issuer, "subject": who.subject}, "revokedHere": revoked,
+            "text": what + (": revoked here what it signed since: " + ", ".join(
+                label(ledger, d) for d in revoked) if revoked else "")
+            + f"; your policy still trusts it as {' and '.join(roles)}: "
+              f"record a successor without it and with [[revoked_identities]] issuer = "
+              f"\"{who.issuer}\", subject = \"{who.subject}\", compromised_since = "
+              f"{since} (what it signed here from then on then fails)"})
 
 
 def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],

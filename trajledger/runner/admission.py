@@ -218,9 +218,13 @@ def admit(
                        for shown in dict.fromkeys((ref, f"{item.name}@{item.version}")))
         ended = any(c.status == "fail" and (c.what == "revoked" or c.what.endswith(": erased"))
                     for n in report.nodes.values() for c in n.checks)  # (a label ends "…)")
-        step = command_ref(ledger, item)
-        failures = [line if ended else _approve_hint(ledger, policy, line, starts, step)
-                    for line in named_report(ledger, report).failures()]
+        from .revokers import revokers, with_words
+
+        step, named = command_ref(ledger, item), named_report(ledger, report)
+        failures = with_words([line if ended else _approve_hint(ledger, policy, line, starts,
+                                                                step)
+                               for line in named.failures()],
+                              revokers(ledger, named))  # who revoked it (out57)
         raise DataRefusedError(
             f"dataset {ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
             report,

@@ -109,10 +109,13 @@ def admit(
     p = command_policy(ctx, ledger, policy_file)
 
     def shown(report: Any, admitted: bool) -> None:  # an imported node after a clash by its
+        from .revokers import revokers, with_json
+
         names = qualified(ledger, report)  # qualified name, as `verify` names it (out49)
         with verdict_follows():
-            if as_json:
-                emit_json({"admitted": admitted, "report": named_json(report.to_json(), names)})
+            if as_json:  # (who revoked a revoked cause: out57)
+                emit_json({"admitted": admitted, "report": with_json(
+                    named_json(report.to_json(), names), revokers(ledger, report))})
             else:
                 click.echo(render(report, "text", names))
 
@@ -550,44 +553,20 @@ def verify(
             raise LedgerError(f"{line}; as a REF: {e}") from e
         raise
     from .lineage import named_json, qualified, render
+    from .revokers import more, revokers, with_json
 
     names = qualified(ledger, report)  # an imported node after a clash by the name that finds
+    revoked = revokers(ledger, report)  # who revoked a revoked cause (out55, out57)
     with verdict_follows():
         if as_json:  # it, as `lineage` and `impact` name it (out49)
-            emit_json(named_json(_expected_json(report, expect), names))
+            emit_json(with_json(named_json(_expected_json(report, expect), names), revoked))
         else:
             click.echo(render(report, "text", names))
     from trajledger.ledger.first_contact import unread
 
     for line in unread(ledger, report.nodes):  # their origin's log not read for them (gap39)
         warn(line)
-    report_raise(report, targets[0], skip_data, expect=expect,
-                 more=revoked_by(ledger, report) if not report.ok else None)
-
-
-def revoked_by(ledger: Any, report: Any) -> dict[str, str]:
-    """What follows a revoked cause's line (``LABEL > revoked: REASON (log index N)``, by its
-    start): who revoked it, by this ledger's records of where the revocation came from, and
-    what to do (out53's Left: the line named neither; an import's WARNING does)."""
-    import re
-
-    from trajledger.ledger.catalog import Origins, origin_name
-
-    out, origins, state = {}, Origins(ledger), ledger.trust_state()
-    for node, checks, _depend in report.causes():
-        for c in checks:
-            found = re.search(r"\(log index (\d+)\)$", c.detail) if c.what == "revoked" else None
-            index = int(found[1]) if found else -1
-            entry = state.entry(index) if found else None
-            if entry is None:
-                continue
-            logs = sorted(origin_name(v) for v in origins.of(index))
-            out[f"{node.label} > revoked: {c.detail}"] = (
-                f"; revoked by {', '.join(logs) or 'this ledger'} (signed by "
-                f"{', '.join(k[:12] for k in sorted(entry.signers))}): 'trajledger impact "
-                f"{node.id}' lists what it reaches here; stop using them, and build on data "
-                "that stands (train again on a dataset without it)")
-    return out
+    report_raise(report, targets[0], skip_data, expect=expect, more=more(revoked))
 
 
 def _expected_json(report: Any, expect: str | None) -> dict[str, Any]:
@@ -685,7 +664,7 @@ def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: in
     does: a bundle of another artifact than the one meant passes too (aud34 finding 1). With
     ``expect`` (a digest), a report of another subject fails with one line, as ``python -m
     verify --expect`` does. ``more``: what follows a failure's line, by the line's start
-    (`revoked_by`)."""
+    (`revokers.more`)."""
     from trajledger.verify.errors import VerificationError
     from trajledger.verify.nodes import short
 

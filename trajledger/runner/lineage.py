@@ -21,7 +21,7 @@ Non-scope: deciding trust (the verifier does).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from trajledger.ledger.catalog import named_json
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import TrustPolicy
 
     from .lineage_layout import Layout, Rect
+    from .revokers import Revoker
 
 __all__ = ["affected", "impact", "incomplete", "lineage", "named_json", "qualified", "render"]
 
@@ -552,12 +553,17 @@ code{font-size:12px;word-break:break-all}
 """
 
 
-def render(report: Report, fmt: str, names: Mapping[str, str] | None = None) -> str:
+def render(report: Report, fmt: str, names: Mapping[str, str] | None = None,
+           revoked: Sequence[Revoker] = ()) -> str:
     """Render in one of `FORMATS`; ``names``: the origin-qualified names of imported nodes
     after a clash (`qualified`), in place of their plain names, and in JSON as each node's
-    ``qualifiedName`` (schemas/report.v1.md)."""
+    ``qualifiedName`` (schemas/report.v1.md); ``revoked``: who revoked its revoked causes, in
+    JSON as their ``revokedBy`` (`revokers.revokers`)."""
     if fmt == "json":
-        return json.dumps(named_json(report.to_json(), names), sort_keys=True, indent=2)
+        from .revokers import with_json
+
+        doc = with_json(named_json(report.to_json(), names), revoked)
+        return json.dumps(doc, sort_keys=True, indent=2)
     if names:
         from trajledger.ledger.catalog import renamed
 

@@ -103,15 +103,17 @@ def lineage(
     Example:
       trajledger lineage cartpole-bc@2 --format html --out lineage.html
     """
-    from .commands import report_raise, revoked_by
+    from .commands import report_raise
     from .lineage import qualified, render
+    from .revokers import more, revokers
 
     not_a_bundle(ref, "lineage", ctx)
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
-    _emit(render(graph, fmt, qualified(ledger, graph)), out)  # (imported after a clash: out49)
-    report_raise(graph, ref, more=revoked_by(ledger, graph) if not graph.ok else None)
+    revoked = revokers(ledger, graph)  # who revoked a revoked cause (out55, out57)
+    _emit(render(graph, fmt, qualified(ledger, graph), revoked), out)  # (imported after a
+    report_raise(graph, ref, more=more(revoked))  # clash: out49)
 
 
 @click.command()

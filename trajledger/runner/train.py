@@ -230,7 +230,10 @@ def check_lineage(
 
     report = verify_ref(ledger, item.digest, policy, data="size")
     if not report.ok:
-        failures = named_report(ledger, report).failures()  # (after a clash: out50)
+        from .revokers import revokers, with_words
+
+        named = named_report(ledger, report)  # (after a clash: out50)
+        failures = with_words(named.failures(), revokers(ledger, named))  # (who: out57)
         raise DataRefusedError(f"{what} {qualified_ref(ledger, item)}: its lineage fails, "
                                f"{len(failures)} "
                                f"problem(s); {consequence}\n" + "\n".join(failures), report)

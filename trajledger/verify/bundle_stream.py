@@ -192,8 +192,8 @@ def tar_headers(stream: Bounded, limits: Limits, what: str) -> Iterator[tuple[st
             end = stream.count  # a bound on the padding: tar's records are 10 KiB (tarfile, GNU)
             while tail := stream.read(CHUNK):
                 if tail.count(0) != len(tail) or stream.count - end > CHUNK:
-                    raise FormatError(f"{what}: data after the end of the tar archive (only "
-                                      f"zero padding, at most {CHUNK} bytes, may follow)")
+                    raise FormatError(f"{what}: data after the end of the tar archive (only zero "
+                                      f"padding, at most {CHUNK} bytes, may follow): get it again")
             return
         # (2)
         here = f"{what}: tar header {number}"

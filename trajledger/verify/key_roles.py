@@ -53,7 +53,8 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
         found = (f" (found by its signature; the envelope names {sig.keyid[:12] or 'no keyid'})"
                  if keyid != sig.keyid else "")
         named.append(f"key {keyid[:12] or '(no keyid)'}{found} ({who})")
-    out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
+    out = (f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
+           + (" or identities" if keyless else ""))  # (a policy names identities: out57)
     if any(n.endswith("(not in the policy)") for n in named) and "approver" in roles[1:]:
         # a revocation or erasure: a producer key counts for what it produced only, and an
         # approver of another organisation's does not belong in yours (out53 finding 2)
