@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, Vendor, vendor_copy
 
 
 def _keyid(party: Vendor, name: str) -> str:
@@ -40,7 +40,7 @@ def _update(vendor: Vendor, since: int, out: Path) -> Path:
 
 
 def _imported(tmp_path: Path) -> tuple[Vendor, Buyer, int]:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     return vendor, buyer, vendor.size()
