@@ -299,7 +299,9 @@ def built_once(key: Hashable, root: Path, build: Callable[[Path], T]) -> T:
     build's callers must not compare across calls; a second call with the same key in one test
     builds anew (two parties made twice have two keys). Only for a build that reads nothing
     a test changes before it (a clock, a fault, a monkeypatched helper), and whose parties each
-    name their own user state (`Party`)."""
+    name their own user state (`Party`). A test given a copy has not called what the build
+    called: a vendor the build took from `test_updates.vendor_copy` is not marked as given to
+    it, so its own ``vendor_copy`` of the same arguments would share that vendor's keys."""
     import atexit
     import copy
     import tempfile
