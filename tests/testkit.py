@@ -35,7 +35,7 @@ import shutil
 import sqlite3
 import stat
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -281,6 +281,59 @@ def extend_template(
         return extend(home, base.value)
 
     return build_template(root, build)
+
+
+BUILT: dict[Hashable, tuple[Path, Any]] = {}
+"""`built_once`'s builds in this test process, by key: where, and what the build returned."""
+BUILT_GIVEN: dict[str, set[Hashable]] = {}
+"""The keys `built_once` copied a build for, by the test (``PYTEST_CURRENT_TEST``)."""
+
+
+def built_once(key: Hashable, root: Path, build: Callable[[Path], T]) -> T:
+    """``build(root)``, built once per test process for ``key`` (in a temporary directory
+    removed at the process's end) and copied into ``root`` for each call: every file the build
+    made under its directory (ledgers, their users' states, bundles), and what it returned,
+    each path under that directory moved to ``root`` (in tuples, lists and the attributes of
+    copies of `Party` objects). As `test_updates.vendor_copy` does for one vendor: each call
+    has ledgers of its own; the calls of one process share their keys and log keys, which a
+    build's callers must not compare across calls; a second call with the same key in one test
+    builds anew (two parties made twice have two keys). Only for a build that reads nothing
+    a test changes before it (a clock, a fault, a monkeypatched helper), and whose parties each
+    name their own user state (`Party`). A test given a copy has not called what the build
+    called: a vendor the build took from `test_updates.vendor_copy` is not marked as given to
+    it, so its own ``vendor_copy`` of the same arguments would share that vendor's keys."""
+    import atexit
+    import copy
+    import tempfile
+
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]  # (its phase cut off)
+    given = BUILT_GIVEN.setdefault(test, set())
+    if key in given:
+        return build(root)
+    given.add(key)
+    if key not in BUILT:
+        built_in = Path(tempfile.mkdtemp(prefix="trajledger-built-"))
+        atexit.register(shutil.rmtree, built_in, ignore_errors=True)
+        value = build(built_in)
+        release_files(built_in)  # (its SQLite connections closed: each copy whole)
+        BUILT[key] = (built_in, value)
+    built_in, value = BUILT[key]
+    for path in built_in.iterdir():
+        assert not (root / path.name).exists(), f"{root / path.name}: there already"
+    shutil.copytree(built_in, root, symlinks=True, dirs_exist_ok=True)
+
+    def moved(v: Any) -> Any:
+        if isinstance(v, Path):
+            return root / v.relative_to(built_in) if v.is_relative_to(built_in) else v
+        if isinstance(v, (tuple, list)):
+            return type(v)(moved(x) for x in v)
+        if isinstance(v, Party):
+            v = copy.copy(v)
+            for name, attr in vars(v).items():
+                setattr(v, name, moved(attr))
+        return v
+
+    return moved(value)  # type: ignore[no-any-return]
 
 
 def quickstart(home: Path, *, episodes: int = 10, passphrase: str | None = None) -> str:

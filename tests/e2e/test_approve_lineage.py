@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import testkit
 from click.testing import CliRunner
 from test_evaluations import cartpole_ledger  # tests/e2e is on sys.path (its conftest)
 from test_rollout_lineage import tree
@@ -22,14 +23,26 @@ from trajledger import Ledger
 from trajledger.runner.rollouts import run_policy
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    out = tmp_path / "home"
+def build_home(out: Path) -> None:
+    """test_evaluations' CartPole ledger with a second batch ``b2``."""
     ledger = cartpole_ledger(out, 4)
     played = run_policy(None, "CartPole-v1", 2, 50, policy_version="random")
     ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
                         policy="random", key="vendor", name="b2")
-    return out
+
+
+@pytest.fixture(scope="module")
+def home_template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[None]:
+    """`build_home`, once per module (ci54: each test built it, 0.7 to 1.3 s of set-up under
+    load; test_lineage_under_lock, test_read_faults_lineage and test_batch_writers_lineage
+    import it with `home`)."""
+    return testkit.build_template(tmp_path_factory.mktemp("approve-lineage"), build_home)
+
+
+@pytest.fixture
+def home(home_template: testkit.Template[None], tmp_path: Path) -> Path:
+    """A copy of `home_template` for one test, known to its user (`testkit.copy_template`)."""
+    return testkit.copy_template(home_template, tmp_path / "home")
 
 
 def lines(r: object) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_approve_lineage import home  # noqa: F401 (a fixture)
+from test_approve_lineage import home, home_template  # noqa: F401 (fixtures)
 from test_lineage_under_lock import after_first_check, entries, prepared  # noqa: F401 (a fixture)
 
 from trajledger import Ledger

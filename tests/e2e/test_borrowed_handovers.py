@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, declare_compromised, short, two_vendors_trained
+from test_updates import Buyer, Vendor, declare_compromised, short, two_vendors_trained, vendor_copy
 
 REASON = "a competitor's data"
 
@@ -77,7 +77,7 @@ def rotated_then_compromised(tmp_path: Path) -> tuple[Vendor, Buyer, int, str]:
     """A buyer imports the vendor's bundle; the vendor rotates its log key, then declares its
     producer key compromised since 0. Returns the vendor, the buyer, the size the buyer
     applied and the old log key (tests/e2e/test_monitor_after_rotation.py too)."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     applied, old = vendor.size(), vendor.vkey()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from test_third_party_updates import third_party
-from test_updates import Buyer, Vendor, declare_compromised, served
+from test_updates import Buyer, Vendor, declare_compromised, served, vendor_copy
 from testkit import Party
 
 
@@ -26,7 +26,7 @@ def _relay(tmp_path: Path) -> tuple[Vendor, Party, Path, str]:
     """The vendor; the lab (which imported the vendor's bundle) and its bundle of the vendor's
     first batch; the third party (the lab's approver no approver there), nothing imported yet;
     the vendor's key ``vendor``'s id."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     lab = Buyer(tmp_path, [vendor])
     lab.run("import", vendor.bundle, "--key", "approver")
     relay = tmp_path / "lab.tar.zst"

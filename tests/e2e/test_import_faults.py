@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import tamperkit as tk
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, Vendor, vendor_copy
 
 from trajledger.ledger import store as store_module
 
@@ -32,7 +32,7 @@ def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def parties(tmp_path: Path) -> tuple[Vendor, Buyer]:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     return vendor, Buyer(tmp_path, [vendor])
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import tamperkit as tk
 from test_import_faults import sound_after
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, Vendor, vendor_copy
 
 from trajledger.ledger import exchange as exchange_module
 from trajledger.ledger import fs as fs_module
@@ -40,7 +40,7 @@ def parties(tmp_path: Path) -> tuple[Vendor, Buyer]:
     if disk is None:
         pytest.skip("no syncfs that reports errors here")
     disk.close()
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     return vendor, Buyer(tmp_path, [vendor])
 
 

@@ -18,7 +18,7 @@ import pytest
 import tamperkit
 import testkit
 from test_export_gc import WATCH_THE_EXPORT, WATCH_THE_IMPORT, entry_point
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, Vendor, vendor_copy
 
 # `test_export_gc`'s watch of `export_bundle`, of `import_bundle`, of `Ledger.verify` (the
 # walk of ``verify REF``) and of `verify_bundle` (``verify BUNDLE``'s): whether the collector
@@ -38,7 +38,7 @@ def parties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Vendor, Bu
     """A vendor's bundle and a buyer ready to import it (the entry point runs as the buyer's
     user: its ``TRAJLEDGER_STATE_DIR``)."""
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(buyer.state))
     return vendor, buyer

@@ -391,9 +391,9 @@ def test_erase_deletes_nothing_once_the_log_lock_is_removed(
 def _vendor_and_buyer(root: Path) -> tuple[Any, Any]:
     """tests/e2e/test_updates.py's vendor (two batches in dataset bh@1, exported) and a
     buyer trusting it."""
-    from test_updates import Buyer, Vendor
+    from test_updates import Buyer, vendor_copy
 
-    vendor = Vendor(root, "vendor", "vendor.example/log")
+    vendor = vendor_copy(root, "vendor", "vendor.example/log")
     return vendor, Buyer(root, [vendor])
 
 

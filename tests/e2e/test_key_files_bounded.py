@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import testkit
 
 CLI = "from trajledger.runner.cli import main; main()"
 
@@ -37,11 +38,17 @@ def _run(home: Path, *args: str, memory: int | None = None) -> subprocess.Comple
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
+    """A ledger with keys vendor and other, made in process as the user of ``tmp_path /
+    "state"`` (`_run`'s): only the commands under test run in a bounded process of their own
+    (ci54: the three set-up commands were processes too, 1 to 2 s of each test's set-up)."""
+    from trajledger.runner.cli import main
+
     home = tmp_path / "lab"
     for args in (["init", "--origin", "lab.example/log"], ["key", "new", "vendor", "--no-encrypt"],
                  ["key", "new", "other", "--no-encrypt"]):
-        r = _run(home, *args)
-        assert r.returncode == 0, r.stderr
+        r = testkit.new_runner().invoke(main, ["--ledger", str(home), *args],
+                                        env={"TRAJLEDGER_STATE_DIR": str(tmp_path / "state")})
+        assert r.exit_code == 0, r.output
     return home
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_approve_lineage import home, lines, steps_file  # noqa: F401 (a fixture)
+from test_approve_lineage import home, home_template, lines, steps_file  # noqa: F401 (fixtures)
 from test_runner_cli import run
 
 from trajledger import Ledger

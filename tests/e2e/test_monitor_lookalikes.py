@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, served
+from test_updates import Buyer, Vendor, served, vendor_copy
 
 from trajledger import Ledger
 from trajledger.ledger import record
@@ -50,7 +50,7 @@ def record_again(vendor: Vendor, digest: str, name: str, monkeypatch: pytest.Mon
 
 @pytest.fixture
 def parties(tmp_path: Path) -> Iterator[tuple[Vendor, Buyer]]:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     # A vendor that publishes its batches' envelopes too (docs/third-party.md, "publish").

@@ -14,7 +14,7 @@ import pytest
 import testkit
 from click.testing import CliRunner
 from test_runner_cli import expect, run
-from testkit import Party
+from testkit import Party, built_once
 
 from trajledger.runner.cli import main
 
@@ -216,7 +216,13 @@ def vendor_only(vendor: Party, tmp_path: Path) -> None:
 def clashing(tmp_path: Path) -> tuple[Party, Party, str, str, str]:
     """A vendor-only ledger's ``grid@1`` imported by a buyer, approved, then a ``grid@1`` of
     the buyer's own made: the two parties, the vendor's batch, its dataset and the buyer's
-    ``dataset create`` result's stderr and digest."""
+    ``dataset create`` result's stderr and digest. Built once per test process for each
+    `vendor_only` (test_rev48_hostile_origin replaces it) and copied (`testkit.built_once`)."""
+    return built_once(("clashing", vendor_only), tmp_path, _build_clashing)
+
+
+def _build_clashing(tmp_path: Path) -> tuple[Party, Party, str, str, str]:
+    """`clashing` built at ``tmp_path``."""
     vendor, buyer = Party(tmp_path, "vendor"), Party(tmp_path, "buyer")
     vendor_only(vendor, tmp_path)
     theirs_batch = vendor.last("record", steps(tmp_path / "v.jsonl", "v"), "--env", "cartpole@1",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_approve_lineage import home, lines, steps_file  # noqa: F401 (a fixture)
+from test_approve_lineage import home, home_template, lines, steps_file  # noqa: F401 (fixtures)
 from test_lineage_under_lock import entries
 from test_runner_cli import run
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from test_third_party_updates import REASON, the_whole_update_revokes, third_party
 from test_updates import Vendor, served, short, train_a_buyer
-from testkit import Party
+from testkit import Party, built_once
 
 UNREAD = "has not been read for "
 
@@ -33,7 +33,15 @@ def _lab_after_revocation(tmp_path: Path, how: str) -> tuple[Vendor, Party, str,
     vendor's environment bundle; ``examined``, a first monitor after an unrelated import;
     ``rotated``, applied, then the vendor rotates its log key and the monitor follows it),
     holding nothing of the vendor's yet. Returns the vendor, the third party, the lab's
-    checkpoint, its bundle, and the vendor's size applied."""
+    checkpoint, its bundle, and the vendor's size applied. Built once per test process for
+    each ``how`` and copied (`testkit.built_once`)."""
+    return built_once(("_lab_after_revocation", how), tmp_path,
+                      lambda root: _build_lab_after_revocation(root, how))
+
+
+def _build_lab_after_revocation(tmp_path: Path, how: str
+                                ) -> tuple[Vendor, Party, str, Path, int]:
+    """`_lab_after_revocation` built at ``tmp_path``."""
     vendor, lab, ckpt = train_a_buyer(tmp_path)
     bundle = tmp_path / "lab-checkpoint.tar.zst"
     lab.run("export", "bh-policy@1", "--out", bundle)

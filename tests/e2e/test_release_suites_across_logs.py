@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from test_evaluations import POLICY as EVALS_POLICY
-from test_updates import BUYER_POLICY, Vendor, make_buyer, rollouts
+from test_updates import BUYER_POLICY, Vendor, make_buyer, rollouts, vendor_copy
 from testkit import Party
 
 RELEASE = EVALS_POLICY[EVALS_POLICY.index("[release]"):]
@@ -56,7 +56,7 @@ def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def vendor_suite_and_buyer(tmp_path: Path) -> tuple[str, Path, Party]:
     """A vendor's ``regression@1`` (its digest, its bundle) and a buyer with a checkpoint
     ``pol@1`` trained on its own ``train@1``, the vendor's suite not imported."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     easy = vendor.last("record", rollouts(tmp_path / "easy.parquet", 11), "--env", "grid@1",
                        "--policy", "easy", "--name", "easy", "--licence", "CC-BY-4.0", "--key",
                        "vendor")  # fmt: skip

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from test_updates import Buyer, Vendor, served, train_a_buyer, vendor_copy
-from testkit import Party
+from testkit import Party, built_once
 
 REASON = "consent withdrawn"
 THIRD_POLICY = (  # the vendors' producers, the lab's approver and trainer, its own approver
@@ -56,7 +56,13 @@ def third_party(tmp_path: Path, vendor: Party, lab: Party, others: Sequence[Part
 
 def _three_parties(tmp_path: Path) -> tuple[Vendor, Party, str]:
     """The vendor's batch trained on by the lab (`train_a_buyer`), the lab's checkpoint
-    imported by a third party; then the vendor revokes the batch with its producer key."""
+    imported by a third party; then the vendor revokes the batch with its producer key. Built
+    once per test process and copied (`testkit.built_once`)."""
+    return built_once("_three_parties", tmp_path, _build_three_parties)
+
+
+def _build_three_parties(tmp_path: Path) -> tuple[Vendor, Party, str]:
+    """`_three_parties` built at ``tmp_path``."""
     vendor, lab, ckpt = train_a_buyer(tmp_path)
     bundle = tmp_path / "lab-checkpoint.tar.zst"
     lab.run("export", "bh-policy@1", "--out", bundle)

@@ -18,7 +18,7 @@ import pytest
 import testkit
 from faultkit import Faults
 from test_destructive import home, run  # noqa: F401 (the fixture)
-from test_updates import Buyer, Vendor, _no_shared_state, rollouts  # noqa: F401 (fixture)
+from test_updates import Buyer, _no_shared_state, rollouts, vendor_copy  # noqa: F401 (fixture)
 
 from trajledger import Ledger
 from trajledger.runner.cli import main
@@ -40,7 +40,7 @@ def buyer_of_bh(tmp_path: Path) -> tuple[Buyer, list[str], str]:
     """A buyer that imported the vendor's ``bh@1`` and recorded a batch of its own: the
     arguments that record its own ``bh@1`` (a name only another log's record holds), and the
     envelope of the import record."""
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     envelope = _envelope(buyer, buyer.size() - 1)

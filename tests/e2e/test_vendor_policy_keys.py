@@ -17,7 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from test_updates import Buyer, Vendor
+from test_updates import Buyer, Vendor, vendor_copy
+from testkit import built_once
 
 
 def _keyid(party: Vendor, name: str) -> str:
@@ -40,7 +41,13 @@ def _update(vendor: Vendor, since: int, out: Path) -> Path:
 
 
 def _imported(tmp_path: Path) -> tuple[Vendor, Buyer, int]:
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    """The vendor, a buyer that imported its bundle, the vendor's size then: built once per
+    test process and copied (`testkit.built_once`)."""
+    return built_once("_imported", tmp_path, _build_imported)
+
+
+def _build_imported(tmp_path: Path) -> tuple[Vendor, Buyer, int]:
+    vendor = vendor_copy(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")
     return vendor, buyer, vendor.size()

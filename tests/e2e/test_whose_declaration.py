@@ -29,6 +29,7 @@ from typing import Any
 
 from test_borrowed_handovers import relays
 from test_updates import Buyer, Vendor, declare_compromised, rollouts, vendor_copy
+from testkit import built_once
 
 FIRM = "still trusts it as producer: record a successor without it"
 
@@ -40,7 +41,13 @@ def _keyid(party: Vendor, name: str) -> str:
 
 def relaying_parties(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, Path, str]:
     """One, two (relaying one's dataset, its imports unpublished), the buyer (nothing imported
-    yet), two's bundle of one's dataset, one's key ``vendor``."""
+    yet), two's bundle of one's dataset, one's key ``vendor``: built once per test process and
+    copied (`testkit.built_once`; ci54: 0.5 CPU-s a build, about ten calls a run)."""
+    return built_once("relaying_parties", tmp_path, build_relaying_parties)
+
+
+def build_relaying_parties(tmp_path: Path) -> tuple[Vendor, Vendor, Buyer, Path, str]:
+    """`relaying_parties` built at ``tmp_path``."""
     one = vendor_copy(tmp_path, "one", "one.example/log")
     two = vendor_copy(tmp_path, "two", "two.example/log", seeds=(3, 4))
     buyer = Buyer(tmp_path, [one, two])

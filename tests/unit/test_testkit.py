@@ -257,3 +257,32 @@ def test_a_hang_up_ignored_by_nohup_reaches_the_tests_children(
         own_handler_is_kept(signal.SIGHUP)
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_built_once_copies_one_build_and_moves_its_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`testkit.built_once`: the build runs once for a key; each other test's call gets a copy
+    of its files, the paths of what it returned (and of a `Party`'s attributes) moved to its
+    own directory; a second call in the same test builds anew."""
+    builds: list[Path] = []
+
+    def build(root: Path) -> tuple[testkit.Party, Path, str]:
+        builds.append(root)
+        party = testkit.Party(root, "p")
+        (root / "made.txt").write_text(str(len(builds)))
+        return party, root / "made.txt", "text"
+
+    key = ("test_built_once", tmp_path)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "a.py::first (call)")
+    (tmp_path / "a").mkdir()
+    party, made, text = testkit.built_once(key, tmp_path / "a", build)
+    assert (party.home, party.state, made, text) == (
+        tmp_path / "a" / "p", tmp_path / "a" / "p-state", tmp_path / "a" / "made.txt", "text")
+    assert made.read_text() == "1" and party.state.is_dir() and builds[0] != tmp_path / "a"
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "a.py::second (call)")
+    (tmp_path / "b").mkdir()
+    party, made, _ = testkit.built_once(key, tmp_path / "b", build)
+    assert (party.home, made.read_text(), len(builds)) == (tmp_path / "b" / "p", "1", 1)
+    (tmp_path / "c").mkdir()
+    party, made, _ = testkit.built_once(key, tmp_path / "c", build)  # the same test again
+    assert (builds[-1], made.read_text()) == (tmp_path / "c", "2")
