@@ -117,7 +117,7 @@ def test_the_look_for_files_written_elsewhere_is_bounded_by_directories_too(
     the look stops first (no file named), as it does for 200 files."""
     import time
 
-    from trajledger.runner.train import written_elsewhere
+    from trajledger.runner.written import written_elsewhere
 
     since = time.time()
     for i in range(200):

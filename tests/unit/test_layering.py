@@ -373,7 +373,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.runner.suite_contamination", "trajledger.runner.train",
         "trajledger.runner.trainers", "trajledger.runner.trainers.*",
         "trajledger.runner.training", "trajledger.runner.verification",
-        "trajledger.runner.workdir",
+        "trajledger.runner.workdir", "trajledger.runner.written",
     )),
     ("the facade: trajledger.Ledger", ("trajledger", "trajledger.api")),
     ("integrations", ("trajledger.integrations", "trajledger.integrations.*")),

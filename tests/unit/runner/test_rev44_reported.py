@@ -87,7 +87,7 @@ def test_the_look_for_files_written_elsewhere_is_bounded_within_one_directory(
     directory of many files (a data set of images beside the script) was read whole and every
     file stat'ed: 300,000 files 0.87 CPU-s, 15 x the bound of 20,000 entries. Counted here as
     the entries the directory listings gave."""
-    from trajledger.runner.train import written_elsewhere
+    from trajledger.runner.written import written_elsewhere
 
     for i in range(2_000):
         (tmp_path / f"img{i:05}.png").touch()
@@ -125,7 +125,7 @@ def test_the_look_for_files_written_elsewhere_names_each_on_the_one_line(
         tmp_path: Path) -> None:
     """A FIFO, a symbolic link loop and a directory it may not read neither stop nor end the
     look (held before); a name with a newline is shown escaped (the line stays one)."""
-    from trajledger.runner.train import written_elsewhere
+    from trajledger.runner.written import written_elsewhere
 
     since = time.time()
     os.mkfifo(tmp_path / "fifo")
