@@ -672,9 +672,12 @@ class FeatureStream:
     def __init__(self, spill: str | Path | None = None) -> None:
         """Start before the first step; a long episode's files go in a directory made under
         ``spill`` (a private directory; the system's temporary directory when None)."""
-        self._carry: pa.Table | None = None
-        self._carry_bytes = 0  # its parts' nbytes, summed as they come (the table's own
-        # nbytes walks every chunk: asked at each batch it was quadratic in the batches)
+        # The open episode's rows, part by part (one schema), joined once: when it ends or is
+        # taken in pieces (joined at each batch, its chunk list was copied at each: quadratic
+        # in the batches, spd53). Its rows and its parts' nbytes summed as they come (the
+        # table's own nbytes walks every chunk: ci53).
+        self._carry: list[pa.Table] = []
+        self._carry_rows = self._carry_bytes = 0
         self._long: LongEpisode | None = None
         self._previous: str | None = None
         self._spill = spill
@@ -703,27 +706,25 @@ class FeatureStream:
         if t.num_rows == 0:
             return None
         done: list[FeatureChunk] = []
-        if self._long is not None or self._carry is not None:
+        if self._long is not None or self._carry:
             # The open episode ends where t's ids first differ from it: only its rows are
             # joined to it (joining the whole batch would copy every column).
             first = (
                 self._long.episode if self._long is not None
-                else self._carry.column("episode_id")[0]  # type: ignore[union-attr]
+                else self._carry[0].column("episode_id")[0]
             )  # fmt: skip
             b = _first_other(t.column("episode_id"), first)
             head = t if b is None else t.slice(0, b)
-            if self._long is None and self._carry is not None:
-                size = self._carry_bytes + head.nbytes
-                if _held(self._carry.num_rows + head.num_rows, size):
-                    head = pa.concat_tables([self._carry, head], promote_options="permissive")
-                    self._carry, self._carry_bytes = (head, size) if b is None else (None, 0)
+            if self._long is None:
+                rows, size = self._carry_rows + head.num_rows, self._carry_bytes + head.nbytes
+                if _held(rows, size):
+                    self._carry_on(head, rows, size)
                     if b is None:
                         return None
-                    done.append(self._complete(head))
+                    done.append(self._complete(self._joined()))
                 else:
                     self._long = LongEpisode(self._previous, self._spill)
-                    self._long.add(self._carry)
-                    self._carry = None
+                    self._long.add(self._joined())
             if self._long is not None:
                 self._long.add(head)
                 if b is None:
@@ -738,11 +739,26 @@ class FeatureStream:
             done.append(self._complete(t.slice(0, cut), starts[:-1]))
         rest = t.slice(cut)
         if _held(rest.num_rows, size := rest.nbytes):
-            self._carry, self._carry_bytes = rest, size
+            self._carry_on(rest, rest.num_rows, size)
         else:
             self._long = LongEpisode(self._previous, self._spill)
             self._long.add(rest)
         return FeatureChunk.concat(done) if done else None
+
+    def _carry_on(self, part: pa.Table, rows: int, size: int) -> None:
+        """Carry ``part`` too (the open episode's ``rows`` and ``size`` with it)."""
+        if self._carry and part.schema != self._carry[0].schema:
+            # (as each batch was joined before: the schemas promoted, or refused, here)
+            self._carry = [pa.concat_tables([*self._carry, part], promote_options="permissive")]
+        elif part.num_rows or not self._carry:  # (none: the batch's first row ends it)
+            self._carry.append(part)
+        self._carry_rows, self._carry_bytes = rows, size
+
+    def _joined(self) -> pa.Table:
+        """The carried episode's rows as one table (no longer carried)."""
+        parts, self._carry = self._carry, []
+        self._carry_rows = self._carry_bytes = 0
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def _ended(self, long: LongEpisode) -> FeatureChunk:
         chunk = long.finish()
@@ -788,16 +804,15 @@ class FeatureStream:
         if self._long is not None:
             long, self._long = self._long, None
             return self._ended(long)
-        carry, self._carry = self._carry, None
-        if carry is None or not carry.num_rows:
+        if not self._carry:
             return None
-        return self._complete(carry)
+        return self._complete(self._joined())
 
     def close(self) -> None:
         """Drop an open episode (its spilled files removed)."""
         if self._long is not None:
             self._long.close()
-        self._long, self._carry = None, None
+        self._long, self._carry = None, []
 
 
 def iter_step_features(
