@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trajledger.ledger import episode_features
 from trajledger.ledger.batch_features import FeatureRecorder, decode_features, encode_features
 from trajledger.ledger.episode_features import (
     FEATURE_COLUMNS,
@@ -151,7 +152,8 @@ def test_carried_episodes_have_the_features_of_the_whole_episodes(
     table: pa.Table, data: st.DataObject
 ) -> None:
     """spd53: episodes carried over batches cut at random rows (runs of one-row batches among
-    them) have, bit for bit, the features of the whole episodes at once."""
+    them), and long episodes taken in small pieces, have, bit for bit, the features of the
+    whole episodes at once."""
     for name in ("role", "content"):  # (all null: typed as the step schema types them)
         if name in table.column_names and pa.types.is_null(table.schema.field(name).type):
             i = table.schema.get_field_index(name)
@@ -162,9 +164,13 @@ def test_carried_episodes_have_the_features_of_the_whole_episodes(
         lo = data.draw(st.integers(0, n - 1))
         cuts = sorted({*cuts, *range(lo + 1, min(n, lo + 60))})
     bounds = [0, *[c for c in cuts if 0 < c < n], n]
-    got = FeatureChunk.concat(list(iter_step_features(
-        table.slice(lo, hi - lo) for lo, hi in pairwise(bounds))))
     want = whole_episodes(table.combine_chunks().to_batches()[0])
+    with pytest.MonkeyPatch.context() as m:
+        if data.draw(st.booleans()):  # episodes of more than 8 steps taken in pieces of 5
+            m.setattr(episode_features, "SPILL_STEPS", 8)
+            m.setattr(episode_features, "_PIECE", 5)
+        got = FeatureChunk.concat(list(iter_step_features(
+            table.slice(lo, hi - lo) for lo, hi in pairwise(bounds))))
     assert got.episode_ids == want.episode_ids and got.fingerprints == want.fingerprints
     assert got.modality == want.modality and got.safety == want.safety
     assert got.num_steps.tolist() == want.num_steps.tolist()
