@@ -510,6 +510,8 @@ SPILL_BYTES = 64 << 20
 row group of four 64 MiB tensors, one episode, was carried, joined and copied once more)."""
 _PIECE = 1 << 15
 """Steps of a long episode taken at once."""
+_SMALL_BYTES = 1 << 20
+"""Bytes of a long episode's small parts (smaller than a piece) gathered into one piece."""
 
 
 class _Spilled:
@@ -555,8 +557,10 @@ class LongEpisode:
     bounded by a piece: the sketch (`NumericSketch`) and safety sum are linear over steps,
     counted as they come; a conversation's distinct words and bigrams are counted
     (`TextCounts`); the fingerprint's bytes are written to files in a private directory and
-    hashed when the episode ends (disk, not memory). The same features, bit for bit, as
-    `_features` of all its rows at once. `close` (also after an error) removes the files.
+    hashed when the episode ends (disk, not memory). Parts smaller than a piece (an episode
+    in one-row batches) are gathered into one, up to `_PIECE` steps and `_SMALL_BYTES`. The
+    same features, bit for bit, as `_features` of all its rows at once. `close` (also after an
+    error) removes the files.
     """
 
     def __init__(self, previous: str | None, spill: str | Path | None) -> None:
@@ -594,10 +598,10 @@ class LongEpisode:
                 if self._small and (
                     part.schema != self._small[0].schema
                     or self._small_rows + rows > _PIECE
-                    or self._small_bytes + size > _JOIN_BYTES
+                    or self._small_bytes + size > _SMALL_BYTES
                 ):
                     self._flush()
-                if rows < _PIECE and size < _JOIN_BYTES:
+                if rows < _PIECE and size < _SMALL_BYTES:
                     self._small.append(part)
                     self._small_rows += rows
                     self._small_bytes += size
