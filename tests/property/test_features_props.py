@@ -152,8 +152,8 @@ def test_carried_episodes_have_the_features_of_the_whole_episodes(
     table: pa.Table, data: st.DataObject
 ) -> None:
     """spd53: episodes carried over batches cut at random rows (runs of one-row batches among
-    them), and long episodes taken in small pieces, have, bit for bit, the features of the
-    whole episodes at once."""
+    them), their parts gathered, and long episodes taken in small pieces, have, bit for bit,
+    the features of the whole episodes at once."""
     for name in ("role", "content"):  # (all null: typed as the step schema types them)
         if name in table.column_names and pa.types.is_null(table.schema.field(name).type):
             i = table.schema.get_field_index(name)
@@ -169,6 +169,8 @@ def test_carried_episodes_have_the_features_of_the_whole_episodes(
         if data.draw(st.booleans()):  # episodes of more than 8 steps taken in pieces of 5
             m.setattr(episode_features, "SPILL_STEPS", 8)
             m.setattr(episode_features, "_PIECE", 5)
+        if data.draw(st.booleans()):  # carried parts gathered three at a time
+            m.setattr(episode_features, "_CARRY_PARTS", 3)
         got = FeatureChunk.concat(list(iter_step_features(
             table.slice(lo, hi - lo) for lo, hi in pairwise(bounds))))
     assert got.episode_ids == want.episode_ids and got.fingerprints == want.fingerprints

@@ -510,6 +510,8 @@ SPILL_BYTES = 64 << 20
 row group of four 64 MiB tensors, one episode, was carried, joined and copied once more)."""
 _PIECE = 1 << 15
 """Steps of a long episode taken at once."""
+_CARRY_PARTS = 1 << 10
+"""Parts of a carried episode gathered into one table (a copy of their rows, once)."""
 _SMALL_BYTES = 1 << 20
 """Bytes of a long episode's small parts (smaller than a piece) gathered into one piece."""
 
@@ -558,7 +560,8 @@ class LongEpisode:
     counted as they come; a conversation's distinct words and bigrams are counted
     (`TextCounts`); the fingerprint's bytes are written to files in a private directory and
     hashed when the episode ends (disk, not memory). Parts smaller than a piece (an episode
-    in one-row batches) are gathered into one, up to `_PIECE` steps and `_SMALL_BYTES`. The
+    in one-row batches) are gathered into one, up to `_PIECE` steps, `_SMALL_BYTES` and
+    `_CARRY_PARTS` parts. The
     same features, bit for bit, as `_features` of all its rows at once. `close` (also after an
     error) removes the files.
     """
@@ -599,6 +602,7 @@ class LongEpisode:
                     part.schema != self._small[0].schema
                     or self._small_rows + rows > _PIECE
                     or self._small_bytes + size > _SMALL_BYTES
+                    or len(self._small) >= _CARRY_PARTS
                 ):
                     self._flush()
                 if rows < _PIECE and size < _SMALL_BYTES:
@@ -726,6 +730,7 @@ class FeatureStream:
         # table's own nbytes walks every chunk: ci53).
         self._carry: list[pa.Table] = []
         self._carry_rows = self._carry_bytes = 0
+        self._gathered = 0  # its first parts, each of `_CARRY_PARTS` parts gathered into one
         self._long: LongEpisode | None = None
         self._previous: str | None = None
         self._spill = spill
@@ -798,14 +803,20 @@ class FeatureStream:
         if self._carry and part.schema != self._carry[0].schema:
             # (as each batch was joined before: the schemas promoted, or refused, here)
             self._carry = [pa.concat_tables([*self._carry, part], promote_options="permissive")]
+            self._gathered = 1
         elif part.num_rows or not self._carry:  # (none: the batch's first row ends it)
             self._carry.append(part)
+            if len(self._carry) - self._gathered >= _CARRY_PARTS:
+                # (each part's objects cost about 1.5 KB: 65,536 one-row parts were 92 MiB)
+                tail = pa.concat_tables(self._carry[self._gathered :]).combine_chunks()
+                self._carry[self._gathered :] = [tail]
+                self._gathered += 1
         self._carry_rows, self._carry_bytes = rows, size
 
     def _joined(self) -> pa.Table:
         """The carried episode's rows as one table (no longer carried)."""
         parts, self._carry = self._carry, []
-        self._carry_rows = self._carry_bytes = 0
+        self._carry_rows = self._carry_bytes = self._gathered = 0
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def _ended(self, long: LongEpisode) -> FeatureChunk:
@@ -860,7 +871,7 @@ class FeatureStream:
         """Drop an open episode (its spilled files removed)."""
         if self._long is not None:
             self._long.close()
-        self._long, self._carry = None, []
+        self._long, self._carry, self._gathered = None, [], 0
 
 
 def iter_step_features(
