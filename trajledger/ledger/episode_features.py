@@ -807,7 +807,7 @@ class FeatureStream:
         elif part.num_rows or not self._carry:  # (none: the batch's first row ends it)
             self._carry.append(part)
             if len(self._carry) - self._gathered >= _CARRY_PARTS:
-                # (each part's objects cost about 1.5 KB: 65,536 one-row parts were 92 MiB)
+                # (a part's objects cost about 1.5 KB: 60,000 one-row parts held 92 MiB)
                 tail = pa.concat_tables(self._carry[self._gathered :]).combine_chunks()
                 self._carry[self._gathered :] = [tail]
                 self._gathered += 1
