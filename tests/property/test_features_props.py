@@ -5,10 +5,13 @@ random row groups, the features file the recorder writes holds, bit for bit, wha
 `iter_step_features` computes from the step file read back (and its bytes are `encode_features`
 of those), and every fingerprint is the one `rollouts.dedup.episode_fingerprints` gives.
 (Episodes longer than a sketch span: the white-box test in
-tests/unit/ledger/test_episode_vectors.py.)
+tests/unit/ledger/test_episode_vectors.py.) And the features of a stream cut anywhere, into
+batches down to one row (episodes carried over many of them, spd53), are those of every
+episode at once.
 """
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trajledger.ledger import episode_features
 from trajledger.ledger.batch_features import FeatureRecorder, decode_features, encode_features
 from trajledger.ledger.episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
     iter_step_features,
     parquet_batches,
+    whole_episodes,
 )
 from trajledger.ledger.rollouts.dedup import episode_fingerprints
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
@@ -139,3 +144,37 @@ def test_recorded_features_equal_those_of_the_stored_bytes(
     assert dict(zip(again.episode_ids, again.fingerprints, strict=True)) == episode_fingerprints(
         stored
     )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=step_tables(), data=st.data())
+def test_carried_episodes_have_the_features_of_the_whole_episodes(
+    table: pa.Table, data: st.DataObject
+) -> None:
+    """spd53: episodes carried over batches cut at random rows (runs of one-row batches among
+    them), their parts gathered, and long episodes taken in small pieces, have, bit for bit,
+    the features of the whole episodes at once."""
+    for name in ("role", "content"):  # (all null: typed as the step schema types them)
+        if name in table.column_names and pa.types.is_null(table.schema.field(name).type):
+            i = table.schema.get_field_index(name)
+            table = table.set_column(i, name, table.column(name).cast(pa.string()))
+    n = table.num_rows
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, n - 1)), max_size=n))))
+    if data.draw(st.booleans()):  # a run of one-row batches somewhere
+        lo = data.draw(st.integers(0, n - 1))
+        cuts = sorted({*cuts, *range(lo + 1, min(n, lo + 60))})
+    bounds = [0, *[c for c in cuts if 0 < c < n], n]
+    want = whole_episodes(table.combine_chunks().to_batches()[0])
+    with pytest.MonkeyPatch.context() as m:
+        if data.draw(st.booleans()):  # episodes of more than 8 steps taken in pieces of 5
+            m.setattr(episode_features, "SPILL_STEPS", 8)
+            m.setattr(episode_features, "_PIECE", 5)
+        if data.draw(st.booleans()):  # carried parts gathered three at a time
+            m.setattr(episode_features, "_CARRY_PARTS", 3)
+        got = FeatureChunk.concat(list(iter_step_features(
+            table.slice(lo, hi - lo) for lo, hi in pairwise(bounds))))
+    assert got.episode_ids == want.episode_ids and got.fingerprints == want.fingerprints
+    assert got.modality == want.modality and got.safety == want.safety
+    assert got.num_steps.tolist() == want.num_steps.tolist()
+    assert got.valid.tolist() == want.valid.tolist()
+    assert got.vectors.tobytes() == want.vectors.tobytes()  # bit for bit

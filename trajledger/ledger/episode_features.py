@@ -293,12 +293,18 @@ def _runs(
     if len(set(run_ids)) != len(run_ids) or (previous is not None and run_ids[0] == previous):
         raise FeatureOrderError("steps: an episode's steps are not contiguous")
     if "step" in t.column_names:
-        step = np.asarray(_column(t, "step").fill_null(-1).to_numpy())
+        step = np.asarray(_steps(t).to_numpy())
         boundary = np.zeros(n, dtype=bool)
         boundary[starts] = True
         if np.any(~boundary[1:] & (step[1:] <= step[:-1])):
             raise FeatureOrderError("steps: an episode's steps are not in ascending order")
     return starts, run_ids
+
+
+def _steps(t: pa.Table) -> pa.Array:
+    """The step column of ``t`` (a null as -1)."""
+    step = _column(t, "step")
+    return step.fill_null(-1) if step.null_count else step
 
 
 def _column(t: pa.Table, name: str) -> pa.Array:
@@ -504,6 +510,10 @@ SPILL_BYTES = 64 << 20
 row group of four 64 MiB tensors, one episode, was carried, joined and copied once more)."""
 _PIECE = 1 << 15
 """Steps of a long episode taken at once."""
+_CARRY_PARTS = 1 << 10
+"""Parts of a carried episode gathered into one table (a copy of their rows, once)."""
+_SMALL_BYTES = 1 << 20
+"""Bytes of a long episode's small parts (smaller than a piece) gathered into one piece."""
 
 
 class _Spilled:
@@ -549,8 +559,11 @@ class LongEpisode:
     bounded by a piece: the sketch (`NumericSketch`) and safety sum are linear over steps,
     counted as they come; a conversation's distinct words and bigrams are counted
     (`TextCounts`); the fingerprint's bytes are written to files in a private directory and
-    hashed when the episode ends (disk, not memory). The same features, bit for bit, as
-    `_features` of all its rows at once. `close` (also after an error) removes the files.
+    hashed when the episode ends (disk, not memory). Parts smaller than a piece (an episode
+    in one-row batches) are gathered into one, up to `_PIECE` steps, `_SMALL_BYTES` and
+    `_CARRY_PARTS` parts. The
+    same features, bit for bit, as `_features` of all its rows at once. `close` (also after an
+    error) removes the files.
     """
 
     def __init__(self, previous: str | None, spill: str | Path | None) -> None:
@@ -567,6 +580,10 @@ class LongEpisode:
         self._other: TextCounts | None = TextCounts()  # texts if no task side is found
         self._text = False
         self._safety, self._safety_seen = 0, False
+        # Small parts (one schema) wait to be taken as one piece: a piece's fixed cost, paid
+        # at each of the one-row batches an episode can come in, was 0.4 ms a step (spd53).
+        self._small: list[pa.Table] = []
+        self._small_rows = self._small_bytes = 0
 
     def add(self, t: pa.Table) -> None:
         """The next rows of the episode (one id).
@@ -574,20 +591,52 @@ class LongEpisode:
         Raises:
             FeatureOrderError: its steps are not ascending, or it is the previous episode's.
         """
+        if not t.num_rows:
+            return
+        self._check(t)
         for batch in t.to_batches():  # (a batch at a time: joining chunks would copy them)
             for lo in range(0, batch.num_rows, _PIECE):
-                self._piece(pa.Table.from_batches([batch.slice(lo, _PIECE)]))
+                part = pa.Table.from_batches([batch.slice(lo, _PIECE)])
+                rows, size = part.num_rows, part.nbytes
+                if self._small and (
+                    part.schema != self._small[0].schema
+                    or self._small_rows + rows > _PIECE
+                    or self._small_bytes + size > _SMALL_BYTES
+                    or len(self._small) >= _CARRY_PARTS
+                ):
+                    self._flush()
+                if rows < _PIECE and size < _SMALL_BYTES:
+                    self._small.append(part)
+                    self._small_rows += rows
+                    self._small_bytes += size
+                else:
+                    self._piece(part)
+
+    def _check(self, t: pa.Table) -> None:
+        """The episode's id (not the previous episode's) and step order, checked as its rows
+        come (as `_runs` checks a run: the caller gives the rows of one id)."""
+        first = t.column("episode_id")[0]
+        if self._previous is not None and str(first.as_py()) == self._previous:
+            raise FeatureOrderError("steps: an episode's steps are not contiguous")
+        if self.episode is None:
+            self.episode = first
+        if "step" in t.column_names:
+            step = np.asarray(_steps(t).to_numpy())
+            if np.any(step[1:] <= step[:-1]) or (
+                self._last_step is not None and step[0] <= self._last_step
+            ):
+                raise FeatureOrderError("steps: an episode's steps are not in ascending order")
+            self._last_step = step[-1].item()
+
+    def _flush(self) -> None:
+        """Take the small parts waiting as one piece (a copy of at most a piece)."""
+        small, self._small = self._small, []
+        self._small_rows = self._small_bytes = 0
+        if small:
+            self._piece(small[0] if len(small) == 1 else pa.concat_tables(small).combine_chunks())
 
     def _piece(self, t: pa.Table) -> None:
         n = t.num_rows
-        _runs(t, self._previous, np.zeros(1, np.int64))
-        if self.episode is None:
-            self.episode = t.column("episode_id")[0]
-        if "step" in t.column_names:
-            step = _column(t, "step").fill_null(-1)
-            if self._last_step is not None and step[0].as_py() <= self._last_step:
-                raise FeatureOrderError("steps: an episode's steps are not in ascending order")
-            self._last_step = step[n - 1].as_py()
         self.steps += n
         col = _columns(t)
         layouts = _layouts(col)
@@ -622,6 +671,7 @@ class LongEpisode:
     def finish(self) -> FeatureChunk:
         """The episode's features (then `close`)."""
         try:
+            self._flush()
             h = hashlib.sha256(str(self.steps).encode())
             for prefix, files in self._spilled:
                 h.update(prefix)
@@ -648,13 +698,15 @@ class LongEpisode:
         for _, files in self._spilled:
             for spilled in files:
                 spilled.file.close()
-        self._spilled = []
+        self._spilled, self._small = [], []
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def _first_other(ids: pa.ChunkedArray, value: pa.Scalar) -> int | None:
     """The first row whose id is not ``value`` (None when every row's is)."""
-    differs = pc.not_equal(ids, value).fill_null(True)
+    differs = pc.not_equal(ids, value)
+    if differs.null_count:  # (fill_null costs as much as the comparison: one-row batches)
+        differs = differs.fill_null(True)
     found = pc.index(differs, True).as_py()
     return None if found < 0 else int(found)
 
@@ -672,9 +724,13 @@ class FeatureStream:
     def __init__(self, spill: str | Path | None = None) -> None:
         """Start before the first step; a long episode's files go in a directory made under
         ``spill`` (a private directory; the system's temporary directory when None)."""
-        self._carry: pa.Table | None = None
-        self._carry_bytes = 0  # its parts' nbytes, summed as they come (the table's own
-        # nbytes walks every chunk: asked at each batch it was quadratic in the batches)
+        # The open episode's rows, part by part (one schema), joined once: when it ends or is
+        # taken in pieces (joined at each batch, its chunk list was copied at each: quadratic
+        # in the batches, spd53). Its rows and its parts' nbytes summed as they come (the
+        # table's own nbytes walks every chunk: ci53).
+        self._carry: list[pa.Table] = []
+        self._carry_rows = self._carry_bytes = 0
+        self._gathered = 0  # its first parts, each of `_CARRY_PARTS` parts gathered into one
         self._long: LongEpisode | None = None
         self._previous: str | None = None
         self._spill = spill
@@ -703,27 +759,25 @@ class FeatureStream:
         if t.num_rows == 0:
             return None
         done: list[FeatureChunk] = []
-        if self._long is not None or self._carry is not None:
+        if self._long is not None or self._carry:
             # The open episode ends where t's ids first differ from it: only its rows are
             # joined to it (joining the whole batch would copy every column).
             first = (
                 self._long.episode if self._long is not None
-                else self._carry.column("episode_id")[0]  # type: ignore[union-attr]
+                else self._carry[0].column("episode_id")[0]
             )  # fmt: skip
             b = _first_other(t.column("episode_id"), first)
             head = t if b is None else t.slice(0, b)
-            if self._long is None and self._carry is not None:
-                size = self._carry_bytes + head.nbytes
-                if _held(self._carry.num_rows + head.num_rows, size):
-                    head = pa.concat_tables([self._carry, head], promote_options="permissive")
-                    self._carry, self._carry_bytes = (head, size) if b is None else (None, 0)
+            if self._long is None:
+                rows, size = self._carry_rows + head.num_rows, self._carry_bytes + head.nbytes
+                if _held(rows, size):
+                    self._carry_on(head, rows, size)
                     if b is None:
                         return None
-                    done.append(self._complete(head))
+                    done.append(self._complete(self._joined()))
                 else:
                     self._long = LongEpisode(self._previous, self._spill)
-                    self._long.add(self._carry)
-                    self._carry = None
+                    self._long.add(self._joined())
             if self._long is not None:
                 self._long.add(head)
                 if b is None:
@@ -738,11 +792,32 @@ class FeatureStream:
             done.append(self._complete(t.slice(0, cut), starts[:-1]))
         rest = t.slice(cut)
         if _held(rest.num_rows, size := rest.nbytes):
-            self._carry, self._carry_bytes = rest, size
+            self._carry_on(rest, rest.num_rows, size)
         else:
             self._long = LongEpisode(self._previous, self._spill)
             self._long.add(rest)
         return FeatureChunk.concat(done) if done else None
+
+    def _carry_on(self, part: pa.Table, rows: int, size: int) -> None:
+        """Carry ``part`` too (the open episode's ``rows`` and ``size`` with it)."""
+        if self._carry and part.schema != self._carry[0].schema:
+            # (as each batch was joined before: the schemas promoted, or refused, here)
+            self._carry = [pa.concat_tables([*self._carry, part], promote_options="permissive")]
+            self._gathered = 1
+        elif part.num_rows or not self._carry:  # (none: the batch's first row ends it)
+            self._carry.append(part)
+            if len(self._carry) - self._gathered >= _CARRY_PARTS:
+                # (a part's objects cost about 1.5 KB: 60,000 one-row parts held 92 MiB)
+                tail = pa.concat_tables(self._carry[self._gathered :]).combine_chunks()
+                self._carry[self._gathered :] = [tail]
+                self._gathered += 1
+        self._carry_rows, self._carry_bytes = rows, size
+
+    def _joined(self) -> pa.Table:
+        """The carried episode's rows as one table (no longer carried)."""
+        parts, self._carry = self._carry, []
+        self._carry_rows = self._carry_bytes = self._gathered = 0
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def _ended(self, long: LongEpisode) -> FeatureChunk:
         chunk = long.finish()
@@ -788,16 +863,15 @@ class FeatureStream:
         if self._long is not None:
             long, self._long = self._long, None
             return self._ended(long)
-        carry, self._carry = self._carry, None
-        if carry is None or not carry.num_rows:
+        if not self._carry:
             return None
-        return self._complete(carry)
+        return self._complete(self._joined())
 
     def close(self) -> None:
         """Drop an open episode (its spilled files removed)."""
         if self._long is not None:
             self._long.close()
-        self._long, self._carry = None, None
+        self._long, self._carry, self._gathered = None, [], 0
 
 
 def iter_step_features(

@@ -268,3 +268,71 @@ def test_an_episode_in_one_row_batches_is_carried_up_to_its_summed_bytes(
     last = stream.finish()
     assert last is not None and not _spill_dirs(tmp_path)
     _same(_at_once(table, monkeypatch), FeatureChunk.concat([*done, last]))
+
+
+def test_an_episode_in_ten_thousand_one_row_batches_is_joined_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """spd53: an episode carried over 10,000 one-row batches is kept as a list of its parts,
+    each 1,024 of them gathered into one table (their objects cost memory), and joined once,
+    when it ends (joined to the carried table at each batch, the chunk list was copied at each:
+    13.9 CPU-s for 10,000 steps, quadratic). Its features are those of the episode at once; a
+    part of another schema (a null-typed column promoted) is joined then, as before."""
+    table = _numeric([10_000, 2], seed=6)
+    want = _at_once(table, monkeypatch)
+    joins: list[int] = []
+    concat = pa.concat_tables
+
+    def counted(tables: list[pa.Table], **kw: str) -> pa.Table:
+        joins.append(len(tables))
+        return concat(tables, **kw)
+
+    monkeypatch.setattr(pa, "concat_tables", counted)
+    stream = FeatureStream(tmp_path)
+    done = [c for i in range(table.num_rows) if (c := stream.add(table.slice(i, 1)))]
+    last = stream.finish()
+    assert last is not None
+    _same(want, FeatureChunk.concat([*done, last]))
+    assert joins == [1_024] * 9 + [9 + 10_000 - 9 * 1_024, 2]
+    joins.clear()
+    nulls = table.slice(0, 3).set_column(2, "obs", pa.nulls(3))
+    stream = FeatureStream(tmp_path)
+    for part in (nulls.slice(0, 1), nulls.slice(1, 1), table.slice(2, 1), table.slice(3, 1)):
+        assert stream.add(part) is None
+    last = stream.finish()
+    assert last is not None and joins == [3, 2] and not _spill_dirs(tmp_path)
+    whole = pa.concat_tables([nulls.slice(0, 2), table.slice(2, 2)], promote_options="permissive")
+    _same(_at_once(whole, monkeypatch), last)
+
+
+def test_a_long_episodes_one_row_batches_are_taken_in_few_pieces(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """spd53: a long episode in one-row batches (taken in pieces past `SPILL_STEPS`) has its
+    small parts taken together, up to `_PIECE` steps a piece (a piece a row cost 0.4 ms a
+    step); its steps' order is still checked as they come; the features are the episode's at
+    once."""
+    table = _numeric([1_000, 3], seed=7, null_in=0)
+    want = _at_once(table, monkeypatch)
+    monkeypatch.setattr(episode_features, "SPILL_STEPS", 100)
+    monkeypatch.setattr(episode_features, "_PIECE", 300)
+    pieces: list[int] = []
+    piece = episode_features.LongEpisode._piece
+
+    def counted(self: episode_features.LongEpisode, t: pa.Table) -> None:
+        pieces.append(t.num_rows)
+        piece(self, t)
+
+    monkeypatch.setattr(episode_features.LongEpisode, "_piece", counted)
+    stream = FeatureStream(tmp_path)
+    done = [c for i in range(table.num_rows) if (c := stream.add(table.slice(i, 1)))]
+    last = stream.finish()
+    assert last is not None
+    _same(want, FeatureChunk.concat([*done, last]))
+    assert pieces == [300, 300, 300, 100]  # the carried 101 steps among them
+    stream = FeatureStream(tmp_path)
+    for i in range(150):
+        stream.add(table.slice(i, 1))
+    with pytest.raises(FeatureOrderError, match="ascending"):
+        stream.add(table.slice(120, 1))
+    assert not _spill_dirs(tmp_path)

@@ -118,6 +118,23 @@ def test_tensor_fields_keep_type_and_shape() -> None:
     assert not conforms(text, STEP_SCHEMA)
 
 
+def test_with_columns_replaces_fields_by_name_keeping_every_metadata() -> None:
+    """spd53: the fields replaced by index (no list of the template's fields): the schema, its
+    metadata and every field's (a shape) exactly as the template's fields listed with those
+    replaced; a field the template has not is left out."""
+    obs = tensor_field("obs", pa.uint8(), (64, 64, 3))
+    action = tensor_field("action", pa.int64(), ())
+    stray = pa.field("no_such_column", pa.int8())
+    for template in (STEP_SCHEMA, EPISODE_SCHEMA):
+        fields = [obs, stray, action, tensor_field("final_obs", pa.float32(), (2,))]
+        by_name = {f.name: f for f in fields}
+        want = pa.schema([by_name.get(f.name, f) for f in template], metadata=template.metadata)
+        got = with_columns(template, fields)
+        assert got.equals(want, check_metadata=True)
+        assert [f.metadata for f in got] == [f.metadata for f in want]
+        assert got.metadata == template.metadata and "no_such_column" not in got.names
+
+
 def test_float_columns() -> None:
     assert FLOAT_STEP_COLUMNS == ("reward", "discount", "obs", "action", "action_logprob",
                                   "latency_ms", "cost_usd")  # fmt: skip

@@ -391,8 +391,12 @@ def with_columns(template: pa.Schema, fields: Sequence[pa.Field]) -> pa.Schema:
     Returns:
         The schema, with the template's metadata.
     """
-    by_name = {f.name: f for f in fields}
-    return pa.schema([by_name.get(f.name, f) for f in template], metadata=template.metadata)
+    out = template  # (replaced by index: a list of the template's fields, each wrapped
+    # anew, cost 0.1 ms a call, a few calls a batch at the gate: spd53)
+    for field in fields:
+        if (i := template.get_field_index(field.name)) >= 0:
+            out = out.set(i, field)
+    return out
 
 
 def conforms(schema: pa.Schema, template: pa.Schema) -> bool:
