@@ -73,6 +73,24 @@ def varint(b: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
+def _zigzag(b: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag varint (i16, i32, i64) at ``pos`` and the position after it."""
+    raw, pos = varint(b, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _field(b: bytes, pos: int, field: int) -> tuple[int, int, int]:
+    """The compact type, id and end of the field header at ``pos`` (the previous field's id
+    ``field``: a header states a delta to it, or the id after it); type -1 for STOP."""
+    head = b[pos]
+    if head == 0:
+        return -1, field, pos + 1
+    if head >> 4:
+        return head & 0x0F, field + (head >> 4), pos + 1
+    got, pos = _zigzag(b, pos + 1)
+    return head & 0x0F, got, pos
+
+
 def skip_struct(
     b: bytes, pos: int, want: dict[tuple[int, ...], int] | None = None, depth: int = 0,
     path: tuple[int, ...] = (), nests: frozenset[tuple[int, ...]] | None = None,
@@ -84,20 +102,12 @@ def skip_struct(
         nests = frozenset(k[:i] for k in want for i in range(1, len(k)))
     field = 0
     while True:
-        head = b[pos]
-        pos += 1
-        if head == 0:  # STOP
+        kind, field, pos = _field(b, pos, field)
+        if kind < 0:  # STOP
             return pos
-        kind, delta = head & 0x0F, head >> 4
-        if delta:
-            field += delta
-        else:
-            raw, pos = varint(b, pos)
-            field = (raw >> 1) ^ -(raw & 1)
         here = (*path, field)
         if want is not None and here in want and kind == 5:  # i32
-            raw, pos = varint(b, pos)
-            want[here] = (raw >> 1) ^ -(raw & 1)
+            want[here], pos = _zigzag(b, pos)
         elif kind == 12 and nests is not None and here in nests:
             pos = skip_struct(b, pos, want, depth + 1, here, nests)
         else:
@@ -167,21 +177,14 @@ def _codecs(b: bytes, pos: int, path: tuple[int, ...], out: list[int], depth: in
         raise ValueError("nested too deeply")
     field = 0
     while True:
-        head = b[pos]
-        pos += 1
-        if head == 0:  # STOP
+        kind, field, pos = _field(b, pos, field)
+        if kind < 0:  # STOP
             return pos
-        kind, delta = head & 0x0F, head >> 4
-        if delta:
-            field += delta
-        else:
-            raw, pos = varint(b, pos)
-            field = (raw >> 1) ^ -(raw & 1)
         if field != path[0]:
             pos = skip(b, pos, kind, depth)
         elif len(path) == 1 and kind == 5:
-            raw, pos = varint(b, pos)
-            out.append((raw >> 1) ^ -(raw & 1))
+            code, pos = _zigzag(b, pos)
+            out.append(code)
         elif len(path) > 1 and kind == 12:
             pos = _codecs(b, pos, path[1:], out, depth + 1)
         elif len(path) > 1 and kind in (9, 10) and b[pos] & 0x0F == 12:
