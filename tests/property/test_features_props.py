@@ -168,9 +168,9 @@ def test_carried_episodes_have_the_features_of_the_whole_episodes(
     with pytest.MonkeyPatch.context() as m:
         if data.draw(st.booleans()):  # episodes of more than 8 steps taken in pieces of 5
             m.setattr(episode_features, "SPILL_STEPS", 8)
-            m.setattr(episode_features, "_PIECE", 5)
+            m.setattr(episode_features, "PIECE_STEPS", 5)
         if data.draw(st.booleans()):  # carried parts gathered three at a time
-            m.setattr(episode_features, "_CARRY_PARTS", 3)
+            m.setattr(episode_features, "CARRY_PARTS", 3)
         got = FeatureChunk.concat(list(iter_step_features(
             table.slice(lo, hi - lo) for lo, hi in pairwise(bounds))))
     assert got.episode_ids == want.episode_ids and got.fingerprints == want.fingerprints

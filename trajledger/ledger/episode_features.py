@@ -508,11 +508,11 @@ SPILL_STEPS = 1 << 16
 SPILL_BYTES = 64 << 20
 """Bytes of an open episode's rows from which it is taken in pieces too (rec47 finding 1: a
 row group of four 64 MiB tensors, one episode, was carried, joined and copied once more)."""
-_PIECE = 1 << 15
+PIECE_STEPS = 1 << 15
 """Steps of a long episode taken at once."""
-_CARRY_PARTS = 1 << 10
+CARRY_PARTS = 1 << 10
 """Parts of a carried episode gathered into one table (a copy of their rows, once)."""
-_SMALL_BYTES = 1 << 20
+SMALL_BYTES = 1 << 20
 """Bytes of a long episode's small parts (smaller than a piece) gathered into one piece."""
 
 
@@ -560,8 +560,8 @@ class LongEpisode:
     counted as they come; a conversation's distinct words and bigrams are counted
     (`TextCounts`); the fingerprint's bytes are written to files in a private directory and
     hashed when the episode ends (disk, not memory). Parts smaller than a piece (an episode
-    in one-row batches) are gathered into one, up to `_PIECE` steps, `_SMALL_BYTES` and
-    `_CARRY_PARTS` parts. The
+    in one-row batches) are gathered into one, up to `PIECE_STEPS` steps, `SMALL_BYTES` and
+    `CARRY_PARTS` parts. The
     same features, bit for bit, as `_features` of all its rows at once. `close` (also after an
     error) removes the files.
     """
@@ -595,17 +595,17 @@ class LongEpisode:
             return
         self._check(t)
         for batch in t.to_batches():  # (a batch at a time: joining chunks would copy them)
-            for lo in range(0, batch.num_rows, _PIECE):
-                part = pa.Table.from_batches([batch.slice(lo, _PIECE)])
+            for lo in range(0, batch.num_rows, PIECE_STEPS):
+                part = pa.Table.from_batches([batch.slice(lo, PIECE_STEPS)])
                 rows, size = part.num_rows, part.nbytes
                 if self._small and (
                     part.schema != self._small[0].schema
-                    or self._small_rows + rows > _PIECE
-                    or self._small_bytes + size > _SMALL_BYTES
-                    or len(self._small) >= _CARRY_PARTS
+                    or self._small_rows + rows > PIECE_STEPS
+                    or self._small_bytes + size > SMALL_BYTES
+                    or len(self._small) >= CARRY_PARTS
                 ):
                     self._flush()
-                if rows < _PIECE and size < _SMALL_BYTES:
+                if rows < PIECE_STEPS and size < SMALL_BYTES:
                     self._small.append(part)
                     self._small_rows += rows
                     self._small_bytes += size
@@ -730,7 +730,7 @@ class FeatureStream:
         # table's own nbytes walks every chunk: ci53).
         self._carry: list[pa.Table] = []
         self._carry_rows = self._carry_bytes = 0
-        self._gathered = 0  # its first parts, each of `_CARRY_PARTS` parts gathered into one
+        self._gathered = 0  # its first parts, each of `CARRY_PARTS` parts gathered into one
         self._long: LongEpisode | None = None
         self._previous: str | None = None
         self._spill = spill
@@ -806,7 +806,7 @@ class FeatureStream:
             self._gathered = 1
         elif part.num_rows or not self._carry:  # (none: the batch's first row ends it)
             self._carry.append(part)
-            if len(self._carry) - self._gathered >= _CARRY_PARTS:
+            if len(self._carry) - self._gathered >= CARRY_PARTS:
                 # (a part's objects cost about 1.5 KB: 60,000 one-row parts held 92 MiB)
                 tail = pa.concat_tables(self._carry[self._gathered :]).combine_chunks()
                 self._carry[self._gathered :] = [tail]

@@ -147,7 +147,7 @@ def test_a_long_episode_cut_anywhere_has_the_features_of_the_uncut_one(
     if kind == "chat":  # the system's text alone is no task side: no vector
         assert want.modality == ["text"] * 5 and want.valid.tolist() == [1, 1, 1, 0, 0]
     monkeypatch.setattr(episode_features, "SPILL_STEPS", 100)
-    monkeypatch.setattr(episode_features, "_PIECE", 37)
+    monkeypatch.setattr(episode_features, "PIECE_STEPS", 37)
     rng = np.random.default_rng(len(cuts))
     for places in (cuts, rng.integers(1, table.num_rows, 40).tolist()):
         got = FeatureChunk.concat(list(iter_step_features(_cut(table, places), tmp_path)))
@@ -165,7 +165,7 @@ def test_a_long_numeric_episode_over_many_sketch_spans(
     table = _numeric([50_000, 16_384, 20], seed=3)
     want = _at_once(table, monkeypatch)
     monkeypatch.setattr(episode_features, "SPILL_STEPS", 1_000)
-    monkeypatch.setattr(episode_features, "_PIECE", 5_000)
+    monkeypatch.setattr(episode_features, "PIECE_STEPS", 5_000)
     got = FeatureChunk.concat(list(iter_step_features(table.to_batches(7_777), tmp_path)))
     _same(want, got)
     assert want.modality == ["numeric"] * 3 and all(want.valid)
@@ -230,7 +230,7 @@ def test_an_integer_lists_null_element_in_one_piece(
     want = episode_fingerprints(table)["n0"]
     assert _at_once(table, monkeypatch).fingerprints == [want]
     monkeypatch.setattr(episode_features, "SPILL_STEPS", 100)
-    monkeypatch.setattr(episode_features, "_PIECE", 64)
+    monkeypatch.setattr(episode_features, "PIECE_STEPS", 64)
     got = FeatureChunk.concat(list(iter_step_features(table.to_batches(300), tmp_path)))
     assert got.fingerprints == [want]
 
@@ -309,13 +309,13 @@ def test_a_long_episodes_one_row_batches_are_taken_in_few_pieces(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """spd53: a long episode in one-row batches (taken in pieces past `SPILL_STEPS`) has its
-    small parts taken together, up to `_PIECE` steps a piece (a piece a row cost 0.4 ms a
+    small parts taken together, up to `PIECE_STEPS` steps a piece (a piece a row cost 0.4 ms a
     step); its steps' order is still checked as they come; the features are the episode's at
     once."""
     table = _numeric([1_000, 3], seed=7, null_in=0)
     want = _at_once(table, monkeypatch)
     monkeypatch.setattr(episode_features, "SPILL_STEPS", 100)
-    monkeypatch.setattr(episode_features, "_PIECE", 300)
+    monkeypatch.setattr(episode_features, "PIECE_STEPS", 300)
     pieces: list[int] = []
     piece = episode_features.LongEpisode._piece
 

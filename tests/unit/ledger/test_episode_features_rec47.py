@@ -57,7 +57,7 @@ def test_booleans_with_a_null_are_hashed_as_their_float64_values(
     whole = whole_episodes(bools.combine_chunks().to_batches()[0])
     assert whole.fingerprints == [want[e] for e in whole.episode_ids]
     monkeypatch.setattr(episode_features, "SPILL_STEPS", 50)
-    monkeypatch.setattr(episode_features, "_PIECE", 13)
+    monkeypatch.setattr(episode_features, "PIECE_STEPS", 13)
     cut = FeatureChunk.concat(list(iter_step_features(bools.to_batches(17), tmp_path)))
     assert cut.fingerprints == whole.fingerprints
     assert cut.vectors.tobytes() == whole.vectors.tobytes()
