@@ -243,6 +243,18 @@ def command_line() -> str:
     return "python bench/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
+def emit(args: Any, result: Any, text: str, name: str, heading: str) -> None:
+    """A bench's result printed (its markdown ``text`` with ``--markdown``, ``--write-doc`` or
+    ``--quick``, else ``result`` as JSON) and, with ``--write-doc``, written into docs/
+    PERFORMANCE.md's section ``name`` (`write_section`)."""
+    import json
+
+    print(text if args.markdown or args.write_doc or args.quick
+          else json.dumps(result, indent=2))
+    if args.write_doc:
+        write_section(name, heading, text)
+
+
 def write_section(name: str, heading: str, body: str, doc: Path = DOC) -> None:
     """Put ``body`` between the ``bench:NAME`` markers of ``doc``.
 

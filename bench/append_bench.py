@@ -393,10 +393,7 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    text = markdown(result)
-    print(text if args.markdown or args.write_doc or args.quick else json.dumps(result, indent=2))
-    if args.write_doc:
-        c.write_section("append_bench", "## Durable appends", text)
+    c.emit(args, result, markdown(result), "append_bench", "## Durable appends")
 
 
 if __name__ == "__main__":

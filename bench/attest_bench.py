@@ -39,7 +39,6 @@ per-file costs (a temp file, an fsync, a name) weigh as much as the bytes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -242,13 +241,7 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    text = markdown(result)
-    if args.markdown or args.write_doc or args.quick:
-        print(text)
-    else:
-        print(json.dumps(result, indent=2))
-    if args.write_doc:
-        c.write_section("attest_bench", "## Attest", text)
+    c.emit(args, result, markdown(result), "attest_bench", "## Attest")
 
 
 if __name__ == "__main__":

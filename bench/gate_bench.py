@@ -169,13 +169,7 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    text = markdown(result)
-    if args.markdown or args.write_doc or args.quick:
-        print(text)
-    else:
-        print(json.dumps(result, indent=2))
-    if args.write_doc:
-        c.write_section("gate_bench", "## The admission gate on tiny batches", text)
+    c.emit(args, result, markdown(result), "gate_bench", "## The admission gate on tiny batches")
 
 
 if __name__ == "__main__":

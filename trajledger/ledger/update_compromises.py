@@ -196,8 +196,8 @@ def compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signe
 
 def _identities(ledger: LedgerHome, policy: TrustPolicy, theirs: TrustPolicy, update: Update,
                 seen: Mapping[int, LogEntry], changes: Changes, state: TrustState,
-                verifier: LineageVerifier | None = None, alone: Callable[[str], bool] = bool,
-                signer: Signer | None = None) -> None:
+                verifier: LineageVerifier | None = None,
+                alone: Callable[[str], bool] | None = None, signer: Signer | None = None) -> None:
     """The Sigstore identities the other log's policy in force (``theirs``) declares
     compromised that a role of ``policy`` holds and it does not revoke: what each signed
     keylessly since the point declared, held here from that log alone (``alone``), revoked
@@ -218,14 +218,13 @@ def _identities(ledger: LedgerHome, policy: TrustPolicy, theirs: TrustPolicy, up
                      for j in state.about(e.subject)
                      if (x := state.entry(j)) is not None and x.envelope == e.envelope),
                     default=ledger.log.size)
+        declared = f"({ri.describe()}; its policy {theirs.name!r} serial {theirs.serial})"
         what = (f"identity {who.subject} ({who.issuer}) of {origin_name(update.vkey)} is "
-                f"compromised ({ri.describe()}; its policy {theirs.name!r} serial "
-                f"{theirs.serial})")
-        revoked = [] if signer is None or verifier is None else revoke_signed(
+                f"compromised {declared}")
+        revoked = [] if signer is None or verifier is None or alone is None else revoke_signed(
             ledger, policy, ri, seen, alone, state, verifier, signer,
             f"signed by identity {who.subject} ({who.issuer}), which "
-            f"{origin_name(update.vkey)} declares compromised ({ri.describe()}; its policy "
-            f"{theirs.name!r} serial {theirs.serial})")
+            f"{origin_name(update.vkey)} declares compromised {declared}")
         changes.compromised.append({
             "identity": {"issuer": who.issuer, "subject": who.subject}, "revokedHere": revoked,
             "text": what + (": revoked here what it signed since: " + ", ".join(
