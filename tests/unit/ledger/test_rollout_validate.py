@@ -469,6 +469,37 @@ def test_steps_without_episode_row() -> None:
     assert (p.row, p.column, p.message) == (None, "episode_id", "episode 'e1' has steps but no row")
 
 
+@pytest.mark.parametrize(
+    ("reward", "episode_id", "rows"),
+    [
+        (1.0, "e0", {}),  # matches
+        (None, "e0", {"return": [None]}),  # no reward: a null return
+        (-0.0, "é🙂", {"episode_id": ["é🙂"], "return": [0.0]}),
+        (1e308, "e0", {"return": [1e308 * (1 + 1e-12)], "num_steps": [2]}),  # two mismatches
+        (2.5, "e0", {"episode_id": ["zz"]}),  # no steps, and steps with no row
+        (2.5, "e0", {"episode_id": ["e0", "e0"], "return": [2.5, 2.0], "num_steps": [1, 1]}),
+    ],
+)
+def test_one_step_compared_as_derive_episodes_does(
+    reward: float | None, episode_id: str, rows: dict[str, list[Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A one-step table's episode is read from its values (spd55), not derived by
+    `derive_episodes`: the same three columns, the same report."""
+    from trajledger.ledger.rollouts import validate
+    from trajledger.ledger.rollouts.episodes import derive_episodes
+
+    one = steps([1], episode_id=[episode_id], reward=[reward])
+    n = len(rows.get("episode_id", [episode_id]))
+    table = episodes(n, **{"episode_id": [episode_id] * n, "num_steps": [1] * n,
+                           "return": [reward] * n, **rows})
+    derived = derive_episodes(one).select(["episode_id", "num_steps", "return"])
+    assert validate._derived(one).to_pylist() == derived.to_pylist()
+    fast = validate_episodes(table, steps=one).problems
+    monkeypatch.setattr(validate, "_derived", derive_episodes)
+    assert fast == validate_episodes(table, steps=one).problems
+
+
 # --- streaming -------------------------------------------------------------------------------
 
 

@@ -628,8 +628,38 @@ def validate_episodes(
     checker, usable = _check_table(table, "episodes", max_field_bytes, max_tensor_bytes, subject)
     # (3)
     if steps is not None and {"episode_id", "num_steps", "return"} <= usable:
-        _compare_with_steps(table, derive_episodes(steps), checker.collector)
+        _compare_with_steps(table, _derived(steps), checker.collector)
     return checker.finish()
+
+
+def _derived(steps: pa.Table) -> pa.Table:
+    """The ``episode_id``, ``num_steps`` and ``return`` of `derive_episodes` of the valid
+    ``steps`` (the columns `_compare_with_steps` reads). A table of one step (a string id, a
+    float64 reward) is one episode of one step: its id, 1, and its reward (null when it has
+    none; a sum of one value is that value), read from its values: `derive_episodes`
+    normalises the steps and builds every column of the episode table, about 1 ms of Arrow
+    calls on one row (spd55: the gate on batches of one step). Other tables: `derive_episodes`.
+    """
+    schema = steps.schema
+    ids, rewards = schema.get_field_index("episode_id"), schema.get_field_index("reward")
+    if (
+        steps.num_rows == 1
+        and min(ids, rewards) >= 0
+        and schema.field(ids).type == pa.string()
+        and schema.field(rewards).type == pa.float64()
+    ):
+        try:
+            episode_id = steps.column(ids)[0].as_py()
+        except UnicodeDecodeError:  # (not valid steps: `derive_episodes` says why)
+            return derive_episodes(steps)
+        return pa.table(
+            {
+                "episode_id": pa.array([episode_id], pa.string()),
+                "num_steps": pa.array([1], pa.int64()),
+                "return": pa.array([steps.column(rewards)[0].as_py()], pa.float64()),
+            }
+        )
+    return derive_episodes(steps)
 
 
 def _compare_with_steps(
