@@ -650,7 +650,9 @@ def _derived(steps: pa.Table) -> pa.Table:
     ):
         try:
             episode_id = steps.column(ids)[0].as_py()
-        except UnicodeDecodeError:  # (not valid steps: `derive_episodes` says why)
+        except UnicodeDecodeError:
+            episode_id = None
+        if episode_id is None:  # (not valid steps: `derive_episodes` as before)
             return derive_episodes(steps)
         return pa.table(
             {
