@@ -475,7 +475,7 @@ def test_steps_without_episode_row() -> None:
         (1.0, "e0", {}),  # matches
         (None, "e0", {"return": [None]}),  # no reward: a null return
         (-0.0, "é🙂", {"episode_id": ["é🙂"], "return": [0.0]}),
-        (1e308, "e0", {"return": [1e308 * (1 + 1e-12)], "num_steps": [2]}),  # two mismatches
+        (1e308, "e0", {"return": [1e308 * (1 + 1e-12)], "num_steps": [2]}),  # steps off, return not
         (2.5, "e0", {"episode_id": ["zz"]}),  # no steps, and steps with no row
         (2.5, "e0", {"episode_id": ["e0", "e0"], "return": [2.5, 2.0], "num_steps": [1, 1]}),
     ],
