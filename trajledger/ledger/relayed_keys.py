@@ -1,0 +1,100 @@
+"""Who to ask about a key your policy does not hold, when a bundle brought records it signed:
+the words `import` and `verify BUNDLE` put after such a record's line (`key … (not in the
+policy)`), which says ``if the signer confirms the key is theirs (ask them …)``.
+
+A third party that imports a lab's bundle may hold records a vendor signed, which the lab
+relayed: "the signer" is then not the party that sent the bundle, and a keyid alone does not
+say whose it is (out57's Left; out59, after a vendor replaced its key). From the bundle's own
+records, read without trusting them (naming, not trust): an import record the bundle carries
+that lists a record signed by the key names the log it came from and its index there (a log
+whose policy's ``publish`` lists ``import`` bundles its import records); otherwise a policy of
+the bundle's log that trusts the key for a role says to ask that log's owner whose it is (its
+own, or of a log whose records it relays). Nothing here changes a verdict: the record failed
+already.
+Non-scope: judging the record (`verify.judge`), the line's own advice (`verify.key_roles`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.log_index import read_record
+from trajledger.verify.other_predicates import Import
+from trajledger.verify.policy import KEY_ROLES, TrustPolicy
+from trajledger.verify.predicates import TrustPolicyRecord
+
+from .catalog import origin_name
+
+if TYPE_CHECKING:
+    from trajledger.verify.bundle import BundleEvidence
+
+__all__ = ["relayed_keys"]
+
+_RECORD = re.compile(r" record (\d+): ")
+_NAMED = re.compile(r"the envelope names key ([0-9a-f]{12}) \(not in the policy\)")
+
+
+def relayed_keys(evidence: BundleEvidence, lines: Sequence[str]) -> dict[str, str]:
+    """What follows each of ``lines`` (a report's failures) that names a key the policy does
+    not hold, by the line (`runner.commands.report_raise`'s ``more``): who signed with it and
+    who to ask. Empty when no line names one, or the bundle says nothing of the key."""
+    out = {}
+    for line in lines:
+        record = _RECORD.search(line)
+        raw = evidence.entry_bytes(int(record[1])) if record else None
+        for prefix in _NAMED.findall(line):
+            try:  # (the record the line names, when it names one: its index at the origin)
+                envelope = LogEntry.from_bytes(raw).envelope if raw else None
+            except ProvenanceError:
+                envelope = None
+            if said := _whose(evidence, prefix, envelope):
+                out[line] = f"; {said}"
+                break
+    return out
+
+
+def _whose(evidence: BundleEvidence, prefix: str, envelope: str | None) -> str | None:
+    """Who to ask about the key whose keyid starts with ``prefix``, from the bundle's records
+    (the import's entry of ``envelope``, the record a line names, first)."""
+    relay = origin_name(evidence.index.vkey)
+    found = []
+    for _i, raw in evidence.entries():
+        try:
+            entry = LogEntry.from_bytes(raw)
+            if entry.kind != "import":
+                continue
+            _statement, predicate = read_record(entry, evidence.blob(entry.envelope), "import")
+        except ProvenanceError:
+            continue  # (unreadable: the verifier judged it; nothing to name)
+        assert isinstance(predicate, Import)
+        for item in predicate.entries:
+            try:
+                theirs = LogEntry.from_bytes(str(item.get("entry")).encode("utf-8"))
+            except (ProvenanceError, UnicodeEncodeError):
+                continue
+            if any(s.startswith(prefix) for s in theirs.signers):
+                found.append((theirs.envelope != envelope, str(predicate.log.get("vkey")),
+                              item.get("index")))
+    if found:
+        _other, vkey, index = min(found, key=lambda f: f[0])
+        origin = origin_name(vkey)
+        return (f"the key signed a record of {origin} (its log index {index}), which {relay} "
+                f"relayed: the signer to ask is {origin}'s owner, not {relay}, whose bundle "
+                "brought it")
+    for _i, entry, data in reversed(evidence.policy_records()):
+        try:
+            record = read_record(entry, data, "policy")[1]
+            assert isinstance(record, TrustPolicyRecord)
+            policy = TrustPolicy.from_json(record.policy)
+        except ProvenanceError:
+            continue
+        roles = [r for r in KEY_ROLES if any(k.startswith(prefix) for k in policy.role(r).keyids)]
+        if roles:
+            return (f"{relay}'s policy (serial {policy.serial}, in this bundle) trusts the key as "
+                    f"{' and '.join(roles)}: ask {relay}'s owner whose key it is (its own, or "
+                    "of a log whose records it relays), then ask that owner")
+    return None
