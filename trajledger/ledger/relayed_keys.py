@@ -1,6 +1,8 @@
 """Who to ask about a key your policy does not hold, when a bundle brought records it signed:
 the words `import` and `verify BUNDLE` put after such a record's line (`key … (not in the
-policy)`), which says ``if the signer confirms the key is theirs (ask them …)``.
+policy)`), which says ``if the signer confirms the key is theirs (ask them …)``; and, for a
+keyless signature whose Sigstore bundle the bundle lacks, the declaration by the bundle's log
+that its identity was compromised (why its exporter left the Sigstore bundle out).
 
 A third party that imports a lab's bundle may hold records a vendor signed, which the lab
 relayed: "the signer" is then not the party that sent the bundle, and a keyid alone does not
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["relayed_keys"]
 
+_UNCHECKED = "keyless signature's Sigstore bundle, if it is one, not checked here"
 _RECORD = re.compile(r" record (\d+): ")
 _NAMED = re.compile(r"the envelope names key ([0-9a-f]{12}) \(not in the policy\)")
 
@@ -41,11 +44,16 @@ _NAMED = re.compile(r"the envelope names key ([0-9a-f]{12}) \(not in the policy\
 def relayed_keys(evidence: BundleEvidence, lines: Sequence[str]) -> dict[str, str]:
     """What follows each of ``lines`` (a report's failures) that names a key the policy does
     not hold, by the line (`runner.commands.report_raise`'s ``more``): who signed with it and
-    who to ask. Empty when no line names one, or the bundle says nothing of the key."""
+    who to ask; or a keyless signature not checked whose identity the bundle's log declares
+    compromised (`_declared`). Empty when no line names one, or the bundle says nothing."""
     out = {}
     for line in lines:
         record = _RECORD.search(line)
         raw = evidence.entry_bytes(int(record[1])) if record else None
+        if record and raw and _UNCHECKED in line and (
+                said := _declared(evidence, int(record[1]), raw)):
+            out[line] = f"; {said}"
+            continue
         for prefix in _NAMED.findall(line):
             try:  # (the record the line names, when it names one: its index at the origin)
                 envelope = LogEntry.from_bytes(raw).envelope if raw else None
@@ -85,16 +93,44 @@ def _whose(evidence: BundleEvidence, prefix: str, envelope: str | None) -> str |
         return (f"the key signed a record of {origin} (its log index {index}), which {relay} "
                 f"relayed: the signer to ask is {origin}'s owner, not {relay}, whose bundle "
                 "brought it")
-    for _i, entry, data in reversed(evidence.policy_records()):
-        try:
-            record = read_record(entry, data, "policy")[1]
-            assert isinstance(record, TrustPolicyRecord)
-            policy = TrustPolicy.from_json(record.policy)
-        except ProvenanceError:
-            continue
+    for policy in _policies(evidence):
         roles = [r for r in KEY_ROLES if any(k.startswith(prefix) for k in policy.role(r).keyids)]
         if roles:
             return (f"{relay}'s policy (serial {policy.serial}, in this bundle) trusts the key as "
                     f"{' and '.join(roles)}: ask {relay}'s owner whose key it is (its own, or "
                     "of a log whose records it relays), then ask that owner")
     return None
+
+
+def _declared(evidence: BundleEvidence, index: int, raw: bytes) -> str | None:
+    """The declaration, by the newest policy the bundle carries of its log, of an identity
+    compromised from a point at or before the record at ``index`` (entry ``raw``): why an
+    exporter left the record's Sigstore bundle out (out59 finding 4)."""
+    try:
+        time = LogEntry.from_bytes(raw).time
+    except ProvenanceError:
+        return None
+    for policy in _policies(evidence):
+        gone = [r for r in policy.revoked_identities if r.covers(index, time)]
+        if gone:
+            relay = origin_name(evidence.index.vkey)
+            return (f"{relay}'s policy (serial {policy.serial}, in this bundle) declares "
+                    + "; ".join(f"identity {r.identity.subject} ({r.identity.issuer}) "
+                                f"{r.describe()}" for r in gone)
+                    + ": what it signed from then on counts for nothing there, so its export "
+                    "leaves out the Sigstore bundle; take the record for one its signer does "
+                    f"not stand by: ask {relay}'s owner for it signed again")
+    return None
+
+
+def _policies(evidence: BundleEvidence) -> list[TrustPolicy]:
+    """The policies the bundle carries of its log, newest first (unreadable ones left out)."""
+    out = []
+    for _i, entry, data in reversed(evidence.policy_records()):
+        try:
+            record = read_record(entry, data, "policy")[1]
+            assert isinstance(record, TrustPolicyRecord)
+            out.append(TrustPolicy.from_json(record.policy))
+        except ProvenanceError:
+            continue
+    return out
