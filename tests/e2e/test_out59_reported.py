@@ -232,8 +232,8 @@ def test_two_vendors_of_one_name_neither_shadows_the_other(tmp_path: Path) -> No
     origin-qualified names); A''s revocation of its own ``vendor-1`` fails A''s ``bh@1``
     only, naming A' as the revoker; A's stays whole. The environment both recorded with the
     same bytes is one artifact: A' may revoke it (a producer's revocation counts for bytes it
-    signed a record of: SECURITY.md, the thirty-seventh round's finding on records of the
-    same bytes), and A's dataset then fails too, naming A' (by design, fail closed)."""
+    signed a record of: SECURITY.md, hist39 finding 1, twenty-fourth round), and A's dataset
+    then fails too, naming A' (by design, fail closed)."""
     one, two, lab = two_vendors(tmp_path)
     a, a2 = origin(one), origin(two)
     err = refused(lab, "approve", "bh@1", "--key", "approver", code=3)
