@@ -131,6 +131,6 @@ def _policies(evidence: BundleEvidence) -> list[TrustPolicy]:
             record = read_record(entry, data, "policy")[1]
             assert isinstance(record, TrustPolicyRecord)
             out.append(TrustPolicy.from_json(record.policy))
-        except ProvenanceError:
+        except (ProvenanceError, ValueError):  # (hostile input: naming only, never a bug)
             continue
     return out
