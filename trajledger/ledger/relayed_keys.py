@@ -46,7 +46,8 @@ def relayed_keys(evidence: BundleEvidence, lines: Sequence[str]) -> dict[str, st
     not hold, by the line (`runner.commands.report_raise`'s ``more``): who signed with it and
     who to ask; or a keyless signature not checked whose identity the bundle's log declares
     compromised (`_declared`). Empty when no line names one, or the bundle says nothing."""
-    out = {}
+    out: dict[str, str] = {}
+    listed: list[tuple[tuple[str, ...], str, str, object]] | None = None
     for line in lines:
         record = _RECORD.search(line)
         raw = evidence.entry_bytes(int(record[1])) if record else None
@@ -59,17 +60,17 @@ def relayed_keys(evidence: BundleEvidence, lines: Sequence[str]) -> dict[str, st
                 envelope = LogEntry.from_bytes(raw).envelope if raw else None
             except ProvenanceError:
                 envelope = None
-            if said := _whose(evidence, prefix, envelope):
+            listed = _listed(evidence) if listed is None else listed
+            if said := _whose(evidence, listed, prefix, envelope):
                 out[line] = f"; {said}"
                 break
     return out
 
 
-def _whose(evidence: BundleEvidence, prefix: str, envelope: str | None) -> str | None:
-    """Who to ask about the key whose keyid starts with ``prefix``, from the bundle's records
-    (the import's entry of ``envelope``, the record a line names, first)."""
-    relay = origin_name(evidence.index.vkey)
-    found = []
+def _listed(evidence: BundleEvidence) -> list[tuple[tuple[str, ...], str, str, object]]:
+    """The records the bundle's import records list: ``(signers, envelope, the origin log's
+    vkey, the record's index there)`` of each."""
+    out = []
     for _i, raw in evidence.entries():
         try:
             entry = LogEntry.from_bytes(raw)
@@ -84,9 +85,19 @@ def _whose(evidence: BundleEvidence, prefix: str, envelope: str | None) -> str |
                 theirs = LogEntry.from_bytes(str(item.get("entry")).encode("utf-8"))
             except (ProvenanceError, UnicodeEncodeError):
                 continue
-            if any(s.startswith(prefix) for s in theirs.signers):
-                found.append((theirs.envelope != envelope, str(predicate.log.get("vkey")),
-                              item.get("index")))
+            out.append((theirs.signers, theirs.envelope, str(predicate.log.get("vkey")),
+                        item.get("index")))
+    return out
+
+
+def _whose(evidence: BundleEvidence, listed: list[tuple[tuple[str, ...], str, str, object]],
+           prefix: str, envelope: str | None) -> str | None:
+    """Who to ask about the key whose keyid starts with ``prefix``, from the bundle's records
+    (``listed`` by its import records, the entry of ``envelope``, the record a line names,
+    first; then its policies)."""
+    relay = origin_name(evidence.index.vkey)
+    found = [(theirs != envelope, vkey, index) for signers, theirs, vkey, index in listed
+             if any(s.startswith(prefix) for s in signers)]
     if found:
         _other, vkey, index = min(found, key=lambda f: f[0])
         origin = origin_name(vkey)

@@ -35,10 +35,11 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
                    if policy.revocation(k.keyid, index, time) is not None]
     message = pae(envelope.payload_type, envelope.payload)
     named, keyless, unchecked = [], False, False
-    # With identities in the role, a keyid that names no key may be a keyless signature's
-    # Sigstore bundle that was not checked: its identity revoked, or the bundle not in the
-    # evidence (an exporter leaves it out then): no key to add (out59 finding 4).
-    idents = any(then.role(r).identities for r in roles)
+    # With identities and no keys in the roles, a keyid that names no key may be a keyless
+    # signature's Sigstore bundle that was not checked: its identity revoked, or the bundle not
+    # in the evidence (an exporter leaves it out then): no key to add (out59 finding 4).
+    idents = (any(then.role(r).identities for r in roles)
+              and not any(then.role(r).keys for r in roles))
     for sig in envelope.signatures:
         keyid = sig.keyid
         if keyid and any(f"Sigstore bundle {keyid[:16]}:" in n for n in notes):
