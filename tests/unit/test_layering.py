@@ -355,7 +355,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.status", "trajledger.ledger.suites", "trajledger.ledger.update_changes",
         "trajledger.ledger.update_reads", "trajledger.ledger.update_judge",
         "trajledger.ledger.update_compromises", "trajledger.ledger.identity_compromises",
-        "trajledger.ledger.update_keys",
+        "trajledger.ledger.update_keys", "trajledger.ledger.relayed_keys",
         "trajledger.ledger.updates",
         "trajledger.ledger.own_records", "trajledger.ledger.first_contact",
         "trajledger.ledger.bundle_keys",

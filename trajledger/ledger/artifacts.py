@@ -416,6 +416,8 @@ def record_batch(
     if isinstance(source, str | os.PathLike):
         source = [Path(source)]
     ledger.log.require_signer()  # a log that cannot be appended to fails before any work
+    from .policy_state import check_signers  # (out59: as a key that may not sign: nothing stored)
+    check_signers(ledger, "rollout-batch", [(signer.name, signer.keyid)], None)
     catalog = Catalog(ledger)
     env_item = _registered(catalog, env, "environment")
     eval_item = _registered(catalog, evaluator, "evaluator") if evaluator else None

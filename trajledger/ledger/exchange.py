@@ -784,10 +784,13 @@ def import_bundle(
         report = verify_bundle(ev, policy, now=now, data="size")
         n, failed = report.count()
         if any(c.what != "revoked" for _node, checks, _d in report.causes() for c in checks):
+            from .relayed_keys import relayed_keys  # (who to ask about a key: out59)
+
+            more = relayed_keys(ev, report.failures())
             raise VerificationError(
                 f"import {path.name}: {failed} of {n} checks failed; nothing imported\n"
-                + "\n".join([*report.failures(), *([str(signers_short)] if signers_short
-                                                   else [])]))
+                + "\n".join([*(f + more.get(f, "") for f in report.failures()),
+                              *([str(signers_short)] if signers_short else [])]))
         if signers_short is not None:
             raise signers_short
         # Each inclusion proof taken into the import record signed here leads to the root (a

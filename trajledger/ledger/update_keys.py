@@ -102,9 +102,14 @@ def _line(origin: str, key: str, added: list[str], removed: list[str], policy: T
     for r in removed if own is None else ():
         if policy.holds(r, key):
             act = True
-            parts.append(f"your policy still trusts it as {r}: if you added it for {origin}, "
+            # (out59) a replaced key is not a compromised one: what it signed there stays
+            # valid, and their later bundles carry it again (a dataset built on an older record)
+            parts.append(f"your policy still trusts it as {r}: what it signed there before "
+                         f"stays valid ({origin} does not declare it compromised), and a bundle "
+                         f"of theirs that carries such a record (a later dataset built on one) "
+                         "is refused here without it; keep it while you take those in, then "
                          "take it out of your policy and run 'trajledger policy set FILE --key "
-                         "APPROVER'")
+                         "APPROVER' (what you hold keeps verifying)")
         else:
             parts.append(f"your policy does not name it as {r}: nothing to do")
     return ("warning" if act else "note",

@@ -506,7 +506,8 @@ def verify(
 
         try:
             with loading():  # (imp49: as a REF's walk below)
-                report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
+                report, omitted, whose = _verify_bundle(ctx, bundle, policy_file, skip_data,
+                                                        files_dir)
         except (VerificationError, FormatError) as e:  # refused before its report: the
             if as_json:  # bundle node alone, as `python -m verify --json` (out44 finding 6)
                 from trajledger.verify.refused_report import refused
@@ -523,7 +524,8 @@ def verify(
                  "trust state): a bundle that does not extend it is a fork, or older and may "
                  "hide what the log recorded since (a revocation); ask its sender for one "
                  "exported now")
-        report_raise(report, str(bundle), skip_data, omitted, named=True, expect=expect)
+        report_raise(report, str(bundle), skip_data, omitted, named=True, expect=expect,
+                     more=whose)
         return
     if policy_file is not None:  # an invalid one is a usage error (read again, with the log's
         _verifiers_policy(ctx, policy_file)  # history, once the ledger is open)
@@ -624,14 +626,15 @@ def _is_zstd(path: Path) -> bool:
 
 def _verify_bundle(
     ctx: Context, path: Path, policy_file: Path | None, skip_data: bool, files: Path | None
-) -> tuple[Any, int]:
+) -> tuple[Any, int, dict[str, str]]:
     """Verify an exported bundle offline with the given policy (no ledger needed): the report
-    (its bundle's node says what it cannot know offline: `Checkpoint.horizon`) and how many
-    data blobs the bundle leaves out. Its log must extend the newest checkpoint
-    of that log this user has seen (their own ledger's log, one they imported from or monitor:
-    `TrustState.floor_seen`), as ``python -m verify --known-checkpoint`` checks and as
-    ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding
-    a later revocation) that every other path of this user refuses (SECURITY.md, rev18 #1)."""
+    (its bundle's node says what it cannot know offline: `Checkpoint.horizon`), how many
+    data blobs the bundle leaves out, and who to ask about a key the policy does not hold
+    (`ledger.relayed_keys`: what follows its failure's line). Its log must extend the newest
+    checkpoint of that log this user has seen (their own ledger's log, one they imported from or
+    monitor: `TrustState.floor_seen`), as ``python -m verify --known-checkpoint`` checks and as
+    ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding a
+    later revocation) that every other path of this user refuses (SECURITY.md, rev18 #1)."""
     from trajledger.ledger.exchange import bundle_log_key
     from trajledger.ledger.trust_handover import floor_across
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
@@ -646,9 +649,14 @@ def _verify_bundle(
         vkey = bundle_log_key(evidence, policy, f"bundle {path.name}")
         known, what = floor_across(vkey, evidence.key_handovers(),
                                    tree=evidence.checkpoint) or (None, "")
-        return verify_bundle(evidence, policy, data="size" if skip_data else "hash", files=files,
-                             known_checkpoint=known, known_what=what,
-                             declared=True), len(evidence.index.omitted)
+        report = verify_bundle(evidence, policy, data="size" if skip_data else "hash",
+                               files=files, known_checkpoint=known, known_what=what,
+                               declared=True)
+        if report.ok:
+            return report, len(evidence.index.omitted), {}
+        from trajledger.ledger.relayed_keys import relayed_keys
+
+        return report, len(evidence.index.omitted), relayed_keys(evidence, report.failures())
 
 
 def _usage_error(message: str) -> NoReturn:

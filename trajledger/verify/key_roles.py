@@ -34,7 +34,12 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
     compromised = [k for r in roles for k in then.role(r).keys
                    if policy.revocation(k.keyid, index, time) is not None]
     message = pae(envelope.payload_type, envelope.payload)
-    named, keyless = [], False
+    named, keyless, unchecked = [], False, False
+    # With identities and no keys in the roles, a keyid that names no key may be a keyless
+    # signature's Sigstore bundle that was not checked: its identity revoked, or the bundle not
+    # in the evidence (an exporter leaves it out then): no key to add (out59 finding 4).
+    idents = (any(then.role(r).identities for r in roles)
+              and not any(then.role(r).keys for r in roles))
     for sig in envelope.signatures:
         keyid = sig.keyid
         if keyid and any(f"Sigstore bundle {keyid[:16]}:" in n for n in notes):
@@ -46,6 +51,11 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
             keyid = next((k.keyid for k in compromised if k.verify(sig.sig, message)), keyid)
         revoked = policy.revocation(keyid, index, time) if keyid else None
         held = [r for r in KEY_ROLES if keyid and then.holds(r, keyid)]
+        if idents and not held and revoked is None and keyid == sig.keyid and len(keyid) == 64:
+            named.append(f"key {keyid[:12]} (no key of the policy: the digest of a keyless "
+                         "signature's Sigstore bundle, if it is one, not checked here)")
+            unchecked = True
+            continue
         if revoked is not None:
             who = f"revoked by {by}: {revoked.describe()}"
         else:
@@ -54,7 +64,7 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
                  if keyid != sig.keyid else "")
         named.append(f"key {keyid[:12] or '(no keyid)'}{found} ({who})")
     out = (f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
-           + (" or identities" if keyless else ""))  # (a policy names identities: out57)
+           + (" or identities" if keyless or unchecked else ""))  # (the policy names some)
     if any(n.endswith("(not in the policy)") for n in named) and "approver" in roles[1:]:
         # a revocation or erasure: a producer key counts for what it produced only, and an
         # approver of another organisation's does not belong in yours (out53 finding 2)
@@ -69,9 +79,19 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
         out += (f"; if the signer confirms that identity is theirs (ask them, not the data), add "
                 f"its issuer and subject to the identities of [roles.{roles[0]}] of the policy "
                 "you verify with; otherwise treat the record as forged")
+    revoked_identity = False
     for ident in (i for r in roles for i in then.role(r).identities):
         gone = policy.revocation(ident, index, time)
         if gone is not None:  # its keyless signatures were not even checked
             out += f"; identity {ident.subject} ({ident.issuer}) revoked by {by}: " \
                 + gone.describe()
+            revoked_identity = True
+    if unchecked and revoked_identity:
+        out += ("; what a revoked identity signed from that point on counts for nothing: ask "
+                "the signer to sign the record again with an identity or key the policy trusts")
+    elif unchecked:
+        out += ("; if it is a keyless signature, this evidence does not hold its Sigstore "
+                "bundle: ask its sender for evidence that does (an exporter leaves it out when "
+                "its own policy no longer counts that identity, as when it declared it "
+                "compromised: ask them)")
     return out

@@ -39,8 +39,8 @@ def key_node(failure: RecordFailure, policy: TrustPolicy) -> Node:
               is None else f"; the policy declares it {revoked.describe()}; what it signed "
               "before then counts under the policy in force then: verify from the first policy "
               "of its log (a bundle's policy/0.json), whose recorded successors are followed")
-    if revoked is None and ("add it to [roles." in failure.note
-                            or "signed by the key that produced it" in failure.note):
+    if revoked is None and ("add it to [roles." in failure.note or "Sigstore bundle" in
+                            failure.note or "signed by the key that produced it" in failure.note):
         advice = ""  # (`key_roles.signed_by` said how already: out44 finding 5)
     node.fail("trust", f"{failure.note}: records whose envelope names only this key do not "
               f"count under policy {policy.name!r} serial {policy.serial}{advice}")
