@@ -50,8 +50,9 @@ class Revoker:
         """What follows the cause's line: who revoked it and the way on."""
         who = (f"{self.signer_log}, relayed by {', '.join(self.logs)}" if self.signer_log
                else ", ".join(self.logs) or "this ledger")
-        by = [k[:12] for k in self.signers] + [f"identity {i}" for i in self.identities]
-        return (f"; revoked by {who} (signed by {', '.join(by)}): "
+        by = ", ".join([k[:12] for k in self.signers]
+                       + [f"identity {i}" for i in self.identities])
+        return (f"; revoked by {who}{f' (signed by {by})' if by else ''}: "
                 f"'trajledger impact {self.node}' lists what it reaches here; stop using them, "
                 "and build on data that stands (train again on a dataset without it)")
 
