@@ -5,6 +5,7 @@ ignored by the shell); docs/SECURITY.md, "Review of 2026-12-07, fortieth round (
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ class Lab:
     home: Path
     state: Path
     files: Path
+    buyer: Path  # a ledger of another origin that imports the lab's bundle (rev53)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory,
     verifies), a file changed since it was signed into an envelope, a directory grown since its
     Sigstore bundle was exported, and a Parquet file that is not one."""
     root = tmp_path_factory.mktemp("rev52-reader-gone")
-    lab = Lab(root / "lab", Path(os.environ["TRAJLEDGER_STATE_DIR"]), root / "files")
+    lab = Lab(root / "lab", Path(os.environ["TRAJLEDGER_STATE_DIR"]), root / "files",
+              root / "buyer")
     testkit.copy_template(quickstart_template, lab.home)
     lab.files.mkdir()
     (lab.files / "a.txt").write_text("hello\n")
@@ -44,9 +47,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory,
                  ["sign", lab.files / "a.txt", "--key", "vendor", "--out",
                   lab.files / "a.dsse"],
                  ["attest", d, "--key", "vendor", "--name", "adir"],
-                 ["export", "adir", "--format", "sigstore", "--out", lab.files / "d.json"]):
+                 ["export", "adir", "--format", "sigstore", "--out", lab.files / "d.json"],
+                 ["export", "cartpole-bc@2", "--out", lab.files / "bc2.tar.zst"]):
         r = testkit.invoke(lab.home, *args)
         assert r.exit_code == 0, (args, r.output)
+    r = testkit.invoke(lab.buyer, "init", "--origin", "buyer.example/log")
+    assert r.exit_code == 0, r.output
+    (lab.buyer / "keys").mkdir(exist_ok=True)
+    for key in lab.home.glob("keys/approver-*"):
+        shutil.copy(key, lab.buyer / "keys" / key.name)
     (lab.files / "a.txt").write_text("bye\n")
     (d / "z").write_text("3\n")
     return lab
@@ -98,6 +107,12 @@ PASSING = [  # a verdict 0 (or a listing, a figure) that must stay 0
 ]
 
 
+WARNED = [  # (args, what stderr says after the report); a verdict 0 whose lines must follow
+    (["import", f"{F}/bc2.tar.zst", "--policy", "{home}/policy.toml", "--key", "approver-a",
+      "--key", "approver-b"], "WARNING: affected here: checkpoint"),
+]  # (`--json`'s document is in the same `verdict_follows` block: not run again, for CI's time)
+
+
 def _args(lab: Lab, args: list[str]) -> list[str]:
     return ["--ledger", str(lab.home),
             *(a.format(files=lab.files, home=lab.home) for a in args)]
@@ -124,6 +139,25 @@ def test_a_passing_verdict_to_a_reader_gone_still_passes(lab: Lab, args: list[st
         r = _run(mode, _args(lab, args), lab.state)
         assert r.returncode == 0, (mode, r.returncode, r.stderr)
         assert "FAIL" not in r.stderr and "Traceback" not in r.stderr, (mode, r.stderr)
+
+
+@pytest.mark.parametrize(("args", "words"), WARNED, ids=[" ".join(a) for a, _w in WARNED])
+def test_what_follows_a_report_to_a_reader_gone_is_still_said(
+    lab: Lab, args: list[str], words: str, tmp_path: Path
+) -> None:
+    """rev53: ``import`` of a bundle whose checkpoint is built on a revoked dataset printed its
+    report, met the closed pipe and ended 0 with nothing on stderr: no OK line, no ``WARNING:
+    affected here``, no revocation or look-alike WARNING, and a look-alike check that failed
+    after the import was recorded (exit 3) ended 0. Expected: each line, however the reader
+    left (a fresh copy of the buyer each time: the first import is the one that says it)."""
+    for mode in ("gone", "closed", "head"):
+        buyer = tmp_path / mode
+        shutil.copytree(lab.buyer, buyer, symlinks=True)
+        state = tmp_path / f"{mode}-state"
+        state.mkdir()
+        r = _run(mode, ["--ledger", str(buyer), *_args(lab, args)[2:]], state)
+        assert r.returncode == 0, (mode, r.returncode, r.stderr)
+        assert words in r.stderr and "OK: " in r.stderr, (mode, r.stderr)
 
 
 @pytest.fixture

@@ -486,6 +486,7 @@ def _reader_gone() -> None:
 def verdict_follows() -> Iterator[None]:
     """Around a report a verdict follows (``verify``, its files and Sigstore modes included,
     ``lineage``, ``fsck``, ``log verify``, ``admit``, ``validate``, ``release``'s refusal,
+    ``import`` (its OK line, WARNINGs and a failed look-alike check follow: rev53),
     ``monitor`` and the fork it prints): a reader gone (``| head``, ``| true``)
     ends the report, not the command, whose verdict's status and ``FAIL:`` lines follow;
     `Group.invoke` ended it 0, a verification that failed with it (rev51 finding 6)."""

@@ -171,10 +171,12 @@ class _ColumnBytes:
     def whole(self) -> list[tuple[memoryview, np.dtype[Any] | None]]:
         """The bytes of the whole run, as `parts` gives them for one episode but for the
         separator after the last step (nulls and strings), and each part's dtype where the run
-        decides it (a list's values: an integer list with a null element gives float64)."""
+        decides it (a list's values: an integer list with a null element gives float64; a
+        scalar column's values: a run's schema, float32 in one batch and float64 in the next,
+        promoted as the whole episode's are: rev53)."""
         if self.kind in ("nulls", "string"):
             return [(self.a, None)]
-        return [(self.a, None), (self.b, self.dtype if self.kind == "list" else None)]
+        return [(self.a, None), (self.b, self.dtype)]
 
     def parts(
         self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]

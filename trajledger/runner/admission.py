@@ -224,7 +224,7 @@ def admit(
         failures = with_words([line if ended else _approve_hint(ledger, policy, line, starts,
                                                                 step)
                                for line in named.failures()],
-                              revokers(ledger, named))  # who revoked it (out57)
+                              revokers(ledger, named, policy))  # who revoked it (out57)
         raise DataRefusedError(
             f"dataset {ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
             report,

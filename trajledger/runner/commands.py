@@ -115,7 +115,7 @@ def admit(
         with verdict_follows():
             if as_json:  # (who revoked a revoked cause: out57)
                 emit_json({"admitted": admitted, "report": with_json(
-                    named_json(report.to_json(), names), revokers(ledger, report))})
+                    named_json(report.to_json(), names), revokers(ledger, report, p))})
             else:
                 click.echo(render(report, "text", names))
 
@@ -558,7 +558,7 @@ def verify(
     from .revokers import more, revokers, with_json
 
     names = qualified(ledger, report)  # an imported node after a clash by the name that finds
-    revoked = revokers(ledger, report)  # who revoked a revoked cause (out55, out57)
+    revoked = revokers(ledger, report, p)  # who revoked a revoked cause (out55, out57)
     with verdict_follows():
         if as_json:  # it, as `lineage` and `impact` name it (out49)
             emit_json(with_json(named_json(_expected_json(report, expect), names), revoked))

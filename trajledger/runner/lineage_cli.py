@@ -110,8 +110,9 @@ def lineage(
     not_a_bundle(ref, "lineage", ctx)
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
-    graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
-    revoked = revokers(ledger, graph)  # who revoked a revoked cause (out55, out57)
+    policy = _policy(ledger, policy_file)
+    graph = ledger.lineage(ref, policy=policy)
+    revoked = revokers(ledger, graph, policy)  # who revoked a revoked cause (out55, out57)
     _emit(render(graph, fmt, qualified(ledger, graph), revoked), out)  # (imported after a
     report_raise(graph, ref, more=more(revoked))  # clash: out49)
 

@@ -232,7 +232,8 @@ def check_lineage(
         from .revokers import revokers, with_words
 
         named = named_report(ledger, report)  # (after a clash: out50)
-        failures = with_words(named.failures(), revokers(ledger, named))  # (who: out57)
+        failures = with_words(named.failures(),  # (who: out57)
+                              revokers(ledger, named, policy))
         raise DataRefusedError(f"{what} {qualified_ref(ledger, item)}: its lineage fails, "
                                f"{len(failures)} "
                                f"problem(s); {consequence}\n" + "\n".join(failures), report)
