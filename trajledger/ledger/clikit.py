@@ -486,7 +486,8 @@ def _reader_gone() -> None:
 def verdict_follows() -> Iterator[None]:
     """Around a report a verdict follows (``verify``, its files and Sigstore modes included,
     ``lineage``, ``fsck``, ``log verify``, ``admit``, ``validate``, ``release``'s refusal,
-    ``monitor`` and the fork it prints): a reader gone (``| head``, ``| true``)
+    ``monitor`` and the fork it prints, ``import``'s report and the look-alike check after
+    it: fix60): a reader gone (``| head``, ``| true``)
     ends the report, not the command, whose verdict's status and ``FAIL:`` lines follow;
     `Group.invoke` ended it 0, a verification that failed with it (rev51 finding 6)."""
     try:

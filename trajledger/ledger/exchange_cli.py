@@ -29,6 +29,7 @@ from .clikit import (
     loading,
     ok,
     pass_ctx,
+    verdict_follows,
     visible,
     warn,
 )
@@ -510,18 +511,20 @@ def import_(
             raise
         lookalikes, failed = None, e  # unknown: null in the JSON
     unread = first_contact.unread_after(ledger, result.logged, what)  # gap39
-    if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
-        emit_json(named_json(result.report.to_json(), names)
-                  | ({"ok": False} if held else {}) | {"import": {
-            "heldHere": held,
-            "index": result.index, "recorded": result.recorded,
-            "logged": list(result.logged), "applied": result.applied,
-            **(changes.to_json() if changes else {}),
-            "unseen": [{"digest": d, "label": x} for d, x in result.unseen.items()],
-            "unread": unread,
-            "lookalikes": lookalikes}})
-    else:
-        click.echo("\n".join(renamed(result.report, names).render()))
+    # (its reader gone, a look-alike check that failed is still exit 3: fix60, rev52's Left)
+    with verdict_follows():
+        if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
+            emit_json(named_json(result.report.to_json(), names)
+                      | ({"ok": False} if held else {}) | {"import": {
+                "heldHere": held,
+                "index": result.index, "recorded": result.recorded,
+                "logged": list(result.logged), "applied": result.applied,
+                **(changes.to_json() if changes else {}),
+                "unseen": [{"digest": d, "label": x} for d, x in result.unseen.items()],
+                "unread": unread,
+                "lookalikes": lookalikes}})
+        else:
+            click.echo("\n".join(renamed(result.report, names).render()))
     # The size applied is what the vendor's next update bundle starts from (aud34 finding 4).
     since = (f"; its log applied up to size {result.applied}: ask its owner for updates with "
              f"'trajledger export --updates-since {result.applied}'")
