@@ -46,3 +46,38 @@ def test_an_import_to_a_reader_gone_whose_lookalike_check_fails_is_still_exit_3(
     assert buyer.size() > before  # recorded, as the line says
     assert "could not then be checked for look-alikes: " in r.stderr, r.stderr
     assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("held", ["producer", "approver"])
+def test_a_key_named_to_give_instead_has_its_private_half_here(tmp_path: Path, held: str
+                                                                  ) -> None:
+    """rev51's Left (rev52 read it): `authority_hint.give`'s first two branches named a key
+    of this ledger whose public half only is here (``NAME.pub`` without ``NAME.key``: a key
+    copied to verify with, a private half moved to a safe): ``key vendor here: give --key
+    vendor`` (the record's producer) or ``give an approver's key, --key approver``; followed,
+    the step ends ``no private key``, exit 3. Reached by a second producer's ``revoke`` of
+    what the first produced, the first's private half moved away (the first branch), or the
+    first's whole key and the approver's private half (the second)."""
+    from testkit import Party
+
+    vendor = Party(tmp_path, "vendor")
+    vendor.run("init", "--origin", "vendor.example/log")
+    keys = ["vendor", "vendor2", *(["approver"] if held == "approver" else [])]
+    for k in keys:
+        vendor.run("key", "new", k, "--no-encrypt")
+    roles = ["--roles", "producer,approver", "--approver", "approver"] if held == "approver" \
+        else ["--roles", "producer"]
+    vendor.run("policy", "init", *roles, "--producer", "vendor", "--producer", "vendor2",
+               "--out", tmp_path / "p.toml")
+    vendor.run("policy", "set", tmp_path / "p.toml", "--key", keys[-1], "--yes")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "a.txt").write_text("hi\n")
+    vendor.run("attest", tmp_path / "m", "--key", "vendor", "--name", "model")
+    gone = ["vendor.key", "approver.key", *(["vendor.pub"] if held == "approver" else [])]
+    for name in gone:  # (the producer's whole key gone: the second branch, the approver's)
+        (vendor.home / "keys" / name).unlink(missing_ok=True)
+    size = vendor.size()
+    err = vendor.run("revoke", "model", "--key", "vendor2", "--reason", "bad", code=1).stderr
+    assert "did not produce it" in err, err
+    assert "give --key vendor" not in err and "--key approver" not in err, err
+    assert vendor.size() == size
