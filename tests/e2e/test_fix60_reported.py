@@ -81,3 +81,33 @@ def test_a_key_named_to_give_instead_has_its_private_half_here(tmp_path: Path, h
     assert "did not produce it" in err, err
     assert "give --key vendor" not in err and "--key approver" not in err, err
     assert vendor.size() == size
+
+
+@pytest.mark.parametrize("cwd", ["elsewhere", "beside"])
+def test_a_rank_saving_beside_a_given_output_is_said(tmp_path: Path, cwd: str) -> None:
+    """out58's Left: ``train --output runs/bc3 -- python launch.py`` whose rank 1 saved
+    ``runs/rank1.bin`` beside the output (its parent, the user's): the look was under the
+    working directory only, and nothing was said. Now the output's parent is looked under
+    too (the working directory not twice: ``runs/proj``, beside the output), 1,000 entries
+    at most."""
+    import time
+    import warnings
+
+    from trajledger.runner.written import BesideOutputWarning, beside_output
+
+    runs = tmp_path / "runs"
+    out = runs / "bc3"
+    out.mkdir(parents=True)
+    work = tmp_path / "work" if cwd == "elsewhere" else runs / "proj"
+    work.mkdir()
+    since = time.time()
+    (out / "rank0.bin").write_bytes(b"0")
+    (runs / "rank1.bin").write_bytes(b"1")
+    (runs / "train.log").write_text("a log is no part of a model\n")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        beside_output(work, since, {"rank0.bin": out / "rank0.bin"},
+                      skip=(tmp_path / "ledger", out), given=out)
+    lines = [str(w.message) for w in said if issubclass(w.category, BesideOutputWarning)]
+    assert len(lines) == 1 and f"wrote rank1.bin under {runs}," in lines[0], lines
+    assert "train.log" not in lines[0]
