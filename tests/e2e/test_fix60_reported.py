@@ -111,3 +111,82 @@ def test_a_rank_saving_beside_a_given_output_is_said(tmp_path: Path, cwd: str) -
     lines = [str(w.message) for w in said if issubclass(w.category, BesideOutputWarning)]
     assert len(lines) == 1 and f"wrote rank1.bin under {runs}," in lines[0], lines
     assert "train.log" not in lines[0]
+
+
+def _histogram_cut(data: bytes, old: bytes, new: bytes) -> bytes:
+    """``data`` (a Parquet file) with the one place of its footer holding ``old`` made ``new``
+    (as long: the footer's length stands)."""
+    start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    footer = data[start:-8]
+    at = footer.find(old)
+    assert at >= 0 and footer.find(old, at + 1) < 0, footer.hex(" ")
+    return data[:start + at] + new + data[start + at + len(old):]
+
+
+FOOTER_CASES = """
+import io, sys
+import pyarrow as pa, pyarrow.parquet as pq
+from trajledger.ledger.rollouts.parquet_read import read_parquet
+
+def write(t):
+    b = io.BytesIO()
+    pq.write_table(t, b, compression="none")
+    return b.getvalue()
+
+def cut(data, old, new):
+    start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    at = data.find(old, start)
+    assert at >= 0 and data.find(old, at + 1) < 0
+    return data[:at] + new + data[at + len(old):]
+
+cases = [  # a list header of 2 entries (0x26) made 1 of a 2-byte varint: the footer as long
+    cut(write(pa.table({"x": pa.array([1, None, 3], pa.int64())})),
+        b"\\x26\\x02\\x04", b"\\x16\\x82\\x04"),
+    cut(write(pa.table({"l": pa.array([[1, 2], [3]], pa.list_(pa.int64()))})),
+        b"\\x29\\x26\\x04\\x02\\x19\\x46", b"\\x29\\x16\\x84\\x02\\x19\\x46"),
+    cut(write(pa.table({"s": pa.array(["ab", "c"], pa.string())})),  # BYTE_ARRAY -> INT64
+        b"\\x15\\x0c\\x25\\x02\\x18\\x01\\x73", b"\\x15\\x04\\x25\\x02\\x18\\x01\\x73"),
+]
+for data in cases:
+    try:
+        read_parquet(data)
+    except ValueError as e:
+        print(type(e).__name__, e)
+"""
+
+
+def test_a_footers_size_statistics_pyarrow_would_abort_on_are_refused(tmp_path: Path) -> None:
+    """rev52's Left: a column chunk's size statistics with a level histogram of another
+    length than its leaf's levels (one byte of the footer changed), or unencoded byte array
+    sizes for a leaf of another type: pyarrow's ``RowGroupMetaData.column(i)`` throws a C++
+    exception through Cython, ``terminate``, SIGABRT, exit 134 (`trajledger validate`, the
+    gate's and the recorder's `_check_pages`). Now the footer is read first
+    (`parquet_thrift.footer_chunks`) and the file refused in one line, exit 1."""
+    import pyarrow.parquet as pq
+    from test_updates import rollouts
+
+    data = rollouts(tmp_path / "r.parquet", 1).read_bytes()
+    # episode_id's definition levels (nullable: 2 entries) made one entry, after its
+    # unencoded sizes (0xc0 0x01) and its empty repetition levels
+    (tmp_path / "cut.parquet").write_bytes(_histogram_cut(
+        data, b"\x16\xc0\x01\x19\x06\x19\x26\x00\x20", b"\x16\xc0\x01\x19\x06\x19\x16\x80\x20"))
+    pq.read_metadata(tmp_path / "cut.parquet")  # (pyarrow opens it: the footer parses)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    r = subprocess.run([sys.executable, "-m", "trajledger", "validate",
+                        str(tmp_path / "cut.parquet")],
+                       capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert r.returncode == 1, r.stderr
+    assert ("column 'episode_id': its size statistics' definition level histogram has 1 "
+            "entries, want 2") in r.stderr, r.stderr
+    assert "terminate" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-c", FOOTER_CASES], capture_output=True, text=True,
+                       timeout=300, env=env, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "FormatError column 'x': its size statistics' definition level histogram has 1 "
+        "entries, want 2",
+        "FormatError column 'l.list.element': its size statistics' repetition level histogram "
+        "has 1 entries, want 2",
+        "FormatError column 's': its size statistics give unencoded byte array sizes for a "
+        "INT64 leaf",
+    ], r.stdout + r.stderr

@@ -58,7 +58,7 @@ from .parquet_thrift import (
     CODECS,
     HEADER_READ,
     MAX_HEADER,
-    chunk_codecs,
+    footer_chunks,
     read_header,
     skip_struct,
     varint,
@@ -441,6 +441,7 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
     declared: dict[tuple[int, int], int] = {}
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     with f:
+        _check_footer(f, whole, meta)  # (before any chunk's metadata is asked of pyarrow)
         total = 0
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
@@ -484,6 +485,37 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
                 if walked is not None and pos == end:
                     walked[g, c] = sizes
     return declared
+
+
+def _check_footer(f: io.BufferedIOBase, whole: int, meta: pq.FileMetaData) -> None:
+    """Refuse a footer whose column chunks pyarrow cannot describe without ending the process
+    (`parquet_thrift.footer_chunks`: its C++ exception goes through Cython, ``terminate``,
+    SIGABRT; rev52's Left, fix60): a level histogram of another length than the leaf's
+    levels, unencoded byte array sizes for a leaf of another type, a row group of another
+    number of chunks than the schema's leaves, or a footer not read so."""
+    schema = meta.schema
+    try:
+        f.seek(whole - 8)
+        n = int.from_bytes(f.read(4), "little")
+        f.seek(max(whole - 8 - n, 0))
+        groups = footer_chunks(f.read(min(n, whole)))
+    except (IndexError, ValueError, RecursionError) as e:
+        raise FormatError(f"its footer cannot be read as Arrow reads it ({e})") from e
+    leaves = [schema.column(j) for j in range(len(schema))] if groups else []
+    for g, chunks in enumerate(groups):
+        if len(chunks) != len(leaves):
+            raise FormatError(f"row group {g} has {len(chunks)} column chunk(s), want "
+                              f"{len(leaves)} (the schema's leaves)")
+        for leaf, (_codec, reps, defs, unencoded) in zip(leaves, chunks, strict=True):
+            for what, got, level in (("repetition", reps, leaf.max_repetition_level),
+                                     ("definition", defs, leaf.max_definition_level)):
+                if got and got != level + 1:
+                    raise FormatError(
+                        f"column {leaf.path!r}: its size statistics' {what} level histogram "
+                        f"has {got} entries, want {level + 1}")
+            if unencoded and leaf.physical_type != "BYTE_ARRAY":
+                raise FormatError(f"column {leaf.path!r}: its size statistics give unencoded "
+                                  f"byte array sizes for a {leaf.physical_type} leaf")
 
 
 def _span(chunk: pq.ColumnChunkMetaData, created_by: str | None, whole: int) -> tuple[int, int]:
@@ -599,13 +631,14 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
 
 
 def _codecs_of(f: io.BufferedIOBase, whole: int) -> list[int]:
-    """`parquet_thrift.chunk_codecs` of the file ``f`` (``whole`` bytes long); [] when its
-    footer cannot be read so (then no codec is known: `_codec`)."""
+    """The codec of each column chunk of the file ``f`` (``whole`` bytes long), row group by
+    row group (`parquet_thrift.footer_chunks`); [] when its footer cannot be read so (then no
+    codec is known: `_codec`)."""
     try:
         f.seek(whole - 8)
         n = int.from_bytes(f.read(4), "little")
         f.seek(max(whole - 8 - n, 0))
-        return chunk_codecs(f.read(min(n, whole)))
+        return [c[0] for group in footer_chunks(f.read(min(n, whole))) for c in group]
     except (IndexError, ValueError, RecursionError, OSError):
         return []
 
