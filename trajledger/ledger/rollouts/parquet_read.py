@@ -12,7 +12,10 @@ after checking what they decode to:
   and the file is refused (`BombError`) when one value is over `MAX_VALUE_BYTES`, one row
   over `MAX_ROW_BYTES`, or the file over `MAX_DECODED_BYTES` (`read_parquet`, which holds the
   whole table: over `MAX_TABLE_BYTES`);
-- the rows are decoded in slices of at most `CHUNK_BYTES` of such bytes.
+- the rows are decoded in slices of at most `CHUNK_BYTES` of such bytes;
+- before pyarrow is asked to describe any column chunk, the footer's chunks are read as Arrow
+  reads them (`_check_footer`): one whose size statistics Arrow refuses is refused here in one
+  line, where pyarrow's description ended the process (SIGABRT: fix60).
 
 Why: a Parquet page may hold a dictionary of values and indices into it. A 9,779-byte file of
 eight rows that all point at one 256 MiB string decoded to 2 GiB (4.3 GB resident, 7 s) before
