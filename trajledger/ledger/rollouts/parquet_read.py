@@ -249,9 +249,10 @@ def _open(
     arrow = dense.schema_arrow  # (made anew at each use)
     wanted = set(arrow.names if columns is None else columns)
     walked: dict[tuple[int, int], int] = {}
+    codecs: list[int] = []  # (the footer's, read once: `_check_footer`)
     try:
-        declared = _check_pages(source, dense.metadata, walked)
-        caps = _list_rows(source, dense.metadata, wanted, declared)
+        declared = _check_pages(source, dense.metadata, walked, codecs)
+        caps = _list_rows(source, dense.metadata, wanted, declared, codecs)
         listed = sum(n * w for _g, _j, n, w in _listed_chunks(dense.metadata, wanted, declared))
     except BaseException:
         dense.close()
@@ -433,18 +434,22 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 
 
 def _check_pages(source: Source, meta: pq.FileMetaData,
-                 walked: dict[tuple[int, int], int] | None = None) -> dict[tuple[int, int], int]:
+                 walked: dict[tuple[int, int], int] | None = None,
+                 codecs: list[int] | None = None) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
     pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers; the values
     the data pages of each (row group, column) declare (pq45 finding 3: not the footer's word;
     a dictionary page's values are not levels: pqrev). ``walked`` gets the decompressed bytes
-    of each chunk whose headers were read one after another to its very end (`_small`)."""
+    of each chunk whose headers were read one after another to its very end (`_small`);
+    ``codecs`` the codec of each chunk, row group by row group (`_check_footer`)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     declared: dict[tuple[int, int], int] = {}
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     with f:
-        _check_footer(f, whole, meta)  # (before any chunk's metadata is asked of pyarrow)
+        found = _check_footer(f, whole, meta)  # (before pyarrow describes any chunk)
+        if codecs is not None:
+            codecs[:] = found
         total = 0
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
@@ -490,12 +495,14 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
     return declared
 
 
-def _check_footer(f: io.BufferedIOBase, whole: int, meta: pq.FileMetaData) -> None:
+def _check_footer(f: io.BufferedIOBase, whole: int, meta: pq.FileMetaData) -> list[int]:
     """Refuse a footer whose column chunks pyarrow cannot describe without ending the process
     (`parquet_thrift.footer_chunks`: its C++ exception goes through Cython, ``terminate``,
     SIGABRT; rev52's Left, fix60): a level histogram of another length than the leaf's
     levels, unencoded byte array sizes for a leaf of another type, a row group of another
-    number of chunks than the schema's leaves, or a footer not read so."""
+    number of chunks than the schema's leaves, or a footer not read so. Returns the codec of
+    each chunk, row group by row group (pyarrow's ``compression`` of one it does not know
+    ends the process too: rev52 finding 6)."""
     schema = meta.schema
     try:
         f.seek(whole - 8)
@@ -519,6 +526,7 @@ def _check_footer(f: io.BufferedIOBase, whole: int, meta: pq.FileMetaData) -> No
             if unencoded and leaf.physical_type != "BYTE_ARRAY":
                 raise FormatError(f"column {leaf.path!r}: its size statistics give unencoded "
                                   f"byte array sizes for a {leaf.physical_type} leaf")
+    return [chunk[0] for chunks in groups for chunk in chunks]
 
 
 def _span(chunk: pq.ColumnChunkMetaData, created_by: str | None, whole: int) -> tuple[int, int]:
@@ -575,7 +583,8 @@ def _listed_chunks(
 
 
 def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
-               declared: dict[tuple[int, int], int] | None = None) -> dict[int, int]:
+               declared: dict[tuple[int, int], int] | None = None,
+               codecs: Sequence[int] | None = None) -> dict[int, int]:
     """The most rows a batch of a row group may hold so that its values under lists decode to
     about `CHUNK_BYTES` (its longest row's bytes: each row as long); `BombError` when a row
     holds over `MAX_ROW_BYTES` of them (a leaf's longest row times its width, summed over the
@@ -587,7 +596,9 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     their repetition levels (each row starts at a level 0), streamed: nothing of their values
     is decoded. The cost falls on constant data (a bomb's shape); rows of one length repeat
     their levels' bytes, counted a stretch at a time (`_period`): about 0.04 CPU-s for a
-    million rows of 80 zeros (2.3 run by run); random numbers are not read."""
+    million rows of 80 zeros (2.3 run by run); random numbers are not read. ``codecs``: each
+    chunk's codec, row group by row group, as the footer gives them (`_check_footer`; read
+    here when not given)."""
     chunks: dict[int, list[tuple[int, int, int]]] = {}
     for g, j, values, width in _listed_chunks(meta, wanted, declared):
         chunks.setdefault(g, []).append((j, values, width))
@@ -595,7 +606,6 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     short, room = [0], whole  # (`_SHORT_RUNS`; the bytes spared chunks hold: the file's, once)
-    codecs: list[int] | None = None  # (the footer's, read once: `_codec`)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
@@ -646,7 +656,7 @@ def _codecs_of(f: io.BufferedIOBase, whole: int) -> list[int]:
         return []
 
 
-def _codec(codecs: list[int], meta: pq.FileMetaData, g: int, j: int) -> str:
+def _codec(codecs: Sequence[int], meta: pq.FileMetaData, g: int, j: int) -> str:
     """The name of the codec of column ``j`` of row group ``g`` by the footer's ``codecs``
     (pyarrow's ``compression`` of one it does not know ends the process: rev52 finding 6);
     ``UNKNOWN`` when it is none Parquet names, or the footer did not give one a chunk."""
