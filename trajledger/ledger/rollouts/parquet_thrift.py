@@ -1,6 +1,8 @@
-"""The Thrift compact protocol, as far as reading a Parquet page's header needs it: its sizes
-and value counts, every other field skipped, from bytes of unknown origin (`parquet_read`
-checks each page of a file by its header before Arrow decodes it).
+"""The Thrift compact protocol, as far as reading a Parquet page's header needs it (its sizes
+and value counts, every other field skipped) and a footer's column chunks (their codecs and
+size statistics, `footer_chunks`), from bytes of unknown origin (`parquet_read` checks each
+page of a file by its header before Arrow decodes it, and the footer before pyarrow describes
+its chunks).
 
 Every read is bounded: a header longer than `MAX_HEADER`, a struct nested past 32 levels, a
 list or map counting more elements than the bytes read, a varint over 64 bits: no header
@@ -130,18 +132,6 @@ def _zigzag(b: bytes, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _field(b: bytes, pos: int, field: int) -> tuple[int, int, int]:
-    """The compact type, id and end of the field header at ``pos`` (the previous field's id
-    ``field``: a header states a delta to it, or the id after it); type -1 for STOP."""
-    head = b[pos]
-    if head == 0:
-        return -1, field, pos + 1
-    if head >> 4:
-        return head & 0x0F, field + (head >> 4), pos + 1
-    got, pos = _zigzag(b, pos + 1)
-    return head & 0x0F, got, pos
-
-
 def skip_struct(
     b: bytes, pos: int, want: dict[tuple[int, ...], int] | None = None, depth: int = 0,
     path: tuple[int, ...] = (), nests: frozenset[tuple[int, ...]] | None = None,
@@ -152,7 +142,7 @@ def skip_struct(
     if want is not None and nests is None:
         nests = frozenset(k[:i] for k in want for i in range(1, len(k)))
     field = 0
-    while True:  # (`_field` inline, as `page_header`'s)
+    while True:  # (as `page_header`'s loop: a field's header, then its value)
         head = b[pos]
         if not head:  # STOP
             return pos + 1
