@@ -14,8 +14,8 @@ after checking what they decode to:
   whole table: over `MAX_TABLE_BYTES`);
 - the rows are decoded in slices of at most `CHUNK_BYTES` of such bytes;
 - before pyarrow is asked to describe any column chunk, the footer's chunks are read as Arrow
-  reads them (`_check_footer`): one whose size statistics Arrow refuses is refused here in one
-  line, where pyarrow's description ended the process (SIGABRT: fix60).
+  reads them (`parquet_thrift.checked_footer`): one whose size statistics Arrow refuses is
+  refused here in one line, where pyarrow's description ended the process (SIGABRT: fix60).
 
 Why: a Parquet page may hold a dictionary of values and indices into it. A 9,779-byte file of
 eight rows that all point at one 256 MiB string decoded to 2 GiB (4.3 GB resident, 7 s) before
@@ -61,7 +61,8 @@ from .parquet_thrift import (
     CODECS,
     HEADER_READ,
     MAX_HEADER,
-    footer_chunks,
+    checked_footer,
+    footer_codecs,
     read_header,
     skip_struct,
     varint,
@@ -249,7 +250,7 @@ def _open(
     arrow = dense.schema_arrow  # (made anew at each use)
     wanted = set(arrow.names if columns is None else columns)
     walked: dict[tuple[int, int], int] = {}
-    codecs: list[int] = []  # (the footer's, read once: `_check_footer`)
+    codecs: list[int] = []  # (the footer's, read once: `checked_footer`)
     try:
         declared = _check_pages(source, dense.metadata, walked, codecs)
         caps = _list_rows(source, dense.metadata, wanted, declared, codecs)
@@ -441,13 +442,13 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
     the data pages of each (row group, column) declare (pq45 finding 3: not the footer's word;
     a dictionary page's values are not levels: pqrev). ``walked`` gets the decompressed bytes
     of each chunk whose headers were read one after another to its very end (`_small`);
-    ``codecs`` the codec of each chunk, row group by row group (`_check_footer`)."""
+    ``codecs`` the codec of each chunk, row group by row group (`parquet_thrift.checked_footer`)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     declared: dict[tuple[int, int], int] = {}
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     with f:
-        found = _check_footer(f, whole, meta)  # (before pyarrow describes any chunk)
+        found = checked_footer(f, whole, meta)  # (before pyarrow describes any chunk)
         if codecs is not None:
             codecs[:] = found
         total = 0
@@ -493,40 +494,6 @@ def _check_pages(source: Source, meta: pq.FileMetaData,
                 if walked is not None and pos == end:
                     walked[g, c] = sizes
     return declared
-
-
-def _check_footer(f: io.BufferedIOBase, whole: int, meta: pq.FileMetaData) -> list[int]:
-    """Refuse a footer whose column chunks pyarrow cannot describe without ending the process
-    (`parquet_thrift.footer_chunks`: its C++ exception goes through Cython, ``terminate``,
-    SIGABRT; rev52's Left, fix60): a level histogram of another length than the leaf's
-    levels, unencoded byte array sizes for a leaf of another type, a row group of another
-    number of chunks than the schema's leaves, or a footer not read so. Returns the codec of
-    each chunk, row group by row group (pyarrow's ``compression`` of one it does not know
-    ends the process too: rev52 finding 6)."""
-    schema = meta.schema
-    try:
-        f.seek(whole - 8)
-        n = int.from_bytes(f.read(4), "little")
-        f.seek(max(whole - 8 - n, 0))
-        groups = footer_chunks(f.read(min(n, whole)))
-    except (IndexError, ValueError, RecursionError) as e:
-        raise FormatError(f"its footer cannot be read as Arrow reads it ({e})") from e
-    leaves = [schema.column(j) for j in range(len(schema))] if groups else []
-    for g, chunks in enumerate(groups):
-        if len(chunks) != len(leaves):
-            raise FormatError(f"row group {g} has {len(chunks)} column chunk(s), want "
-                              f"{len(leaves)} (the schema's leaves)")
-        for leaf, (_codec, reps, defs, unencoded) in zip(leaves, chunks, strict=True):
-            for what, got, level in (("repetition", reps, leaf.max_repetition_level),
-                                     ("definition", defs, leaf.max_definition_level)):
-                if got and got != level + 1:
-                    raise FormatError(
-                        f"column {leaf.path!r}: its size statistics' {what} level histogram "
-                        f"has {got} entries, want {level + 1}")
-            if unencoded and leaf.physical_type != "BYTE_ARRAY":
-                raise FormatError(f"column {leaf.path!r}: its size statistics give unencoded "
-                                  f"byte array sizes for a {leaf.physical_type} leaf")
-    return [chunk[0] for chunks in groups for chunk in chunks]
 
 
 def _span(chunk: pq.ColumnChunkMetaData, created_by: str | None, whole: int) -> tuple[int, int]:
@@ -597,7 +564,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     is decoded. The cost falls on constant data (a bomb's shape); rows of one length repeat
     their levels' bytes, counted a stretch at a time (`_period`): about 0.04 CPU-s for a
     million rows of 80 zeros (2.3 run by run); random numbers are not read. ``codecs``: each
-    chunk's codec, row group by row group, as the footer gives them (`_check_footer`; read
+    chunk's codec, row group by row group, as the footer gives them (`checked_footer`; read
     here when not given)."""
     chunks: dict[int, list[tuple[int, int, int]]] = {}
     for g, j, values, width in _listed_chunks(meta, wanted, declared):
@@ -624,7 +591,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                 if f is None:
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
                         source, "rb")
-                codecs = _codecs_of(f, whole) if codecs is None else codecs
+                codecs = footer_codecs(f, whole) if codecs is None else codecs
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
                                     (MAX_ROW_BYTES - row) // width + 1,
                                     _span(chunk, meta.created_by, whole), short,
@@ -641,19 +608,6 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
         if f is not None:
             f.close()
     return caps
-
-
-def _codecs_of(f: io.BufferedIOBase, whole: int) -> list[int]:
-    """The codec of each column chunk of the file ``f`` (``whole`` bytes long), row group by
-    row group (`parquet_thrift.footer_chunks`); [] when its footer cannot be read so (then no
-    codec is known: `_codec`)."""
-    try:
-        f.seek(whole - 8)
-        n = int.from_bytes(f.read(4), "little")
-        f.seek(max(whole - 8 - n, 0))
-        return [c[0] for group in footer_chunks(f.read(min(n, whole))) for c in group]
-    except (IndexError, ValueError, RecursionError, OSError):
-        return []
 
 
 def _codec(codecs: Sequence[int], meta: pq.FileMetaData, g: int, j: int) -> str:

@@ -14,10 +14,16 @@ parquet-format's PageHeader (parquet.thrift).
 from __future__ import annotations
 
 import io
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["CODECS", "HEADER_READ", "MAX_HEADER", "chunk_codecs", "footer_chunks", "page_header",
-           "read_header", "skip", "skip_struct", "varint"]
+from trajledger.verify.errors import FormatError
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+__all__ = ["CODECS", "HEADER_READ", "MAX_HEADER", "checked_footer", "chunk_codecs",
+           "footer_chunks", "footer_codecs", "page_header", "read_header", "skip", "skip_struct",
+           "varint"]
 
 HEADER_READ: Final = 4 << 10
 """Bytes read first for one page header (more when its statistics are longer)."""
@@ -336,3 +342,50 @@ def _struct(b: bytes, pos: int, kind: int, out: list[list[tuple[int, int, int, b
                     pos = varint(b, pos)[1]
         elif wire not in (1, 2):  # (a boolean: in its header)
             pos = skip(b, pos, wire, depth)
+
+
+def checked_footer(f: io.BufferedIOBase, whole: int, meta: pq.FileMetaData) -> list[int]:
+    """Refuse a footer whose column chunks pyarrow cannot describe without ending the process
+    (`footer_chunks`: its C++ exception goes through Cython, ``terminate``,
+    SIGABRT; rev52's Left, fix60): a level histogram of another length than the leaf's
+    levels, unencoded byte array sizes for a leaf of another type, a row group of another
+    number of chunks than the schema's leaves, or a footer not read so. Returns the codec of
+    each chunk, row group by row group (pyarrow's ``compression`` of one it does not know
+    ends the process too: rev52 finding 6)."""
+    schema = meta.schema
+    try:
+        f.seek(whole - 8)
+        n = int.from_bytes(f.read(4), "little")
+        f.seek(max(whole - 8 - n, 0))
+        groups = footer_chunks(f.read(min(n, whole)))
+    except (IndexError, ValueError, RecursionError) as e:
+        raise FormatError(f"its footer cannot be read as Arrow reads it ({e})") from e
+    leaves = [schema.column(j) for j in range(len(schema))] if groups else []
+    for g, chunks in enumerate(groups):
+        if len(chunks) != len(leaves):
+            raise FormatError(f"row group {g} has {len(chunks)} column chunk(s), want "
+                              f"{len(leaves)} (the schema's leaves)")
+        for leaf, (_codec, reps, defs, unencoded) in zip(leaves, chunks, strict=True):
+            for what, got, level in (("repetition", reps, leaf.max_repetition_level),
+                                     ("definition", defs, leaf.max_definition_level)):
+                if got and got != level + 1:
+                    raise FormatError(
+                        f"column {leaf.path!r}: its size statistics' {what} level histogram "
+                        f"has {got} entries, want {level + 1}")
+            if unencoded and leaf.physical_type != "BYTE_ARRAY":
+                raise FormatError(f"column {leaf.path!r}: its size statistics give unencoded "
+                                  f"byte array sizes for a {leaf.physical_type} leaf")
+    return [chunk[0] for chunks in groups for chunk in chunks]
+
+
+def footer_codecs(f: io.BufferedIOBase, whole: int) -> list[int]:
+    """The codec of each column chunk of the file ``f`` (``whole`` bytes long), row group by
+    row group (`footer_chunks`); [] when its footer cannot be read so (then no codec is
+    known: `parquet_read._codec`)."""
+    try:
+        f.seek(whole - 8)
+        n = int.from_bytes(f.read(4), "little")
+        f.seek(max(whole - 8 - n, 0))
+        return [c[0] for group in footer_chunks(f.read(min(n, whole))) for c in group]
+    except (IndexError, ValueError, RecursionError, OSError):
+        return []
