@@ -26,11 +26,13 @@ def give(policy: TrustPolicy, signers: Sequence[str], here: Sequence[tuple[str, 
     is put back only if it was a producer when the record was logged (`TrustPolicy.policy_at`):
     a key of no role may sign a files record (``attest``), and "name it again" made it a
     producer (rev51 finding 5)."""
-    mine = [n for n, k, _p in here if k in signers and policy.holds("producer", k)]
+    # (a key named to give has its private half here, as the put-back's below: a public half
+    # alone ends the step in 'no private key': rev51's Left, fix60)
+    mine = [n for n, k, p in here if p and k in signers and policy.holds("producer", k)]
     if mine:
         return f", key {mine[0]} here: give --key {mine[0]}"
-    other = [f": give an approver's key, --key {n}" for n, k, _p in here
-             if policy.holds("approver", k)][:1]
+    other = [f": give an approver's key, --key {n}" for n, k, p in here
+             if p and policy.holds("approver", k)][:1]
     if any(policy.holds("producer", k) for k in signers):
         return "".join(other)
     revoked, was = {r.keyid for r in policy.revoked_keys}, policy.policy_at(index)

@@ -165,7 +165,8 @@ def release(
     the same suite. Otherwise exit 1 with one line per missing or failing evaluation, and
     nothing is recorded. An evaluation counted that did not compare its suite with every train
     batch (older, other tooling, or data erased) is a NOTE line, and a FAIL under the policy's
-    [release] require_contamination_check = true. Run again on the same evaluations
+    [release] require_contamination_check = true (or [contamination] refuse = "near", which
+    implies it). Run again on the same evaluations
     (a CI job retried), it answers with the release that stands and records nothing. Anyone
     verifies the release offline from its bundle ('trajledger export RELEASE', then
     'python -m verify BUNDLE --policy P').

@@ -92,8 +92,11 @@ def _settings(p: Any) -> list[str]:
                                      if v is not None)
                                  for r in p.release.require)
                      + ("; every evaluation it cites compared with all its training data "
-                        "(require_contamination_check)"
-                        if p.release.require_contamination_check else ""))
+                        + ("(require_contamination_check)" if p.release.require_contamination_check
+                           else '([contamination] refuse = "near" implies it: fix60)')
+                        if p.release.require_contamination_check or (
+                            p.contamination is not None and p.contamination.refuse == "near")
+                        else ""))
     lines += [p.contamination.describe()] if p.contamination is not None else []
     for rk in p.revoked_keys:
         lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")

@@ -238,7 +238,7 @@ def _refusal(report: Report, decision: str, ck: str,
     another (out54); and to too few approvers, ``approvers`` (`_more_approvers`)."""
     from trajledger.verify.blame import failure_lines
     from trajledger.verify.nodes import NAMED
-    from trajledger.verify.releases import NEAR_REFUSED, check_again
+    from trajledger.verify.releases import NEAR_REFUSED, SETTINGS, check_again
     from trajledger.verify.report import HIDDEN
     from trajledger.verify.shell_word import every_shell, shell_word
 
@@ -288,15 +288,18 @@ def _refusal(report: Report, decision: str, ck: str,
                 if hint is not None:
                     text[i] += f": {hint}"
                     steps += [hint] if hint not in steps else []
-                # [release] require_contamination_check (rel48): the line ends with the way on,
+                # [release] require_contamination_check (rel48), or [contamination] refuse =
+                # "near", which implies it (fix60): the line ends with the way on,
                 # worded here for a checkpoint of the report, not cut from the line (which
                 # names the lineage's datasets before it: signed text, rev47 finding 5)
                 named = c.what.removeprefix("contamination on ")  # (the suite)
                 # (the line names the checkpoint by digest; the step, the released one's by the
                 # name commands find it: rev48 findings 6 and 8)
-                way = next((check_again(ck, named) if n.id in released else w
+                way = next((check_again(ck, named, s) if n.id in released else w
                             for n in report.nodes.values() if n.kind == "checkpoint"
-                            and c.detail.endswith(": " + (w := check_again(n.id, named)))), None)
+                            for s in SETTINGS
+                            if c.detail.endswith(": " + (w := check_again(n.id, named, s)))),
+                           None)
                 if c.what.startswith("contamination on ") and c.detail.endswith(NEAR_REFUSED):
                     way = NEAR_REFUSED  # ([contamination] refuse = "near": out56)
                 steps += [way] if c.what.startswith("contamination on ") and way and (

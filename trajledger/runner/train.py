@@ -648,7 +648,8 @@ def train_command(
                 f"command {shlex.join(argv)!r} exited 0 but wrote no file in "
                 f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}): there is no checkpoint to record"
                 + written_elsewhere(workdir, started, skip=ledger.root), 0)
-        beside_output(workdir, started, files, skip=(ledger.root, ws.output))
+        beside_output(workdir, started, files, skip=(ledger.root, ws.output),
+                      given=output)
         # Refused with or without --keep-logs: a reader takes trajledger-run/ for trajledger's.
         clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
         if clash:

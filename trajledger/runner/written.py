@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-__all__ = ["BesideOutputWarning", "beside_output", "written_elsewhere"]
+__all__ = ["BESIDE_GIVEN", "BesideOutputWarning", "beside_output", "written_elsewhere"]
 
 
 def written_elsewhere(workdir: Path, since: float, skip: Path, most: int = 20_000) -> str:
@@ -37,6 +37,8 @@ class BesideOutputWarning(UserWarning):
     are not in the checkpoint (out58)."""
 
 
+BESIDE_GIVEN: Final = 1_000
+"""Entries read under a given output's parent (`beside_output`)."""
 _TEXT_SUFFIXES: Final = frozenset({"", ".json", ".jsonl", ".txt", ".log", ".yaml", ".yml",
                                    ".toml", ".csv", ".md", ".out", ".err"})
 """Suffixes a run writes beside its output for its own reading (configs, logs): no sign that
@@ -44,21 +46,32 @@ a file there belongs to the model (`beside_output`)."""
 
 
 def beside_output(workdir: Path, since: float, files: Mapping[str, Path],
-                  skip: Sequence[Path], most: int = 5_000) -> None:
+                  skip: Sequence[Path], most: int = 5_000, given: Path | None = None) -> None:
     """Warn (`BesideOutputWarning`) when the command also wrote, under ``workdir`` since
     ``since`` (not under ``skip``: the ledger, the output), a file with a suffix of one of the
     output's ``files`` other than a config's or a log's (``rank1.bin`` beside ``rank0.bin``):
     the checkpoint about to be recorded leaves it out (out56's Left, out58). The walk of
     `written_elsewhere`, bounded lower (every successful run pays it: about 0.1 s for 5,000
-    entries, docs/PERFORMANCE.md); a rank saves near the top of the directory."""
+    entries, docs/PERFORMANCE.md); a rank saves near the top of the directory. With a
+    ``given`` output (``train --output DIR``), DIR's parent is looked under too when the first
+    walk found nothing and it is not under ``workdir`` (a launcher's rank writing
+    ``DIR/../rank1.bin``: out58's Left, fix60), ``workdir`` not again, bounded by
+    `BESIDE_GIVEN` entries: a parent such as /tmp or $HOME is cut there, not read whole."""
     kinds = {Path(n).suffix.lower() for n in files} - _TEXT_SUFFIXES
     if not kinds:
         return
+    where = workdir
     found = _written(workdir, since, skip, most, lambda n: Path(n).suffix.lower() in kinds)
+    if not found and given is not None:
+        parent = given.resolve().parent
+        if not parent.is_relative_to(workdir.resolve()):
+            where = parent
+            found = _written(parent, since, (*skip, workdir), BESIDE_GIVEN,
+                             lambda n: Path(n).suffix.lower() in kinds)
     if found:
         warnings.warn(BesideOutputWarning(
             f"the command also wrote {', '.join(found[:3])}{', …' if len(found) > 3 else ''} "
-            f"under {workdir}, outside $TRAJLEDGER_OUTPUT_DIR, files of the kind of the "
+            f"under {where}, outside $TRAJLEDGER_OUTPUT_DIR, files of the kind of the "
             f"checkpoint's ({', '.join(sorted(kinds))}): they are not in the checkpoint "
             "recorded now (a rank saving its part of the model where it always did?); if they "
             "belong to the model, write every part under $TRAJLEDGER_OUTPUT_DIR and train again"),

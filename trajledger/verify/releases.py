@@ -129,11 +129,13 @@ def release_requirement(
     evaluation used that did not compare its suite with every train batch of its checkpoint's
     lineage (``train``: checkpoint digest -> those batches' labels, `train_batches`) is
     said: an ``info`` check, or a failing one when ``strict`` (``[release]
-    require_contamination_check``; rel48). Each evaluation used that found near duplicates of
-    that training data (`near_duplicates`) is said too: an ``info`` check, or a failing one when
-    ``refuse_near`` (the policy's ``[contamination] refuse = "near"``; out56); and one run in
-    another environment version than its checkpoint was trained in (``environments``: an
-    evaluation's `other_environments`), an ``info`` check (out56)."""
+    require_contamination_check``; rel48) or ``refuse_near`` (an evaluation that never
+    compared cannot show its suite is not near that data: fix60). Each evaluation used that
+    found near duplicates of that training data (`near_duplicates`) is said too: an ``info``
+    check, or a failing one when ``refuse_near`` (the policy's ``[contamination] refuse =
+    "near"``; out56); and one run in another environment version than its checkpoint was
+    trained in (``environments``: an evaluation's `other_environments`), an ``info`` check
+    (out56)."""
     label = f"{req.metric} on {req.suite}"
     if ev is None and suite_failed is not None:
         node.fail(label, f"missing: the latest evaluation of {_short(checkpoint)} on "
@@ -169,7 +171,8 @@ def release_requirement(
         node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
         for r in runs:
             if (said := unchecked(r, train)) is not None:
-                _contamination(node, req, r, said, strict)
+                _contamination(node, req, r, said, strict or refuse_near,
+                               REQUIRE if strict else NEAR)
             if (moved := environments(r)) is not None:
                 node.add(f"environment on {req.suite}", INFO, f"evaluation "
                          f"{_short(r.entry.subject)} (log index {r.index}): {moved}")
@@ -332,10 +335,12 @@ def _batches(labels: dict[str, list[str]], batches: Sequence[str]) -> str:
             + "; ".join(f"{', '.join(bs)} ({of})" for of, bs in shown.items()) + more)
 
 
-def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict: bool) -> None:
+def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict: bool,
+                   setting: str) -> None:
     """The ``contamination on SUITE`` check of an evaluation a release uses (`unchecked`
     says what it did not compare): ``info`` (it counts, unchecked: out47), or a failure
-    under ``[release] require_contamination_check`` (rel48)."""
+    under the policy's ``setting`` that requires the comparison (`REQUIRE`: rel48; `NEAR`,
+    which implies it: fix60)."""
     p = rec.predicate
     assert isinstance(p, Evaluation)
     # the checkpoint evaluated by its digest, as the other steps here: the name in an
@@ -346,24 +351,34 @@ def _contamination(node: Node, req: Requirement, rec: Record, said: str, strict:
         node.add(label, INFO, f"{said}; it counts, unchecked; for one that is checked, run "
                  + _eval_line(ck, req.suite))
         return
-    node.fail(label, f"{said}; the policy's [release] require_contamination_check counts no "
-              "such evaluation: " + check_again(ck, req.suite))
+    why = (" (one never compared cannot show its suite holds no near duplicates of that data)"
+           if setting == NEAR else "")
+    node.fail(label, f"{said}; the policy's {setting} counts no such evaluation{why}: "
+              + check_again(ck, req.suite, setting))
 
 
-def check_again(checkpoint: str, suite: str) -> str:
-    """`CHECK_AGAIN` for ``checkpoint`` (a digest, or a name as commands find it) on ``suite``:
-    the end of the failing check's line, and ``release``'s next step, which it words from its
-    report's checkpoints, not from the line (that names the lineage's datasets: signed text,
-    rev47)."""
-    return CHECK_AGAIN.format(run=_eval_line(checkpoint, suite))
+REQUIRE = "[release] require_contamination_check"
+NEAR = '[contamination] refuse = "near"'
+SETTINGS = (REQUIRE, NEAR)
+"""The settings that require every evaluation a release uses to have compared its suite
+with its checkpoint's training data: ``refuse = "near"`` implies it (fix60)."""
+
+
+def check_again(checkpoint: str, suite: str, setting: str = REQUIRE) -> str:
+    """`CHECK_AGAIN` for ``checkpoint`` (a digest, or a name as commands find it) on ``suite``
+    under the policy's ``setting`` (`SETTINGS`): the end of the failing check's line, and
+    ``release``'s next step, which it words from its report's checkpoints, not from the line
+    (that names the lineage's datasets: signed text, rev47)."""
+    return CHECK_AGAIN.format(run=_eval_line(checkpoint, suite),
+                              setting=setting.removeprefix("[release] "))
 
 
 CHECK_AGAIN = ("run {run} (it compares the suite with every train batch; a batch erased, or "
                "imported without its data, stays unchecked until its data is here), then "
                "'trajledger release' again; or record a successor policy without "
-               "require_contamination_check ('trajledger policy set')")
-"""What to do when ``[release] require_contamination_check`` refuses an evaluation (the
-end of its check's line, which ``release`` gives as a next step)."""
+               "{setting} ('trajledger policy set')")
+"""What to do when a setting of `SETTINGS` refuses an evaluation (the end of its check's
+line, which ``release`` gives as a next step)."""
 
 
 def judge_use(v: Walk, node: Node, rec: Record) -> None:

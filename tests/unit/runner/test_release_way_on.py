@@ -57,3 +57,32 @@ def test_a_check_naming_a_failing_record_gets_no_hint_from_its_name() -> None:
     _lines, steps = _refusal(Report(node.id, [node.id], {node.id: node}, []), node.id, "bc@1",
                              "approve")
     assert not any("successor policy" in step for step in steps), steps
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_refuse_near_implies_the_check_and_its_way_on(strict: bool) -> None:
+    """fix60 (rev52's Left): under ``[contamination] refuse = "near"`` without
+    ``require_contamination_check`` an evaluation that recorded no comparison counted (an
+    ``info`` line), and the release was recorded: it cannot show its suite holds no near
+    duplicates. Now the check fails, saying which setting, and ``release`` gives the way on
+    (with both settings, the stricter one's words, as before)."""
+    from trajledger.runner.release import _refusal
+    from trajledger.verify.releases import NEAR, REQUIRE, check_again, release_requirement
+
+    node = Node("release:x", "release-decision")
+    ck = Node("sha256:" + "c" * 64, "checkpoint", name="bc", version="1")
+    rec = testkit.unchecked_evaluation()
+    release_requirement(node, Requirement("regression@1", min=0.5), ck.id, rec, None, [], None,
+                        train=lambda _ck: {"sha256:" + "a" * 64: ["train t@1"]},
+                        strict=strict, refuse_near=True)
+    check = node.checks[-1]
+    setting = REQUIRE if strict else NEAR
+    assert check.status == "fail", check
+    assert f"; the policy's {setting} counts no such evaluation" in check.detail, check.detail
+    assert check.detail.endswith(check_again(ck.id, "regression@1", setting)), check.detail
+    report = Report(node.id, [node.id], {node.id: node, ck.id: ck},
+                    [Edge(node.id, ck.id, "checkpoint")])
+    _lines, steps = _refusal(report, node.id, "bc@1", "approve")
+    assert steps == [check_again("bc@1", "regression@1", setting)], steps
+    without = "require_contamination_check" if strict else setting
+    assert steps[0].endswith(f"successor policy without {without} ('trajledger policy set')")

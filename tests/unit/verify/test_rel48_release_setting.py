@@ -144,7 +144,8 @@ def test_what_a_release_says_of_an_unchecked_evaluation(
         assert check.status == ("fail" if strict else "info"), check
         assert check.detail.endswith(CHECK_AGAIN.format(  # (by digest: rev48 finding 8)
             run=f"'trajledger eval {rec.predicate.checkpoint.digest} --suite regression@1 --key "
-                "KEY' (KEY: a key of the policy's evaluator role)") if strict else
+                "KEY' (KEY: a key of the policy's evaluator role)",
+            setting="require_contamination_check") if strict else
             "(KEY: a key of the policy's evaluator role)")
 
 

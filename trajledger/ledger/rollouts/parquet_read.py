@@ -12,7 +12,10 @@ after checking what they decode to:
   and the file is refused (`BombError`) when one value is over `MAX_VALUE_BYTES`, one row
   over `MAX_ROW_BYTES`, or the file over `MAX_DECODED_BYTES` (`read_parquet`, which holds the
   whole table: over `MAX_TABLE_BYTES`);
-- the rows are decoded in slices of at most `CHUNK_BYTES` of such bytes.
+- the rows are decoded in slices of at most `CHUNK_BYTES` of such bytes;
+- before pyarrow is asked to describe any column chunk, the footer's chunks are read as Arrow
+  reads them (`parquet_thrift.checked_footer`): one whose size statistics Arrow refuses is
+  refused here in one line, where pyarrow's description ended the process (SIGABRT: fix60).
 
 Why: a Parquet page may hold a dictionary of values and indices into it. A 9,779-byte file of
 eight rows that all point at one 256 MiB string decoded to 2 GiB (4.3 GB resident, 7 s) before
@@ -58,7 +61,8 @@ from .parquet_thrift import (
     CODECS,
     HEADER_READ,
     MAX_HEADER,
-    chunk_codecs,
+    checked_footer,
+    footer_codecs,
     read_header,
     skip_struct,
     varint,
@@ -246,9 +250,10 @@ def _open(
     arrow = dense.schema_arrow  # (made anew at each use)
     wanted = set(arrow.names if columns is None else columns)
     walked: dict[tuple[int, int], int] = {}
+    codecs: list[int] = []  # (the footer's, read once: `checked_footer`)
     try:
-        declared = _check_pages(source, dense.metadata, walked)
-        caps = _list_rows(source, dense.metadata, wanted, declared)
+        declared = _check_pages(source, dense.metadata, walked, codecs)
+        caps = _list_rows(source, dense.metadata, wanted, declared, codecs)
         listed = sum(n * w for _g, _j, n, w in _listed_chunks(dense.metadata, wanted, declared))
     except BaseException:
         dense.close()
@@ -430,17 +435,22 @@ def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
 
 
 def _check_pages(source: Source, meta: pq.FileMetaData,
-                 walked: dict[tuple[int, int], int] | None = None) -> dict[tuple[int, int], int]:
+                 walked: dict[tuple[int, int], int] | None = None,
+                 codecs: list[int] | None = None) -> dict[tuple[int, int], int]:
     """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
     pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers; the values
     the data pages of each (row group, column) declare (pq45 finding 3: not the footer's word;
     a dictionary page's values are not levels: pqrev). ``walked`` gets the decompressed bytes
-    of each chunk whose headers were read one after another to its very end (`_small`)."""
+    of each chunk whose headers were read one after another to its very end (`_small`);
+    ``codecs`` the codec of each chunk, row group by row group (`parquet_thrift.checked_footer`)."""
     f: io.BufferedIOBase
     f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     declared: dict[tuple[int, int], int] = {}
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     with f:
+        found = checked_footer(f, whole, meta)  # (before pyarrow describes any chunk)
+        if codecs is not None:
+            codecs[:] = found
         total = 0
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
@@ -540,7 +550,8 @@ def _listed_chunks(
 
 
 def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
-               declared: dict[tuple[int, int], int] | None = None) -> dict[int, int]:
+               declared: dict[tuple[int, int], int] | None = None,
+               codecs: Sequence[int] | None = None) -> dict[int, int]:
     """The most rows a batch of a row group may hold so that its values under lists decode to
     about `CHUNK_BYTES` (its longest row's bytes: each row as long); `BombError` when a row
     holds over `MAX_ROW_BYTES` of them (a leaf's longest row times its width, summed over the
@@ -552,7 +563,9 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     their repetition levels (each row starts at a level 0), streamed: nothing of their values
     is decoded. The cost falls on constant data (a bomb's shape); rows of one length repeat
     their levels' bytes, counted a stretch at a time (`_period`): about 0.04 CPU-s for a
-    million rows of 80 zeros (2.3 run by run); random numbers are not read."""
+    million rows of 80 zeros (2.3 run by run); random numbers are not read. ``codecs``: each
+    chunk's codec, row group by row group, as the footer gives them (`checked_footer`; read
+    here when not given)."""
     chunks: dict[int, list[tuple[int, int, int]]] = {}
     for g, j, values, width in _listed_chunks(meta, wanted, declared):
         chunks.setdefault(g, []).append((j, values, width))
@@ -560,7 +573,6 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     f: io.BufferedIOBase | None = None
     whole = len(source) if isinstance(source, bytes) else os.path.getsize(source)
     short, room = [0], whole  # (`_SHORT_RUNS`; the bytes spared chunks hold: the file's, once)
-    codecs: list[int] | None = None  # (the footer's, read once: `_codec`)
     try:
         for g, cols in chunks.items():
             group = meta.row_group(g)
@@ -579,7 +591,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
                 if f is None:
                     f = io.BytesIO(source) if isinstance(source, bytes) else open(  # noqa: SIM115
                         source, "rb")
-                codecs = _codecs_of(f, whole) if codecs is None else codecs
+                codecs = footer_codecs(f, whole) if codecs is None else codecs
                 row += _longest_row(f, chunk, meta.schema.column(j).max_repetition_level,
                                     (MAX_ROW_BYTES - row) // width + 1,
                                     _span(chunk, meta.created_by, whole), short,
@@ -598,19 +610,7 @@ def _list_rows(source: Source, meta: pq.FileMetaData, wanted: set[str],
     return caps
 
 
-def _codecs_of(f: io.BufferedIOBase, whole: int) -> list[int]:
-    """`parquet_thrift.chunk_codecs` of the file ``f`` (``whole`` bytes long); [] when its
-    footer cannot be read so (then no codec is known: `_codec`)."""
-    try:
-        f.seek(whole - 8)
-        n = int.from_bytes(f.read(4), "little")
-        f.seek(max(whole - 8 - n, 0))
-        return chunk_codecs(f.read(min(n, whole)))
-    except (IndexError, ValueError, RecursionError, OSError):
-        return []
-
-
-def _codec(codecs: list[int], meta: pq.FileMetaData, g: int, j: int) -> str:
+def _codec(codecs: Sequence[int], meta: pq.FileMetaData, g: int, j: int) -> str:
     """The name of the codec of column ``j`` of row group ``g`` by the footer's ``codecs``
     (pyarrow's ``compression`` of one it does not know ends the process: rev52 finding 6);
     ``UNKNOWN`` when it is none Parquet names, or the footer did not give one a chunk."""

@@ -1,6 +1,8 @@
-"""The Thrift compact protocol, as far as reading a Parquet page's header needs it: its sizes
-and value counts, every other field skipped, from bytes of unknown origin (`parquet_read`
-checks each page of a file by its header before Arrow decodes it).
+"""The Thrift compact protocol, as far as reading a Parquet page's header needs it (its sizes
+and value counts, every other field skipped) and a footer's column chunks (their codecs and
+size statistics, `footer_chunks`), from bytes of unknown origin (`parquet_read` checks each
+page of a file by its header before Arrow decodes it, and the footer before pyarrow describes
+its chunks).
 
 Every read is bounded: a header longer than `MAX_HEADER`, a struct nested past 32 levels, a
 list or map counting more elements than the bytes read, a varint over 64 bits: no header
@@ -12,10 +14,16 @@ parquet-format's PageHeader (parquet.thrift).
 from __future__ import annotations
 
 import io
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["CODECS", "HEADER_READ", "MAX_HEADER", "chunk_codecs", "page_header", "read_header",
-           "skip", "skip_struct", "varint"]
+from trajledger.verify.errors import FormatError
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+__all__ = ["CODECS", "HEADER_READ", "MAX_HEADER", "checked_footer", "chunk_codecs",
+           "footer_chunks", "footer_codecs", "page_header", "read_header", "skip", "skip_struct",
+           "varint"]
 
 HEADER_READ: Final = 4 << 10
 """Bytes read first for one page header (more when its statistics are longer)."""
@@ -40,22 +48,73 @@ def read_header(f: io.BufferedIOBase, pos: int, left: int
             return None
 
 
-_WANT: Final = ((1,), (2,), (3,), (5, 1), (7, 1), (8, 1))
-"""The PageHeader's type, uncompressed_page_size, compressed_page_size, and the num_values of
-its data_page_header, dictionary_page_header or data_page_header_v2."""
-_WANT_NESTS: Final = frozenset({(5,), (7,), (8,)})
-
-
 def page_header(b: bytes) -> tuple[int, int, int, int, int]:
     """``(uncompressed_page_size, compressed_page_size, header length, num_values, data
     values)`` of the PageHeader struct at the start of ``b`` (num_values -1 for a page without
-    values: an index page; data values -1 but for a data page); every other field skipped."""
-    got = dict.fromkeys(_WANT, -1)
-    pos = skip_struct(b, 0, got, nests=_WANT_NESTS)
-    if got[2,] < 0 or got[3,] < 0:
+    values: an index page; data values -1 but for a data page); every other field skipped.
+    Its type, sizes (fields 1 to 3) and the num_values (field 1) of its data_page_header,
+    dictionary_page_header or data_page_header_v2 (fields 5, 7, 8) are read, the last of a
+    field given twice; read field by field here (every page of a file is: fix60)."""
+    got = [-1, -1, -1, -1, -1, -1, -1, -1]  # (by field id - 1)
+    field = pos = 0
+    while True:
+        head = b[pos]
+        if not head:  # STOP
+            pos += 1
+            break
+        wire = head & 0x0F
+        if head >> 4:
+            field, pos = field + (head >> 4), pos + 1
+        else:
+            field, pos = _zigzag(b, pos + 1)
+        if wire == 5 and 1 <= field <= 3:  # i32
+            got[field - 1], pos = _zigzag(b, pos)
+        elif wire == 12 and field in (5, 7, 8):
+            pos = _num_values(b, pos, got, field - 1)
+        else:
+            pos = _value(b, pos, wire, 0)
+    if got[1] < 0 or got[2] < 0:
         raise ValueError("a page header without its sizes")
-    data = got[5, 1] if got[1,] == 0 else got[8, 1] if got[1,] == 3 else -1
-    return got[2,], got[3,], pos, max(got[5, 1], got[7, 1], got[8, 1]), data
+    data = got[4] if got[0] == 0 else got[7] if got[0] == 3 else -1
+    return got[1], got[2], pos, max(got[4], got[6], got[7]), data
+
+
+def _num_values(b: bytes, pos: int, got: list[int], at: int) -> int:
+    """Skip the struct at ``pos`` (one level down), its field 1 (an i32) stored at ``at``."""
+    field = 0
+    while True:
+        head = b[pos]
+        if not head:  # STOP
+            return pos + 1
+        wire = head & 0x0F
+        if head >> 4:
+            field, pos = field + (head >> 4), pos + 1
+        else:
+            field, pos = _zigzag(b, pos + 1)
+        if wire == 5 and field == 1:
+            got[at], pos = _zigzag(b, pos)
+        else:
+            pos = _value(b, pos, wire, 1)
+
+
+def _value(b: bytes, pos: int, wire: int, depth: int) -> int:
+    """Skip a struct's field's value of compact type ``wire`` at ``pos`` (`skip`, its scalars
+    inline: every field of every page header and footer is read so)."""
+    if 4 <= wire <= 6:  # a zigzag varint
+        end = pos + 9
+        while b[pos] & 0x80:
+            if pos == end:
+                raise ValueError("varint too long")
+            pos += 1
+        return pos + 1
+    if wire == 8:  # binary
+        if b[pos] & 0x80:
+            n, pos = varint(b, pos)
+            return pos + n
+        return pos + b[pos] + 1
+    if wire in (1, 2):  # (a boolean: in its header)
+        return pos
+    return skip(b, pos, wire, depth)
 
 
 def varint(b: bytes, pos: int) -> tuple[int, int]:
@@ -79,18 +138,6 @@ def _zigzag(b: bytes, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _field(b: bytes, pos: int, field: int) -> tuple[int, int, int]:
-    """The compact type, id and end of the field header at ``pos`` (the previous field's id
-    ``field``: a header states a delta to it, or the id after it); type -1 for STOP."""
-    head = b[pos]
-    if head == 0:
-        return -1, field, pos + 1
-    if head >> 4:
-        return head & 0x0F, field + (head >> 4), pos + 1
-    got, pos = _zigzag(b, pos + 1)
-    return head & 0x0F, got, pos
-
-
 def skip_struct(
     b: bytes, pos: int, want: dict[tuple[int, ...], int] | None = None, depth: int = 0,
     path: tuple[int, ...] = (), nests: frozenset[tuple[int, ...]] | None = None,
@@ -101,17 +148,24 @@ def skip_struct(
     if want is not None and nests is None:
         nests = frozenset(k[:i] for k in want for i in range(1, len(k)))
     field = 0
-    while True:
-        kind, field, pos = _field(b, pos, field)
-        if kind < 0:  # STOP
-            return pos
-        here = (*path, field)
-        if want is not None and here in want and kind == 5:  # i32
-            want[here], pos = _zigzag(b, pos)
-        elif kind == 12 and nests is not None and here in nests:
-            pos = skip_struct(b, pos, want, depth + 1, here, nests)
+    while True:  # (as `page_header`'s loop: a field's header, then its value)
+        head = b[pos]
+        if not head:  # STOP
+            return pos + 1
+        kind = head & 0x0F
+        if head >> 4:
+            field, pos = field + (head >> 4), pos + 1
         else:
-            pos = skip(b, pos, kind, depth)
+            field, pos = _zigzag(b, pos + 1)
+        if want is not None:
+            here = (*path, field)
+            if kind == 5 and here in want:  # i32
+                want[here], pos = _zigzag(b, pos)
+                continue
+            if kind == 12 and nests is not None and here in nests:
+                pos = skip_struct(b, pos, want, depth + 1, here, nests)
+                continue
+        pos = _value(b, pos, kind, depth)
 
 
 def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
@@ -137,6 +191,10 @@ def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
             n, pos = varint(b, pos)
         if n > len(b) - pos:  # each element takes a byte at least: cut short (or a lie)
             raise IndexError("a list longer than the bytes read")
+        if elem in (4, 5, 6):
+            for _ in range(n):
+                pos = varint(b, pos)[1]
+            return pos
         for _ in range(n):
             pos = pos + 1 if elem in (1, 2) else skip(b, pos, elem, depth + 1)
         return pos
@@ -152,6 +210,8 @@ def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
                 pos = skip(b, pos, types & 0x0F, depth + 1)
         return pos
     if kind == 12:  # struct
+        if depth + 1 > 32:
+            raise ValueError("nested too deeply")
         return skip_struct(b, pos, None, depth + 1)
     raise ValueError(f"unknown compact type {kind}")
 
@@ -161,39 +221,171 @@ CODECS: Final = ("UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD
 
 
 def chunk_codecs(footer: bytes) -> list[int]:
-    """The codec of every column chunk (``FileMetaData.row_groups[*].columns[*].meta_data
-    .codec``) of the FileMetaData struct ``footer``, row group by row group, in order: read
-    here, since pyarrow's ``ColumnChunkMetaData.compression`` of a value it does not know
-    ends the process (a C++ exception through Cython: ``terminate``, rev52 finding 6)."""
-    out: list[int] = []
-    _codecs(footer, 0, (4, 1, 3, 4), out, 0)
+    """The codec of every column chunk of the FileMetaData struct ``footer``, row group by row
+    group, in order (`footer_chunks`' first item: rev52 finding 6)."""
+    return [chunk[0] for group in footer_chunks(footer) for chunk in group]
+
+
+def footer_chunks(footer: bytes) -> list[list[tuple[int, int, int, bool]]]:
+    """``(codec, repetition level histogram length, definition level histogram length,
+    unencoded byte array data bytes given)`` of each column chunk of each row group of the
+    FileMetaData struct ``footer``, in order (a histogram absent: 0): read here, since
+    pyarrow's ``RowGroupMetaData.column(i)`` of a chunk whose size statistics Arrow refuses
+    ends the process (a C++ exception through Cython: ``terminate``, rev52's Left, fix60), as
+    its ``ColumnChunkMetaData.compression`` of a codec it does not know does (rev52 finding 6).
+
+    Read as Arrow's generated Thrift reader reads it: a field of another wire type than it
+    declares is skipped by its wire type (so here too), but a declared list's elements are
+    read as the declared type whatever the list's header says; a list of the footer's
+    declared lists (`_LISTS`) whose elements are of another type would be read otherwise
+    here, so it is refused (`ValueError`), as is a chunk with encryption metadata (Arrow
+    cannot read it without keys; trajledger reads no encrypted Parquet).
+
+    Raises:
+        ValueError: as said, or not a Thrift compact struct; IndexError: cut short.
+    """
+    out: list[list[tuple[int, int, int, bool]]] = []
+    _struct(footer, 0, _FILE, out, 0)
     return out
 
 
-def _codecs(b: bytes, pos: int, path: tuple[int, ...], out: list[int], depth: int) -> int:
-    """Skip the struct at ``pos``, each i32 at ``path`` (field ids; a list of structs stepped
-    through) added to ``out``."""
+# The structs walked field by field (the others are skipped by wire type: no declared list
+# there), and each one's declared lists by field id: the element wire type (5 i32, 6 i64,
+# 8 binary, 12 struct) and, for structs walked, which.
+_FILE, _ROW_GROUP, _CHUNK, _META, _SIZES, _GEO = range(6)
+_LISTS: Final[tuple[dict[int, tuple[int, int]], ...]] = (
+    {2: (12, -1), 4: (12, _ROW_GROUP), 5: (12, -1), 7: (12, -1)},  # FileMetaData
+    {1: (12, _CHUNK), 4: (12, -1)},  # RowGroup
+    {},  # ColumnChunk (its crypto_metadata refused)
+    {2: (5, -1), 3: (8, -1), 8: (12, -1), 13: (12, -1)},  # ColumnMetaData
+    {2: (6, -1), 3: (6, -1)},  # SizeStatistics
+    {2: (5, -1)},  # GeospatialStatistics
+)
+_NESTED: Final[tuple[dict[int, int], ...]] = ({}, {}, {3: _META}, {16: _SIZES, 17: _GEO}, {}, {})
+"""The struct fields walked field by field, by the struct holding them."""
+
+
+def _struct(b: bytes, pos: int, kind: int, out: list[list[tuple[int, int, int, bool]]],
+            depth: int, got: list[int] | None = None) -> int:
+    """Walk the struct of ``kind`` at ``pos``: ``out`` gets a list for a RowGroup and, in the
+    last, a ColumnChunk's facts; ``got`` (a ColumnChunk's, being gathered) its codec,
+    histograms' lengths and unencoded bytes."""
     if depth > 32:
         raise ValueError("nested too deeply")
+    lists, nested = _LISTS[kind], _NESTED[kind]
+    if kind == _CHUNK:
+        got = [-1, 0, 0, 0]
+    elif kind == _ROW_GROUP:
+        out.append([])
     field = 0
-    while True:
-        kind, field, pos = _field(b, pos, field)
-        if kind < 0:  # STOP
-            return pos
-        if field != path[0]:
-            pos = skip(b, pos, kind, depth)
-        elif len(path) == 1 and kind == 5:
-            code, pos = _zigzag(b, pos)
-            out.append(code)
-        elif len(path) > 1 and kind == 12:
-            pos = _codecs(b, pos, path[1:], out, depth + 1)
-        elif len(path) > 1 and kind in (9, 10) and b[pos] & 0x0F == 12:
-            n, pos = b[pos] >> 4, pos + 1
+    while True:  # (as `skip_struct`'s loop)
+        head = b[pos]
+        if not head:  # STOP
+            if kind == _CHUNK and got is not None:
+                out[-1].append((got[0], got[1], got[2], bool(got[3])))
+            return pos + 1
+        wire = head & 0x0F
+        if head >> 4:
+            field, pos = field + (head >> 4), pos + 1
+        else:
+            field, pos = _zigzag(b, pos + 1)
+        if 4 <= wire <= 6:  # a zigzag varint
+            if got is not None and (kind == _META and field == 4 and wire == 5):
+                got[0], pos = _zigzag(b, pos)  # codec
+                continue
+            if got is not None and kind == _SIZES and field == 1 and wire == 6:
+                got[3] = 1  # unencoded_byte_array_data_bytes
+            end = pos + 9
+            while b[pos] & 0x80:
+                if pos == end:
+                    raise ValueError("varint too long")
+                pos += 1
+            pos += 1
+        elif wire == 8:  # binary
+            if b[pos] & 0x80:
+                n, pos = varint(b, pos)
+                pos += n
+            else:
+                pos += b[pos] + 1
+        elif kind == _CHUNK and field == 8:  # crypto_metadata
+            raise ValueError("a column chunk with encryption metadata")
+        elif wire == 12 and field in nested:
+            pos = _struct(b, pos, nested[field], out, depth + 1, got)
+        elif wire == 9 and field in lists:
+            want, of = lists[field]
+            head = b[pos]
+            n, elem, pos = head >> 4, head & 0x0F, pos + 1
             if n == 15:
                 n, pos = varint(b, pos)
-            if n > len(b) - pos:
+            if n and elem != want:
+                raise ValueError(f"a list field {field} of elements of compact type {elem}, "
+                                 f"want {want}")
+            if n > len(b) - pos:  # each element takes a byte at least: cut short (or a lie)
                 raise IndexError("a list longer than the bytes read")
-            for _ in range(n):
-                pos = _codecs(b, pos, path[1:], out, depth + 1)
-        else:
-            pos = skip(b, pos, kind, depth)
+            if kind == _SIZES and got is not None:
+                got[field - 1] = n  # (repetition 2 -> 1, definition 3 -> 2)
+            if of >= 0:
+                for _ in range(n):
+                    pos = _struct(b, pos, of, out, depth + 1)
+            elif want == 12:
+                for _ in range(n):
+                    pos = skip_struct(b, pos, None, depth + 1)
+            elif want == 8:
+                for _ in range(n):
+                    if b[pos] & 0x80:
+                        size, pos = varint(b, pos)
+                        pos += size
+                    else:
+                        pos += b[pos] + 1
+            else:  # (i32, i64: varints)
+                for _ in range(n):
+                    pos = varint(b, pos)[1]
+        elif wire not in (1, 2):  # (a boolean: in its header)
+            pos = skip(b, pos, wire, depth)
+
+
+def checked_footer(f: io.BufferedIOBase, whole: int, meta: pq.FileMetaData) -> list[int]:
+    """Refuse a footer whose column chunks pyarrow cannot describe without ending the process
+    (`footer_chunks`: its C++ exception goes through Cython, ``terminate``,
+    SIGABRT; rev52's Left, fix60): a level histogram of another length than the leaf's
+    levels, unencoded byte array sizes for a leaf of another type, a row group of another
+    number of chunks than the schema's leaves, or a footer not read so. Returns the codec of
+    each chunk, row group by row group (pyarrow's ``compression`` of one it does not know
+    ends the process too: rev52 finding 6)."""
+    schema = meta.schema
+    try:
+        f.seek(whole - 8)
+        n = int.from_bytes(f.read(4), "little")
+        f.seek(max(whole - 8 - n, 0))
+        groups = footer_chunks(f.read(min(n, whole)))
+    except (IndexError, ValueError, RecursionError) as e:
+        raise FormatError(f"its footer cannot be read as Arrow reads it ({e})") from e
+    leaves = [schema.column(j) for j in range(len(schema))] if groups else []
+    for g, chunks in enumerate(groups):
+        if len(chunks) != len(leaves):
+            raise FormatError(f"row group {g} has {len(chunks)} column chunk(s), want "
+                              f"{len(leaves)} (the schema's leaves)")
+        for leaf, (_codec, reps, defs, unencoded) in zip(leaves, chunks, strict=True):
+            for what, got, level in (("repetition", reps, leaf.max_repetition_level),
+                                     ("definition", defs, leaf.max_definition_level)):
+                if got and got != level + 1:
+                    raise FormatError(
+                        f"column {leaf.path!r}: its size statistics' {what} level histogram "
+                        f"has {got} entries, want {level + 1}")
+            if unencoded and leaf.physical_type != "BYTE_ARRAY":
+                raise FormatError(f"column {leaf.path!r}: its size statistics give unencoded "
+                                  f"byte array sizes for a {leaf.physical_type} leaf")
+    return [chunk[0] for chunks in groups for chunk in chunks]
+
+
+def footer_codecs(f: io.BufferedIOBase, whole: int) -> list[int]:
+    """The codec of each column chunk of the file ``f`` (``whole`` bytes long), row group by
+    row group (`footer_chunks`); [] when its footer cannot be read so (then no codec is
+    known: `parquet_read._codec`)."""
+    try:
+        f.seek(whole - 8)
+        n = int.from_bytes(f.read(4), "little")
+        f.seek(max(whole - 8 - n, 0))
+        return [c[0] for group in footer_chunks(f.read(min(n, whole))) for c in group]
+    except (IndexError, ValueError, RecursionError, OSError):
+        return []
