@@ -1,7 +1,7 @@
 """A clock set back (rev6 finding 4): the gate judges approvals no earlier than the log's last
 entry.
 
-On a copy of the chat ledger (tests/conftest.py): ``chat@2`` approved for two seconds; once it
+On a copy of the chat ledger (tests/conftest.py): ``chat@2`` approved for one second; once it
 expired and the log took another entry in, the runner's clock is set back ten minutes (the
 verifier's clock, read from the system). Before the fix `admit` judged the expired approval
 valid, and a run would have trained on it. (A log *writer* whose clock is set back still dates
@@ -45,8 +45,8 @@ def test_an_expired_approval_stays_expired_when_the_clock_is_set_back(
     batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
                  if LogEntry.from_bytes(e).kind == "rollout-batch")
     ledger.create_dataset("chat", "2", "train", [batch], key="vendor")
-    ledger.approve("chat@2", key="approver", expires="2s")
-    time.sleep(3)
+    ledger.approve("chat@2", key="approver", expires="1s")
+    time.sleep(2)  # past the expiry by a second (a log time may be truncated to one)
     ledger.approve("chat@1", key="approver")  # the log moves on past the expiry
     set_clock_back(monkeypatch)
     r = CliRunner().invoke(main, ["--ledger", str(chat_home), "admit", "chat@2"],

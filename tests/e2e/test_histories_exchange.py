@@ -490,26 +490,41 @@ from trajledger.ledger.status import pins_it_breaks
 
 
 class Side(Party):
-    """A party whose commands may fail: `cli` returns the result whatever its exit code."""
+    """A party whose commands may fail: `cli` returns the result whatever its exit code.
+
+    Its `size` is read (``log info``) once after each of its commands: only its own commands
+    write its ledger, and the steps ask it about 800 times a run of this module, each a command
+    opening the ledger (ci55)."""
 
     def __init__(self, root: Path, name: str) -> None:
         super().__init__(root, name)
         self.root = root
         self.problems: list[str] = []
+        self.known_size: int | None = None
 
     @classmethod
     def at(cls, root: Path, name: str) -> Side:
         """The party ``name`` whose ledger and user state are at ``root`` already (a copy)."""
         side = cls.__new__(cls)
         side.name, side.home, side.state = name, root / name, root / f"{name}-state"
-        side.root, side.problems = root, []
+        side.root, side.problems, side.known_size = root, [], None
         return side
+
+    def size(self) -> int:
+        if self.known_size is None:
+            self.known_size = super().size()
+        return self.known_size
+
+    def run(self, *args: str | Path, code: int = 0) -> Any:
+        self.known_size = None
+        return super().run(*args, code=code)
 
     def cli(self, *args: str | Path) -> Any:
         from testkit import new_runner
 
         from trajledger.runner.cli import main
 
+        self.known_size = None
         r = new_runner().invoke(main, ["--ledger", str(self.home), *map(str, args)],
                                 env={"TRAJLEDGER_STATE_DIR": str(self.state)})
         if r.exit_code not in (0, 1) or "Traceback" in r.output:

@@ -834,8 +834,9 @@ def exchange_world(tmp_path: Path) -> World:
 def build_evals(home: Path) -> str:
     """The evaluation tests' ledger (tests/e2e/test_evaluations.py: format-2 policy whose
     [release] wants success_rate >= 0.5 on regression@1), smaller: bc@1 on train@1 (10
-    episodes), regression@1 (4 episodes)."""
-    from test_evaluations import cartpole_ledger
+    episodes), regression@1 (4 episodes), bc@1 evaluated on regression@1 (every episode
+    passed: once here, not in each world's copy, ci55)."""
+    from test_evaluations import EVALUATE, cartpole_ledger
 
     from trajledger.runner.rollouts import run_policy
 
@@ -845,6 +846,11 @@ def build_evals(home: Path) -> str:
     rb = ledger.record_batch(reg.steps, episodes=reg.episodes, env="cartpole@1",
                              policy="random", key="vendor", name="regression-batch")
     ledger.create_dataset("regression", "1", "regression", [rb.digest], key="vendor")
+    script = home.parent / "evaluate.py"
+    script.write_text(EVALUATE)
+    r = testkit.invoke(home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+                       "--", sys.executable, script, "pass")
+    assert r.exit_code == 0, r.output
     return "bc@1"
 
 
@@ -865,7 +871,6 @@ def evals_world(t: testkit.Template[str], tmp_path: Path) -> World:
               work, home / "policy.toml", approver="approver", suite="regression@1",
               script=work / "evaluate.py")
     w.script.write_text(EVALUATE)  # type: ignore[union-attr]
-    assert p_eval(w).exit == 0
     w.checkpoint = json.loads(w.run("show", t.value, "--json").stdout)["digest"]
     return w
 
