@@ -642,8 +642,7 @@ def test_a_keyless_note_planted_as_no_regular_file_refuses_in_one_line(
     """rev29 (seventeenth round): ``keys/keyless-made`` planted as a FIFO, a directory or a link
     stops the keyless signature before its record is logged, naming the note and what to do; a
     FIFO somebody reads gets no keyid (on main: written into it, then ``Invalid argument`` from
-    its flush to the disk, or ``No such device or address`` / ``Is a directory`` with no name
-    of what)."""
+    its fsync, or ``No such device or address`` / ``Is a directory`` with no name of what)."""
     note = keys.directory / "keyless-made"
     keys.directory.mkdir(mode=0o700)
     reader = None

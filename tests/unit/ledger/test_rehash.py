@@ -182,7 +182,7 @@ def test_the_idle_fsync_threads_are_ended_then_a_fork_is_safe(tmp_path: Path) ->
         files = [Path({str(tmp_path)!r}) / f"s{{i}}" for i in range(3)]
         for f in files:
             f.write_bytes(b"s")
-        sync_paths(files)  # starts the pool of flushing threads, which stay
+        sync_paths(files)  # starts the fsync pool, whose threads stay
         assert threading.active_count() > 1
         assert can_fork() and threading.active_count() == 1
         sync_paths(files)  # a new pool

@@ -1020,17 +1020,20 @@ def _generations(setup: Setup, parents: list[str | None], start: int = 0) -> lis
     return out
 
 
-def test_a_lineage_as_deep_as_a_long_run_is_walked_without_recursion(setup: Setup) -> None:
+def test_a_lineage_as_deep_as_a_long_run_is_walked_without_recursion(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """RL trains each checkpoint from the one before: a lineage is as deep as the run is long.
     The walk must not nest a Python call per generation: it ended in `RecursionError` past
     about 480 generations (160 iterations of roll out, dataset, train), caught by the JSON
     parser as "statement: nested too deeply; restore it from a copy": a sound lineage failed
     as damaged. Here 300 generations are verified under a recursion limit 200 frames above
     the caller's, which a walk nesting two frames per generation exceeds.
-    (The 300 records are flushed to the page cache only, as every test's of a module that
-    does not name the flushes (tests/conftest.py `flush_to_the_page_cache`): this test is about
-    the walk, not durability; its 300 appends flush 2,200 times: 5 s of 9-11 s on the disk.)"""
-    chain = _generations(setup, [None] * 300)
+    (The 300 records are written without fsync: this test is about the walk, not durability;
+    its 300 appends fsync 2,200 times: 5 s of 9-11 s here, more on a busy disk.)"""
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", lambda _fd: None)
+        chain = _generations(setup, [None] * 300)
     v = setup.verifier()
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(len(inspect.stack(0)) + 200)
