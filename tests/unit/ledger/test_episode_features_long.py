@@ -7,6 +7,7 @@ batch is refused and when the stream is dropped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -132,6 +133,22 @@ CUTS = [
 ]
 
 
+@functools.cache
+def _uncut(kind: str) -> tuple[pa.Table, FeatureChunk]:
+    """The episodes of the test below and their features at once (`_at_once`), checked, made
+    once per test process: the same for each of its cuts (the table's making and the features
+    at once were half of each case's time, ci56). Only read: Arrow tables are immutable, and
+    `_same` reads the features."""
+    lengths = [3, 4_000, 1, 2_500, 3_000]
+    table = _numeric(lengths, null_in=3) if kind == "numeric" else _chat(lengths)
+    with pytest.MonkeyPatch.context() as m:
+        want = _at_once(table, m)
+    assert want.fingerprints == [episode_fingerprints(table)[i] for i in want.episode_ids]
+    if kind == "chat":  # the system's text alone is no task side: no vector
+        assert want.modality == ["text"] * 5 and want.valid.tolist() == [1, 1, 1, 0, 0]
+    return table, want
+
+
 @pytest.mark.parametrize("cuts", CUTS)
 @pytest.mark.parametrize("kind", ["numeric", "chat"])
 def test_a_long_episode_cut_anywhere_has_the_features_of_the_uncut_one(
@@ -140,12 +157,7 @@ def test_a_long_episode_cut_anywhere_has_the_features_of_the_uncut_one(
     """Episodes of 3, 4,000, 1, 2,500 and 3,000 steps (more than the 100 `SPILL_STEPS` is set to
     here, taken in pieces of 37 steps), cut into batches at the rows given and at 40 random
     places: every feature equal to the uncut episodes' (and the fingerprints to `dedup`'s)."""
-    lengths = [3, 4_000, 1, 2_500, 3_000]
-    table = _numeric(lengths, null_in=3) if kind == "numeric" else _chat(lengths)
-    want = _at_once(table, monkeypatch)
-    assert want.fingerprints == [episode_fingerprints(table)[i] for i in want.episode_ids]
-    if kind == "chat":  # the system's text alone is no task side: no vector
-        assert want.modality == ["text"] * 5 and want.valid.tolist() == [1, 1, 1, 0, 0]
+    table, want = _uncut(kind)
     monkeypatch.setattr(episode_features, "SPILL_STEPS", 100)
     monkeypatch.setattr(episode_features, "PIECE_STEPS", 37)
     rng = np.random.default_rng(len(cuts))

@@ -423,19 +423,25 @@ def test_two_commands_at_once_leave_each_other_alone(tmp_path: Path) -> None:
     ``returncode`` then read 0 though it never finished. Each call now leaves the COMMANDs and
     watchers of the others alone."""
     results: dict[str, tuple[int, list[str]]] = {}
+    returned = tmp_path / "first-returned"  # the first call has ended (its clean-up done)
 
-    def run(name: str, delay: float, seconds: float) -> None:
+    def run(name: str, delay: float, wait: str) -> None:
         time.sleep(delay)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             code = run_command(
-                [sys.executable, "-c", f"import time; time.sleep({seconds}); "
+                [sys.executable, "-c", f"import os, time\n{wait}\n"
                  f"open({str(tmp_path / name)!r}, 'w').write('done')"],
                 env=_env(), echo=lambda b: None).returncode
         results[name] = (code, [str(w.message) for w in seen])
+        if name == "first":
+            returned.write_text("")
 
-    threads = [threading.Thread(target=run, args=("first", 0, 1)),
-               threading.Thread(target=run, args=("second", 0.5, 3))]
+    # The second runs until the first call has returned (not a fixed 3 s: ci56), then ends.
+    until = (f"end = time.monotonic() + 60\nwhile not os.path.exists({str(returned)!r}) "
+             "and time.monotonic() < end: time.sleep(0.01)")
+    threads = [threading.Thread(target=run, args=("first", 0, "time.sleep(1)")),
+               threading.Thread(target=run, args=("second", 0.5, until))]
     for t in threads:
         t.start()
     for t in threads:
