@@ -4,9 +4,12 @@ size statistics, `footer_chunks`), from bytes of unknown origin (`parquet_read` 
 page of a file by its header before Arrow decodes it, and the footer before pyarrow describes
 its chunks).
 
-Every read is bounded: a header longer than `MAX_HEADER`, a struct nested past 32 levels, a
-list or map counting more elements than the bytes read, a varint over 64 bits: no header
-(`read_header` gives None), never a loop or an allocation of a length the bytes state.
+Every read is bounded: a header longer than `MAX_HEADER`, a struct nested past `MAX_DEPTH`
+levels, a list or map counting more elements than the bytes read, a varint over 64 bits: no
+header (`read_header` gives None), never a loop or an allocation of a length the bytes state.
+Read as Thrift's C++ reads it (Arrow's; rev54): a field type 0 ends a struct, a field id is an
+i16, an i32 and a length the varint's low 32 bits, a uuid 16 bytes; a header refused here must
+be one Arrow refuses too, since `parquet_read` then leaves that chunk's pages unchecked.
 Spec: the Thrift compact protocol (thrift/doc/specs/thrift-compact-protocol.md) and
 parquet-format's PageHeader (parquet.thrift).
 """
@@ -29,6 +32,10 @@ HEADER_READ: Final = 4 << 10
 """Bytes read first for one page header (more when its statistics are longer)."""
 MAX_HEADER: Final = 16 << 20
 """Longest page header read (Arrow's C++ reader refuses a longer one)."""
+MAX_DEPTH: Final = 100
+"""Deepest struct, list or map nesting read: deeper than Arrow's Thrift reads (64 levels), so
+a page header Arrow reads is read here (one refused here had its chunk's pages go unchecked:
+rev54)."""
 
 
 def read_header(f: io.BufferedIOBase, pos: int, left: int
@@ -59,14 +66,14 @@ def page_header(b: bytes) -> tuple[int, int, int, int, int]:
     field = pos = 0
     while True:
         head = b[pos]
-        if not head:  # STOP
+        if not head & 0x0F:  # STOP (Thrift's: a field type 0)
             pos += 1
             break
         wire = head & 0x0F
         if head >> 4:
-            field, pos = field + (head >> 4), pos + 1
+            field, pos = ((field + (head >> 4) + 0x8000) & 0xFFFF) - 0x8000, pos + 1
         else:
-            field, pos = _zigzag(b, pos + 1)
+            field, pos = _field_id(b, pos + 1)
         if wire == 5 and 1 <= field <= 3:  # i32
             got[field - 1], pos = _zigzag(b, pos)
         elif wire == 12 and field in (5, 7, 8):
@@ -84,13 +91,13 @@ def _num_values(b: bytes, pos: int, got: list[int], at: int) -> int:
     field = 0
     while True:
         head = b[pos]
-        if not head:  # STOP
+        if not head & 0x0F:  # STOP (Thrift's: a field type 0)
             return pos + 1
         wire = head & 0x0F
         if head >> 4:
-            field, pos = field + (head >> 4), pos + 1
+            field, pos = ((field + (head >> 4) + 0x8000) & 0xFFFF) - 0x8000, pos + 1
         else:
-            field, pos = _zigzag(b, pos + 1)
+            field, pos = _field_id(b, pos + 1)
         if wire == 5 and field == 1:
             got[at], pos = _zigzag(b, pos)
         else:
@@ -109,7 +116,7 @@ def _value(b: bytes, pos: int, wire: int, depth: int) -> int:
         return pos + 1
     if wire == 8:  # binary
         if b[pos] & 0x80:
-            n, pos = varint(b, pos)
+            n, pos = _size(b, pos)
             return pos + n
         return pos + b[pos] + 1
     if wire in (1, 2):  # (a boolean: in its header)
@@ -133,9 +140,30 @@ def varint(b: bytes, pos: int) -> tuple[int, int]:
 
 
 def _zigzag(b: bytes, pos: int) -> tuple[int, int]:
-    """The zigzag varint (i16, i32, i64) at ``pos`` and the position after it."""
+    """The i32 at ``pos`` (a zigzag varint) and the position after it, as Thrift's C++ reads
+    it (Arrow's): the varint's low 32 bits."""
     raw, pos = varint(b, pos)
+    raw &= 0xFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _field_id(b: bytes, pos: int) -> tuple[int, int]:
+    """A field id given whole (a zigzag varint) at ``pos`` and the position after it, as
+    Thrift's C++ reads it: an i16, so 65,540 is field 4 (rev54: a field read here as another
+    than Arrow's was skipped, and what Arrow read in it went unchecked)."""
+    raw, pos = varint(b, pos)
+    raw &= 0x1FFFF  # (the i16's 16 bits and the sign)
+    return ((((raw >> 1) ^ -(raw & 1)) + 0x8000) & 0xFFFF) - 0x8000, pos
+
+
+def _size(b: bytes, pos: int) -> tuple[int, int]:
+    """The length of a binary, list or map at ``pos`` (a varint) and the position after it, as
+    Thrift's C++ reads it: an i32, its low 32 bits (`ValueError` when negative)."""
+    raw, pos = varint(b, pos)
+    raw &= 0xFFFFFFFF
+    if raw >> 31:
+        raise ValueError("a negative size")
+    return raw, pos
 
 
 def skip_struct(
@@ -150,13 +178,13 @@ def skip_struct(
     field = 0
     while True:  # (as `page_header`'s loop: a field's header, then its value)
         head = b[pos]
-        if not head:  # STOP
+        if not head & 0x0F:  # STOP (Thrift's: a field type 0)
             return pos + 1
         kind = head & 0x0F
         if head >> 4:
-            field, pos = field + (head >> 4), pos + 1
+            field, pos = ((field + (head >> 4) + 0x8000) & 0xFFFF) - 0x8000, pos + 1
         else:
-            field, pos = _zigzag(b, pos + 1)
+            field, pos = _field_id(b, pos + 1)
         if want is not None:
             here = (*path, field)
             if kind == 5 and here in want:  # i32
@@ -170,7 +198,7 @@ def skip_struct(
 
 def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
     """Skip one value of compact type ``kind`` at ``pos``."""
-    if depth > 32:
+    if depth > MAX_DEPTH:
         raise ValueError("nested too deeply")
     if kind in (1, 2):  # a boolean field: in its header
         return pos
@@ -180,15 +208,17 @@ def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
         return varint(b, pos)[1]
     if kind == 7:  # double
         return pos + 8
+    if kind == 13:  # uuid (Arrow's Thrift reads it: rev54)
+        return pos + 16
     if kind == 8:  # binary
-        n, pos = varint(b, pos)
+        n, pos = _size(b, pos)
         return pos + n
     if kind in (9, 10):  # list, set
         head = b[pos]
         pos += 1
         n, elem = head >> 4, head & 0x0F
         if n == 15:
-            n, pos = varint(b, pos)
+            n, pos = _size(b, pos)
         if n > len(b) - pos:  # each element takes a byte at least: cut short (or a lie)
             raise IndexError("a list longer than the bytes read")
         if elem in (4, 5, 6):
@@ -199,7 +229,7 @@ def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
             pos = pos + 1 if elem in (1, 2) else skip(b, pos, elem, depth + 1)
         return pos
     if kind == 11:  # map
-        n, pos = varint(b, pos)
+        n, pos = _size(b, pos)
         if n > len(b) - pos:  # each entry takes a byte at least: cut short (or a lie)
             raise IndexError("a map longer than the bytes read")
         if n:
@@ -210,7 +240,7 @@ def skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
                 pos = skip(b, pos, types & 0x0F, depth + 1)
         return pos
     if kind == 12:  # struct
-        if depth + 1 > 32:
+        if depth + 1 > MAX_DEPTH:
             raise ValueError("nested too deeply")
         return skip_struct(b, pos, None, depth + 1)
     raise ValueError(f"unknown compact type {kind}")
@@ -270,7 +300,7 @@ def _struct(b: bytes, pos: int, kind: int, out: list[list[tuple[int, int, int, b
     """Walk the struct of ``kind`` at ``pos``: ``out`` gets a list for a RowGroup and, in the
     last, a ColumnChunk's facts; ``got`` (a ColumnChunk's, being gathered) its codec,
     histograms' lengths and unencoded bytes."""
-    if depth > 32:
+    if depth > MAX_DEPTH:
         raise ValueError("nested too deeply")
     lists, nested = _LISTS[kind], _NESTED[kind]
     if kind == _CHUNK:
@@ -280,15 +310,15 @@ def _struct(b: bytes, pos: int, kind: int, out: list[list[tuple[int, int, int, b
     field = 0
     while True:  # (as `skip_struct`'s loop)
         head = b[pos]
-        if not head:  # STOP
+        if not head & 0x0F:  # STOP (Thrift's: a field type 0)
             if kind == _CHUNK and got is not None:
                 out[-1].append((got[0], got[1], got[2], bool(got[3])))
             return pos + 1
         wire = head & 0x0F
         if head >> 4:
-            field, pos = field + (head >> 4), pos + 1
+            field, pos = ((field + (head >> 4) + 0x8000) & 0xFFFF) - 0x8000, pos + 1
         else:
-            field, pos = _zigzag(b, pos + 1)
+            field, pos = _field_id(b, pos + 1)
         if 4 <= wire <= 6:  # a zigzag varint
             if got is not None and (kind == _META and field == 4 and wire == 5):
                 got[0], pos = _zigzag(b, pos)  # codec
@@ -303,7 +333,7 @@ def _struct(b: bytes, pos: int, kind: int, out: list[list[tuple[int, int, int, b
             pos += 1
         elif wire == 8:  # binary
             if b[pos] & 0x80:
-                n, pos = varint(b, pos)
+                n, pos = _size(b, pos)
                 pos += n
             else:
                 pos += b[pos] + 1
@@ -316,7 +346,7 @@ def _struct(b: bytes, pos: int, kind: int, out: list[list[tuple[int, int, int, b
             head = b[pos]
             n, elem, pos = head >> 4, head & 0x0F, pos + 1
             if n == 15:
-                n, pos = varint(b, pos)
+                n, pos = _size(b, pos)
             if n and elem != want:
                 raise ValueError(f"a list field {field} of elements of compact type {elem}, "
                                  f"want {want}")
@@ -333,7 +363,7 @@ def _struct(b: bytes, pos: int, kind: int, out: list[list[tuple[int, int, int, b
             elif want == 8:
                 for _ in range(n):
                     if b[pos] & 0x80:
-                        size, pos = varint(b, pos)
+                        size, pos = _size(b, pos)
                         pos += size
                     else:
                         pos += b[pos] + 1
