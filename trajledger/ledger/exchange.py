@@ -786,7 +786,7 @@ def import_bundle(
         if any(c.what != "revoked" for _node, checks, _d in report.causes() for c in checks):
             from .relayed_keys import relayed_keys  # (who to ask about a key: out59)
 
-            more = relayed_keys(ev, report.failures())
+            more = relayed_keys(ev, report.failures(), policy.role("log").vkeys)
             raise VerificationError(
                 f"import {path.name}: {failed} of {n} checks failed; nothing imported\n"
                 + "\n".join([*(f + more.get(f, "") for f in report.failures()),

@@ -12,14 +12,17 @@ that lists a record signed by the key names the log it came from and its index t
 whose policy's ``publish`` lists ``import`` bundles its import records); otherwise a policy of
 the bundle's log that trusts the key for a role says to ask that log's owner whose it is (its
 own, or of a log whose records it relays). Nothing here changes a verdict: the record failed
-already.
+already. A party is named only when your policy trusts its log's key (``logs``: the bundle's,
+and the origin an import record names), an index only when it is a number: the bundle's
+records are the sender's word, and a hostile one named a log of its choosing (a look-alike of
+the vendor's) as "the signer to ask", or wrote lines of its own into the refusal (rev54).
 Non-scope: judging the record (`verify.judge`), the line's own advice (`verify.key_roles`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from trajledger.verify.errors import ProvenanceError
@@ -41,12 +44,16 @@ _RECORD = re.compile(r" record (\d+): ")
 _NAMED = re.compile(r"the envelope names key ([0-9a-f]{12}) \(not in the policy\)")
 
 
-def relayed_keys(evidence: BundleEvidence, lines: Sequence[str]) -> dict[str, str]:
+def relayed_keys(evidence: BundleEvidence, lines: Sequence[str],
+                 logs: Collection[str] = ()) -> dict[str, str]:
     """What follows each of ``lines`` (a report's failures) that names a key the policy does
     not hold, by the line (`runner.commands.report_raise`'s ``more``): who signed with it and
     who to ask; or a keyless signature not checked whose identity the bundle's log declares
-    compromised (`_declared`). Empty when no line names one, or the bundle says nothing."""
+    compromised (`_declared`). Empty when no line names one, or the bundle says nothing, or
+    the bundle's log is not one of ``logs`` (the log keys of the user's policy)."""
     out: dict[str, str] = {}
+    if evidence.index.vkey not in logs:
+        return out
     listed: list[tuple[tuple[str, ...], str, str, object]] | None = None
     for line in lines:
         record = _RECORD.search(line)
@@ -60,17 +67,19 @@ def relayed_keys(evidence: BundleEvidence, lines: Sequence[str]) -> dict[str, st
                 envelope = LogEntry.from_bytes(raw).envelope if raw else None
             except ProvenanceError:
                 envelope = None
-            listed = _listed(evidence) if listed is None else listed
+            listed = _listed(evidence, logs) if listed is None else listed
             if said := _whose(evidence, listed, prefix, envelope):
                 out[line] = f"; {said}"
                 break
     return out
 
 
-def _listed(evidence: BundleEvidence) -> list[tuple[tuple[str, ...], str, str, object]]:
-    """The records the bundle's import records list: ``(signers, envelope, the origin log's
-    vkey, the record's index there)`` of each."""
-    out = []
+def _listed(evidence: BundleEvidence, logs: Collection[str]
+            ) -> list[tuple[tuple[str, ...], str, str, object]]:
+    """The records the bundle's import records list from a log of ``logs``: ``(signers,
+    envelope, the origin log's vkey, the record's index there)`` of each (an index that is not
+    a number left out: rev54)."""
+    out: list[tuple[tuple[str, ...], str, str, object]] = []
     for _i, raw in evidence.entries():
         try:
             entry = LogEntry.from_bytes(raw)
@@ -85,8 +94,9 @@ def _listed(evidence: BundleEvidence) -> list[tuple[tuple[str, ...], str, str, o
                 theirs = LogEntry.from_bytes(str(item.get("entry")).encode("utf-8"))
             except (ProvenanceError, UnicodeEncodeError):
                 continue
-            out.append((theirs.signers, theirs.envelope, str(predicate.log.get("vkey")),
-                        item.get("index")))
+            vkey, index = str(predicate.log.get("vkey")), item.get("index")
+            if vkey in logs and type(index) is int:
+                out.append((theirs.signers, theirs.envelope, vkey, index))
     return out
 
 

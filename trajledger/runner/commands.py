@@ -656,7 +656,8 @@ def _verify_bundle(
             return report, len(evidence.index.omitted), {}
         from trajledger.ledger.relayed_keys import relayed_keys
 
-        return report, len(evidence.index.omitted), relayed_keys(evidence, report.failures())
+        return report, len(evidence.index.omitted), relayed_keys(evidence, report.failures(),
+                                                              policy.role("log").vkeys)
 
 
 def _usage_error(message: str) -> NoReturn:
