@@ -751,8 +751,8 @@ def import_bundle(
         unexamined,
         unseen,
     )
+    from .update_compromises import own_signed
     from .updates import (
-        NOT_TAKEN,
         Changes,
         Update,
         apply_update,
@@ -911,7 +911,7 @@ def import_bundle(
             ledger.log.check_lock_held("nothing was imported")
             parsed = [LogEntry.from_bytes(raw) for raw in entries.values()]  # (once each)
             signed = {k for x in parsed for k in x.signers}
-            own = {k for x in parsed if x.kind in NOT_TAKEN for k in x.signers}  # (`saw`)
+            own = own_signed(ledger, logs, entries, ev.blob)  # (`saw`: verified, rev53's Left)
             brought(ledger, [entries[i] for i in taken], logs, ev.blob,  # unread elsewhere
                     policy.role("approver").keyids)
 

@@ -44,8 +44,11 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "owned", "pending_compromises",
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "own_signed", "owned", "pending_compromises",
            "relayed_by", "their_policy"]
+
+_OWNERS = frozenset({"trust-policy", "import", "refusal"})
+"""`updates.NOT_TAKEN` (that module imports this one): the kinds only a log's owner logs."""
 
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 """The roles a key signs records under (the log and witness roles name log keys)."""
@@ -236,19 +239,25 @@ def _identities(ledger: LedgerHome, policy: TrustPolicy, theirs: TrustPolicy, up
 
 
 def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
-          blobs: Mapping[str, object] | None = None) -> set[str]:
+          blobs: Mapping[str, object] | None = None, *,
+          among: Collection[int] | None = None) -> set[str]:
     """The keys that signed a log's own policies: each record of the policy history followed
     from ``seen`` (`their_policy`), its envelope's signatures verified here against the keys
     those policies name (not its log's word of who signed: a log may list any signer in its
     entries, and a policy any key). What a buyer holds that makes a key a log's own; a relay's
-    policy lists the keys of the records it relays, but they never sign it (upd46)."""
+    policy lists the keys of the records it relays, but they never sign it (upd46).
+    ``among``: the indices of ``seen`` whose records only the log's owner logs (its policies,
+    import records, refusals: `updates.NOT_TAKEN`) are verified so, whatever they are about
+    (`own_signed`)."""
     theirs = their_policy(ledger, seen, blobs)
     chain = () if theirs is None else (theirs, *(q for _i, q in theirs.earlier))
     keys = {k.keyid: k for p in chain for r in KEY_ROLES for k in p.role(r).keys}
     digests = {policy_digest(p) for p in chain}
     out: set[str] = set()
-    for e in seen.values():
-        if e.kind != "trust-policy" or e.subject not in digests or not keys:
+    for i, e in seen.items():
+        if not keys or (e.kind not in _OWNERS or i not in among
+                        if among is not None else
+                        e.kind != "trust-policy" or e.subject not in digests):
             continue
         got = (blobs or {}).get(e.envelope)
         try:
@@ -260,6 +269,25 @@ def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
             if read_failure(x):
                 raise
     return out
+
+
+def own_signed(ledger: LedgerHome, logs: Collection[str], entries: Mapping[int, bytes],
+               blob: Callable[[str], bytes | None]) -> set[str]:
+    """The keys that signed the records of the log ``logs`` (its key, and those it rotated
+    from) that only its owner logs (`updates.NOT_TAKEN`) among ``entries`` (an update of it, by
+    index; their envelopes from ``blob``), each envelope's signatures verified against the keys
+    of that log's policy history (its policy records held here and the update's: `owned`), not
+    the signers its entries list: a relay that lists another log's key there would be named
+    as the revoker of what that log revoked (rev53's Left; `first_contact.saw`'s ``own``)."""
+    parsed = {i: LogEntry.from_bytes(raw) for i, raw in entries.items()}
+    if not any(e.kind in _OWNERS for e in parsed.values()):
+        return set()
+    imports = import_records(ledger)
+    seen = {i: e for k in logs for i, e in entries_of(k, imports, skip=entries).items()}
+    seen |= parsed
+    blobs = {e.envelope: got for e in seen.values()
+             if e.kind in _OWNERS and (got := blob(e.envelope)) is not None}
+    return owned(ledger, seen, blobs, among=parsed)
 
 
 def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str,
