@@ -41,9 +41,10 @@ def _build_revoked_by_the_vendor(root: Path) -> tuple[Vendor, Party, Party, int]
     return vendor, lab, third, since
 
 
-@pytest.mark.parametrize("kind", ["import", "trust-policy"])
+@pytest.mark.parametrize(("kind", "read"), [("import", "import"), ("trust-policy", "import"),
+                                            ("import", "monitor")])
 def test_a_relay_listing_the_vendors_key_on_its_own_records_is_not_named_the_revoker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, read: str
 ) -> None:
     """rev53's Left: B's log lists A's key ``vendor`` beside its own among the signers of
     B's own record (its import record of A's revocation, or its next policy): C took every
@@ -51,7 +52,7 @@ def test_a_relay_listing_the_vendors_key_on_its_own_records_is_not_named_the_rev
     ``vendor``) read ``revoked by <B>``, and ``signerLog`` was null: the relay named as the
     revoker, the auditor sent to the wrong party. Now B's own keys are those whose signatures
     on those records verified against B's policies: ``revoked by vendor.example/log, relayed
-    by <B>``."""
+    by <B>``; at the import and at ``monitor`` of B's log alike."""
     vendor, lab, third, since = revoked_by_the_vendor(tmp_path)
     from trajledger.ledger.log.spec import EntrySpec
     from trajledger.ledger.log.writer import Log
@@ -69,10 +70,16 @@ def test_a_relay_listing_the_vendors_key_on_its_own_records_is_not_named_the_rev
     monkeypatch.undo()
     relayed = tmp_path / "lab-update.tar.zst"
     lab.run("export", "--updates-since", str(since), "--out", relayed)
-    r = third.run("import", relayed, "--key", "approver", "--json")
+    if read == "monitor":  # (C reads B's log as served: its entries, then their envelopes)
+        for url in served(lab):
+            r = third.run("monitor", url, "--vkey", lab.vkey(), "--key", "approver")
+    else:
+        r = third.run("import", relayed, "--key", "approver", "--json")
     batch = f"rollout-batch vendor-1 ({short(vendor.batches[0])})"
     assert (f"WARNING: revoked by vendor.example/log, relayed by {origin(lab)}: {batch}: "
             f"{REASON} (signed by ") in r.stderr, r.stderr
+    if read == "monitor":
+        return
     revoked = json.loads(r.stdout)["import"]["revoked"]
     assert [(x["digest"], x.get("signerLog")) for x in revoked] == [
         (vendor.batches[0], "vendor.example/log")]

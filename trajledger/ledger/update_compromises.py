@@ -285,8 +285,9 @@ def own_signed(ledger: LedgerHome, logs: Collection[str], entries: Mapping[int, 
     imports = import_records(ledger)
     seen = {i: e for k in logs for i, e in entries_of(k, imports, skip=entries).items()}
     seen |= parsed
-    blobs = {e.envelope: got for e in seen.values()
-             if e.kind in _OWNERS and (got := blob(e.envelope)) is not None}
+    blobs = {e.envelope: got for i, e in seen.items()
+             if (e.kind == "trust-policy" or i in parsed) and e.kind in _OWNERS
+             and (got := blob(e.envelope)) is not None}
     return owned(ledger, seen, blobs, among=parsed)
 
 
