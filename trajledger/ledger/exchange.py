@@ -751,7 +751,7 @@ def import_bundle(
         unexamined,
         unseen,
     )
-    from .update_compromises import own_signed
+    from .update_compromises import own_signed, owners_declaration
     from .updates import (
         Changes,
         Update,
@@ -799,6 +799,10 @@ def import_bundle(
         inclusion = {i: _checked_proof(ev, i, data, f"import {path.name}")
                      for i, data in ev.entries()}
         vkey = bundle_log_key(ev, policy, f"import {path.name}")  # never bundle.json's word
+        if why := owners_declaration(  # (out59's Left 1(c): before anything is written)
+                ledger, policy, {i: LogEntry.from_bytes(raw) for i, raw in ev.entries()},
+                {vkey, *predecessors([vkey], ev.key_handovers())}, ev.blob):
+            raise VerificationError(f"import {path.name}: {why}")
         # (4) and (5) hold the log's writer lock: the check against what was accepted
         # from this log before, and taking this view in, are one step (another import of
         # the same log, a fork of this view, may have been taken in since step 3: rev13)

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "own_signed", "owned", "pending_compromises",
-           "relayed_by", "their_policy"]
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "own_signed", "owned", "owners_declaration",
+           "pending_compromises", "relayed_by", "their_policy"]
 
 _OWNERS = frozenset({"trust-policy", "import", "refusal"})
 """`updates.NOT_TAKEN` (that module imports this one): the kinds only a log's owner logs."""
@@ -658,3 +658,63 @@ def relayed_by(ledger: LedgerHome, entries: Mapping[int, LogEntry], logs: Collec
                                      cp.root)
                     out[LogEntry.from_bytes(data).envelope] = source
     return out
+
+
+def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[int, LogEntry],
+                       logs: Collection[str], blob: Callable[[str], bytes | None]) -> str | None:
+    """Why an update of the log ``logs`` (its key, and those it rotated from) is refused: a
+    lineage record it takes in (``taken``) verifies here signed keylessly by a Sigstore identity
+    that ``policy`` trusts for a role and does not revoke, which another log applied here
+    declares compromised and owns (one of its own policies names it for a role), logged there
+    at or after the point declared, or not known here from that log's entries (fail closed:
+    which of its indices it is cannot be told); None when none is. The owner's word on its
+    identity, whoever relays what it signed (out59's Left 1(c)): before, a relay's copy
+    verified until the buyer recorded the successor the owner's update's WARNING names. A
+    key's declaration by another log stays a warning (`_declared_elsewhere`): a policy may list
+    anyone's key, and who owns a key is what signed the log's policies (`owned`). ``blob``:
+    the update's envelopes and Sigstore bundles, by digest."""
+    from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
+
+    lineage = [e for _i, e in sorted(taken.items()) if KINDS[e.kind].lineage]
+    trusted = {w for r in KEY_ROLES for w in policy.role(r).identities} - {
+        x.identity for x in policy.revoked_identities}
+    if not lineage or not trusted:
+        return None
+    imports = import_records(ledger)
+    for vkey in sorted({vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
+                       - set(logs)):
+        seen = entries_of(vkey, imports)
+        if (theirs := their_policy(ledger, seen)) is None:
+            continue
+        chain = (theirs, *(q for _i, q in theirs.earlier))
+        at = {e.envelope: i for i, e in seen.items()}
+        for ri in theirs.revoked_identities:
+            who = ri.identity
+            if who not in trusted or not any(who in p.role(r).identities
+                                             for p in chain for r in KEY_ROLES):
+                continue
+            for e in lineage:
+                if (i := at.get(e.envelope)) is not None and not ri.covers(i, seen[i].time):
+                    continue
+                try:
+                    found, _notes = identity_signers(
+                        Envelope.from_bytes(blob(e.envelope) or b""), blob, [who],
+                        trusted_root=trusted_root_bytes(policy.sigstore_trusted_root))
+                except ProvenanceError:
+                    continue
+                if who not in found:
+                    continue
+                return (f"{e.kind} {e.subject} is signed by identity {who.subject} "
+                        f"({who.issuer}), which {origin_name(vkey)} declares compromised "
+                        f"({ri.describe()}; its policy {theirs.name!r} serial {theirs.serial}) "
+                        f"and whose policy names it for a role: what it signed "
+                        + (f"from then on (there, log index {i})" if i is not None else
+                           f"that {origin_name(vkey)}'s entries held here do not show from "
+                           "before that point")
+                        + " counts for nothing here, whoever relays it; nothing was imported: "
+                        f"record a successor of your policy with [[revoked_identities]] issuer "
+                        f"= \"{who.issuer}\", subject = \"{who.subject}\" (as its update said), "
+                        f"and ask {origin_name(vkey)}'s owner for the record signed again"
+                        + ("" if i is not None else f" (or, if it signed it before that point, "
+                           f"import it from {origin_name(vkey)} first)"))
+    return None
