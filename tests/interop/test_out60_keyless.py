@@ -24,16 +24,18 @@ def test_a_relays_copy_of_what_a_declared_identity_signed_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The vendor A's producer is ALICE (keyless); it signs f1 and f2. The lab B imports f2;
-    the third party C imports f1 from A. A declares ALICE compromised since f2 (its successor
-    names BOB); C takes A's update in (its WARNING names the successor to record). B, whose
+    the third party C imports f1 from A (and f3, after another log D, whose policy names ALICE
+    to trust A's records, declared ALICE compromised: D is no owner of it, having brought C
+    nothing ALICE signed first). A declares ALICE compromised since f2 (its successor names
+    BOB); C takes A's update in (its WARNING names the successor to record). B, whose
     policy still trusts ALICE, sends C its bundle of f2: C imported it (exit 0), and f2
     verified at C until C recorded the successor. Expected: refused (exit 1), the owner's
     declaration named, C's ledger and state as they were."""
     config, root = trust_files
     monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
-    a, b, c = (Party(tmp_path, n) for n in ("vendor", "lab", "third"))
-    for p in (a, b, c):
+    a, b, c, d = (Party(tmp_path, n) for n in ("vendor", "lab", "third", "other"))
+    for p in (a, b, c, d):
         p.run("init", "--origin", f"{p.name}.example/log")
         p.run("key", "new", "approver", "--no-encrypt")
 
@@ -47,19 +49,31 @@ def test_a_relays_copy_of_what_a_declared_identity_signed_is_refused(
                         + "[" + ", ".join(f'"{v}"' for v in vkeys) + "]\n")
         return path
 
-    logs = [a.vkey(), b.vkey()]
-    for p, vkeys in ((a, logs[:1]), (b, logs), (c, logs)):
+    logs = [a.vkey(), b.vkey(), d.vkey()]
+    for p, vkeys in ((a, logs[:1]), (b, logs[:2]), (c, logs), (d, logs[::2])):
         p.run("policy", "set", policy(p, 1, ALICE, vkeys), "--key", "approver", "--yes")
-    f1, f2 = (a.last("attest", (tmp_path / f"f{n}.txt"), "--sigstore")
-              for n in (1, 2) if (tmp_path / f"f{n}.txt").write_text(f"file {n} by alice"))
-    a.run("export", f1, "--out", tmp_path / "f1.tar.zst")
-    a.run("export", f2, "--out", tmp_path / "f2.tar.zst")
+    f1, f2, f3 = (a.last("attest", (tmp_path / f"f{n}.txt"), "--sigstore")
+                  for n in (1, 2, 3) if (tmp_path / f"f{n}.txt").write_text(f"file {n} by alice"))
+    for n, f in enumerate((f1, f2, f3), 1):
+        a.run("export", f, "--out", tmp_path / f"f{n}.tar.zst")
     c.run("import", tmp_path / "f1.tar.zst", "--key", "approver")
     b.run("import", tmp_path / "f2.tar.zst", "--key", "approver")
-    applied = a.size()
-    declared = (f'[[revoked_identities]]\nissuer = "{ISSUER}"\nsubject = "{ALICE}"\n'
-                f'compromised_since = {applied - 1}\nreason = "CI token leaked"\n')
-    a.run("policy", "set", policy(a, 2, BOB, logs[:1], declared), "--key", "approver", "--yes")
+
+    def declared(since: int) -> str:
+        return (f'[[revoked_identities]]\nissuer = "{ISSUER}"\nsubject = "{ALICE}"\n'
+                f'compromised_since = {since}\nreason = "CI token leaked"\n')
+
+    # held (the owner is the log that brought a record of it here first): another log D,
+    # whose policy names ALICE to trust A's records, declaring it stops nothing of A's
+    d.run("import", tmp_path / "f1.tar.zst", "--key", "approver")
+    d.run("policy", "set", policy(d, 2, BOB, logs[::2], declared(0)), "--key", "approver",
+          "--yes")
+    d.run("export", "--updates-since", "0", "--out", tmp_path / "d.tar.zst")
+    c.run("import", tmp_path / "d.tar.zst", "--key", "approver")
+    c.run("import", tmp_path / "f3.tar.zst", "--key", "approver")
+    applied, at = a.size(), a.size() - 2  # (f2's index)
+    a.run("policy", "set", policy(a, 2, BOB, logs[:1], declared(at)), "--key", "approver",
+          "--yes")
     a.run("export", "--updates-since", str(applied), "--out", tmp_path / "u.tar.zst")
     c.run("import", tmp_path / "u.tar.zst", "--key", "approver")
     b.run("export", f2, "--out", tmp_path / "f2-lab.tar.zst")
@@ -69,7 +83,7 @@ def test_a_relays_copy_of_what_a_declared_identity_signed_is_refused(
     assert files(c) == before
     assert (f"is signed by identity {ALICE} ({ISSUER}), which vendor.example/log+"
             in r.stderr and f"declares compromised (compromised since log index "
-            f"{applied - 1}: CI token leaked; its policy 'vendor' serial 2)" in r.stderr
+            f"{at}: CI token leaked; its policy 'vendor' serial 2)" in r.stderr
             and "counts for nothing here, whoever relays it; nothing was imported: record a "
             "successor of your policy with [[revoked_identities]]" in r.stderr), r.stderr
 

@@ -41,6 +41,8 @@ from .update_changes import Changes
 from .update_reads import Update, held, import_records
 
 if TYPE_CHECKING:
+    from trajledger.verify.keys import Identity
+
     from .home import LedgerHome
     from .trust_state import TrustState
 
@@ -665,7 +667,8 @@ def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[i
     """Why an update of the log ``logs`` (its key, and those it rotated from) is refused: a
     lineage record it takes in (``taken``) verifies here signed keylessly by a Sigstore identity
     that ``policy`` trusts for a role and does not revoke, which another log applied here
-    declares compromised and owns (one of its own policies names it for a role), logged there
+    declares compromised and owns (one of its own policies names it for a role, and it brought
+    here first a record the identity signed: `_first_by`), logged there
     at or after the point declared, or not known here from that log's entries (fail closed:
     which of its indices it is cannot be told); None when none is. The owner's word on its
     identity, whoever relays what it signed (out59's Left 1(c)): before, a relay's copy
@@ -675,12 +678,13 @@ def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[i
     the update's envelopes and Sigstore bundles, by digest."""
     from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
 
+    origins: Origins | None
     lineage = [e for _i, e in sorted(taken.items()) if KINDS[e.kind].lineage]
     trusted = {w for r in KEY_ROLES for w in policy.role(r).identities} - {
         x.identity for x in policy.revoked_identities}
     if not lineage or not trusted:
         return None
-    imports = import_records(ledger)
+    imports, origins = import_records(ledger), None
     for vkey in sorted({vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
                        - set(logs)):
         seen = entries_of(vkey, imports)
@@ -691,7 +695,8 @@ def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[i
         for ri in theirs.revoked_identities:
             who = ri.identity
             if who not in trusted or not any(who in p.role(r).identities
-                                             for p in chain for r in KEY_ROLES):
+                                             for p in chain for r in KEY_ROLES) or not _first_by(
+                    ledger, origins := origins or Origins(ledger), vkey, seen, who, policy):
                 continue
             for e in lineage:
                 if (i := at.get(e.envelope)) is not None and not ri.covers(i, seen[i].time):
@@ -718,3 +723,34 @@ def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[i
                         + ("" if i is not None else f" (or, if it signed it before that point, "
                            f"import it from {origin_name(vkey)} first)"))
     return None
+
+
+def _first_by(ledger: LedgerHome, origins: Origins, vkey: str, seen: Mapping[int, LogEntry],
+              who: Identity, policy: TrustPolicy) -> bool:
+    """Whether the log ``vkey`` brought here first (`catalog.Origins.first`) a lineage record
+    of its entries ``seen`` that verifies signed keylessly by ``who`` (``policy``'s trusted
+    root): what shows an identity its policy names is its own, not a relay's whose policy
+    names it to trust the owner's records (as `_shown` is for a key: vend43)."""
+    from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
+
+    def stored(digest: str) -> bytes | None:
+        try:
+            return ledger.store.get(digest, limit=MAX_ENVELOPE_BYTES)
+        except (LedgerError, OSError) as x:
+            if read_failure(x):
+                raise
+            return None
+
+    for e in seen.values():
+        if not KINDS[e.kind].lineage or (j := ledger.log.find_envelope(e.envelope)) is None \
+                or origins.first(j) != vkey:
+            continue
+        try:
+            found, _notes = identity_signers(
+                Envelope.from_bytes(stored(e.envelope) or b""), stored, [who],
+                trusted_root=trusted_root_bytes(policy.sigstore_trusted_root))
+        except ProvenanceError:
+            continue
+        if who in found:
+            return True
+    return False
