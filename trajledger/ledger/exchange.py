@@ -751,8 +751,8 @@ def import_bundle(
         unexamined,
         unseen,
     )
+    from .update_compromises import own_signed, owners_declaration
     from .updates import (
-        NOT_TAKEN,
         Changes,
         Update,
         apply_update,
@@ -799,6 +799,10 @@ def import_bundle(
         inclusion = {i: _checked_proof(ev, i, data, f"import {path.name}")
                      for i, data in ev.entries()}
         vkey = bundle_log_key(ev, policy, f"import {path.name}")  # never bundle.json's word
+        if why := owners_declaration(  # (out59's Left 1(c): before anything is written)
+                ledger, policy, {i: LogEntry.from_bytes(raw) for i, raw in ev.entries()},
+                {vkey, *predecessors([vkey], ev.key_handovers())}, ev.blob):
+            raise VerificationError(f"import {path.name}: {why}")
         # (4) and (5) hold the log's writer lock: the check against what was accepted
         # from this log before, and taking this view in, are one step (another import of
         # the same log, a fork of this view, may have been taken in since step 3: rev13)
@@ -911,7 +915,7 @@ def import_bundle(
             ledger.log.check_lock_held("nothing was imported")
             parsed = [LogEntry.from_bytes(raw) for raw in entries.values()]  # (once each)
             signed = {k for x in parsed for k in x.signers}
-            own = {k for x in parsed if x.kind in NOT_TAKEN for k in x.signers}  # (`saw`)
+            own = own_signed(ledger, logs, entries, ev.blob)  # (`saw`: verified, rev53's Left)
             brought(ledger, [entries[i] for i in taken], logs, ev.blob,  # unread elsewhere
                     policy.role("approver").keyids)
 

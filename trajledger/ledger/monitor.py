@@ -618,7 +618,7 @@ def watch_updates(
         saw,
     )
     from .progress import no_progress
-    from .update_compromises import pending_compromises
+    from .update_compromises import own_signed, pending_compromises
     from .update_keys import policy_keys
     from .update_reads import import_records
     from .updates import (
@@ -658,8 +658,9 @@ def watch_updates(
     entries: dict[int, bytes] = {}
     leaves: dict[int, bytes] = {}
     signed_by: set[str] = set()  # the log's keys (`first_contact.saw`)
-    own_by: set[str] = set()  # its own: those of its policies and import records
+    owners: dict[int, bytes] = {}  # its policies, import records, refusals (`own`)
     unreadable: ProvenanceError | None = None  # raised once the entries proved the root
+    fetched: dict[str, bytes] = {}  # envelopes as served (3)
     start = applied
     # a first contact reads the log from entry 0 (1M entries: minutes): drawn, as `home`'s
     # first use of a long log is (out37's Left)
@@ -681,7 +682,7 @@ def watch_updates(
                     continue
                 signed_by.update(entry.signers)
                 if entry.kind in NOT_TAKEN:
-                    own_by.update(entry.signers)
+                    owners[i] = raw
                 about = entry.kind != "trust-policy" and (held(ledger, entry.subject, mine)
                                                           or withdraws(ledger, entry, mine))
                 if about or entry.kind == "trust-policy":
@@ -695,26 +696,37 @@ def watch_updates(
                          f"of size {result.size}: the served log is not the signed tree")
     if unreadable is not None:
         raise unreadable  # the signed tree holds an entry that cannot be read
+
+    def envelope(digest: str, into: dict[str, bytes]) -> bytes | None:  # as served, checked
+        if digest in fetched or ledger.store.exists(digest):
+            return fetched.get(digest)  # (one in the store: read there)
+        try:
+            data = get(f"envelopes/{digest[7:]}")
+        except FileNotFoundError:
+            return None  # not published: a revocation then fails closed here
+        if digest_bytes(data) != digest:
+            raise ProofError(f"log {result.origin} at {log.url}: envelope {digest} "
+                             f"hashes to {digest_bytes(data)}")
+        into[digest] = data
+        return data
+
+    def own() -> set[str]:  # its own keys: those whose signatures of its policies, import
+        # records and refusals verified, not its entries' list (rev53's Left); the envelopes
+        # fetched for it alone are not kept
+        return own_signed(ledger, {result.vkey, *logs}, owners,
+                          lambda d: fetched.get(d) or envelope(d, {}))
+
     if first:  # met first, nothing in it about what the ledger holds: nothing applied, but
         # examined up to its size (rev35 finding 1: else every monitor read it all again)
+        ownkeys = own()
         origin.advance_floor(result.note, what=f"log {result.origin} at {log.url}",
                              applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
+        saw({result.vkey, *logs}, signed_by, applied, read, ownkeys)
         return None
     # (3)
-    fetched: dict[str, bytes] = {}
     for raw in entries.values():
-        entry = LogEntry.from_bytes(raw)
-        if entry.envelope in fetched or ledger.store.exists(entry.envelope):
-            continue
-        try:
-            data = get(f"envelopes/{entry.envelope[7:]}")
-        except FileNotFoundError:
-            continue  # not published: a revocation then fails closed here
-        if digest_bytes(data) != entry.envelope:
-            raise ProofError(f"log {result.origin} at {log.url}: envelope {entry.envelope} "
-                             f"hashes to {digest_bytes(data)}")
-        fetched[entry.envelope] = data
+        envelope(LogEntry.from_bytes(raw).envelope, fetched)
+    ownkeys = own()
     taken, consulted = select(ledger, entries, extension=applied, asked=set(),
                               have=lambda d: d in fetched or ledger.store.exists(d),
                               logs={result.vkey, *logs})
@@ -722,7 +734,7 @@ def watch_updates(
     what = f"log {origin_name(result.vkey)} at {log.url}"
     if not taken and not consulted:
         origin.advance_floor(result.note, what=what, applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
+        saw({result.vkey, *logs}, signed_by, applied, read, ownkeys)
         return Changes(origin_name(result.vkey))
     if not signers:
         changes = Changes(origin_name(result.vkey))
@@ -750,7 +762,7 @@ def watch_updates(
 
     def floor() -> None:  # and the log's keys; read from 0, what waited to be read is
         origin.advance_floor(result.note, what=what, applied=result.size)
-        saw({result.vkey, *logs}, signed_by, applied, read, own_by)
+        saw({result.vkey, *logs}, signed_by, applied, read, ownkeys)
 
     done = apply_update(ledger, policy, signers, update, what=what, floor=floor)
     relayed(done.changes, {result.vkey, *logs})  # a stop another log signed: named

@@ -41,11 +41,16 @@ from .update_changes import Changes
 from .update_reads import Update, held, import_records
 
 if TYPE_CHECKING:
+    from trajledger.verify.keys import Identity
+
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "owned", "pending_compromises",
-           "relayed_by", "their_policy"]
+__all__ = ["KEY_ROLES", "compromises", "entries_of", "own_signed", "owned", "owners_declaration",
+           "pending_compromises", "relayed_by", "their_policy"]
+
+_OWNERS = frozenset({"trust-policy", "import", "refusal"})
+"""`updates.NOT_TAKEN` (that module imports this one): the kinds only a log's owner logs."""
 
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 """The roles a key signs records under (the log and witness roles name log keys)."""
@@ -236,19 +241,25 @@ def _identities(ledger: LedgerHome, policy: TrustPolicy, theirs: TrustPolicy, up
 
 
 def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
-          blobs: Mapping[str, object] | None = None) -> set[str]:
+          blobs: Mapping[str, object] | None = None, *,
+          among: Collection[int] | None = None) -> set[str]:
     """The keys that signed a log's own policies: each record of the policy history followed
     from ``seen`` (`their_policy`), its envelope's signatures verified here against the keys
     those policies name (not its log's word of who signed: a log may list any signer in its
     entries, and a policy any key). What a buyer holds that makes a key a log's own; a relay's
-    policy lists the keys of the records it relays, but they never sign it (upd46)."""
+    policy lists the keys of the records it relays, but they never sign it (upd46).
+    ``among``: the indices of ``seen`` whose records only the log's owner logs (its policies,
+    import records, refusals: `updates.NOT_TAKEN`) are verified so, whatever they are about
+    (`own_signed`)."""
     theirs = their_policy(ledger, seen, blobs)
     chain = () if theirs is None else (theirs, *(q for _i, q in theirs.earlier))
     keys = {k.keyid: k for p in chain for r in KEY_ROLES for k in p.role(r).keys}
     digests = {policy_digest(p) for p in chain}
     out: set[str] = set()
-    for e in seen.values():
-        if e.kind != "trust-policy" or e.subject not in digests or not keys:
+    for i, e in seen.items():
+        if not keys or (e.kind not in _OWNERS or i not in among
+                        if among is not None else
+                        e.kind != "trust-policy" or e.subject not in digests):
             continue
         got = (blobs or {}).get(e.envelope)
         try:
@@ -260,6 +271,26 @@ def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
             if read_failure(x):
                 raise
     return out
+
+
+def own_signed(ledger: LedgerHome, logs: Collection[str], entries: Mapping[int, bytes],
+               blob: Callable[[str], bytes | None]) -> set[str]:
+    """The keys that signed the records of the log ``logs`` (its key, and those it rotated
+    from) that only its owner logs (`updates.NOT_TAKEN`) among ``entries`` (an update of it, by
+    index; their envelopes from ``blob``), each envelope's signatures verified against the keys
+    of that log's policy history (its policy records held here and the update's: `owned`), not
+    the signers its entries list: a relay that lists another log's key there would be named
+    as the revoker of what that log revoked (rev53's Left; `first_contact.saw`'s ``own``)."""
+    parsed = {i: LogEntry.from_bytes(raw) for i, raw in entries.items()}
+    if not any(e.kind in _OWNERS for e in parsed.values()):
+        return set()
+    imports = import_records(ledger)
+    seen = {i: e for k in logs for i, e in entries_of(k, imports, skip=entries).items()}
+    seen |= parsed
+    blobs = {e.envelope: got for i, e in seen.items()
+             if (e.kind == "trust-policy" or i in parsed) and e.kind in _OWNERS
+             and (got := blob(e.envelope)) is not None}
+    return owned(ledger, seen, blobs, among=parsed)
 
 
 def _owner(ledger: LedgerHome, imports: Sequence[tuple[int, Import]], keyid: str,
@@ -629,3 +660,97 @@ def relayed_by(ledger: LedgerHome, entries: Mapping[int, LogEntry], logs: Collec
                                      cp.root)
                     out[LogEntry.from_bytes(data).envelope] = source
     return out
+
+
+def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[int, LogEntry],
+                       logs: Collection[str], blob: Callable[[str], bytes | None]) -> str | None:
+    """Why an update of the log ``logs`` (its key, and those it rotated from) is refused: a
+    lineage record it takes in (``taken``) verifies here signed keylessly by a Sigstore identity
+    that ``policy`` trusts for a role and does not revoke, which another log applied here
+    declares compromised and owns (one of its own policies names it for a role, and it brought
+    here first a record the identity signed: `_first_by`), logged there
+    at or after the point declared, or not known here from that log's entries (fail closed:
+    which of its indices it is cannot be told); None when none is. The owner's word on its
+    identity, whoever relays what it signed (out59's Left 1(c)): before, a relay's copy
+    verified until the buyer recorded the successor the owner's update's WARNING names. A
+    key's declaration by another log stays a warning (`_declared_elsewhere`): a policy may list
+    anyone's key, and who owns a key is what signed the log's policies (`owned`). ``blob``:
+    the update's envelopes and Sigstore bundles, by digest."""
+    from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
+
+    origins: Origins | None
+    lineage = [e for _i, e in sorted(taken.items()) if KINDS[e.kind].lineage]
+    trusted = {w for r in KEY_ROLES for w in policy.role(r).identities} - {
+        x.identity for x in policy.revoked_identities}
+    if not lineage or not trusted:
+        return None
+    imports, origins = import_records(ledger), None
+    for vkey in sorted({vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
+                       - set(logs)):
+        seen = entries_of(vkey, imports)
+        if (theirs := their_policy(ledger, seen)) is None:
+            continue
+        chain = (theirs, *(q for _i, q in theirs.earlier))
+        at = {e.envelope: i for i, e in seen.items()}
+        for ri in theirs.revoked_identities:
+            who = ri.identity
+            if who not in trusted or not any(who in p.role(r).identities
+                                             for p in chain for r in KEY_ROLES) or not _first_by(
+                    ledger, origins := origins or Origins(ledger), vkey, seen, who, policy):
+                continue
+            for e in lineage:
+                if (i := at.get(e.envelope)) is not None and not ri.covers(i, seen[i].time):
+                    continue
+                try:
+                    found, _notes = identity_signers(
+                        Envelope.from_bytes(blob(e.envelope) or b""), blob, [who],
+                        trusted_root=trusted_root_bytes(policy.sigstore_trusted_root))
+                except ProvenanceError:
+                    continue
+                if who not in found:
+                    continue
+                return (f"{e.kind} {e.subject} is signed by identity {who.subject} "
+                        f"({who.issuer}), which {origin_name(vkey)} declares compromised "
+                        f"({ri.describe()}; its policy {theirs.name!r} serial {theirs.serial}) "
+                        f"and whose policy names it for a role: what it signed "
+                        + (f"from then on (there, log index {i})" if i is not None else
+                           f"that {origin_name(vkey)}'s entries held here do not show from "
+                           "before that point")
+                        + " counts for nothing here, whoever relays it; nothing was imported: "
+                        f"record a successor of your policy with [[revoked_identities]] issuer "
+                        f"= \"{who.issuer}\", subject = \"{who.subject}\" (as its update said), "
+                        f"and ask {origin_name(vkey)}'s owner for the record signed again"
+                        + ("" if i is not None else f" (or, if it signed it before that point, "
+                           f"import it from {origin_name(vkey)} first)"))
+    return None
+
+
+def _first_by(ledger: LedgerHome, origins: Origins, vkey: str, seen: Mapping[int, LogEntry],
+              who: Identity, policy: TrustPolicy) -> bool:
+    """Whether the log ``vkey`` brought here first (`catalog.Origins.first`) a lineage record
+    of its entries ``seen`` that verifies signed keylessly by ``who`` (``policy``'s trusted
+    root): what shows an identity its policy names is its own, not a relay's whose policy
+    names it to trust the owner's records (as `_shown` is for a key: vend43)."""
+    from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
+
+    def stored(digest: str) -> bytes | None:
+        try:
+            return ledger.store.get(digest, limit=MAX_ENVELOPE_BYTES)
+        except (LedgerError, OSError) as x:
+            if read_failure(x):
+                raise
+            return None
+
+    for e in seen.values():
+        if not KINDS[e.kind].lineage or (j := ledger.log.find_envelope(e.envelope)) is None \
+                or origins.first(j) != vkey:
+            continue
+        try:
+            found, _notes = identity_signers(
+                Envelope.from_bytes(stored(e.envelope) or b""), stored, [who],
+                trusted_root=trusted_root_bytes(policy.sigstore_trusted_root))
+        except ProvenanceError:
+            continue
+        if who in found:
+            return True
+    return False
