@@ -160,26 +160,53 @@ def read_each_environment_once() -> None:
 
 REAL_FLUSHES_ENV = "TRAJLEDGER_TESTS_REAL_FLUSHES"
 """Set to 1: every test flushes to the disk for real (`flush_to_the_page_cache`)."""
-FLUSH_NAMES = re.compile(r"\b(fsync|fdatasync|syncfs)\b")
-"""A test module whose source names one of these has the real flushes (`_real_flushes`)."""
+FLUSH_NAMES = re.compile(r"\b(fsync|fdatasync|syncfs|synchronous)\b")
+"""A test module whose source names one of these has the real flushes (`_real_flushes`):
+the three calls, and SQLite's ``synchronous`` (the user state's commits)."""
 REAL_FLUSHES: dict[str, Callable[..., Any]] = {}
-"""The real ``os.fsync``, ``os.fdatasync`` and ``trajledger.ledger.fs.syncfs``, once replaced."""
+"""The real ``os.fsync``, ``os.fdatasync``, ``trajledger.ledger.fs.syncfs`` and
+``sqlite3.connect``, once replaced."""
 SUBPROCESS_SITE = str(Path(__file__).parent / "subprocess_site")
 """The directory of the ``sitecustomize`` that does `flush_to_the_page_cache` in the Python
 processes the tests start (put first on their ``PYTHONPATH``)."""
+SYNCED = "PRAGMA synchronous=FULL"
+"""The user state's setting (`trajledger.ledger.trust_state`): every commit waits for the disk."""
+
+
+def page_cache_commits(connect: Callable[..., Any]) -> Callable[..., Any]:
+    """``sqlite3.connect`` (``connect``), whose connections' ``PRAGMA synchronous=FULL`` (the
+    user state's) is ``OFF``: their commits go to the page cache, as the flushes do
+    (`flush_to_the_page_cache`); unless ``TRAJLEDGER_TESTS_REAL_FLUSHES=1`` when the connection
+    is made (then it is ``connect``'s own)."""
+    import sqlite3
+
+    class PageCacheCommits(sqlite3.Connection):
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            return super().execute("PRAGMA synchronous=OFF" if sql == SYNCED else sql, *args)
+
+    def page_cache_connect(*args: Any, **kwargs: Any) -> Any:
+        if os.environ.get(REAL_FLUSHES_ENV) != "1":
+            kwargs.setdefault("factory", PageCacheCommits)
+        return connect(*args, **kwargs)
+
+    page_cache_connect.__wrapped__ = connect  # type: ignore[attr-defined]
+    return page_cache_connect
 
 
 def flush_to_the_page_cache() -> None:
     """In this test process, ``os.fsync``, ``os.fdatasync`` and
     `trajledger.ledger.fs.syncfs` check their descriptor and return, without waiting for the
-    disk; unless ``TRAJLEDGER_TESTS_REAL_FLUSHES=1``.
+    disk, and the user state's SQLite commits go to the page cache (`page_cache_commits`);
+    unless ``TRAJLEDGER_TESTS_REAL_FLUSHES=1``.
 
     What a flush gives is durability across a power cut or a kernel crash, which no test in
     process can observe: a file written and closed is read back the same from the page cache
     either way, and a process killed (SIGKILL) loses nothing the kernel holds. What it costs is
     waiting for a disk that the six helpers' runs, or a CI machine's other jobs, keep busy:
-    three e2e files went from 88 to 38 s of wall (the CPU 22.3 -> 19.7 s; suite46, load 9).
-    Every call still runs (the product's own code and order are unchanged) and still fails as
+    three e2e files went from 88 to 38 s of wall (the CPU 22.3 -> 19.7 s; suite46, load 9);
+    the user state's commits about 4 ms each under the helpers' load (2,194 commits, 8 of the
+    100 profiled s of test_paths_agree and test_histories_agree, ci55). Every call still runs
+    (the product's own code and order are unchanged) and still fails as
     the real one would on a descriptor that is not open (``EBADF``); one on anything but a
     regular file or a directory (a pipe, a socket, a device) is passed to the real call, whose
     answer (``EINVAL`` ...) stands.
@@ -190,10 +217,12 @@ def flush_to_the_page_cache() -> None:
     holds either. The subprocesses waited on fsyncs and ``syncfs`` calls (which wait for every
     dirty file of the disk, other jobs' too) while the test process's core sat idle.
 
-    Kept real: in every test of a module whose source names ``fsync``, ``fdatasync`` or
-    ``syncfs`` (`_real_flushes`), and in the processes those tests start: the durability
-    tests, the fault sweeps and the spies that count flushes. A fault injected by replacing
-    one of these wins over this, as it replaces it for its test."""
+    Kept real: in every test of a module whose source names ``fsync``, ``fdatasync``,
+    ``syncfs`` or ``synchronous`` (`_real_flushes`), and in the processes those tests start:
+    the durability tests, the fault sweeps, the spies that count flushes, the user state's
+    setting. A fault injected by replacing one of these wins over this, as it replaces it for
+    its test."""
+    import sqlite3
     import stat
 
     from trajledger.ledger import fs
@@ -209,7 +238,7 @@ def flush_to_the_page_cache() -> None:
         return flush
 
     REAL_FLUSHES.update(fsync=real(os.fsync), fdatasync=real(os.fdatasync),
-                        syncfs=real(fs.syncfs))  # fmt: skip
+                        syncfs=real(fs.syncfs), connect=real(sqlite3.connect))  # fmt: skip
 
     def checked(real: Callable[[int], None]) -> Callable[[int], None]:
         def flush(fd: int) -> None:
@@ -226,6 +255,7 @@ def flush_to_the_page_cache() -> None:
     os.fsync = checked(REAL_FLUSHES["fsync"])
     os.fdatasync = checked(REAL_FLUSHES["fdatasync"])
     fs.syncfs = syncfs
+    setattr(sqlite3, "connect", page_cache_commits(REAL_FLUSHES["connect"]))  # noqa: B010
     # The processes the tests start, the same (tests/subprocess_site/sitecustomize.py).
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if SUBPROCESS_SITE not in paths:
@@ -293,6 +323,15 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _build_log(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`testkit.logged_build`'s file: ``builds.log`` in the run's base temporary directory
+    (under xdist the parent of the workers' own)."""
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+    testkit.BUILD_LOG = shared / "builds.log"
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Session and module fixtures (built before any test's own environment) get a state
     directory of their own too: nothing a test run does reaches the developer's ~."""
@@ -327,7 +366,9 @@ NAMES_FLUSHES: dict[str, bool] = {}
 @pytest.fixture(autouse=True)
 def _real_flushes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real flushes (`flush_to_the_page_cache`) for each test of a module that names
-    them, in process and in the processes it starts (``TRAJLEDGER_TESTS_REAL_FLUSHES=1``)."""
+    them (`FLUSH_NAMES`), in process and in the processes it starts
+    (``TRAJLEDGER_TESTS_REAL_FLUSHES=1``, which the SQLite connections made from then on read:
+    `page_cache_commits`). A module's and the session's fixtures are built before it."""
     if not REAL_FLUSHES:
         return
     path = str(request.path)

@@ -1,6 +1,7 @@
 """tests/subprocess_site/sitecustomize.py, seen from the Python processes a test starts: their
 flushes return without waiting for the disk on a regular file or a directory and fail as the
-real call does elsewhere, the file system's flush too once its module is imported; with
+real call does elsewhere, the file system's flush too once its module is imported, and the
+user state's SQLite commits do not wait either once ``sqlite3`` is (its setting made OFF); with
 ``TRAJLEDGER_TESTS_REAL_FLUSHES=1`` (what a module that names the flushes has for each test)
 they are the real ones. (This module spells their names in two parts, as
 tests/unit/test_flushes_in_tests.py does: a module whose source names them whole has the real
@@ -18,11 +19,12 @@ import pytest
 
 FLUSHES = ("f" "sync", "f" "datasync")
 FS_FLUSH = "sync" "fs"
+SYNCED = "PRAGMA " "syn" "chronous"
 REAL = "TRAJLEDGER_TESTS_REAL_FLUSHES"
 
 PROBE = """
 import errno, json, os, sys
-before = "trajledger.ledger.fs" in sys.modules
+before = "trajledger.ledger.fs" in sys.modules or "sqlite3" in sys.modules
 seen = {}
 for name in sys.argv[3:5]:
     flush = getattr(os, name)
@@ -54,15 +56,20 @@ try:
 except OSError as e:
     closed = e.errno
 seen["fs"] = [sync.__module__ != fs.__name__, closed == errno.EBADF, before]
+import sqlite3
+con = sqlite3.connect(sys.argv[2] + "/state.sqlite")
+con.execute(sys.argv[6] + "=FULL")
+seen["sqlite"] = con.execute(sys.argv[6]).fetchone()[0]
 print(json.dumps(seen))
 """
 
 
-def probe(tmp_path: Path, env: dict[str, str]) -> dict[str, list[bool]]:
-    r = subprocess.run([sys.executable, "-c", PROBE, tmp_path / "f", tmp_path, *FLUSHES, FS_FLUSH],
+def probe(tmp_path: Path, env: dict[str, str]) -> dict[str, list[bool] | int]:
+    r = subprocess.run([sys.executable, "-c", PROBE, tmp_path / "f", tmp_path, *FLUSHES, FS_FLUSH,
+                        SYNCED],
                        capture_output=True, text=True, env=env, check=False)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    seen: dict[str, list[bool]] = json.loads(r.stdout)
+    seen: dict[str, list[bool] | int] = json.loads(r.stdout)
     return seen
 
 
@@ -70,10 +77,10 @@ def probe(tmp_path: Path, env: dict[str, str]) -> dict[str, list[bool]]:
 def test_a_started_process_flushes_to_the_page_cache(tmp_path: Path) -> None:
     seen = probe(tmp_path, {k: v for k, v in os.environ.items() if k != REAL})
     assert seen == {FLUSHES[0]: [True, True, True], FLUSHES[1]: [True, True, True],
-                    "fs": [True, True, False]}
+                    "fs": [True, True, False], "sqlite": 0}  # OFF
 
 
 def test_with_the_real_flushes_asked_a_started_process_has_them(tmp_path: Path) -> None:
     seen = probe(tmp_path, {**os.environ, REAL: "1"})
     assert seen == {FLUSHES[0]: [False, True, True], FLUSHES[1]: [False, True, True],
-                    "fs": [False, True, False]}
+                    "fs": [False, True, False], "sqlite": 2}  # FULL

@@ -1,7 +1,8 @@
 """The Python processes the tests start flush to the page cache, as the test processes
 themselves do (tests/conftest.py, `flush_to_the_page_cache`): ``os.fsync``, ``os.fdatasync``
 and ``trajledger.ledger.fs.syncfs`` check their descriptor and return without waiting for the
-disk; unless ``TRAJLEDGER_TESTS_REAL_FLUSHES=1``.
+disk, and a SQLite connection's ``PRAGMA synchronous=FULL`` (the user state's) is ``OFF``
+(tests/conftest.py, `page_cache_commits`); unless ``TRAJLEDGER_TESTS_REAL_FLUSHES=1``.
 
 How it gets there: tests/conftest.py puts this directory first on ``PYTHONPATH`` for the run,
 and Python imports ``sitecustomize`` at start-up from the search path (not under ``-I``,
@@ -22,9 +23,10 @@ Each replacement keeps the real call as its ``__wrapped__``: the xdist workers a
 the run started too, and tests/conftest.py takes the real calls from under these for the
 modules that keep them.
 
-Nothing is imported here that Python's start-up has not imported (no trajledger module: a
-test of what a command imports sees what it saw): ``trajledger.ledger.fs`` is patched when the
-process imports it, by a finder that wraps its loader and then leaves.
+Nothing is imported here that Python's start-up has not imported (no trajledger module, no
+sqlite3: a test of what a command imports sees what it saw): ``trajledger.ledger.fs`` and
+``sqlite3`` are patched when the process imports them, by a finder that wraps their loaders
+and leaves once both are.
 """
 
 from __future__ import annotations
@@ -55,30 +57,61 @@ def _syncfs_of(real):
     return syncfs
 
 
-class _PatchFs:
-    """A ``sys.meta_path`` finder that finds nothing itself: for `FS_MODULE`, it leaves
-    ``sys.meta_path``, asks the other finders and wraps the loader's ``exec_module`` to replace
-    ``syncfs`` once the module has run."""
+SYNCED = "PRAGMA synchronous=FULL"
+
+
+def _page_cache_commits(sqlite3):
+    """tests/conftest.py's `page_cache_commits`, on the module ``sqlite3`` just imported."""
+    connect = sqlite3.connect
+
+    class PageCacheCommits(sqlite3.Connection):
+        def execute(self, sql, *args):
+            return super().execute("PRAGMA synchronous=OFF" if sql == SYNCED else sql, *args)
+
+    def page_cache_connect(*args, **kwargs):
+        kwargs.setdefault("factory", PageCacheCommits)
+        return connect(*args, **kwargs)
+
+    page_cache_connect.__wrapped__ = connect
+    sqlite3.connect = page_cache_connect
+
+
+def _patch_fs(module):
+    module.syncfs = _syncfs_of(module.syncfs)
+
+
+class _Patch:
+    """A ``sys.meta_path`` finder that finds nothing itself: for a module of `PATCHES`, it asks
+    the other finders and wraps the loader's ``exec_module`` to patch the module once it has
+    run; it leaves ``sys.meta_path`` once each is found."""
+
+    def __init__(self, patches):
+        self.patches = dict(patches)
 
     def find_spec(self, name, path, target=None):
-        if name != FS_MODULE:
+        patch = self.patches.pop(name, None)
+        if patch is None:
             return None
-        sys.meta_path.remove(self)
+        if not self.patches:
+            sys.meta_path.remove(self)
         specs = (finder.find_spec(name, path, target) for finder in sys.meta_path
-                 if hasattr(finder, "find_spec"))  # fmt: skip
+                 if finder is not self and hasattr(finder, "find_spec"))  # fmt: skip
         spec = next((spec for spec in specs if spec is not None), None)
         if spec is not None and spec.loader is not None:
             run = spec.loader.exec_module
 
             def exec_module(module):
                 run(module)
-                module.syncfs = _syncfs_of(module.syncfs)
+                patch(module)
 
             spec.loader.exec_module = exec_module
         return spec
 
 
+PATCHES = {FS_MODULE: _patch_fs, "sqlite3": _page_cache_commits}
+"""What `_Patch` patches, by module, when it is imported."""
+
 if os.environ.get(REAL_FLUSHES_ENV) != "1":
     os.fsync = _checked(os.fsync)
     os.fdatasync = _checked(os.fdatasync)
-    sys.meta_path.insert(0, _PatchFs())
+    sys.meta_path.insert(0, _Patch(PATCHES))

@@ -1,18 +1,22 @@
 """tests/conftest.py's `flush_to_the_page_cache`, seen from a module that does not name the
 flushes: each returns without waiting for the disk on a regular file or a directory, and fails
-as the real call does elsewhere. (This module spells their names in two parts: a module whose
-source names them whole has the real ones, which tests/unit/test_testkit.py checks.)"""
+as the real call does elsewhere; the user state's SQLite commits do not wait either, unless
+``TRAJLEDGER_TESTS_REAL_FLUSHES=1`` when the connection is made. (This module spells their
+names in two parts: a module whose source names them whole has the real ones, which
+tests/unit/test_testkit.py checks.)"""
 
 from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 FLUSHES = ("f" "sync", "f" "datasync")
 FS_FLUSH = "sync" "fs"
+SYNCED = "PRAGMA " "syn" "chronous"
 pytestmark = pytest.mark.skipif(os.environ.get("TRAJLEDGER_TESTS_REAL_FLUSHES") == "1",
                                 reason="the run asked for the real flushes")
 
@@ -54,3 +58,21 @@ def test_the_file_systems_flush_checks_its_descriptor(tmp_path: Path) -> None:
     with pytest.raises(OSError) as e:
         sync(fd, str(tmp_path))
     assert e.value.errno == errno.EBADF
+
+
+@pytest.mark.parametrize(("real", "level"), [("0", 0), ("1", 2)])  # OFF, FULL
+def test_the_user_states_commits_go_to_the_page_cache_unless_the_real_flushes_are_asked(
+    real: str, level: int, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger import Ledger
+
+    monkeypatch.setenv("TRAJLEDGER_TESTS_REAL_FLUSHES", real)
+    state = Ledger.open(home).trust_state()
+    try:
+        assert state._db.execute(SYNCED).fetchone() == (level,)
+    finally:
+        state.close()
+    con = sqlite3.connect(tmp_path / "other.sqlite")  # another database, set the same way
+    con.execute(SYNCED + "=FULL")
+    assert con.execute(SYNCED).fetchone() == (level,)
+    con.close()

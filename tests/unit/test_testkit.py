@@ -164,14 +164,19 @@ def test_the_environment_is_read_once_until_a_distribution_changes(
     assert buildinfo.environment_lock() == first
 
 
-def test_a_module_that_names_the_flushes_has_the_real_ones() -> None:
+def test_a_module_that_names_the_flushes_has_the_real_ones(tmp_path: Path) -> None:
     """tests/conftest.py's `_real_flushes`: this module names os.fsync, os.fdatasync and
-    fs.syncfs (tests/unit/test_flushes_in_tests.py sees the ones that do not wait)."""
+    fs.syncfs (tests/unit/test_flushes_in_tests.py sees the ones that do not wait), and the
+    user state's commits are synced (``PRAGMA synchronous=FULL`` stays FULL)."""
     from trajledger.ledger import fs
 
     for flush in (os.fsync, os.fdatasync, fs.syncfs):
         assert not hasattr(flush, "__wrapped__"), flush
     assert fs.syncfs.__module__ == "trajledger.ledger.fs"
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    con.execute("PRAGMA synchronous=FULL")
+    assert con.execute("PRAGMA synchronous").fetchone() == (2,)
+    con.close()
 
 
 def test_a_file_still_held_after_the_full_collection_is_named(
