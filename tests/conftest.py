@@ -160,9 +160,8 @@ def read_each_environment_once() -> None:
 
 REAL_FLUSHES_ENV = "TRAJLEDGER_TESTS_REAL_FLUSHES"
 """Set to 1: every test flushes to the disk for real (`flush_to_the_page_cache`)."""
-FLUSH_NAMES = re.compile(r"\b(fsync|fdatasync|syncfs|synchronous)\b")
-"""A test module whose source names one of these has the real flushes (`_real_flushes`):
-the three calls, and SQLite's ``synchronous`` (the user state's commits)."""
+FLUSH_NAMES = re.compile(r"\b(fsync|fdatasync|syncfs)\b")
+"""A test module whose source names one of these has the real flushes (`_real_flushes`)."""
 REAL_FLUSHES: dict[str, Callable[..., Any]] = {}
 """The real ``os.fsync``, ``os.fdatasync``, ``trajledger.ledger.fs.syncfs`` and
 ``sqlite3.connect``, once replaced."""
@@ -177,7 +176,9 @@ def page_cache_commits(connect: Callable[..., Any]) -> Callable[..., Any]:
     """``sqlite3.connect`` (``connect``), whose connections' ``PRAGMA synchronous=FULL`` (the
     user state's) is ``OFF``: their commits go to the page cache, as the flushes do
     (`flush_to_the_page_cache`); unless ``TRAJLEDGER_TESTS_REAL_FLUSHES=1`` when the connection
-    is made (then it is ``connect``'s own)."""
+    is made (then it is ``connect``'s own): a module that names the flushes has it for each
+    test (`_real_flushes`), and a test of the setting itself sets it (test_trust_state's
+    durable state: the module's other tests keep the page cache, 10 s of wall at load 8)."""
     import sqlite3
 
     class PageCacheCommits(sqlite3.Connection):
@@ -217,11 +218,10 @@ def flush_to_the_page_cache() -> None:
     holds either. The subprocesses waited on fsyncs and ``syncfs`` calls (which wait for every
     dirty file of the disk, other jobs' too) while the test process's core sat idle.
 
-    Kept real: in every test of a module whose source names ``fsync``, ``fdatasync``,
-    ``syncfs`` or ``synchronous`` (`_real_flushes`), and in the processes those tests start:
-    the durability tests, the fault sweeps, the spies that count flushes, the user state's
-    setting. A fault injected by replacing one of these wins over this, as it replaces it for
-    its test."""
+    Kept real: in every test of a module whose source names ``fsync``, ``fdatasync`` or
+    ``syncfs`` (`_real_flushes`), and in the processes those tests start: the durability
+    tests, the fault sweeps and the spies that count flushes. A fault injected by replacing
+    one of these wins over this, as it replaces it for its test."""
     import sqlite3
     import stat
 

@@ -295,9 +295,11 @@ def test_init_refuses_an_origin_that_names_another_log_this_user_knows(tmp_path:
 # -- issue 18: the state protected like the ledger -------------------------------------------------
 
 
-def test_the_state_is_private_and_durable(home: Path) -> None:
+def test_the_state_is_private_and_durable(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import stat
 
+    # The product's setting, not the tests' page cache (tests/conftest.py page_cache_commits).
+    monkeypatch.setenv("TRAJLEDGER_TESTS_REAL_FLUSHES", "1")
     state = Ledger.open(home).trust_state()
     db = state.path / "state.sqlite"
     assert stat.S_IMODE(state.path.stat().st_mode) == 0o700
