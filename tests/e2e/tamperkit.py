@@ -269,8 +269,7 @@ def build_quickstart(root: Path, *, lookup_tail: int | None = None) -> Quickstar
         m.setenv(testkit.STATE_ENV, str(state))
         if lookup_tail is not None:
             m.setattr(lookup, "TAIL", lookup_tail)
-        with testkit.logged_build("tamperkit.build_quickstart"):
-            checkpoint = testkit.quickstart(home, passphrase=PASSPHRASE)
+        checkpoint = testkit.quickstart(home, passphrase=PASSPHRASE)
     return Quickstart(home, state, checkpoint)
 
 
