@@ -323,15 +323,6 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _build_log(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """`testkit.logged_build`'s file: ``builds.log`` in the run's base temporary directory
-    (under xdist the parent of the workers' own)."""
-    shared = tmp_path_factory.getbasetemp()
-    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
-    testkit.BUILD_LOG = shared / "builds.log"
-
-
-@pytest.fixture(scope="session", autouse=True)
 def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Session and module fixtures (built before any test's own environment) get a state
     directory of their own too: nothing a test run does reaches the developer's ~."""

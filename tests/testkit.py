@@ -107,35 +107,6 @@ def as_own_user(root: Path, make: Callable[[Path], T]) -> T:
         return make(root)
 
 
-BUILD_LOG: Path | None = None
-"""Where `logged_build` appends a line per build (tests/conftest.py sets it: ``builds.log``
-under the run's base temporary directory, which the xdist workers share)."""
-_BUILDING: list[str] = []
-
-
-@contextlib.contextmanager
-def logged_build(what: str) -> Iterator[None]:
-    """Append to `BUILD_LOG` what was built, by which worker, its CPU-s (this process's and its
-    waited-for children's) and wall, and how deep in another build: the builds each xdist
-    worker makes for itself, counted across a run."""
-    import time
-
-    start, wall = os.times(), time.monotonic()
-    _BUILDING.append(what)
-    try:
-        yield
-    finally:
-        _BUILDING.pop()
-        end = os.times()
-        cpu = sum(end[:4]) - sum(start[:4])
-        if BUILD_LOG is not None:
-            worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
-            line = (f"{worker}\t{cpu:.3f}\t{time.monotonic() - wall:.3f}\t{len(_BUILDING)}"
-                    f"\t{what}\n")
-            with BUILD_LOG.open("a", encoding="utf-8") as log:
-                log.write(line)
-
-
 def build_template(root: Path, build: Callable[[Path], T]) -> Template[T]:
     """``build(root / "home")`` with ``root / "state"`` as the user state directory.
 
@@ -147,9 +118,7 @@ def build_template(root: Path, build: Callable[[Path], T]) -> Template[T]:
     emptied into them), so that a copy of the directory is a copy of the state.
     """
     home, state = root / "home", root / "state"
-    what = (f"template {root.name.rstrip('0123456789')} "
-            f"{getattr(build, '__module__', '?')}.{getattr(build, '__qualname__', '?')}")
-    with logged_build(what), user_state(state):
+    with user_state(state):
         value = build(home)
     if _checkpoint(state):
         # The build's Ledger objects, and their database connections, are in reference
@@ -345,8 +314,7 @@ def built_once(key: Hashable, root: Path, build: Callable[[Path], T]) -> T:
     if key not in BUILT:
         built_in = Path(tempfile.mkdtemp(prefix="trajledger-built-"))
         atexit.register(shutil.rmtree, built_in, ignore_errors=True)
-        with logged_build(f"built_once {key!r}"):
-            value = build(built_in)
+        value = build(built_in)
         release_files(built_in)  # (its SQLite connections closed: each copy whole)
         BUILT[key] = (built_in, value)
     built_in, value = BUILT[key]
