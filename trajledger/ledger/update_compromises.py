@@ -676,8 +676,6 @@ def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[i
     key's declaration by another log stays a warning (`_declared_elsewhere`): a policy may list
     anyone's key, and who owns a key is what signed the log's policies (`owned`). ``blob``:
     the update's envelopes and Sigstore bundles, by digest."""
-    from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
-
     origins: Origins | None
     lineage = [e for _i, e in sorted(taken.items()) if KINDS[e.kind].lineage]
     trusted = {w for r in KEY_ROLES for w in policy.role(r).identities} - {
@@ -701,13 +699,7 @@ def owners_declaration(ledger: LedgerHome, policy: TrustPolicy, taken: Mapping[i
             for e in lineage:
                 if (i := at.get(e.envelope)) is not None and not ri.covers(i, seen[i].time):
                     continue
-                try:
-                    found, _notes = identity_signers(
-                        Envelope.from_bytes(blob(e.envelope) or b""), blob, [who],
-                        trusted_root=trusted_root_bytes(policy.sigstore_trusted_root))
-                except ProvenanceError:
-                    continue
-                if who not in found:
+                if not _signed_by(e, blob, who, policy):
                     continue
                 return (f"{e.kind} {e.subject} is signed by identity {who.subject} "
                         f"({who.issuer}), which {origin_name(vkey)} declares compromised "
@@ -731,7 +723,6 @@ def _first_by(ledger: LedgerHome, origins: Origins, vkey: str, seen: Mapping[int
     of its entries ``seen`` that verifies signed keylessly by ``who`` (``policy``'s trusted
     root): what shows an identity its policy names is its own, not a relay's whose policy
     names it to trust the owner's records (as `_shown` is for a key: vend43)."""
-    from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
 
     def stored(digest: str) -> bytes | None:
         try:
@@ -741,16 +732,21 @@ def _first_by(ledger: LedgerHome, origins: Origins, vkey: str, seen: Mapping[int
                 raise
             return None
 
-    for e in seen.values():
-        if not KINDS[e.kind].lineage or (j := ledger.log.find_envelope(e.envelope)) is None \
-                or origins.first(j) != vkey:
-            continue
-        try:
-            found, _notes = identity_signers(
-                Envelope.from_bytes(stored(e.envelope) or b""), stored, [who],
-                trusted_root=trusted_root_bytes(policy.sigstore_trusted_root))
-        except ProvenanceError:
-            continue
-        if who in found:
-            return True
-    return False
+    return any(KINDS[e.kind].lineage and (j := ledger.log.find_envelope(e.envelope)) is not None
+               and origins.first(j) == vkey and _signed_by(e, stored, who, policy)
+               for e in seen.values())
+
+
+def _signed_by(e: LogEntry, blob: Callable[[str], bytes | None], who: Identity,
+               policy: TrustPolicy) -> bool:
+    """Whether the envelope of ``e`` (its bytes and Sigstore bundles from ``blob``) verifies
+    signed keylessly by ``who`` under ``policy``'s trusted root."""
+    from trajledger.verify.sigstore_adapter import identity_signers, trusted_root_bytes
+
+    try:
+        found, _notes = identity_signers(
+            Envelope.from_bytes(blob(e.envelope) or b""), blob, [who],
+            trusted_root=trusted_root_bytes(policy.sigstore_trusted_root))
+    except ProvenanceError:
+        return False
+    return who in found
