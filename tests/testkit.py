@@ -294,8 +294,8 @@ def built_once(key: Hashable, root: Path, build: Callable[[Path], T]) -> T:
     removed at the process's end) and copied into ``root`` for each call: every file the build
     made under its directory (ledgers, their users' states, bundles), and what it returned,
     each path under that directory moved to ``root`` (in tuples, lists and the attributes of
-    copies of `Party` objects). As `test_updates.vendor_copy` does for one vendor: each call
-    has ledgers of its own; the calls of one process share their keys and log keys, which a
+    copies of `Party` objects; `test_updates.vendor_copy` is one). Each call has ledgers of its
+    own; the calls of one process share their keys and log keys, which a
     build's callers must not compare across calls; a second call with the same key in one test
     builds anew (two parties made twice have two keys). Only for a build that reads nothing
     a test changes before it (a clock, a fault, a monkeypatched helper), and whose parties each

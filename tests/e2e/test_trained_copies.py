@@ -30,7 +30,8 @@ def test_each_vendor_copy_is_a_ledger_of_its_own_and_one_test_gets_two_vendors(
     """`test_updates.vendor_copy` (ci51): the build of its arguments copied under the call's
     own root; a second call with the same arguments in one test is another vendor (its own
     keys and log key), as two ``Vendor(...)`` calls would be."""
-    from test_updates import VENDORS, Buyer, vendor_copy
+    from test_updates import Buyer, vendor_copy
+    from testkit import BUILT
 
     one = vendor_copy(tmp_path / "one", "copied", "copied.example/log")
     two = vendor_copy(tmp_path / "two", "copied", "copied.example/log")
@@ -39,7 +40,7 @@ def test_each_vendor_copy_is_a_ledger_of_its_own_and_one_test_gets_two_vendors(
             assert path.is_relative_to(root) and path.exists(), path
     assert one.origin != two.origin  # two log keys
     assert one.vkey() != two.vkey()
-    built = VENDORS[("copied", "copied.example/log", (1, 2), "grid")][1]
+    built = BUILT[("vendor", "copied", "copied.example/log", (1, 2), "grid")][1]
     size = built.size()
     one.run("revoke", one.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
     assert one.size() == size + 1 and built.size() == size  # the build untouched

@@ -83,50 +83,20 @@ class Vendor(Party):
         self.origin = "+".join(self.vkey().split("+")[:2])  # ORIGIN+KEYHASH
 
 
-VENDORS: dict[tuple[str, str, tuple[int, int], str], tuple[Path, Vendor]] = {}
-"""`vendor_copy`'s builds in this test process, by their arguments, and where."""
-VENDORS_GIVEN: dict[str, set[tuple[str, str, tuple[int, int], str]]] = {}
-"""The arguments `vendor_copy` copied a build for, by the test (``PYTEST_CURRENT_TEST``)."""
-
-
 def vendor_copy(root: Path, name: str, origin: str, seeds: tuple[int, int] = (1, 2),
-           env: str = "grid") -> Vendor:
+                env: str = "grid") -> Vendor:
     """``Vendor(root, name, origin, seeds, env)``, built once per test process for these
-    arguments (in a temporary directory removed at its end) and copied into ``root``: its
-    ledger, its user state, its record files and its bundle (0.01 CPU-s, against 0.22 to 0.25
-    to build warm: 9 commands). Each call has a ledger of its own, as before; the calls of one
-    process with the same arguments share its keys and log key, which no test compares across
-    tests (as `train_a_buyer`'s copies share theirs). A second call with the same arguments in
-    one test builds anew (two vendors of one name and origin have two keys). For a vendor built
-    after a test changed something the build reads (a clock, a fault), call ``Vendor``."""
-    import atexit
-    import copy
-    import shutil
-    import tempfile
+    arguments and copied into ``root`` (`testkit.built_once`): its ledger, its user state, its
+    record files and its bundle (0.01 CPU-s, against 0.22 to 0.25 to build warm: 9 commands).
+    Each call has a ledger of its own; the calls of one process with the same arguments share
+    its keys and log key, which no test compares across tests (as `train_a_buyer`'s copies
+    share theirs). A second call with the same arguments in one test builds anew (two vendors
+    of one name and origin have two keys). For a vendor built after a test changed something
+    the build reads (a clock, a fault), call ``Vendor``."""
+    from testkit import built_once
 
-    from testkit import release_files
-
-    args = (name, origin, seeds, env)
-    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]  # (its phase cut off)
-    given = VENDORS_GIVEN.setdefault(test, set())
-    if args in given:
-        return Vendor(root, name, origin, seeds, env)
-    given.add(args)
-    if args not in VENDORS:
-        built_in = Path(tempfile.mkdtemp(prefix="trajledger-vendor-"))
-        atexit.register(shutil.rmtree, built_in, ignore_errors=True)
-        built = Vendor(built_in, name, origin, seeds, env)
-        release_files(built_in)  # (its SQLite connections closed: each copy whole)
-        VENDORS[args] = (built_in, built)
-    built_in, built = VENDORS[args]
-    for path in built_in.iterdir():
-        assert not (root / path.name).exists(), f"{root / path.name}: there already"
-    shutil.copytree(built_in, root, symlinks=True, dirs_exist_ok=True)
-    party = copy.copy(built)
-    for key, value in vars(party).items():
-        if isinstance(value, Path) and value.is_relative_to(built_in):
-            setattr(party, key, root / value.relative_to(built_in))
-    return party
+    return built_once(("vendor", name, origin, seeds, env), root,
+                      lambda at: Vendor(at, name, origin, seeds, env))
 
 
 BUYER_POLICY = """\
