@@ -46,11 +46,13 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .trust_state import TrustState
 
-__all__ = ["KEY_ROLES", "compromises", "entries_of", "own_signed", "owned", "owners_declaration",
-           "pending_compromises", "relayed_by", "their_policy"]
+__all__ = ["KEY_ROLES", "NOT_TAKEN", "compromises", "entries_of", "own_signed", "owned",
+           "owners_declaration", "pending_compromises", "relayed_by", "their_policy"]
 
-_OWNERS = frozenset({"trust-policy", "import", "refusal"})
-"""`updates.NOT_TAKEN` (that module imports this one): the kinds only a log's owner logs."""
+NOT_TAKEN = frozenset({"trust-policy", "import", "refusal"})
+"""The kinds only a log's owner logs, never logged here: the other party's policies (consulted
+for its key compromises, never trusted), its own imports and refusals (its business);
+`updates.NOT_TAKEN`, defined here since that module imports this one."""
 
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 """The roles a key signs records under (the log and witness roles name log keys)."""
@@ -257,7 +259,7 @@ def owned(ledger: LedgerHome, seen: Mapping[int, LogEntry],
     digests = {policy_digest(p) for p in chain}
     out: set[str] = set()
     for i, e in seen.items():
-        if not keys or (e.kind not in _OWNERS or i not in among
+        if not keys or (e.kind not in NOT_TAKEN or i not in among
                         if among is not None else
                         e.kind != "trust-policy" or e.subject not in digests):
             continue
@@ -282,13 +284,13 @@ def own_signed(ledger: LedgerHome, logs: Collection[str], entries: Mapping[int, 
     the signers its entries list: a relay that lists another log's key there would be named
     as the revoker of what that log revoked (rev53's Left; `first_contact.saw`'s ``own``)."""
     parsed = {i: LogEntry.from_bytes(raw) for i, raw in entries.items()}
-    if not any(e.kind in _OWNERS for e in parsed.values()):
+    if not any(e.kind in NOT_TAKEN for e in parsed.values()):
         return set()
     imports = import_records(ledger)
     seen = {i: e for k in logs for i, e in entries_of(k, imports, skip=entries).items()}
     seen |= parsed
     blobs = {e.envelope: got for i, e in seen.items()
-             if (e.kind == "trust-policy" or i in parsed) and e.kind in _OWNERS
+             if (e.kind == "trust-policy" or i in parsed) and e.kind in NOT_TAKEN
              and (got := blob(e.envelope)) is not None}
     return owned(ledger, seen, blobs, among=parsed)
 

@@ -78,6 +78,7 @@ from .own_records import sent_back
 from .record import statement_entry
 from .status import label
 from .update_changes import Changes
+from .update_compromises import NOT_TAKEN
 from .update_compromises import compromises as _compromises  # (test_insider_races' seam)
 from .update_judge import judge as _judge  # (the seam tests/e2e/test_updates.py stops at)
 from .update_judge import left_out
@@ -111,9 +112,6 @@ __all__ = [
     "withdraws",
 ]
 
-NOT_TAKEN = frozenset({"trust-policy", "import", "refusal"})
-"""Kinds never logged here: the other party's policies (consulted for its key compromises,
-never trusted), its own imports and refusals (its business)."""
 UNREAD = "unread"
 """`TrustState.noted`'s key of gap39's mark (`first_contact.brought`): ``{digest: label}``, the
 records waiting to be read against the log; while any, its size applied counts as 0."""
